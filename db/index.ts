@@ -1,0 +1,61 @@
+import pg from 'pg';
+import { Kysely, Migrator, PostgresDialect, type Transaction } from 'kysely';
+import type { Database } from './schema';
+import { migrationProvider } from './migrations';
+
+export type Db = Kysely<Database>;
+export type Tx = Transaction<Database>;
+export type { Database } from './schema';
+
+const INT8_OID = 20;
+const DATE_OID = 1082;
+
+/** Type parsers for our pool only: int8 becomes bigint (money never passes through a JS number), dates stay 'YYYY-MM-DD'. */
+const typeParsers = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === INT8_OID) return (value: string) => BigInt(value);
+    if (oid === DATE_OID) return (value: string) => value;
+    return pg.types.getTypeParser(oid, format as 'text');
+  },
+} as pg.CustomTypesConfig;
+
+export interface DbHandle {
+  db: Db;
+  pool: pg.Pool;
+  close(): Promise<void>;
+}
+
+export interface DbOptions {
+  maxConnections?: number;
+  onPoolError?: (error: Error) => void;
+}
+
+export function createDb(connectionString: string, options: DbOptions = {}): DbHandle {
+  const pool = new pg.Pool({
+    connectionString,
+    max: options.maxConnections ?? 20,
+    types: typeParsers,
+    connectionTimeoutMillis: 10_000,
+    idleTimeoutMillis: 30_000,
+  });
+  // An idle client losing its connection must not crash the process; it is logged and replaced.
+  pool.on('error', (error) => options.onPoolError?.(error));
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  let closed = false;
+  return {
+    db,
+    pool,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await db.destroy();
+    },
+  };
+}
+
+export async function migrateToLatest(db: Db): Promise<string[]> {
+  const migrator = new Migrator({ db, provider: migrationProvider });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) throw error instanceof Error ? error : new Error(String(error));
+  return (results ?? []).filter((result) => result.status === 'Success').map((result) => result.migrationName);
+}

@@ -1,0 +1,21 @@
+import type { Migration, MigrationProvider } from 'kysely';
+import * as foundation from './2026_11_21_0001_foundation';
+import * as creditReservations from './2026_11_21_0002_credit_reservations';
+import * as relayTransactions from './2026_11_21_0004_relay_transactions';
+import * as proxyPayments from './2026_11_21_0005_proxy_payments';
+import * as relayDelivery from './2026_11_21_0006_relay_delivery';
+
+/** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
+const MIGRATIONS: Record<string, Migration> = {
+  '2026_11_21_0001_foundation': foundation,
+  '2026_11_21_0002_credit_reservations': creditReservations,
+  '2026_11_21_0004_relay_transactions': relayTransactions,
+  '2026_11_21_0005_proxy_payments': proxyPayments,
+  '2026_11_21_0006_relay_delivery': relayDelivery,
+};
+
+export const migrationProvider: MigrationProvider = {
+  async getMigrations() {
+    return MIGRATIONS;
+  },
+};

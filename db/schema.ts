@@ -1,0 +1,227 @@
+import type { ColumnType, Generated } from 'kysely';
+
+/** Row types of our tables. bigint columns are parsed to bigint (see db/index.ts). */
+type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+
+export interface OrganisationsTable {
+  id: Generated<bigint>;
+  name: string;
+  credit_balance: ColumnType<bigint, bigint | undefined, bigint>;
+  created_at: Timestamp;
+}
+
+export interface AccountsTable {
+  id: Generated<bigint>;
+  public_id: Generated<string>;
+  organisation_id: bigint;
+  name: string;
+  created_at: Timestamp;
+}
+
+export interface ApiKeysTable {
+  id: Generated<bigint>;
+  account_id: bigint;
+  prefix: string;
+  key_hash: Buffer;
+  daily_cap_credits: bigint;
+  created_at: Timestamp;
+  revoked_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+}
+
+export type LedgerKind = 'grant' | 'reserve' | 'charge' | 'release' | 'refund';
+
+export interface CreditLedgerTable {
+  id: Generated<bigint>;
+  organisation_id: bigint;
+  account_id: bigint | null;
+  api_key_id: bigint | null;
+  kind: LedgerKind;
+  amount_credits: bigint;
+  reference: string;
+  created_at: Timestamp;
+}
+
+export type SpendScope = 'relay_wallet' | 'relay_system' | 'proxy_account' | 'proxy_system' | 'api_key';
+export type SpendClass = 'mainnet' | 'testnet' | 'all';
+
+export interface DailySpendTable {
+  scope: SpendScope;
+  scope_id: string;
+  network_class: SpendClass;
+  /** UTC date, as 'YYYY-MM-DD'. */
+  day: ColumnType<string, string, string>;
+  spent: ColumnType<bigint, bigint | undefined, bigint>;
+}
+
+export type StoredWebhookStatus =
+  | 'async_processing'
+  | 'success'
+  | 'success_refunded'
+  | 'refund_confirmed'
+  | 'no_refund_needed'
+  | 'payment_failed'
+  | 'upstream_error'
+  | 'internal_error'
+  | 'rate_limited'
+  | 'validation_failed'
+  | 'refund_failed';
+
+export type WebhookKind = 'proxy_payment' | 'relay_refund' | 'relay_payment';
+
+export interface WebhooksTable {
+  id: Generated<string>;
+  kind: WebhookKind;
+  status: StoredWebhookStatus;
+  tx_hash: string | null;
+  network: string | null;
+  method: 'facilitator' | 'direct' | null;
+  relay_tx_id: bigint | null;
+  facilitator_url: string | null;
+  message: string | null;
+  error: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export type ReservationState = 'reserved' | 'charged' | 'released';
+
+export interface CreditReservationsTable {
+  id: Generated<bigint>;
+  reference: string;
+  organisation_id: bigint;
+  account_id: bigint;
+  api_key_id: bigint;
+  network_class: 'mainnet' | 'testnet';
+  day: ColumnType<string, string, string>;
+  credits: bigint;
+  state: ColumnType<ReservationState, ReservationState | undefined, ReservationState>;
+  created_at: Timestamp;
+  settled_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+}
+
+export type ProxyPaymentState = 'reserved' | 'signed' | 'charged' | 'released';
+
+export interface ProxyPaymentsTable {
+  id: Generated<bigint>;
+  reference: string;
+  organisation_id: bigint;
+  account_id: bigint;
+  api_key_id: bigint;
+  request_id: string;
+  target_url: string;
+  network: string;
+  chain_type: 'evm' | 'solana';
+  pay_to: string;
+  amount_micro_usdc: bigint;
+  credits: bigint;
+  state: ColumnType<ProxyPaymentState, ProxyPaymentState | undefined, ProxyPaymentState>;
+  payer: string | null;
+  payer_signature: string | null;
+  /** EVM: the authorization's validBefore, unix seconds. */
+  valid_before: bigint | null;
+  /** Solana: the last block height at which the transaction can land. */
+  last_valid_block_height: bigint | null;
+  tx_hash: string | null;
+  webhook_id: string | null;
+  /** Why the payment ended as it did, for operators. */
+  outcome: string | null;
+  created_at: Timestamp;
+  signed_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  settled_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+}
+
+export type RelayTransactionState =
+  | 'received'
+  | 'settling'
+  | 'settled'
+  | 'settle_failed'
+  | 'delivered'
+  | 'refund_pending'
+  | 'refunded'
+  | 'refund_failed';
+
+export type SettlementMethod = 'facilitator' | 'direct';
+
+/** A client's X-PAYMENT to the service in relay mode; `nonce_key` is its replay guard (see the migration). */
+export interface RelayTransactionsTable {
+  id: Generated<bigint>;
+  /** Canonical network name (aliases resolved). */
+  network: string;
+  chain_type: 'evm' | 'solana';
+  asset: string;
+  payer: string;
+  pay_to: string;
+  amount_micro: bigint;
+  /** EVM: the authorization nonce (lowercase hex). Solana: the payer's transaction signature (base58). */
+  nonce_key: string;
+  /** The decoded X-PAYMENT and the requirement of our 402 it matched; written as JSON text, read as objects. */
+  payment_payload: ColumnType<unknown, string, string>;
+  payment_requirements: ColumnType<unknown, string, string>;
+  /** EVM: the authorization's validBefore, unix seconds. */
+  valid_before: bigint | null;
+  state: ColumnType<RelayTransactionState, RelayTransactionState | undefined, RelayTransactionState>;
+  settle_method: SettlementMethod | null;
+  client_tx_hash: string | null;
+  failure_reason: string | null;
+  failure_details: string | null;
+  target_url: string | null;
+  target_method: string | null;
+  target_network: string | null;
+  target_amount_micro: bigint | null;
+  target_payment_ref: string | null;
+  target_tx_hash: string | null;
+  /** Our wallet on the target's network, and when our payment to the target stops being usable. */
+  target_payer: string | null;
+  /** EVM: validBefore of our authorization, unix seconds. */
+  target_valid_before: bigint | null;
+  /** Solana: the last block height at which our transaction can land. */
+  target_last_valid_block_height: bigint | null;
+  /** The HTTP status the target answered our paid call with. */
+  target_status: number | null;
+  /** The call's webhook record, once one was opened (a refund, a payment watched on-chain). */
+  webhook_id: string | null;
+  /** UTC day the payment was counted against the daily relay limits; null when it was not (or was taken back). */
+  spend_day: ColumnType<string | null, string | null | undefined, string | null>;
+  /** When the request answered its client while the transaction was still open. */
+  responded_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  /** Why the transaction ended as it did, for operators. */
+  outcome: string | null;
+  /** The endpoint that took the payment; only 'relay' rows are finished by the relay's jobs. */
+  mode: 'relay' | 'chat' | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  settled_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+}
+
+export type RefundStatus = 'pending' | 'confirmed' | 'failed';
+
+export interface RefundsTable {
+  id: Generated<bigint>;
+  relay_transaction_id: bigint;
+  network: string;
+  asset: string;
+  recipient: string;
+  amount_micro: bigint;
+  method: SettlementMethod;
+  status: ColumnType<RefundStatus, RefundStatus | undefined, RefundStatus>;
+  tx_hash: string | null;
+  /** Solana: the blockhash our refund transaction was signed with; it cannot land once that expires. */
+  blockhash: string | null;
+  error: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  confirmed_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+}
+
+export interface Database {
+  proxy_payments: ProxyPaymentsTable;
+  credit_reservations: CreditReservationsTable;
+  organisations: OrganisationsTable;
+  accounts: AccountsTable;
+  api_keys: ApiKeysTable;
+  credit_ledger: CreditLedgerTable;
+  daily_spend: DailySpendTable;
+  webhooks: WebhooksTable;
+  relay_transactions: RelayTransactionsTable;
+  refunds: RefundsTable;
+}

@@ -1,0 +1,22 @@
+/**
+ * Every minute: chat payments whose request stopped half-way are finished (payments/chat.ts
+ * followUpChatPayment): closed when nothing was settled, delivered when the answer was given,
+ * refunded when the payment settled without an answer. Safe to repeat.
+ */
+import type { Task } from 'graphile-worker';
+import { followUpChatPayment, openChatPayments } from '../../payments/chat';
+import type { WorkerDeps } from '../deps';
+
+export const CHAT_FOLLOW_UP = 'chat_follow_up';
+/** Rows looked at per run; the next run takes the rest. */
+export const CHAT_FOLLOW_UP_BATCH = 100;
+
+export function chatFollowUp(deps: WorkerDeps): Task {
+  return async () => {
+    const ids = await openChatPayments(deps.db, deps.clock.now(), CHAT_FOLLOW_UP_BATCH);
+    for (const id of ids) {
+      const outcome = await followUpChatPayment(deps, id);
+      deps.log.info({ task: CHAT_FOLLOW_UP, relayTxId: String(id), outcome }, 'chat payment followed up');
+    }
+  };
+}

@@ -1,0 +1,24 @@
+/**
+ * At 00:00 UTC: opens the new day's counters and prunes spend rows and webhook records past
+ * retention. Safe to repeat: opening is an insert that ignores existing rows, pruning deletes by age.
+ */
+import type { Task } from 'graphile-worker';
+import { utcDay } from '../../payments/clock';
+import { startDay } from '../../payments/limits';
+import { pruneWebhooks } from '../../payments/webhooks';
+import type { WorkerDeps } from '../deps';
+
+export const DAY_ROLLOVER = 'day_rollover';
+
+export function dayRollover(deps: WorkerDeps): Task {
+  return async (payload) => {
+    const cron = (payload as { _cron?: { ts?: unknown } } | null)?._cron;
+    // A backfilled run opens the day it was scheduled for, not the day it runs on.
+    const at = typeof cron?.ts === 'string' ? new Date(cron.ts) : deps.clock.now();
+    if (Number.isNaN(at.getTime())) throw new Error('day_rollover: invalid _cron.ts');
+    const day = utcDay(at);
+    const { prunedRows } = await startDay(deps.db, day);
+    const prunedWebhooks = await pruneWebhooks(deps.db, deps.clock.now());
+    deps.log.info({ task: DAY_ROLLOVER, day, prunedRows, prunedWebhooks }, 'new day opened');
+  };
+}

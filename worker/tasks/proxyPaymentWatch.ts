@@ -1,0 +1,69 @@
+/**
+ * Resolves one signed /proxy payment from the chain: on chain -> credits charged, record success
+ * with the transaction hash; expired unused -> credits released, record payment_failed; not yet
+ * decided -> the job queues itself again (same job key) for a later look. Safe to repeat: it reads
+ * the row first, and every move it makes is a guarded update that does nothing the second time.
+ */
+import type { Task } from 'graphile-worker';
+import {
+  chargeProxyPayment,
+  enqueueWatch,
+  findProxyPayment,
+  PROXY_PAYMENT_WATCH_TASK,
+  releaseProxyPayment,
+  signedTargetPaymentOf,
+} from '../../payments/proxy/records';
+import { nextLookAt, readPaymentOnChain, UNREADABLE_RECHECK_MS } from '../../payments/target/index';
+import type { WorkerDeps } from '../deps';
+
+export const PROXY_PAYMENT_WATCH = PROXY_PAYMENT_WATCH_TASK;
+
+// The schedule of looks is shared with the relay's watch of its target payments.
+export { EXPIRED_RECHECK_MS, MAX_RECHECK_MS, MIN_RECHECK_MS, nextLookAt, UNREADABLE_RECHECK_MS, UNTIMED_RECHECK_MS } from '../../payments/target/index';
+/** A row still `reserved` this long after it was written was never signed: its request is gone. */
+export const NEVER_SIGNED_AFTER_MS = 10 * 60_000;
+
+export function parseWatchPayload(payload: unknown): bigint {
+  const id = (payload as { proxyPaymentId?: unknown } | null)?.proxyPaymentId;
+  if (typeof id !== 'string' || !/^[1-9][0-9]{0,18}$/.test(id)) {
+    throw new Error(`${PROXY_PAYMENT_WATCH}: payload needs proxyPaymentId as a decimal string`);
+  }
+  return BigInt(id);
+}
+
+export function proxyPaymentWatch(deps: WorkerDeps): Task {
+  return async (payload) => {
+    const id = parseWatchPayload(payload);
+    const log = deps.log.child({ task: PROXY_PAYMENT_WATCH, proxyPaymentId: String(id) });
+    const payment = await findProxyPayment(deps.db, id);
+    if (!payment || payment.state === 'charged' || payment.state === 'released') return;
+    const now = deps.clock.now();
+    if (payment.state === 'reserved') {
+      // Nothing was signed, so nothing can have been paid; a request still running keeps its row.
+      if (now.getTime() - payment.created_at.getTime() >= NEVER_SIGNED_AFTER_MS) {
+        await releaseProxyPayment(deps.db, payment.reference, { outcome: 'never signed: the request stopped before the payment was made' });
+      }
+      return;
+    }
+    const reading = await readPaymentOnChain(deps.chains, signedTargetPaymentOf(payment), { now });
+    switch (reading.state) {
+      case 'settled':
+        if (await chargeProxyPayment(deps.db, payment.reference, { ...(reading.txHash ? { txHash: reading.txHash } : {}), outcome: reading.details })) {
+          log.info({ txHash: reading.txHash }, 'proxy payment confirmed on chain; credits charged');
+        }
+        return;
+      case 'expired':
+        if (await releaseProxyPayment(deps.db, payment.reference, { outcome: reading.details })) {
+          log.info({ details: reading.details }, 'proxy payment never settled; credits released');
+        }
+        return;
+      case 'open':
+        await enqueueWatch(deps.db, id, nextLookAt(now, reading.expiresAt));
+        return;
+      case 'unknown':
+        log.warn({ details: reading.details }, 'could not read the chain for a proxy payment; will look again');
+        await enqueueWatch(deps.db, id, new Date(now.getTime() + UNREADABLE_RECHECK_MS));
+        return;
+    }
+  };
+}

@@ -1,0 +1,15 @@
+/**
+ * relay_refund (job key relay_refund:<id>): sends or reconciles the refund of a relay
+ * transaction (one per transaction, spec 3.6), retried a bounded number of times, and ends the
+ * call's webhook record (payments/relay/followUp.ts followUpRefund). Enqueued in the transaction
+ * that decides the refund.
+ */
+import type { Task } from 'graphile-worker';
+import { followUpRefund } from '../../payments/relay/followUp';
+import { enqueueRelayRefund, RELAY_REFUND_TASK } from '../../payments/relay/outcome';
+import type { WorkerDeps } from '../deps';
+import { followUpTask } from './relayFollowUp';
+
+export const RELAY_REFUND = RELAY_REFUND_TASK;
+
+export const relayRefund = (deps: WorkerDeps): Task => followUpTask(RELAY_REFUND, deps, followUpRefund, (d, id, at) => enqueueRelayRefund(d.db, id, at));

@@ -1,0 +1,23 @@
+/**
+ * Every minute: relay transactions whose job may have been lost (a process stopped between a
+ * commit and its job, or before a job existed) get one again. Open rows are looked at once their
+ * request is presumed gone; refunds whose record is still in flight get their refund job. The job
+ * keys keep one job per transaction and a queued job keeps its time, so sweeping again changes nothing.
+ */
+import type { Task } from 'graphile-worker';
+import { strandedRelayTransactions } from '../../payments/relay/followUp';
+import { enqueueRelayRefund, enqueueRelayWatch } from '../../payments/relay/outcome';
+import type { WorkerDeps } from '../deps';
+
+export const RELAY_SWEEP = 'relay_sweep';
+/** Rows looked at per run and kind; the next run takes the rest. */
+export const RELAY_SWEEP_BATCH = 500;
+
+export function relaySweep(deps: WorkerDeps): Task {
+  return async () => {
+    const { open, refunding } = await strandedRelayTransactions(deps.db, deps.clock.now(), deps.config.relayAbandonedAfterMs, RELAY_SWEEP_BATCH);
+    for (const id of open) await enqueueRelayWatch(deps.db, id, undefined, { keepSchedule: true });
+    for (const id of refunding) await enqueueRelayRefund(deps.db, id, undefined, { keepSchedule: true });
+    if (open.length + refunding.length > 0) deps.log.info({ task: RELAY_SWEEP, open: open.length, refunding: refunding.length }, 'stranded relay transactions handed to their jobs');
+  };
+}
