@@ -1,0 +1,121 @@
+/**
+ * Organisations, accounts and API keys. A key is shown once when created and stored only as a
+ * SHA-256 hash; its prefix identifies it in listings and in GET /v1/credits/balance.
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { Db, Tx } from '../db/index';
+
+const KEY_ALPHABET = 'abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789';
+const KEY_ID_LENGTH = 10;
+const KEY_SECRET_LENGTH = 32;
+/** The key looks like prs_<id>_<secret>; its prefix is prs_<id>. */
+const KEY_PATTERN = /^prs_([A-Za-z0-9]{10})_([A-Za-z0-9]{32})$/;
+
+function randomText(length: number): string {
+  const bytes = randomBytes(length * 2);
+  let out = '';
+  // Rejection sampling keeps every character equally likely.
+  for (const byte of bytes) {
+    if (byte >= 256 - (256 % KEY_ALPHABET.length)) continue;
+    out += KEY_ALPHABET[byte % KEY_ALPHABET.length];
+    if (out.length === length) return out;
+  }
+  return out + randomText(length - out.length);
+}
+
+export function hashKey(key: string): Buffer {
+  return createHash('sha256').update(key, 'utf8').digest();
+}
+
+export function newApiKey(): { key: string; prefix: string } {
+  const prefix = `prs_${randomText(KEY_ID_LENGTH)}`;
+  return { key: `${prefix}_${randomText(KEY_SECRET_LENGTH)}`, prefix };
+}
+
+export interface AuthenticatedKey {
+  apiKeyId: bigint;
+  prefix: string;
+  dailyCapCredits: bigint;
+  accountId: bigint;
+  accountPublicId: string;
+  organisationId: bigint;
+}
+
+export type KeyRejection = 'missing' | 'malformed' | 'unknown' | 'revoked';
+
+export async function authenticateKey(
+  db: Db,
+  presented: string | undefined,
+): Promise<{ ok: true; key: AuthenticatedKey } | { ok: false; reason: KeyRejection }> {
+  if (presented === undefined || presented === '') return { ok: false, reason: 'missing' };
+  const match = KEY_PATTERN.exec(presented);
+  if (!match) return { ok: false, reason: 'malformed' };
+  const prefix = `prs_${match[1]}`;
+  const presentedHash = hashKey(presented);
+  const rows = await db
+    .selectFrom('api_keys')
+    .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
+    .select([
+      'api_keys.id',
+      'api_keys.key_hash',
+      'api_keys.daily_cap_credits',
+      'api_keys.revoked_at',
+      'accounts.id as account_id',
+      'accounts.public_id',
+      'accounts.organisation_id',
+    ])
+    .where('api_keys.prefix', '=', prefix)
+    .execute();
+  // The hash is compared in constant time; the prefix alone proves nothing.
+  const row = rows.find((candidate) => timingSafeEqual(candidate.key_hash, presentedHash));
+  if (!row) return { ok: false, reason: 'unknown' };
+  if (row.revoked_at !== null) return { ok: false, reason: 'revoked' };
+  return {
+    ok: true,
+    key: {
+      apiKeyId: row.id,
+      prefix,
+      dailyCapCredits: row.daily_cap_credits,
+      accountId: row.account_id,
+      accountPublicId: row.public_id,
+      organisationId: row.organisation_id,
+    },
+  };
+}
+
+export async function createOrganisation(db: Db, name: string): Promise<{ organisationId: bigint; accountId: bigint; accountPublicId: string }> {
+  return db.transaction().execute(async (tx) => {
+    const organisation = await tx.insertInto('organisations').values({ name }).returning('id').executeTakeFirstOrThrow();
+    const account = await tx
+      .insertInto('accounts')
+      .values({ organisation_id: organisation.id, name: 'default' })
+      .returning(['id', 'public_id'])
+      .executeTakeFirstOrThrow();
+    return { organisationId: organisation.id, accountId: account.id, accountPublicId: account.public_id };
+  });
+}
+
+export async function createApiKey(
+  db: Db | Tx,
+  accountId: bigint,
+  dailyCapCredits: bigint,
+): Promise<{ apiKeyId: bigint; key: string; prefix: string }> {
+  const { key, prefix } = newApiKey();
+  const row = await db
+    .insertInto('api_keys')
+    .values({ account_id: accountId, prefix, key_hash: hashKey(key), daily_cap_credits: dailyCapCredits })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  return { apiKeyId: row.id, key, prefix };
+}
+
+/** Revokes by prefix; returns false when no active key has it. */
+export async function revokeApiKey(db: Db, prefix: string): Promise<boolean> {
+  const result = await db
+    .updateTable('api_keys')
+    .set({ revoked_at: new Date() })
+    .where('prefix', '=', prefix)
+    .where('revoked_at', 'is', null)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}

@@ -1,0 +1,157 @@
+/**
+ * A paid call to the chat backend (/llm/chat, /llm/translate): the client's X-Payment is verified
+ * with the relay's code and recorded (its nonce can never be used twice), the backend answers, and
+ * only then is the payment settled. A failed backend call settles nothing: the record is closed as
+ * not settled and the client's authorization simply expires unused. A request that stops half-way
+ * leaves a row (mode 'chat') that the chat follow-up job finishes.
+ */
+import type { Db } from '../db/index';
+import type { Config } from './config';
+import { chatCompletion, llmConfigured, type ChatMessage } from './llm';
+import type { Chains } from './networks/index';
+import { parseUsdc } from './money';
+import { offers } from './relay/offer';
+import { sql } from 'kysely';
+import { findRelayTransaction, markDelivered, markSettleFailed, recordClientPayment } from './relay/store';
+import { reconcileSettlement, settleClientPayment } from './relay/settle';
+import { refundClientPayment } from './relay/refund';
+import type { RelayDeps } from './relay/types';
+import { verifyClientPayment } from './relay/verify';
+import { encodePaymentResponseHeader } from './x402/headers';
+import type { PaymentRequirements } from './x402/types';
+
+export interface ChatDeps extends RelayDeps {
+  db: Db;
+  config: Config;
+}
+
+export type PaidChatOutcome =
+  | { kind: 'not_configured' }
+  | { kind: 'payment_required'; accepts: PaymentRequirements[]; error: string }
+  | { kind: 'payment_reused'; details: string }
+  | { kind: 'verification_unavailable'; details: string }
+  | { kind: 'backend_failed'; details: string }
+  | { kind: 'answered'; response: string; model: string; paymentResponse: string };
+
+/**
+ * Chat is priced in mainnet USDC when the service can be paid on a mainnet network, else on the
+ * testnets (a service configured for testnets only). Never both: a testnet payment must not buy
+ * what mainnet clients pay for.
+ */
+export function chatOffers(chains: Chains, config: Pick<Config, 'llm'>, resource: string, description: string): PaymentRequirements[] {
+  const payable = chains.networks.filter((network) => network.serviceAddress !== undefined);
+  const networkClass = payable.some((network) => network.networkClass === 'mainnet') ? 'mainnet' : 'testnet';
+  if (payable.length === 0) return [];
+  return offers(chains, {
+    networkClass,
+    amountMicroUsdc: parseUsdc(config.llm.priceUsdc),
+    resource,
+    description,
+    mimeType: 'application/json',
+  });
+}
+
+/** The client has its answer: a payment that settles later was for something delivered. */
+async function markAnswered(db: Db, relayTxId: bigint): Promise<void> {
+  await db.updateTable('relay_transactions').set({ responded_at: sql<Date>`coalesce(responded_at, now())` }).where('id', '=', relayTxId).execute();
+}
+
+/** A chat payment still open this long after it was taken has lost its request (the model's bound is far shorter). */
+export const CHAT_ABANDONED_AFTER_MS = 10 * 60_000;
+
+export type ChatFollowUp = 'closed_unsettled' | 'delivered' | 'refunded' | 'refund_pending' | 'refund_failed' | 'still_pending';
+
+/**
+ * Finishes a chat payment its request left open: never settled -> closed, nothing moved; settled
+ * for an answer that was given -> delivered; settled without an answer (the process stopped in
+ * between) -> refunded to the payer. Safe to repeat.
+ */
+export async function followUpChatPayment(deps: ChatDeps, relayTxId: bigint): Promise<ChatFollowUp> {
+  let row = await findRelayTransaction(deps.db, relayTxId);
+  if (!row || row.mode !== 'chat') return 'still_pending';
+  if (row.state === 'received') {
+    await markSettleFailed(deps.db, relayTxId, 'abandoned', 'the request stopped before settlement; nothing was settled');
+    return 'closed_unsettled';
+  }
+  if (row.state === 'settling') {
+    const outcome = await reconcileSettlement(deps.db, relayTxId, deps);
+    if (!outcome.settled) return outcome.pending ? 'still_pending' : 'closed_unsettled';
+    row = (await findRelayTransaction(deps.db, relayTxId))!;
+  }
+  if (row.state === 'settled') {
+    if (row.responded_at !== null) {
+      await markDelivered(deps.db, relayTxId);
+      return 'delivered';
+    }
+    const refund = await refundClientPayment(deps.db, relayTxId, deps);
+    return refund.refunded ? 'refunded' : refund.pending ? 'refund_pending' : 'refund_failed';
+  }
+  if (row.state === 'refund_pending') {
+    const refund = await refundClientPayment(deps.db, relayTxId, deps);
+    return refund.refunded ? 'refunded' : refund.pending ? 'refund_pending' : 'refund_failed';
+  }
+  return 'delivered';
+}
+
+/** Chat payments open past CHAT_ABANDONED_AFTER_MS. */
+export async function openChatPayments(db: Db, now: Date, limit: number): Promise<bigint[]> {
+  const rows = await db
+    .selectFrom('relay_transactions')
+    .select('id')
+    .where('mode', '=', 'chat')
+    .where('state', 'in', ['received', 'settling', 'settled', 'refund_pending'])
+    .where('created_at', '<', new Date(now.getTime() - CHAT_ABANDONED_AFTER_MS))
+    .orderBy('id')
+    .limit(limit)
+    .execute();
+  return rows.map((row) => row.id);
+}
+
+export async function paidChat(
+  deps: ChatDeps,
+  request: {
+    paymentHeader: string | undefined;
+    resource: string;
+    description: string;
+    messages: ChatMessage[];
+    maxTokens?: number;
+    temperature?: number;
+  },
+): Promise<PaidChatOutcome> {
+  if (!llmConfigured(deps.config)) return { kind: 'not_configured' };
+  const accepts = chatOffers(deps.chains, deps.config, request.resource, request.description);
+  if (request.paymentHeader === undefined || request.paymentHeader === '') {
+    return { kind: 'payment_required', accepts, error: 'Payment Required' };
+  }
+  const verified = await verifyClientPayment(request.paymentHeader, accepts, deps);
+  if (!verified.ok) {
+    if (verified.reason === 'nonce_already_used') return { kind: 'payment_reused', details: verified.details };
+    if (verified.reason === 'rpc_unavailable') return { kind: 'verification_unavailable', details: verified.details };
+    return { kind: 'payment_required', accepts, error: `${verified.reason}: ${verified.details}` };
+  }
+  const recorded = await recordClientPayment(deps.db, verified.value, { targetUrl: request.resource, targetMethod: 'POST', mode: 'chat' });
+  if (!recorded.ok) return { kind: 'payment_reused', details: recorded.details };
+  const relayTxId = recorded.value.id;
+
+  const answer = await chatCompletion(deps.config, { messages: request.messages, maxTokens: request.maxTokens, temperature: request.temperature });
+  if (!answer.ok) {
+    await markSettleFailed(deps.db, relayTxId, 'service_failed', `not settled: ${answer.details}`);
+    return { kind: 'backend_failed', details: answer.details };
+  }
+
+  const settlement = await settleClientPayment(deps.db, relayTxId, deps);
+  if (!settlement.settled && !settlement.pending) {
+    // Nothing moved: the client is asked to pay again, as any x402 server does after a failed settlement.
+    return { kind: 'payment_required', accepts, error: `${settlement.reason}: ${settlement.details}` };
+  }
+  if (settlement.settled) await markDelivered(deps.db, relayTxId);
+  // Still pending: the answer is given now, and the chat follow-up job delivers the row once the chain shows the payment.
+  else await markAnswered(deps.db, relayTxId);
+  const paymentResponse = encodePaymentResponseHeader({
+    success: settlement.settled,
+    transaction: settlement.txHash ?? '',
+    network: verified.value.network,
+    payer: verified.value.payer,
+  });
+  return { kind: 'answered', response: answer.response, model: answer.model, paymentResponse };
+}

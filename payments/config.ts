@@ -1,0 +1,241 @@
+/**
+ * Configuration of the service, read from the environment once at start.
+ *
+ * The variable names are part of the interface (DESIGN.md section 7): operators and scripts rely
+ * on them. A wrong value stops the service with a message naming the variable. The parsed object
+ * is plain data, passed to whoever needs it; nothing reads process.env after start.
+ */
+import { NETWORK_TABLE, type NetworkName, NETWORK_NAMES } from './networks/table';
+import { parseAllowHosts, type AllowHosts } from './outbound/index';
+
+export interface NetworkSettings {
+  name: NetworkName;
+  rpcUrl: string;
+  usdc: string;
+}
+
+export interface Config {
+  port: number;
+  host: string;
+  databaseUrl: string | undefined;
+  dataDir: string;
+  nodeEnv: string;
+  networks: NetworkSettings[];
+  evmPrivateKey: string | undefined;
+  solanaPrivateKey: string | undefined;
+  facilitatorUrl: string | undefined;
+  /** Normalised host:port pairs exempt from the private-address guard. */
+  ssrfAllowHosts: AllowHosts;
+  relayFeePercent: number;
+  relayFeeMinUsdc: string;
+  proxyFeePercent: number;
+  /** The most the service wallet pays a target for one /proxy call, in USDC (decimal text). */
+  proxyMaxPaymentUsdc: string;
+  /** The longest an EVM authorization we sign for a target stays valid; shorter when the target asks. */
+  proxyPaymentWindowSeconds: number;
+  /** The longest an EVM authorization we sign for a relay's target stays valid: a target that never charges is refunded after it. */
+  relayPaymentWindowSeconds: number;
+  /**
+   * A relay transaction its request has not finished this long after it was recorded is finished
+   * by a job (the request is presumed gone: the client is refunded unless the target was paid).
+   */
+  relayAbandonedAfterMs: number;
+  /**
+   * Test only (refused in production): after settling a client's payment, /relay creates this file
+   * and waits until it is removed, so a test can stop the process between the two legs.
+   */
+  relayPauseAfterSettlementFile: string | undefined;
+  relayDailyPerWalletUsd: number;
+  relayDailyTotalUsd: number;
+  proxyDailyPerAccountUsd: number;
+  proxyDailyTotalUsd: number;
+  capRelay: number;
+  capProxy: number;
+  capWebhooks: number;
+  targetTimeoutMs: number;
+  asyncThresholdMs: number;
+  llm: {
+    baseUrl: string | undefined;
+    apiKey: string | undefined;
+    model: string | undefined;
+    priceUsdc: string;
+    maxTokens: number;
+  };
+  logLevel: string;
+  runWorker: boolean;
+  shutdownGraceMs: number;
+  publicBaseUrl: string | undefined;
+  requestTimeoutMs: number;
+  headersTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    problem: string,
+  ) {
+    super(`${variable}: ${problem}`);
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+function text(env: Env, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = text(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^[0-9]+$/.test(raw)) throw new ConfigError(name, `expected a whole number, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(name, `expected a value from ${min} to ${max}, got ${value}`);
+  return value;
+}
+
+function decimal(env: Env, name: string, fallback: string, maxFractionDigits: number): string {
+  const raw = text(env, name) ?? fallback;
+  const pattern = new RegExp(`^[0-9]+(\\.[0-9]{1,${maxFractionDigits}})?$`);
+  if (!pattern.test(raw)) {
+    throw new ConfigError(name, `expected a non-negative decimal with at most ${maxFractionDigits} decimals, got "${raw}"`);
+  }
+  return raw;
+}
+
+function percent(env: Env, name: string, fallback: number): number {
+  const raw = decimal(env, name, String(fallback), 2);
+  const value = Number(raw);
+  if (value > 100) throw new ConfigError(name, `expected at most 100, got ${raw}`);
+  return value;
+}
+
+function url(env: Env, name: string): string | undefined {
+  const raw = text(env, name);
+  if (raw === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(name, `not a URL: "${raw}"`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw new ConfigError(name, `expected an http or https URL, got "${parsed.protocol}"`);
+  }
+  return raw.replace(/\/+$/, '');
+}
+
+function envSuffix(network: NetworkName): string {
+  return network.toUpperCase().replace(/-/g, '_');
+}
+
+function parseNetworks(env: Env): NetworkSettings[] {
+  const raw = text(env, 'NETWORKS');
+  const names = raw === undefined ? [...NETWORK_NAMES] : raw.split(',').map((name) => name.trim()).filter(Boolean);
+  if (names.length === 0) throw new ConfigError('NETWORKS', 'names no network');
+  const seen = new Set<string>();
+  return names.map((name) => {
+    if (!(NETWORK_NAMES as readonly string[]).includes(name)) {
+      throw new ConfigError('NETWORKS', `unknown network "${name}"; known: ${NETWORK_NAMES.join(', ')}`);
+    }
+    if (seen.has(name)) throw new ConfigError('NETWORKS', `network "${name}" is listed twice`);
+    seen.add(name);
+    const network = name as NetworkName;
+    const entry = NETWORK_TABLE[network];
+    const rpcVariable = `RPC_URL_${envSuffix(network)}`;
+    const usdcVariable = `USDC_ADDRESS_${envSuffix(network)}`;
+    const usdc = text(env, usdcVariable) ?? entry.usdc;
+    const addressPattern = entry.chainType === 'evm' ? /^0x[0-9a-fA-F]{40}$/ : /^[1-9A-HJ-NP-Za-km-z]{32,44}$/;
+    if (!addressPattern.test(usdc)) throw new ConfigError(usdcVariable, `not a valid ${entry.chainType} address: "${usdc}"`);
+    return { name: network, rpcUrl: url(env, rpcVariable) ?? entry.publicRpcUrl, usdc };
+  });
+}
+
+function hostList(env: Env, name: string): AllowHosts {
+  const parsed = parseAllowHosts(text(env, name) ?? '');
+  if (!parsed.ok) throw new ConfigError(name, parsed.error.details);
+  return parsed.value;
+}
+
+function flag(env: Env, name: string, fallback: boolean): boolean {
+  const raw = text(env, name);
+  if (raw === undefined) return fallback;
+  if (/^(1|true|yes|on)$/i.test(raw)) return true;
+  if (/^(0|false|no|off)$/i.test(raw)) return false;
+  throw new ConfigError(name, `expected true or false, got "${raw}"`);
+}
+
+/** A variable that only tests set: a production service refuses to start with it. */
+function testHook(env: Env, name: string): string | undefined {
+  const value = text(env, name);
+  if (value !== undefined && text(env, 'NODE_ENV') === 'production') throw new ConfigError(name, 'is a test hook and is refused in production');
+  return value;
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+export function loadConfig(env: Env = process.env): Config {
+  const logLevel = text(env, 'LOG_LEVEL') ?? 'info';
+  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError('LOG_LEVEL', `expected one of ${LOG_LEVELS.join(', ')}`);
+  const evmPrivateKey = text(env, 'EVM_PRIVATE_KEY');
+  if (evmPrivateKey !== undefined && !/^(0x)?[0-9a-fA-F]{64}$/.test(evmPrivateKey)) {
+    throw new ConfigError('EVM_PRIVATE_KEY', 'expected 32 bytes of hex');
+  }
+  const solanaPrivateKey = text(env, 'SOLANA_PRIVATE_KEY');
+  if (solanaPrivateKey !== undefined && !/^(\[[0-9,\s]+\]|[1-9A-HJ-NP-Za-km-z]{64,90})$/.test(solanaPrivateKey)) {
+    throw new ConfigError('SOLANA_PRIVATE_KEY', 'expected base58 or a JSON byte array');
+  }
+  return {
+    port: integer(env, 'PORT', 3000, 0, 65535),
+    host: text(env, 'HOST') ?? '127.0.0.1',
+    databaseUrl: text(env, 'DATABASE_URL'),
+    dataDir: text(env, 'DATA_DIR') ?? './.data',
+    nodeEnv: text(env, 'NODE_ENV') ?? 'development',
+    networks: parseNetworks(env),
+    evmPrivateKey: evmPrivateKey === undefined ? undefined : evmPrivateKey.startsWith('0x') ? evmPrivateKey : `0x${evmPrivateKey}`,
+    solanaPrivateKey,
+    facilitatorUrl: url(env, 'FACILITATOR_URL'),
+    ssrfAllowHosts: hostList(env, 'SSRF_ALLOW_HOSTS'),
+    relayFeePercent: percent(env, 'RELAY_FEE_PERCENT', 3),
+    relayFeeMinUsdc: decimal(env, 'RELAY_FEE_MIN_USDC', '0', 6),
+    proxyFeePercent: percent(env, 'PROXY_FEE_PERCENT', 3),
+    proxyMaxPaymentUsdc: decimal(env, 'PROXY_MAX_PAYMENT_USDC', '10', 6),
+    proxyPaymentWindowSeconds: integer(env, 'PROXY_PAYMENT_WINDOW_SECONDS', 600, 10, 3600),
+    relayPaymentWindowSeconds: integer(env, 'RELAY_PAYMENT_WINDOW_SECONDS', 120, 10, 3600),
+    relayAbandonedAfterMs: integer(env, 'RELAY_ABANDONED_AFTER_MS', 300_000, 1_000, 86_400_000),
+    relayPauseAfterSettlementFile: testHook(env, 'RELAY_PAUSE_AFTER_SETTLEMENT_FILE'),
+    relayDailyPerWalletUsd: integer(env, 'RELAY_DAILY_PER_WALLET_USD', 100, 0, 1e12),
+    relayDailyTotalUsd: integer(env, 'RELAY_DAILY_TOTAL_USD', 1000, 0, 1e12),
+    proxyDailyPerAccountUsd: integer(env, 'PROXY_DAILY_PER_ACCOUNT_USD', 500, 0, 1e12),
+    proxyDailyTotalUsd: integer(env, 'PROXY_DAILY_TOTAL_USD', 5000, 0, 1e12),
+    capRelay: integer(env, 'CAP_RELAY', 50, 1, 100_000),
+    capProxy: integer(env, 'CAP_PROXY', 100, 1, 100_000),
+    capWebhooks: integer(env, 'CAP_WEBHOOKS', 200, 1, 100_000),
+    targetTimeoutMs: integer(env, 'TARGET_TIMEOUT_MS', 120_000, 100, 600_000),
+    asyncThresholdMs: integer(env, 'ASYNC_THRESHOLD_MS', 120_000, 100, 3_600_000),
+    llm: {
+      baseUrl: url(env, 'LLM_BASE_URL'),
+      apiKey: text(env, 'LLM_API_KEY'),
+      model: text(env, 'LLM_MODEL'),
+      priceUsdc: decimal(env, 'LLM_PRICE_USDC', '0.01', 6),
+      maxTokens: integer(env, 'LLM_MAX_TOKENS', 1024, 1, 1_000_000),
+    },
+    logLevel,
+    runWorker: flag(env, 'RUN_WORKER', true),
+    shutdownGraceMs: integer(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+    publicBaseUrl: url(env, 'PUBLIC_BASE_URL'),
+    requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 600_000, 1000, 3_600_000),
+    headersTimeoutMs: integer(env, 'HEADERS_TIMEOUT_MS', 610_000, 1000, 3_600_000),
+    keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 620_000, 1000, 3_600_000),
+  };
+}
+
+/** The host part of an RPC URL, without scheme, credentials, path or query (API keys often live there). */
+export function rpcHost(rpcUrl: string): string {
+  try {
+    return new URL(rpcUrl).host;
+  } catch {
+    return '';
+  }
+}

@@ -1,0 +1,117 @@
+/**
+ * Daily spend counters (DESIGN.md section 3). A counter is increased only when the result stays
+ * within its limit, in one statement, so concurrent calls can never overshoot. Relay counters are
+ * in micro-USDC; proxy and API key counters are in credits. The day is the UTC date.
+ */
+import { sql } from 'kysely';
+import type { Db, Tx } from '../db/index';
+import type { SpendClass, SpendScope } from '../db/schema';
+import { addDays } from './clock';
+import { MICRO_PER_CREDIT } from './money';
+
+export interface SpendKey {
+  scope: SpendScope;
+  scopeId: string;
+  networkClass: SpendClass;
+  day: string;
+}
+
+export const SYSTEM_SCOPE_ID = 'system';
+
+export async function spentOn(db: Db | Tx, key: SpendKey): Promise<bigint> {
+  const row = await db
+    .selectFrom('daily_spend')
+    .select('spent')
+    .where('scope', '=', key.scope)
+    .where('scope_id', '=', key.scopeId)
+    .where('network_class', '=', key.networkClass)
+    .where('day', '=', key.day)
+    .executeTakeFirst();
+  return row?.spent ?? 0n;
+}
+
+export type SpendResult = { admitted: true; spent: bigint } | { admitted: false; spent: bigint };
+
+/**
+ * Adds `amount` to the counter when the total stays within `limit`. Returns the counter after the
+ * call: the new total when admitted, the unchanged total when refused.
+ */
+export async function tryAddSpend(tx: Tx, key: SpendKey, amount: bigint, limit: bigint): Promise<SpendResult> {
+  if (amount < 0n) throw new RangeError('spend amount must not be negative');
+  if (amount <= limit) {
+    const row = await sql<{ spent: bigint }>`
+      insert into daily_spend (scope, scope_id, network_class, day, spent)
+      values (${key.scope}, ${key.scopeId}, ${key.networkClass}, ${key.day}, ${amount})
+      on conflict (scope, scope_id, network_class, day)
+      do update set spent = daily_spend.spent + excluded.spent
+      where daily_spend.spent + excluded.spent <= ${limit}
+      returning spent`.execute(tx);
+    if (row.rows[0]) return { admitted: true, spent: row.rows[0].spent };
+  }
+  return { admitted: false, spent: await spentOn(tx, key) };
+}
+
+/** Takes back an amount added earlier (a released reservation); never below zero. */
+export async function subtractSpend(tx: Tx, key: SpendKey, amount: bigint): Promise<void> {
+  await tx
+    .updateTable('daily_spend')
+    .set({ spent: sql<bigint>`greatest(spent - ${amount}, 0)` })
+    .where('scope', '=', key.scope)
+    .where('scope_id', '=', key.scopeId)
+    .where('network_class', '=', key.networkClass)
+    .where('day', '=', key.day)
+    .execute();
+}
+
+/** Spend rows are kept this many days for operators, then pruned by the daily job. */
+export const SPEND_RETENTION_DAYS = 35;
+
+/** Opens the new day's system counters at zero and prunes counters past retention. */
+export async function startDay(db: Db, day: string): Promise<{ prunedRows: number }> {
+  return db.transaction().execute(async (tx) => {
+    for (const scope of ['relay_system', 'proxy_system'] as const) {
+      for (const networkClass of ['mainnet', 'testnet'] as const) {
+        await tx
+          .insertInto('daily_spend')
+          .values({ scope, scope_id: SYSTEM_SCOPE_ID, network_class: networkClass, day, spent: 0n })
+          .onConflict((conflict) => conflict.doNothing())
+          .execute();
+      }
+    }
+    const pruned = await tx.deleteFrom('daily_spend').where('day', '<', addDays(day, -SPEND_RETENTION_DAYS)).executeTakeFirst();
+    return { prunedRows: Number(pruned.numDeletedRows) };
+  });
+}
+
+export interface VolumeFigures {
+  limitMicro: bigint;
+  spentMicro: bigint;
+}
+
+/** System-wide volume of relay and proxy today, per network class, in micro-USDC. */
+export async function systemVolumes(
+  db: Db,
+  day: string,
+  limits: { relayTotalMicro: bigint; proxyTotalMicro: bigint },
+): Promise<Record<'relay' | 'proxy', Record<'mainnet' | 'testnet', VolumeFigures>>> {
+  const rows = await db
+    .selectFrom('daily_spend')
+    .select(['scope', 'network_class', 'spent'])
+    .where('scope', 'in', ['relay_system', 'proxy_system'])
+    .where('scope_id', '=', SYSTEM_SCOPE_ID)
+    .where('day', '=', day)
+    .execute();
+  const spent = (scope: SpendScope, networkClass: SpendClass) =>
+    rows.find((row) => row.scope === scope && row.network_class === networkClass)?.spent ?? 0n;
+  return {
+    relay: {
+      mainnet: { limitMicro: limits.relayTotalMicro, spentMicro: spent('relay_system', 'mainnet') },
+      testnet: { limitMicro: limits.relayTotalMicro, spentMicro: spent('relay_system', 'testnet') },
+    },
+    proxy: {
+      // Proxy counters are kept in credits.
+      mainnet: { limitMicro: limits.proxyTotalMicro, spentMicro: spent('proxy_system', 'mainnet') * MICRO_PER_CREDIT },
+      testnet: { limitMicro: limits.proxyTotalMicro, spentMicro: spent('proxy_system', 'testnet') * MICRO_PER_CREDIT },
+    },
+  };
+}

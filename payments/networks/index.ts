@@ -1,0 +1,117 @@
+/**
+ * The registry of the networks this service runs on, built once from Config: which enabled
+ * networks are EVM and which Solana, their clients, and our wallet's address on each. Handlers and
+ * jobs receive it as a plain dependency; nothing here is a module-level singleton.
+ */
+import type { Config, NetworkSettings } from '../config';
+import type { PaymentChoice } from '../x402/choose';
+import { fail, ok, type PaymentPayload, type Result } from '../x402/types';
+import { createEvmChains, type EvmChains, type EvmOptions, type SignFailureReason } from './evm';
+import { createSvmChains, type BuildFailureReason, type SvmChains, type SvmOptions } from './svm';
+import { canonicalNetwork, NETWORK_TABLE, type ChainType, type NetworkClass, type NetworkName } from './table';
+
+export interface ChainNetwork {
+  name: NetworkName;
+  chainType: ChainType;
+  networkClass: NetworkClass;
+  chainId: number | undefined;
+  usdc: string;
+  rpcUrl: string;
+  /** Our wallet's address here; undefined when the key of this chain type is not configured. */
+  serviceAddress: string | undefined;
+}
+
+export interface Chains {
+  networks: readonly ChainNetwork[];
+  evm: EvmChains;
+  svm: SvmChains;
+  /** The enabled network a name refers to (aliases accepted), or undefined. */
+  network(name: string): ChainNetwork | undefined;
+  /** Enabled networks where we hold a key: what the requirement choice may pick from. */
+  payingNetworks(): NetworkSettings[];
+  /**
+   * The X-PAYMENT for a chosen requirement: an EIP-3009 signature or a partially signed Solana
+   * transaction. `nonce` (EVM only) is the authorization nonce to sign with, when recorded first.
+   */
+  createPayment(
+    choice: PaymentChoice,
+    options: { now: Date; nonce?: `0x${string}` },
+  ): Promise<Result<PreparedPayment, SignFailureReason | BuildFailureReason>>;
+  close(): Promise<void>;
+}
+
+export interface PreparedPayment {
+  network: NetworkName;
+  payment: PaymentPayload;
+  header: string;
+  payer: string;
+  /** EVM: the authorization nonce, the idempotency key of this payment. Solana: our signature. */
+  reference: string;
+  /** EVM: validBefore (unix seconds). Solana: the last block height at which the transaction can land. */
+  expiresAt: { unixSeconds: bigint } | { blockHeight: bigint };
+}
+
+export async function createChains(
+  config: Pick<Config, 'networks' | 'evmPrivateKey' | 'solanaPrivateKey'>,
+  options: EvmOptions & SvmOptions = {},
+): Promise<Chains> {
+  const evm = createEvmChains(config, options);
+  const svm = await createSvmChains(config, options);
+  const networks: ChainNetwork[] = config.networks.map((settings) => {
+    const entry = NETWORK_TABLE[settings.name];
+    return {
+      name: settings.name,
+      chainType: entry.chainType,
+      networkClass: entry.networkClass,
+      chainId: entry.chainId,
+      usdc: settings.usdc,
+      rpcUrl: settings.rpcUrl,
+      serviceAddress: entry.chainType === 'evm' ? evm.account?.address : svm.signer?.address,
+    };
+  });
+  const byName = new Map(networks.map((network) => [network.name, network] as const));
+
+  function network(name: string): ChainNetwork | undefined {
+    const canonical = canonicalNetwork(name);
+    return canonical === undefined ? undefined : byName.get(canonical);
+  }
+
+  function payingNetworks(): NetworkSettings[] {
+    return networks
+      .filter((candidate) => candidate.serviceAddress !== undefined)
+      .map(({ name, rpcUrl, usdc }) => ({ name, rpcUrl, usdc }));
+  }
+
+  async function createPayment(
+    choice: PaymentChoice,
+    { now, nonce }: { now: Date; nonce?: `0x${string}` },
+  ): Promise<Result<PreparedPayment, SignFailureReason | BuildFailureReason>> {
+    if (choice.chainType === 'evm') {
+      const signed = await evm.signTransferAuthorization(choice.requirements, { now, nonce });
+      if (!signed.ok) return signed;
+      const { network, payment, header, authorization } = signed.value;
+      return ok({
+        network,
+        payment,
+        header,
+        payer: authorization.from,
+        reference: authorization.nonce,
+        expiresAt: { unixSeconds: authorization.validBefore },
+      });
+    }
+    if (choice.chainType === 'solana') {
+      const built = await svm.buildExactPayment(choice.requirements);
+      if (!built.ok) return built;
+      const { network, payment, header, payer, payerSignature, lastValidBlockHeight } = built.value;
+      return ok({ network, payment, header, payer, reference: payerSignature, expiresAt: { blockHeight: lastValidBlockHeight } });
+    }
+    return fail('invalid_requirements', `unknown chain type of ${choice.network}`);
+  }
+
+  // viem's http transport and kit's RPC hold no sockets of their own between requests.
+  const close = async () => {};
+
+  return { networks, evm, svm, network, payingNetworks, createPayment, close };
+}
+
+export type { EvmChains, SvmChains };

@@ -1,0 +1,221 @@
+/**
+ * POST /proxy, the money side: call the target; when it asks for payment (x402 v1), choose what
+ * we pay, hold the credits, sign, record, send X-PAYMENT (at most MAX_PAID_ATTEMPTS times, always
+ * the same payment), and charge only what the chain shows as paid. Anything left unknown is
+ * handed to the watch job with a webhook record.
+ *
+ * 500 or 502: our own setup (no wallet key for an enabled network the target accepts, our wallet
+ * short of USDC, our RPC endpoint failing) is a 500; anything about the target (unreachable, 5xx,
+ * a 402 we cannot read or pay, requirements we cannot build a payment for) is a 502.
+ */
+import type { ServiceDeps } from '../deps';
+import type { AuthenticatedKey } from '../accounts';
+import { utcDay } from '../clock';
+import type { ReservationRefusal, ReservationResult } from '../credits';
+import { proxyCredits } from '../fees';
+import { CREDITS_PER_USDC, creditsToUsdc, parseUsdc } from '../money';
+import { randomNonce } from '../networks/evm';
+import type { PreparedPayment } from '../networks/index';
+import { buildTargetRequest, type CallRequest, type OutboundError, type TargetResponse } from '../outbound/index';
+import {
+  callTarget,
+  decidePayment,
+  isClientError,
+  MAX_PAID_ATTEMPTS,
+  paymentRequiredOf,
+  readPaymentOnChain,
+  reportedSettlement,
+  sendPaidCall,
+  signedFacts,
+  signTargetPayment,
+} from '../target/index';
+import type { PaymentChoice } from '../x402/choose';
+import {
+  chargeProxyPayment,
+  recordSigned,
+  releaseProxyPayment,
+  reserveProxyPayment,
+  signedTargetPaymentOf,
+  watchProxyPayment,
+} from './records';
+
+export type ProxyDeps = Omit<ServiceDeps, 'submissions'>;
+
+export interface ProxyCall {
+  call: CallRequest;
+  key: AuthenticatedKey;
+  /** Bound on the whole call: every exchange with the target shares it. */
+  timeoutMs: number;
+  requestId: string;
+}
+
+export type ProxyOutcome =
+  | {
+      kind: 'pass_through';
+      response: TargetResponse;
+      /** Set when we paid: charged now, or left to the watch job whose record is webhookId. */
+      payment?: { charged: boolean; webhookId?: string };
+    }
+  | { kind: 'bad_request'; details: string }
+  | { kind: 'insufficient_credits'; details: string }
+  | { kind: 'spend_limit'; error: string; details: string; currentSpendUsd: number; limitUsd: number; requestedUsd: number }
+  | { kind: 'bad_gateway'; message: string; details: string; upstreamStatus?: number; webhookId?: string }
+  | { kind: 'configuration_error'; message: string; details: string };
+
+export async function proxyCall(deps: ProxyDeps, input: ProxyCall): Promise<ProxyOutcome> {
+  const deadline = performance.now() + input.timeoutMs;
+  const remainingMs = () => Math.max(1, Math.ceil(deadline - performance.now()));
+  const built = buildTargetRequest(input.call);
+  if (!built.ok) return { kind: 'bad_request', details: built.error.details };
+
+  const first = await callTarget(built.value, remainingMs(), deps);
+  if (!first.ok) return unreachable(first.error);
+  const required = paymentRequiredOf(first.response);
+  if (!required) return answerOf(first.response);
+
+  const decision = decidePayment(required, { chains: deps.chains, maxAmountMicroUsdc: parseUsdc(deps.config.proxyMaxPaymentUsdc) });
+  if (!decision.ok) {
+    return decision.kind === 'configuration'
+      ? { kind: 'configuration_error', message: 'The service cannot pay this target', details: decision.details }
+      : { kind: 'bad_gateway', message: 'The target asks for a payment the service does not make', details: decision.details, upstreamStatus: 402 };
+  }
+  return payAndRetry(deps, input, decision.choice, remainingMs);
+}
+
+function unreachable(error: OutboundError): ProxyOutcome {
+  if (isClientError(error)) return { kind: 'bad_request', details: error.details };
+  return { kind: 'bad_gateway', message: 'The target could not be reached or gave no usable answer', details: error.details };
+}
+
+function answerOf(response: TargetResponse): ProxyOutcome {
+  if (response.status >= 500) {
+    return { kind: 'bad_gateway', message: 'The target answered with a server error', details: `the target answered ${response.status}`, upstreamStatus: response.status };
+  }
+  return { kind: 'pass_through', response };
+}
+
+async function payAndRetry(deps: ProxyDeps, input: ProxyCall, choice: PaymentChoice, remainingMs: () => number): Promise<ProxyOutcome> {
+  const { db, config, chains, clock, log } = deps;
+  const { totalCredits } = proxyCredits(choice.amountMicroUsdc, config.proxyFeePercent);
+  const reference = randomNonce();
+  const reservation = await reserveProxyPayment(db, {
+    reference,
+    key: input.key,
+    requestId: input.requestId,
+    targetUrl: input.call.api_url,
+    choice,
+    credits: totalCredits,
+    day: utcDay(clock.now()),
+    accountDailyLimitCredits: BigInt(config.proxyDailyPerAccountUsd) * CREDITS_PER_USDC,
+    systemDailyLimitCredits: BigInt(config.proxyDailyTotalUsd) * CREDITS_PER_USDC,
+  });
+  if (!reservation.reserved) return refusal(reservation, totalCredits, input.key, choice);
+
+  let prepared: Prepared;
+  try {
+    prepared = await prepare(deps, choice, reference);
+  } catch (error) {
+    // Nothing left this process: the credits come back at once rather than at the next sweep.
+    await releaseProxyPayment(db, reference, { outcome: 'not signed: the payment could not be prepared' });
+    throw error;
+  }
+  if (!prepared.ok) {
+    await releaseProxyPayment(db, reference, { outcome: `not signed: ${prepared.reason}: ${prepared.details}` });
+    return prepared.outcome;
+  }
+  const payment = prepared.value;
+  const recorded = await recordSigned(db, reference, signedFacts(payment));
+  // Only a payment whose row says "signed" may leave: otherwise no job would ever look for it.
+  if (!recorded) throw new Error(`proxy payment ${reference} was settled before it was sent`);
+
+  const answer = await sendPaidCall(input.call, payment.header, remainingMs, deps);
+  log.info({ reference, network: choice.network, amountMicroUsdc: String(choice.amountMicroUsdc), status: answer.ok ? answer.response.status : answer.error.code }, 'paid target call');
+
+  if (!answer.ok) {
+    const { webhookId } = await watchProxyPayment(db, reference, { openRecord: true });
+    return { kind: 'bad_gateway', message: 'The target gave no usable answer after the payment was sent', details: answer.error.details, ...withWebhook(webhookId) };
+  }
+  const { response } = answer;
+  if (response.status === 402) {
+    const { webhookId } = await watchProxyPayment(db, reference, { openRecord: true });
+    return {
+      kind: 'bad_gateway',
+      message: `Upstream refused payment after ${MAX_PAID_ATTEMPTS} attempts`,
+      details: 'The target still answered 402 after the payment was sent; the payment is watched on-chain',
+      upstreamStatus: 402,
+      ...withWebhook(webhookId),
+    };
+  }
+  if (response.status >= 500) {
+    const { webhookId } = await watchProxyPayment(db, reference, { openRecord: true });
+    return {
+      kind: 'bad_gateway',
+      message: 'The target answered with a server error after the payment was sent',
+      details: `the target answered ${response.status}; the payment is watched on-chain`,
+      upstreamStatus: response.status,
+      ...withWebhook(webhookId),
+    };
+  }
+  return { kind: 'pass_through', response, payment: await settleNow(deps, reference, response) };
+}
+
+function withWebhook(webhookId: string | undefined): { webhookId?: string } {
+  return webhookId === undefined ? {} : { webhookId };
+}
+
+type Prepared = { ok: true; value: PreparedPayment } | { ok: false; reason: string; details: string; outcome: ProxyOutcome };
+
+async function prepare(deps: ProxyDeps, choice: PaymentChoice, reference: `0x${string}`): Promise<Prepared> {
+  // An authorization lives at most PROXY_PAYMENT_WINDOW_SECONDS: that also bounds how long credits stay held.
+  const signed = await signTargetPayment(deps, choice, { nonce: reference, windowSeconds: deps.config.proxyPaymentWindowSeconds });
+  if (signed.ok) return signed;
+  const outcome: ProxyOutcome = signed.targetSide
+    ? { kind: 'bad_gateway', message: 'The service cannot build a payment for the target', details: signed.details, upstreamStatus: 402 }
+    : { kind: 'configuration_error', message: 'The service could not prepare the payment', details: signed.details };
+  return { ok: false, reason: signed.reason, details: signed.details, outcome };
+}
+
+/**
+ * The target answered below 500 after our payment: charge now when the chain already shows the
+ * transfer, otherwise hand it to the watch job. A 4xx usually means the target did not settle
+ * (x402 servers settle only answers below 400); the job releases the credits once it expires.
+ */
+async function settleNow(deps: ProxyDeps, reference: string, response: TargetResponse): Promise<{ charged: boolean; webhookId?: string }> {
+  const reportedTxHash = reportedSettlement(response);
+  const row = await deps.db.selectFrom('proxy_payments').selectAll().where('reference', '=', reference).executeTakeFirstOrThrow();
+  const reading = await readPaymentOnChain(deps.chains, signedTargetPaymentOf(row), { now: deps.clock.now(), ...(reportedTxHash ? { reportedTxHash } : {}) });
+  if (reading.state === 'settled') {
+    return { charged: await chargeProxyPayment(deps.db, reference, { ...(reading.txHash ? { txHash: reading.txHash } : {}), outcome: reading.details }) };
+  }
+  const { webhookId } = await watchProxyPayment(deps.db, reference, { openRecord: true, ...(reportedTxHash ? { reportedTxHash } : {}) });
+  return { charged: false, ...withWebhook(webhookId) };
+}
+
+const LIMIT_ERRORS: Record<ReservationRefusal, string> = {
+  insufficient_credits: 'Insufficient credits',
+  key_daily_cap: 'Daily API key spending cap exceeded',
+  account_daily_limit: 'Daily account proxy limit exceeded',
+  system_daily_limit: 'Daily system proxy limit exceeded',
+};
+
+function refusal(result: Extract<ReservationResult, { reserved: false }>, credits: bigint, key: AuthenticatedKey, choice: PaymentChoice): ProxyOutcome {
+  if (result.reason === 'insufficient_credits') {
+    return { kind: 'insufficient_credits', details: `This call needs ${credits} credits; ${result.balanceCredits} are available` };
+  }
+  const spent = creditsToUsdc(result.spentCredits);
+  const limit = creditsToUsdc(result.limitCredits);
+  const whose =
+    result.reason === 'key_daily_cap'
+      ? `The API key ${key.prefix} has spent ${spent} of its daily cap of ${limit} USD (${result.limitCredits} credits) today`
+      : result.reason === 'account_daily_limit'
+        ? `The account has spent ${spent} of its ${limit} USD ${choice.networkClass} proxy limit today`
+        : `The service has spent ${spent} of its ${limit} USD ${choice.networkClass} proxy limit today`;
+  return {
+    kind: 'spend_limit',
+    error: LIMIT_ERRORS[result.reason],
+    details: `${whose}; this call needs ${creditsToUsdc(credits)} USD. Daily limits reset at 00:00 UTC.`,
+    currentSpendUsd: spent,
+    limitUsd: limit,
+    requestedUsd: creditsToUsdc(credits),
+  };
+}

@@ -1,0 +1,85 @@
+/**
+ * POST /proxy/sim: the target is called once without payment, and the answer says what /proxy
+ * would pay and charge. No credit is reserved and nothing is signed.
+ */
+import type { Config } from '../config';
+import { proxyCredits } from '../fees';
+import { microToUsdc, parseUsdc } from '../money';
+import type { Chains } from '../networks/index';
+import { canonicalNetwork } from '../networks/table';
+import { buildTargetRequest, type CallRequest, type Resolver } from '../outbound/index';
+import type { PaymentRequirements } from '../x402/types';
+import { bodyValue, callTarget, decidePayment, isClientError, paymentRequiredOf } from '../target/index';
+
+export interface ProxyFeeBreakdown {
+  targetAmount: number;
+  proxyFee: number;
+  totalAmount: number;
+  totalCredits: number;
+}
+
+export type ProxySimulation =
+  | { requiresPayment: false; status: number; response: unknown }
+  | {
+      requiresPayment: true;
+      status: number;
+      response: unknown;
+      paymentRequirements: PaymentRequirements & { scheme: 'exact' };
+      feeBreakdown: ProxyFeeBreakdown;
+    };
+
+export type SimulationOutcome =
+  | { kind: 'result'; result: ProxySimulation }
+  | { kind: 'bad_request'; details: string }
+  | { kind: 'bad_gateway'; details: string }
+  | { kind: 'configuration_error'; details: string };
+
+export interface SimulationDeps {
+  config: Config;
+  chains: Chains;
+  resolver: Resolver;
+}
+
+export function proxyFeeBreakdown(amountMicroUsdc: bigint, proxyFeePercent: number): ProxyFeeBreakdown {
+  const { totalCredits, totalMicro, feeMicro } = proxyCredits(amountMicroUsdc, proxyFeePercent);
+  return {
+    targetAmount: microToUsdc(amountMicroUsdc),
+    proxyFee: microToUsdc(feeMicro),
+    totalAmount: microToUsdc(totalMicro),
+    totalCredits: Number(totalCredits),
+  };
+}
+
+export async function simulateProxyCall(
+  deps: SimulationDeps,
+  { call, timeoutMs }: { call: CallRequest; timeoutMs: number },
+): Promise<SimulationOutcome> {
+  const built = buildTargetRequest(call);
+  if (!built.ok) return { kind: 'bad_request', details: built.error.details };
+  const answer = await callTarget(built.value, timeoutMs, deps);
+  if (!answer.ok) {
+    return isClientError(answer.error) ? { kind: 'bad_request', details: answer.error.details } : { kind: 'bad_gateway', details: answer.error.details };
+  }
+  const { response } = answer;
+  if (response.status >= 500) return { kind: 'bad_gateway', details: `the target answered ${response.status}` };
+  const required = paymentRequiredOf(response);
+  if (!required) return { kind: 'result', result: { requiresPayment: false, status: response.status, response: bodyValue(response) } };
+
+  const network = call.network === undefined ? undefined : canonicalNetwork(call.network);
+  const decision = decidePayment(required, { chains: deps.chains, maxAmountMicroUsdc: parseUsdc(deps.config.proxyMaxPaymentUsdc), ...(network ? { network } : {}) });
+  if (!decision.ok) {
+    if (decision.kind === 'network_not_offered') return { kind: 'bad_request', details: decision.details };
+    return decision.kind === 'configuration' ? { kind: 'configuration_error', details: decision.details } : { kind: 'bad_gateway', details: decision.details };
+  }
+  return {
+    kind: 'result',
+    result: {
+      requiresPayment: true,
+      status: response.status,
+      response: bodyValue(response),
+      // The choice only keeps exact entries.
+      paymentRequirements: { ...decision.choice.requirements, scheme: 'exact' },
+      feeBreakdown: proxyFeeBreakdown(decision.choice.amountMicroUsdc, deps.config.proxyFeePercent),
+    },
+  };
+}

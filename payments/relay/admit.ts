@@ -1,0 +1,54 @@
+/**
+ * Admission of a verified client payment: the relay transaction is recorded and counted against
+ * the daily relay limits (per paying wallet and for the whole service, per network class) in one
+ * database transaction, with the job that finishes it should its request never come back. A
+ * repeated payment (the unique nonce) or a limit that would be exceeded writes nothing.
+ */
+import type { Db } from '../../db/index';
+import { tryAddSpend, SYSTEM_SCOPE_ID } from '../limits';
+import { NETWORK_TABLE } from '../networks/table';
+import { ok, type Result } from '../x402/types';
+import { enqueueRelayWatch } from './outcome';
+import { recordClientPayment, type RelayRequest, type RelayTransaction } from './store';
+import type { VerifiedClientPayment } from './types';
+
+export interface RelayLimitRefusal {
+  scope: 'wallet' | 'system';
+  spentMicro: bigint;
+  limitMicro: bigint;
+  requestedMicro: bigint;
+}
+
+export type Admission = Result<RelayTransaction, 'nonce_already_used'> | { ok: false; reason: 'limit_exceeded'; refusal: RelayLimitRefusal };
+
+class LimitExceeded extends Error {
+  constructor(readonly refusal: RelayLimitRefusal) {
+    super(`daily ${refusal.scope} relay limit`);
+  }
+}
+
+export async function admitClientPayment(
+  db: Db,
+  verified: VerifiedClientPayment,
+  request: RelayRequest & { spendDay: string },
+  limits: { perWalletMicro: bigint; systemMicro: bigint; finishBy: Date },
+): Promise<Admission> {
+  const networkClass = NETWORK_TABLE[verified.network].networkClass;
+  const amount = verified.amountMicroUsdc;
+  try {
+    return await db.transaction().execute(async (tx) => {
+      const recorded = await recordClientPayment(tx, verified, request);
+      if (!recorded.ok) return recorded;
+      const day = request.spendDay;
+      const wallet = await tryAddSpend(tx, { scope: 'relay_wallet', scopeId: verified.payer, networkClass, day }, amount, limits.perWalletMicro);
+      if (!wallet.admitted) throw new LimitExceeded({ scope: 'wallet', spentMicro: wallet.spent, limitMicro: limits.perWalletMicro, requestedMicro: amount });
+      const system = await tryAddSpend(tx, { scope: 'relay_system', scopeId: SYSTEM_SCOPE_ID, networkClass, day }, amount, limits.systemMicro);
+      if (!system.admitted) throw new LimitExceeded({ scope: 'system', spentMicro: system.spent, limitMicro: limits.systemMicro, requestedMicro: amount });
+      await enqueueRelayWatch(tx, recorded.value.id, limits.finishBy);
+      return ok(recorded.value);
+    });
+  } catch (error) {
+    if (error instanceof LimitExceeded) return { ok: false, reason: 'limit_exceeded', refusal: error.refusal };
+    throw error;
+  }
+}

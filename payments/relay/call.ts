@@ -1,0 +1,276 @@
+/**
+ * POST /relay, the money side. Without X-PAYMENT: the target is called unpaid; its own answer when
+ * it asks for nothing, else our 402. With X-PAYMENT: the target is called unpaid again (its price
+ * now, and the requirement we will pay), the payment is verified strictly against the 402 we would
+ * send now, admitted (replay guard, daily limits), settled, and the target is paid from our wallet
+ * on its own network (another chain type than the client's possibly) and called with our payment.
+ *
+ * Once the client's payment has settled the answer is never a 402 (a client that pays again on a
+ * 402 would pay twice): it is the target's answer, or a 502 with a webhook record. Whenever the
+ * target does not charge for the call, the client's payment is refunded by a job; the decision is
+ * written with the job in one database transaction (outcome.ts).
+ */
+import { existsSync, writeFileSync } from 'node:fs';
+import type { Db } from '../../db/index';
+import { utcDay } from '../clock';
+import { microToUsdc, usdToMicro } from '../money';
+import { randomNonce } from '../networks/evm';
+import type { Chains } from '../networks/index';
+import { NETWORK_TABLE, type NetworkClass } from '../networks/table';
+import type { CallRequest, TargetResponse } from '../outbound/index';
+import { readPaymentOnChain, reportedSettlement, sendPaidCall, signedFacts, signTargetPayment, MAX_PAID_ATTEMPTS } from '../target/index';
+import type { PaymentChoice } from '../x402/choose';
+import { decodePaymentHeader, encodePaymentResponseHeader } from '../x402/headers';
+import type { PaymentPayload, PaymentRequirements } from '../x402/types';
+import { admitClientPayment, type RelayLimitRefusal } from './admit';
+import { deliver, handOver, scheduleRefund, targetPaymentOf, watchTargetPayment } from './outcome';
+import { quoteRelay, relayOffers, type RelayQuote } from './quote';
+import { settleClientPayment, type SettleFailureReason } from './settle';
+import { findRelayTransaction, recordTargetPayment, type RelayTransaction } from './store';
+import type { ServiceDeps } from '../deps';
+import { relayDepsOf } from './types';
+import { verifyPayment } from './verify';
+
+export interface RelayCallDeps extends ServiceDeps {
+  fetch?: typeof fetch;
+}
+
+export interface RelayCall {
+  call: CallRequest;
+  /** X-PAYMENT as received (any case of the name), undefined on the first call. */
+  paymentHeader: string | undefined;
+  /** Our /relay URL, the `resource` of our 402. */
+  resource: string;
+  /** Bound on the exchanges with the target (they share it); settlement waits have their own bounds. */
+  timeoutMs: number;
+}
+
+export type ServiceStatus = 'payment_required' | 'payment_validating' | 'processing';
+
+export interface RelayHeaders {
+  /** The client's payment to us, settled. */
+  clientPayment?: string;
+  /** Our payment to the target (X-PAYMENT-RESPONSE form). */
+  paymentResponse?: string;
+  webhookId?: string;
+  refundWebhookId?: string;
+  serviceStatus?: ServiceStatus;
+}
+
+export type RelayOutcome =
+  | { kind: 'pass_through'; response: TargetResponse; headers: RelayHeaders }
+  | { kind: 'payment_required'; accepts: PaymentRequirements[]; error: string }
+  | { kind: 'bad_request'; details: string }
+  | { kind: 'spend_limit'; details: string; currentSpendUsd: number; limitUsd: number; requestedUsd: number }
+  | { kind: 'bad_gateway'; message: string; headers: RelayHeaders }
+  | { kind: 'internal_error'; details: string };
+
+/** Verification and settlement failures that are the request's, not the payment's: a 400. */
+const MALFORMED_PAYMENT = new Set<SettleFailureReason>(['invalid_header', 'unsupported_version', 'invalid_scheme']);
+/** Failures on our side: a 500 (nothing was charged). */
+const OUR_FAILURES = new Set<SettleFailureReason>(['invalid_offer', 'rpc_unavailable', 'not_found', 'no_wallet', 'network_not_enabled', 'submission_queue_full']);
+
+export async function relayCall(deps: RelayCallDeps, input: RelayCall): Promise<RelayOutcome> {
+  const deadline = performance.now() + input.timeoutMs;
+  const remainingMs = () => Math.max(1, Math.ceil(deadline - performance.now()));
+  let payment: PaymentPayload | undefined;
+  if (input.paymentHeader !== undefined) {
+    const decoded = decodePaymentHeader(input.paymentHeader);
+    if (!decoded.ok) return { kind: 'bad_request', details: `X-PAYMENT is not an x402 version 1 payment: ${decoded.details}` };
+    payment = decoded.value;
+  }
+
+  const quote = await quoteRelay(deps, { call: input.call, timeoutMs: remainingMs() });
+  if (quote.kind !== 'priced') return unpriced(quote);
+  const accepts = await relayOffers(deps, quote, input);
+  if (accepts.length === 0) return noOffer(deps.chains, quote.choice.networkClass);
+  if (!payment) return { kind: 'payment_required', accepts, error: 'X-PAYMENT header is required' };
+
+  const relayDeps = relayDepsOf(deps);
+  const verified = await verifyPayment(payment, accepts, relayDeps);
+  if (!verified.ok) return refused(verified.reason, verified.details, accepts);
+  const now = deps.clock.now();
+  const admitted = await admitClientPayment(
+    deps.db,
+    verified.value,
+    { targetUrl: input.call.api_url, targetMethod: String(input.call.method).toUpperCase(), spendDay: utcDay(now), mode: 'relay' },
+    {
+      perWalletMicro: usdToMicro(deps.config.relayDailyPerWalletUsd),
+      systemMicro: usdToMicro(deps.config.relayDailyTotalUsd),
+      finishBy: new Date(now.getTime() + deps.config.relayAbandonedAfterMs),
+    },
+  );
+  if (!admitted.ok) {
+    if (admitted.reason === 'limit_exceeded') return overLimit(admitted.refusal, verified.value.payer, quote.choice.networkClass);
+    return refused(admitted.reason, admitted.details, accepts);
+  }
+  const row = admitted.value;
+
+  const settlement = await settleClientPayment(deps.db, row.id, relayDeps);
+  if (!settlement.settled) {
+    if (!settlement.pending) return refused(settlement.reason, settlement.details, accepts);
+    // It may still land: never a 402 now. If it does, the client (gone by then) is refunded.
+    const { webhookId } = await handOver(deps.db, row.id, {
+      kind: 'relay_payment',
+      message: 'Your payment was sent but not confirmed in time; the target was not called. Once it confirms it is refunded.',
+    });
+    return {
+      kind: 'bad_gateway',
+      message: 'Your payment could not be confirmed in time, so the target was not called; it is refunded if it settles',
+      headers: { ...(webhookId ? { webhookId } : {}), serviceStatus: 'payment_validating' },
+    };
+  }
+  await pauseForTest(deps.config.relayPauseAfterSettlementFile, row.id);
+  const clientPayment = settlement.txHash;
+  try {
+    return await payTarget(deps, input, row, quote.choice, clientPayment, remainingMs);
+  } catch (error) {
+    // Money moved: whatever failed here, the job finishes the transaction (refund, or delivery if the target was paid).
+    deps.log.error({ err: error, relayTransactionId: String(row.id) }, 'relay failed after the client paid; handed to the watch job');
+    const { webhookId } = await handOver(deps.db, row.id, { kind: 'relay_refund', message: 'The relay failed after your payment; it is refunded unless the target was paid' });
+    return { kind: 'bad_gateway', message: 'The relay failed after your payment settled; it is refunded unless the target was paid', headers: { clientPayment, ...(webhookId ? { webhookId } : {}) } };
+  }
+}
+
+/**
+ * No network to offer: either the only ones of the class are unknown to standard clients (offered
+ * only when named, DESIGN.md section 4: the client must name one), or we hold no wallet there.
+ */
+function noOffer(chains: Chains, networkClass: NetworkClass): RelayOutcome {
+  const nameable = chains.networks
+    .filter((network) => network.networkClass === networkClass && network.serviceAddress !== undefined && !NETWORK_TABLE[network.name].knownToStandardClients)
+    .map((network) => network.name);
+  if (nameable.length > 0) {
+    return {
+      kind: 'bad_request',
+      details: `this target is paid on ${networkClass}, where this server is paid only on ${nameable.join(', ')}, which standard x402 clients do not know: name it in the body ("network": "${nameable[0]}")`,
+    };
+  }
+  return { kind: 'internal_error', details: `this server can be paid on no ${networkClass} network (no wallet there, or the facilitator names no Solana fee payer)` };
+}
+
+function unpriced(quote: Exclude<RelayQuote, { kind: 'priced' }>): RelayOutcome {
+  switch (quote.kind) {
+    case 'free':
+      return { kind: 'pass_through', response: quote.response, headers: {} };
+    case 'bad_request':
+      return { kind: 'bad_request', details: quote.details };
+    case 'bad_gateway':
+      return { kind: 'bad_gateway', message: `The target could not be called or its answer cannot be used: ${quote.details}`, headers: {} };
+    case 'configuration_error':
+      return { kind: 'internal_error', details: quote.details };
+  }
+}
+
+/** A payment refused before anything moved: malformed or repeated (400), ours (500), or not the payment asked for (402 again). */
+function refused(reason: SettleFailureReason, details: string, accepts: PaymentRequirements[]): RelayOutcome {
+  if (reason === 'nonce_already_used') return { kind: 'bad_request', details: `The payment authorization nonce was already used: ${details}` };
+  if (MALFORMED_PAYMENT.has(reason)) return { kind: 'bad_request', details: `X-PAYMENT is not an x402 version 1 exact payment: ${details}` };
+  if (OUR_FAILURES.has(reason)) return { kind: 'internal_error', details: `The payment could not be checked or settled (${reason}); nothing was charged: ${details}` };
+  return { kind: 'payment_required', accepts, error: `${reason}: ${details}`.slice(0, 1000) };
+}
+
+function overLimit(refusal: RelayLimitRefusal, payer: string, networkClass: string): RelayOutcome {
+  const spent = microToUsdc(refusal.spentMicro);
+  const limit = microToUsdc(refusal.limitMicro);
+  const requested = microToUsdc(refusal.requestedMicro);
+  const whose = refusal.scope === 'wallet' ? `Wallet ${payer} has spent ${spent} of its ${limit} USD` : `The service has relayed ${spent} of its ${limit} USD`;
+  return {
+    kind: 'spend_limit',
+    details: `${whose} ${networkClass} relay limit today; this payment is ${requested} USD. Nothing was settled. Daily limits reset at 00:00 UTC.`,
+    currentSpendUsd: spent,
+    limitUsd: limit,
+    requestedUsd: requested,
+  };
+}
+
+async function pauseForTest(markerFile: string | undefined, id: bigint): Promise<void> {
+  if (!markerFile) return;
+  writeFileSync(markerFile, String(id));
+  while (existsSync(markerFile)) await new Promise((resolve) => setTimeout(resolve, 50));
+}
+
+async function payTarget(
+  deps: RelayCallDeps,
+  input: RelayCall,
+  row: RelayTransaction,
+  choice: PaymentChoice,
+  clientPayment: string,
+  remainingMs: () => number,
+): Promise<RelayOutcome> {
+  const { db, log } = deps;
+  const signed = await signTargetPayment(deps, choice, { nonce: randomNonce(), windowSeconds: deps.config.relayPaymentWindowSeconds });
+  if (!signed.ok) {
+    log.warn({ relayTransactionId: String(row.id), reason: signed.reason, details: signed.details }, 'could not pay the target; refunding the client');
+    const refund = await scheduleRefund(db, row.id, { reason: `the service could not pay the target: ${signed.reason}: ${signed.details}` });
+    return gaveUp(db, row.id, clientPayment, refund, signed.targetSide ? 'The target asks for a payment the service cannot make' : 'The service could not pay the target');
+  }
+  const prepared = signed.value;
+  const facts = signedFacts(prepared);
+  const recorded = await recordTargetPayment(db, row.id, {
+    network: choice.network,
+    amountMicroUsdc: choice.amountMicroUsdc,
+    paymentRef: prepared.reference,
+    ...facts,
+  });
+  // Only a payment the row names may leave; if the row moved on, a job decided and nothing is sent.
+  if (!recorded) return gaveUp(db, row.id, clientPayment, undefined, 'The relay was finished by the service before the target was paid');
+
+  const answer = await sendPaidCall(input.call, prepared.header, remainingMs, deps);
+  log.info(
+    { relayTransactionId: String(row.id), network: choice.network, amountMicroUsdc: String(choice.amountMicroUsdc), status: answer.ok ? answer.response.status : answer.error.code },
+    'paid target call (relay)',
+  );
+  const ours = { clientPayment };
+  if (!answer.ok || answer.response.status === 402 || answer.response.status >= 500) {
+    const targetStatus = answer.ok ? answer.response.status : undefined;
+    const watched = await watchTargetPayment(db, row.id, { ...(targetStatus ? { targetStatus } : {}), ...(answer.ok ? withReport(answer.response) : {}) });
+    const message = !answer.ok
+      ? `The target gave no usable answer after it was paid (${answer.error.details}); your payment is refunded unless the target charged`
+      : answer.response.status === 402
+        ? `Upstream refused payment after ${MAX_PAID_ATTEMPTS} attempts; your payment is refunded once our payment to the target can no longer be used`
+        : `The target answered ${answer.response.status} after it was paid; your payment is refunded unless the target charged`;
+    return { kind: 'bad_gateway', message, headers: { ...ours, ...(watched ? { webhookId: watched.webhookId } : {}), serviceStatus: 'payment_validating' } };
+  }
+
+  const { response } = answer;
+  const reportedTxHash = reportedSettlement(response);
+  const current = (await findRelayTransaction(db, row.id))!;
+  const reading = await readPaymentOnChain(deps.chains, { ...targetPaymentOf(current), txHash: reportedTxHash ?? null }, { now: deps.clock.now() });
+  const receipt = (success: boolean, transaction: string, errorReason?: string) =>
+    encodePaymentResponseHeader({ success, transaction, network: choice.network, payer: prepared.payer, ...(errorReason ? { errorReason } : {}) });
+  if (reading.state === 'settled') {
+    await deliver(db, row.id, { ...(reading.txHash ? { txHash: reading.txHash } : {}), targetStatus: response.status });
+    return { kind: 'pass_through', response, headers: { ...ours, paymentResponse: receipt(true, reading.txHash ?? reportedTxHash ?? '') } };
+  }
+  if (reading.state === 'expired') {
+    const refund = await scheduleRefund(db, row.id, { reason: `the target answered ${response.status} without charging: ${reading.details}`, targetStatus: response.status, targetNeverCharged: true });
+    return {
+      kind: 'pass_through',
+      response,
+      headers: { ...ours, paymentResponse: receipt(false, '', 'not_settled'), ...(refund ? { webhookId: refund.webhookId, refundWebhookId: refund.webhookId } : {}) },
+    };
+  }
+  // Not charged yet: the target may still settle our payment within its window; if it never does, the client is refunded.
+  const watched = await watchTargetPayment(db, row.id, { targetStatus: response.status, ...withReport(response) });
+  return {
+    kind: 'pass_through',
+    response,
+    headers: { ...ours, paymentResponse: receipt(false, reportedTxHash ?? '', 'unconfirmed'), ...(watched ? { webhookId: watched.webhookId } : {}), serviceStatus: 'payment_validating' },
+  };
+}
+
+function withReport(response: TargetResponse): { reportedTxHash?: string } {
+  const reported = reportedSettlement(response);
+  return reported ? { reportedTxHash: reported } : {};
+}
+
+/** A 502 after the client paid and the target was not: the refund (scheduled here or by a job) is the record to poll. */
+async function gaveUp(db: Db, id: bigint, clientPayment: string, refund: { webhookId: string } | undefined, reason: string): Promise<RelayOutcome> {
+  const webhookId = refund?.webhookId ?? (await findRelayTransaction(db, id))?.webhook_id ?? undefined;
+  return {
+    kind: 'bad_gateway',
+    message: `${reason}; your payment is refunded`,
+    headers: { clientPayment, ...(webhookId ? { webhookId, refundWebhookId: webhookId } : {}) },
+  };
+}

@@ -1,0 +1,280 @@
+/**
+ * EVM side of relay payments: strict verification of an EIP-3009 TransferWithAuthorization paid to
+ * us, and the transactions our wallet submits (settling an authorization, refunding a payer).
+ *
+ * Verification is stricter than the x402 package's: the value must equal the amount asked (not be
+ * at least it), the authorization must still be valid long enough to settle, the nonce must be
+ * unused on chain, and the transfer is simulated. The EIP-712 domain is our table's (name, version,
+ * chain id) with the offered asset as verifying contract, never what the client claims.
+ *
+ * Our submissions are signed locally and their hash handed to the caller before broadcasting, so
+ * the hash is stored first and a crash leaves a row that names the transaction.
+ */
+import {
+  BaseError,
+  encodeFunctionData,
+  getAddress,
+  HttpRequestError,
+  isAddress,
+  keccak256,
+  parseAbi,
+  parseEventLogs,
+  parseSignature,
+  TimeoutError,
+  TransactionReceiptNotFoundError,
+  verifyTypedData,
+  type Address,
+  type Hash,
+  type Hex,
+} from 'viem';
+import { authorizationUsedEvent, transferWithAuthorizationTypes, type EvmNetworkClients, type TransferAuthorization } from '../networks/evm';
+import { NETWORK_TABLE, type NetworkName } from '../networks/table';
+import { fail, ok, type ExactEvmPayload, type PaymentPayload, type PaymentRequirements, type Result } from '../x402/types';
+import { SubmissionQueueFull } from './queue';
+import { limitsOf, unixSeconds, type RelayDeps, type VerifiedClientPayment, type VerifyDeps, type VerifyFailureReason } from './types';
+
+/** The (v, r, s) form: every FiatToken v2 has it; the bytes form came with v2.2. */
+export const relayUsdcAbi = parseAbi([
+  'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
+  'function transfer(address to, uint256 value) returns (bool)',
+  'function balanceOf(address owner) view returns (uint256)',
+  'function authorizationState(address authorizer, bytes32 nonce) view returns (bool)',
+]);
+
+const ECDSA_SIGNATURE = /^0x[0-9a-fA-F]{130}$/;
+
+/** A client's authorization as we check and submit it. */
+export interface CheckedAuthorization extends TransferAuthorization {
+  signature: Hex;
+}
+
+type Failure = { ok: false; reason: VerifyFailureReason; details: string };
+
+export function isRpcUnavailable(error: unknown): boolean {
+  if (!(error instanceof BaseError)) return false;
+  return error.walk((cause) => cause instanceof TimeoutError || cause instanceof HttpRequestError) !== null;
+}
+
+function rpcUnavailable(error: unknown): Failure {
+  const message = error instanceof BaseError ? error.shortMessage : error instanceof Error ? error.message : String(error);
+  return fail('rpc_unavailable', message);
+}
+
+function clientsOf(deps: Pick<RelayDeps, 'chains'>, network: NetworkName): EvmNetworkClients | undefined {
+  return deps.chains.evm.networks.get(network);
+}
+
+export function authorizationOf(payment: PaymentPayload): CheckedAuthorization {
+  const { authorization, signature } = payment.payload as ExactEvmPayload;
+  return {
+    from: getAddress(authorization.from),
+    to: getAddress(authorization.to),
+    value: BigInt(authorization.value),
+    validAfter: BigInt(authorization.validAfter),
+    validBefore: BigInt(authorization.validBefore),
+    nonce: authorization.nonce.toLowerCase() as Hex,
+    signature: signature as Hex,
+  };
+}
+
+export function transferWithAuthorizationData(authorization: CheckedAuthorization): Hex {
+  const { r, s, v, yParity } = parseSignature(authorization.signature);
+  return encodeFunctionData({
+    abi: relayUsdcAbi,
+    functionName: 'transferWithAuthorization',
+    args: [
+      authorization.from,
+      authorization.to,
+      authorization.value,
+      authorization.validAfter,
+      authorization.validBefore,
+      authorization.nonce,
+      Number(v ?? 27n + BigInt(yParity)),
+      r,
+      s,
+    ],
+  });
+}
+
+/** Every check of an EVM payment against the requirement we offered on `network`. */
+export async function verifyEvmPayment(
+  payment: PaymentPayload,
+  offered: PaymentRequirements,
+  network: NetworkName,
+  deps: VerifyDeps,
+  minValiditySeconds = limitsOf(deps).minValiditySeconds,
+): Promise<Result<VerifiedClientPayment, VerifyFailureReason>> {
+  const clients = clientsOf(deps, network);
+  if (!clients) return fail('network_not_offered', `${network} is not an enabled EVM network`);
+  const { eip712, chainId } = NETWORK_TABLE[network];
+  if (!isAddress(offered.asset) || getAddress(offered.asset) !== clients.usdc || !eip712 || chainId === undefined) {
+    return fail('invalid_offer', `the offered asset ${offered.asset} is not USDC on ${network}`);
+  }
+  if (!isAddress(offered.payTo) || !/^[1-9][0-9]*$/.test(offered.maxAmountRequired)) {
+    return fail('invalid_offer', 'the offered payTo or amount is not valid');
+  }
+  const ours = deps.chains.evm.account?.address;
+  if (ours !== undefined && getAddress(offered.payTo) !== ours) return fail('invalid_offer', `the offered payTo ${offered.payTo} is not our wallet`);
+  const authorization = authorizationOf(payment);
+  const amount = BigInt(offered.maxAmountRequired);
+
+  if (authorization.to !== getAddress(offered.payTo)) return fail('wrong_recipient', `the authorization pays ${authorization.to}, not ${offered.payTo}`);
+  if (authorization.value !== amount) return fail('wrong_amount', `the authorization is for ${authorization.value}, the price is ${amount}`);
+  const now = unixSeconds(deps.clock);
+  // The token requires validAfter < block.timestamp < validBefore.
+  if (authorization.validAfter >= now) return fail('not_yet_valid', `the authorization is valid only after ${authorization.validAfter}`);
+  if (authorization.validBefore < now + BigInt(minValiditySeconds)) {
+    return fail('expired', `the authorization expires at ${authorization.validBefore}, less than ${minValiditySeconds} s from now`);
+  }
+
+  const signatureValid =
+    ECDSA_SIGNATURE.test(authorization.signature) &&
+    (await verifyTypedData({
+      address: authorization.from,
+      domain: { name: eip712.name, version: eip712.version, chainId, verifyingContract: clients.usdc },
+      types: transferWithAuthorizationTypes,
+      primaryType: 'TransferWithAuthorization',
+      message: authorization,
+      signature: authorization.signature,
+    }).catch(() => false));
+  if (!signatureValid) return fail('invalid_signature', `the signature is not ${authorization.from}'s for this authorization on ${network}`);
+
+  const onChain = await checkOnChain(clients, authorization, deps.chains.evm.account?.address);
+  if (!onChain.ok) return onChain;
+
+  return ok({
+    network,
+    chainType: 'evm',
+    payer: authorization.from,
+    payTo: authorization.to,
+    asset: clients.usdc,
+    amountMicroUsdc: amount,
+    idempotencyKey: { network, asset: clients.usdc, nonceKey: authorization.nonce },
+    payment,
+    requirements: offered,
+    validBefore: authorization.validBefore,
+  });
+}
+
+/** Nonce unused, balance enough, and the transfer simulated as our wallet would submit it. */
+async function checkOnChain(clients: EvmNetworkClients, authorization: CheckedAuthorization, sender: Address | undefined): Promise<Result<true, VerifyFailureReason>> {
+  const { publicClient, usdc } = clients;
+  let used: boolean;
+  let balance: bigint;
+  try {
+    [used, balance] = await Promise.all([
+      publicClient.readContract({ address: usdc, abi: relayUsdcAbi, functionName: 'authorizationState', args: [authorization.from, authorization.nonce] }),
+      publicClient.readContract({ address: usdc, abi: relayUsdcAbi, functionName: 'balanceOf', args: [authorization.from] }),
+    ]);
+  } catch (error) {
+    return rpcUnavailable(error);
+  }
+  if (used) return fail('nonce_already_used', `the nonce ${authorization.nonce} of ${authorization.from} is already used on chain`);
+  if (balance < authorization.value) return fail('insufficient_funds', `${authorization.from} holds ${balance}, the payment needs ${authorization.value}`);
+  try {
+    await publicClient.call({ account: sender, to: usdc, data: transferWithAuthorizationData(authorization) });
+  } catch (error) {
+    if (isRpcUnavailable(error)) return rpcUnavailable(error);
+    return fail('simulation_failed', error instanceof BaseError ? error.shortMessage : String(error));
+  }
+  return ok(true);
+}
+
+export type SubmitFailureReason = 'no_wallet' | 'network_not_enabled' | 'simulation_failed' | 'rpc_unavailable' | 'submission_queue_full' | 'not_recorded';
+
+export interface SubmittedTransaction {
+  hash: Hash;
+  /** Set when broadcasting failed after the hash was recorded: the outcome is unknown until the chain is read. */
+  broadcastError?: string;
+}
+
+/**
+ * Prepares (which simulates: gas estimation reverts on a failing call), signs, lets the caller record
+ * the hash, then broadcasts; serialized per network and sending key. `beforeBroadcast` returning
+ * false stops it before anything leaves (the row moved on without us).
+ */
+export async function submitEvmTransaction(
+  deps: Pick<RelayDeps, 'chains' | 'submissions'>,
+  network: NetworkName,
+  call: { to: Address; data: Hex },
+  beforeBroadcast: (hash: Hash) => Promise<boolean>,
+  beforeSigning?: () => Promise<Result<true, VerifyFailureReason>>,
+): Promise<Result<SubmittedTransaction, SubmitFailureReason | VerifyFailureReason>> {
+  const clients = clientsOf(deps, network);
+  if (!clients) return fail('network_not_enabled', `${network} is not an enabled EVM network`);
+  const { walletClient, publicClient } = clients;
+  if (!walletClient) return fail('no_wallet', 'EVM_PRIVATE_KEY is not configured');
+  const account = walletClient.account;
+  try {
+    return await deps.submissions.run(`${network}:${account.address}`, async (): Promise<Result<SubmittedTransaction, SubmitFailureReason | VerifyFailureReason>> => {
+      if (beforeSigning) {
+        const ready = await beforeSigning();
+        if (!ready.ok) return ready;
+      }
+      let serialized: Hex;
+      try {
+        const request = await walletClient.prepareTransactionRequest({ account, chain: walletClient.chain, to: call.to, data: call.data });
+        serialized = await walletClient.signTransaction(request);
+      } catch (error) {
+        if (isRpcUnavailable(error)) return rpcUnavailable(error);
+        return fail('simulation_failed', error instanceof BaseError ? error.shortMessage : String(error));
+      }
+      const hash = keccak256(serialized);
+      if (!(await beforeBroadcast(hash))) return fail('not_recorded', 'the row was no longer waiting for this transaction');
+      try {
+        await publicClient.sendRawTransaction({ serializedTransaction: serialized });
+        return ok({ hash });
+      } catch (error) {
+        return ok({ hash, broadcastError: error instanceof BaseError ? error.shortMessage : String(error) });
+      }
+    });
+  } catch (error) {
+    if (error instanceof SubmissionQueueFull) return fail('submission_queue_full', error.message);
+    throw error;
+  }
+}
+
+export type ReceiptOutcome = { status: 'success'; blockNumber: bigint; logs: readonly { address: Address; topics: readonly Hex[]; data: Hex }[] } | { status: 'reverted' } | { status: 'pending' };
+
+/** Waits at most `timeoutMs` for the receipt; anything short of a receipt is pending, never failed. */
+export async function waitForReceipt(
+  deps: Pick<RelayDeps, 'chains'>,
+  network: NetworkName,
+  hash: Hash,
+  { timeoutMs, pollMs }: { timeoutMs: number; pollMs: number },
+): Promise<ReceiptOutcome> {
+  const clients = clientsOf(deps, network);
+  if (!clients) return { status: 'pending' };
+  try {
+    const receipt = await clients.publicClient.waitForTransactionReceipt({ hash, timeout: timeoutMs, pollingInterval: pollMs, retryCount: 0 });
+    return receipt.status === 'success' ? { status: 'success', blockNumber: receipt.blockNumber, logs: receipt.logs } : { status: 'reverted' };
+  } catch {
+    // A timeout, an unreachable node, or a transaction the node does not know yet: all are "not yet".
+    return { status: 'pending' };
+  }
+}
+
+/** The receipt if the chain has one: reconciliation reads it once instead of waiting. */
+export async function readReceipt(deps: Pick<RelayDeps, 'chains'>, network: NetworkName, hash: Hash): Promise<Result<ReceiptOutcome, 'rpc_unavailable'>> {
+  const clients = clientsOf(deps, network);
+  if (!clients) return fail('rpc_unavailable', `${network} is not an enabled EVM network`);
+  try {
+    const receipt = await clients.publicClient.getTransactionReceipt({ hash });
+    return ok(receipt.status === 'success' ? { status: 'success', blockNumber: receipt.blockNumber, logs: receipt.logs } : { status: 'reverted' });
+  } catch (error) {
+    if (error instanceof TransactionReceiptNotFoundError) return ok({ status: 'pending' });
+    return fail('rpc_unavailable', error instanceof BaseError ? error.shortMessage : String(error));
+  }
+}
+
+/** Whether a successful receipt carries USDC's AuthorizationUsed event for this authorizer and nonce. */
+export function receiptUsesAuthorization(
+  logs: readonly { address: Address; topics: readonly Hex[]; data: Hex }[],
+  usdc: Address,
+  authorization: Pick<CheckedAuthorization, 'from' | 'nonce'>,
+): boolean {
+  const events = parseEventLogs({ abi: [authorizationUsedEvent], logs: logs.filter((log) => getAddress(log.address) === usdc) as never, strict: true });
+  return events.some(
+    (event) => getAddress(event.args.authorizer) === authorization.from && event.args.nonce.toLowerCase() === authorization.nonce,
+  );
+}

@@ -1,0 +1,190 @@
+/**
+ * The jobs that finish a relay transaction its request did not finish (the request gave up, timed
+ * out or its process died). Each reads the row again, acts only from the state it finds, and says
+ * when to look again; every move is a guarded update, so a job that runs twice does nothing more.
+ *
+ *   followUpRelay    received | settling | settled: settle or give up the client's payment, then
+ *                    read the chain for our payment to the target: paid -> delivered, can no longer
+ *                    be paid -> refund; a request presumed gone before paying the target -> refund.
+ *   followUpRefund   refund_pending | refund_failed: send or reconcile the refund (one per relay
+ *                    transaction, spec 3.6), retried at most MAX_REFUND_ATTEMPTS times; ends the record.
+ */
+import type { Db } from '../../db/index';
+import type { Clock } from '../clock';
+import type { Config } from '../config';
+import type { Chains } from '../networks/index';
+import { nextLookAt, readPaymentOnChain, UNREADABLE_RECHECK_MS } from '../target/index';
+import { usdcText } from '../money';
+import { closeRecord, deliver, refundedOutcome, scheduleRefund, targetPaymentOf } from './outcome';
+import type { SubmissionQueue } from './queue';
+import { reconcileRefund, refundClientPayment, type RefundOutcome } from './refund';
+import { reconcileSettlement } from './settle';
+import { findRelayTransaction, liveRefund, markSettleFailed, type RelayTransaction } from './store';
+import { relayDepsOf } from './types';
+
+/** A failed refund is tried again after 5 s, 10 s, 20 s, ...; after this many failures the record says refund_failed. */
+export const MAX_REFUND_ATTEMPTS = 5;
+const REFUND_RETRY_BASE_MS = 5_000;
+/** A refund whose record is still in flight this long after its last move has lost its job. */
+export const STRANDED_REFUND_AFTER_MS = 5 * 60_000;
+/** A refund or settlement sent but not confirmed yet is read again after this long. */
+export const UNCONFIRMED_RECHECK_MS = 2_000;
+
+export interface FollowUpDeps {
+  db: Db;
+  chains: Chains;
+  clock: Clock;
+  submissions: SubmissionQueue;
+  config: Pick<Config, 'facilitatorUrl' | 'relayAbandonedAfterMs'>;
+}
+
+export type FollowUp = { done: true; details: string } | { done: false; lookAgainAt: Date; details: string };
+
+const done = (details: string): FollowUp => ({ done: true, details });
+const later = (at: Date, details: string): FollowUp => ({ done: false, lookAgainAt: at, details });
+
+/** Whether the request that recorded the row has answered its client, or must be over by now. */
+function requestGone(row: RelayTransaction, deps: FollowUpDeps): boolean {
+  return row.responded_at !== null || deps.clock.now().getTime() - row.created_at.getTime() >= deps.config.relayAbandonedAfterMs;
+}
+
+function whenGone(row: RelayTransaction, deps: FollowUpDeps): Date {
+  return new Date(row.created_at.getTime() + deps.config.relayAbandonedAfterMs);
+}
+
+export async function followUpRelay(id: bigint, deps: FollowUpDeps): Promise<FollowUp> {
+  const { db } = deps;
+  let row = await findRelayTransaction(db, id);
+  if (!row || row.mode !== 'relay') return done('no such relay transaction');
+  const now = deps.clock.now();
+
+  if (row.state === 'received') {
+    if (!requestGone(row, deps)) return later(whenGone(row, deps), 'the request may still settle it');
+    await markSettleFailed(db, id, 'abandoned', 'the request ended before the payment was settled; nothing was charged');
+    row = (await findRelayTransaction(db, id))!;
+  }
+  if (row.state === 'settling') {
+    if (!requestGone(row, deps)) return later(whenGone(row, deps), 'the request is settling it');
+    const settlement = await reconcileSettlement(db, id, relayDepsOf(deps));
+    if (!settlement.settled && settlement.pending) return later(new Date(now.getTime() + UNCONFIRMED_RECHECK_MS), 'settlement not confirmed yet');
+    row = (await findRelayTransaction(db, id))!;
+  }
+  if (row.state === 'settle_failed') {
+    await closeRecord(db, row, {
+      status: 'payment_failed',
+      network: row.network,
+      error: `${row.failure_reason ?? 'settle_failed'}: ${row.failure_details ?? ''}`.slice(0, 2000),
+      message: 'Your payment was not settled on-chain; nothing was charged and nothing needs refunding',
+    });
+    return done('the client payment never settled');
+  }
+  if (row.state !== 'settled') return done(`nothing to do in state ${row.state}`);
+
+  if (row.target_payment_ref === null) {
+    if (!requestGone(row, deps)) return later(whenGone(row, deps), 'the request may still pay the target');
+    await scheduleRefund(db, id, { reason: 'the request ended before the target was paid' });
+    return done('refund scheduled: the target was never paid');
+  }
+  const reading = await readPaymentOnChain(deps.chains, targetPaymentOf(row), { now });
+  switch (reading.state) {
+    case 'settled':
+      await deliver(db, id, { ...(reading.txHash ? { txHash: reading.txHash } : {}) });
+      return done(`the target charged: ${reading.details}`);
+    case 'expired':
+      await scheduleRefund(db, id, { reason: `the target never charged: ${reading.details}`, targetNeverCharged: true });
+      return done(`refund scheduled: ${reading.details}`);
+    case 'open':
+      return later(nextLookAt(now, reading.expiresAt), reading.details);
+    case 'unknown':
+      return later(new Date(now.getTime() + UNREADABLE_RECHECK_MS), reading.details);
+  }
+}
+
+async function failedRefundCount(db: Db, id: bigint): Promise<number> {
+  const row = await db
+    .selectFrom('refunds')
+    .select((eb) => eb.fn.countAll<string>().as('count'))
+    .where('relay_transaction_id', '=', id)
+    .where('status', '=', 'failed')
+    .executeTakeFirst();
+  return Number(row?.count ?? 0);
+}
+
+export async function followUpRefund(id: bigint, deps: FollowUpDeps): Promise<FollowUp> {
+  const { db } = deps;
+  const row = await findRelayTransaction(db, id);
+  if (!row || row.mode !== 'relay') return done('no such relay transaction');
+  const now = deps.clock.now();
+  if (row.state === 'refunded') return finishRefunded(row, deps);
+  if (row.state !== 'refund_pending' && row.state !== 'refund_failed') return done(`nothing to refund in state ${row.state}`);
+
+  const failures = await failedRefundCount(db, id);
+  const live = await liveRefund(db, id);
+  let outcome: RefundOutcome;
+  if (live?.status === 'pending') {
+    outcome = await reconcileRefund(db, live.id, relayDepsOf(deps));
+  } else if (failures >= MAX_REFUND_ATTEMPTS) {
+    return giveUp(row, failures, deps);
+  } else {
+    outcome = await refundClientPayment(db, id, relayDepsOf(deps));
+  }
+  if (outcome.refunded) return finishRefunded((await findRelayTransaction(db, id))!, deps);
+  if (outcome.pending) return later(new Date(now.getTime() + UNCONFIRMED_RECHECK_MS), `refund ${outcome.txHash ?? '(not sent yet)'} not confirmed yet`);
+  const attempts = await failedRefundCount(db, id);
+  if (attempts >= MAX_REFUND_ATTEMPTS) return giveUp((await findRelayTransaction(db, id))!, attempts, deps);
+  const delayMs = REFUND_RETRY_BASE_MS * 2 ** Math.max(0, attempts - 1);
+  return later(new Date(now.getTime() + delayMs), `refund attempt ${attempts} failed: ${outcome.reason}: ${outcome.details}`);
+}
+
+async function finishRefunded(row: RelayTransaction, deps: FollowUpDeps): Promise<FollowUp> {
+  const refund = await liveRefund(deps.db, row.id);
+  if (refund?.status !== 'confirmed') return done('refunded, but no confirmed refund row');
+  await closeRecord(deps.db, row, refundedOutcome(row, refund));
+  return done(`refund ${refund.tx_hash} confirmed`);
+}
+
+async function giveUp(row: RelayTransaction, attempts: number, deps: FollowUpDeps): Promise<FollowUp> {
+  const last = await deps.db
+    .selectFrom('refunds')
+    .select('error')
+    .where('relay_transaction_id', '=', row.id)
+    .where('status', '=', 'failed')
+    .orderBy('id', 'desc')
+    .executeTakeFirst();
+  await closeRecord(deps.db, row, {
+    status: 'refund_failed',
+    network: row.network,
+    error: `the refund of ${usdcText(row.amount_micro)} failed ${attempts} times; last: ${last?.error ?? 'unknown'}`.slice(0, 2000),
+    message: 'The refund could not be made; an operator will retry it',
+  });
+  return done(`refund given up after ${attempts} attempts`);
+}
+
+/**
+ * Rows whose job may have been lost (a process stopped between a commit and the job, or a job
+ * gave up): open rows whose request is presumed gone, and refunds whose record is still in flight.
+ */
+export async function strandedRelayTransactions(db: Db, now: Date, abandonedAfterMs: number, limit: number) {
+  const before = new Date(now.getTime() - abandonedAfterMs);
+  const open = await db
+    .selectFrom('relay_transactions')
+    .select('id')
+    .where('mode', '=', 'relay')
+    .where('state', 'in', ['received', 'settling', 'settled'])
+    .where('updated_at', '<', before)
+    .orderBy('updated_at')
+    .limit(limit)
+    .execute();
+  const refunding = await db
+    .selectFrom('relay_transactions')
+    .innerJoin('webhooks', 'webhooks.id', 'relay_transactions.webhook_id')
+    .select('relay_transactions.id')
+    .where('relay_transactions.mode', '=', 'relay')
+    .where('relay_transactions.state', 'in', ['refund_pending', 'refund_failed', 'refunded'])
+    .where('webhooks.status', '=', 'async_processing')
+    .where('relay_transactions.updated_at', '<', new Date(now.getTime() - STRANDED_REFUND_AFTER_MS))
+    .orderBy('relay_transactions.updated_at')
+    .limit(limit)
+    .execute();
+  return { open: open.map((row) => row.id), refunding: refunding.map((row) => row.id) };
+}

@@ -1,0 +1,32 @@
+/**
+ * Relay mode, receiving side: verify a client's X-PAYMENT against the 402 we sent, record it (the
+ * replay guard), settle it (facilitator or direct), reconcile what was left pending, refund it.
+ * The whole call (quote.ts, admit.ts, call.ts: the target paid from our wallet) and what finishes
+ * it later (outcome.ts, followUp.ts) build on these.
+ *
+ *   relayRequirements(chains, network, options)        one entry of our 402
+ *   verifyClientPayment(header, offered, deps)          Result<VerifiedClientPayment, VerifyFailureReason>
+ *   recordClientPayment(db, verified, request)          Result<RelayTransaction, 'nonce_already_used'>
+ *   settleClientPayment(db, relayTxId, deps)            SettlementOutcome
+ *   reconcileSettlement(db, relayTxId, deps)            SettlementOutcome
+ *   refundClientPayment(db, relayTxId, deps)            RefundOutcome
+ *   reconcileRefund(db, refundId, deps)                 RefundOutcome
+ */
+export * from './types';
+export { SubmissionQueue, SubmissionQueueFull, MAX_QUEUED_PER_KEY } from './queue';
+export { offers, relayRequirements, DEFAULT_RELAY_TIMEOUT_SECONDS, type OfferOptions, type OffersRequest } from './offer';
+export { verifyClientPayment, verifyPayment } from './verify';
+export {
+  recordClientPayment,
+  findRelayTransaction,
+  recordTargetPayment,
+  markDelivered,
+  unfinishedSettlements,
+  liveRefund,
+  pendingRefunds,
+  type RelayTransaction,
+  type RelayRequest,
+  type Refund,
+} from './store';
+export { settleClientPayment, reconcileSettlement, settlementOutcomeOf, type SettlementOutcome, type SettleFailureReason } from './settle';
+export { refundClientPayment, reconcileRefund, UNSENT_REFUND_STALE_MS, type RefundOutcome, type RefundFailureReason } from './refund';

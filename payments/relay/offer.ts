@@ -1,0 +1,80 @@
+/**
+ * The requirements of our own 402 in relay mode: one entry per network, payTo = our wallet there,
+ * asset = its USDC, maxAmountRequired = our price. They carry extra, description and mimeType, as
+ * standard clients require (EVM: the EIP-712 name and version of USDC; Solana: the fee payer, which
+ * is our wallet when we settle directly and the facilitator's when it settles).
+ */
+import type { Chains } from '../networks/index';
+import { NETWORK_NAMES, NETWORK_TABLE, type NetworkClass, type NetworkName } from '../networks/table';
+import { fail, ok, type PaymentRequirements, type Result } from '../x402/types';
+
+/** How long a client's authorization should stay valid: our verification, settlement and the target's payment fit in it. */
+export const DEFAULT_RELAY_TIMEOUT_SECONDS = 300;
+
+export interface OfferOptions {
+  amountMicroUsdc: bigint;
+  resource: string;
+  description?: string;
+  mimeType?: string;
+  maxTimeoutSeconds?: number;
+  /** The Solana fee payer when a facilitator settles (its /supported names it); our wallet otherwise. */
+  solanaFeePayer?: string;
+}
+
+export function relayRequirements(
+  chains: Chains,
+  networkName: string,
+  options: OfferOptions,
+): Result<PaymentRequirements, 'network_not_enabled' | 'no_wallet' | 'invalid_amount'> {
+  const network = chains.network(networkName);
+  if (!network) return fail('network_not_enabled', `${networkName} is not enabled`);
+  if (!network.serviceAddress) return fail('no_wallet', `no wallet is configured for ${network.name}`);
+  if (options.amountMicroUsdc <= 0n) return fail('invalid_amount', 'the price must be positive');
+  const entry = NETWORK_TABLE[network.name];
+  const extra =
+    entry.chainType === 'evm'
+      ? { name: entry.eip712!.name, version: entry.eip712!.version }
+      : { feePayer: options.solanaFeePayer ?? network.serviceAddress };
+  return ok({
+    scheme: 'exact',
+    network: network.name,
+    maxAmountRequired: options.amountMicroUsdc.toString(),
+    resource: options.resource,
+    description: options.description ?? 'Relay payment',
+    mimeType: options.mimeType ?? 'application/json',
+    payTo: network.serviceAddress,
+    maxTimeoutSeconds: options.maxTimeoutSeconds ?? DEFAULT_RELAY_TIMEOUT_SECONDS,
+    asset: network.usdc,
+    extra,
+  });
+}
+
+export interface OffersRequest extends OfferOptions {
+  /** The class to offer (the target's class for a relay); ignored when a network is named. */
+  networkClass: NetworkClass;
+  /** The network the client named in its request, if any: then only that one is offered. */
+  namedNetwork?: NetworkName;
+  /** Offered first when it is among the offers (a relay target's own network). */
+  preferredNetwork?: NetworkName;
+}
+
+/**
+ * Every entry of our 402 (relay, chat): one per enabled network of the class where we hold a
+ * wallet, the preferred network first; or only the network the client named. Networks that
+ * standard x402 v1 clients do not know are offered only when named (DESIGN.md section 4): those
+ * clients reject a whole 402 when one entry names a network they do not know.
+ */
+export function offers(chains: Chains, request: OffersRequest): PaymentRequirements[] {
+  if (request.amountMicroUsdc <= 0n) throw new RangeError('an offer needs a positive price');
+  const order = (name: NetworkName) => (name === request.preferredNetwork ? -1 : NETWORK_NAMES.indexOf(name));
+  const candidates =
+    request.namedNetwork !== undefined
+      ? chains.networks.filter((network) => network.name === request.namedNetwork)
+      : chains.networks
+          .filter((network) => network.networkClass === request.networkClass && NETWORK_TABLE[network.name].knownToStandardClients)
+          .sort((a, b) => order(a.name) - order(b.name));
+  return candidates.flatMap((network) => {
+    const offer = relayRequirements(chains, network.name, request);
+    return offer.ok ? [offer.value] : [];
+  });
+}

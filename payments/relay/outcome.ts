@@ -1,0 +1,179 @@
+/**
+ * What happens to a relay transaction after the client's payment settled, each decision written
+ * in one database transaction together with the call's webhook record and the job that carries it
+ * on (graphile_worker.add_job): a refund, a watch of our payment to the target on-chain, or the
+ * delivery. A crash after the commit leaves a job; before it, the row as it was, which the watch
+ * job finishes once its request is presumed gone.
+ *
+ * The call's webhook record (spec 3.3, DESIGN.md section 4) ends as:
+ *   no_refund_needed   the target charged (our payment to it is on-chain)
+ *   success_refunded   the target answered 2xx but never charged; the client's payment came back
+ *   refund_confirmed   any other refund confirmed on-chain
+ *   refund_failed      the refund failed after bounded retries
+ *   payment_failed     the client's payment never settled (nothing to refund)
+ */
+import { sql } from 'kysely';
+import type { Db, Tx } from '../../db/index';
+import type { WebhookKind } from '../../db/schema';
+import { addJob } from '../jobs';
+import { usdcText } from '../money';
+import { canonicalNetwork, NETWORK_TABLE } from '../networks/table';
+import type { SignedTargetPayment } from '../target/index';
+import { completeWebhook, openWebhook, type WebhookOutcome } from '../webhooks';
+import { inTransaction, markDelivered, type Refund, type RelayTransaction } from './store';
+
+export const RELAY_WATCH_TASK = 'relay_watch';
+export const RELAY_REFUND_TASK = 'relay_refund';
+
+/** The watch job of a relay transaction; `keepSchedule` leaves a queued job's time alone. */
+export function enqueueRelayWatch(db: Db | Tx, id: bigint, runAt?: Date, options: { keepSchedule?: boolean } = {}): Promise<void> {
+  return addJob(db, { task: RELAY_WATCH_TASK, payload: { relayTransactionId: String(id) }, key: `${RELAY_WATCH_TASK}:${id}`, runAt, ...options });
+}
+
+export function enqueueRelayRefund(db: Db | Tx, id: bigint, runAt?: Date, options: { keepSchedule?: boolean } = {}): Promise<void> {
+  return addJob(db, { task: RELAY_REFUND_TASK, payload: { relayTransactionId: String(id) }, key: `${RELAY_REFUND_TASK}:${id}`, runAt, ...options });
+}
+
+async function lockRow(tx: Tx, id: bigint): Promise<RelayTransaction | undefined> {
+  return tx.selectFrom('relay_transactions').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
+}
+
+/** The call's record, opened on first need; one per relay transaction. */
+async function recordOf(tx: Tx, row: RelayTransaction, kind: WebhookKind, message: string): Promise<string> {
+  if (row.webhook_id) return row.webhook_id;
+  const webhookId = await openWebhook(tx, { kind, network: row.network, message, relayTxId: row.id });
+  await tx.updateTable('relay_transactions').set({ webhook_id: webhookId }).where('id', '=', row.id).execute();
+  return webhookId;
+}
+
+/** Ends the call's record, if it has one still in flight. */
+export async function closeRecord(db: Db | Tx, row: Pick<RelayTransaction, 'id' | 'webhook_id'>, outcome: WebhookOutcome): Promise<boolean> {
+  if (!row.webhook_id) return false;
+  return inTransaction(db, (tx) => completeWebhook(tx, row.webhook_id!, outcome));
+}
+
+export interface RefundDecision {
+  /** Why the client is refunded (kept on the row for operators). */
+  reason: string;
+  /** The status the target answered our paid call with, if it answered. */
+  targetStatus?: number;
+  /**
+   * Set by a caller that read the chain and saw our payment to the target can no longer land. Without
+   * it a row whose target payment was recorded is not refunded here: only the chain can say.
+   */
+  targetNeverCharged?: boolean;
+}
+
+/**
+ * settled (or delivered) -> refund_pending, with the record opened and the refund job enqueued.
+ * Returns the record's id, or undefined when the row had moved on (someone else decided).
+ */
+export async function scheduleRefund(db: Db, id: bigint, decision: RefundDecision): Promise<{ webhookId: string } | undefined> {
+  return db.transaction().execute(async (tx) => {
+    const row = await lockRow(tx, id);
+    if (!row || row.state !== 'settled') return undefined;
+    if (row.target_payment_ref !== null && !decision.targetNeverCharged) return undefined;
+    const webhookId = await recordOf(tx, row, 'relay_refund', `Refunding ${usdcText(row.amount_micro)} to ${row.payer} on ${row.network}`);
+    await tx
+      .updateTable('relay_transactions')
+      .set({
+        state: 'refund_pending',
+        outcome: decision.reason.slice(0, 2000),
+        target_status: decision.targetStatus ?? row.target_status,
+        updated_at: sql<Date>`now()`,
+      })
+      .where('id', '=', id)
+      .execute();
+    await enqueueRelayRefund(tx, id);
+    return { webhookId };
+  });
+}
+
+/**
+ * Our payment to the target may still be settled (or may never be): the record is opened and the
+ * watch job looks at the chain from `runAt`. The target's answer and reported transaction are kept.
+ */
+export async function watchTargetPayment(
+  db: Db,
+  id: bigint,
+  { targetStatus, reportedTxHash, runAt }: { targetStatus?: number; reportedTxHash?: string; runAt?: Date },
+): Promise<{ webhookId: string } | undefined> {
+  return db.transaction().execute(async (tx) => {
+    const row = await lockRow(tx, id);
+    if (!row || row.state !== 'settled') return row?.webhook_id ? { webhookId: row.webhook_id } : undefined;
+    const webhookId = await recordOf(tx, row, 'relay_payment', `Watching the chain for our payment to the target on ${row.target_network ?? row.network}`);
+    await tx
+      .updateTable('relay_transactions')
+      .set({
+        target_status: targetStatus ?? row.target_status,
+        target_tx_hash: row.target_tx_hash ?? reportedTxHash ?? null,
+        responded_at: sql<Date>`coalesce(responded_at, now())`,
+        updated_at: sql<Date>`now()`,
+      })
+      .where('id', '=', id)
+      .execute();
+    await enqueueRelayWatch(tx, id, runAt);
+    return { webhookId };
+  });
+}
+
+/** The target was paid: settled -> delivered; a record in flight says no refund is needed. */
+export async function deliver(db: Db, id: bigint, { txHash, targetStatus }: { txHash?: string; targetStatus?: number }): Promise<boolean> {
+  return db.transaction().execute(async (tx) => {
+    const row = await markDelivered(tx, id, { txHash });
+    if (!row) return false;
+    if (targetStatus !== undefined) await tx.updateTable('relay_transactions').set({ target_status: targetStatus }).where('id', '=', id).execute();
+    await closeRecord(tx, row, {
+      status: 'no_refund_needed',
+      network: row.target_network ?? row.network,
+      ...(txHash ? { txHash } : {}),
+      message: `The target charged for the call (${usdcText(row.target_amount_micro ?? 0n)} on ${row.target_network}); no refund is needed`,
+    });
+    return true;
+  });
+}
+
+/**
+ * The request gives up while the transaction is open (its client gets an answer now): the watch
+ * job takes over at once instead of waiting for the request to be presumed gone. Opens the record
+ * with `message` when asked, for the client to poll.
+ */
+export async function handOver(db: Db, id: bigint, record?: { kind: WebhookKind; message: string }): Promise<{ webhookId?: string }> {
+  return db.transaction().execute(async (tx) => {
+    const row = await lockRow(tx, id);
+    if (!row) return {};
+    const webhookId = record ? await recordOf(tx, row, record.kind, record.message) : (row.webhook_id ?? undefined);
+    await tx.updateTable('relay_transactions').set({ responded_at: sql<Date>`coalesce(responded_at, now())` }).where('id', '=', id).execute();
+    await enqueueRelayWatch(tx, id);
+    return webhookId ? { webhookId } : {};
+  });
+}
+
+/** The record of a confirmed refund: success_refunded when the target had answered 2xx, else refund_confirmed. */
+export function refundedOutcome(row: RelayTransaction, refund: Refund): WebhookOutcome {
+  const answered2xx = row.target_status !== null && row.target_status >= 200 && row.target_status < 300;
+  return {
+    status: answered2xx ? 'success_refunded' : 'refund_confirmed',
+    txHash: refund.tx_hash ?? undefined,
+    network: refund.network,
+    method: refund.method,
+    message: `Refund of ${usdcText(refund.amount_micro)} to ${refund.recipient} confirmed on ${refund.network}${row.outcome ? `: ${row.outcome}` : ''}`,
+  };
+}
+
+/** The chain facts of our payment to the target, as the row recorded them before it was sent. */
+export function targetPaymentOf(row: RelayTransaction): SignedTargetPayment {
+  const network = canonicalNetwork(row.target_network ?? '');
+  const solana = network !== undefined && NETWORK_TABLE[network].chainType === 'solana';
+  return {
+    label: `relay transaction ${row.id}`,
+    network: row.target_network ?? '',
+    chainType: solana ? 'solana' : 'evm',
+    payer: row.target_payer,
+    nonce: solana ? null : row.target_payment_ref,
+    payerSignature: solana ? row.target_payment_ref : null,
+    validBefore: row.target_valid_before,
+    lastValidBlockHeight: row.target_last_valid_block_height,
+    txHash: row.target_tx_hash,
+  };
+}

@@ -1,0 +1,104 @@
+/**
+ * What a relay of a call costs now: the target is called once without payment; when it answers an
+ * x402 v1 402, the requirement we would pay is chosen and the relay fee added (payments/fees.ts).
+ * /relay builds its 402 from this on the first call and recomputes it on the paid call (so the
+ * amount verified is what we would charge now, whatever the client claims); /relay/sim reports it.
+ */
+import type { Config } from '../config';
+import { relayFee, type RelayFee } from '../fees';
+import { usdToMicro } from '../money';
+import type { Chains } from '../networks/index';
+import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../networks/table';
+import { buildTargetRequest, type CallRequest, type Resolver, type TargetResponse } from '../outbound/index';
+import { callTarget, decidePayment, isClientError, paymentRequiredOf } from '../target/index';
+import type { PaymentChoice } from '../x402/choose';
+import type { PaymentRequirements } from '../x402/types';
+import { facilitatorFeePayer } from './facilitator';
+import { DEFAULT_RELAY_TIMEOUT_SECONDS, offers } from './offer';
+
+/** GET /supported of the facilitator, when its Solana fee payer is needed for our 402. */
+const FACILITATOR_SUPPORTED_TIMEOUT_MS = 5_000;
+
+export interface QuoteDeps {
+  chains: Chains;
+  resolver: Resolver;
+  config: Pick<Config, 'ssrfAllowHosts' | 'relayFeePercent' | 'relayFeeMinUsdc' | 'relayDailyTotalUsd' | 'facilitatorUrl'>;
+  fetch?: typeof fetch;
+}
+
+export type RelayQuote =
+  /** The target did not ask for payment (any status below 500 but an x402 402): its answer, nothing to pay. */
+  | { kind: 'free'; response: TargetResponse }
+  | { kind: 'priced'; choice: PaymentChoice; fee: RelayFee; namedNetwork?: NetworkName }
+  | { kind: 'bad_request'; details: string }
+  | { kind: 'bad_gateway'; details: string }
+  | { kind: 'configuration_error'; details: string };
+
+export async function quoteRelay(deps: QuoteDeps, { call, timeoutMs }: { call: CallRequest; timeoutMs: number }): Promise<RelayQuote> {
+  const built = buildTargetRequest(call);
+  if (!built.ok) return { kind: 'bad_request', details: built.error.details };
+  const named = namedNetwork(deps.chains, call.network);
+  if (named !== undefined && !named.ok) return { kind: 'bad_request', details: named.details };
+
+  const answer = await callTarget(built.value, timeoutMs, deps);
+  if (!answer.ok) return isClientError(answer.error) ? { kind: 'bad_request', details: answer.error.details } : { kind: 'bad_gateway', details: answer.error.details };
+  const { response } = answer;
+  if (response.status >= 500) return { kind: 'bad_gateway', details: `the target answered ${response.status}` };
+  const required = paymentRequiredOf(response);
+  if (!required) return { kind: 'free', response };
+
+  // No price above the service's whole daily relay volume could ever be admitted.
+  const decision = decidePayment(required, { chains: deps.chains, maxAmountMicroUsdc: usdToMicro(deps.config.relayDailyTotalUsd) });
+  if (!decision.ok) return decision.kind === 'configuration' ? { kind: 'configuration_error', details: decision.details } : { kind: 'bad_gateway', details: decision.details };
+  const { choice } = decision;
+  if (named !== undefined && NETWORK_TABLE[named.network].networkClass !== choice.networkClass) {
+    // Paying on one class for a target paid on the other would turn test money into real money.
+    return {
+      kind: 'bad_request',
+      details: `network ${named.network} is a ${NETWORK_TABLE[named.network].networkClass} network; this target is paid on ${choice.networkClass} (${choice.network}), so a relay to it is paid on ${choice.networkClass}`,
+    };
+  }
+  const fee = relayFee(choice.amountMicroUsdc, { percent: deps.config.relayFeePercent, minUsdc: deps.config.relayFeeMinUsdc });
+  return { kind: 'priced', choice, fee, ...(named ? { namedNetwork: named.network } : {}) };
+}
+
+function namedNetwork(chains: Chains, name: string | undefined): { ok: true; network: NetworkName } | { ok: false; details: string } | undefined {
+  if (name === undefined) return undefined;
+  const network = canonicalNetwork(name);
+  if (network === undefined) return { ok: false, details: `network ${name} is not a network of this service` };
+  const enabled = chains.network(network);
+  if (!enabled) return { ok: false, details: `network ${network} is not enabled on this server` };
+  if (!enabled.serviceAddress) return { ok: false, details: `this server holds no wallet on ${network}` };
+  return { ok: true, network };
+}
+
+/**
+ * The entries of our 402 for a priced call (DESIGN.md sections 2 and 4): one per enabled network of
+ * the target's class where we hold a wallet, the target's own network first, or only the named
+ * one; amount = the quote's total; payTo our wallet; USDC there. When a facilitator settles, a
+ * Solana entry names its fee payer, and is left out if the facilitator names none.
+ */
+export async function relayOffers(
+  deps: QuoteDeps,
+  quote: Extract<RelayQuote, { kind: 'priced' }>,
+  { resource, call }: { resource: string; call: CallRequest },
+): Promise<PaymentRequirements[]> {
+  const request = {
+    networkClass: quote.choice.networkClass,
+    ...(quote.namedNetwork ? { namedNetwork: quote.namedNetwork } : {}),
+    preferredNetwork: quote.choice.network,
+    amountMicroUsdc: quote.fee.totalMicro,
+    resource,
+    description: `Relay of ${String(call.method).toUpperCase()} ${call.api_url}`.slice(0, 500),
+    mimeType: quote.choice.requirements.mimeType || 'application/json',
+    maxTimeoutSeconds: DEFAULT_RELAY_TIMEOUT_SECONDS,
+  };
+  const facilitatorUrl = deps.config.facilitatorUrl;
+  const solana = deps.chains.networks.find(
+    (network) => network.chainType === 'solana' && (quote.namedNetwork ? network.name === quote.namedNetwork : network.networkClass === quote.choice.networkClass),
+  );
+  if (!facilitatorUrl || !solana) return offers(deps.chains, request);
+  const feePayer = await facilitatorFeePayer(facilitatorUrl, solana.name, { timeoutMs: FACILITATOR_SUPPORTED_TIMEOUT_MS, fetch: deps.fetch });
+  const entries = offers(deps.chains, { ...request, ...(feePayer ? { solanaFeePayer: feePayer } : {}) });
+  return feePayer ? entries : entries.filter((entry) => NETWORK_TABLE[entry.network as NetworkName].chainType !== 'solana');
+}

@@ -1,0 +1,228 @@
+/**
+ * Settling a recorded client payment, and reconciling one whose outcome was not known at once.
+ *
+ * settleClientPayment claims the row (received -> settling), verifies the payment again right
+ * before broadcasting (nonce still unused, Solana blockhash still valid, simulation), then settles
+ * through the facilitator (FACILITATOR_URL) or directly: EVM transferWithAuthorization sent and paid
+ * for by our wallet, Solana co-signed by our wallet as fee payer. The transaction hash is stored
+ * before any wait; a wait that runs out after broadcasting answers pending with that hash, never
+ * failed. reconcileSettlement reads the chain for a row left in settling and concludes when it can.
+ */
+import { getBase64Encoder, getCompiledTransactionMessageDecoder, getSignatureFromTransaction, getTransactionDecoder } from '@solana/kit';
+import type { Address, Hash } from 'viem';
+import type { Db } from '../../db/index';
+import type { NetworkName } from '../networks/table';
+import { ok, type ExactSvmPayload, type PaymentPayload } from '../x402/types';
+import { authorizationOf, readReceipt, receiptUsesAuthorization, submitEvmTransaction, transferWithAuthorizationData, waitForReceipt } from './evm';
+import { settleWithFacilitator } from './facilitator';
+import {
+  claimSettlement,
+  findRelayTransaction,
+  markSettled,
+  markSettleFailed,
+  storeClientTxHash,
+  storedPayment,
+  type RelayTransaction,
+} from './store';
+import { blockhashStillValid, readConfirmation, sendSolanaTransaction, verifySolanaPayment, waitForConfirmation } from './svm';
+import { limitsOf, type RelayDeps, type VerifyFailureReason } from './types';
+import { verifyPayment } from './verify';
+
+export type SettleFailureReason =
+  | VerifyFailureReason
+  | 'not_found'
+  | 'no_wallet'
+  | 'network_not_enabled'
+  | 'submission_queue_full'
+  | 'facilitator_refused'
+  | 'broadcast_refused'
+  | 'transaction_reverted'
+  | 'transaction_failed'
+  | 'authorization_canceled';
+
+export type SettlementOutcome =
+  | { settled: true; txHash: string }
+  | { settled: false; pending: true; txHash: string | null }
+  | { settled: false; pending?: undefined; reason: SettleFailureReason; details: string };
+
+const pending = (txHash: string | null): SettlementOutcome => ({ settled: false, pending: true, txHash });
+
+/** What a row says about its settlement, for a caller that did not (or could not) act on it. */
+export function settlementOutcomeOf(row: RelayTransaction | undefined): SettlementOutcome {
+  if (!row) return { settled: false, reason: 'not_found', details: 'no such relay transaction' };
+  switch (row.state) {
+    case 'received':
+    case 'settling':
+      return pending(row.client_tx_hash);
+    case 'settle_failed':
+      return { settled: false, reason: (row.failure_reason ?? 'transaction_failed') as SettleFailureReason, details: row.failure_details ?? '' };
+    default:
+      return { settled: true, txHash: row.client_tx_hash ?? '' };
+  }
+}
+
+async function failed(db: Db, id: bigint, reason: SettleFailureReason, details: string): Promise<SettlementOutcome> {
+  const row = await markSettleFailed(db, id, reason, details);
+  if (!row) return settlementOutcomeOf(await findRelayTransaction(db, id));
+  return { settled: false, reason, details };
+}
+
+async function settled(db: Db, id: bigint, txHash: string): Promise<SettlementOutcome> {
+  const row = await markSettled(db, id, txHash);
+  if (!row) return settlementOutcomeOf(await findRelayTransaction(db, id));
+  return { settled: true, txHash };
+}
+
+export async function settleClientPayment(db: Db, relayTxId: bigint, deps: RelayDeps): Promise<SettlementOutcome> {
+  const claimed = await claimSettlement(db, relayTxId, deps.facilitatorUrl ? 'facilitator' : 'direct');
+  if (!claimed) return settlementOutcomeOf(await findRelayTransaction(db, relayTxId));
+  if (deps.facilitatorUrl) return settleThroughFacilitator(db, claimed, deps, deps.facilitatorUrl);
+  return claimed.chain_type === 'evm' ? settleEvmDirectly(db, claimed, deps) : settleSolanaDirectly(db, claimed, deps);
+}
+
+async function reverify(row: RelayTransaction, deps: RelayDeps) {
+  const { payment, requirements } = storedPayment(row);
+  return verifyPayment(payment, [requirements], deps, { minValiditySeconds: limitsOf(deps).settleMarginSeconds });
+}
+
+async function settleThroughFacilitator(db: Db, row: RelayTransaction, deps: RelayDeps, facilitatorUrl: string): Promise<SettlementOutcome> {
+  const limits = limitsOf(deps);
+  const verified = await reverify(row, deps);
+  if (!verified.ok) return failed(db, row.id, verified.reason, verified.details);
+  const { payment, requirements } = storedPayment(row);
+  // Facilitators require the payment's network name to equal the requirement's (ours may be an alias).
+  const answer = await settleWithFacilitator(facilitatorUrl, payment, { ...requirements, network: payment.network }, {
+    timeoutMs: limits.facilitatorTimeoutMs,
+    fetch: deps.fetch,
+  });
+  if (answer.kind === 'refused') return failed(db, row.id, 'facilitator_refused', answer.errorReason);
+  if (answer.kind === 'settled' || answer.kind === 'unconfirmed') {
+    await storeClientTxHash(db, row.id, answer.transaction);
+    // Our node may see the transaction a little after the facilitator's did: wait for it, bounded.
+    const wait = { timeoutMs: limits.confirmationTimeoutMs, pollMs: limits.confirmationPollMs };
+    const network = row.network as NetworkName;
+    if (row.chain_type === 'evm') await waitForReceipt(deps, network, answer.transaction as Hash, wait);
+    else await waitForConfirmation(deps, network, answer.transaction, wait);
+  }
+  // Whatever the facilitator says, the chain decides: the receipt must show our payment.
+  return reconcileSettlement(db, row.id, deps);
+}
+
+async function settleEvmDirectly(db: Db, row: RelayTransaction, deps: RelayDeps): Promise<SettlementOutcome> {
+  const limits = limitsOf(deps);
+  const network = row.network as NetworkName;
+  const { payment } = storedPayment(row);
+  const authorization = authorizationOf(payment);
+  const submitted = await submitEvmTransaction(
+    deps,
+    network,
+    { to: row.asset as Address, data: transferWithAuthorizationData(authorization) },
+    (hash) => storeClientTxHash(db, row.id, hash),
+    async () => {
+      // Inside the queue of our key: nothing of ours can use the nonce between this check and the send.
+      const verified = await reverify(row, deps);
+      return verified.ok ? ok(true as const) : verified;
+    },
+  );
+  if (!submitted.ok) {
+    if (submitted.reason === 'not_recorded') return settlementOutcomeOf(await findRelayTransaction(db, row.id));
+    return failed(db, row.id, submitted.reason, submitted.details);
+  }
+  const { hash, broadcastError } = submitted.value;
+  // The node did not take it: waiting is futile, and only the chain can say later whether it landed.
+  if (broadcastError !== undefined) return pending(hash);
+  const receipt = await waitForReceipt(deps, network, hash, { timeoutMs: limits.confirmationTimeoutMs, pollMs: limits.confirmationPollMs });
+  if (receipt.status === 'success') return settled(db, row.id, hash);
+  if (receipt.status === 'pending') return pending(hash);
+  // Reverted: someone may have used the authorization first; the chain says who.
+  return reconcileSettlement(db, row.id, deps);
+}
+
+async function settleSolanaDirectly(db: Db, row: RelayTransaction, deps: RelayDeps): Promise<SettlementOutcome> {
+  const limits = limitsOf(deps);
+  const network = row.network as NetworkName;
+  const { payment, requirements } = storedPayment(row);
+  const verified = await verifySolanaPayment(payment, requirements, network, deps);
+  if (!verified.ok) return failed(db, row.id, verified.reason, verified.details);
+  const signed = verified.value.coSigned;
+  if (!signed) return failed(db, row.id, 'invalid_offer', 'the payment names a fee payer that is not our wallet; only a facilitator can settle it');
+  const signature = getSignatureFromTransaction(signed);
+  if (!(await storeClientTxHash(db, row.id, signature))) return settlementOutcomeOf(await findRelayTransaction(db, row.id));
+  const sent = await sendSolanaTransaction(deps, network, signed);
+  if (!sent.sent && sent.refused) return failed(db, row.id, 'broadcast_refused', sent.details);
+  const confirmation = await waitForConfirmation(deps, network, signature, { timeoutMs: limits.confirmationTimeoutMs, pollMs: limits.confirmationPollMs });
+  if (confirmation.status === 'confirmed') return settled(db, row.id, signature);
+  if (confirmation.status === 'failed') return failed(db, row.id, 'transaction_failed', confirmation.details);
+  return pending(signature);
+}
+
+/**
+ * For a row in settling: reads the chain once and moves the row to settled or settle_failed when
+ * the outcome is certain; otherwise answers pending. Safe to repeat; other states are answered as they are.
+ */
+export async function reconcileSettlement(db: Db, relayTxId: bigint, deps: Pick<RelayDeps, 'chains' | 'limits'>): Promise<SettlementOutcome> {
+  const row = await findRelayTransaction(db, relayTxId);
+  if (!row || row.state !== 'settling') return settlementOutcomeOf(row);
+  return row.chain_type === 'evm' ? reconcileEvm(db, row, deps) : reconcileSolana(db, row, deps);
+}
+
+async function reconcileEvm(db: Db, row: RelayTransaction, deps: Pick<RelayDeps, 'chains' | 'limits'>): Promise<SettlementOutcome> {
+  const network = row.network as NetworkName;
+  const clients = deps.chains.evm.networks.get(network);
+  if (!clients) return pending(row.client_tx_hash);
+  const authorization = authorizationOf(storedPayment(row).payment);
+  let ourTransactionReverted = false;
+  if (row.client_tx_hash) {
+    const receipt = await readReceipt(deps, network, row.client_tx_hash as Hash);
+    if (receipt.ok && receipt.value.status === 'success' && receiptUsesAuthorization(receipt.value.logs, clients.usdc, authorization)) {
+      return settled(db, row.id, row.client_tx_hash);
+    }
+    ourTransactionReverted = receipt.ok && receipt.value.status === 'reverted';
+  }
+  // The newest block first: once its timestamp reaches validBefore, no later block can use the authorization.
+  let latestTimestamp: bigint;
+  try {
+    latestTimestamp = (await clients.publicClient.getBlock({ blockTag: 'latest' })).timestamp;
+  } catch {
+    return pending(row.client_tx_hash);
+  }
+  const use = await deps.chains.evm.findAuthorizationUse(network, authorization.from, authorization.nonce);
+  if (!use.ok) return pending(row.client_tx_hash);
+  if (use.value.state === 'settled') return settled(db, row.id, use.value.transactionHash);
+  if (use.value.state === 'used_without_event') {
+    return failed(db, row.id, 'authorization_canceled', 'the nonce is used on chain without a transfer to us in the scanned blocks');
+  }
+  if (latestTimestamp >= authorization.validBefore) {
+    return failed(db, row.id, 'expired', `the authorization expired unused at ${authorization.validBefore}`);
+  }
+  // Our transaction is mined and failed, and nobody used the authorization: nothing moved.
+  if (ourTransactionReverted) return failed(db, row.id, 'transaction_reverted', `${row.client_tx_hash} reverted; the authorization is unused`);
+  return pending(row.client_tx_hash);
+}
+
+function blockhashOf(payment: PaymentPayload): string {
+  const transaction = getTransactionDecoder().decode(getBase64Encoder().encode((payment.payload as ExactSvmPayload).transaction));
+  return getCompiledTransactionMessageDecoder().decode(transaction.messageBytes).lifetimeToken;
+}
+
+async function reconcileSolana(db: Db, row: RelayTransaction, deps: Pick<RelayDeps, 'chains' | 'limits'>): Promise<SettlementOutcome> {
+  const network = row.network as NetworkName;
+  const hash = row.client_tx_hash;
+  const conclude = async (): Promise<SettlementOutcome | undefined> => {
+    if (!hash) return undefined;
+    const confirmation = await readConfirmation(deps, network, hash);
+    if (confirmation.status === 'confirmed') return settled(db, row.id, hash);
+    if (confirmation.status === 'failed') return failed(db, row.id, 'transaction_failed', confirmation.details);
+    return undefined;
+  };
+  const known = await conclude();
+  if (known) return known;
+  const valid = await blockhashStillValid(deps, network, blockhashOf(storedPayment(row).payment));
+  if (!valid.ok || valid.value) return pending(hash);
+  // The blockhash expired: the transaction can no longer land. Read once more, in case it landed just before.
+  const late = await conclude();
+  if (late) return late;
+  // Through a facilitator without its answer we never learned the transaction id: only an operator can tell.
+  if (!hash && row.settle_method === 'facilitator') return pending(null);
+  return failed(db, row.id, 'expired', 'the transaction can no longer land and was not found');
+}

@@ -1,0 +1,220 @@
+/**
+ * relay_transactions and refunds: the rows that say what will be done before it is done.
+ *
+ * State machine of a relay transaction (each move a guarded update from the expected states, so
+ * two workers can never both make it, and a crash between two steps leaves a row a job finishes):
+ *
+ *   received -> settling -> settled -> delivered
+ *       \           \          \          \
+ *        \           -> settle_failed      -> refund_pending -> refunded
+ *         -> settle_failed                        (from settled,  -> refund_failed -> refund_pending
+ *                                                  delivered or refund_failed)
+ *
+ * settling with a client_tx_hash: broadcast, outcome unknown (reconcileSettlement reads the chain).
+ */
+import { sql, type Selectable, type UpdateObject } from 'kysely';
+import type { Database, Db, Tx } from '../../db/index';
+import type { RefundsTable, RelayTransactionState, RelayTransactionsTable, SettlementMethod } from '../../db/schema';
+import { subtractSpend, SYSTEM_SCOPE_ID } from '../limits';
+import { canonicalNetwork, NETWORK_TABLE } from '../networks/table';
+import type { PaymentPayload, PaymentRequirements } from '../x402/types';
+import { fail, ok, type Result } from '../x402/types';
+import type { VerifiedClientPayment } from './types';
+
+export type RelayTransaction = Selectable<RelayTransactionsTable>;
+export type Refund = Selectable<RefundsTable>;
+
+/** What the relay was asked to do with the money; the target's own payment is filled in later. */
+export interface RelayRequest {
+  targetUrl?: string;
+  targetMethod?: string;
+  targetNetwork?: string;
+  targetAmountMicroUsdc?: bigint;
+  /** The UTC day the payment is counted against the daily relay limits (in the same transaction). */
+  spendDay?: string;
+  /** The endpoint taking the payment; 'relay' rows are finished by the relay's jobs. */
+  mode?: 'relay' | 'chat';
+}
+
+/** Runs `work` in the caller's transaction, or in a new one. */
+export function inTransaction<T>(db: Db | Tx, work: (tx: Tx) => Promise<T>): Promise<T> {
+  return db.isTransaction ? work(db as Tx) : (db as Db).transaction().execute(work);
+}
+
+/**
+ * Records an accepted payment. A second payment with the same idempotency key is refused by the
+ * unique index (also when both arrive at once: the second insert waits for the first and then does
+ * nothing), before anything is settled. Takes a transaction when the caller records more with it.
+ */
+export async function recordClientPayment(
+  db: Db | Tx,
+  verified: VerifiedClientPayment,
+  request: RelayRequest = {},
+): Promise<Result<RelayTransaction, 'nonce_already_used'>> {
+  const { network, asset, nonceKey } = verified.idempotencyKey;
+  const row = await db
+    .insertInto('relay_transactions')
+    .values({
+      network,
+      chain_type: verified.chainType,
+      asset,
+      payer: verified.payer,
+      pay_to: verified.payTo,
+      amount_micro: verified.amountMicroUsdc,
+      nonce_key: nonceKey,
+      payment_payload: JSON.stringify(verified.payment),
+      payment_requirements: JSON.stringify(verified.requirements),
+      valid_before: verified.validBefore ?? null,
+      target_url: request.targetUrl ?? null,
+      target_method: request.targetMethod ?? null,
+      target_network: request.targetNetwork ?? null,
+      target_amount_micro: request.targetAmountMicroUsdc ?? null,
+      spend_day: request.spendDay ?? null,
+      mode: request.mode ?? null,
+    })
+    .onConflict((conflict) => conflict.columns(['network', 'asset', 'nonce_key']).doNothing())
+    .returningAll()
+    .executeTakeFirst();
+  if (!row) return fail('nonce_already_used', `this payment (${network}, ${nonceKey}) was already used`);
+  return ok(row);
+}
+
+export async function findRelayTransaction(db: Db | Tx, id: bigint): Promise<RelayTransaction | undefined> {
+  return db.selectFrom('relay_transactions').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export function storedPayment(row: RelayTransaction): { payment: PaymentPayload; requirements: PaymentRequirements } {
+  return { payment: row.payment_payload as PaymentPayload, requirements: row.payment_requirements as PaymentRequirements };
+}
+
+/** Moves a row from one of `from` to whatever `set` says; undefined when it was in no such state. */
+async function transition(
+  db: Db | Tx,
+  id: bigint,
+  from: readonly RelayTransactionState[],
+  set: UpdateObject<Database, 'relay_transactions'>,
+  extra?: { clientTxHashIsNull?: boolean; targetPaymentRefIsNull?: boolean },
+): Promise<RelayTransaction | undefined> {
+  let query = db
+    .updateTable('relay_transactions')
+    .set({ ...set, updated_at: sql<Date>`now()` })
+    .where('id', '=', id)
+    .where('state', 'in', from);
+  if (extra?.clientTxHashIsNull) query = query.where('client_tx_hash', 'is', null);
+  if (extra?.targetPaymentRefIsNull) query = query.where('target_payment_ref', 'is', null);
+  return query.returningAll().executeTakeFirst();
+}
+
+/** received -> settling: only one caller wins the right to settle. */
+export function claimSettlement(db: Db | Tx, id: bigint, method: SettlementMethod) {
+  return transition(db, id, ['received'], { state: 'settling', settle_method: method });
+}
+
+/** The hash of our settling transaction, stored before it is broadcast; false if the row moved on. */
+export async function storeClientTxHash(db: Db | Tx, id: bigint, hash: string): Promise<boolean> {
+  return (await transition(db, id, ['settling'], { client_tx_hash: hash }, { clientTxHashIsNull: true })) !== undefined;
+}
+
+export function markSettled(db: Db | Tx, id: bigint, hash: string) {
+  return transition(db, id, ['settling'], { state: 'settled', client_tx_hash: hash, settled_at: sql<Date>`now()` });
+}
+
+/**
+ * Nothing moved, and nothing can move any more under this payment. The amount it was counted
+ * against the daily relay limits with is taken back in the same transaction, once.
+ */
+export function markSettleFailed(db: Db | Tx, id: bigint, reason: string, details: string) {
+  return inTransaction(db, async (tx) => {
+    const row = await transition(tx, id, ['received', 'settling'], { state: 'settle_failed', failure_reason: reason, failure_details: details.slice(0, 2000) });
+    if (row) await releaseSpend(tx, row);
+    return row;
+  });
+}
+
+async function releaseSpend(tx: Tx, row: RelayTransaction): Promise<void> {
+  // RETURNING shows the new value: the day is read (and the row locked) first.
+  const counted = await tx.selectFrom('relay_transactions').select('spend_day').where('id', '=', row.id).forUpdate().executeTakeFirst();
+  const network = canonicalNetwork(row.network);
+  if (!counted?.spend_day || network === undefined) return;
+  await tx.updateTable('relay_transactions').set({ spend_day: null }).where('id', '=', row.id).execute();
+  const common = { networkClass: NETWORK_TABLE[network].networkClass, day: counted.spend_day };
+  await subtractSpend(tx, { scope: 'relay_wallet', scopeId: row.payer, ...common }, row.amount_micro);
+  await subtractSpend(tx, { scope: 'relay_system', scopeId: SYSTEM_SCOPE_ID, ...common }, row.amount_micro);
+}
+
+export interface TargetPaymentRecord {
+  network: string;
+  amountMicroUsdc: bigint;
+  /** EVM: the authorization nonce. Solana: our signature in the transaction. */
+  paymentRef: string;
+  payer?: string;
+  validBefore?: bigint | null;
+  lastValidBlockHeight?: bigint | null;
+}
+
+/**
+ * What we pay the target with, written before it is sent: its network, amount, our payment's
+ * reference and when it stops being usable. Once per relay transaction: a row that already names
+ * a payment is not given another.
+ */
+export function recordTargetPayment(db: Db | Tx, id: bigint, target: TargetPaymentRecord) {
+  return transition(
+    db,
+    id,
+    ['settled'],
+    {
+      target_network: target.network,
+      target_amount_micro: target.amountMicroUsdc,
+      target_payment_ref: target.paymentRef,
+      target_payer: target.payer ?? null,
+      target_valid_before: target.validBefore ?? null,
+      target_last_valid_block_height: target.lastValidBlockHeight ?? null,
+    },
+    { targetPaymentRefIsNull: true },
+  );
+}
+
+/** settled -> delivered: the target answered, charged (its settlement hash when known). */
+export function markDelivered(db: Db | Tx, id: bigint, target: { txHash?: string } = {}) {
+  return transition(db, id, ['settled'], { state: 'delivered', target_tx_hash: target.txHash ?? null });
+}
+
+export const REFUNDABLE_STATES: readonly RelayTransactionState[] = ['settled', 'delivered', 'refund_failed', 'refund_pending'];
+
+export function markRefundPending(db: Db | Tx, id: bigint) {
+  return transition(db, id, REFUNDABLE_STATES, { state: 'refund_pending' });
+}
+
+export function markRefunded(db: Db | Tx, id: bigint) {
+  return transition(db, id, ['refund_pending'], { state: 'refunded' });
+}
+
+export function markRefundFailed(db: Db | Tx, id: bigint) {
+  return transition(db, id, ['refund_pending'], { state: 'refund_failed' });
+}
+
+/** Rows a job should look at: settling (reconcile) or still received (never settled) since before `olderThan`. */
+export async function unfinishedSettlements(db: Db | Tx, olderThan: Date, limit = 100): Promise<RelayTransaction[]> {
+  return db
+    .selectFrom('relay_transactions')
+    .selectAll()
+    .where('state', 'in', ['received', 'settling'])
+    .where('updated_at', '<', olderThan)
+    .orderBy('updated_at')
+    .limit(limit)
+    .execute();
+}
+
+/** The refund that counts for a relay transaction: the pending or confirmed one, if any. */
+export async function liveRefund(db: Db | Tx, relayTransactionId: bigint): Promise<Refund | undefined> {
+  return db
+    .selectFrom('refunds')
+    .selectAll()
+    .where('relay_transaction_id', '=', relayTransactionId)
+    .where('status', 'in', ['pending', 'confirmed'])
+    .executeTakeFirst();
+}
+
+export async function pendingRefunds(db: Db | Tx, olderThan: Date, limit = 100): Promise<Refund[]> {
+  return db.selectFrom('refunds').selectAll().where('status', '=', 'pending').where('updated_at', '<', olderThan).orderBy('updated_at').limit(limit).execute();
+}

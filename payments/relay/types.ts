@@ -1,0 +1,123 @@
+/**
+ * The receiving side of x402 version 1 in relay mode: what a verified client payment is, the
+ * failure reasons callers act on, the dependencies every step receives, and the bounds of each
+ * wait. No HTTP framework here: the /relay handler calls these functions and shapes responses.
+ */
+import type { Clock } from '../clock';
+import type { Config } from '../config';
+import type { Chains } from '../networks/index';
+import type { ChainType, NetworkName } from '../networks/table';
+import type { PaymentPayload, PaymentRequirements } from '../x402/types';
+import type { SubmissionQueue } from './queue';
+
+/** Why an X-PAYMENT is refused. Everything but rpc_unavailable is the client's doing (a 400 or 402). */
+export type VerifyFailureReason =
+  | 'invalid_header'
+  | 'unsupported_version'
+  | 'invalid_scheme'
+  | 'network_not_offered'
+  /** The requirement we offered is not one we can be paid with (our configuration, not the client). */
+  | 'invalid_offer'
+  | 'wrong_recipient'
+  | 'wrong_amount'
+  | 'wrong_asset'
+  | 'expired'
+  | 'not_yet_valid'
+  | 'invalid_signature'
+  | 'nonce_already_used'
+  | 'insufficient_funds'
+  | 'invalid_transaction'
+  | 'wrong_fee_payer'
+  | 'fee_payer_in_instruction'
+  | 'compute_budget_too_high'
+  | 'simulation_failed'
+  /** A chain read failed or timed out: nothing is known about the payment; try again later. */
+  | 'rpc_unavailable';
+
+/** The replay guard of a payment: unique per (network, asset, nonceKey) in relay_transactions. */
+export interface IdempotencyKey {
+  network: NetworkName;
+  asset: string;
+  /** EVM: the authorization nonce (lowercase hex). Solana: the payer's signature of the transaction (base58). */
+  nonceKey: string;
+}
+
+export interface VerifiedClientPayment {
+  network: NetworkName;
+  chainType: ChainType;
+  /** EVM: authorization.from (checksummed). Solana: the transfer authority. */
+  payer: string;
+  payTo: string;
+  asset: string;
+  amountMicroUsdc: bigint;
+  idempotencyKey: IdempotencyKey;
+  /** The X-PAYMENT as decoded (its network name as the client wrote it). */
+  payment: PaymentPayload;
+  /** The entry of our 402 it matched. */
+  requirements: PaymentRequirements;
+  /** EVM: validBefore in unix seconds; the authorization cannot be settled from then on. */
+  validBefore?: bigint;
+}
+
+export interface RelayLimits {
+  /** An authorization valid for less than this at verification is refused as expired: settlement needs the time. */
+  minValiditySeconds: number;
+  /** The same rule right before broadcasting, when only the submission itself is left. */
+  settleMarginSeconds: number;
+  facilitatorTimeoutMs: number;
+  /** The longest we wait for a receipt or a confirmation after broadcasting; then the outcome is pending. */
+  confirmationTimeoutMs: number;
+  confirmationPollMs: number;
+  /** Bounds of the compute budget a Solana client may make our fee payer pay for. */
+  maxComputeUnitLimit: number;
+  maxComputeUnitPriceMicroLamports: bigint;
+  /** Solana RPC calls made here (kit has no timeout of its own). */
+  rpcTimeoutMs: number;
+}
+
+/**
+ * x402 facilitators cap the price at 5,000,000 micro-lamports per unit; with our limit that is at
+ * most 0.001 SOL of priority fee per payment. Clients estimate about 6,500 units for TransferChecked.
+ */
+export const DEFAULT_RELAY_LIMITS: RelayLimits = {
+  minValiditySeconds: 30,
+  settleMarginSeconds: 6,
+  facilitatorTimeoutMs: 30_000,
+  confirmationTimeoutMs: 30_000,
+  confirmationPollMs: 250,
+  maxComputeUnitLimit: 200_000,
+  maxComputeUnitPriceMicroLamports: 5_000_000n,
+  rpcTimeoutMs: 10_000,
+};
+
+export interface RelayDeps {
+  chains: Chains;
+  clock: Clock;
+  /** Settle client payments through this x402 facilitator (POST /settle); directly on chain when unset. */
+  facilitatorUrl?: string;
+  /** One per process, shared by every submission from our wallet (settlements and refunds). */
+  submissions: SubmissionQueue;
+  limits?: Partial<RelayLimits>;
+  /** For the facilitator; global fetch when unset. */
+  fetch?: typeof fetch;
+}
+
+export type VerifyDeps = Pick<RelayDeps, 'chains' | 'clock' | 'limits'>;
+
+/** The relay's dependencies from a handler's or a job's (FACILITATOR_URL from the configuration). */
+export function relayDepsOf(deps: { chains: Chains; clock: Clock; submissions: SubmissionQueue; config: Pick<Config, 'facilitatorUrl'> }): RelayDeps {
+  return {
+    chains: deps.chains,
+    clock: deps.clock,
+    submissions: deps.submissions,
+    ...(deps.config.facilitatorUrl ? { facilitatorUrl: deps.config.facilitatorUrl } : {}),
+  };
+}
+
+export function limitsOf(deps: Pick<RelayDeps, 'limits'>): RelayLimits {
+  return { ...DEFAULT_RELAY_LIMITS, ...deps.limits };
+}
+
+export function unixSeconds(clock: Clock): bigint {
+  return BigInt(Math.floor(clock.now().getTime() / 1000));
+}

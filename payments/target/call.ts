@@ -1,0 +1,118 @@
+/**
+ * What every mode that calls a target shares (/proxy, /relay and their simulations): one bounded
+ * call through the SSRF-safe client, the reading of its 402, and the choice of the requirement we
+ * would pay from the service wallet.
+ */
+import type { Config } from '../config';
+import type { Chains } from '../networks/index';
+import { canonicalNetwork, type NetworkName } from '../networks/table';
+import {
+  OutboundError,
+  sendTargetRequest,
+  type OutboundErrorCode,
+  type Resolver,
+  type TargetRequest,
+  type TargetResponse,
+} from '../outbound/index';
+import { chooseRequirement, type PaymentChoice } from '../x402/choose';
+import { parsePaymentRequired } from '../x402/parse';
+import type { PaymentRequiredBody } from '../x402/types';
+
+/** Refusals of the guard and the request itself: nothing was sent, the client's request is at fault (400). */
+const REFUSED_BEFORE_SENDING = new Set<OutboundErrorCode>([
+  'invalid_method',
+  'conflicting_body_fields',
+  'invalid_field',
+  'invalid_header',
+  'invalid_cookie',
+  'invalid_url',
+  'unsupported_scheme',
+  'ssrf_blocked',
+]);
+
+export function isClientError(error: OutboundError): boolean {
+  return REFUSED_BEFORE_SENDING.has(error.code);
+}
+
+export interface TargetCallSettings {
+  config: Pick<Config, 'ssrfAllowHosts'>;
+  resolver: Resolver;
+}
+
+export type TargetCall = { ok: true; response: TargetResponse } | { ok: false; error: OutboundError };
+
+export async function callTarget(request: TargetRequest, timeoutMs: number, settings: TargetCallSettings): Promise<TargetCall> {
+  try {
+    const response = await sendTargetRequest(request, {
+      timeoutMs,
+      allowHosts: settings.config.ssrfAllowHosts,
+      resolver: settings.resolver,
+    });
+    return { ok: true, response };
+  } catch (error) {
+    if (error instanceof OutboundError) return { ok: false, error };
+    throw error;
+  }
+}
+
+/** A 402 in x402 version 1 form, or undefined: any other 402 is an ordinary client error of the target. */
+export function paymentRequiredOf(response: TargetResponse): PaymentRequiredBody | undefined {
+  if (response.status !== 402) return undefined;
+  const parsed = parsePaymentRequired(response.body.toString('utf8'));
+  return parsed.ok ? parsed.value.body : undefined;
+}
+
+export type PaymentDecision =
+  | { ok: true; choice: PaymentChoice }
+  /** Our own setup cannot pay what the target accepts (no wallet key for an enabled network): a 500. */
+  | { ok: false; kind: 'configuration'; details: string }
+  /** The target asks for nothing we pay (network, asset, amount over the ceiling, ...): a 502. */
+  | { ok: false; kind: 'unpayable'; details: string }
+  /** The network the caller named is not among the target's payable options (simulation only): a 400. */
+  | { ok: false; kind: 'network_not_offered'; details: string };
+
+/**
+ * The requirement we would pay: exact scheme, an enabled network where we hold a key, that
+ * network's USDC, at most `maxAmountMicroUsdc` (the mode's ceiling). `network`, when named, is the
+ * only one considered.
+ */
+export function decidePayment(
+  body: PaymentRequiredBody,
+  { chains, maxAmountMicroUsdc, network }: { chains: Chains; maxAmountMicroUsdc: bigint; network?: NetworkName },
+): PaymentDecision {
+  const paying = chains.payingNetworks();
+  const networks = network === undefined ? paying : paying.filter((candidate) => candidate.name === network);
+  const choice = chooseRequirement(body.accepts, { networks, maxAmountMicroUsdc });
+  if (choice.ok) return { ok: true, choice: choice.value };
+  if (network !== undefined && !body.accepts.some((entry) => canonicalNetwork(entry.network) === network)) {
+    return { ok: false, kind: 'network_not_offered', details: `the target does not accept payment on ${network}` };
+  }
+  const missingWallet = choice.refusals.find((refusal) => {
+    if (refusal.reason !== 'network_not_enabled') return false;
+    if (network !== undefined && canonicalNetwork(refusal.network) !== network) return false;
+    const enabled = chains.network(refusal.network);
+    return enabled !== undefined && enabled.serviceAddress === undefined;
+  });
+  if (missingWallet) {
+    return {
+      ok: false,
+      kind: 'configuration',
+      details: `no service wallet is configured for ${canonicalNetwork(missingWallet.network)}, the network the target accepts`,
+    };
+  }
+  return { ok: false, kind: 'unpayable', details: `the target's payment requirements cannot be paid: ${choice.details}` };
+}
+
+/** The target's body for a JSON field: parsed when it is JSON, otherwise its text. */
+export function bodyValue(response: TargetResponse): unknown {
+  const text = response.body.toString('utf8');
+  const contentType = String(response.headers['content-type'] ?? '').toLowerCase();
+  if (contentType.includes('json') || /^\s*[[{]/.test(text)) {
+    try {
+      return JSON.parse(text);
+    } catch {
+      return text;
+    }
+  }
+  return text;
+}

@@ -1,0 +1,132 @@
+/**
+ * Which of a target's payment requirements we pay (pure: no chain, no clock). An entry is payable
+ * when its scheme is exact, its network is one we pay on, its asset is that network's USDC, its
+ * amount is a positive integer within the caller's ceiling, its payTo is an address of the chain
+ * type, and on Solana it names the fee payer. Among payable entries the caller's network order wins,
+ * then the lowest amount, then the target's own order.
+ */
+import { isAddress as isSolanaAddress } from '@solana/kit';
+import { isAddress as isEvmAddress, zeroAddress } from 'viem';
+import type { NetworkSettings } from '../config';
+import { canonicalNetwork, NETWORK_TABLE, type ChainType, type NetworkClass, type NetworkName } from '../networks/table';
+import { ok, type Ok, type PaymentRequirements } from './types';
+
+/** Authorizations we sign stay usable this long at most; a target asking for more is refused. */
+export const DEFAULT_MAX_TIMEOUT_SECONDS = 3600;
+const DIGITS = /^(0|[1-9][0-9]*)$/;
+
+export type RefusalReason =
+  | 'unsupported_scheme'
+  | 'unknown_network'
+  | 'network_not_enabled'
+  | 'asset_mismatch'
+  | 'invalid_amount'
+  | 'amount_over_ceiling'
+  | 'invalid_pay_to'
+  | 'missing_fee_payer'
+  | 'invalid_fee_payer'
+  | 'timeout_too_long';
+
+export interface Refusal {
+  /** Position in the list given to chooseRequirement. */
+  index: number;
+  network: string;
+  reason: RefusalReason;
+  details: string;
+}
+
+export interface PaymentChoice {
+  /** The entry as the target sent it: its network name is echoed in X-PAYMENT. */
+  requirements: PaymentRequirements;
+  index: number;
+  network: NetworkName;
+  chainType: ChainType;
+  networkClass: NetworkClass;
+  amountMicroUsdc: bigint;
+}
+
+export interface ChoiceOptions {
+  /** Networks we can pay on (enabled and with a wallet), with the USDC configured there. */
+  networks: readonly NetworkSettings[];
+  /** The most we pay for this call, in micro-USDC. */
+  maxAmountMicroUsdc: bigint;
+  /** Networks to prefer, best first; networks not listed come after, in no particular order among themselves. */
+  preferredNetworks?: readonly NetworkName[];
+  maxTimeoutSeconds?: number;
+}
+
+export type ChoiceFailure = { ok: false; reason: 'no_payable_requirement'; details: string; refusals: Refusal[] };
+
+export function chooseRequirement(
+  accepts: readonly PaymentRequirements[],
+  options: ChoiceOptions,
+): Ok<PaymentChoice> | ChoiceFailure {
+  const payable: PaymentChoice[] = [];
+  const refusals: Refusal[] = [];
+  accepts.forEach((requirements, index) => {
+    const judged = judgeRequirement(requirements, index, options);
+    if ('reason' in judged) refusals.push({ index, network: requirements.network, ...judged });
+    else payable.push(judged);
+  });
+  if (payable.length === 0) {
+    const details =
+      accepts.length === 0
+        ? 'the target offers no payment option'
+        : `no payable option: ${refusals.map((refusal) => `#${refusal.index} ${refusal.network}: ${refusal.reason}`).join('; ')}`;
+    return { ok: false, reason: 'no_payable_requirement', details, refusals };
+  }
+  const preference = options.preferredNetworks ?? [];
+  const rank = (network: NetworkName) => {
+    const position = preference.indexOf(network);
+    return position === -1 ? preference.length : position;
+  };
+  payable.sort(
+    (a, b) =>
+      rank(a.network) - rank(b.network) ||
+      (a.amountMicroUsdc < b.amountMicroUsdc ? -1 : a.amountMicroUsdc > b.amountMicroUsdc ? 1 : 0) ||
+      a.index - b.index,
+  );
+  return ok(payable[0]);
+}
+
+function judgeRequirement(
+  requirements: PaymentRequirements,
+  index: number,
+  options: ChoiceOptions,
+): PaymentChoice | { reason: RefusalReason; details: string } {
+  const refuse = (reason: RefusalReason, details: string) => ({ reason, details });
+  if (requirements.scheme !== 'exact') return refuse('unsupported_scheme', `scheme "${requirements.scheme}" is not exact`);
+  const network = canonicalNetwork(requirements.network);
+  if (network === undefined) return refuse('unknown_network', `unknown network "${requirements.network}"`);
+  const settings = options.networks.find((candidate) => candidate.name === network);
+  if (settings === undefined) return refuse('network_not_enabled', `we do not pay on ${network}`);
+  const { chainType, networkClass } = NETWORK_TABLE[network];
+
+  const assetMatches =
+    chainType === 'evm' ? requirements.asset.toLowerCase() === settings.usdc.toLowerCase() : requirements.asset === settings.usdc;
+  if (!assetMatches) return refuse('asset_mismatch', `asset ${requirements.asset} is not USDC on ${network} (${settings.usdc})`);
+
+  if (!DIGITS.test(requirements.maxAmountRequired)) return refuse('invalid_amount', 'maxAmountRequired is not an integer');
+  const amountMicroUsdc = BigInt(requirements.maxAmountRequired);
+  if (amountMicroUsdc <= 0n) return refuse('invalid_amount', 'maxAmountRequired is zero');
+  if (amountMicroUsdc > options.maxAmountMicroUsdc) {
+    return refuse('amount_over_ceiling', `${amountMicroUsdc} micro-USDC is over the ceiling of ${options.maxAmountMicroUsdc}`);
+  }
+
+  const maxTimeoutSeconds = options.maxTimeoutSeconds ?? DEFAULT_MAX_TIMEOUT_SECONDS;
+  if (requirements.maxTimeoutSeconds > maxTimeoutSeconds) {
+    return refuse('timeout_too_long', `maxTimeoutSeconds ${requirements.maxTimeoutSeconds} is over ${maxTimeoutSeconds}`);
+  }
+
+  if (chainType === 'evm') {
+    if (!isEvmAddress(requirements.payTo) || requirements.payTo.toLowerCase() === zeroAddress) {
+      return refuse('invalid_pay_to', `payTo ${requirements.payTo} is not an EVM address`);
+    }
+  } else {
+    if (!isSolanaAddress(requirements.payTo)) return refuse('invalid_pay_to', `payTo ${requirements.payTo} is not a Solana address`);
+    const feePayer = requirements.extra?.feePayer;
+    if (feePayer === undefined || feePayer === null || feePayer === '') return refuse('missing_fee_payer', 'extra.feePayer is missing');
+    if (typeof feePayer !== 'string' || !isSolanaAddress(feePayer)) return refuse('invalid_fee_payer', 'extra.feePayer is not a Solana address');
+  }
+  return { requirements, index, network, chainType, networkClass, amountMicroUsdc };
+}

@@ -1,0 +1,140 @@
+/**
+ * X-PAYMENT and X-PAYMENT-RESPONSE: base64 of JSON. Decoding reads untrusted input, so it checks
+ * every field it returns and answers a typed failure instead of throwing.
+ */
+import { canonicalNetwork, NETWORK_TABLE } from '../networks/table';
+import { isPlainObject } from './parse';
+import {
+  fail,
+  ok,
+  X402_VERSION,
+  type ExactEvmPayload,
+  type ExactSvmPayload,
+  type PaymentPayload,
+  type Result,
+  type SettlementResponse,
+} from './types';
+
+/** A Solana transaction is at most 1232 bytes; an EVM payload is under 1 KiB. Anything far larger is not a payment. */
+export const MAX_PAYMENT_HEADER_CHARS = 16 * 1024;
+const MAX_SVM_TRANSACTION_BASE64_CHARS = 4 * 1024;
+/** A plain ECDSA signature is 65 bytes; smart-wallet (EIP-1271/6492) signatures are longer, but bounded here. */
+const MAX_SIGNATURE_BYTES = 2048;
+const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
+const DIGITS = /^(0|[1-9][0-9]{0,77})$/;
+const EVM_ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+const BYTES32 = /^0x[0-9a-fA-F]{64}$/;
+const MAX_UINT256 = (1n << 256n) - 1n;
+
+export type PaymentHeaderFailureReason =
+  | 'invalid_header'
+  | 'invalid_json'
+  | 'unsupported_x402_version'
+  | 'unsupported_scheme'
+  | 'unknown_network'
+  | 'invalid_payload';
+
+export type PaymentResponseFailureReason = 'invalid_header' | 'invalid_json' | 'invalid_settlement_response';
+
+function toBase64Json(value: unknown): string {
+  return Buffer.from(JSON.stringify(value), 'utf8').toString('base64');
+}
+
+export function encodePaymentHeader(payment: PaymentPayload): string {
+  return toBase64Json(payment);
+}
+
+export function encodePaymentResponseHeader(settlement: SettlementResponse): string {
+  return toBase64Json(settlement);
+}
+
+function fromBase64Json(header: unknown): Result<unknown, 'invalid_header' | 'invalid_json'> {
+  if (typeof header !== 'string') return fail('invalid_header', 'header is missing');
+  const text = header.trim();
+  if (text === '') return fail('invalid_header', 'header is empty');
+  if (text.length > MAX_PAYMENT_HEADER_CHARS) return fail('invalid_header', `header longer than ${MAX_PAYMENT_HEADER_CHARS} characters`);
+  if (!BASE64.test(text)) return fail('invalid_header', 'header is not base64');
+  try {
+    return ok(JSON.parse(Buffer.from(text, 'base64').toString('utf8')));
+  } catch {
+    return fail('invalid_json', 'header is not base64 of JSON');
+  }
+}
+
+/** Decodes and checks an X-PAYMENT header (version 1, scheme exact, a known network, the payload of its chain type). */
+export function decodePaymentHeader(header: unknown): Result<PaymentPayload, PaymentHeaderFailureReason> {
+  const decoded = fromBase64Json(header);
+  if (!decoded.ok) return decoded;
+  const value = decoded.value;
+  if (!isPlainObject(value)) return fail('invalid_payload', 'payment is not a JSON object');
+  if (value.x402Version !== X402_VERSION) return fail('unsupported_x402_version', 'only x402Version 1 is supported');
+  if (value.scheme !== 'exact') return fail('unsupported_scheme', 'only the exact scheme is supported');
+  if (typeof value.network !== 'string') return fail('unknown_network', 'network is missing');
+  const network = canonicalNetwork(value.network);
+  if (network === undefined) return fail('unknown_network', `unknown network "${value.network.slice(0, 64)}"`);
+  const payload =
+    NETWORK_TABLE[network].chainType === 'evm' ? checkEvmPayload(value.payload) : checkSvmPayload(value.payload);
+  if (!payload.ok) return payload;
+  return ok({ x402Version: X402_VERSION, scheme: 'exact', network: value.network, payload: payload.value });
+}
+
+function checkEvmPayload(payload: unknown): Result<ExactEvmPayload, 'invalid_payload'> {
+  if (!isPlainObject(payload) || !isPlainObject(payload.authorization)) return fail('invalid_payload', 'EVM payload needs signature and authorization');
+  const { signature, authorization } = payload;
+  if (typeof signature !== 'string' || !/^0x([0-9a-fA-F]{2})+$/.test(signature) || signature.length > 2 + 2 * MAX_SIGNATURE_BYTES) {
+    return fail('invalid_payload', 'signature is not hex bytes');
+  }
+  for (const field of ['from', 'to'] as const) {
+    const address = authorization[field];
+    if (typeof address !== 'string' || !EVM_ADDRESS.test(address)) return fail('invalid_payload', `authorization.${field} is not an address`);
+  }
+  for (const field of ['value', 'validAfter', 'validBefore'] as const) {
+    const number = authorization[field];
+    if (typeof number !== 'string' || !DIGITS.test(number) || BigInt(number) > MAX_UINT256) {
+      return fail('invalid_payload', `authorization.${field} is not a decimal integer string`);
+    }
+  }
+  if (typeof authorization.nonce !== 'string' || !BYTES32.test(authorization.nonce)) {
+    return fail('invalid_payload', 'authorization.nonce is not 32 bytes of hex');
+  }
+  return ok({
+    signature,
+    authorization: {
+      from: authorization.from as string,
+      to: authorization.to as string,
+      value: authorization.value as string,
+      validAfter: authorization.validAfter as string,
+      validBefore: authorization.validBefore as string,
+      nonce: authorization.nonce,
+    },
+  });
+}
+
+function checkSvmPayload(payload: unknown): Result<ExactSvmPayload, 'invalid_payload'> {
+  if (!isPlainObject(payload)) return fail('invalid_payload', 'Solana payload needs a transaction');
+  const { transaction } = payload;
+  if (typeof transaction !== 'string' || transaction.length > MAX_SVM_TRANSACTION_BASE64_CHARS || !BASE64.test(transaction)) {
+    return fail('invalid_payload', 'transaction is not a base64 wire transaction');
+  }
+  return ok({ transaction });
+}
+
+/** Decodes an X-PAYMENT-RESPONSE header (a target's report of its settlement). */
+export function decodePaymentResponseHeader(header: unknown): Result<SettlementResponse, PaymentResponseFailureReason> {
+  const decoded = fromBase64Json(header);
+  if (!decoded.ok) return decoded;
+  const value = decoded.value;
+  if (!isPlainObject(value)) return fail('invalid_settlement_response', 'settlement response is not a JSON object');
+  if (typeof value.success !== 'boolean') return fail('invalid_settlement_response', 'success is not a boolean');
+  if (typeof value.transaction !== 'string') return fail('invalid_settlement_response', 'transaction is not a string');
+  if (typeof value.network !== 'string') return fail('invalid_settlement_response', 'network is not a string');
+  for (const field of ['payer', 'errorReason'] as const) {
+    if (value[field] !== undefined && value[field] !== null && typeof value[field] !== 'string') {
+      return fail('invalid_settlement_response', `${field} is not a string`);
+    }
+  }
+  const settlement: SettlementResponse = { success: value.success, transaction: value.transaction, network: value.network };
+  if (typeof value.payer === 'string') settlement.payer = value.payer;
+  if (typeof value.errorReason === 'string') settlement.errorReason = value.errorReason;
+  return ok(settlement);
+}

@@ -1,0 +1,79 @@
+/**
+ * x402 version 1 wire shapes (DESIGN.md section 6). Our own types, not the x402 package's: that
+ * package does not know skale-base and is a test peer only.
+ */
+
+export const X402_VERSION = 1;
+
+/** One entry of a 402 body's `accepts`, as the target sent it (network name unchanged, so we can echo it). */
+export interface PaymentRequirements {
+  scheme: string;
+  network: string;
+  /** Atomic units of `asset`, a decimal digit string. */
+  maxAmountRequired: string;
+  resource: string;
+  description: string;
+  mimeType: string;
+  payTo: string;
+  maxTimeoutSeconds: number;
+  asset: string;
+  /** `{name, version}` of the EIP-712 domain on EVM; `{feePayer}` on Solana. */
+  extra?: Record<string, unknown>;
+  outputSchema?: Record<string, unknown>;
+}
+
+export interface PaymentRequiredBody {
+  x402Version: typeof X402_VERSION;
+  error?: string;
+  accepts: PaymentRequirements[];
+}
+
+/** EIP-3009 TransferWithAuthorization as it travels: decimal strings, 32-byte hex nonce. */
+export interface EvmAuthorization {
+  from: string;
+  to: string;
+  value: string;
+  validAfter: string;
+  validBefore: string;
+  nonce: string;
+}
+
+export interface ExactEvmPayload {
+  signature: string;
+  authorization: EvmAuthorization;
+}
+
+export interface ExactSvmPayload {
+  /** Base64 wire transaction, signed by the payer, not yet by the fee payer. */
+  transaction: string;
+}
+
+export interface PaymentPayload<Payload extends ExactEvmPayload | ExactSvmPayload = ExactEvmPayload | ExactSvmPayload> {
+  x402Version: typeof X402_VERSION;
+  scheme: 'exact';
+  network: string;
+  payload: Payload;
+}
+
+/** X-PAYMENT-RESPONSE, and the answer of a facilitator's /settle. */
+export interface SettlementResponse {
+  success: boolean;
+  /** Transaction hash (EVM) or signature (Solana); empty when nothing was broadcast. */
+  transaction: string;
+  network: string;
+  payer?: string;
+  errorReason?: string;
+}
+
+/** A value, or a failure with a snake_case reason that callers act on and details safe to show. */
+export type Ok<T> = { ok: true; value: T };
+export type Failure<Reason extends string> = { ok: false; reason: Reason; details: string };
+export type Result<T, Reason extends string> = Ok<T> | Failure<Reason>;
+
+export function ok<T>(value: T): Ok<T> {
+  return { ok: true, value };
+}
+
+export function fail<Reason extends string>(reason: Reason, details: string): Failure<Reason> {
+  return { ok: false, reason, details };
+}
