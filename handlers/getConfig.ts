@@ -1,0 +1,47 @@
+import type { Handler } from './types';
+import { NETWORK_TABLE } from '../payments/networks/table';
+import { rpcHost } from '../payments/config';
+import { relayFeeModelText } from '../payments/fees';
+
+export const getConfig: Handler<'getConfig'> = async (_ctx, { config, baseUrl }) => {
+  const enabled = config.networks.map((network) => network.name);
+  const configs = Object.fromEntries(
+    config.networks.map((network) => {
+      const entry = NETWORK_TABLE[network.name];
+      return [
+        network.name,
+        {
+          chainType: entry.chainType,
+          ...(entry.chainId === undefined ? {} : { chainId: entry.chainId }),
+          usdc: network.usdc,
+          rpcHost: rpcHost(network.rpcUrl),
+        },
+      ];
+    }),
+  );
+  const fees = { percent: config.relayFeePercent, minUsdc: config.relayFeeMinUsdc };
+  return {
+    status: 200,
+    body: {
+      protocol: { versions: ['1'], current: '1' },
+      credits: { creditsPerUsdc: 1000, usdcPerCredit: 0.001, description: '1 credit = 1 milli-USDC = 0.001 USDC (1000 credits per USDC)' },
+      relay: {
+        fees: { percentage: config.relayFeePercent, minUSDC: Number(config.relayFeeMinUsdc), model: relayFeeModelText(fees) },
+        limits: { maxDailyPerWallet: config.relayDailyPerWalletUsd, maxDailyTotal: config.relayDailyTotalUsd },
+        timeouts: { asyncThresholdMs: config.asyncThresholdMs },
+      },
+      networks: {
+        enabled,
+        evm: enabled.filter((name) => NETWORK_TABLE[name].chainType === 'evm'),
+        solana: enabled.filter((name) => NETWORK_TABLE[name].chainType === 'solana'),
+        v1: enabled,
+        configs,
+      },
+      assets: { enabled: ['usdc'] },
+      server: {
+        baseUrl: baseUrl(),
+        timeouts: { requestMs: config.requestTimeoutMs, headersMs: config.headersTimeoutMs, keepAliveMs: config.keepAliveTimeoutMs },
+      },
+    },
+  };
+};

@@ -1,0 +1,22 @@
+import type { Handler } from './types';
+import { utcDay } from '../payments/clock';
+import { organisationBalance } from '../payments/credits';
+import { spentOn } from '../payments/limits';
+
+export const getCreditsBalance: Handler<'getCreditsBalance'> = async (ctx, { db, clock }) => {
+  const key = ctx.apiKey!;
+  const [balance, spent] = await Promise.all([
+    organisationBalance(db, key.organisationId),
+    spentOn(db, { scope: 'api_key', scopeId: String(key.apiKeyId), networkClass: 'all', day: utcDay(clock.now()) }),
+  ]);
+  return {
+    status: 200,
+    body: {
+      key_prefix: key.prefix,
+      daily_cap: Number(key.dailyCapCredits),
+      daily_spent: Number(spent),
+      daily_remaining: Number(spent >= key.dailyCapCredits ? 0n : key.dailyCapCredits - spent),
+      effective_available: Number(balance),
+    },
+  };
+};

@@ -1,0 +1,49 @@
+import { isAddress as isSolanaAddress } from '@solana/kit';
+import { getAddress } from 'viem';
+import type { Handler } from './types';
+import { nextUtcMidnight, utcDay } from '../payments/clock';
+import { relayFeeModelText } from '../payments/fees';
+import { spentOn, SYSTEM_SCOPE_ID } from '../payments/limits';
+import { usdToMicro } from '../payments/money';
+import { volumeView } from './getLimits';
+
+const EVM_ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+
+/** The key the relay counts a paying wallet under: EVM addresses checksummed, Solana addresses as they are. */
+function walletKey(address: string): string | undefined {
+  if (EVM_ADDRESS.test(address)) return getAddress(address.toLowerCase());
+  return isSolanaAddress(address) ? address : undefined;
+}
+
+export const getRelayLimits: Handler<'getRelayLimits'> = async (ctx, { db, config, clock }) => {
+  const wallet = walletKey(ctx.params.address);
+  if (wallet === undefined) {
+    return { status: 400, body: { error: 'Bad Request', details: 'address: not an EVM (0x + 40 hex digits) or Solana (base58) address' } };
+  }
+  const now = clock.now();
+  const day = utcDay(now);
+  const walletLimitMicro = usdToMicro(config.relayDailyPerWalletUsd);
+  const systemLimitMicro = usdToMicro(config.relayDailyTotalUsd);
+  const classLimits = async (networkClass: 'mainnet' | 'testnet') => {
+    const [walletSpent, systemSpent] = await Promise.all([
+      spentOn(db, { scope: 'relay_wallet', scopeId: wallet, networkClass, day }),
+      spentOn(db, { scope: 'relay_system', scopeId: SYSTEM_SCOPE_ID, networkClass, day }),
+    ]);
+    return {
+      wallet_limits: volumeView({ limitMicro: walletLimitMicro, spentMicro: walletSpent }),
+      system_limits: volumeView({ limitMicro: systemLimitMicro, spentMicro: systemSpent }),
+      can_relay: walletSpent < walletLimitMicro && systemSpent < systemLimitMicro,
+    };
+  };
+  const [mainnet, testnet] = await Promise.all([classLimits('mainnet'), classLimits('testnet')]);
+  return {
+    status: 200,
+    body: {
+      wallet_address: ctx.params.address,
+      mainnet,
+      testnet,
+      relay_fee_model: relayFeeModelText({ percent: config.relayFeePercent, minUsdc: config.relayFeeMinUsdc }),
+      reset_time: nextUtcMidnight(now).toISOString(),
+    },
+  };
+};

@@ -1,0 +1,44 @@
+/**
+ * Every operation this server answers, in one list. An operation of the document that is not
+ * listed here answers 501 Not Implemented until its handler lands.
+ */
+import type { HandlerMap } from './types';
+import { getBalance } from './getBalance';
+import { getConfig } from './getConfig';
+import { getCreditsBalance } from './getCreditsBalance';
+import { getDocs } from './getDocs';
+import { getHealth } from './getHealth';
+import { getLimits } from './getLimits';
+import { getLlmHealth } from './getLlmHealth';
+import { getOpenApiDocument } from './getOpenApiDocument';
+import { getRateLimitMetrics } from './getRateLimitMetrics';
+import { getRelayLimits } from './getRelayLimits';
+import { getWebhook } from './getWebhook';
+import { postLlmChat } from './postLlmChat';
+import { postLlmTranslate } from './postLlmTranslate';
+import { postProxy } from './postProxy';
+import { postProxySim } from './postProxySim';
+import { postRelay } from './postRelay';
+import { postRelaySim } from './postRelaySim';
+import { postSim } from './postSim';
+
+export const handlers: HandlerMap = {
+  getBalance,
+  getConfig,
+  getCreditsBalance,
+  getDocs,
+  getHealth,
+  getLimits,
+  getLlmHealth,
+  getOpenApiDocument,
+  getRateLimitMetrics,
+  getRelayLimits,
+  getWebhook,
+  postLlmChat,
+  postLlmTranslate,
+  postProxy,
+  postProxySim,
+  postRelay,
+  postRelaySim,
+  postSim,
+};

@@ -1,0 +1,47 @@
+import type { Handler, RequestContext } from './types';
+import type { Deps } from './deps';
+import { relayFeeModelText } from '../payments/fees';
+import { microToUsdc } from '../payments/money';
+import type { CallRequest } from '../payments/outbound/index';
+import { quoteRelay } from '../payments/relay/quote';
+
+/** POST /relay/sim and its deprecated alias POST /sim: the quote /relay would charge, by the same code. */
+export async function simulateRelay(ctx: RequestContext<'postRelaySim'> | RequestContext<'postSim'>, deps: Deps) {
+  const quote = await quoteRelay(deps, { call: ctx.body as CallRequest, timeoutMs: deps.config.targetTimeoutMs });
+  switch (quote.kind) {
+    case 'free':
+      return {
+        status: 200 as const,
+        body: { requiresPayment: false, message: `The target answered ${quote.response.status} without asking for payment; a relay would cost nothing` },
+      };
+    case 'priced': {
+      const { choice, fee } = quote;
+      const settings = { percent: deps.config.relayFeePercent, minUsdc: deps.config.relayFeeMinUsdc };
+      return {
+        status: 200 as const,
+        body: {
+          requiresPayment: true,
+          targetPaymentRequirements: { ...choice.requirements, scheme: 'exact' as const },
+          relayFeeBreakdown: {
+            targetAmount: microToUsdc(fee.targetMicro),
+            relayFee: microToUsdc(fee.feeMicro),
+            totalAmount: microToUsdc(fee.totalMicro),
+            relayFeePercentage: deps.config.relayFeePercent,
+            relayFeeMinUSDC: Number(deps.config.relayFeeMinUsdc),
+            feeModel: relayFeeModelText(settings),
+          },
+          message: `The target requires ${microToUsdc(fee.targetMicro)} USDC on ${choice.network}; a relay costs ${microToUsdc(fee.totalMicro)} USDC (${fee.totalMicro} micro-USDC)`,
+        },
+      };
+    }
+    case 'bad_request':
+      return { status: 400 as const, body: { error: 'Bad Request', details: quote.details } };
+    case 'bad_gateway':
+      return { status: 502 as const, body: { error: 'Bad Gateway', details: quote.details } };
+    case 'configuration_error':
+      ctx.log.error({ details: quote.details }, 'relay simulation configuration error');
+      return { status: 500 as const, body: { error: 'Internal Server Error', details: quote.details } };
+  }
+}
+
+export const postRelaySim: Handler<'postRelaySim'> = simulateRelay;

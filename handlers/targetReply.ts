@@ -1,0 +1,51 @@
+/**
+ * What /proxy and /relay share when they answer with a target's response: the bound on the call,
+ * and the target's status, bytes and content type passed through with its safe headers, never
+ * letting the target set a header that is ours.
+ */
+import type { RawReply } from './types';
+import { safeResponseHeaders, type TargetResponse } from '../payments/outbound/index';
+
+/** X-TIMEOUT's ceiling (milliseconds), as the document declares it. */
+export const MAX_CLIENT_TIMEOUT_MS = 120_000;
+
+/**
+ * The bound on the whole call: the smaller of the body's `timeout` (seconds) and X-TIMEOUT
+ * (milliseconds) when the client gives either, else TARGET_TIMEOUT_MS.
+ */
+export function callTimeoutMs(bodySeconds: number | undefined, header: string | string[] | undefined, defaultMs: number): number {
+  const given: number[] = [];
+  if (typeof bodySeconds === 'number' && bodySeconds > 0) given.push(Math.ceil(bodySeconds * 1000));
+  const headerMs = Number(Array.isArray(header) ? header[0] : header);
+  if (Number.isFinite(headerMs) && headerMs > 0) given.push(headerMs);
+  if (given.length === 0) return defaultMs;
+  return Math.min(...given, MAX_CLIENT_TIMEOUT_MS);
+}
+
+/** Headers of ours that a target must not set on our response. */
+const OWN_HEADERS = new Set(['x-request-id', 'x-service-status', 'x-service-webhook', 'x-client-payment', 'x-refund-webhook-id', 'content-type']);
+
+/** The target's response as it came, with `ours` added (a target header of the same name is dropped). */
+export function passThroughReply(response: TargetResponse, ours: Record<string, string> = {}): RawReply {
+  const replaced = new Set(Object.keys(ours).map((name) => name.toLowerCase()));
+  const headers: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(safeResponseHeaders(response.headers))) {
+    if (!OWN_HEADERS.has(name) && !replaced.has(name)) headers[name] = value;
+  }
+  Object.assign(headers, ours);
+  const contentType = response.headers['content-type'];
+  return {
+    status: response.status,
+    raw: response.body,
+    contentType: typeof contentType === 'string' && contentType !== '' ? contentType : 'application/octet-stream',
+    headers,
+  };
+}
+
+/** A daily volume limit that would be exceeded (/proxy and /relay): 429 with the figures, in USD. */
+export function spendLimitReply(error: string, refusal: { details: string; currentSpendUsd: number; limitUsd: number; requestedUsd: number }) {
+  return {
+    status: 429 as const,
+    body: { error, details: refusal.details, currentSpend: refusal.currentSpendUsd, limit: refusal.limitUsd, requestedAmount: refusal.requestedUsd },
+  };
+}

@@ -1,0 +1,58 @@
+/**
+ * Typing of handlers from the generated `operations` of the document: a handler can only return a
+ * status its operation declares, with the body the document gives for it.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Logger } from 'pino';
+import type { operations } from '../codegen/api';
+import type { AuthenticatedKey } from '../payments/accounts';
+import type { Deps } from './deps';
+
+export type OperationId = keyof operations;
+
+type Responses<K extends OperationId> = operations[K]['responses'];
+type JsonBody<R> = R extends { content: { 'application/json': infer B } } ? B : never;
+type NumericStatus<K extends OperationId> = Extract<keyof Responses<K>, number>;
+
+export type JsonReply<K extends OperationId> = {
+  [S in NumericStatus<K>]: { status: S; body: JsonBody<Responses<K>[S]>; headers?: Record<string, string> };
+}[NumericStatus<K>];
+
+/** A response whose bytes are not JSON of ours: the document page, a target's answer passed through. */
+export interface RawReply {
+  status: number;
+  raw: Buffer | string;
+  /** Sent exactly as given (no charset added). */
+  contentType: string;
+  headers?: Record<string, string | string[]>;
+}
+
+export type Reply<K extends OperationId> = JsonReply<K> | RawReply;
+
+type RequestBodyOf<K extends OperationId> = operations[K] extends { requestBody?: { content: { 'application/json': infer B } } }
+  ? B
+  : undefined;
+type ParametersOf<K extends OperationId> = operations[K] extends { parameters: infer P } ? P : never;
+type Part<P, N extends string> = P extends Record<N, infer Q> ? (Q extends undefined ? Record<string, never> : NonNullable<Q>) : Record<string, never>;
+
+export interface RequestContext<K extends OperationId> {
+  operationId: K;
+  body: RequestBodyOf<K>;
+  query: Part<ParametersOf<K>, 'query'>;
+  params: Part<ParametersOf<K>, 'path'>;
+  headers: IncomingHttpHeaders;
+  /** The authenticated API key, on operations secured by x-api-key. */
+  apiKey: AuthenticatedKey | undefined;
+  requestId: string;
+  log: Logger;
+  /** Aborted when the client goes away. */
+  signal: AbortSignal;
+}
+
+export type Handler<K extends OperationId> = (ctx: RequestContext<K>, deps: Deps) => Promise<Reply<K>>;
+
+export type HandlerMap = { [K in OperationId]?: Handler<K> };
+
+export function errorReply<S extends number>(status: S, error: string, details?: string) {
+  return { status, body: details === undefined ? { error } : { error, details } } as const;
+}

@@ -1,0 +1,203 @@
+/**
+ * Assembly of the HTTP API: request ids and logs, concurrency caps, body limits, then every
+ * operation routed and validated by openapi-backend and answered by its handler. Every error
+ * response is built here or by a handler's typed reply, always as {error, details}.
+ */
+import { randomUUID } from 'node:crypto';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import type { Context, OpenAPIBackend } from 'openapi-backend';
+import type { Logger } from 'pino';
+import type { Deps } from '../handlers/deps';
+import type { HandlerMap, OperationId, Reply, RequestContext } from '../handlers/types';
+import { authenticateKey, type AuthenticatedKey, type KeyRejection } from '../payments/accounts';
+import { capsMiddleware, holdSlot, type ConcurrencyCaps } from './caps';
+import { createBackend, describeValidationErrors } from './openapi';
+
+export const MAX_REQUEST_BODY_BYTES = 1024 * 1024;
+const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+
+const KEY_REJECTION_DETAILS: Record<KeyRejection, string> = {
+  missing: 'The x-api-key header is required.',
+  malformed: 'The x-api-key header does not hold an API key of this service.',
+  unknown: 'The API key is not known.',
+  revoked: 'The API key has been revoked.',
+};
+
+interface Locals {
+  log: Logger;
+  requestId: string;
+}
+
+function locals(res: Response): Locals {
+  return res.locals as Locals;
+}
+
+/** The 500 body each operation declares: most use {error, details}; /proxy and the chat operations have their own. */
+function internalErrorBody(operationId: string | undefined, requestId: string): Record<string, string> {
+  const reference = `quote request id ${requestId} when reporting it`;
+  switch (operationId) {
+    case 'postProxy':
+      return { error: 'Internal Server Error', message: 'The service could not complete the request.', details: reference };
+    case 'postLlmChat':
+      return { error: 'Chat request failed', message: `An internal error occurred; ${reference}.` };
+    case 'postLlmTranslate':
+      return { error: 'Translation request failed', message: `An internal error occurred; ${reference}.` };
+    default:
+      return { error: 'Internal Server Error', details: `An internal error occurred; ${reference}.` };
+  }
+}
+
+function sendError(res: Response, status: number, error: string, details?: string): void {
+  res.status(status).json(details === undefined ? { error } : { error, details });
+}
+
+function sendReply(res: Response, reply: Reply<OperationId>): void {
+  if (reply.headers) for (const [name, value] of Object.entries(reply.headers)) res.setHeader(name, value);
+  res.status(reply.status);
+  if ('raw' in reply) {
+    // setHeader, not res.type(): express would add a charset to a target's content type.
+    res.setHeader('Content-Type', reply.contentType);
+    res.send(reply.raw);
+  } else {
+    res.json(reply.body);
+  }
+}
+
+export interface AppOptions {
+  deps: Deps;
+  handlers: HandlerMap;
+  caps: ConcurrencyCaps;
+  logger: Logger;
+}
+
+export interface App {
+  express: express.Express;
+  api: OpenAPIBackend;
+}
+
+export async function createApp({ deps, handlers, caps, logger }: AppOptions): Promise<App> {
+  const api = await createBackend(deps.document as never);
+
+  api.registerSecurityHandler('ApiKeyAuth', async (c: Context) => {
+    const header = c.request.headers['x-api-key'];
+    const result = await authenticateKey(deps.db, Array.isArray(header) ? header[0] : header);
+    // openapi-backend counts a result with a truthy `error` as a failed authentication.
+    return result.ok ? { key: result.key } : { error: result.reason };
+  });
+
+  api.register({
+    notFound: (_c: Context, _req: Request, res: Response) =>
+      sendError(res, 404, 'Not Found', 'No operation of this service has this path.'),
+    methodNotAllowed: (c: Context, _req: Request, res: Response) =>
+      sendError(res, 405, 'Method Not Allowed', `The method ${c.request.method.toUpperCase()} is not allowed on this path.`),
+    notImplemented: (c: Context, _req: Request, res: Response) =>
+      sendError(res, 501, 'Not Implemented', `${c.operation.operationId} is not enabled on this server yet.`),
+    unauthorizedHandler: (c: Context, _req: Request, res: Response) => {
+      const result = c.security?.ApiKeyAuth as { error?: KeyRejection } | undefined;
+      sendError(res, 401, 'Unauthorized', KEY_REJECTION_DETAILS[result?.error ?? 'missing']);
+    },
+    validationFail: (c: Context, _req: Request, res: Response) => {
+      if (c.operation.operationId === 'postLlmChat' && !Array.isArray((c.request.requestBody as { messages?: unknown })?.messages)) {
+        // The interface answers this one case with the error field alone.
+        res.status(400).json({ error: 'messages is required and must be an array' });
+        return;
+      }
+      sendError(res, 400, 'Bad Request', describeValidationErrors(c.validation.errors as never));
+    },
+  });
+
+  for (const [operationId, handler] of Object.entries(handlers)) {
+    api.register(operationId, async (c: Context, req: Request, res: Response) => {
+      const { log, requestId } = locals(res);
+      res.locals.operationId = operationId;
+      const controller = new AbortController();
+      res.once('close', () => {
+        if (!res.writableFinished) controller.abort();
+      });
+      const security = c.security?.ApiKeyAuth as { key?: AuthenticatedKey } | undefined;
+      const ctx: RequestContext<OperationId> = {
+        operationId: operationId as OperationId,
+        body: c.request.requestBody as never,
+        query: c.request.query as never,
+        params: c.request.params as never,
+        headers: req.headers,
+        apiKey: security?.key,
+        requestId,
+        // The request's logger already carries its id; a second child per request costs more than it tells.
+        log,
+        signal: controller.signal,
+      };
+      const reply = await (handler as (ctx: RequestContext<OperationId>, deps: Deps) => Promise<Reply<OperationId>>)(ctx, deps);
+      if (!res.headersSent) sendReply(res, reply);
+    });
+  }
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('query parser', 'simple');
+
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const incoming = req.headers['x-request-id'];
+    const requestId = typeof incoming === 'string' && REQUEST_ID_PATTERN.test(incoming) ? incoming : randomUUID();
+    const log = logger.child({ requestId });
+    res.locals.requestId = requestId;
+    res.locals.log = log;
+    res.setHeader('X-Request-Id', requestId);
+    const startedAt = process.hrtime.bigint();
+    res.once('close', () => {
+      const durationMs = Number(process.hrtime.bigint() - startedAt) / 1e6;
+      log.info(
+        { method: req.method, path: req.path, status: res.statusCode, durationMs: Math.round(durationMs * 10) / 10, completed: res.writableFinished },
+        'request',
+      );
+    });
+    next();
+  });
+
+  app.use(capsMiddleware(caps));
+
+  app.use(
+    express.json({
+      limit: MAX_REQUEST_BODY_BYTES,
+      // Every body of this interface is JSON, whatever content type the client sent.
+      type: () => true,
+      strict: false,
+    }),
+  );
+
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    // Routing, authentication, validation and the handler all count against the cap until they end.
+    const endHold = holdSlot(res);
+    api.handleRequest(
+      { method: req.method, path: req.path, body: req.body, query: req.query as Record<string, string>, headers: req.headers as Record<string, string> },
+      req,
+      res,
+    ).catch(next).finally(endHold);
+  });
+
+  app.use((error: Error & { type?: string; status?: number }, _req: Request, res: Response, _next: NextFunction) => {
+    if (res.headersSent) {
+      locals(res).log.error({ err: error }, 'error after the response started');
+      res.destroy();
+      return;
+    }
+    if (error.type === 'entity.too.large') {
+      return sendError(res, 413, 'Payload Too Large', `The request body is over the limit of ${MAX_REQUEST_BODY_BYTES} bytes.`);
+    }
+    if (error.type === 'entity.parse.failed') {
+      return sendError(res, 400, 'Bad Request', `The request body is not valid JSON: ${error.message}`);
+    }
+    if (error.type === 'encoding.unsupported' || error.type === 'charset.unsupported') {
+      return sendError(res, 400, 'Bad Request', error.message);
+    }
+    if (error.type === 'request.aborted') {
+      res.destroy();
+      return;
+    }
+    locals(res).log.error({ err: error }, 'unhandled error');
+    res.status(500).json(internalErrorBody(res.locals.operationId, locals(res).requestId));
+  });
+
+  return { express: app, api };
+}

@@ -1,0 +1,122 @@
+/**
+ * Concurrency caps per instance on the route groups of the interface (/relay*, /proxy*,
+ * /webhooks/*). Admission is a synchronous check-and-increment in the event loop, so the active
+ * count can never pass the limit. The slot is freed once: when the response is finished, or when
+ * the connection is gone and no work of the request is still running (a paid call goes on after
+ * its client left, and keeps its slot until it ends, so the work in flight never passes the cap).
+ */
+import type { NextFunction, Request, Response } from 'express';
+
+export type CapGroup = 'relay' | 'proxy' | 'webhooks';
+
+export interface CapMetric {
+  active: number;
+  limit: number;
+  utilization: string;
+}
+
+export const RETRY_AFTER_SECONDS = 1;
+
+export class ConcurrencyCaps {
+  private readonly active: Record<CapGroup, number> = { relay: 0, proxy: 0, webhooks: 0 };
+
+  constructor(private readonly limits: Record<CapGroup, number>) {}
+
+  tryAcquire(group: CapGroup): (() => void) | undefined {
+    if (this.active[group] >= this.limits[group]) return undefined;
+    this.active[group] += 1;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.active[group] -= 1;
+    };
+  }
+
+  metric(group: CapGroup): CapMetric {
+    const active = this.active[group];
+    const limit = this.limits[group];
+    // One decimal, computed in integers: tenths of a percent, rounded half up.
+    const tenths = Math.floor((active * 1000 + Math.floor(limit / 2)) / limit);
+    return { active, limit, utilization: `${Math.floor(tenths / 10)}.${tenths % 10}%` };
+  }
+
+  metrics(): Record<CapGroup, CapMetric> {
+    return { proxy: this.metric('proxy'), relay: this.metric('relay'), webhooks: this.metric('webhooks') };
+  }
+}
+
+export function capGroupOf(path: string): CapGroup | undefined {
+  if (path === '/relay' || path.startsWith('/relay/') || path === '/sim') return 'relay';
+  if (path === '/proxy' || path.startsWith('/proxy/')) return 'proxy';
+  if (path.startsWith('/webhooks/')) return 'webhooks';
+  return undefined;
+}
+
+/** Refusals are logged at most once a second per group, with how many there were: an overload must not also flood the logs. */
+const REFUSAL_LOG_INTERVAL_MS = 1_000;
+
+export function capsMiddleware(caps: ConcurrencyCaps) {
+  const refusals: Record<CapGroup, { count: number; loggedAt: number }> = {
+    relay: { count: 0, loggedAt: 0 },
+    proxy: { count: 0, loggedAt: 0 },
+    webhooks: { count: 0, loggedAt: 0 },
+  };
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const group = capGroupOf(req.path);
+    if (!group) return next();
+    const release = caps.tryAcquire(group);
+    if (!release) {
+      const { active, limit } = caps.metric(group);
+      const refused = refusals[group];
+      refused.count += 1;
+      const now = Date.now();
+      if (now - refused.loggedAt >= REFUSAL_LOG_INTERVAL_MS) {
+        res.locals.log?.warn({ capGroup: group, active, limit, refusedSinceLastLine: refused.count }, 'concurrency cap reached');
+        refused.count = 0;
+        refused.loggedAt = now;
+      }
+      res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
+      // The request body is not read: close the connection after answering rather than drain it.
+      if (req.headers['content-length'] && req.headers['content-length'] !== '0') res.setHeader('Connection', 'close');
+      res.status(429).json({
+        error: 'Too Many Requests',
+        message: `The service is at its concurrent request capacity for /${group}; retry after ${RETRY_AFTER_SECONDS} second.`,
+        details: `${active}/${limit}`,
+        retryAfter: RETRY_AFTER_SECONDS,
+      });
+      return;
+    }
+    const slot: Slot = { release, holds: 0, closed: false };
+    res.locals.capSlot = slot;
+    res.once('finish', release);
+    res.once('close', () => {
+      slot.closed = true;
+      if (slot.holds === 0) release();
+    });
+    next();
+  };
+}
+
+interface Slot {
+  release: () => void;
+  holds: number;
+  closed: boolean;
+}
+
+/**
+ * Keeps the request's slot taken while its work runs, even if the client goes away meanwhile;
+ * the returned function ends the hold (and frees the slot if the connection is already gone).
+ */
+export function holdSlot(res: Response): () => void {
+  const slot = res.locals.capSlot as Slot | undefined;
+  if (!slot) return () => {};
+  slot.holds += 1;
+  let ended = false;
+  return () => {
+    if (ended) return;
+    ended = true;
+    slot.holds -= 1;
+    if (slot.holds === 0 && slot.closed) slot.release();
+  };
+}

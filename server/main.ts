@@ -1,0 +1,75 @@
+/**
+ * `npm start`: the API with its in-process worker. `npm run worker`: the worker alone (several API
+ * instances and workers can share one Postgres). SIGTERM or SIGINT stops gracefully.
+ */
+import { ConfigError, loadConfig, type Config } from '../payments/config';
+import { createLogger } from './logger';
+import { sandboxWanted, startSandbox, type Sandbox } from './sandbox';
+import { startService, type Service } from './service';
+
+const args = new Set(process.argv.slice(2));
+const workerOnly = args.has('--worker-only');
+
+function fail(message: string): never {
+  process.stderr.write(`payment-routing-service: ${message}\n`);
+  process.exit(1);
+}
+
+function configure(overrides: Record<string, string>): Config {
+  try {
+    const config = loadConfig({ ...process.env, ...overrides });
+    if (workerOnly) config.runWorker = true;
+    if (config.nodeEnv === 'production') {
+      if (!config.evmPrivateKey && config.networks.some((network) => !network.name.startsWith('solana'))) {
+        throw new ConfigError('EVM_PRIVATE_KEY', 'is required in production when an EVM network is enabled');
+      }
+      if (!config.solanaPrivateKey && config.networks.some((network) => network.name.startsWith('solana'))) {
+        throw new ConfigError('SOLANA_PRIVATE_KEY', 'is required in production when a Solana network is enabled');
+      }
+    }
+    return config;
+  } catch (error) {
+    if (error instanceof ConfigError) fail(`configuration error: ${error.message}`);
+    throw error;
+  }
+}
+
+async function main(): Promise<void> {
+  const log = createLogger(configure({}).logLevel);
+  let sandbox: Sandbox | undefined;
+  let service: Service;
+  try {
+    if (!workerOnly && sandboxWanted(process.env)) {
+      sandbox = await startSandbox({ dataDir: process.env.DATA_DIR ?? './.data', reset: args.has('--reset'), log });
+    }
+    const config = configure(sandbox?.env ?? {});
+    service = await startService(config, { logger: log, serveHttp: !workerOnly });
+    if (sandbox) await sandbox.ready(service.url, service.dbHandle.db);
+  } catch (error) {
+    log.fatal({ err: error }, 'the service could not start');
+    await sandbox?.stop().catch(() => {});
+    process.exit(1);
+  }
+  if (workerOnly) log.info('worker running (no HTTP API in this process)');
+  let signalled = false;
+  const shutdown = (signal: string) => {
+    if (signalled) return;
+    signalled = true;
+    log.info({ signal }, 'shutting down');
+    service
+      .stop()
+      .then(() => sandbox?.stop())
+      .then(
+      () => process.exit(0),
+      (error: unknown) => {
+        log.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  // The embedded Postgres (if any) is stopped last, after the requests in flight and the worker.
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+await main();

@@ -1,0 +1,162 @@
+/**
+ * Starts and stops one instance: database (DATABASE_URL or embedded), migrations, the worker
+ * (unless RUN_WORKER=false), and the HTTP API. Used by `npm start`, `npm run worker` and tests.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { sql } from 'kysely';
+import type { Logger } from 'pino';
+import { createDb, migrateToLatest, type DbHandle } from '../db/index';
+import { startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded';
+import type { Deps } from '../handlers/deps';
+import { handlers as defaultHandlers } from '../handlers/index';
+import type { HandlerMap } from '../handlers/types';
+import { systemClock, type Clock } from '../payments/clock';
+import { createChains } from '../payments/networks/index';
+import { systemResolver, type Resolver } from '../payments/outbound/index';
+import { SubmissionQueue } from '../payments/relay/queue';
+import type { Config } from '../payments/config';
+import { startWorker, type WorkerHandle } from '../worker/runner';
+import { createApp } from './app';
+import { ConcurrencyCaps } from './caps';
+import { renderDocsPage } from './docsPage';
+import { createLogger } from './logger';
+import { loadDocument } from './openapi';
+
+export interface ServiceOptions {
+  logger?: Logger;
+  /** Resolution of target host names for the SSRF guard; the system resolver by default. */
+  resolver?: Resolver;
+  clock?: Clock;
+  handlers?: HandlerMap;
+  /** Serve HTTP (false for `npm run worker`). */
+  serveHttp?: boolean;
+}
+
+export interface Service {
+  url: string;
+  config: Config;
+  databaseUrl: string;
+  dbHandle: DbHandle;
+  deps: Deps;
+  caps: ConcurrencyCaps;
+  worker: WorkerHandle | undefined;
+  server: Server | undefined;
+  stop(): Promise<void>;
+}
+
+async function openDatabase(config: Config, log: Logger): Promise<{ url: string; embedded?: EmbeddedDatabase }> {
+  if (config.databaseUrl) return { url: config.databaseUrl };
+  log.info({ dataDir: config.dataDir }, 'DATABASE_URL is not set: starting the embedded Postgres');
+  const embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, log: (message) => log.debug({ component: 'postgres' }, message) });
+  return { url: embedded.url, embedded };
+}
+
+export async function startService(config: Config, options: ServiceOptions = {}): Promise<Service> {
+  const log = options.logger ?? createLogger(config.logLevel);
+  const clock = options.clock ?? systemClock;
+  const { url: databaseUrl, embedded } = await openDatabase(config, log);
+  const dbHandle = createDb(databaseUrl, { onPoolError: (error) => log.error({ err: error }, 'database pool error') });
+  const cleanups: Array<() => Promise<void>> = [];
+  try {
+    const applied = await migrateToLatest(dbHandle.db);
+    if (applied.length > 0) log.info({ migrations: applied }, 'database migrated');
+    const chains = await createChains(config);
+    cleanups.push(() => chains.close());
+    const resolver = options.resolver ?? systemResolver;
+    const submissions = new SubmissionQueue();
+
+    const worker = config.runWorker
+      ? await startWorker(databaseUrl, { db: dbHandle.db, config, chains, submissions, resolver, clock, log })
+      : undefined;
+    if (worker) cleanups.push(() => worker.stop());
+
+    const caps = new ConcurrencyCaps({ relay: config.capRelay, proxy: config.capProxy, webhooks: config.capWebhooks });
+    const document = loadDocument();
+    let listeningUrl = '';
+    const deps: Deps = {
+      db: dbHandle.db,
+      config,
+      chains,
+      submissions,
+      resolver,
+      clock,
+      log,
+      capMetrics: () => caps.metrics(),
+      healthChecks: {
+        database: async () => {
+          await sql`select 1`.execute(dbHandle.db);
+        },
+        worker: async () => {
+          if (worker) {
+            if (!worker.isRunning()) throw new Error('the in-process worker has stopped');
+            return;
+          }
+          // Workers run in other processes (RUN_WORKER=false): their schema must be in place.
+          await sql`select 1 from graphile_worker.migrations limit 1`.execute(dbHandle.db);
+        },
+      },
+      document,
+      docsHtml: renderDocsPage(document),
+      baseUrl: () => config.publicBaseUrl ?? listeningUrl,
+    };
+
+    let server: Server | undefined;
+    if (options.serveHttp !== false) {
+      const { express } = await createApp({ deps, handlers: options.handlers ?? defaultHandlers, caps, logger: log });
+      server = createServer(
+        {
+          requestTimeout: config.requestTimeoutMs,
+          // Node requires headersTimeout <= requestTimeout.
+          headersTimeout: Math.min(config.headersTimeoutMs, config.requestTimeoutMs),
+          keepAliveTimeout: config.keepAliveTimeoutMs,
+        },
+        express,
+      );
+      const httpServer = server;
+      await new Promise<void>((resolve, reject) => {
+        httpServer.once('error', reject);
+        httpServer.listen(config.port, config.host, () => resolve());
+      });
+      const address = httpServer.address() as AddressInfo;
+      const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+      listeningUrl = `http://${host}:${address.port}`;
+      log.info({ url: listeningUrl }, 'listening');
+    }
+
+    let stopping: Promise<void> | undefined;
+    const stop = () => {
+      stopping ??= (async () => {
+        if (server) await closeGracefully(server, config.shutdownGraceMs, log);
+        for (const cleanup of cleanups.reverse()) await cleanup();
+        await dbHandle.close();
+        if (embedded) await embedded.stop();
+        log.info('stopped');
+      })();
+      return stopping;
+    };
+    return { url: listeningUrl, config, databaseUrl, dbHandle, deps, caps, worker, server, stop };
+  } catch (error) {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+    await dbHandle.close();
+    if (embedded) await embedded.stop();
+    throw error;
+  }
+}
+
+/** Stops accepting, lets in-flight requests finish within the grace period, then cuts the rest. */
+async function closeGracefully(server: Server, graceMs: number, log: Logger): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<'expired'>((resolve) => {
+    timer = setTimeout(() => resolve('expired'), graceMs);
+  });
+  const outcome = await Promise.race([closed.then(() => 'closed' as const), expired]);
+  clearTimeout(timer);
+  if (outcome === 'expired') {
+    log.warn({ graceMs }, 'in-flight requests did not finish within the grace period; closing their connections');
+    server.closeAllConnections();
+    await closed;
+  }
+}
