@@ -1,0 +1,123 @@
+// The paying side end to end against the harness's x402-protected targets: fetch unpaid -> 402 ->
+// parse -> choose -> sign (EVM) or build (Solana) -> retry with X-PAYMENT -> 200 with
+// X-PAYMENT-RESPONSE, and on-chain balances moved by exactly the price. Targets on base-sepolia and
+// both Solana clusters run unmodified x402-express; skale-base-sepolia runs the harness's own layer.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { NetworkSettings } from '../../payments/config';
+import { createChains, type Chains } from '../../payments/networks/index';
+import { NETWORK_TABLE, type NetworkName } from '../../payments/networks/table';
+import { chooseRequirement } from '../../payments/x402/choose';
+import { decodePaymentHeader, decodePaymentResponseHeader } from '../../payments/x402/headers';
+import { parsePaymentRequired } from '../../payments/x402/parse';
+import { startPeers, type Peers } from '../harness/index';
+
+const PRICE_MICRO_USDC = 12_345n;
+const CEILING_MICRO_USDC = 50_000n;
+const NETWORKS = ['base-sepolia', 'skale-base-sepolia', 'solana-devnet', 'solana'] as const;
+
+let peers: Peers;
+let chains: Chains;
+
+beforeAll(async () => {
+  peers = await startPeers({ networks: [...NETWORKS], pricesMicroUsdc: { paid: PRICE_MICRO_USDC } });
+  const networks: NetworkSettings[] = NETWORKS.map((name) => ({ name, rpcUrl: peers.rpcUrls[name]!, usdc: NETWORK_TABLE[name].usdc }));
+  chains = await createChains({
+    networks,
+    evmPrivateKey: peers.wallets.service.evm.privateKey,
+    solanaPrivateKey: peers.wallets.service.solana.secretKeyBase58,
+  });
+});
+
+afterAll(async () => {
+  await chains?.close();
+  await peers?.stop();
+});
+
+function serviceAddress(network: NetworkName): string {
+  return NETWORK_TABLE[network].chainType === 'evm' ? peers.wallets.service.evm.address : peers.wallets.service.solana.address;
+}
+
+/** The paying flow, with plain fetch to the local target. */
+async function payTarget(url: string, maxAmountMicroUsdc = CEILING_MICRO_USDC) {
+  const unpaid = await fetch(url);
+  expect(unpaid.status).toBe(402);
+  const parsed = parsePaymentRequired(await unpaid.text());
+  if (!parsed.ok) throw new Error(`402 body refused: ${parsed.reason}`);
+  expect(parsed.value.skipped).toEqual([]);
+  const choice = chooseRequirement(parsed.value.body.accepts, { networks: chains.payingNetworks(), maxAmountMicroUsdc });
+  if (!choice.ok) return { choice, paid: undefined };
+  const prepared = await chains.createPayment(choice.value, { now: new Date() });
+  if (!prepared.ok) throw new Error(`payment not prepared: ${prepared.reason}: ${prepared.details}`);
+  const paid = await fetch(url, { headers: { 'X-PAYMENT': prepared.value.header } });
+  return { choice, prepared: prepared.value, paid };
+}
+
+describe.each(NETWORKS)('paying a %s target', (network) => {
+  it('answers 200 after payment; balances move by exactly the price; the settlement is on chain', async () => {
+    const target = peers.targets[network]!;
+    const payTo = target.routes.paid.payTo;
+    const before = {
+      service: await peers.usdcBalance(network, serviceAddress(network)),
+      target: await peers.usdcBalance(network, payTo),
+      serviceNative: await peers.nativeBalance(network, serviceAddress(network)),
+    };
+
+    const { choice, prepared, paid } = await payTarget(target.routes.paid.url);
+    expect(choice.ok && choice.value).toMatchObject({ network, amountMicroUsdc: PRICE_MICRO_USDC });
+    expect(paid!.status).toBe(200);
+    expect(await paid!.json()).toMatchObject({ ok: true, route: 'paid', network });
+
+    // The target received exactly our header, and it decodes as the payment we built.
+    const received = target.requests.filter((request) => request.route === 'paid' && request.payment === prepared!.header);
+    expect(received).toHaveLength(1);
+    expect(decodePaymentHeader(prepared!.header)).toEqual({ ok: true, value: prepared!.payment });
+
+    const settlement = decodePaymentResponseHeader(paid!.headers.get('x-payment-response'));
+    expect(settlement).toEqual({
+      ok: true,
+      value: { success: true, transaction: expect.any(String), network, payer: serviceAddress(network) },
+    });
+    if (!settlement.ok) return;
+    expect(settlement.value.transaction).not.toBe('');
+
+    expect(await peers.usdcBalance(network, serviceAddress(network))).toBe(before.service - PRICE_MICRO_USDC);
+    expect(await peers.usdcBalance(network, payTo)).toBe(before.target + PRICE_MICRO_USDC);
+    // Our wallet paid no gas and no fee: the facilitator did.
+    expect(await peers.nativeBalance(network, serviceAddress(network))).toBe(before.serviceNative);
+
+    if (NETWORK_TABLE[network].chainType === 'evm') {
+      const use = await chains.evm.findAuthorizationUse(network, serviceAddress(network), prepared!.reference);
+      expect(use).toEqual({
+        ok: true,
+        value: { state: 'settled', transactionHash: settlement.value.transaction, blockNumber: expect.any(BigInt) },
+      });
+    } else {
+      const status = await chains.svm.waitForSignature(network, settlement.value.transaction, { timeoutMs: 5_000, pollMs: 20 });
+      expect(status).toMatchObject({ ok: true, value: { found: true, failed: false } });
+    }
+    const ourBalance = network.startsWith('solana')
+      ? await chains.svm.usdcBalance(network, serviceAddress(network))
+      : await chains.evm.usdcBalance(network, serviceAddress(network));
+    expect(ourBalance).toEqual({ ok: true, value: before.service - PRICE_MICRO_USDC });
+  });
+
+  it('pays the same price to the same target again, as a second distinct payment', async () => {
+    const target = peers.targets[network]!;
+    const payTo = target.routes.paid.payTo;
+    const before = await peers.usdcBalance(network, payTo);
+    const first = await payTarget(target.routes.paid.url);
+    const second = await payTarget(target.routes.paid.url);
+    expect([first.paid!.status, second.paid!.status]).toEqual([200, 200]);
+    expect(second.prepared!.header).not.toBe(first.prepared!.header);
+    expect(await peers.usdcBalance(network, payTo)).toBe(before + 2n * PRICE_MICRO_USDC);
+  });
+
+  it('pays nothing when the price is over the ceiling', async () => {
+    const target = peers.targets[network]!;
+    const before = await peers.usdcBalance(network, serviceAddress(network));
+    const { choice, paid } = await payTarget(target.routes.paid.url, PRICE_MICRO_USDC - 1n);
+    expect(paid).toBeUndefined();
+    expect(choice).toMatchObject({ ok: false, reason: 'no_payable_requirement', refusals: [{ reason: 'amount_over_ceiling' }] });
+    expect(await peers.usdcBalance(network, serviceAddress(network))).toBe(before);
+  });
+});

@@ -1,0 +1,239 @@
+// The receiving side of relay payments on solana-devnet, against the local cluster: a client's
+// partially signed exact payment checked for its shape, simulated, co-signed by our wallet as fee
+// payer (the client holds no SOL) or settled by the facilitator, and refunded exactly.
+import { type Address, type Instruction } from '@solana/kit';
+import { getTransferCheckedInstruction } from '@solana-program/token';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../db/index';
+import { systemClock } from '../../payments/clock';
+import { createChains, type Chains } from '../../payments/networks/index';
+import { usdcAccountOf } from '../../payments/networks/svm';
+import { NETWORK_TABLE } from '../../payments/networks/table';
+import {
+  findRelayTransaction,
+  recordClientPayment,
+  refundClientPayment,
+  relayRequirements,
+  settleClientPayment,
+  SubmissionQueue,
+  verifyClientPayment,
+  type RelayDeps,
+} from '../../payments/relay/index';
+import type { PaymentRequirements } from '../../payments/x402/types';
+import { startPeers, type Peers, type PaymentRequirements as PeerRequirements, type SolanaPaymentOverrides } from '../harness/index';
+import { generateSolanaKey } from '../harness/svm/keys';
+import { createTestDatabase, type TestDatabase } from '../support/database';
+
+const NETWORK = 'solana-devnet' as const;
+const USDC = NETWORK_TABLE[NETWORK].usdc as Address;
+const PRICE_MICRO_USDC = 10_300n;
+
+let peers: Peers;
+let chains: Chains;
+let database: TestDatabase;
+let db: Db;
+let direct: RelayDeps;
+let viaFacilitator: RelayDeps;
+
+beforeAll(async () => {
+  peers = await startPeers({ networks: [NETWORK] });
+  chains = await createChains({
+    networks: [{ name: NETWORK, rpcUrl: peers.rpcUrls[NETWORK]!, usdc: USDC }],
+    evmPrivateKey: undefined,
+    solanaPrivateKey: peers.wallets.service.solana.secretKeyBase58,
+  });
+  database = await createTestDatabase();
+  db = database.handle.db;
+  const submissions = new SubmissionQueue();
+  direct = { chains, clock: systemClock, submissions, limits: { confirmationTimeoutMs: 10_000, confirmationPollMs: 20 } };
+  viaFacilitator = { ...direct, facilitatorUrl: peers.facilitator.url };
+});
+
+afterAll(async () => {
+  await database?.drop();
+  await chains?.close();
+  await peers?.stop();
+});
+
+const service = () => peers.wallets.service.solana.address;
+const client = () => peers.wallets.client.solana.address;
+
+function offer(solanaFeePayer?: string): PaymentRequirements {
+  const requirements = relayRequirements(chains, NETWORK, { amountMicroUsdc: PRICE_MICRO_USDC, resource: 'http://127.0.0.1/relay', solanaFeePayer });
+  if (!requirements.ok) throw new Error(requirements.details);
+  return requirements.value;
+}
+
+// litesvm's blockhash never changes, so two payments of one amount would be the same transaction
+// (and rightly one payment): each test payment gets its own compute unit limit.
+let paymentCount = 0;
+function pay(requirements: PaymentRequirements, overrides?: SolanaPaymentOverrides) {
+  paymentCount += 1;
+  return peers.createSolanaPayment(requirements as PeerRequirements, { computeUnitLimit: 20_000 + paymentCount, ...overrides });
+}
+
+async function balances() {
+  return {
+    client: await peers.usdcBalance(NETWORK, client()),
+    service: await peers.usdcBalance(NETWORK, service()),
+    clientLamports: await peers.nativeBalance(NETWORK, client()),
+    serviceLamports: await peers.nativeBalance(NETWORK, service()),
+  };
+}
+
+async function record(header: string, offered: PaymentRequirements[], deps = direct) {
+  const verified = await verifyClientPayment(header, offered, deps);
+  if (!verified.ok) throw new Error(`refused: ${verified.reason}: ${verified.details}`);
+  const row = await recordClientPayment(db, verified.value);
+  if (!row.ok) throw new Error(row.reason);
+  return row.value;
+}
+
+describe('a client paying us on solana-devnet', () => {
+  it('verifies a payment with our wallet as fee payer: payer, exact amount, the payer signature as idempotency key', async () => {
+    const requirements = offer();
+    expect(requirements).toMatchObject({ network: NETWORK, payTo: service(), asset: USDC, extra: { feePayer: service() } });
+    const { header, payment } = await pay(requirements);
+    const result = await verifyClientPayment(header, [requirements], direct);
+    expect(result).toEqual({
+      ok: true,
+      value: {
+        network: NETWORK,
+        chainType: 'solana',
+        payer: client(),
+        payTo: service(),
+        asset: USDC,
+        amountMicroUsdc: PRICE_MICRO_USDC,
+        idempotencyKey: { network: NETWORK, asset: USDC, nonceKey: expect.stringMatching(/^[1-9A-HJ-NP-Za-km-z]{64,88}$/) },
+        payment,
+        requirements,
+      },
+    });
+  });
+
+  it('refuses a wrong destination, a wrong amount, the fee payer as authority and other shapes; nothing moves', async () => {
+    const requirements = offer();
+    const before = await balances();
+    const targetAccount = await usdcAccountOf(peers.wallets.target.solana.address, USDC);
+    const serviceAccount = await usdcAccountOf(service(), USDC);
+    const feePayerAsAuthority = (standard: Instruction[]) => [
+      standard[0]!,
+      standard[1]!,
+      getTransferCheckedInstruction({ source: serviceAccount, mint: USDC, destination: serviceAccount, authority: service(), amount: PRICE_MICRO_USDC, decimals: 6 }),
+    ];
+    const cases: Array<[string, SolanaPaymentOverrides]> = [
+      ['wrong_recipient', { destination: targetAccount }],
+      ['wrong_amount', { amount: PRICE_MICRO_USDC - 1n }],
+      ['wrong_amount', { amount: PRICE_MICRO_USDC + 1n }],
+      ['fee_payer_in_instruction', { instructions: feePayerAsAuthority }],
+      ['wrong_fee_payer', { feePayer: peers.facilitator.solanaFeePayer as Address }],
+      ['wrong_asset', { decimals: 9 }],
+      ['compute_budget_too_high', { computeUnitPriceMicroLamports: 5_000_001n }],
+      ['compute_budget_too_high', { computeUnitLimit: 1_400_000 }],
+      ['invalid_transaction', { instructions: (standard) => [standard[2]!] }],
+      ['invalid_transaction', { instructions: (standard) => [standard[1]!, standard[0]!, standard[2]!] }],
+      ['network_not_offered', { network: 'solana' }],
+    ];
+    for (const [reason, overrides] of cases) {
+      const { header } = await pay(requirements, overrides);
+      const result = await verifyClientPayment(header, [requirements], direct);
+      expect({ reason, result: result.ok ? 'accepted' : result.reason }).toEqual({ reason, result: reason });
+    }
+    expect(await balances()).toEqual(before);
+  });
+
+  it('refuses a payer who cannot pay, and a transaction whose payer signature was tampered with', async () => {
+    const requirements = offer();
+    const stranger = await generateSolanaKey();
+    await peers.createUsdcAccount(NETWORK, stranger.address);
+    const poor = await peers.createSolanaPayment(requirements as PeerRequirements, undefined, stranger.secretKey);
+    expect(await verifyClientPayment(poor.header, [requirements], direct)).toMatchObject({ ok: false, reason: 'insufficient_funds' });
+
+    const { payment } = await pay(requirements);
+    const wire = Buffer.from(payment.payload.transaction, 'base64');
+    // The wire starts with the signature count (1 byte) and the fee payer's empty slot; flip a byte of the payer's signature.
+    wire[1 + 64 + 10] ^= 0xff;
+    const tampered = { ...payment, payload: { transaction: wire.toString('base64') } };
+    const header = Buffer.from(JSON.stringify(tampered)).toString('base64');
+    expect(await verifyClientPayment(header, [requirements], direct)).toMatchObject({ ok: false, reason: 'invalid_signature' });
+  });
+
+  it('settles with our wallet as fee payer while the payer holds no SOL: exact balances, signature stored', async () => {
+    const requirements = offer();
+    const { header } = await pay(requirements);
+    const before = await balances();
+    expect(before.clientLamports).toBe(0n);
+    const row = await record(header, [requirements]);
+
+    const outcome = await settleClientPayment(db, row.id, direct);
+    expect(outcome).toEqual({ settled: true, txHash: expect.stringMatching(/^[1-9A-HJ-NP-Za-km-z]{64,88}$/) });
+    const after = await balances();
+    expect(after.client).toBe(before.client - PRICE_MICRO_USDC);
+    expect(after.service).toBe(before.service + PRICE_MICRO_USDC);
+    expect(after.clientLamports).toBe(0n);
+    expect(after.serviceLamports).toBeLessThan(before.serviceLamports);
+    expect(await findRelayTransaction(db, row.id)).toMatchObject({ state: 'settled', settle_method: 'direct', client_tx_hash: outcome.settled && outcome.txHash });
+    const status = await chains.svm.signatureStatus(NETWORK, outcome.settled ? outcome.txHash : '');
+    expect(status).toMatchObject({ ok: true, value: { found: true, failed: false } });
+
+    // The same X-PAYMENT again: refused by the database before anything, and by the cluster check too.
+    expect(await verifyClientPayment(header, [requirements], direct)).toMatchObject({ ok: false, reason: 'nonce_already_used' });
+    expect(await balances()).toEqual(after);
+  });
+
+  it('refuses a replayed X-PAYMENT before any settlement, by the unique index', async () => {
+    const requirements = offer();
+    const { header } = await pay(requirements);
+    const before = await balances();
+    await record(header, [requirements]);
+    const verified = await verifyClientPayment(header, [requirements], direct);
+    expect(verified.ok).toBe(true);
+    if (!verified.ok) return;
+    expect(await recordClientPayment(db, verified.value)).toMatchObject({ ok: false, reason: 'nonce_already_used' });
+    expect(await balances()).toEqual(before);
+  });
+
+  it("settles through the facilitator when its fee payer is the one offered; we pay no fee", async () => {
+    const requirements = offer(peers.facilitator.solanaFeePayer);
+    const { header } = await pay(requirements);
+    const before = await balances();
+    const row = await record(header, [requirements], viaFacilitator);
+    const outcome = await settleClientPayment(db, row.id, viaFacilitator);
+    expect(outcome).toMatchObject({ settled: true });
+    const after = await balances();
+    expect(after.client).toBe(before.client - PRICE_MICRO_USDC);
+    expect(after.service).toBe(before.service + PRICE_MICRO_USDC);
+    expect(after.serviceLamports).toBe(before.serviceLamports);
+    expect(await findRelayTransaction(db, row.id)).toMatchObject({ state: 'settled', settle_method: 'facilitator' });
+  });
+
+  it('does not settle directly a payment whose fee payer is not our wallet; nothing moves', async () => {
+    const requirements = offer(peers.facilitator.solanaFeePayer);
+    const { header } = await pay(requirements);
+    const before = await balances();
+    const row = await record(header, [requirements], viaFacilitator);
+    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ settled: false, reason: 'invalid_offer' });
+    expect(await findRelayTransaction(db, row.id)).toMatchObject({ state: 'settle_failed', failure_reason: 'invalid_offer', client_tx_hash: null });
+    expect(await refundClientPayment(db, row.id, direct)).toMatchObject({ refunded: false, reason: 'not_refundable' });
+    expect(await balances()).toEqual(before);
+  });
+
+  it('refunds a settled payment exactly, once; a second attempt returns the same signature and moves nothing', async () => {
+    const requirements = offer();
+    const { header } = await pay(requirements);
+    const before = await balances();
+    const row = await record(header, [requirements]);
+    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ settled: true });
+
+    const refund = await refundClientPayment(db, row.id, direct);
+    expect(refund).toMatchObject({ refunded: true, network: NETWORK, method: 'direct', alreadyRequested: false });
+    const afterRefund = await balances();
+    expect(afterRefund.client).toBe(before.client);
+    expect(afterRefund.service).toBe(before.service);
+    expect(afterRefund.clientLamports).toBe(0n);
+    expect(await findRelayTransaction(db, row.id)).toMatchObject({ state: 'refunded' });
+
+    expect(await refundClientPayment(db, row.id, direct)).toEqual({ ...refund, alreadyRequested: true });
+    expect(await balances()).toEqual(afterRefund);
+  });
+});

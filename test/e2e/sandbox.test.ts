@@ -1,0 +1,83 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { pino } from 'pino';
+import { afterAll, describe, expect, it } from 'vitest';
+import { sandboxWanted, startSandbox, type SandboxState } from '../../server/sandbox';
+import { startTestService } from '../support/service';
+
+const dataDir = mkdtempSync(path.join(path.resolve('.tmp'), 'sandbox-'));
+afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+describe('sandbox', () => {
+  it('is chosen only when no wallet key and no RPC URL is configured, outside production', () => {
+    expect(sandboxWanted({})).toBe(true);
+    expect(sandboxWanted({ DATABASE_URL: 'postgres://x', PORT: '1' })).toBe(true);
+    expect(sandboxWanted({ EVM_PRIVATE_KEY: '0x01' })).toBe(false);
+    expect(sandboxWanted({ RPC_URL_BASE: 'https://rpc' })).toBe(false);
+    expect(sandboxWanted({ NODE_ENV: 'production' })).toBe(false);
+  });
+
+  it('brings up the peers, a funded demo organisation, sandbox.json and a banner with working commands; a restart keeps keys and API key', async () => {
+    const printed: string[] = [];
+    const log = pino({ level: 'silent' });
+    const sandbox = await startSandbox({ dataDir, reset: false, log, print: (text) => printed.push(text) });
+    const t = await startTestService(sandbox.env);
+    let first: SandboxState;
+    try {
+      first = await sandbox.ready(t.service.url, t.database.handle.db);
+      const onDisk = JSON.parse(readFileSync(path.join(dataDir, 'sandbox.json'), 'utf8'));
+      expect(onDisk).toEqual(first);
+      expect(Object.keys(first).sort()).toEqual(['apiKey', 'baseUrl', 'client', 'facilitatorUrl', 'llmUrl', 'rpc', 'targets']);
+      expect(Object.keys(first.rpc).sort()).toEqual(['base', 'base-sepolia', 'skale-base', 'skale-base-sepolia', 'solana', 'solana-devnet']);
+      for (const url of [...Object.values(first.rpc), ...Object.values(first.targets), first.facilitatorUrl]) {
+        expect(new URL(url).hostname).toBe('127.0.0.1');
+      }
+      expect(first.client.evmPrivateKey).toMatch(/^0x[0-9a-f]{64}$/);
+      expect(first.client.solanaSecretKey).toHaveLength(64);
+
+      const banner = printed.join('');
+      expect(banner).toContain('SANDBOX');
+      expect(banner).toContain(first.apiKey);
+      expect(banner).toContain(`SSRF_ALLOW_HOSTS=${sandbox.env.SSRF_ALLOW_HOSTS}`);
+      expect(banner).toContain(`curl -s -X POST ${t.service.url}/proxy -H 'x-api-key: ${first.apiKey}'`);
+      expect(banner).toContain('npm run sandbox:pay -- relay');
+
+      // The demo key works and holds the demo credits; the configuration points at the local peers.
+      const balance = await t.client.get('/v1/credits/balance', { headers: { 'x-api-key': first.apiKey } });
+      expect(balance.status).toBe(200);
+      expect(balance.body.effective_available).toBe(100000);
+      const config = await t.client.get('/config');
+      for (const network of Object.values<any>(config.body.networks.configs)) expect(network.rpcHost).toMatch(/^127\.0\.0\.1:\d+$/);
+      expect([...t.config.ssrfAllowHosts].length).toBeGreaterThan(0);
+      // The sandbox's local model backs a paid chat.
+      expect(banner).toContain('npm run sandbox:pay -- chat');
+      expect((await t.client.get('/llm/health')).status).toBe(200);
+      const chat = await t.client.post('/llm/chat', { messages: [{ role: 'user', content: 'hi' }] });
+      expect(chat.status).toBe(402);
+      expect(chat.body.accepts.map((offer: { network: string }) => offer.network)).toEqual(['base', 'solana']);
+    } finally {
+      await sandbox.stop();
+    }
+
+    // A restart reuses the wallet keys and the API key already in the database.
+    const again = await startSandbox({ dataDir, reset: false, log, print: () => {} });
+    try {
+      expect(again.env.EVM_PRIVATE_KEY).toBe(sandbox.env.EVM_PRIVATE_KEY);
+      expect(again.env.SOLANA_PRIVATE_KEY).toBe(sandbox.env.SOLANA_PRIVATE_KEY);
+      const second = await again.ready(t.service.url, t.database.handle.db);
+      expect(second.apiKey).toBe(first!.apiKey);
+      expect(second.client.evmPrivateKey).toBe(first!.client.evmPrivateKey);
+    } finally {
+      await again.stop();
+      await t.stop();
+    }
+
+    // --reset starts clean: new keys.
+    const reset = await startSandbox({ dataDir, reset: true, log, print: () => {} });
+    try {
+      expect(reset.env.EVM_PRIVATE_KEY).not.toBe(sandbox.env.EVM_PRIVATE_KEY);
+    } finally {
+      await reset.stop();
+    }
+  });
+});

@@ -1,0 +1,57 @@
+// The networks the local peers imitate: real chain ids, canonical USDC addresses and EIP-712
+// domains (DESIGN.md section 6). The harness keeps its own copy of this table on purpose: it is
+// the independent reference that the service's own table is tested against.
+import type { Address } from 'viem';
+
+export const EVM_NETWORKS = {
+  base: {
+    chainId: 8453,
+    usdc: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+    eip712: { name: 'USD Coin', version: '2' },
+    class: 'mainnet',
+  },
+  'base-sepolia': {
+    chainId: 84532,
+    usdc: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
+    eip712: { name: 'USDC', version: '2' },
+    class: 'testnet',
+  },
+  'skale-base': {
+    chainId: 1187947933,
+    usdc: '0x85889c8c714505E0c94b30fcfcF64fE3Ac8FCb20',
+    eip712: { name: 'Bridged USDC (SKALE Bridge)', version: '2' },
+    class: 'mainnet',
+  },
+  'skale-base-sepolia': {
+    chainId: 324705682,
+    usdc: '0x2e08028E3C4c2356572E096d8EF835cD5C6030bD',
+    eip712: { name: 'Bridged USDC (SKALE Bridge)', version: '2' },
+    class: 'testnet',
+  },
+} as const satisfies Record<
+  string,
+  { chainId: number; usdc: Address; eip712: { name: string; version: string }; class: 'mainnet' | 'testnet' }
+>;
+
+export const SOLANA_NETWORKS = {
+  solana: { usdc: 'EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v', class: 'mainnet' },
+  'solana-devnet': { usdc: '4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU', class: 'testnet' },
+} as const;
+
+export type EvmNetworkName = keyof typeof EVM_NETWORKS;
+export type SolanaNetworkName = keyof typeof SOLANA_NETWORKS;
+export type NetworkName = EvmNetworkName | SolanaNetworkName;
+
+export const EVM_NETWORK_NAMES = Object.keys(EVM_NETWORKS) as EvmNetworkName[];
+export const SOLANA_NETWORK_NAMES = Object.keys(SOLANA_NETWORKS) as SolanaNetworkName[];
+export const NETWORK_NAMES: NetworkName[] = [...EVM_NETWORK_NAMES, ...SOLANA_NETWORK_NAMES];
+
+export const USDC_DECIMALS = 6;
+
+export function isEvmNetwork(network: string): network is EvmNetworkName {
+  return Object.hasOwn(EVM_NETWORKS, network);
+}
+
+export function isSolanaNetwork(network: string): network is SolanaNetworkName {
+  return Object.hasOwn(SOLANA_NETWORKS, network);
+}

@@ -1,0 +1,311 @@
+// One Solana cluster in-process: a litesvm ledger with USDC planted at the cluster's canonical mint
+// address (6 decimals, the harness's authority as mint authority). Every transaction goes through
+// execute(), which keeps what a node would answer about it later (status, slot, balances).
+import {
+  appendTransactionMessageInstructions,
+  createTransactionMessage,
+  getAddressDecoder,
+  getBase58Decoder,
+  getBase64Decoder,
+  getCompiledTransactionMessageDecoder,
+  getTransactionEncoder,
+  getTransactionVersionDecoder,
+  lamports,
+  none,
+  pipe,
+  setTransactionMessageFeePayerSigner,
+  setTransactionMessageLifetimeUsingBlockhash,
+  signTransactionMessageWithSigners,
+  some,
+  type Address,
+  type Blockhash,
+  type EncodedAccount,
+  type Instruction,
+  type KeyPairSigner,
+  type ReadonlyUint8Array,
+  type Transaction,
+} from '@solana/kit';
+import { getSetComputeUnitLimitInstruction, COMPUTE_BUDGET_PROGRAM_ADDRESS } from '@solana-program/compute-budget';
+import {
+  findAssociatedTokenPda,
+  getCreateAssociatedTokenIdempotentInstruction,
+  getMintDecoder,
+  getMintEncoder,
+  getMintSize,
+  getMintToInstruction,
+  getTokenDecoder,
+  getTokenSize,
+  TOKEN_PROGRAM_ADDRESS,
+} from '@solana-program/token';
+import { LiteSVM, type TransactionMetadata } from 'litesvm';
+import { SOLANA_NETWORKS, USDC_DECIMALS, type SolanaNetworkName } from '../networks.js';
+import { isFailure, isRejectedBeforeExecution, transactionErrorJson, type SolanaTransactionError } from './errors.js';
+
+export const LAMPORTS_PER_SIGNATURE = 5_000n;
+const DEFAULT_COMPUTE_UNITS_PER_INSTRUCTION = 200_000n;
+
+export interface TokenBalance {
+  accountIndex: number;
+  mint: Address;
+  owner: Address;
+  programId: Address;
+  amount: bigint;
+  decimals: number;
+}
+
+/** What a node keeps about a transaction it executed (successfully or not). */
+export interface ExecutedTransaction {
+  signature: string;
+  slot: bigint;
+  blockTime: bigint;
+  wireTransactionBase64: string;
+  version: 'legacy' | 0 | 1;
+  err: SolanaTransactionError | null;
+  logs: string[];
+  computeUnitsConsumed: bigint;
+  fee: bigint;
+  preBalances: bigint[];
+  postBalances: bigint[];
+  preTokenBalances: TokenBalance[];
+  postTokenBalances: TokenBalance[];
+}
+
+export interface SimulationOutcome {
+  err: SolanaTransactionError | null;
+  logs: string[];
+  unitsConsumed: bigint;
+  returnData: { programId: Address; data: Uint8Array } | null;
+  postAccounts: EncodedAccount[];
+}
+
+export type ExecutionOutcome =
+  | { executed: true; transaction: ExecutedTransaction }
+  | { executed: false; signature: string; err: SolanaTransactionError; logs: string[] };
+
+export class SolanaLedger {
+  readonly svm = new LiteSVM();
+  readonly mint: Address;
+  private readonly executed = new Map<string, ExecutedTransaction>();
+  private helperSequence = 0;
+
+  constructor(
+    readonly network: SolanaNetworkName,
+    readonly mintAuthority: KeyPairSigner,
+  ) {
+    this.mint = SOLANA_NETWORKS[network].usdc as Address;
+    // Two fresh ledgers start from the same blockhash. A real cluster's blockhashes are its own,
+    // which is what keeps a transaction signed for devnet from being valid on mainnet: so here too.
+    if (network === 'solana') this.svm.expireBlockhash();
+    this.plantUsdcMint();
+    this.airdrop(mintAuthority.address, 1_000_000_000_000n);
+  }
+
+  get slot(): bigint {
+    return this.svm.getClock().slot;
+  }
+
+  latestBlockhash(): Blockhash {
+    return this.svm.latestBlockhash() as Blockhash;
+  }
+
+  lamports(address: Address): bigint {
+    return this.svm.getBalance(address) ?? 0n;
+  }
+
+  airdrop(address: Address, amount: bigint): void {
+    const result = this.svm.airdrop(address, lamports(amount));
+    if (!result || isFailure(result)) throw new Error(`airdrop to ${address} failed: ${result?.toString()}`);
+  }
+
+  async associatedTokenAddress(owner: Address): Promise<Address> {
+    const [address] = await findAssociatedTokenPda({ mint: this.mint, owner, tokenProgram: TOKEN_PROGRAM_ADDRESS });
+    return address;
+  }
+
+  /** The owner's USDC balance in its associated token account; 0 when that account does not exist. */
+  async usdcBalance(owner: Address): Promise<bigint> {
+    const account = this.svm.getAccount(await this.associatedTokenAddress(owner));
+    if (!account.exists || account.programAddress !== TOKEN_PROGRAM_ADDRESS) return 0n;
+    return getTokenDecoder().decode(account.data).amount;
+  }
+
+  /** Creates the owner's associated USDC account with a real instruction; does nothing when it exists. */
+  async createUsdcAccount(owner: Address): Promise<Address> {
+    const tokenAccount = await this.associatedTokenAddress(owner);
+    await this.submitAsAuthority([this.createAccountInstruction(owner, tokenAccount)]);
+    return tokenAccount;
+  }
+
+  /** Mints USDC into the owner's associated account, creating that account first when needed. */
+  async mintUsdc(owner: Address, amount: bigint): Promise<void> {
+    const tokenAccount = await this.associatedTokenAddress(owner);
+    await this.submitAsAuthority([
+      this.createAccountInstruction(owner, tokenAccount),
+      getMintToInstruction({ mint: this.mint, token: tokenAccount, mintAuthority: this.mintAuthority, amount }),
+    ]);
+  }
+
+  /** Runs a transaction as a node would, and keeps its outcome when it was executed. */
+  execute(transaction: Transaction): ExecutionOutcome {
+    const signature = signatureOf(transaction);
+    const accounts = getCompiledTransactionMessageDecoder().decode(transaction.messageBytes).staticAccounts;
+    const preBalances = accounts.map((address) => this.lamports(address));
+    const preTokenBalances = this.tokenBalances(accounts);
+    const result = this.svm.sendTransaction(transaction);
+    const metadata: TransactionMetadata = isFailure(result) ? result.meta() : result;
+    const err = isFailure(result) ? transactionErrorJson(result) : null;
+    if (err !== null && isRejectedBeforeExecution(err)) {
+      return { executed: false, signature, err, logs: metadata.logs() };
+    }
+    const executed: ExecutedTransaction = {
+      signature,
+      slot: this.slot,
+      blockTime: BigInt(Math.floor(Date.now() / 1000)),
+      wireTransactionBase64: getBase64Decoder().decode(getTransactionEncoder().encode(transaction)),
+      version: getTransactionVersionDecoder().decode(transaction.messageBytes),
+      err,
+      logs: metadata.logs(),
+      computeUnitsConsumed: metadata.computeUnitsConsumed(),
+      fee: feeOfMessage(transaction.messageBytes),
+      preBalances,
+      postBalances: accounts.map((address) => this.lamports(address)),
+      preTokenBalances,
+      postTokenBalances: this.tokenBalances(accounts),
+    };
+    this.executed.set(signature, executed);
+    // Each executed transaction is its own slot, so that statuses and contexts move forward.
+    this.svm.warpToSlot(this.slot + 1n);
+    return { executed: true, transaction: executed };
+  }
+
+  simulate(transaction: Transaction, { verifySignatures }: { verifySignatures: boolean }): SimulationOutcome {
+    if (this.executed.has(signatureOf(transaction))) {
+      return { err: 'AlreadyProcessed', logs: [], unitsConsumed: 0n, returnData: null, postAccounts: [] };
+    }
+    // Signature checking is a setting of the whole ledger; nothing else runs while it is off.
+    this.svm.withSigverify(verifySignatures);
+    let result: ReturnType<LiteSVM['simulateTransaction']>;
+    try {
+      result = this.svm.simulateTransaction(transaction);
+    } finally {
+      this.svm.withSigverify(true);
+    }
+    const metadata = result.meta();
+    const returned = metadata.returnData();
+    return {
+      err: isFailure(result) ? transactionErrorJson(result) : null,
+      logs: metadata.logs(),
+      unitsConsumed: metadata.computeUnitsConsumed(),
+      returnData:
+        returned.data().length > 0
+          ? { programId: getAddressDecoder().decode(returned.programId()), data: returned.data() }
+          : null,
+      postAccounts: isFailure(result) ? [] : result.postAccounts(),
+    };
+  }
+
+  executedTransaction(signature: string): ExecutedTransaction | undefined {
+    return this.executed.get(signature);
+  }
+
+  private tokenBalances(accounts: readonly Address[]): TokenBalance[] {
+    const balances: TokenBalance[] = [];
+    accounts.forEach((address, accountIndex) => {
+      const account = this.svm.getAccount(address);
+      if (!account.exists || account.programAddress !== TOKEN_PROGRAM_ADDRESS || account.data.length !== getTokenSize()) return;
+      const token = getTokenDecoder().decode(account.data);
+      balances.push({
+        accountIndex,
+        mint: token.mint,
+        owner: token.owner,
+        programId: TOKEN_PROGRAM_ADDRESS,
+        amount: token.amount,
+        decimals: this.decimalsOf(token.mint),
+      });
+    });
+    return balances;
+  }
+
+  decimalsOf(mint: Address): number {
+    const account = this.svm.getAccount(mint);
+    if (!account.exists || account.data.length !== getMintSize()) return 0;
+    return getMintDecoder().decode(account.data).decimals;
+  }
+
+  private plantUsdcMint(): void {
+    const data = getMintEncoder().encode({
+      mintAuthority: some(this.mintAuthority.address),
+      supply: 0n,
+      decimals: USDC_DECIMALS,
+      isInitialized: true,
+      freezeAuthority: none(),
+    });
+    this.svm.setAccount({
+      address: this.mint,
+      lamports: lamports(this.svm.minimumBalanceForRentExemption(BigInt(data.length))),
+      data: new Uint8Array(data),
+      programAddress: TOKEN_PROGRAM_ADDRESS,
+      executable: false,
+      space: BigInt(data.length),
+    });
+  }
+
+  private createAccountInstruction(owner: Address, tokenAccount: Address): Instruction {
+    return getCreateAssociatedTokenIdempotentInstruction({
+      payer: this.mintAuthority,
+      ata: tokenAccount,
+      owner,
+      mint: this.mint,
+    });
+  }
+
+  private async submitAsAuthority(instructions: Instruction[]): Promise<void> {
+    // Two identical helper transactions would have the same signature under litesvm's single
+    // blockhash, and the second would be refused as already processed: a distinct compute unit
+    // limit makes each one unique.
+    this.helperSequence += 1;
+    const message = pipe(
+      createTransactionMessage({ version: 0 }),
+      (draft) => setTransactionMessageFeePayerSigner(this.mintAuthority, draft),
+      (draft) => setTransactionMessageLifetimeUsingBlockhash({ blockhash: this.latestBlockhash(), lastValidBlockHeight: 0n }, draft),
+      (draft) =>
+        appendTransactionMessageInstructions(
+          [getSetComputeUnitLimitInstruction({ units: 400_000 + this.helperSequence }), ...instructions],
+          draft,
+        ),
+    );
+    const transaction = await signTransactionMessageWithSigners(message);
+    const outcome = this.execute(transaction);
+    const err = outcome.executed ? outcome.transaction.err : outcome.err;
+    if (err !== null) {
+      const logs = outcome.executed ? outcome.transaction.logs : outcome.logs;
+      throw new Error(`harness transaction on ${this.network} failed: ${JSON.stringify(err)}\n${logs.join('\n')}`);
+    }
+  }
+}
+
+export function signatureOf(transaction: Transaction): string {
+  const [firstSignature] = Object.values(transaction.signatures);
+  return getBase58Decoder().decode(firstSignature ?? new Uint8Array(64));
+}
+
+/** Base fee per signature plus the priority fee the compute budget instructions ask for. */
+export function feeOfMessage(messageBytes: ReadonlyUint8Array): bigint {
+  const message = getCompiledTransactionMessageDecoder().decode(messageBytes);
+  const baseFee = BigInt(message.header.numSignerAccounts) * LAMPORTS_PER_SIGNATURE;
+  if (!('instructions' in message)) return baseFee;
+  let unitLimit: bigint | undefined;
+  let microLamportsPerUnit = 0n;
+  let otherInstructions = 0n;
+  for (const instruction of message.instructions) {
+    const data = instruction.data ?? new Uint8Array();
+    const isComputeBudget = message.staticAccounts[instruction.programAddressIndex] === COMPUTE_BUDGET_PROGRAM_ADDRESS;
+    const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+    if (isComputeBudget && data[0] === 2 && data.length >= 5) unitLimit = BigInt(view.getUint32(1, true));
+    else if (isComputeBudget && data[0] === 3 && data.length >= 9) microLamportsPerUnit = view.getBigUint64(1, true);
+    else if (!isComputeBudget) otherInstructions += 1n;
+  }
+  const units = unitLimit ?? otherInstructions * DEFAULT_COMPUTE_UNITS_PER_INSTRUCTION;
+  const priorityFee = (microLamportsPerUnit * units + 999_999n) / 1_000_000n;
+  return baseFee + priorityFee;
+}

@@ -1,0 +1,40 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { inject } from 'vitest';
+import { createDb, type DbHandle } from '../../db/index';
+
+export interface TestDatabase {
+  url: string;
+  handle: DbHandle;
+  drop(): Promise<void>;
+}
+
+/** A fresh, migrated database of this run, cloned from the run's template. */
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const adminUrl = inject('pgAdminUrl');
+  const name = `prs_${inject('runId')}_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`create database "${name}" template "${inject('templateDatabase')}"`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  const handle = createDb(url.toString(), { maxConnections: 10 });
+  return {
+    url: url.toString(),
+    handle,
+    async drop() {
+      await handle.close();
+      const client = new pg.Client({ connectionString: adminUrl });
+      await client.connect();
+      try {
+        await client.query(`drop database if exists "${name}" with (force)`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}

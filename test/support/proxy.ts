@@ -1,0 +1,71 @@
+/**
+ * The service set up to pay the local peers of test/harness: RPC URLs of the running networks, the
+ * harness's funded service wallets, and exactly the targets' host:port pairs allow-listed.
+ */
+import { isIP } from 'node:net';
+import type { Db } from '../../db/index';
+import type { Resolver } from '../../payments/outbound/index';
+import type { ServiceOptions } from '../../server/service';
+import type { Peers } from '../harness/index';
+import { startTestService, type TestService } from './service';
+
+const RPC_VARIABLES: Record<string, string> = {
+  base: 'RPC_URL_BASE',
+  'base-sepolia': 'RPC_URL_BASE_SEPOLIA',
+  'skale-base': 'RPC_URL_SKALE_BASE',
+  'skale-base-sepolia': 'RPC_URL_SKALE_BASE_SEPOLIA',
+  solana: 'RPC_URL_SOLANA',
+  'solana-devnet': 'RPC_URL_SOLANA_DEVNET',
+};
+
+export function peersEnv(peers: Peers, extraAllowHosts: string[] = []): Record<string, string> {
+  const env: Record<string, string> = {
+    NETWORKS: peers.networks.join(','),
+    EVM_PRIVATE_KEY: peers.wallets.service.evm.privateKey,
+    SOLANA_PRIVATE_KEY: peers.wallets.service.solana.secretKeyBase58,
+    SSRF_ALLOW_HOSTS: [...Object.values(peers.targets).map((target) => new URL(target.url).host), ...extraAllowHosts].join(','),
+  };
+  for (const network of peers.networks) env[RPC_VARIABLES[network]] = peers.rpcUrls[network]!;
+  return env;
+}
+
+/** Resolves only the names in its table; every other name fails as unknown, so no test reaches a real DNS server. */
+export function tableResolver(table: Record<string, string[]> = {}): Resolver & { calls: string[] } {
+  const calls: string[] = [];
+  const resolver = async (hostname: string) => {
+    calls.push(hostname);
+    const addresses = table[hostname];
+    if (!addresses) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
+    return addresses.map((address) => ({ address, family: isIP(address) === 6 ? (6 as const) : (4 as const) }));
+  };
+  return Object.assign(resolver, { calls });
+}
+
+export async function startProxyService(peers: Peers, env: Record<string, string> = {}, options: ServiceOptions = {}): Promise<TestService> {
+  return startTestService({ ...peersEnv(peers), ...env }, { resolver: tableResolver(), ...options });
+}
+
+export interface LedgerSums {
+  grant: bigint;
+  reserve: bigint;
+  charge: bigint;
+  release: bigint;
+  refund: bigint;
+}
+
+export async function ledgerSums(db: Db, organisationId: bigint): Promise<LedgerSums> {
+  const rows = await db.selectFrom('credit_ledger').select(['kind', 'amount_credits']).where('organisation_id', '=', organisationId).execute();
+  const sums: LedgerSums = { grant: 0n, reserve: 0n, charge: 0n, release: 0n, refund: 0n };
+  for (const row of rows) sums[row.kind] += row.amount_credits;
+  return sums;
+}
+
+/** Polls GET /webhooks/{id} until it leaves 202 (at most timeoutMs); every answer is contract-checked. */
+export async function pollWebhook(service: TestService, id: string, timeoutMs: number) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const response = await service.client.get(`/webhooks/${id}`);
+    if (response.status !== 202 || Date.now() > deadline) return response;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}

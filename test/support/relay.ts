@@ -1,0 +1,40 @@
+/**
+ * Clients of /relay for tests: a fetch whose every response is checked against the document (so
+ * the unmodified x402-fetch can wrap it), x402-fetch over it for an EVM network or a Solana
+ * cluster of the peers, and reads of the relay's rows.
+ */
+import { wrapFetchWithPayment } from 'x402-fetch';
+import type { Db } from '../../db/index';
+import type { EvmNetworkName, Peers, SolanaNetworkName } from '../harness/index';
+import { checkResponse } from './contract';
+
+/** fetch, with the response checked against the document before the caller reads it. */
+export function contractFetch(): typeof fetch {
+  return async (input, init) => {
+    const response = await fetch(input, init);
+    const text = await response.text();
+    const url = new URL(String(input instanceof Request ? input.url : input));
+    const contentType = (response.headers.get('content-type') ?? '').split(';')[0]!.trim();
+    const body = contentType === 'application/json' && text !== '' ? JSON.parse(text) : text;
+    await checkResponse(init?.method ?? 'GET', `${url.pathname}${url.search}`, { status: response.status, headers: response.headers, body, text, operationId: undefined });
+    return new Response(text === '' ? null : text, { status: response.status, headers: response.headers });
+  };
+}
+
+/** The unmodified x402-fetch paying as the harness's client (or the given key) over contractFetch. */
+export function payingFetch(peers: Peers, network: EvmNetworkName | SolanaNetworkName, maxValueMicroUsdc = 1_000_000n): typeof fetch {
+  if (network === 'solana' || network === 'solana-devnet') {
+    return wrapFetchWithPayment(contractFetch(), peers.wallets.client.solana.signer as never, maxValueMicroUsdc, undefined, {
+      svmConfig: { rpcUrl: peers.rpcUrls[network]! },
+    }) as typeof fetch;
+  }
+  return wrapFetchWithPayment(contractFetch(), peers.evmWalletClient(network) as never, maxValueMicroUsdc) as typeof fetch;
+}
+
+export function relayRequest(body: Record<string, unknown>, headers: Record<string, string> = {}): RequestInit {
+  return { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) };
+}
+
+export async function relayRows(db: Db) {
+  return db.selectFrom('relay_transactions').selectAll().orderBy('id').execute();
+}

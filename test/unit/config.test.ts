@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, rpcHost } from '../../payments/config';
+
+describe('configuration', () => {
+  it('has the documented defaults', () => {
+    const config = loadConfig({});
+    expect(config.port).toBe(3000);
+    expect(config.host).toBe('127.0.0.1');
+    expect(config.networks.map((network) => network.name)).toEqual(['base', 'base-sepolia', 'skale-base', 'skale-base-sepolia', 'solana', 'solana-devnet']);
+    expect(config.relayFeePercent).toBe(3);
+    expect(config.relayFeeMinUsdc).toBe('0');
+    expect([config.relayDailyPerWalletUsd, config.relayDailyTotalUsd]).toEqual([100, 1000]);
+    expect([config.proxyDailyPerAccountUsd, config.proxyDailyTotalUsd]).toEqual([500, 5000]);
+    expect([config.capRelay, config.capProxy, config.capWebhooks]).toEqual([50, 100, 200]);
+    expect([config.targetTimeoutMs, config.asyncThresholdMs]).toEqual([120_000, 120_000]);
+    expect(config.llm).toMatchObject({ baseUrl: undefined, priceUsdc: '0.01', maxTokens: 1024 });
+  });
+
+  it.each([
+    ['PORT', 'eighty'],
+    ['CAP_RELAY', '0'],
+    ['NETWORKS', 'base,ethereum'],
+    ['NETWORKS', 'base,base'],
+    ['RPC_URL_BASE', 'not a url'],
+    ['RPC_URL_BASE', 'ftp://example.org'],
+    ['RELAY_FEE_PERCENT', '3.333'],
+    ['RELAY_FEE_MIN_USDC', '-1'],
+    ['EVM_PRIVATE_KEY', '0x1234'],
+    ['SSRF_ALLOW_HOSTS', '127.0.0.1'],
+    ['USDC_ADDRESS_BASE', '0x12'],
+    ['LOG_LEVEL', 'loud'],
+    ['RUN_WORKER', 'maybe'],
+  ])('stops on a wrong %s with a message naming it', (variable, value) => {
+    try {
+      loadConfig({ [variable]: value });
+      expect.unreachable(`${variable}=${value} was accepted`);
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as ConfigError).variable).toBe(variable);
+      expect((error as Error).message).toContain(variable);
+    }
+  });
+
+  it('reads per-network overrides and lists', () => {
+    const config = loadConfig({
+      NETWORKS: 'base-sepolia, solana-devnet',
+      RPC_URL_BASE_SEPOLIA: 'http://127.0.0.1:8545/',
+      USDC_ADDRESS_BASE_SEPOLIA: '0x0000000000000000000000000000000000000001',
+      SSRF_ALLOW_HOSTS: '127.0.0.1:4010, localhost:4011',
+    });
+    expect(config.networks).toEqual([
+      { name: 'base-sepolia', rpcUrl: 'http://127.0.0.1:8545', usdc: '0x0000000000000000000000000000000000000001' },
+      { name: 'solana-devnet', rpcUrl: 'https://api.devnet.solana.com', usdc: '4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU' },
+    ]);
+    expect([...config.ssrfAllowHosts]).toEqual(['127.0.0.1:4010', 'localhost:4011']);
+  });
+
+  it('never shows credentials of an RPC URL', () => {
+    expect(rpcHost('https://user:secret@rpc.example.org:8443/v2/API_KEY?token=x')).toBe('rpc.example.org:8443');
+  });
+});

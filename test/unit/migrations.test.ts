@@ -1,0 +1,51 @@
+import pg from 'pg';
+import { randomBytes } from 'node:crypto';
+import { sql } from 'kysely';
+import { describe, expect, it, inject } from 'vitest';
+import { createDb, migrateToLatest } from '../../db/index';
+
+describe('migrations', () => {
+  it('build every table on an empty database and are idempotent', async () => {
+    const adminUrl = inject('pgAdminUrl');
+    const name = `prs_${inject('runId')}_empty_${randomBytes(3).toString('hex')}`;
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    await admin.query(`create database "${name}"`);
+    const url = new URL(adminUrl);
+    url.pathname = `/${name}`;
+    const handle = createDb(url.toString());
+    try {
+      expect(await migrateToLatest(handle.db)).toEqual([
+        '2026_11_21_0001_foundation',
+        '2026_11_21_0002_credit_reservations',
+        '2026_11_21_0004_relay_transactions',
+        '2026_11_21_0005_proxy_payments',
+        '2026_11_21_0006_relay_delivery',
+      ]);
+      expect(await migrateToLatest(handle.db)).toEqual([]);
+      const tables = await sql<{ table_name: string }>`
+        select table_name from information_schema.tables where table_schema = 'public' and table_name not like 'kysely%' order by table_name`.execute(handle.db);
+      expect(tables.rows.map((row) => row.table_name)).toEqual([
+        'accounts',
+        'api_keys',
+        'credit_ledger',
+        'credit_reservations',
+        'daily_spend',
+        'organisations',
+        'proxy_payments',
+        'refunds',
+        'relay_transactions',
+        'webhooks',
+      ]);
+      // The balance can never go negative, whatever code runs.
+      const organisation = await handle.db.insertInto('organisations').values({ name: 'x' }).returning('id').executeTakeFirstOrThrow();
+      await expect(
+        handle.db.updateTable('organisations').set({ credit_balance: -1n }).where('id', '=', organisation.id).execute(),
+      ).rejects.toThrow(/credit_balance/);
+    } finally {
+      await handle.close();
+      await admin.query(`drop database "${name}" with (force)`);
+      await admin.end();
+    }
+  });
+});

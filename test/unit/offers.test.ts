@@ -1,0 +1,59 @@
+import { describe, expect, it } from 'vitest';
+import { offers as buildOffers, type OffersRequest } from '../../payments/relay/offer';
+import type { ChainNetwork, Chains } from '../../payments/networks/index';
+import { canonicalNetwork } from '../../payments/networks/table';
+import { NETWORK_TABLE, NETWORK_NAMES } from '../../payments/networks/table';
+
+const EVM_ADDRESS = '0x1111111111111111111111111111111111111111';
+const SOLANA_ADDRESS = '7BvGgLdfp1AxHovSHamAuPKqZ1GQ8TCWRRYCPcTFSHcb';
+
+function networks(withSolanaKey = true): ChainNetwork[] {
+  return NETWORK_NAMES.map((name) => {
+    const entry = NETWORK_TABLE[name];
+    return {
+      name,
+      chainType: entry.chainType,
+      networkClass: entry.networkClass,
+      chainId: entry.chainId,
+      usdc: entry.usdc,
+      rpcUrl: 'http://127.0.0.1:1',
+      serviceAddress: entry.chainType === 'evm' ? EVM_ADDRESS : withSolanaKey ? SOLANA_ADDRESS : undefined,
+    };
+  });
+}
+
+function chains(list: ChainNetwork[]): Chains {
+  return { networks: list, network: (name: string) => list.find((network) => network.name === canonicalNetwork(name)) } as unknown as Chains;
+}
+
+const base: OffersRequest = {
+  amountMicroUsdc: 10_300n,
+  networkClass: 'testnet',
+  resource: 'http://127.0.0.1:3000/relay',
+  description: 'relay',
+  mimeType: 'application/json',
+  maxTimeoutSeconds: 300,
+};
+
+describe('our 402 offers', () => {
+  it('offers every network of the class, the preferred one first, with its asset, payTo and extra', () => {
+    const offers = buildOffers(chains(networks()), { ...base, preferredNetwork: 'solana-devnet' });
+    expect(offers.map((offer) => offer.network)).toEqual(['solana-devnet', 'base-sepolia', 'skale-base-sepolia']);
+    expect(offers[0]).toMatchObject({ payTo: SOLANA_ADDRESS, asset: NETWORK_TABLE['solana-devnet'].usdc, extra: { feePayer: SOLANA_ADDRESS }, maxAmountRequired: '10300', scheme: 'exact' });
+    expect(offers[1]).toMatchObject({ payTo: EVM_ADDRESS, asset: NETWORK_TABLE['base-sepolia'].usdc, extra: { name: 'USDC', version: '2' } });
+    expect(offers[2].extra).toEqual({ name: 'Bridged USDC (SKALE Bridge)', version: '2' });
+  });
+
+  it('leaves out networks standard clients do not know unless named, and networks without a wallet', () => {
+    const mainnet = buildOffers(chains(networks(false)), { ...base, networkClass: 'mainnet' });
+    expect(mainnet.map((offer) => offer.network)).toEqual(['base']);
+    const named = buildOffers(chains(networks()), { ...base, networkClass: 'testnet', namedNetwork: 'skale-base' });
+    expect(named.map((offer) => offer.network)).toEqual(['skale-base']);
+    expect(named[0].extra).toEqual({ name: 'Bridged USDC (SKALE Bridge)', version: '2' });
+    expect(buildOffers(chains(networks(false)), { ...base, namedNetwork: 'solana' })).toEqual([]);
+  });
+
+  it('refuses a price of zero', () => {
+    expect(() => buildOffers(chains(networks()), { ...base, amountMicroUsdc: 0n })).toThrow(RangeError);
+  });
+});

@@ -1,0 +1,209 @@
+// relay_transactions and refunds in Postgres: the replay guard is the unique index (also under
+// simultaneous inserts), state moves only from the expected states, and one refund at most is
+// pending or confirmed per relay transaction.
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../db/index';
+import {
+  claimSettlement,
+  findRelayTransaction,
+  markDelivered,
+  markRefunded,
+  markRefundFailed,
+  markRefundPending,
+  markSettled,
+  markSettleFailed,
+  recordClientPayment,
+  recordTargetPayment,
+  storeClientTxHash,
+  unfinishedSettlements,
+} from '../../payments/relay/store';
+import type { VerifiedClientPayment } from '../../payments/relay/types';
+import { createTestDatabase, type TestDatabase } from '../support/database';
+
+const USDC = '0x036CbD53842c5426634e7929541eC2318f3dCF7e';
+const PAYER = '0x1111111111111111111111111111111111111111';
+const US = '0x2222222222222222222222222222222222222222';
+
+let database: TestDatabase;
+let db: Db;
+beforeAll(async () => {
+  database = await createTestDatabase();
+  db = database.handle.db;
+});
+afterAll(async () => {
+  await database.drop();
+});
+
+function verifiedPayment(nonce = `0x${randomBytes(32).toString('hex')}`, amount = 10_300n): VerifiedClientPayment {
+  const requirements = {
+    scheme: 'exact',
+    network: 'base-sepolia',
+    maxAmountRequired: amount.toString(),
+    resource: 'http://127.0.0.1/relay',
+    description: 'Relay payment',
+    mimeType: 'application/json',
+    payTo: US,
+    maxTimeoutSeconds: 300,
+    asset: USDC,
+    extra: { name: 'USDC', version: '2' },
+  };
+  const payment = {
+    x402Version: 1 as const,
+    scheme: 'exact' as const,
+    network: 'base-sepolia',
+    payload: {
+      signature: `0x${'ab'.repeat(65)}`,
+      authorization: { from: PAYER, to: US, value: amount.toString(), validAfter: '1', validBefore: '4000000000', nonce },
+    },
+  };
+  return {
+    network: 'base-sepolia',
+    chainType: 'evm',
+    payer: PAYER,
+    payTo: US,
+    asset: USDC,
+    amountMicroUsdc: amount,
+    idempotencyKey: { network: 'base-sepolia', asset: USDC, nonceKey: nonce },
+    payment,
+    requirements,
+    validBefore: 4_000_000_000n,
+  };
+}
+
+describe('recordClientPayment', () => {
+  it('records the payment with its request, exact amounts and the payment it can be settled from', async () => {
+    const verified = verifiedPayment();
+    const recorded = await recordClientPayment(db, verified, { targetUrl: 'https://api.example/x', targetMethod: 'GET', targetNetwork: 'solana-devnet', targetAmountMicroUsdc: 10_000n });
+    expect(recorded.ok).toBe(true);
+    if (!recorded.ok) return;
+    const row = recorded.value;
+    expect(row).toMatchObject({
+      network: 'base-sepolia',
+      chain_type: 'evm',
+      asset: USDC,
+      payer: PAYER,
+      pay_to: US,
+      amount_micro: 10_300n,
+      nonce_key: verified.idempotencyKey.nonceKey,
+      state: 'received',
+      valid_before: 4_000_000_000n,
+      target_url: 'https://api.example/x',
+      target_method: 'GET',
+      target_network: 'solana-devnet',
+      target_amount_micro: 10_000n,
+      client_tx_hash: null,
+    });
+    expect(typeof row.id).toBe('bigint');
+    expect(row.payment_payload).toEqual(verified.payment);
+    expect(row.payment_requirements).toEqual(verified.requirements);
+  });
+
+  it('refuses a second use of the same nonce on the same network and asset', async () => {
+    const verified = verifiedPayment();
+    expect((await recordClientPayment(db, verified)).ok).toBe(true);
+    const again = await recordClientPayment(db, verified);
+    expect(again).toMatchObject({ ok: false, reason: 'nonce_already_used' });
+    // The same nonce on another network is another payment.
+    const elsewhere = { ...verified, network: 'skale-base-sepolia' as const, idempotencyKey: { ...verified.idempotencyKey, network: 'skale-base-sepolia' as const } };
+    expect((await recordClientPayment(db, elsewhere)).ok).toBe(true);
+  });
+
+  it('lets exactly one of many simultaneous records of one payment through', async () => {
+    const verified = verifiedPayment();
+    const results = await Promise.all(Array.from({ length: 8 }, () => recordClientPayment(db, verified)));
+    expect(results.filter((result) => result.ok)).toHaveLength(1);
+    expect(results.filter((result) => !result.ok).map((result) => !result.ok && result.reason)).toEqual(Array(7).fill('nonce_already_used'));
+    const rows = await db.selectFrom('relay_transactions').select('id').where('nonce_key', '=', verified.idempotencyKey.nonceKey).execute();
+    expect(rows).toHaveLength(1);
+  });
+
+  it('refuses a non-positive amount in the database itself', async () => {
+    await expect(recordClientPayment(db, verifiedPayment(undefined, 0n))).rejects.toThrow(/amount_micro/);
+  });
+});
+
+async function newRow() {
+  const recorded = await recordClientPayment(db, verifiedPayment());
+  if (!recorded.ok) throw new Error('not recorded');
+  return recorded.value.id;
+}
+
+describe('state moves', () => {
+  it('lets only one caller claim the settlement, and stores the hash once, before settled', async () => {
+    const id = await newRow();
+    const claims = await Promise.all([claimSettlement(db, id, 'direct'), claimSettlement(db, id, 'direct')]);
+    expect(claims.filter(Boolean)).toHaveLength(1);
+    expect(await storeClientTxHash(db, id, '0xaaa')).toBe(true);
+    expect(await storeClientTxHash(db, id, '0xbbb')).toBe(false);
+    expect(await findRelayTransaction(db, id)).toMatchObject({ state: 'settling', settle_method: 'direct', client_tx_hash: '0xaaa' });
+    const settled = await markSettled(db, id, '0xaaa');
+    expect(settled).toMatchObject({ state: 'settled', client_tx_hash: '0xaaa' });
+    expect(settled?.settled_at).toBeInstanceOf(Date);
+    expect(await markSettleFailed(db, id, 'expired', 'late')).toBeUndefined();
+    expect(await claimSettlement(db, id, 'direct')).toBeUndefined();
+  });
+
+  it('fails a settlement only before it settled', async () => {
+    const id = await newRow();
+    expect(await markSettleFailed(db, id, 'simulation_failed', 'reverted')).toMatchObject({ state: 'settle_failed', failure_reason: 'simulation_failed' });
+    expect(await markSettled(db, id, '0x1')).toBeUndefined();
+    expect(await markRefundPending(db, id)).toBeUndefined();
+  });
+
+  it('records the target payment on a settled row, then delivers or refunds it', async () => {
+    const id = await newRow();
+    expect(await recordTargetPayment(db, id, { network: 'solana-devnet', amountMicroUsdc: 10_000n, paymentRef: 'sig' })).toBeUndefined();
+    await claimSettlement(db, id, 'facilitator');
+    await markSettled(db, id, '0xabc');
+    expect(await recordTargetPayment(db, id, { network: 'solana-devnet', amountMicroUsdc: 10_000n, paymentRef: 'sig' })).toMatchObject({
+      state: 'settled',
+      target_network: 'solana-devnet',
+      target_amount_micro: 10_000n,
+      target_payment_ref: 'sig',
+    });
+    expect(await markDelivered(db, id, { txHash: 'target-tx' })).toMatchObject({ state: 'delivered', target_tx_hash: 'target-tx' });
+    expect(await markDelivered(db, id)).toBeUndefined();
+    expect(await markRefunded(db, id)).toBeUndefined();
+    expect(await markRefundPending(db, id)).toMatchObject({ state: 'refund_pending' });
+    expect(await markRefundFailed(db, id)).toMatchObject({ state: 'refund_failed' });
+    expect(await markRefundPending(db, id)).toMatchObject({ state: 'refund_pending' });
+    expect(await markRefunded(db, id)).toMatchObject({ state: 'refunded' });
+    expect(await markRefundPending(db, id)).toBeUndefined();
+  });
+
+  it('lists received and settling rows left behind for a job', async () => {
+    const id = await newRow();
+    await claimSettlement(db, id, 'direct');
+    const listed = await unfinishedSettlements(db, new Date(Date.now() + 60_000), 1000);
+    expect(listed.map((row) => row.id)).toContain(id);
+    expect(listed.every((row) => row.state === 'received' || row.state === 'settling')).toBe(true);
+  });
+
+  it('rejects a state the check constraint does not know', async () => {
+    const id = await newRow();
+    await expect(db.updateTable('relay_transactions').set({ state: 'paid' as never }).where('id', '=', id).execute()).rejects.toThrow(/state/);
+  });
+});
+
+describe('refunds table', () => {
+  async function insertRefund(relayTransactionId: bigint, status: 'pending' | 'confirmed' | 'failed') {
+    return db
+      .insertInto('refunds')
+      .values({ relay_transaction_id: relayTransactionId, network: 'base-sepolia', asset: USDC, recipient: PAYER, amount_micro: 1n, method: 'direct', status })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+  }
+
+  it('holds at most one pending or confirmed refund per relay transaction; failed ones do not count', async () => {
+    const id = await newRow();
+    await insertRefund(id, 'failed');
+    await insertRefund(id, 'failed');
+    const live = await insertRefund(id, 'pending');
+    await expect(insertRefund(id, 'pending')).rejects.toThrow(/refunds_one_live/);
+    await expect(insertRefund(id, 'confirmed')).rejects.toThrow(/refunds_one_live/);
+    await db.updateTable('refunds').set({ status: 'failed' }).where('id', '=', live.id).execute();
+    await insertRefund(id, 'confirmed');
+    await expect(insertRefund(id, 'pending')).rejects.toThrow(/refunds_one_live/);
+  });
+});

@@ -1,0 +1,193 @@
+import { describe, expect, it } from 'vitest';
+import type { NetworkSettings } from '../../payments/config';
+import { chooseRequirement, type ChoiceOptions } from '../../payments/x402/choose';
+import type { PaymentRequirements } from '../../payments/x402/types';
+
+const networks: NetworkSettings[] = [
+  { name: 'base', rpcUrl: 'http://127.0.0.1:1', usdc: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913' },
+  { name: 'base-sepolia', rpcUrl: 'http://127.0.0.1:2', usdc: '0x036CbD53842c5426634e7929541eC2318f3dCF7e' },
+  { name: 'skale-base-sepolia', rpcUrl: 'http://127.0.0.1:3', usdc: '0x2e08028E3C4c2356572E096d8EF835cD5C6030bD' },
+  { name: 'solana', rpcUrl: 'http://127.0.0.1:4', usdc: 'EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v' },
+  { name: 'solana-devnet', rpcUrl: 'http://127.0.0.1:5', usdc: '4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU' },
+];
+
+function evm(network: string, amount: string, changes: Partial<PaymentRequirements> = {}): PaymentRequirements {
+  const usdc = networks.find((settings) => settings.name === network)?.usdc ?? '0x036CbD53842c5426634e7929541eC2318f3dCF7e';
+  return {
+    scheme: 'exact',
+    network,
+    maxAmountRequired: amount,
+    resource: 'http://127.0.0.1:4021/paid',
+    description: '',
+    mimeType: 'application/json',
+    payTo: '0x209693Bc6afc0C5328bA36FaF03C514EF312287C',
+    maxTimeoutSeconds: 60,
+    asset: usdc,
+    extra: { name: 'USDC', version: '2' },
+    ...changes,
+  };
+}
+
+function svm(network: string, amount: string, changes: Partial<PaymentRequirements> = {}): PaymentRequirements {
+  const usdc = network === 'solana-devnet' ? '4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU' : 'EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v';
+  return {
+    scheme: 'exact',
+    network,
+    maxAmountRequired: amount,
+    resource: 'http://127.0.0.1:4021/paid',
+    description: '',
+    mimeType: 'application/json',
+    payTo: '9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin',
+    maxTimeoutSeconds: 60,
+    asset: usdc,
+    extra: { feePayer: '2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg4' },
+    ...changes,
+  };
+}
+
+const options: ChoiceOptions = { networks, maxAmountMicroUsdc: 1_000_000n };
+
+function refusalsOf(accepts: PaymentRequirements[], choiceOptions: ChoiceOptions = options) {
+  const choice = chooseRequirement(accepts, choiceOptions);
+  expect(choice.ok).toBe(false);
+  return choice.ok ? [] : choice.refusals.map(({ index, reason }) => [index, reason]);
+}
+
+describe('chooseRequirement', () => {
+  it('pays the only payable entry and reports its amount as bigint micro-USDC', () => {
+    const choice = chooseRequirement([evm('base-sepolia', '10000')], options);
+    expect(choice).toEqual({
+      ok: true,
+      value: {
+        requirements: evm('base-sepolia', '10000'),
+        index: 0,
+        network: 'base-sepolia',
+        chainType: 'evm',
+        networkClass: 'testnet',
+        amountMicroUsdc: 10_000n,
+      },
+    });
+  });
+
+  it('prefers the given network order over price', () => {
+    const accepts = [evm('base-sepolia', '500'), svm('solana-devnet', '900'), evm('skale-base-sepolia', '100')];
+    const pick = (preferredNetworks: ChoiceOptions['preferredNetworks']) => {
+      const choice = chooseRequirement(accepts, { ...options, preferredNetworks });
+      return choice.ok ? choice.value.index : -1;
+    };
+    expect(pick(['solana-devnet', 'base-sepolia'])).toBe(1);
+    expect(pick(['base-sepolia'])).toBe(0);
+    expect(pick(['base'])).toBe(2);
+    expect(pick(undefined)).toBe(2);
+  });
+
+  it('takes the cheapest among equally preferred entries, then the target order', () => {
+    const accepts = [evm('base-sepolia', '700'), svm('solana-devnet', '300'), evm('skale-base-sepolia', '300')];
+    const choice = chooseRequirement(accepts, options);
+    expect(choice.ok && [choice.value.index, choice.value.amountMicroUsdc]).toEqual([1, 300n]);
+  });
+
+  it('accepts the Solana mainnet aliases and keeps the name the target used', () => {
+    for (const alias of ['solana', 'solana-mainnet', 'solana-mainnet-beta']) {
+      const choice = chooseRequirement([svm(alias, '1000')], options);
+      expect(choice.ok && [choice.value.network, choice.value.requirements.network]).toEqual(['solana', alias]);
+    }
+  });
+
+  it('matches EVM assets case-insensitively, Solana mints exactly', () => {
+    expect(chooseRequirement([evm('base-sepolia', '1', { asset: '0x036cbd53842c5426634e7929541ec2318f3dcf7e' })], options).ok).toBe(true);
+    expect(refusalsOf([svm('solana', '1', { asset: 'epjfwdd5aufqssqem2qn1xzybapc8g4wegGkZwyTDt1v' })])).toEqual([[0, 'asset_mismatch']]);
+  });
+
+  it('refuses an asset that is not the configured USDC', () => {
+    expect(refusalsOf([evm('base-sepolia', '1', { asset: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913' })])).toEqual([[0, 'asset_mismatch']]);
+    expect(refusalsOf([svm('solana-devnet', '1', { asset: 'EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v' })])).toEqual([[0, 'asset_mismatch']]);
+  });
+
+  it('uses the configured USDC address, not the table default', () => {
+    const overridden = networks.map((settings) =>
+      settings.name === 'base-sepolia' ? { ...settings, usdc: '0x1111111111111111111111111111111111111111' } : settings,
+    );
+    expect(refusalsOf([evm('base-sepolia', '1')], { ...options, networks: overridden })).toEqual([[0, 'asset_mismatch']]);
+    expect(
+      chooseRequirement([evm('base-sepolia', '1', { asset: '0x1111111111111111111111111111111111111111' })], { ...options, networks: overridden }).ok,
+    ).toBe(true);
+  });
+
+  it('refuses amounts over the ceiling, and accepts one exactly at it', () => {
+    expect(refusalsOf([evm('base-sepolia', '1000001')])).toEqual([[0, 'amount_over_ceiling']]);
+    expect(chooseRequirement([evm('base-sepolia', '1000000')], options).ok).toBe(true);
+  });
+
+  it('refuses zero and non-integer amounts', () => {
+    expect(refusalsOf([evm('base-sepolia', '0'), evm('base-sepolia', '1.5'), evm('base-sepolia', '')])).toEqual([
+      [0, 'invalid_amount'],
+      [1, 'invalid_amount'],
+      [2, 'invalid_amount'],
+    ]);
+  });
+
+  it('refuses disabled and unknown networks and other schemes', () => {
+    expect(refusalsOf([evm('skale-base', '1'), evm('polygon', '1'), evm('base-sepolia', '1', { scheme: 'upto' })])).toEqual([
+      [0, 'network_not_enabled'],
+      [1, 'unknown_network'],
+      [2, 'unsupported_scheme'],
+    ]);
+    const withoutBase = networks.filter((settings) => settings.name !== 'base-sepolia');
+    expect(refusalsOf([evm('base-sepolia', '1')], { ...options, networks: withoutBase })).toEqual([[0, 'network_not_enabled']]);
+  });
+
+  it('refuses Solana entries without a usable fee payer', () => {
+    expect(
+      refusalsOf([
+        svm('solana-devnet', '1', { extra: {} }),
+        svm('solana-devnet', '1', { extra: undefined }),
+        svm('solana-devnet', '1', { extra: { feePayer: '0x209693Bc6afc0C5328bA36FaF03C514EF312287C' } }),
+      ]),
+    ).toEqual([
+      [0, 'missing_fee_payer'],
+      [1, 'missing_fee_payer'],
+      [2, 'invalid_fee_payer'],
+    ]);
+  });
+
+  it('refuses payTo addresses of the wrong chain type or the zero address', () => {
+    expect(
+      refusalsOf([
+        evm('base-sepolia', '1', { payTo: '9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin' }),
+        evm('base-sepolia', '1', { payTo: '0x0000000000000000000000000000000000000000' }),
+        evm('base-sepolia', '1', { payTo: '0x209693bc6afc0c5328ba36faf03c514ef312287C' }),
+        svm('solana-devnet', '1', { payTo: '0x209693Bc6afc0C5328bA36FaF03C514EF312287C' }),
+      ]),
+    ).toEqual([
+      [0, 'invalid_pay_to'],
+      [1, 'invalid_pay_to'],
+      [2, 'invalid_pay_to'],
+      [3, 'invalid_pay_to'],
+    ]);
+  });
+
+  it('refuses authorizations that would stay valid too long', () => {
+    expect(refusalsOf([evm('base-sepolia', '1', { maxTimeoutSeconds: 3601 })])).toEqual([[0, 'timeout_too_long']]);
+    expect(chooseRequirement([evm('base-sepolia', '1', { maxTimeoutSeconds: 7200 })], { ...options, maxTimeoutSeconds: 7200 }).ok).toBe(true);
+  });
+
+  it('lists why each entry was refused, and says when there was nothing to choose from', () => {
+    const choice = chooseRequirement([evm('base-sepolia', '5000000'), svm('solana-devnet', '1', { extra: {} })], options);
+    expect(choice).toMatchObject({
+      ok: false,
+      reason: 'no_payable_requirement',
+      refusals: [
+        { index: 0, network: 'base-sepolia', reason: 'amount_over_ceiling' },
+        { index: 1, network: 'solana-devnet', reason: 'missing_fee_payer' },
+      ],
+    });
+    expect(choice.ok ? '' : choice.details).toContain('amount_over_ceiling');
+    expect(chooseRequirement([], options)).toMatchObject({ ok: false, reason: 'no_payable_requirement', refusals: [] });
+  });
+
+  it('skips refused entries and still pays a payable one', () => {
+    const choice = chooseRequirement([evm('base-sepolia', '5000000'), evm('base', '20')], options);
+    expect(choice.ok && [choice.value.index, choice.value.network]).toEqual([1, 'base']);
+  });
+});
