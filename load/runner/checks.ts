@@ -1,0 +1,31 @@
+/**
+ * The documented 429 of the concurrency caps (openapi/components/errors/TooManyRequests.yaml and
+ * server/caps.ts), checked the same way by the k6 scripts (load/lib/k6.js): a Retry-After header
+ * of whole seconds (at least 1), and exactly {error: "Too Many Requests", message, details
+ * "active/limit", retryAfter} with retryAfter equal to the header. Used where a full contract
+ * check per response would cost the load generator too much; the test validates every response
+ * against the document instead.
+ */
+export function problemsOf429(body: string, headers: Record<string, unknown>, limit?: number): string[] {
+  const problems: string[] = [];
+  const retryAfter = headers['retry-after'];
+  if (typeof retryAfter !== 'string' || !/^[1-9][0-9]*$/.test(retryAfter)) problems.push(`Retry-After is ${JSON.stringify(retryAfter)}`);
+  let parsed: any;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return [...problems, 'body is not JSON'];
+  }
+  const keys = Object.keys(parsed ?? {}).sort().join(',');
+  if (keys !== 'details,error,message,retryAfter') problems.push(`body fields are ${keys}`);
+  if (parsed?.error !== 'Too Many Requests') problems.push(`error is ${JSON.stringify(parsed?.error)}`);
+  if (typeof parsed?.message !== 'string') problems.push('message is not a string');
+  const details = /^([0-9]+)\/([0-9]+)$/.exec(String(parsed?.details));
+  if (!details) problems.push(`details is ${JSON.stringify(parsed?.details)}`);
+  else if (Number(details[1]) > Number(details[2])) problems.push(`details ${parsed.details}: more active than the limit`);
+  else if (limit !== undefined && Number(details[2]) !== limit) problems.push(`details ${parsed.details}: the limit is ${limit}`);
+  if (!Number.isInteger(parsed?.retryAfter) || parsed.retryAfter < 1 || String(parsed.retryAfter) !== retryAfter) {
+    problems.push(`retryAfter ${JSON.stringify(parsed?.retryAfter)} does not match Retry-After ${JSON.stringify(retryAfter)}`);
+  }
+  return problems;
+}

@@ -1,0 +1,7 @@
+export default {
+  test: {
+    abort(reason) {
+      throw new Error(`test aborted: ${reason}`);
+    },
+  },
+};

@@ -1,0 +1,145 @@
+/**
+ * Summary of a V8 CPU profile (node --cpu-prof): self time by function and by origin (our code by
+ * folder, dependencies by package, Node internals), to see what of a request's CPU is ours.
+ *
+ *   npx tsx load/runner/profile.ts <file.cpuprofile> [top]
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { ROOT } from './children';
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+
+interface CpuProfile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+  startTime: number;
+  endTime: number;
+}
+
+export interface ProfileSummary {
+  totalMs: number;
+  idleMs: number;
+  byOrigin: Array<{ origin: string; ms: number; share: number }>;
+  byFunction: Array<{ fn: string; origin: string; ms: number; share: number }>;
+  /** Our functions by inclusive time (their synchronous callees included). */
+  oursInclusive: Array<{ fn: string; ms: number; share: number }>;
+}
+
+export function originOf(url: string): string {
+  if (!url) return '(native/gc/idle)';
+  if (url.startsWith('node:')) return 'node internals';
+  // WebAssembly: in practice undici's HTTP parser (llhttp), behind fetch.
+  if (url.startsWith('wasm:')) return 'wasm (undici)';
+  const file = url.startsWith('file://') ? decodeURIComponent(new URL(url).pathname) : url;
+  const modules = file.lastIndexOf('/node_modules/');
+  if (modules >= 0) {
+    const rest = file.slice(modules + '/node_modules/'.length).split('/');
+    return `dep: ${rest[0]!.startsWith('@') ? `${rest[0]}/${rest[1]}` : rest[0]}`;
+  }
+  const relative = path.relative(ROOT, file);
+  if (relative.startsWith('..')) return 'other';
+  return `ours: ${relative.split(path.sep)[0]}/`;
+}
+
+/**
+ * Only the samples of a window, given in milliseconds before the end of the profile (the process
+ * exit): the bench profiles the load, not the start of the process.
+ */
+export interface ProfileWindow {
+  fromMsBeforeEnd: number;
+  toMsBeforeEnd: number;
+}
+
+export function summarizeProfile(file: string, top = 25, window?: ProfileWindow): ProfileSummary {
+  const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  const selfUs = new Map<number, number>();
+  const from = window ? profile.endTime - window.fromMsBeforeEnd * 1000 : -Infinity;
+  const to = window ? profile.endTime - window.toMsBeforeEnd * 1000 : Infinity;
+  let at = profile.startTime;
+  for (let index = 0; index < profile.samples.length; index += 1) {
+    at += profile.timeDeltas[index] ?? 0;
+    if (at < from || at > to) continue;
+    const id = profile.samples[index]!;
+    selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[index] ?? 0));
+  }
+  // Inclusive time of our own functions (synchronous part: awaited continuations run elsewhere).
+  const parent = new Map<number, number>();
+  for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
+  const keyOf = (node: ProfileNode) =>
+    `${node.callFrame.functionName || '(anonymous)'} ${node.callFrame.url ? `${path.relative(ROOT, node.callFrame.url.replace(/^file:\/\//, ''))}:${node.callFrame.lineNumber + 1}` : ''}`.trim();
+  const inclusiveUs = new Map<string, number>();
+  for (const [id, us] of selfUs) {
+    const seen = new Set<string>();
+    for (let current: number | undefined = id; current !== undefined; current = parent.get(current)) {
+      const node = byId.get(current)!;
+      if (!originOf(node.callFrame.url).startsWith('ours')) continue;
+      const key = keyOf(node);
+      if (seen.has(key)) continue;
+      seen.add(key);
+      inclusiveUs.set(key, (inclusiveUs.get(key) ?? 0) + us);
+    }
+  }
+  let totalUs = 0;
+  let idleUs = 0;
+  const origins = new Map<string, number>();
+  const functions = new Map<string, { origin: string; us: number }>();
+  for (const [id, us] of selfUs) {
+    const node = byId.get(id)!;
+    const name = node.callFrame.functionName;
+    if (name === '(idle)' || name === '(program)') {
+      idleUs += name === '(idle)' ? us : 0;
+      if (name === '(idle)') continue;
+    }
+    totalUs += us;
+    const origin = name === '(garbage collector)' ? 'gc' : originOf(node.callFrame.url);
+    origins.set(origin, (origins.get(origin) ?? 0) + us);
+    const where = node.callFrame.url ? `${path.relative(ROOT, node.callFrame.url.replace(/^file:\/\//, ''))}:${node.callFrame.lineNumber + 1}` : '';
+    const key = `${name || '(anonymous)'} ${where}`.trim();
+    const entry = functions.get(key) ?? { origin, us: 0 };
+    entry.us += us;
+    functions.set(key, entry);
+  }
+  const share = (us: number) => (totalUs > 0 ? us / totalUs : 0);
+  return {
+    totalMs: totalUs / 1000,
+    idleMs: idleUs / 1000,
+    byOrigin: [...origins].map(([origin, us]) => ({ origin, ms: us / 1000, share: share(us) })).sort((a, b) => b.ms - a.ms),
+    byFunction: [...functions]
+      .map(([fn, entry]) => ({ fn, origin: entry.origin, ms: entry.us / 1000, share: share(entry.us) }))
+      .sort((a, b) => b.ms - a.ms)
+      .slice(0, top),
+    oursInclusive: [...inclusiveUs]
+      .map(([fn, us]) => ({ fn, ms: us / 1000, share: share(us) }))
+      .sort((a, b) => b.ms - a.ms)
+      .slice(0, top),
+  };
+}
+
+export function formatProfile(summary: ProfileSummary, requests?: number): string {
+  const lines: string[] = [];
+  const perRequest = requests ? ` (${((summary.totalMs * 1000) / requests).toFixed(0)} us of CPU per request over ${requests} requests)` : '';
+  lines.push(`busy ${summary.totalMs.toFixed(0)} ms, idle ${summary.idleMs.toFixed(0)} ms${perRequest}`);
+  lines.push('self time by origin:');
+  for (const entry of summary.byOrigin.slice(0, 14)) lines.push(`  ${(entry.share * 100).toFixed(1).padStart(5)}%  ${entry.origin}`);
+  lines.push('top functions (self time):');
+  for (const entry of summary.byFunction) lines.push(`  ${(entry.share * 100).toFixed(1).padStart(5)}%  ${entry.fn}  [${entry.origin}]`);
+  lines.push('our functions (inclusive time, synchronous part):');
+  for (const entry of summary.oursInclusive.slice(0, 15)) lines.push(`  ${(entry.share * 100).toFixed(1).padStart(5)}%  ${entry.fn}`);
+  return lines.join('\n');
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const [file, top] = process.argv.slice(2);
+  if (!file) {
+    process.stderr.write('usage: npx tsx load/runner/profile.ts <file.cpuprofile> [top]\n');
+    process.exit(2);
+  }
+  process.stdout.write(`${formatProfile(summarizeProfile(file, Number(top ?? 25)))}\n`);
+}
