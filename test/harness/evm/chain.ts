@@ -22,6 +22,12 @@ export interface LocalEvmChain {
   rpcUrl: string;
   chain: Chain;
   publicClient: PublicClient;
+  /**
+   * Mines until the latest block's timestamp is at least `unixSeconds`, as a live chain would by
+   * producing blocks. The local chain mines only on request, and its clock can lag the wall clock
+   * by a second, so a single block mined just after the wall clock passed is not always enough.
+   */
+  mineUntil(unixSeconds: bigint): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -103,5 +109,14 @@ export async function startEvmChain(network: EvmNetworkName, fundedAccounts: Fun
   const rpcUrl = `http://127.0.0.1:${port}`;
   const chain = localViemChain(network, rpcUrl);
   const publicClient = createPublicClient({ chain, transport: localTransport(rpcUrl), pollingInterval: 20 });
-  return { network, chainId, rpcUrl, chain, publicClient, close: () => server.close() };
+  async function mineUntil(unixSeconds: bigint): Promise<void> {
+    for (let attempt = 0; attempt < 40; attempt++) {
+      await publicClient.request({ method: 'evm_mine' } as never);
+      const block = await publicClient.getBlock({ blockTag: 'latest' });
+      if (block.timestamp >= unixSeconds) return;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    throw new Error(`${network}: no block reached timestamp ${unixSeconds} within 10 s`);
+  }
+  return { network, chainId, rpcUrl, chain, publicClient, mineUntil, close: () => server.close() };
 }
