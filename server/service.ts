@@ -13,7 +13,7 @@ import { handlers as defaultHandlers } from '../handlers/index';
 import type { HandlerMap } from '../handlers/types';
 import { systemClock, type Clock } from '../payments/clock';
 import { createChains } from '../payments/networks/index';
-import { systemResolver, type Resolver } from '../payments/outbound/index';
+import { systemResolver, targetConnections, type Resolver } from '../payments/outbound/index';
 import { SubmissionQueue } from '../payments/relay/queue';
 import type { Config } from '../payments/config';
 import { startWorker, type WorkerHandle } from '../worker/runner';
@@ -128,6 +128,8 @@ export async function startService(config: Config, options: ServiceOptions = {})
     const stop = () => {
       stopping ??= (async () => {
         if (server) await closeGracefully(server, config.shutdownGraceMs, log);
+        // Idle connections to targets close now rather than after their idle time.
+        targetConnections.close();
         for (const cleanup of cleanups.reverse()) await cleanup();
         await dbHandle.close();
         if (embedded) await embedded.stop();

@@ -12,8 +12,10 @@
  * - Redirects: up to maxRedirects (default 5), each re-checked; 303, and 301/302 after POST,
  *   become GET without body; Authorization, Cookie and X-PAYMENT are dropped on a change of
  *   origin.
- * - No keep-alive: every exchange opens its own connection (agent: false). Target calls are one
- *   or two per client request, and a pooled socket would outlive the check that allowed it.
+ * - Keep-alive (connections.ts): a connection is reused only for a request whose own check
+ *   vetted the same scheme, host, port and set of addresses it was opened to; idle connections
+ *   close after 2 s. A reused connection found closed before any answer is retried once on a
+ *   new connection for idempotent methods only.
  * - Content encoding: targets are asked for identity and nothing is decompressed (headers.ts).
  * - Allow list (SSRF_ALLOW_HOSTS) exempts exact host:port pairs from the address check only;
  *   scheme rules and address pinning still apply. The caller passes it in.
@@ -47,8 +49,10 @@ export {
   type TargetMethod,
   type TargetRequest,
 } from './request';
+export { TargetConnections, DEFAULT_CONNECTION_POOL, type ConnectionPoolOptions } from './connections';
 export {
   sendTargetRequest,
+  targetConnections,
   nodeTransport,
   DEFAULT_MAX_REDIRECTS,
   DEFAULT_MAX_RESPONSE_BYTES,

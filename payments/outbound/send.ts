@@ -1,6 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
+import { TargetConnections } from './connections';
 import { OutboundError } from './errors';
 import { checkUrl, systemResolver, type AllowHosts, type Resolver, type VettedTarget } from './guard';
 import { withoutHopByHop, type ResponseHeaders } from './headers';
@@ -12,12 +13,19 @@ export const DEFAULT_MAX_REDIRECTS = 5;
 /**
  * Opens one HTTP exchange; the default is node:http or node:https. Tests replace it to observe
  * where a connection would go. The options always carry `lookup`, which yields only the
- * addresses the guard vetted, and `agent: false`, so every exchange gets a new connection.
+ * addresses the guard vetted, and `agent`: the pool of that vetted destination, or false for a
+ * new connection.
  */
 export type Transport = (protocol: 'http:' | 'https:', options: https.RequestOptions) => http.ClientRequest;
 
 export const nodeTransport: Transport = (protocol, options) =>
   protocol === 'https:' ? https.request(options) : http.request(options);
+
+/** The process's pool of connections to targets (connections.ts); SendOptions.connections overrides it. */
+export const targetConnections = new TargetConnections();
+
+/** Methods a target must accept twice: the only ones sent again when a reused connection was already closed. */
+const IDEMPOTENT_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
 
 export interface SendOptions {
   /** Bound on the whole call: name resolution, connect, headers, body, every redirect. */
@@ -28,6 +36,8 @@ export interface SendOptions {
   maxResponseBytes?: number;
   maxRedirects?: number;
   transport?: Transport;
+  /** Reused connections (default: targetConnections); false opens a new one for every exchange. */
+  connections?: TargetConnections | false;
 }
 
 export interface TargetResponse {
@@ -48,6 +58,7 @@ interface Exchange {
   signal: AbortSignal;
   maxResponseBytes: number;
   transport: Transport;
+  connections: TargetConnections | false;
   /** Whether a response with this status and headers is a redirect we will follow (body skipped). */
   follows: (status: number, headers: ResponseHeaders) => boolean;
 }
@@ -69,6 +80,7 @@ export async function sendTargetRequest(request: TargetRequest, options: SendOpt
     signal: deadline.signal,
     maxResponseBytes: options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
     transport: options.transport ?? nodeTransport,
+    connections: options.connections ?? targetConnections,
     // With maxRedirects 0 a redirect is the answer, handed back as it came.
     follows: (status, headers) => maxRedirects > 0 && REDIRECT_STATUSES.has(status) && typeof headers.location === 'string',
   };
@@ -77,7 +89,7 @@ export async function sendTargetRequest(request: TargetRequest, options: SendOpt
     for (let redirects = 0; ; redirects += 1) {
       const check = await beforeDeadline(checkUrl(current.url, resolver, allowHosts), exchange);
       if (!check.allowed) throw check.error;
-      const response = await exchangeOnce(check.target, current, exchange);
+      const response = await exchangeWithPool(check.target, current, exchange);
       if (!exchange.follows(response.status, response.headers)) return response;
       if (redirects >= maxRedirects) {
         throw new OutboundError('too_many_redirects', `target redirected more than ${maxRedirects} times`);
@@ -138,7 +150,30 @@ function pinnedLookup(target: VettedTarget): LookupFunction {
   };
 }
 
-function requestOptions(target: VettedTarget, request: TargetRequest): https.RequestOptions {
+/**
+ * One exchange on a pooled connection. A reused connection that the target had already closed
+ * (its keep-alive ended as we wrote) fails before any byte of an answer: an idempotent request is
+ * then sent once more on a new connection; any other request reports the failure.
+ */
+async function exchangeWithPool(target: VettedTarget, request: TargetRequest, exchange: Exchange): Promise<TargetResponse> {
+  const agent = exchange.connections ? exchange.connections.agentFor(target) : false;
+  try {
+    return await exchangeOnce(target, request, exchange, agent);
+  } catch (error) {
+    if (!(error instanceof StaleConnection)) throw error;
+    if (!IDEMPOTENT_METHODS.has(request.method)) throw error.failure;
+    return exchangeOnce(target, request, exchange, false);
+  }
+}
+
+/** A reused connection failed before any answer arrived: the target closed it while it sat idle. */
+class StaleConnection extends Error {
+  constructor(readonly failure: OutboundError) {
+    super(failure.message);
+  }
+}
+
+function requestOptions(target: VettedTarget, request: TargetRequest, agent: http.Agent | false): https.RequestOptions {
   const headers: Record<string, string> = { ...request.headers, host: target.url.host };
   if (request.body) headers['content-length'] = String(request.body.length);
   else if (request.method !== 'GET' && request.method !== 'DELETE') headers['content-length'] = '0';
@@ -149,23 +184,25 @@ function requestOptions(target: VettedTarget, request: TargetRequest): https.Req
     path: `${target.url.pathname}${target.url.search}`,
     method: request.method,
     headers,
-    agent: false,
+    agent,
     lookup: pinnedLookup(target),
     // The certificate is checked against the name, whatever address we connect to.
     ...(isIP(target.hostname) === 0 ? { servername: target.hostname } : {}),
   };
 }
 
-function exchangeOnce(target: VettedTarget, request: TargetRequest, exchange: Exchange): Promise<TargetResponse> {
+function exchangeOnce(target: VettedTarget, request: TargetRequest, exchange: Exchange, agent: http.Agent | false): Promise<TargetResponse> {
   return new Promise((resolve, reject) => {
     let settled = false;
     let connected = false;
+    let answered = false;
     let outgoing: http.ClientRequest | undefined;
-    const finish = (error: OutboundError | null, response?: TargetResponse) => {
+    const finish = (error: OutboundError | StaleConnection | null, response?: TargetResponse, { keepConnection = false } = {}) => {
       if (settled) return;
       settled = true;
       exchange.signal.removeEventListener('abort', onAbort);
-      outgoing?.destroy();
+      // A response read to its end leaves its connection to the pool; anything else closes it.
+      if (!keepConnection) outgoing?.destroy();
       if (error) reject(error);
       else resolve(response as TargetResponse);
     };
@@ -174,23 +211,32 @@ function exchangeOnce(target: VettedTarget, request: TargetRequest, exchange: Ex
     exchange.signal.addEventListener('abort', onAbort, { once: true });
 
     try {
-      outgoing = exchange.transport(target.url.protocol as 'http:' | 'https:', requestOptions(target, request));
+      outgoing = exchange.transport(target.url.protocol as 'http:' | 'https:', requestOptions(target, request, agent));
     } catch (cause) {
       return finish(new OutboundError('invalid_header', 'the request cannot be sent as HTTP', { cause }));
     }
-    outgoing.on('socket', (socket) => socket.once('connect', () => (connected = true)));
-    outgoing.on('error', (error) => finish(requestFailure(error, connected, target)));
-    outgoing.on('response', (incoming) => {
+    const sent = outgoing;
+    sent.on('socket', (socket) => {
+      if (sent.reusedSocket) connected = true;
+      else socket.once('connect', () => (connected = true));
+    });
+    sent.on('error', (error: Error & { code?: string }) => {
+      const failure = requestFailure(error, connected, target);
+      const closedWhileIdle = sent.reusedSocket && !answered && (error.code === 'ECONNRESET' || error.code === 'EPIPE');
+      finish(closedWhileIdle ? new StaleConnection(failure) : failure);
+    });
+    sent.on('response', (incoming) => {
+      answered = true;
       const headers = withoutHopByHop(incoming.headers);
       const status = incoming.statusCode ?? 0;
       const url = target.url.href;
       if (exchange.follows(status, headers)) return finish(null, { status, headers, body: Buffer.alloc(0), url });
       readBody(incoming, exchange.maxResponseBytes).then(
-        (body) => finish(null, { status, headers, body, url }),
+        (body) => finish(null, { status, headers, body, url }, { keepConnection: true }),
         (error: OutboundError) => finish(error),
       );
     });
-    outgoing.end(request.body);
+    sent.end(request.body);
   });
 }
 

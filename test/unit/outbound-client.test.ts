@@ -15,6 +15,7 @@ import {
   parseAllowHosts,
   safeResponseHeaders,
   sendTargetRequest,
+  TargetConnections,
   type AllowHosts,
   type CallRequest,
   type OutboundErrorCode,
@@ -431,7 +432,7 @@ describe('private and public ranges through sendTargetRequest, with the connecti
     const transport: Transport = (_protocol, options) => {
       const { lookup: vetted, servername: _servername, ...rest } = options;
       lookup = vetted;
-      return http.request({ ...rest, protocol: 'http:', hostname: '127.0.0.1', port: echo.port });
+      return http.request({ ...rest, protocol: 'http:', hostname: '127.0.0.1', port: echo.port, agent: false });
     };
     const resolver = tableResolver({ 'two.example': ['8.8.8.8', '2606:4700::1111'] });
     await send(request({ api_url: 'https://two.example/', method: 'GET' }), { allowHosts: NO_ALLOW_HOSTS, resolver, transport });
@@ -471,6 +472,109 @@ describe('connections use the checked address', () => {
     const response = await send(request(call), { allowHosts: allow(`127.0.0.1:${peer.port}`) });
     expect(response.body.toString()).toBe('ok');
     expect(peer.connections).toBe(1);
+  });
+});
+
+describe('reused connections', () => {
+  it('sequential calls to one vetted destination share one connection; idle ones close', async () => {
+    const peer = await startPeer();
+    const connections = new TargetConnections({ idleMs: 200 });
+    const call = request({ api_url: `${peer.origin}/a`, method: 'GET' });
+    for (let i = 0; i < 3; i++) {
+      const response = await send(call, { allowHosts: allow(peer.hostPort), connections });
+      expect(response.body.toString()).toBe('ok');
+    }
+    expect(peer.received).toHaveLength(3);
+    expect(peer.connections).toBe(1);
+    expect(connections.idleSockets()).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(connections.idleSockets()).toBe(0);
+    connections.close();
+  });
+
+  it('a name that now resolves to another address never gets the old connection', async () => {
+    // One listener on both loopback families: the same port answers 127.0.0.1 and ::1.
+    const peer = await startPeer(undefined, '::');
+    let answer = '127.0.0.1';
+    const resolver: Resolver = async () => [{ address: answer, family: isIP(answer) === 6 ? 6 : 4 }];
+    const connections = new TargetConnections();
+    const call = request({ api_url: `http://moving.example:${peer.port}/`, method: 'GET' });
+    const options = { allowHosts: allow(`moving.example:${peer.port}`), resolver, connections };
+    await send(call, options);
+    await send(call, options);
+    expect(peer.connections).toBe(1);
+    answer = '::1';
+    await send(call, options);
+    expect(peer.connections).toBe(2);
+    connections.close();
+    expect(connections.idleSockets()).toBe(0);
+  });
+
+  it('a response not read to its end, or a timeout, closes its connection instead of pooling it', async () => {
+    let slow = false;
+    const peer = await startPeer((_request, response) => {
+      if (slow) return; // never answers
+      response.end('ok');
+    });
+    const connections = new TargetConnections();
+    const call = request({ api_url: `${peer.origin}/`, method: 'GET' });
+    await send(call, { allowHosts: allow(peer.hostPort), connections });
+    slow = true;
+    await expectCode(send(call, { allowHosts: allow(peer.hostPort), connections, timeoutMs: 200 }), 'timeout');
+    expect(connections.idleSockets()).toBe(0);
+    slow = false;
+    await send(call, { allowHosts: allow(peer.hostPort), connections });
+    expect(peer.connections).toBe(2);
+    connections.close();
+  });
+
+  /** Answers the first request of each connection with keep-alive, and resets the connection on the second. */
+  async function startClosingPeer(): Promise<Peer & { requests: number }> {
+    const state = { requests: 0 };
+    const peer = await startRawPeer((socket) => {
+      let seen = 0;
+      socket.on('data', (chunk: Buffer) => {
+        if (!chunk.includes('\r\n\r\n')) return;
+        state.requests += 1;
+        seen += 1;
+        if (seen === 1) socket.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok');
+        else socket.resetAndDestroy();
+      });
+    });
+    Object.defineProperty(peer, 'requests', { get: () => state.requests });
+    return peer as Peer & { requests: number };
+  }
+
+  it('a pooled connection the target already closed: GET is sent again on a new connection', async () => {
+    const peer = await startClosingPeer();
+    const connections = new TargetConnections();
+    const call = request({ api_url: `${peer.origin}/`, method: 'GET' });
+    await send(call, { allowHosts: allow(peer.hostPort), connections });
+    const again = await send(call, { allowHosts: allow(peer.hostPort), connections });
+    expect(again.body.toString()).toBe('ok');
+    expect(peer.connections).toBe(2);
+    expect(peer.requests).toBe(3);
+    connections.close();
+  });
+
+  it('... but POST is not sent twice: the failure is reported', async () => {
+    const peer = await startClosingPeer();
+    const connections = new TargetConnections();
+    const post = request({ api_url: `${peer.origin}/`, method: 'POST', json: { a: 1 } });
+    await send(post, { allowHosts: allow(peer.hostPort), connections });
+    const error = await expectCode(send(post, { allowHosts: allow(peer.hostPort), connections }), 'malformed_response');
+    expect(error.details).toMatch(/closed the connection/);
+    expect(peer.requests).toBe(2);
+    expect(peer.connections).toBe(1);
+    connections.close();
+  });
+
+  it('connections: false opens one connection per exchange', async () => {
+    const peer = await startPeer();
+    const call = request({ api_url: `${peer.origin}/`, method: 'GET' });
+    await send(call, { allowHosts: allow(peer.hostPort), connections: false });
+    await send(call, { allowHosts: allow(peer.hostPort), connections: false });
+    expect(peer.connections).toBe(2);
   });
 });
 
