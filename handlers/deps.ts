@@ -1,3 +1,4 @@
+import type { ApiKeyCache } from '../payments/accounts';
 import type { ServiceDeps } from '../payments/deps';
 
 export interface CapMetric {
@@ -17,4 +18,6 @@ export interface Deps extends ServiceDeps {
   docsHtml: string;
   /** The base URL clients reach this instance at (PUBLIC_BASE_URL, else http://HOST:PORT). */
   baseUrl: () => string;
+  /** Valid API keys held in memory while key changes are being announced (absent: every call reads the database). */
+  apiKeyCache?: ApiKeyCache;
 }

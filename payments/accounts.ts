@@ -43,15 +43,89 @@ export interface AuthenticatedKey {
 
 export type KeyRejection = 'missing' | 'malformed' | 'unknown' | 'revoked';
 
+/** The channel db/migrations/..._api_key_notify announces key and account changes on. */
+export const API_KEY_CHANGES_CHANNEL = 'api_keys_changed';
+
+/**
+ * Valid keys kept in memory for a short while, so that a call does not read Postgres to learn
+ * what it learnt a moment ago. Only while the owner reports that change notifications arrive
+ * (`setListening(true)`): a change announced on API_KEY_CHANGES_CHANNEL drops the key at once;
+ * without notifications nothing is served from memory. `ttlMs` bounds an entry's life in any case.
+ * Entries are found by the key's SHA-256; the key itself is never kept. A lookup that started
+ * before a change cannot store what it read afterwards (the generation check).
+ */
+export class ApiKeyCache {
+  private readonly entries = new Map<string, { key: AuthenticatedKey; expiresAt: number }>();
+  private generation = 0;
+  private listening = false;
+
+  constructor(
+    private readonly ttlMs: number,
+    private readonly maxEntries = 10_000,
+    private readonly now: () => number = () => performance.now(),
+  ) {}
+
+  setListening(listening: boolean): void {
+    this.listening = listening;
+    this.changed('*');
+  }
+
+  /** A key (by prefix) or, with '*', every key may have changed. */
+  changed(prefix: string): void {
+    this.generation += 1;
+    if (prefix === '*' || prefix === '') {
+      this.entries.clear();
+      return;
+    }
+    for (const [hash, entry] of this.entries) if (entry.key.prefix === prefix) this.entries.delete(hash);
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** @internal for authenticateKey */
+  find(hash: string): AuthenticatedKey | undefined {
+    if (!this.listening || this.ttlMs <= 0) return undefined;
+    const entry = this.entries.get(hash);
+    if (!entry) return undefined;
+    if (entry.expiresAt <= this.now()) {
+      this.entries.delete(hash);
+      return undefined;
+    }
+    return entry.key;
+  }
+
+  /** @internal for authenticateKey: the generation before its read of the database. */
+  begin(): number {
+    return this.generation;
+  }
+
+  /** @internal for authenticateKey */
+  store(hash: string, key: AuthenticatedKey, generation: number): void {
+    if (!this.listening || this.ttlMs <= 0 || generation !== this.generation) return;
+    if (this.entries.size >= this.maxEntries) {
+      const oldest = this.entries.keys().next().value;
+      if (oldest !== undefined) this.entries.delete(oldest);
+    }
+    this.entries.set(hash, { key, expiresAt: this.now() + this.ttlMs });
+  }
+}
+
 export async function authenticateKey(
   db: Db,
   presented: string | undefined,
+  cache?: ApiKeyCache,
 ): Promise<{ ok: true; key: AuthenticatedKey } | { ok: false; reason: KeyRejection }> {
   if (presented === undefined || presented === '') return { ok: false, reason: 'missing' };
   const match = KEY_PATTERN.exec(presented);
   if (!match) return { ok: false, reason: 'malformed' };
   const prefix = `prs_${match[1]}`;
   const presentedHash = hashKey(presented);
+  const cacheId = cache ? presentedHash.toString('base64') : '';
+  const cached = cache?.find(cacheId);
+  if (cached) return { ok: true, key: cached };
+  const generation = cache?.begin() ?? 0;
   const rows = await db
     .selectFrom('api_keys')
     .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
@@ -70,17 +144,16 @@ export async function authenticateKey(
   const row = rows.find((candidate) => timingSafeEqual(candidate.key_hash, presentedHash));
   if (!row) return { ok: false, reason: 'unknown' };
   if (row.revoked_at !== null) return { ok: false, reason: 'revoked' };
-  return {
-    ok: true,
-    key: {
-      apiKeyId: row.id,
-      prefix,
-      dailyCapCredits: row.daily_cap_credits,
-      accountId: row.account_id,
-      accountPublicId: row.public_id,
-      organisationId: row.organisation_id,
-    },
+  const key: AuthenticatedKey = {
+    apiKeyId: row.id,
+    prefix,
+    dailyCapCredits: row.daily_cap_credits,
+    accountId: row.account_id,
+    accountPublicId: row.public_id,
+    organisationId: row.organisation_id,
   };
+  cache?.store(cacheId, key, generation);
+  return { ok: true, key };
 }
 
 export async function createOrganisation(db: Db, name: string): Promise<{ organisationId: bigint; accountId: bigint; accountPublicId: string }> {

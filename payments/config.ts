@@ -68,6 +68,11 @@ export interface Config {
   requestTimeoutMs: number;
   headersTimeoutMs: number;
   keepAliveTimeoutMs: number;
+  /**
+   * How long a valid API key is kept in memory (0: never). Changes to keys reach every instance
+   * through Postgres notifications at once; while they cannot, nothing is served from memory.
+   */
+  apiKeyCacheMs: number;
 }
 
 export class ConfigError extends Error {
@@ -228,6 +233,7 @@ export function loadConfig(env: Env = process.env): Config {
     requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 600_000, 1000, 3_600_000),
     headersTimeoutMs: integer(env, 'HEADERS_TIMEOUT_MS', 610_000, 1000, 3_600_000),
     keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 620_000, 1000, 3_600_000),
+    apiKeyCacheMs: integer(env, 'API_KEY_CACHE_MS', 30_000, 0, 3_600_000),
   };
 }
 

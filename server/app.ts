@@ -80,7 +80,7 @@ export async function createApp({ deps, handlers, caps, logger }: AppOptions): P
 
   api.registerSecurityHandler('ApiKeyAuth', async (c: Context) => {
     const header = c.request.headers['x-api-key'];
-    const result = await authenticateKey(deps.db, Array.isArray(header) ? header[0] : header);
+    const result = await authenticateKey(deps.db, Array.isArray(header) ? header[0] : header, deps.apiKeyCache);
     // openapi-backend counts a result with a truthy `error` as a failed authentication.
     return result.ok ? { key: result.key } : { error: result.reason };
   });

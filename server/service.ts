@@ -7,10 +7,12 @@ import type { AddressInfo } from 'node:net';
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import { createDb, migrateToLatest, type DbHandle } from '../db/index';
+import { listenTo } from '../db/notify';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded';
 import type { Deps } from '../handlers/deps';
 import { handlers as defaultHandlers } from '../handlers/index';
 import type { HandlerMap } from '../handlers/types';
+import { API_KEY_CHANGES_CHANNEL, ApiKeyCache } from '../payments/accounts';
 import { systemClock, type Clock } from '../payments/clock';
 import { createChains } from '../payments/networks/index';
 import { systemResolver, targetConnections, type Resolver } from '../payments/outbound/index';
@@ -71,6 +73,22 @@ export async function startService(config: Config, options: ServiceOptions = {})
       : undefined;
     if (worker) cleanups.push(() => worker.stop());
 
+    // Valid keys stay in memory only while changes to keys are being announced to this process.
+    let apiKeyCache: ApiKeyCache | undefined;
+    if (config.apiKeyCacheMs > 0 && options.serveHttp !== false) {
+      const cache = new ApiKeyCache(config.apiKeyCacheMs);
+      const listener = listenTo(databaseUrl, API_KEY_CHANGES_CHANNEL, {
+        onNotify: (prefix) => cache.changed(prefix),
+        onState: (listening) => {
+          cache.setListening(listening);
+          if (!listening) log.warn('not receiving API key changes: every key is read from the database until they arrive again');
+        },
+        onError: (error) => log.warn({ err: error }, 'the connection that receives API key changes failed; reconnecting'),
+      });
+      cleanups.push(() => listener.stop());
+      apiKeyCache = cache;
+    }
+
     const caps = new ConcurrencyCaps({ relay: config.capRelay, proxy: config.capProxy, webhooks: config.capWebhooks });
     const document = loadDocument();
     let listeningUrl = '';
@@ -99,6 +117,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
       document,
       docsHtml: renderDocsPage(document),
       baseUrl: () => config.publicBaseUrl ?? listeningUrl,
+      ...(apiKeyCache ? { apiKeyCache } : {}),
     };
 
     let server: Server | undefined;

@@ -4,6 +4,7 @@ import * as creditReservations from './2026_11_21_0002_credit_reservations';
 import * as relayTransactions from './2026_11_21_0004_relay_transactions';
 import * as proxyPayments from './2026_11_21_0005_proxy_payments';
 import * as relayDelivery from './2026_11_21_0006_relay_delivery';
+import * as apiKeyNotify from './2026_11_21_0007_api_key_notify';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -12,6 +13,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_11_21_0004_relay_transactions': relayTransactions,
   '2026_11_21_0005_proxy_payments': proxyPayments,
   '2026_11_21_0006_relay_delivery': relayDelivery,
+  '2026_11_21_0007_api_key_notify': apiKeyNotify,
 };
 
 export const migrationProvider: MigrationProvider = {
