@@ -41,7 +41,7 @@ export async function signTargetPayment(
   { nonce, windowSeconds }: { nonce?: `0x${string}`; windowSeconds: number },
 ): Promise<SignedPayment> {
   if (choice.chainType === 'evm') {
-    const shortage = await evmShortage(deps.chains, choice);
+    const shortage = await evmShortage(deps.chains, choice, deps.clock.now().getTime());
     if (shortage) return { ok: false, ...shortage, targetSide: false };
   }
   const requirements =
@@ -56,11 +56,33 @@ export async function signTargetPayment(
   return { ok: false, reason: prepared.reason, details: prepared.details, targetSide: TARGET_SIDE_SIGN_FAILURES.has(prepared.reason) };
 }
 
-async function evmShortage(chains: Chains, choice: PaymentChoice): Promise<{ reason: string; details: string } | undefined> {
+/**
+ * Our balance as last read on a network, less every payment signed since: a payment that fits in
+ * it needs no new read. Pessimistic by construction (a payment that never settles still counts
+ * until the next read), and read again at least every BALANCE_FRESH_MS, so that what another
+ * process paid from the same wallet is seen soon. Should a payment pass on a stale view anyway,
+ * the chain refuses it and the caller's watch releases or refunds as for any unsettled payment.
+ */
+export const BALANCE_FRESH_MS = 5_000;
+const headrooms = new WeakMap<Chains, Map<string, { microUsdc: bigint; readAtMs: number }>>();
+
+async function evmShortage(chains: Chains, choice: PaymentChoice, nowMs: number): Promise<{ reason: string; details: string } | undefined> {
   const wallet = chains.evm.account?.address;
   if (wallet === undefined) return undefined;
+  let known = headrooms.get(chains);
+  if (!known) headrooms.set(chains, (known = new Map()));
+  const key = `${choice.network}:${wallet}`;
+  const headroom = known.get(key);
+  if (headroom && nowMs - headroom.readAtMs < BALANCE_FRESH_MS && nowMs >= headroom.readAtMs && headroom.microUsdc >= choice.amountMicroUsdc) {
+    headroom.microUsdc -= choice.amountMicroUsdc;
+    return undefined;
+  }
   const balance = await chains.evm.usdcBalance(choice.network, wallet);
-  if (!balance.ok) return { reason: balance.reason, details: `our USDC balance on ${choice.network} could not be read: ${balance.details}` };
+  if (!balance.ok) {
+    known.delete(key);
+    return { reason: balance.reason, details: `our USDC balance on ${choice.network} could not be read: ${balance.details}` };
+  }
+  known.set(key, { microUsdc: balance.value >= choice.amountMicroUsdc ? balance.value - choice.amountMicroUsdc : 0n, readAtMs: nowMs });
   if (balance.value < choice.amountMicroUsdc) {
     return { reason: 'insufficient_funds', details: `our USDC balance on ${choice.network} is ${balance.value}, the payment needs ${choice.amountMicroUsdc}` };
   }

@@ -121,3 +121,39 @@ describe.each(NETWORKS)('paying a %s target', (network) => {
     expect(await peers.usdcBalance(network, serviceAddress(network))).toBe(before);
   });
 });
+
+describe('our balance before signing', () => {
+  it('is read once, then payments within what was read less what was signed since need no new read', async () => {
+    const { signTargetPayment, BALANCE_FRESH_MS } = await import('../../payments/target/pay');
+    const unpaid = await fetch(peers.targets['base-sepolia']!.routes.paid.url);
+    const parsed = parsePaymentRequired(await unpaid.text());
+    if (!parsed.ok) throw new Error(parsed.details);
+    const choice = chooseRequirement(parsed.value.body.accepts, { networks: chains.payingNetworks(), maxAmountMicroUsdc: CEILING_MICRO_USDC });
+    if (!choice.ok) throw new Error(choice.details);
+    const balance = await peers.usdcBalance('base-sepolia', peers.wallets.service.evm.address);
+    const reads: bigint[] = [];
+    const read = chains.evm.usdcBalance.bind(chains.evm);
+    const counted = { ...chains, evm: { ...chains.evm, usdcBalance: async (...args: Parameters<typeof read>) => { const result = await read(...args); if (result.ok) reads.push(result.value); return result; } } } as Chains;
+    let now = Date.now();
+    const deps = { chains: counted, clock: { now: () => new Date(now) } };
+    const sign = (amount: bigint) => signTargetPayment(deps, { ...choice.value, amountMicroUsdc: amount, requirements: { ...choice.value.requirements, maxAmountRequired: String(amount) } }, { windowSeconds: 60 });
+
+    expect((await sign(PRICE_MICRO_USDC)).ok).toBe(true);
+    expect((await sign(PRICE_MICRO_USDC)).ok).toBe(true);
+    expect(reads).toEqual([balance]);
+    // More than is left of what was read less the two payments: read again, and decided on what the chain says.
+    expect((await sign(balance - PRICE_MICRO_USDC)).ok).toBe(true);
+    expect(reads).toEqual([balance, balance]);
+    const over = await sign(balance + 1n);
+    expect(reads).toEqual([balance, balance, balance]);
+    expect(over).toMatchObject({ ok: false, reason: 'insufficient_funds', targetSide: false });
+    // Nothing is left of the last reading after a refusal; a reading older than BALANCE_FRESH_MS is never trusted.
+    expect((await sign(PRICE_MICRO_USDC)).ok).toBe(true);
+    expect(reads).toHaveLength(4);
+    expect((await sign(PRICE_MICRO_USDC)).ok).toBe(true);
+    expect(reads).toHaveLength(4);
+    now += BALANCE_FRESH_MS;
+    expect((await sign(PRICE_MICRO_USDC)).ok).toBe(true);
+    expect(reads).toHaveLength(5);
+  });
+});
