@@ -3,9 +3,8 @@
  * the same transaction as the balance itself. The balance never goes negative (a check constraint
  * backs the guarded updates below). Invariant: balance = grants + refunds + releases - reserves.
  */
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { Db, Tx } from '../db/index';
-import { SYSTEM_SCOPE_ID, subtractSpend, tryAddSpend, type SpendKey } from './limits';
 
 export async function grantCredits(db: Db, organisationId: bigint, credits: bigint, reference: string): Promise<bigint> {
   if (credits <= 0n) throw new RangeError('a grant must be positive');
@@ -49,147 +48,67 @@ export type ReservationResult =
   | { reserved: true }
   | { reserved: false; reason: ReservationRefusal; spentCredits: bigint; limitCredits: bigint; balanceCredits: bigint };
 
-class Refused extends Error {
-  constructor(readonly result: Extract<ReservationResult, { reserved: false }>) {
-    super(result.reason);
-  }
+export interface ReservationRow {
+  reserved: boolean;
+  reason: ReservationRefusal | null;
+  spent_credits: bigint | null;
+  limit_credits: bigint | null;
+  balance_credits: bigint | null;
 }
 
-function spendKeys(request: Pick<ReservationRequest, 'apiKeyId' | 'accountId' | 'networkClass' | 'day'>) {
+/**
+ * The call of reserve_credits (db/migrations/2026_11_21_0008_reserve_function.ts) for `request`,
+ * to select from; its columns are those of ReservationRow. Callers that write more in the same
+ * statement (a proxy payment row) select from it in a CTE.
+ */
+export function reserveCreditsCall(request: ReservationRequest): RawBuilder<ReservationRow> {
+  if (request.credits <= 0n) throw new RangeError('a reservation must be positive');
+  return sql<ReservationRow>`reserve_credits(
+    ${request.reference}::text,
+    ${request.organisationId}::bigint,
+    ${request.accountId}::bigint,
+    ${request.apiKeyId}::bigint,
+    ${request.keyDailyCapCredits}::bigint,
+    ${request.networkClass}::text,
+    ${request.day}::date,
+    ${request.credits}::bigint,
+    ${request.accountDailyLimitCredits}::bigint,
+    ${request.systemDailyLimitCredits}::bigint)`;
+}
+
+export function reservationResultOf(row: ReservationRow): ReservationResult {
+  if (row.reserved) return { reserved: true };
   return {
-    key: { scope: 'api_key', scopeId: String(request.apiKeyId), networkClass: 'all', day: request.day } as const,
-    account: { scope: 'proxy_account', scopeId: String(request.accountId), networkClass: request.networkClass, day: request.day } as const,
-    system: { scope: 'proxy_system', scopeId: SYSTEM_SCOPE_ID, networkClass: request.networkClass, day: request.day } as const,
+    reserved: false,
+    reason: row.reason!,
+    spentCredits: row.spent_credits!,
+    limitCredits: row.limit_credits!,
+    balanceCredits: row.balance_credits!,
   };
 }
 
 /**
- * Holds credits for a payment in one transaction: the organisation balance, the key's daily cap,
+ * Holds credits for a payment in one statement: the organisation balance, the key's daily cap,
  * the account's and the system's daily proxy limits of the network class. Either every counter
- * moves or none does; concurrent reservations can never overdraw or overshoot. `recordWith` runs
- * inside that transaction once the credits are held, for the row that says what they are held for.
+ * moves or none does; concurrent reservations can never overdraw or overshoot. The rules are the
+ * database function reserve_credits; a refusal reports the counter that refused (or the balance).
  */
-export async function reserveCredits(
-  db: Db,
-  request: ReservationRequest,
-  options: { recordWith?: (tx: Tx) => Promise<void> } = {},
-): Promise<ReservationResult> {
-  if (request.credits <= 0n) throw new RangeError('a reservation must be positive');
-  try {
-    return await db.transaction().execute(async (tx) => {
-      // The organisation row is locked first by every reservation, so counters are taken in one order.
-      const debited = await tx
-        .updateTable('organisations')
-        .set({ credit_balance: sql<bigint>`credit_balance - ${request.credits}` })
-        .where('id', '=', request.organisationId)
-        .where('credit_balance', '>=', request.credits)
-        .returning('credit_balance')
-        .executeTakeFirst();
-      if (!debited) {
-        const balance = await organisationBalance(tx, request.organisationId);
-        throw new Refused({ reserved: false, reason: 'insufficient_credits', spentCredits: 0n, limitCredits: balance, balanceCredits: balance });
-      }
-      const keys = spendKeys(request);
-      const checks: Array<[SpendKey, bigint, ReservationRefusal]> = [
-        [keys.key, request.keyDailyCapCredits, 'key_daily_cap'],
-        [keys.account, request.accountDailyLimitCredits, 'account_daily_limit'],
-        [keys.system, request.systemDailyLimitCredits, 'system_daily_limit'],
-      ];
-      for (const [key, limit, reason] of checks) {
-        const spend = await tryAddSpend(tx, key, request.credits, limit);
-        if (!spend.admitted) {
-          throw new Refused({ reserved: false, reason, spentCredits: spend.spent, limitCredits: limit, balanceCredits: debited.credit_balance + request.credits });
-        }
-      }
-      await tx
-        .insertInto('credit_reservations')
-        .values({
-          reference: request.reference,
-          organisation_id: request.organisationId,
-          account_id: request.accountId,
-          api_key_id: request.apiKeyId,
-          network_class: request.networkClass,
-          day: request.day,
-          credits: request.credits,
-        })
-        .execute();
-      await tx
-        .insertInto('credit_ledger')
-        .values({
-          organisation_id: request.organisationId,
-          account_id: request.accountId,
-          api_key_id: request.apiKeyId,
-          kind: 'reserve',
-          amount_credits: request.credits,
-          reference: request.reference,
-        })
-        .execute();
-      if (options.recordWith) await options.recordWith(tx);
-      return { reserved: true } as const;
-    });
-  } catch (error) {
-    if (error instanceof Refused) return error.result;
-    throw error;
-  }
+export async function reserveCredits(db: Db | Tx, request: ReservationRequest): Promise<ReservationResult> {
+  const { rows } = await sql<ReservationRow>`select * from ${reserveCreditsCall(request)}`.execute(db);
+  return reservationResultOf(rows[0]!);
 }
 
-async function settleReservation(tx: Tx, reference: string, to: 'charged' | 'released') {
-  return tx
-    .updateTable('credit_reservations')
-    .set({ state: to, settled_at: sql`now()` })
-    .where('reference', '=', reference)
-    .where('state', '=', 'reserved')
-    .returningAll()
-    .executeTakeFirst();
+async function settleReservation(db: Db | Tx, reference: string, to: 'charged' | 'released'): Promise<boolean> {
+  const { rows } = await sql<{ settled: boolean }>`select settle_reservation(${reference}::text, ${to}::text) as settled`.execute(db);
+  return rows[0]!.settled;
 }
 
-type Reservation = NonNullable<Awaited<ReturnType<typeof settleReservation>>>;
-
-/** The ledger entry that closes a reservation, with its reference. */
-async function appendSettlement(tx: Tx, reservation: Reservation, kind: 'charge' | 'release'): Promise<void> {
-  await tx
-    .insertInto('credit_ledger')
-    .values({
-      organisation_id: reservation.organisation_id,
-      account_id: reservation.account_id,
-      api_key_id: reservation.api_key_id,
-      kind,
-      amount_credits: reservation.credits,
-      reference: reservation.reference,
-    })
-    .execute();
-}
-
-/** The payment went through: the held credits are spent. Returns false when already settled. */
+/** The payment went through: the held credits are spent. Returns false when already settled. One statement. */
 export async function chargeReservation(db: Db | Tx, reference: string): Promise<boolean> {
-  const run = async (tx: Tx) => {
-    const reservation = await settleReservation(tx, reference, 'charged');
-    if (!reservation) return false;
-    await appendSettlement(tx, reservation, 'charge');
-    return true;
-  };
-  return db.isTransaction ? run(db as Tx) : (db as Db).transaction().execute(run);
+  return settleReservation(db, reference, 'charged');
 }
 
-/** The payment did not go through: the credits come back and the daily counters are taken back. */
+/** The payment did not go through: the credits come back and the daily counters are taken back. One statement. */
 export async function releaseReservation(db: Db | Tx, reference: string): Promise<boolean> {
-  const run = async (tx: Tx) => {
-    const reservation = await settleReservation(tx, reference, 'released');
-    if (!reservation) return false;
-    await tx
-      .updateTable('organisations')
-      .set({ credit_balance: sql<bigint>`credit_balance + ${reservation.credits}` })
-      .where('id', '=', reservation.organisation_id)
-      .execute();
-    const keys = spendKeys({
-      apiKeyId: reservation.api_key_id,
-      accountId: reservation.account_id,
-      networkClass: reservation.network_class,
-      day: reservation.day,
-    });
-    for (const key of [keys.key, keys.account, keys.system]) await subtractSpend(tx, key, reservation.credits);
-    await appendSettlement(tx, reservation, 'release');
-    return true;
-  };
-  return db.isTransaction ? run(db as Tx) : (db as Db).transaction().execute(run);
+  return settleReservation(db, reference, 'released');
 }

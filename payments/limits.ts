@@ -34,33 +34,23 @@ export type SpendResult = { admitted: true; spent: bigint } | { admitted: false;
 
 /**
  * Adds `amount` to the counter when the total stays within `limit`. Returns the counter after the
- * call: the new total when admitted, the unchanged total when refused.
+ * call: the new total when admitted, the unchanged total when refused. One statement: the rule is
+ * the database function try_add_spend (db/migrations/2026_11_21_0008_reserve_function.ts), which
+ * reserve_credits uses too.
  */
 export async function tryAddSpend(tx: Tx, key: SpendKey, amount: bigint, limit: bigint): Promise<SpendResult> {
   if (amount < 0n) throw new RangeError('spend amount must not be negative');
-  if (amount <= limit) {
-    const row = await sql<{ spent: bigint }>`
-      insert into daily_spend (scope, scope_id, network_class, day, spent)
-      values (${key.scope}, ${key.scopeId}, ${key.networkClass}, ${key.day}, ${amount})
-      on conflict (scope, scope_id, network_class, day)
-      do update set spent = daily_spend.spent + excluded.spent
-      where daily_spend.spent + excluded.spent <= ${limit}
-      returning spent`.execute(tx);
-    if (row.rows[0]) return { admitted: true, spent: row.rows[0].spent };
-  }
-  return { admitted: false, spent: await spentOn(tx, key) };
+  const { rows } = await sql<{ admitted: boolean; spent: bigint }>`
+    select admitted, spent
+    from try_add_spend(${key.scope}::text, ${key.scopeId}::text, ${key.networkClass}::text, ${key.day}::date, ${amount}::bigint, ${limit}::bigint)`.execute(tx);
+  const row = rows[0]!;
+  return { admitted: row.admitted, spent: row.spent };
 }
 
 /** Takes back an amount added earlier (a released reservation); never below zero. */
 export async function subtractSpend(tx: Tx, key: SpendKey, amount: bigint): Promise<void> {
-  await tx
-    .updateTable('daily_spend')
-    .set({ spent: sql<bigint>`greatest(spent - ${amount}, 0)` })
-    .where('scope', '=', key.scope)
-    .where('scope_id', '=', key.scopeId)
-    .where('network_class', '=', key.networkClass)
-    .where('day', '=', key.day)
-    .execute();
+  await sql`
+    select subtract_spend(${key.scope}::text, ${key.scopeId}::text, ${key.networkClass}::text, ${key.day}::date, ${amount}::bigint)`.execute(tx);
 }
 
 /** Spend rows are kept this many days for operators, then pruned by the daily job. */

@@ -5,6 +5,7 @@ import * as relayTransactions from './2026_11_21_0004_relay_transactions';
 import * as proxyPayments from './2026_11_21_0005_proxy_payments';
 import * as relayDelivery from './2026_11_21_0006_relay_delivery';
 import * as apiKeyNotify from './2026_11_21_0007_api_key_notify';
+import * as reserveFunction from './2026_11_21_0008_reserve_function';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -14,6 +15,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_11_21_0005_proxy_payments': proxyPayments,
   '2026_11_21_0006_relay_delivery': relayDelivery,
   '2026_11_21_0007_api_key_notify': apiKeyNotify,
+  '2026_11_21_0008_reserve_function': reserveFunction,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -28,13 +28,15 @@ import {
   sendPaidCall,
   signedFacts,
   signTargetPayment,
+  type SignedTargetPayment,
 } from '../target/index';
 import type { PaymentChoice } from '../x402/choose';
 import {
   chargeProxyPayment,
+  holdProxyPayment,
   recordSigned,
   releaseProxyPayment,
-  reserveProxyPayment,
+  signedRecordOf,
   signedTargetPaymentOf,
   watchProxyPayment,
 } from './records';
@@ -98,7 +100,7 @@ async function payAndRetry(deps: ProxyDeps, input: ProxyCall, choice: PaymentCho
   const { db, config, chains, clock, log } = deps;
   const { totalCredits } = proxyCredits(choice.amountMicroUsdc, config.proxyFeePercent);
   const reference = randomNonce();
-  const reservation = await reserveProxyPayment(db, {
+  const reservation = await holdProxyPayment(db, {
     reference,
     key: input.key,
     requestId: input.requestId,
@@ -124,7 +126,8 @@ async function payAndRetry(deps: ProxyDeps, input: ProxyCall, choice: PaymentCho
     return prepared.outcome;
   }
   const payment = prepared.value;
-  const recorded = await recordSigned(db, reference, signedFacts(payment));
+  const signed = signedFacts(payment);
+  const recorded = await recordSigned(db, reference, signed);
   // Only a payment whose row says "signed" may leave: otherwise no job would ever look for it.
   if (!recorded) throw new Error(`proxy payment ${reference} was settled before it was sent`);
 
@@ -156,7 +159,8 @@ async function payAndRetry(deps: ProxyDeps, input: ProxyCall, choice: PaymentCho
       ...withWebhook(webhookId),
     };
   }
-  return { kind: 'pass_through', response, payment: await settleNow(deps, reference, response) };
+  const onChain = signedTargetPaymentOf(signedRecordOf(reservation.id, reference, choice, signed));
+  return { kind: 'pass_through', response, payment: await settleNow(deps, reference, onChain, response) };
 }
 
 function withWebhook(webhookId: string | undefined): { webhookId?: string } {
@@ -179,11 +183,16 @@ async function prepare(deps: ProxyDeps, choice: PaymentChoice, reference: `0x${s
  * The target answered below 500 after our payment: charge now when the chain already shows the
  * transfer, otherwise hand it to the watch job. A 4xx usually means the target did not settle
  * (x402 servers settle only answers below 400); the job releases the credits once it expires.
+ * `payment` is the row as this call wrote it, built in memory rather than read back.
  */
-async function settleNow(deps: ProxyDeps, reference: string, response: TargetResponse): Promise<{ charged: boolean; webhookId?: string }> {
+async function settleNow(
+  deps: ProxyDeps,
+  reference: string,
+  payment: SignedTargetPayment,
+  response: TargetResponse,
+): Promise<{ charged: boolean; webhookId?: string }> {
   const reportedTxHash = reportedSettlement(response);
-  const row = await deps.db.selectFrom('proxy_payments').selectAll().where('reference', '=', reference).executeTakeFirstOrThrow();
-  const reading = await readPaymentOnChain(deps.chains, signedTargetPaymentOf(row), { now: deps.clock.now(), ...(reportedTxHash ? { reportedTxHash } : {}) });
+  const reading = await readPaymentOnChain(deps.chains, payment, { now: deps.clock.now(), ...(reportedTxHash ? { reportedTxHash } : {}) });
   if (reading.state === 'settled') {
     return { charged: await chargeProxyPayment(deps.db, reference, { ...(reading.txHash ? { txHash: reading.txHash } : {}), outcome: reading.details }) };
   }

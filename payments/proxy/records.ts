@@ -14,12 +14,12 @@ import { sql, type Selectable } from 'kysely';
 import type { Db, Tx } from '../../db/index';
 import type { ProxyPaymentsTable } from '../../db/schema';
 import type { AuthenticatedKey } from '../accounts';
-import { chargeReservation, releaseReservation, reserveCredits, type ReservationResult } from '../credits';
+import { reservationResultOf, reserveCreditsCall, type ReservationResult, type ReservationRow } from '../credits';
 import { addJob } from '../jobs';
 import { usdcText } from '../money';
 import type { SignedTargetPayment } from '../target/index';
 import type { PaymentChoice } from '../x402/choose';
-import { completeWebhook, openWebhook } from '../webhooks';
+import { openWebhook } from '../webhooks';
 
 export type ProxyPayment = Selectable<ProxyPaymentsTable>;
 
@@ -43,44 +43,51 @@ export interface NewProxyPayment {
   systemDailyLimitCredits: bigint;
 }
 
-/** Holds the credits and writes the row in one transaction; nothing is written when a limit refuses. */
-export async function reserveProxyPayment(db: Db, payment: NewProxyPayment): Promise<ReservationResult> {
+export type ProxyReservation = { reserved: true; id: bigint } | Extract<ReservationResult, { reserved: false }>;
+
+/**
+ * Holds the credits and writes the row in one statement (so one transaction and one round trip):
+ * reserve_credits in a CTE, the row only when it reserved. Nothing is written when a limit refuses.
+ * Returns the row's id with the reservation.
+ */
+export async function holdProxyPayment(db: Db, payment: NewProxyPayment): Promise<ProxyReservation> {
   const { key, choice } = payment;
-  return reserveCredits(
-    db,
-    {
-      reference: payment.reference,
-      organisationId: key.organisationId,
-      accountId: key.accountId,
-      apiKeyId: key.apiKeyId,
-      keyDailyCapCredits: key.dailyCapCredits,
-      networkClass: choice.networkClass,
-      day: payment.day,
-      credits: payment.credits,
-      accountDailyLimitCredits: payment.accountDailyLimitCredits,
-      systemDailyLimitCredits: payment.systemDailyLimitCredits,
-    },
-    {
-      recordWith: async (tx) => {
-        await tx
-          .insertInto('proxy_payments')
-          .values({
-            reference: payment.reference,
-            organisation_id: key.organisationId,
-            account_id: key.accountId,
-            api_key_id: key.apiKeyId,
-            request_id: payment.requestId,
-            target_url: payment.targetUrl,
-            network: choice.network,
-            chain_type: choice.chainType,
-            pay_to: choice.requirements.payTo,
-            amount_micro_usdc: choice.amountMicroUsdc,
-            credits: payment.credits,
-          })
-          .execute();
-      },
-    },
-  );
+  const reservation = reserveCreditsCall({
+    reference: payment.reference,
+    organisationId: key.organisationId,
+    accountId: key.accountId,
+    apiKeyId: key.apiKeyId,
+    keyDailyCapCredits: key.dailyCapCredits,
+    networkClass: choice.networkClass,
+    day: payment.day,
+    credits: payment.credits,
+    accountDailyLimitCredits: payment.accountDailyLimitCredits,
+    systemDailyLimitCredits: payment.systemDailyLimitCredits,
+  });
+  const { rows } = await sql<ReservationRow & { id: bigint | null }>`
+    with r as (select * from ${reservation}),
+    p as (
+      insert into proxy_payments
+        (reference, organisation_id, account_id, api_key_id, request_id, target_url, network, chain_type, pay_to, amount_micro_usdc, credits)
+      select
+        ${payment.reference}::text, ${key.organisationId}::bigint, ${key.accountId}::bigint, ${key.apiKeyId}::bigint,
+        ${payment.requestId}::text, ${payment.targetUrl}::text, ${choice.network}::text, ${choice.chainType}::text,
+        ${choice.requirements.payTo}::text, ${choice.amountMicroUsdc}::bigint, ${payment.credits}::bigint
+      from r where r.reserved
+      returning id
+    )
+    select r.*, (select p.id from p) as id from r`.execute(db);
+  const row = rows[0]!;
+  const result = reservationResultOf(row);
+  if (!result.reserved) return result;
+  if (row.id === null) throw new Error(`proxy payment ${payment.reference}: reserved, but no row was written`);
+  return { reserved: true, id: row.id };
+}
+
+/** holdProxyPayment for callers that do not need the row's id. */
+export async function reserveProxyPayment(db: Db, payment: NewProxyPayment): Promise<ReservationResult> {
+  const held = await holdProxyPayment(db, payment);
+  return held.reserved ? { reserved: true } : held;
 }
 
 export interface SignedPayment {
@@ -93,8 +100,33 @@ export interface SignedPayment {
   lastValidBlockHeight?: bigint | null;
 }
 
+/** The fields of a proxy payment row that say what the chain is read for. */
+export type SignedRecord = Pick<
+  ProxyPayment,
+  'id' | 'reference' | 'network' | 'chain_type' | 'payer' | 'payer_signature' | 'valid_before' | 'last_valid_block_height' | 'tx_hash'
+>;
+
+/**
+ * The row's fields as holdProxyPayment and recordSigned wrote them, without reading the row back:
+ * network and chain from the choice, the signed facts as recordSigned stores them, no transaction
+ * hash yet (only watchProxyPayment and the charge write one).
+ */
+export function signedRecordOf(id: bigint, reference: string, choice: PaymentChoice, signed: SignedPayment): SignedRecord {
+  return {
+    id,
+    reference,
+    network: choice.network,
+    chain_type: choice.chainType,
+    payer: signed.payer,
+    payer_signature: signed.payerSignature ?? null,
+    valid_before: signed.validBefore ?? null,
+    last_valid_block_height: signed.lastValidBlockHeight ?? null,
+    tx_hash: null,
+  };
+}
+
 /** What the chain is read for: the payment as its row records it (on EVM the reference is the authorization nonce). */
-export function signedTargetPaymentOf(payment: ProxyPayment): SignedTargetPayment {
+export function signedTargetPaymentOf(payment: SignedRecord): SignedTargetPayment {
   return {
     label: `proxy payment ${payment.id}`,
     network: payment.network,
@@ -126,52 +158,25 @@ export async function recordSigned(db: Db, reference: string, signed: SignedPaym
   return result.numUpdatedRows > 0n;
 }
 
-/** The payment is on chain: the credits are spent and the record, if any, says success. Once only. */
+/**
+ * The payment is on chain: the credits are spent and the record, if any, says success. Once only:
+ * one statement, the database function charge_proxy_payment (a guarded update from signed, the
+ * reservation charged, the webhook record completed, in one transaction).
+ */
 export async function chargeProxyPayment(db: Db, reference: string, settled: { txHash?: string; outcome: string }): Promise<boolean> {
-  return db.transaction().execute(async (tx) => {
-    const payment = await tx
-      .updateTable('proxy_payments')
-      .set({ state: 'charged', tx_hash: sql`coalesce(${settled.txHash ?? null}, tx_hash)`, outcome: settled.outcome, settled_at: sql`now()` })
-      .where('reference', '=', reference)
-      .where('state', '=', 'signed')
-      .returningAll()
-      .executeTakeFirst();
-    if (!payment) return false;
-    if (!(await chargeReservation(tx, reference))) throw new Error(`proxy payment ${payment.id}: its reservation was already settled`);
-    if (payment.webhook_id) {
-      await completeWebhook(tx, payment.webhook_id, {
-        status: 'success',
-        ...(payment.tx_hash ? { txHash: payment.tx_hash } : {}),
-        network: payment.network,
-        message: `Payment of ${usdcText(payment.amount_micro_usdc)} to the target confirmed on-chain; ${payment.credits} credits charged`,
-      });
-    }
-    return true;
-  });
+  const { rows } = await sql<{ charged: boolean }>`
+    select charge_proxy_payment(${reference}::text, ${settled.txHash ?? null}::text, ${settled.outcome}::text) as charged`.execute(db);
+  return rows[0]!.charged;
 }
 
-/** The payment never went through: the credits come back and the record, if any, says payment_failed. Once only. */
+/**
+ * The payment never went through: the credits come back and the record, if any, says
+ * payment_failed. Once only: one statement, the database function release_proxy_payment.
+ */
 export async function releaseProxyPayment(db: Db, reference: string, failed: { outcome: string }): Promise<boolean> {
-  return db.transaction().execute(async (tx) => {
-    const payment = await tx
-      .updateTable('proxy_payments')
-      .set({ state: 'released', outcome: failed.outcome, settled_at: sql`now()` })
-      .where('reference', '=', reference)
-      .where('state', 'in', ['reserved', 'signed'])
-      .returningAll()
-      .executeTakeFirst();
-    if (!payment) return false;
-    if (!(await releaseReservation(tx, reference))) throw new Error(`proxy payment ${payment.id}: its reservation was already settled`);
-    if (payment.webhook_id) {
-      await completeWebhook(tx, payment.webhook_id, {
-        status: 'payment_failed',
-        network: payment.network,
-        error: `The payment to the target was not settled on-chain: ${failed.outcome}`,
-        message: `Nothing was paid; ${payment.credits} reserved credits were released`,
-      });
-    }
-    return true;
-  });
+  const { rows } = await sql<{ released: boolean }>`
+    select release_proxy_payment(${reference}::text, ${failed.outcome}::text) as released`.execute(db);
+  return rows[0]!.released;
 }
 
 /**

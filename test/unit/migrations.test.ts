@@ -22,6 +22,7 @@ describe('migrations', () => {
         '2026_11_21_0005_proxy_payments',
         '2026_11_21_0006_relay_delivery',
         '2026_11_21_0007_api_key_notify',
+        '2026_11_21_0008_reserve_function',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
