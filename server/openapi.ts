@@ -23,6 +23,18 @@ class Backend extends OpenAPIBackend {
   override validateDefinition() {
     return this.definition;
   }
+
+  /**
+   * openapi-backend rebuilds its flat list of operations (lodash over the whole document) on every
+   * routing step of every request. The document never changes after init, so the list is built
+   * once; nothing in openapi-backend or here writes to an operation.
+   */
+  override async init() {
+    await super.init();
+    const operations = Object.freeze(this.router.getOperations().map((operation) => Object.freeze(operation)));
+    this.router.getOperations = () => operations as typeof operations & ReturnType<typeof this.router.getOperations>;
+    return this;
+  }
 }
 
 export async function createBackend(document: Document): Promise<OpenAPIBackend> {
