@@ -377,13 +377,13 @@ async function passThrough(bench: Bench, service: ServiceChild): Promise<void> {
   const ratio = proxy.row.rps / keepAlive.row.rps;
   proxy.row.note = `${fmt.pct(ratio)} of the keep-alive forwarder, ${fmt.pct(proxy.row.rps / perCall.row.rps)} of the per-call one ${proxy.row.note ?? ''}`.trim();
   noKey.row.note = `${noKey.row.note ?? ''} HTTP, express, openapi-backend, logging; no database`.trim();
-  refused.row.note = `${refused.row.note ?? ''} + the API key looked up in Postgres; nothing sent`.trim();
+  refused.row.note = `${refused.row.note ?? ''} + the API key (from memory once known), body validation, the SSRF check; nothing sent`.trim();
   say(table(rows.map((measured) => measured.row)));
   const micro = (value: number | undefined) => (value === undefined || !Number.isFinite(value) ? '-' : value.toFixed(0));
   say(
     `  CPU per /proxy call, server side: ${micro((proxy.row.cpuUs ?? NaN) + (proxy.row.dbCpuUs ?? 0))} us (service ${micro(proxy.row.cpuUs)}, Postgres ${micro(proxy.row.dbCpuUs)}) ` +
       `against the forwarder's ${micro(keepAlive.row.cpuUs)} us (${micro(perCall.row.cpuUs)} us with a connection per call); of the service's: ` +
-      `${micro(noKey.row.cpuUs)} us to answer at all, ${micro((refused.row.cpuUs ?? NaN) - (noKey.row.cpuUs ?? NaN))} us more (and ${micro(refused.row.dbCpuUs)} us of Postgres) for the key, ` +
+      `${micro(noKey.row.cpuUs)} us to answer at all, ${micro((refused.row.cpuUs ?? NaN) - (noKey.row.cpuUs ?? NaN))} us more (and ${micro(refused.row.dbCpuUs)} us of Postgres) for the key, body validation and the SSRF check, ` +
       `${micro((proxy.row.cpuUs ?? NaN) - (refused.row.cpuUs ?? NaN))} us more for the call to the target (the target's own work is in neither column).`,
   );
   bench.goals.push({ goal: "/proxy pass-through >= 60% of the bare forwarder's req/s", figure: `${fmt.pct(ratio)} (${fmt.rps(proxy.row.rps)} vs ${fmt.rps(keepAlive.row.rps)} req/s)`, met: ratio >= 0.6 });
@@ -474,7 +474,7 @@ async function paid(bench: Bench, service: ServiceChild): Promise<void> {
     say(`    ${name.padEnd(30)} ${fmt.ms(phase(measured, 'toTarget')).padStart(14)} ${fmt.ms(phase(measured, 'toPaidRequest')).padStart(17)} ${fmt.ms(phase(measured, 'toAnswer')).padStart(20)}`);
   }
   say(
-    `    /proxy adds ${fmt.ms(phase(proxied, 'toTarget') - phase(direct, 'toTarget'))} ms before the target is called (key lookup, validation, a new connection), ` +
+    `    /proxy adds ${fmt.ms(phase(proxied, 'toTarget') - phase(direct, 'toTarget'))} ms before the target is called (request in, key, validation, the SSRF check), ` +
       `${fmt.ms(phase(proxied, 'toPaidRequest') - phase(direct, 'toPaidRequest'))} ms between the 402 and the paid request (credits reserved, signing, the row marked signed), ` +
       `${fmt.ms(phase(proxied, 'toAnswer') - phase(direct, 'toAnswer'))} ms after the paid request (the chain read back, credits charged).`,
   );
