@@ -100,7 +100,7 @@ async function payAndRetry(deps: ProxyDeps, input: ProxyCall, choice: PaymentCho
   const { db, config, chains, clock, log } = deps;
   const { totalCredits } = proxyCredits(choice.amountMicroUsdc, config.proxyFeePercent);
   const reference = randomNonce();
-  const reservation = await holdProxyPayment(db, {
+  const holding = holdProxyPayment(db, {
     reference,
     key: input.key,
     requestId: input.requestId,
@@ -111,16 +111,23 @@ async function payAndRetry(deps: ProxyDeps, input: ProxyCall, choice: PaymentCho
     accountDailyLimitCredits: BigInt(config.proxyDailyPerAccountUsd) * CREDITS_PER_USDC,
     systemDailyLimitCredits: BigInt(config.proxyDailyTotalUsd) * CREDITS_PER_USDC,
   });
+  // Signing needs nothing from the reservation (the nonce is ours already) and nothing leaves this
+  // process before the row says "signed", so the two overlap; a refused reservation just drops
+  // the signature it never sent.
+  const preparing = prepare(deps, choice, reference).then(
+    (value) => ({ ok: true as const, value }),
+    (error: unknown) => ({ ok: false as const, error }),
+  );
+  const reservation = await holding;
   if (!reservation.reserved) return refusal(reservation, totalCredits, input.key, choice);
 
-  let prepared: Prepared;
-  try {
-    prepared = await prepare(deps, choice, reference);
-  } catch (error) {
+  const preparation = await preparing;
+  if (!preparation.ok) {
     // Nothing left this process: the credits come back at once rather than at the next sweep.
     await releaseProxyPayment(db, reference, { outcome: 'not signed: the payment could not be prepared' });
-    throw error;
+    throw preparation.error;
   }
+  const prepared: Prepared = preparation.value;
   if (!prepared.ok) {
     await releaseProxyPayment(db, reference, { outcome: `not signed: ${prepared.reason}: ${prepared.details}` });
     return prepared.outcome;
