@@ -1,7 +1,7 @@
-// Hardhat 2 settings of the local EVM chains that test/harness/evm/chain.ts starts in-process
+// Hardhat 2 settings of the local EVM chains that devnet/evm/chain.ts starts in-process
 // (one chain per network, each with that network's real chain id, set there).
 // No hardhat task is run in this project: `hardhat compile` would download a compiler, so
-// contracts are compiled with solc-js by test/harness/evm/usdc-artifact.ts instead.
+// contracts are compiled with solc-js by devnet/evm/usdc-artifact.ts instead.
 module.exports = {
   networks: {
     hardhat: {

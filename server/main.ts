@@ -4,7 +4,7 @@
  */
 import { ConfigError, loadConfig, type Config } from '../payments/config';
 import { createLogger } from './logger';
-import { sandboxWanted, startSandbox, type Sandbox } from './sandbox';
+import { SandboxUnavailableError, sandboxWanted, startSandbox, type Sandbox } from './sandbox';
 import { startService, type Service } from './service';
 
 const args = new Set(process.argv.slice(2));
@@ -40,12 +40,13 @@ async function main(): Promise<void> {
   let service: Service;
   try {
     if (!workerOnly && sandboxWanted(process.env)) {
-      sandbox = await startSandbox({ dataDir: process.env.DATA_DIR ?? './.data', reset: args.has('--reset'), log });
+      sandbox = await startSandbox({ dataDir: process.env.DATA_DIR ?? './.data', reset: args.has('--reset'), log, env: process.env });
     }
     const config = configure(sandbox?.env ?? {});
     service = await startService(config, { logger: log, serveHttp: !workerOnly });
     if (sandbox) await sandbox.ready(service.url, service.dbHandle.db);
   } catch (error) {
+    if (error instanceof SandboxUnavailableError) fail(error.message);
     log.fatal({ err: error }, 'the service could not start');
     await sandbox?.stop().catch(() => {});
     process.exit(1);

@@ -2,7 +2,7 @@
 // scenarios from load/scenarios.json). Where the service and its targets are:
 //   -e SANDBOX=/absolute/path/to/.data/sandbox.json   everything from the sandbox of `npm start`
 //   -e BASE_URL=http://127.0.0.1:3000 -e API_KEY=prs_... -e TARGET_URL=http://127.0.0.1:<port>
-// TARGET_URL is an x402 test target with the /free, /paid and /hold routes (test/harness), such as
+// TARGET_URL is an x402 test target with the /free, /paid and /hold routes (devnet), such as
 // the sandbox's base-sepolia target; the variables win over the sandbox file.
 import http from 'k6/http';
 import { check } from 'k6';

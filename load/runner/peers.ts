@@ -1,9 +1,9 @@
 /**
- * Bench child: the local peers (test/harness) for one network, base-sepolia: its chain with USDC,
+ * Bench child: the local peers (devnet) for one network, base-sepolia: its chain with USDC,
  * the facilitator, and one x402 target whose /free, /paid and /hold routes the scenarios use.
  * The bench controls the /hold gate over IPC: stats, release, reset.
  */
-import { startPeers } from '../../test/harness/index';
+import { startPeers } from '../../devnet/index';
 import { serveChild } from './children';
 
 const holdTimeoutMs = Number(process.env.BENCH_HOLD_TIMEOUT_MS ?? 60_000);

@@ -5,7 +5,7 @@ import { getTransferCheckedInstruction, findAssociatedTokenPda, TOKEN_PROGRAM_AD
 import type { Address as SolanaAddress } from '@solana/kit';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { randomNonce } from '../harness/evm/authorization.js';
+import { randomNonce } from '../../devnet/evm/authorization.js';
 import {
   startPeers,
   type PaymentPayload,
@@ -14,8 +14,8 @@ import {
   type Peers,
   type SettleResponse,
   type VerifyResponse,
-} from '../harness/index.js';
-import { generateSolanaKey } from '../harness/svm/keys.js';
+} from '../../devnet/index.js';
+import { generateSolanaKey } from '../../devnet/svm/keys.js';
 
 const PRICE = 25_000n;
 let peers: Peers;

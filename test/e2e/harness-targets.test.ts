@@ -8,9 +8,9 @@ import {
   type EchoedRequest,
   type PaymentRequiredBody,
   type Peers,
-} from '../harness/index.js';
-import { usdcAbi } from '../harness/evm/usdc.js';
-import { decodePaymentHeader, type ExactEvmPayload } from '../harness/x402.js';
+} from '../../devnet/index.js';
+import { usdcAbi } from '../../devnet/evm/usdc.js';
+import { decodePaymentHeader, type ExactEvmPayload } from '../../devnet/x402.js';
 
 const PRICE = 7_000n;
 const SLOW_DELAY_MS = 300;

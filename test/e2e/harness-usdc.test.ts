@@ -14,17 +14,17 @@ import {
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localUsdcArtifact } from '../../contracts/LocalUsdc.artifact.js';
-import { randomNonce, transferWithAuthorizationTypes } from '../harness/evm/authorization.js';
-import { localTransport, startEvmChain, type LocalEvmChain } from '../harness/evm/chain.js';
-import { compileUsdc, renderUsdcArtifactModule } from '../harness/evm/usdc-artifact.js';
-import { installUsdc, usdcAbi, type LocalUsdc } from '../harness/evm/usdc.js';
-import { KeyedQueue } from '../harness/key-queue.js';
-import { EVM_NETWORK_NAMES, EVM_NETWORKS, type EvmNetworkName } from '../harness/networks.js';
+import { randomNonce, transferWithAuthorizationTypes } from '../../devnet/evm/authorization.js';
+import { localTransport, startEvmChain, type LocalEvmChain } from '../../devnet/evm/chain.js';
+import { compileUsdc, renderUsdcArtifactModule } from '../../devnet/evm/usdc-artifact.js';
+import { installUsdc, usdcAbi, type LocalUsdc } from '../../devnet/evm/usdc.js';
+import { KeyedQueue } from '../../devnet/key-queue.js';
+import { EVM_NETWORK_NAMES, EVM_NETWORKS, type EvmNetworkName } from '../../devnet/networks.js';
 
 const ETH = 10n ** 18n;
 
 describe('the committed artifact', () => {
-  it('is what contracts/LocalUsdc.sol compiles to (rebuild: npx tsx test/harness/evm/usdc-artifact.ts)', () => {
+  it('is what contracts/LocalUsdc.sol compiles to (rebuild: npx tsx devnet/evm/usdc-artifact.ts)', () => {
     const compiled = compileUsdc();
     expect(renderUsdcArtifactModule(compiled)).toBe(renderUsdcArtifactModule(localUsdcArtifact as never));
     expect(compiled.deployedBytecode.length).toBeGreaterThan(2);

@@ -14,8 +14,8 @@ import {
   type PaymentRequiredBody,
   type SolanaNetworkName,
   type Target,
-} from '../harness/index.js';
-import { usdcAbi } from '../harness/evm/usdc.js';
+} from '../../devnet/index.js';
+import { usdcAbi } from '../../devnet/evm/usdc.js';
 
 const PRICE = 10_000n;
 const STARTUP_BUDGET_MS = 10_000;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startPeers, type Peers } from '../harness/index';
-import { startLocalLlm, type LocalLlm } from '../harness/llm';
+import { startPeers, type Peers } from '../../devnet/index';
+import { startLocalLlm, type LocalLlm } from '../../devnet/llm';
 import { peersEnv } from '../support/proxy';
 import { startTestService, type TestService } from '../support/service';
 import { decodePaymentResponseHeader } from '../../payments/x402/headers';

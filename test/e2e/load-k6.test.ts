@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startPeers, type Peers, type Target } from '../harness/index';
+import { startPeers, type Peers, type Target } from '../../devnet/index';
 import { createTestAccount } from '../support/accounts';
 import { checkResponse } from '../support/contract';
 import { holdRequest, type HeldRequest } from '../support/heldRequest';

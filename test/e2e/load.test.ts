@@ -8,7 +8,7 @@ import { startAutocannon, type LoadRequest } from '../../load/runner/autocannon'
 import { runCapsScenario, type CapsReport, type ClientHolds, type LoadResult } from '../../load/runner/caps';
 import { problemsOf429 } from '../../load/runner/checks';
 import { requestOf, scenarios, type Bindings, type CapGroup } from '../../load/runner/scenarios';
-import { startPeers, type Peers, type Target } from '../harness/index';
+import { startPeers, type Peers, type Target } from '../../devnet/index';
 import { createTestAccount } from '../support/accounts';
 import { checkResponse, type ContractResponse } from '../support/contract';
 import { holdRequest, type HeldRequest } from '../support/heldRequest';

@@ -9,7 +9,7 @@ import { NETWORK_TABLE, type NetworkName } from '../../payments/networks/table';
 import { chooseRequirement } from '../../payments/x402/choose';
 import { decodePaymentHeader, decodePaymentResponseHeader } from '../../payments/x402/headers';
 import { parsePaymentRequired } from '../../payments/x402/parse';
-import { startPeers, type Peers } from '../harness/index';
+import { startPeers, type Peers } from '../../devnet/index';
 
 const PRICE_MICRO_USDC = 12_345n;
 const CEILING_MICRO_USDC = 50_000n;

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { organisationBalance } from '../../payments/credits';
 import { proxyCredits } from '../../payments/fees';
-import { startPeers, type Peers } from '../harness/index';
+import { startPeers, type Peers } from '../../devnet/index';
 import { createTestAccount } from '../support/accounts';
 import { ledgerSums, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';

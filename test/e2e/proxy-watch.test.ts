@@ -15,7 +15,7 @@ import { parsePaymentRequired } from '../../payments/x402/parse';
 import type { ExactEvmPayload } from '../../payments/x402/types';
 import { proxyPaymentSweep } from '../../worker/tasks/proxyPaymentSweep';
 import { proxyPaymentWatch } from '../../worker/tasks/proxyPaymentWatch';
-import { startPeers, type Peers } from '../harness/index';
+import { startPeers, type Peers } from '../../devnet/index';
 import { createTestAccount, type TestAccount } from '../support/accounts';
 import { ledgerSums, pollWebhook, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { organisationBalance } from '../../payments/credits';
 import { decodePaymentHeader, decodePaymentResponseHeader } from '../../payments/x402/headers';
-import { NETWORK_NAMES, isEvmNetwork, startPeers, type EchoedRequest, type NetworkName, type Peers } from '../harness/index';
+import { NETWORK_NAMES, isEvmNetwork, startPeers, type EchoedRequest, type NetworkName, type Peers } from '../../devnet/index';
 import { createTestAccount } from '../support/accounts';
 import { ledgerSums, peersEnv, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';

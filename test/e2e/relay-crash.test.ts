@@ -14,7 +14,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../payments/config';
 import { startService, type Service } from '../../server/service';
-import { startPeers, type Peers } from '../harness/index';
+import { startPeers, type Peers } from '../../devnet/index';
 import { contractClient } from '../support/contract';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { peersEnv, pollWebhook } from '../support/proxy';

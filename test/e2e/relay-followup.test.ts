@@ -17,8 +17,8 @@ import { claimSettlement, findRelayTransaction, markSettled, recordClientPayment
 import { relayRequirements, verifyClientPayment } from '../../payments/relay/index';
 import { decidePayment, paymentRequiredOf, signedFacts, signTargetPayment, readPaymentOnChain } from '../../payments/target/index';
 import { findWebhook } from '../../payments/webhooks';
-import { startPeers, type Peers, type PaymentRequirements as PeerRequirements } from '../harness/index';
-import { generateSolanaKey } from '../harness/svm/keys';
+import { startPeers, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
+import { generateSolanaKey } from '../../devnet/svm/keys';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 
 const ABANDONED_AFTER_MS = 60_000;

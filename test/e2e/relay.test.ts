@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { utcDay } from '../../payments/clock';
 import { decodePaymentResponseHeader } from '../../payments/x402/headers';
-import { startPeers, isEvmNetwork, type NetworkName, type Peers, type PaymentRequirements as PeerRequirements } from '../harness/index';
+import { startPeers, isEvmNetwork, type NetworkName, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
 import { contractFetch, payingFetch, relayRequest, relayRows } from '../support/relay';
 import { pollWebhook, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';

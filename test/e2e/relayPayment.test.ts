@@ -24,8 +24,8 @@ import {
 } from '../../payments/relay/index';
 import { claimSettlement } from '../../payments/relay/store';
 import type { PaymentRequirements } from '../../payments/x402/types';
-import { localTransport } from '../harness/evm/chain';
-import { encodePaymentHeader, startPeers, type AuthorizationOverrides, type Peers, type PaymentRequirements as PeerRequirements } from '../harness/index';
+import { localTransport } from '../../devnet/evm/chain';
+import { encodePaymentHeader, startPeers, type AuthorizationOverrides, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 
 const EVM_NETWORKS = ['base-sepolia', 'skale-base-sepolia'] as const;

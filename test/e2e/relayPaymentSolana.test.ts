@@ -20,8 +20,8 @@ import {
   type RelayDeps,
 } from '../../payments/relay/index';
 import type { PaymentRequirements } from '../../payments/x402/types';
-import { startPeers, type Peers, type PaymentRequirements as PeerRequirements, type SolanaPaymentOverrides } from '../harness/index';
-import { generateSolanaKey } from '../harness/svm/keys';
+import { startPeers, type Peers, type PaymentRequirements as PeerRequirements, type SolanaPaymentOverrides } from '../../devnet/index';
+import { generateSolanaKey } from '../../devnet/svm/keys';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 
 const NETWORK = 'solana-devnet' as const;

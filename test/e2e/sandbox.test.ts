@@ -2,7 +2,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
-import { sandboxWanted, startSandbox, type SandboxState } from '../../server/sandbox';
+import { sandboxWanted } from '../../server/sandbox';
+import { startSandbox, type SandboxState } from '../../devnet/sandbox';
 import { startTestService } from '../support/service';
 
 const dataDir = mkdtempSync(path.join(path.resolve('.tmp'), 'sandbox-'));
@@ -20,7 +21,7 @@ describe('sandbox', () => {
   it('brings up the peers, a funded demo organisation, sandbox.json and a banner with working commands; a restart keeps keys and API key', async () => {
     const printed: string[] = [];
     const log = pino({ level: 'silent' });
-    const sandbox = await startSandbox({ dataDir, reset: false, log, print: (text) => printed.push(text) });
+    const sandbox = await startSandbox({ dataDir, reset: false, log, env: {}, print: (text) => printed.push(text) });
     const t = await startTestService(sandbox.env);
     let first: SandboxState;
     try {
@@ -60,7 +61,7 @@ describe('sandbox', () => {
     }
 
     // A restart reuses the wallet keys and the API key already in the database.
-    const again = await startSandbox({ dataDir, reset: false, log, print: () => {} });
+    const again = await startSandbox({ dataDir, reset: false, log, env: {}, print: () => {} });
     try {
       expect(again.env.EVM_PRIVATE_KEY).toBe(sandbox.env.EVM_PRIVATE_KEY);
       expect(again.env.SOLANA_PRIVATE_KEY).toBe(sandbox.env.SOLANA_PRIVATE_KEY);
@@ -73,7 +74,7 @@ describe('sandbox', () => {
     }
 
     // --reset starts clean: new keys.
-    const reset = await startSandbox({ dataDir, reset: true, log, print: () => {} });
+    const reset = await startSandbox({ dataDir, reset: true, log, env: {}, print: () => {} });
     try {
       expect(reset.env.EVM_PRIVATE_KEY).not.toBe(sandbox.env.EVM_PRIVATE_KEY);
     } finally {

@@ -1,12 +1,12 @@
 /**
- * The service set up to pay the local peers of test/harness: RPC URLs of the running networks, the
+ * The service set up to pay the local peers of devnet: RPC URLs of the running networks, the
  * harness's funded service wallets, and exactly the targets' host:port pairs allow-listed.
  */
 import { isIP } from 'node:net';
 import type { Db } from '../../db/index';
 import type { Resolver } from '../../payments/outbound/index';
 import type { ServiceOptions } from '../../server/service';
-import type { Peers } from '../harness/index';
+import type { Peers } from '../../devnet/index';
 import { startTestService, type TestService } from './service';
 
 const RPC_VARIABLES: Record<string, string> = {

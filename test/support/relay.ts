@@ -5,7 +5,7 @@
  */
 import { wrapFetchWithPayment } from 'x402-fetch';
 import type { Db } from '../../db/index';
-import type { EvmNetworkName, Peers, SolanaNetworkName } from '../harness/index';
+import type { EvmNetworkName, Peers, SolanaNetworkName } from '../../devnet/index';
 import { checkResponse } from './contract';
 
 /** fetch, with the response checked against the document before the caller reads it. */

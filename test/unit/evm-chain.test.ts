@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NETWORK_TABLE } from '../../payments/networks/table';
 import { createEvmChains, usdcAbi, type EvmChains } from '../../payments/networks/evm';
 import type { PaymentRequirements } from '../../payments/x402/types';
-import { localTransport } from '../harness/evm/chain';
-import { startPeers, type Peers } from '../harness/index';
+import { localTransport } from '../../devnet/evm/chain';
+import { startPeers, type Peers } from '../../devnet/index';
 
 const NETWORKS = ['base-sepolia', 'skale-base-sepolia'] as const;
 type Network = (typeof NETWORKS)[number];

@@ -7,7 +7,7 @@ import type { NetworkSettings } from '../../payments/config';
 import { createEvmChains, transferWithAuthorizationTypes, type TransferAuthorization } from '../../payments/networks/evm';
 import { decodePaymentHeader } from '../../payments/x402/headers';
 import type { PaymentRequirements } from '../../payments/x402/types';
-import { EVM_NETWORKS, type EvmNetworkName } from '../harness/networks';
+import { EVM_NETWORKS, type EvmNetworkName } from '../../devnet/networks';
 
 const TEST_KEY: Hex = '0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318';
 const SERVICE = privateKeyToAccount(TEST_KEY).address;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chatCompletion, llmConfigured, llmHealth } from '../../payments/llm';
-import { startLocalLlm, type LocalLlm } from '../harness/llm';
+import { startLocalLlm, type LocalLlm } from '../../devnet/llm';
 import { loadConfig, type Config } from '../../payments/config';
 
 let llm: LocalLlm;

@@ -31,12 +31,12 @@ import {
 } from '../../payments/networks/svm';
 import { NETWORK_TABLE } from '../../payments/networks/table';
 import type { PaymentRequirements } from '../../payments/x402/types';
-import { createSvmFacilitator } from '../harness/facilitator/svm';
-import type { PaymentRequirements as HarnessRequirements } from '../harness/x402';
-import { KeyedQueue } from '../harness/key-queue';
-import { generateSolanaKey, type SolanaKey } from '../harness/svm/keys';
-import { SolanaLedger } from '../harness/svm/ledger';
-import { startSolanaRpcServer, type SolanaRpcServer } from '../harness/svm/rpc-server';
+import { createSvmFacilitator } from '../../devnet/facilitator/svm';
+import type { PaymentRequirements as HarnessRequirements } from '../../devnet/x402';
+import { KeyedQueue } from '../../devnet/key-queue';
+import { generateSolanaKey, type SolanaKey } from '../../devnet/svm/keys';
+import { SolanaLedger } from '../../devnet/svm/ledger';
+import { startSolanaRpcServer, type SolanaRpcServer } from '../../devnet/svm/rpc-server';
 
 const NETWORK = 'solana-devnet' as const;
 const MINT = NETWORK_TABLE[NETWORK].usdc as Address;

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../payments/config';
 import { createChains } from '../../payments/networks/index';
 import { chooseRequirement } from '../../payments/x402/choose';
-import { generateSolanaKey } from '../harness/svm/keys';
+import { generateSolanaKey } from '../../devnet/svm/keys';
 
 const EVM_KEY = '0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318';
 const EVM_ADDRESS = privateKeyToAccount(EVM_KEY).address;

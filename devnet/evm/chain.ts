@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { createPublicClient, defineChain, http, type Chain, type Hex, type PublicClient } from 'viem';
 import { EVM_NETWORKS, type EvmNetworkName } from '../networks.js';
 
-const REPOSITORY_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const REPOSITORY_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const HARDHAT_CONFIG_PATH = path.join(REPOSITORY_ROOT, 'hardhat.config.cjs');
 
 export interface FundedAccount {

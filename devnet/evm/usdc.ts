@@ -10,7 +10,7 @@ import {
   type LocalAccount,
   type TransactionReceipt,
 } from 'viem';
-import { localUsdcArtifact } from '../../../contracts/LocalUsdc.artifact.js';
+import { localUsdcArtifact } from '../../contracts/LocalUsdc.artifact.js';
 import type { KeyedQueue } from '../key-queue.js';
 import { EVM_NETWORKS } from '../networks.js';
 import { localTransport, type LocalEvmChain } from './chain.js';

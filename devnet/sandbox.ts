@@ -1,0 +1,174 @@
+/**
+ * The sandbox of `npm start` when nothing is configured (no wallet key, no RPC URL, NODE_ENV not
+ * production): real local peers on 127.0.0.1 (EVM chains with the real chain ids and USDC at the
+ * canonical addresses, both Solana clusters, a facilitator, x402-protected demo targets), funded
+ * service wallets, and a demo organisation whose API key and a funded client wallet are printed
+ * with commands for a paid proxy call, a paid relay call and a paid chat. State is written to
+ * DATA_DIR/sandbox.json; keys are kept in DATA_DIR so the printed commands survive a restart.
+ */
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Hex } from 'viem';
+import type { Logger } from 'pino';
+import type { Db } from '../db/index';
+import { authenticateKey, createApiKey, createOrganisation } from '../payments/accounts';
+import { grantCredits } from '../payments/credits';
+import { NETWORK_NAMES } from '../payments/networks/table';
+import { startPeers } from './index';
+import { startLocalLlm } from './llm';
+import type { Sandbox, SandboxOptions } from '../server/sandbox';
+
+const SANDBOX_FILE = 'sandbox.json';
+const KEYS_FILE = 'sandbox-keys.json';
+const DEMO_CREDITS = 100_000n; // 100 USDC
+const DEMO_KEY_DAILY_CAP = 100_000n;
+
+interface SandboxKeys {
+  serviceEvmPrivateKey: Hex;
+  clientEvmPrivateKey: Hex;
+  serviceSolanaSecretKey: number[];
+  clientSolanaSecretKey: number[];
+}
+
+export interface SandboxState {
+  baseUrl: string;
+  apiKey: string;
+  client: { evmPrivateKey: string; evmAddress: string; solanaSecretKey: number[]; solanaAddress: string };
+  targets: Record<string, string>;
+  rpc: Record<string, string>;
+  facilitatorUrl: string;
+  llmUrl: string;
+}
+
+function readKeys(file: string): SandboxKeys | undefined {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as SandboxKeys;
+  } catch {
+    return undefined;
+  }
+}
+
+export interface LocalSandbox extends Sandbox {
+  ready(baseUrl: string, db: Db): Promise<SandboxState>;
+}
+
+export async function startSandbox(options: SandboxOptions): Promise<LocalSandbox> {
+  const dataDir = path.resolve(options.dataDir);
+  if (options.reset && existsSync(dataDir)) {
+    options.log.warn({ dataDir }, 'sandbox reset: removing the data directory');
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+  mkdirSync(dataDir, { recursive: true });
+  const print = options.print ?? ((text: string) => process.stdout.write(text));
+  const keysFile = path.join(dataDir, KEYS_FILE);
+  const saved = readKeys(keysFile);
+  const peers = await startPeers({
+    networks: [...NETWORK_NAMES],
+    keys: saved && {
+      serviceEvmPrivateKey: saved.serviceEvmPrivateKey,
+      clientEvmPrivateKey: saved.clientEvmPrivateKey,
+      serviceSolanaSecretKey: Uint8Array.from(saved.serviceSolanaSecretKey),
+      clientSolanaSecretKey: Uint8Array.from(saved.clientSolanaSecretKey),
+    },
+  });
+  const { wallets } = peers;
+  if (!saved) {
+    const keys: SandboxKeys = {
+      serviceEvmPrivateKey: wallets.service.evm.privateKey,
+      clientEvmPrivateKey: wallets.client.evm.privateKey,
+      serviceSolanaSecretKey: [...wallets.service.solana.secretKey],
+      clientSolanaSecretKey: [...wallets.client.solana.secretKey],
+    };
+    writeFileSync(keysFile, JSON.stringify(keys, null, 2) + '\n', { mode: 0o600 });
+  }
+  options.log.info({ startupMs: Math.round(peers.startupMs) }, 'sandbox peers started');
+
+  const llm = await startLocalLlm();
+
+  const allowHosts = [...new Set(Object.values(peers.targets).map((target) => new URL(target.url).host))];
+  const env: Record<string, string> = {
+    EVM_PRIVATE_KEY: wallets.service.evm.privateKey,
+    SOLANA_PRIVATE_KEY: JSON.stringify([...wallets.service.solana.secretKey]),
+    FACILITATOR_URL: peers.facilitator.url,
+    SSRF_ALLOW_HOSTS: allowHosts.join(','),
+    LLM_BASE_URL: llm.url,
+    LLM_API_KEY: llm.apiKey,
+    LLM_MODEL: llm.model,
+  };
+  for (const [network, url] of Object.entries(peers.rpcUrls)) {
+    env[`RPC_URL_${network.toUpperCase().replace(/-/g, '_')}`] = url!;
+  }
+
+  async function demoApiKey(db: Db, previous: string | undefined): Promise<string> {
+    if (previous && (await authenticateKey(db, previous)).ok) return previous;
+    const organisation = await createOrganisation(db, 'Sandbox demo');
+    await grantCredits(db, organisation.organisationId, DEMO_CREDITS, 'sandbox demo grant');
+    return (await createApiKey(db, organisation.accountId, DEMO_KEY_DAILY_CAP)).key;
+  }
+
+  return {
+    env,
+    async ready(baseUrl, db) {
+      const stateFile = path.join(dataDir, SANDBOX_FILE);
+      let previousKey: string | undefined;
+      try {
+        previousKey = (JSON.parse(readFileSync(stateFile, 'utf8')) as SandboxState).apiKey;
+      } catch {
+        previousKey = undefined;
+      }
+      const state: SandboxState = {
+        baseUrl,
+        apiKey: await demoApiKey(db, previousKey),
+        client: {
+          evmPrivateKey: wallets.client.evm.privateKey,
+          evmAddress: wallets.client.evm.address,
+          solanaSecretKey: [...wallets.client.solana.secretKey],
+          solanaAddress: wallets.client.solana.address,
+        },
+        targets: Object.fromEntries(Object.values(peers.targets).map((target) => [target.name, target.url])),
+        rpc: Object.fromEntries(Object.entries(peers.rpcUrls).map(([network, url]) => [network, url!])),
+        facilitatorUrl: peers.facilitator.url,
+        llmUrl: llm.url,
+      };
+      writeFileSync(stateFile, JSON.stringify(state, null, 2) + '\n', { mode: 0o600 });
+      print(banner(state, stateFile, env.SSRF_ALLOW_HOSTS));
+      return state;
+    },
+    async stop() {
+      await llm.close();
+      await peers.stop();
+    },
+  };
+}
+
+function banner(state: SandboxState, stateFile: string, allowHosts: string): string {
+  const paidTarget = `${state.targets['base-sepolia']}/paid`;
+  const line = '='.repeat(78);
+  return `
+${line}
+ SANDBOX: nothing is configured, so this service runs against local peers on 127.0.0.1.
+ No real money moves: the chains, USDC and Solana clusters here are local and start fresh.
+
+ API            ${state.baseUrl}    (reference page: ${state.baseUrl}/docs)
+ Demo API key   ${state.apiKey}    (organisation with ${DEMO_CREDITS} credits)
+ Client wallet  EVM ${state.client.evmAddress} / Solana ${state.client.solanaAddress} (funded with USDC)
+ Facilitator    ${state.facilitatorUrl}
+ SSRF_ALLOW_HOSTS=${allowHosts}  (local demo targets only; never set this in production)
+ Everything above, and the client keys, are in ${stateFile}
+
+ A paid proxy call (the service wallet pays the target; your credits are charged):
+   curl -s -X POST ${state.baseUrl}/proxy -H 'x-api-key: ${state.apiKey}' \\
+     -H 'content-type: application/json' -d '{"api_url": "${paidTarget}", "method": "GET"}'
+
+ A paid relay call (the client wallet pays the service with x402; the service pays the target):
+   npm run sandbox:pay -- relay ${paidTarget}
+
+ A paid chat (a local deterministic model; the client wallet pays 0.01 USDC on base):
+   npm run sandbox:pay -- chat "Hello there"
+
+ Dry runs:
+   curl -s -X POST ${state.baseUrl}/relay/sim -H 'content-type: application/json' \\
+     -d '{"api_url": "${paidTarget}", "method": "GET"}'
+${line}
+`;
+}

@@ -1,0 +1,107 @@
+/**
+ * The service as a production install (`npm ci --omit=dev`) runs it: every development package
+ * unresolvable (test/support/without-dev-packages.mjs). A configured start serves; a zero-config
+ * start, which would be the sandbox, says in one line what to install instead of a stack trace.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { generatePrivateKey } from 'viem/accounts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { contractClient } from '../support/contract';
+import { createTestDatabase, type TestDatabase } from '../support/database';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const HOOK = fileURLToPath(new URL('../support/without-dev-packages.mjs', import.meta.url));
+
+let database: TestDatabase;
+let dataDir: string;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  dataDir = mkdtempSync(path.join(os.tmpdir(), 'production-install-'));
+});
+
+afterAll(async () => {
+  await database?.drop();
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+/** The parent's environment less everything that configures the service. */
+function bareEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (value === undefined) continue;
+    if (/^(EVM_PRIVATE_KEY|SOLANA_PRIVATE_KEY|RPC_URL_|DATABASE_URL|FACILITATOR_URL|NODE_ENV|PORT|HOST|NETWORKS|SSRF_ALLOW_HOSTS|LLM_)/.test(name)) continue;
+    env[name] = value;
+  }
+  return env;
+}
+
+function run(env: Record<string, string>) {
+  return spawn(process.execPath, ['--import', 'tsx', '--import', HOOK, 'server/main.ts'], {
+    cwd: ROOT,
+    env: { ...bareEnv(), DATA_DIR: dataDir, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
+describe('a production install without the development packages', () => {
+  it('a zero-config start explains in one line what to install, and exits', async () => {
+    const child = run({});
+    let stderr = '';
+    let stdout = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(code).toBe(1);
+    const lines = stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^payment-routing-service: the sandbox .* needs the development packages/);
+    expect(lines[0]).toContain('npm install');
+    expect(stderr).not.toMatch(/\n\s+at /);
+    expect(stdout).toBe('');
+  });
+
+  it('a configured start serves', async () => {
+    const child = run({
+      DATABASE_URL: database.url,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      NETWORKS: 'base-sepolia',
+      EVM_PRIVATE_KEY: generatePrivateKey(),
+      RPC_URL_BASE_SEPOLIA: 'http://127.0.0.1:9/',
+      LOG_LEVEL: 'info',
+    });
+    try {
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      const url = await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`the service did not start: ${stderr}`)), 30_000);
+        child.once('exit', (code) => reject(new Error(`the service exited with ${code}: ${stderr}`)));
+        createInterface({ input: child.stdout }).on('line', (line) => {
+          try {
+            const entry = JSON.parse(line) as { msg?: string; url?: string };
+            if (entry.msg === 'listening' && entry.url) {
+              clearTimeout(timer);
+              resolve(entry.url);
+            }
+          } catch {
+            // not a log line
+          }
+        });
+      });
+      const client = contractClient(url);
+      const config = await client.get('/config');
+      expect(config.status).toBe(200);
+      expect(config.body.networks.v1).toEqual(['base-sepolia']);
+      const limits = await client.get('/limits');
+      expect(limits.status).toBe(200);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+});

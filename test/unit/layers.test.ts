@@ -1,0 +1,104 @@
+/**
+ * The production layers (server, handlers, payments, worker, db) import nothing from test/ or
+ * devnet/ and no development package: a production install (`npm ci --omit=dev`) has neither.
+ * The one way to the sandbox is the guarded dynamic import in server/sandbox.ts.
+ */
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { builtinModules } from 'node:module';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const PRODUCTION_FOLDERS = ['server', 'handlers', 'payments', 'worker', 'db'];
+const manifest = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+  dependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
+};
+/** The guarded loader of the sandbox, and what it may load. */
+const SANDBOX_LOADER = { file: 'server/sandbox.ts', specifier: '../devnet/sandbox' };
+
+function sourceFiles(folder: string): string[] {
+  return readdirSync(path.join(ROOT, folder)).flatMap((name) => {
+    const relative = path.join(folder, name);
+    if (statSync(path.join(ROOT, relative)).isDirectory()) return sourceFiles(relative);
+    return /\.(ts|mts|js|mjs|cjs)$/.test(name) ? [relative] : [];
+  });
+}
+
+export interface ImportSite {
+  file: string;
+  specifier: string;
+  typeOnly: boolean;
+  dynamic: boolean;
+}
+
+export function importsOf(file: string, source: string): ImportSite[] {
+  const sites: ImportSite[] = [];
+  const statement = /^\s*(import|export)\s+(type\s+)?[^;]*?\sfrom\s+['"]([^'"]+)['"]/gm;
+  for (const match of source.matchAll(statement)) sites.push({ file, specifier: match[3]!, typeOnly: Boolean(match[2]), dynamic: false });
+  for (const match of source.matchAll(/^\s*import\s+['"]([^'"]+)['"]/gm)) sites.push({ file, specifier: match[1]!, typeOnly: false, dynamic: false });
+  for (const match of source.matchAll(/(?:\bimport|\brequire)\(\s*['"]([^'"]+)['"]\s*\)/g)) {
+    const typeOnly = /typeof\s+$/.test(source.slice(0, match.index));
+    sites.push({ file, specifier: match[1]!, typeOnly, dynamic: !typeOnly });
+  }
+  return sites;
+}
+
+function packageName(specifier: string): string {
+  const parts = specifier.split('/');
+  return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]!;
+}
+
+function problems(sites: ImportSite[]): string[] {
+  const found: string[] = [];
+  const builtins = new Set(builtinModules);
+  for (const site of sites) {
+    const where = `${site.file} imports '${site.specifier}'`;
+    if (site.specifier.startsWith('.')) {
+      const target = path.relative(ROOT, path.resolve(ROOT, path.dirname(site.file), site.specifier));
+      const top = target.split(path.sep)[0];
+      if (top === 'test') found.push(`${where}: test code`);
+      if (top === 'devnet') {
+        const guarded = site.file === SANDBOX_LOADER.file && site.specifier === SANDBOX_LOADER.specifier;
+        if (!guarded && !site.typeOnly) found.push(`${where}: the local peers (devnet/) are loaded only by ${SANDBOX_LOADER.file}`);
+      }
+      continue;
+    }
+    if (site.specifier.startsWith('node:') || builtins.has(site.specifier)) continue;
+    if (site.typeOnly && site.specifier.startsWith('@types/')) continue;
+    const name = packageName(site.specifier);
+    if (manifest.dependencies[name] === undefined) {
+      found.push(`${where}: ${name} is ${manifest.devDependencies[name] ? 'a development package' : 'not a declared dependency'}`);
+    }
+  }
+  return found;
+}
+
+describe('production layers', () => {
+  const sites = PRODUCTION_FOLDERS.flatMap(sourceFiles).flatMap((file) => importsOf(file, readFileSync(path.join(ROOT, file), 'utf8')));
+
+  it('read the imports of every production file', () => {
+    expect(sites.length).toBeGreaterThan(100);
+    expect(sites.some((site) => site.file === SANDBOX_LOADER.file && site.specifier === SANDBOX_LOADER.specifier && site.dynamic)).toBe(true);
+  });
+
+  it('import nothing from test/ or devnet/ and no development package', () => {
+    expect(problems(sites)).toEqual([]);
+  });
+
+  it('would catch each kind of leak', () => {
+    const leaks: ImportSite[] = [
+      { file: 'server/main.ts', specifier: '../test/support/service', typeOnly: false, dynamic: false },
+      { file: 'payments/relay/settle.ts', specifier: '../../devnet/index', typeOnly: false, dynamic: true },
+      { file: 'server/app.ts', specifier: 'x402-fetch', typeOnly: false, dynamic: true },
+      { file: 'db/index.ts', specifier: 'hardhat/internal/core/providers/construction', typeOnly: false, dynamic: false },
+      { file: 'worker/index.ts', specifier: 'left-pad', typeOnly: false, dynamic: false },
+    ];
+    expect(problems(leaks)).toHaveLength(leaks.length);
+    expect(importsOf('x.ts', "import { a } from 'x402';\nconst b = await import('litesvm');\nexport { c } from '../test/c';")).toEqual([
+      { file: 'x.ts', specifier: 'x402', typeOnly: false, dynamic: false },
+      { file: 'x.ts', specifier: '../test/c', typeOnly: false, dynamic: false },
+      { file: 'x.ts', specifier: 'litesvm', typeOnly: false, dynamic: true },
+    ]);
+  });
+});
