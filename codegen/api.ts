@@ -179,9 +179,17 @@ export interface paths {
          *     ceiling).
          *
          *     **Body.** At most one of `json`, `data`, `body` and `payload` (two or more is a 400).
-         *     `timeout` (seconds, at most 120) and X-TIMEOUT (milliseconds, at most 120000) bound the whole
-         *     call, every exchange with the target included; when both are given the smaller applies, and
-         *     when neither is, the server default (TARGET_TIMEOUT_MS, 120 s).
+         *     `timeout` (seconds) and X-TIMEOUT (milliseconds, at most 120000) bound the whole call, every
+         *     exchange with the target included: the smallest of `timeout`, X-TIMEOUT and the server's
+         *     maximum (120 s) applies, and when neither is given, the server default (TARGET_TIMEOUT_MS,
+         *     120 s). A body `timeout` above 120 is capped to 120 s, not refused (clients such as
+         *     HTTPayer's SDK send their own client timeout, 600 by default, on every call).
+         *
+         *     **format=json.** With `?format=json` the target's answer is wrapped in a FormatJsonResult, as
+         *     on POST /relay: `{success: true, result}` with the target's status when it answered 2xx,
+         *     `{success: false, status, result}` with the target's status otherwise; `result` is the
+         *     target's body, parsed when it was JSON, otherwise its text. Our own errors (400, 401, 402
+         *     InsufficientCredits, 429, 500, 502) are not wrapped.
          */
         post: operations["postProxy"];
         delete?: never;
@@ -578,7 +586,7 @@ export interface components {
          */
         ServiceStatus: "payment_required" | "payment_validating" | "processing";
         /**
-         * @description The target's response wrapped in JSON (POST /relay with `format=json`). `success` is true when the target answered 2xx; otherwise it is false and `status` is the target's status.
+         * @description The target's response wrapped in JSON (POST /relay and POST /proxy with `format=json`). `success` is true when the target answered 2xx; otherwise it is false and `status` is the target's status.
          * @example {
          *       "success": true,
          *       "result": {
@@ -906,8 +914,8 @@ export interface components {
              */
             reset_time: string;
         };
-        /** @description Timeout of the call to the target, in seconds (at most 120); the server default (TARGET_TIMEOUT_MS, 120 s) applies when omitted. */
-        CallTimeoutSeconds: number;
+        /** @description Timeout of the call to the target, in seconds. A value above the server's maximum (120 s) is capped to it, not refused: clients such as HTTPayer's SDK send their own, longer, client timeout on every call (600 by default). The call is bounded by the smallest of this value, X-TIMEOUT and the server's maximum; when neither this nor X-TIMEOUT is given (null counts as not given), by the server default (TARGET_TIMEOUT_MS, 120 s). */
+        CallTimeoutSeconds: number | null;
         /**
          * @description The call to make. At most one of `json`, `data`, `body` and `payload` may be given: two or more is a 400 naming them. The payment network is chosen from the target's requirements (there is no `network` field here).
          * @example {
@@ -987,7 +995,7 @@ export interface components {
             webhook_id?: string;
         };
         /**
-         * @description The call POST /proxy would make. At most one of `json`, `data`, `body` and `payload` may be given: two or more is a 400 naming them. `network` is the payment network to simulate on; without it, the network POST /proxy would choose from the target's requirements.
+         * @description The call POST /proxy would make. At most one of `json`, `data`, `body` and `payload` may be given: two or more is a 400 naming them. `network` is the payment network to simulate on; without it, the network POST /proxy would choose from the target's requirements. `timeout` is accepted and ignored, so that a client may send the same body as to POST /proxy.
          * @example {
          *       "api_url": "https://api.example.org/weather",
          *       "method": "GET",
@@ -1008,6 +1016,8 @@ export interface components {
             auth?: components["schemas"]["BasicAuth"];
             cookies?: components["schemas"]["CallCookies"];
             network?: components["schemas"]["NetworkName"];
+            /** @description Accepted and ignored: clients such as HTTPayer's SDK send their client timeout (seconds) on every call. The simulation's single call to the target is bounded by the server default (TARGET_TIMEOUT_MS). */
+            timeout?: number | null;
         };
         /**
          * @description What a proxy call would cost. Amounts in USDC (decimal numbers); the account is charged totalCredits = ceil(price in micro-USDC x 1.03 / 1000) with the default 3% proxy fee (1 credit = 0.001 USDC).
@@ -1256,7 +1266,7 @@ export interface components {
                 evm: components["schemas"]["NetworkName"][];
                 /** @description Enabled Solana networks. */
                 solana: components["schemas"]["NetworkName"][];
-                /** @description Networks usable with protocol version 1 (today, the enabled ones). */
+                /** @description Networks usable with protocol version 1: the enabled ones, each followed by the other names the interface accepts for it (`solana` by `solana-mainnet` and `solana-mainnet-beta`). Clients check a network name against this list before using it. */
                 v1: components["schemas"]["NetworkName"][];
                 /** @description Per enabled network, keyed by network name. */
                 configs: {
@@ -2049,7 +2059,10 @@ export interface operations {
     };
     postProxy: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description `text` (default): the target's response is returned as it is, with its content type. `json`: it is wrapped in a FormatJsonResult JSON body. */
+                format?: components["parameters"]["FormatQuery"];
+            };
             header?: {
                 /** @description Client timeout for this call, in milliseconds (1 to 120000). */
                 "X-TIMEOUT"?: components["parameters"]["TimeoutHeader"];
@@ -2063,7 +2076,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The target's response, passed through (after payment when it asked for one). */
+            /** @description The target's response, passed through (after payment when it asked for one); with `format=json` a FormatJsonResult. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2073,6 +2086,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    "application/json": components["schemas"]["FormatJsonResult"] | components["schemas"]["UpstreamPassThrough"];
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
@@ -2209,7 +2223,10 @@ export interface operations {
     };
     postProxySim: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Accepted and ignored: the simulation result is always JSON. Clients such as HTTPayer's SDK add `format=json` to every call when they want JSON answers. */
+                format?: "json" | "text";
+            };
             header?: never;
             path?: never;
             cookie?: never;

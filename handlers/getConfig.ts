@@ -1,7 +1,15 @@
 import type { Handler } from './types';
-import { NETWORK_TABLE } from '../payments/networks/table';
+import type { components } from '../codegen/api';
+import { aliasesOf, NETWORK_TABLE, type NetworkName } from '../payments/networks/table';
 import { rpcHost } from '../payments/config';
 import { relayFeeModelText } from '../payments/fees';
+
+type ApiNetworkName = components['schemas']['NetworkName'];
+
+/** Every name a network is accepted by, its own name first. */
+function namesOf(network: NetworkName): ApiNetworkName[] {
+  return [network, ...(aliasesOf(network) as ApiNetworkName[])];
+}
 
 export const getConfig: Handler<'getConfig'> = async (_ctx, { config, baseUrl }) => {
   const enabled = config.networks.map((network) => network.name);
@@ -34,7 +42,8 @@ export const getConfig: Handler<'getConfig'> = async (_ctx, { config, baseUrl })
         enabled,
         evm: enabled.filter((name) => NETWORK_TABLE[name].chainType === 'evm'),
         solana: enabled.filter((name) => NETWORK_TABLE[name].chainType === 'solana'),
-        v1: enabled,
+        // Clients such as HTTPayer's SDK refuse a network missing here, and may name Solana by any of its names.
+        v1: enabled.flatMap(namesOf),
         configs,
       },
       assets: { enabled: ['usdc'] },

@@ -1,13 +1,13 @@
 import type { Handler, RawReply } from './types';
 import type { CallRequest, TargetResponse } from '../payments/outbound/index';
 import { proxyCall } from '../payments/proxy/call';
-import { callTimeoutMs, passThroughReply, spendLimitReply } from './targetReply';
+import { callTimeoutMs, spendLimitReply, targetReply } from './targetReply';
 
 export { callTimeoutMs, MAX_CLIENT_TIMEOUT_MS } from './targetReply';
 
-function passThrough(response: TargetResponse, payment: { charged: boolean; webhookId?: string } | undefined): RawReply {
+function passThrough(response: TargetResponse, payment: { charged: boolean; webhookId?: string } | undefined, format: unknown): RawReply {
   // We paid, and the chain has not shown the payment yet: the record says when it does.
-  return passThroughReply(response, payment?.webhookId ? { 'X-Service-Status': 'payment_validating', 'X-Service-Webhook': payment.webhookId } : {});
+  return targetReply(response, format, payment?.webhookId ? { 'X-Service-Status': 'payment_validating', 'X-Service-Webhook': payment.webhookId } : {});
 }
 
 export const postProxy: Handler<'postProxy'> = async (ctx, deps) => {
@@ -20,7 +20,7 @@ export const postProxy: Handler<'postProxy'> = async (ctx, deps) => {
   });
   switch (outcome.kind) {
     case 'pass_through':
-      return passThrough(outcome.response, outcome.payment);
+      return passThrough(outcome.response, outcome.payment, ctx.query.format);
     case 'bad_request':
       return { status: 400, body: { error: 'Bad Request', details: outcome.details } };
     case 'insufficient_credits':

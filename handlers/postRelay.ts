@@ -1,8 +1,7 @@
-import type { Handler, RawReply } from './types';
-import type { CallRequest, TargetResponse } from '../payments/outbound/index';
+import type { Handler } from './types';
+import type { CallRequest } from '../payments/outbound/index';
 import { relayCall, type RelayHeaders } from '../payments/relay/call';
-import { bodyValue } from '../payments/target/index';
-import { callTimeoutMs, passThroughReply, spendLimitReply } from './targetReply';
+import { callTimeoutMs, spendLimitReply, targetReply } from './targetReply';
 
 function headersOf(headers: RelayHeaders): Record<string, string> {
   const named: Record<string, string> = {};
@@ -12,13 +11,6 @@ function headersOf(headers: RelayHeaders): Record<string, string> {
   if (headers.refundWebhookId) named['X-Refund-Webhook-Id'] = headers.refundWebhookId;
   if (headers.serviceStatus) named['X-Service-Status'] = headers.serviceStatus;
   return named;
-}
-
-/** format=json (DESIGN.md section 4): {success, result}, with the target's status when it did not answer 2xx. */
-function jsonWrapped(response: TargetResponse, headers: Record<string, string>): RawReply {
-  const success = response.status >= 200 && response.status < 300;
-  const body = { success, result: bodyValue(response), ...(success ? {} : { status: response.status }) };
-  return { status: response.status, raw: JSON.stringify(body), contentType: 'application/json; charset=utf-8', headers };
 }
 
 export const postRelay: Handler<'postRelay'> = async (ctx, deps) => {
@@ -32,10 +24,8 @@ export const postRelay: Handler<'postRelay'> = async (ctx, deps) => {
     timeoutMs: callTimeoutMs(undefined, ctx.headers['x-timeout'], deps.config.targetTimeoutMs),
   });
   switch (outcome.kind) {
-    case 'pass_through': {
-      const headers = headersOf(outcome.headers);
-      return ctx.query.format === 'json' ? jsonWrapped(outcome.response, headers) : passThroughReply(outcome.response, headers);
-    }
+    case 'pass_through':
+      return targetReply(outcome.response, ctx.query.format, headersOf(outcome.headers));
     case 'payment_required':
       return {
         status: 402,

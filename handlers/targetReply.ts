@@ -1,19 +1,22 @@
 /**
  * What /proxy and /relay share when they answer with a target's response: the bound on the call,
  * and the target's status, bytes and content type passed through with its safe headers, never
- * letting the target set a header that is ours.
+ * letting the target set a header that is ours, or wrapped in JSON when the client asks format=json.
  */
 import type { RawReply } from './types';
 import { safeResponseHeaders, type TargetResponse } from '../payments/outbound/index';
+import { bodyValue } from '../payments/target/index';
 
 /** X-TIMEOUT's ceiling (milliseconds), as the document declares it. */
 export const MAX_CLIENT_TIMEOUT_MS = 120_000;
 
 /**
- * The bound on the whole call: the smaller of the body's `timeout` (seconds) and X-TIMEOUT
- * (milliseconds) when the client gives either, else TARGET_TIMEOUT_MS.
+ * The bound on the whole call: the smallest of the body's `timeout` (seconds), X-TIMEOUT
+ * (milliseconds) and MAX_CLIENT_TIMEOUT_MS when the client gives either, else TARGET_TIMEOUT_MS.
+ * A body timeout above the maximum is capped rather than refused: clients send their own client
+ * timeout there (HTTPayer's SDK: 600 s), and asking for longer risks nothing.
  */
-export function callTimeoutMs(bodySeconds: number | undefined, header: string | string[] | undefined, defaultMs: number): number {
+export function callTimeoutMs(bodySeconds: number | null | undefined, header: string | string[] | undefined, defaultMs: number): number {
   const given: number[] = [];
   if (typeof bodySeconds === 'number' && bodySeconds > 0) given.push(Math.ceil(bodySeconds * 1000));
   const headerMs = Number(Array.isArray(header) ? header[0] : header);
@@ -40,6 +43,22 @@ export function passThroughReply(response: TargetResponse, ours: Record<string, 
     contentType: typeof contentType === 'string' && contentType !== '' ? contentType : 'application/octet-stream',
     headers,
   };
+}
+
+/**
+ * The target's answer for a client that asked `format=json` (/proxy and /relay alike, so that one
+ * client reads both the same way): {success, result} with the target's status, plus `status` when
+ * it did not answer 2xx. Only our own headers go with it: the target's describe a body we replaced.
+ */
+export function jsonWrappedReply(response: TargetResponse, ours: Record<string, string> = {}): RawReply {
+  const success = response.status >= 200 && response.status < 300;
+  const body = { success, result: bodyValue(response), ...(success ? {} : { status: response.status }) };
+  return { status: response.status, raw: JSON.stringify(body), contentType: 'application/json; charset=utf-8', headers: ours };
+}
+
+/** The target's answer as the client asked for it: wrapped with `format=json`, else as it came. */
+export function targetReply(response: TargetResponse, format: unknown, ours: Record<string, string> = {}): RawReply {
+  return format === 'json' ? jsonWrappedReply(response, ours) : passThroughReply(response, ours);
 }
 
 /** A daily volume limit that would be exceeded (/proxy and /relay): 429 with the figures, in USD. */

@@ -6,24 +6,28 @@
  * leaves a row (mode 'chat') that the chat follow-up job finishes.
  */
 import type { Db } from '../db/index';
-import type { Config } from './config';
 import { chatCompletion, llmConfigured, type ChatMessage } from './llm';
-import type { Chains } from './networks/index';
 import { parseUsdc } from './money';
 import { offers } from './relay/offer';
 import { sql } from 'kysely';
 import { findRelayTransaction, markDelivered, markSettleFailed, recordClientPayment } from './relay/store';
 import { reconcileSettlement, settleClientPayment } from './relay/settle';
 import { refundClientPayment } from './relay/refund';
-import type { RelayDeps } from './relay/types';
+import { relayDepsOf } from './relay/types';
 import { verifyClientPayment } from './relay/verify';
+import { facilitatorFeePayer } from './relay/facilitator';
+import type { ServiceDeps } from './deps';
 import { encodePaymentResponseHeader } from './x402/headers';
 import type { PaymentRequirements } from './x402/types';
 
-export interface ChatDeps extends RelayDeps {
-  db: Db;
-  config: Config;
-}
+/**
+ * What a paid chat uses: the service's own dependencies, from which the relay's are derived
+ * (relayDepsOf), so FACILITATOR_URL applies to chat payments exactly as to relayed ones.
+ */
+export type ChatDeps = Pick<ServiceDeps, 'db' | 'config' | 'chains' | 'clock' | 'submissions'>;
+
+/** GET /supported of the facilitator, asked for the Solana fee payer of our 402. */
+const FACILITATOR_SUPPORTED_TIMEOUT_MS = 5_000;
 
 export type PaidChatOutcome =
   | { kind: 'not_configured' }
@@ -38,17 +42,23 @@ export type PaidChatOutcome =
  * testnets (a service configured for testnets only). Never both: a testnet payment must not buy
  * what mainnet clients pay for.
  */
-export function chatOffers(chains: Chains, config: Pick<Config, 'llm'>, resource: string, description: string): PaymentRequirements[] {
+export async function chatOffers(
+  deps: Pick<ChatDeps, 'chains' | 'config'>,
+  resource: string,
+  description: string,
+): Promise<PaymentRequirements[]> {
+  const { chains, config } = deps;
   const payable = chains.networks.filter((network) => network.serviceAddress !== undefined);
   const networkClass = payable.some((network) => network.networkClass === 'mainnet') ? 'mainnet' : 'testnet';
   if (payable.length === 0) return [];
-  return offers(chains, {
-    networkClass,
-    amountMicroUsdc: parseUsdc(config.llm.priceUsdc),
-    resource,
-    description,
-    mimeType: 'application/json',
-  });
+  const request = { networkClass, amountMicroUsdc: parseUsdc(config.llm.priceUsdc), resource, description, mimeType: 'application/json' } as const;
+  // Through a facilitator, a Solana payment is co-signed by the facilitator's fee payer, not our
+  // wallet: offer Solana with that fee payer, or not at all when the facilitator names none.
+  const solana = payable.find((network) => network.chainType === 'solana' && network.networkClass === networkClass);
+  if (!config.facilitatorUrl || !solana) return offers(chains, request);
+  const feePayer = await facilitatorFeePayer(config.facilitatorUrl, solana.name, { timeoutMs: FACILITATOR_SUPPORTED_TIMEOUT_MS });
+  if (feePayer) return offers(chains, { ...request, solanaFeePayer: feePayer });
+  return offers(chains, request).filter((entry) => entry.network !== solana.name);
 }
 
 /** The client has its answer: a payment that settles later was for something delivered. */
@@ -67,6 +77,7 @@ export type ChatFollowUp = 'closed_unsettled' | 'delivered' | 'refunded' | 'refu
  * between) -> refunded to the payer. Safe to repeat.
  */
 export async function followUpChatPayment(deps: ChatDeps, relayTxId: bigint): Promise<ChatFollowUp> {
+  const relayDeps = relayDepsOf(deps);
   let row = await findRelayTransaction(deps.db, relayTxId);
   if (!row || row.mode !== 'chat') return 'still_pending';
   if (row.state === 'received') {
@@ -74,7 +85,7 @@ export async function followUpChatPayment(deps: ChatDeps, relayTxId: bigint): Pr
     return 'closed_unsettled';
   }
   if (row.state === 'settling') {
-    const outcome = await reconcileSettlement(deps.db, relayTxId, deps);
+    const outcome = await reconcileSettlement(deps.db, relayTxId, relayDeps);
     if (!outcome.settled) return outcome.pending ? 'still_pending' : 'closed_unsettled';
     row = (await findRelayTransaction(deps.db, relayTxId))!;
   }
@@ -83,11 +94,11 @@ export async function followUpChatPayment(deps: ChatDeps, relayTxId: bigint): Pr
       await markDelivered(deps.db, relayTxId);
       return 'delivered';
     }
-    const refund = await refundClientPayment(deps.db, relayTxId, deps);
+    const refund = await refundClientPayment(deps.db, relayTxId, relayDeps);
     return refund.refunded ? 'refunded' : refund.pending ? 'refund_pending' : 'refund_failed';
   }
   if (row.state === 'refund_pending') {
-    const refund = await refundClientPayment(deps.db, relayTxId, deps);
+    const refund = await refundClientPayment(deps.db, relayTxId, relayDeps);
     return refund.refunded ? 'refunded' : refund.pending ? 'refund_pending' : 'refund_failed';
   }
   return 'delivered';
@@ -119,11 +130,12 @@ export async function paidChat(
   },
 ): Promise<PaidChatOutcome> {
   if (!llmConfigured(deps.config)) return { kind: 'not_configured' };
-  const accepts = chatOffers(deps.chains, deps.config, request.resource, request.description);
+  const relayDeps = relayDepsOf(deps);
+  const accepts = await chatOffers(deps, request.resource, request.description);
   if (request.paymentHeader === undefined || request.paymentHeader === '') {
     return { kind: 'payment_required', accepts, error: 'Payment Required' };
   }
-  const verified = await verifyClientPayment(request.paymentHeader, accepts, deps);
+  const verified = await verifyClientPayment(request.paymentHeader, accepts, relayDeps);
   if (!verified.ok) {
     if (verified.reason === 'nonce_already_used') return { kind: 'payment_reused', details: verified.details };
     if (verified.reason === 'rpc_unavailable') return { kind: 'verification_unavailable', details: verified.details };
@@ -139,7 +151,7 @@ export async function paidChat(
     return { kind: 'backend_failed', details: answer.details };
   }
 
-  const settlement = await settleClientPayment(deps.db, relayTxId, deps);
+  const settlement = await settleClientPayment(deps.db, relayTxId, relayDeps);
   if (!settlement.settled && !settlement.pending) {
     // Nothing moved: the client is asked to pay again, as any x402 server does after a failed settlement.
     return { kind: 'payment_required', accepts, error: `${settlement.reason}: ${settlement.details}` };

@@ -84,6 +84,11 @@ const ALIASES: Record<string, NetworkName> = {
   'solana-mainnet-beta': 'solana',
 };
 
+/** The other names a network is accepted by (solana: solana-mainnet, solana-mainnet-beta). */
+export function aliasesOf(network: NetworkName): string[] {
+  return Object.keys(ALIASES).filter((alias) => ALIASES[alias] === network);
+}
+
 export function canonicalNetwork(name: string): NetworkName | undefined {
   if ((NETWORK_NAMES as readonly string[]).includes(name)) return name as NetworkName;
   return ALIASES[name];

@@ -216,3 +216,48 @@ describe('a chat payment its request left half-way', () => {
     expect(await balances()).toEqual([before[0] - PRICE_MICRO, before[1] + PRICE_MICRO]);
   });
 });
+
+describe('with FACILITATOR_URL set', () => {
+  let viaFacilitator: TestService;
+  beforeAll(async () => {
+    viaFacilitator = await startTestService({
+      ...peersEnv(peers),
+      FACILITATOR_URL: peers.facilitator.url,
+      LLM_BASE_URL: llm.url,
+      LLM_API_KEY: llm.apiKey,
+      LLM_MODEL: llm.model,
+      LLM_MAX_TOKENS: '16',
+    });
+  });
+  afterAll(async () => {
+    await viaFacilitator?.stop();
+  });
+
+  it.each(['/llm/chat', '/llm/translate'])('%s settles the payment through the facilitator: once, exact amounts, no gas from our wallet', async (path) => {
+    const body = path === '/llm/chat' ? { messages: [{ role: 'user', content: 'via facilitator' }] } : { text: 'via facilitator' };
+    const asked = await viaFacilitator.client.post(path, body);
+    expect(asked.status).toBe(402);
+    const { header, payment } = await peers.signEvmPayment(asked.body.accepts[0]);
+    const before = await balances();
+    const serviceWei = await peers.nativeBalance('base', service);
+    const calls = peers.facilitator.calls.length;
+
+    const res = await viaFacilitator.client.post(path, body, { headers: { 'X-Payment': header } });
+
+    expect(res.status).toBe(200);
+    const settleCalls = peers.facilitator.calls.slice(calls).filter((call) => call.path === '/settle');
+    expect(settleCalls).toHaveLength(1);
+    expect(settleCalls[0]!.payment).toMatchObject({ network: 'base', payload: { authorization: { nonce: payment.payload.authorization.nonce } } });
+    const settlement = decodePaymentResponseHeader(res.headers.get('x-payment-response'));
+    expect(settlement.ok && settlement.value).toMatchObject({ success: true, network: 'base', payer: client, transaction: (settleCalls[0]!.answer as { transaction: string }).transaction });
+    expect(await balances()).toEqual([before[0] - PRICE_MICRO, before[1] + PRICE_MICRO]);
+    // The facilitator paid the gas, not our wallet.
+    expect(await peers.nativeBalance('base', service)).toBe(serviceWei);
+    const row = await viaFacilitator.database.handle.db
+      .selectFrom('relay_transactions')
+      .select(['state', 'settle_method', 'mode'])
+      .where('nonce_key', '=', payment.payload.authorization.nonce.toLowerCase())
+      .executeTakeFirstOrThrow();
+    expect(row).toEqual({ state: 'delivered', settle_method: 'facilitator', mode: 'chat' });
+  });
+});
