@@ -5,6 +5,8 @@
 module.exports = {
   networks: {
     hardhat: {
+      // No interval mining: devnet/evm/chain.ts mines an empty block only when an idle chain's
+      // clock falls behind the wall clock.
       mining: { auto: true, interval: 0 },
       // Payment authorizations are timed by the wall clock. Hardhat gives every block a later
       // timestamp than the one before unless this is set, so a burst of settlements would push

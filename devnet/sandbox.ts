@@ -38,6 +38,8 @@ export interface SandboxState {
   rpc: Record<string, string>;
   facilitatorUrl: string;
   llmUrl: string;
+  /** SSRF_ALLOW_HOSTS of the service: the sandbox's targets, and the user's own entries. */
+  ssrfAllowHosts: { sandbox: string[]; user: string[] };
 }
 
 function readKeys(file: string): SandboxKeys | undefined {
@@ -85,12 +87,19 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
 
   const llm = await startLocalLlm();
 
-  const allowHosts = [...new Set(Object.values(peers.targets).map((target) => new URL(target.url).host))];
+  // The sandbox's targets are on 127.0.0.1, which the SSRF guard refuses unless allow-listed. A
+  // user's own SSRF_ALLOW_HOSTS (a local target of theirs) is kept beside them, not replaced.
+  const sandboxHosts = [...new Set(Object.values(peers.targets).map((target) => new URL(target.url).host))];
+  const userHosts = (options.env.SSRF_ALLOW_HOSTS ?? '')
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '' && !sandboxHosts.includes(entry.toLowerCase()));
+  const allowHosts = { sandbox: sandboxHosts, user: [...new Set(userHosts)] };
   const env: Record<string, string> = {
     EVM_PRIVATE_KEY: wallets.service.evm.privateKey,
     SOLANA_PRIVATE_KEY: JSON.stringify([...wallets.service.solana.secretKey]),
     FACILITATOR_URL: peers.facilitator.url,
-    SSRF_ALLOW_HOSTS: allowHosts.join(','),
+    SSRF_ALLOW_HOSTS: [...allowHosts.sandbox, ...allowHosts.user].join(','),
     LLM_BASE_URL: llm.url,
     LLM_API_KEY: llm.apiKey,
     LLM_MODEL: llm.model,
@@ -129,6 +138,7 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
         rpc: Object.fromEntries(Object.entries(peers.rpcUrls).map(([network, url]) => [network, url!])),
         facilitatorUrl: peers.facilitator.url,
         llmUrl: llm.url,
+        ssrfAllowHosts: allowHosts,
       };
       writeFileSync(stateFile, JSON.stringify(state, null, 2) + '\n', { mode: 0o600 });
       print(banner(state, stateFile, env.SSRF_ALLOW_HOSTS));
@@ -139,6 +149,19 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
       await peers.stop();
     },
   };
+}
+
+/** The sandbox's allow-listed hosts with the network of the target on each, two to a line. */
+function sandboxTargets(state: SandboxState): string {
+  const entries = state.ssrfAllowHosts.sandbox.map((host) => {
+    const networks = Object.entries(state.targets)
+      .filter(([, url]) => new URL(url).host === host)
+      .map(([name]) => name);
+    return networks.length > 0 ? `${host} (${networks.join(', ')})` : host;
+  });
+  const lines: string[] = [];
+  for (let index = 0; index < entries.length; index += 2) lines.push(entries.slice(index, index + 2).join(', '));
+  return lines.join(',\n                    ');
 }
 
 function banner(state: SandboxState, stateFile: string, allowHosts: string): string {
@@ -153,7 +176,9 @@ ${line}
  Demo API key   ${state.apiKey}    (organisation with ${DEMO_CREDITS} credits)
  Client wallet  EVM ${state.client.evmAddress} / Solana ${state.client.solanaAddress} (funded with USDC)
  Facilitator    ${state.facilitatorUrl}
- SSRF_ALLOW_HOSTS=${allowHosts}  (local demo targets only; never set this in production)
+ SSRF_ALLOW_HOSTS=${allowHosts}  (never set local hosts in production)
+   sandbox targets  ${sandboxTargets(state)}
+   yours            ${state.ssrfAllowHosts.user.length > 0 ? state.ssrfAllowHosts.user.join(', ') : '(none: set SSRF_ALLOW_HOSTS=host:port to call a local target of your own)'}
  Everything above, and the client keys, are in ${stateFile}
 
  A paid proxy call (the service wallet pays the target; your credits are charged):
@@ -162,6 +187,7 @@ ${line}
 
  A paid relay call (the client wallet pays the service with x402; the service pays the target):
    npm run sandbox:pay -- relay ${paidTarget}
+   (any target above, path /paid: the client pays on the target's own network, EVM or Solana)
 
  A paid chat (a local deterministic model; the client wallet pays 0.01 USDC on base):
    npm run sandbox:pay -- chat "Hello there"

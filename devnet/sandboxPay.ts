@@ -1,19 +1,221 @@
 /**
  * `npm run sandbox:pay -- relay|proxy <target url>` or `-- chat <message>`: a paid call through the
- * running sandbox, as a client would make it. relay and chat pay the service with the unmodified
- * x402-fetch and the sandbox's funded client wallet (relay on base-sepolia, chat on base); proxy
- * uses the demo API key. Reads DATA_DIR/sandbox.json.
+ * running sandbox, as a client would make it, with the sandbox's funded client wallets. Reads
+ * DATA_DIR/sandbox.json.
+ *
+ * relay and chat read the service's 402 and pay one of its offers: for relay the offer on the
+ * target's own network (the sandbox knows which network each of its targets is on), else the first
+ * one this client can pay. EVM payments go through the unmodified x402-fetch where x402 1.2.0
+ * knows the network, through our own EIP-3009 signer where it does not (skale-base); Solana
+ * payments through our Solana payer. proxy uses the demo API key; the service wallet pays.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { createWalletClient, defineChain, http, type Hex } from 'viem';
+import { pathToFileURL } from 'node:url';
+import { createWalletClient, defineChain, getAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
+import { SupportedEVMNetworks } from 'x402/types';
+import { wrapFetchWithPayment } from 'x402-fetch';
+import { localTransport } from './evm/chain';
+import { signEvmPayment } from './evm/authorization';
+import { EVM_NETWORKS, isEvmNetwork, isSolanaNetwork, type NetworkName, type SolanaNetworkName } from './networks';
 import type { SandboxState } from './sandbox';
-import { NETWORK_TABLE } from '../payments/networks/table';
+import { solanaKeyFromSecret } from './svm/keys';
+import { wrapFetchWithSolanaPayment } from './svm/payment-client';
+import { decodePaymentResponseHeader, type PaymentRequiredBody, type PaymentRequirements, type SettleResponse } from './x402';
+
+/** The most one sandbox call may cost: 1 USDC. */
+const MAX_PAYMENT_MICRO_USDC = 1_000_000n;
+
+export type SandboxCommand = { mode: 'relay'; targetUrl: string } | { mode: 'proxy'; targetUrl: string } | { mode: 'chat'; message: string };
+
+export interface SandboxPayResult {
+  status: number;
+  headers: Headers;
+  text: string;
+  /** What the client wallet paid the service (relay, chat); absent when nothing was asked. */
+  paid?: {
+    network: NetworkName;
+    amountMicroUsdc: bigint;
+    payer: string;
+    /** The settled transaction (X-Client-Payment of a relay, X-PAYMENT-RESPONSE of a chat). */
+    transaction?: string;
+  };
+  /** The service's payment to the target (relay, proxy), from X-PAYMENT-RESPONSE. */
+  targetPayment?: SettleResponse;
+}
+
+/** Networks this client holds a wallet and an RPC URL for. */
+function canPay(state: SandboxState, network: string): network is NetworkName {
+  return (isEvmNetwork(network) || isSolanaNetwork(network)) && state.rpc[network] !== undefined;
+}
+
+/** The network of the sandbox target that serves this URL, when it is one of the sandbox's. */
+export function sandboxTargetNetwork(state: SandboxState, targetUrl: string): NetworkName | undefined {
+  let origin: string;
+  try {
+    origin = new URL(targetUrl).origin;
+  } catch {
+    return undefined;
+  }
+  const name = Object.entries(state.targets).find(([, url]) => new URL(url).origin === origin)?.[0];
+  return name !== undefined && (isEvmNetwork(name) || isSolanaNetwork(name)) ? name : undefined;
+}
+
+function payerOf(state: SandboxState, network: NetworkName): string {
+  return isEvmNetwork(network) ? getAddress(state.client.evmAddress) : state.client.solanaAddress;
+}
+
+/** A fetch that pays a 402 on `network` (which must be the only offer, or one x402-fetch would pick) with the client wallet. */
+async function payingFetch(state: SandboxState, network: NetworkName, fetchFunction: typeof fetch): Promise<typeof fetch> {
+  if (isSolanaNetwork(network)) {
+    const { signer } = await solanaKeyFromSecret(Uint8Array.from(state.client.solanaSecretKey));
+    const rpcUrls: Partial<Record<SolanaNetworkName, string>> = { [network]: state.rpc[network] };
+    return wrapFetchWithSolanaPayment(fetchFunction, signer, { rpcUrls, maxAmountMicroUsdc: MAX_PAYMENT_MICRO_USDC });
+  }
+  const account = privateKeyToAccount(state.client.evmPrivateKey as Hex);
+  if ((SupportedEVMNetworks as readonly string[]).includes(network)) {
+    const rpcUrl = state.rpc[network];
+    const chain = defineChain({
+      id: EVM_NETWORKS[network].chainId,
+      name: network,
+      nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+      rpcUrls: { default: { http: [rpcUrl] } },
+    });
+    // x402-fetch picks the offer on the wallet's chain.
+    const wallet = createWalletClient({ account, chain, transport: localTransport(rpcUrl) });
+    return wrapFetchWithPayment(fetchFunction, wallet as never, MAX_PAYMENT_MICRO_USDC) as typeof fetch;
+  }
+  // x402-fetch 1.2.0 refuses a network it does not know: sign the same EIP-3009 authorization ourselves.
+  return async (input, init) => {
+    const response = await fetchFunction(input, init);
+    if (response.status !== 402) return response;
+    const body = (await response.json()) as PaymentRequiredBody;
+    const offer = body.accepts?.find((candidate) => candidate.scheme === 'exact' && candidate.network === network);
+    if (!offer) throw new Error(`the 402 offers no exact payment on ${network}`);
+    if (BigInt(offer.maxAmountRequired) > MAX_PAYMENT_MICRO_USDC) throw new Error('Payment amount exceeds maximum allowed');
+    const { header } = await signEvmPayment(account, offer);
+    const headers = new Headers(init?.headers);
+    headers.set('X-PAYMENT', header);
+    return fetchFunction(input, { ...init, headers });
+  };
+}
+
+function postJson(body: unknown, headers: Record<string, string> = {}): RequestInit {
+  return { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) };
+}
+
+async function offersOf(response: Response): Promise<PaymentRequirements[]> {
+  const body = (await response.json()) as Partial<PaymentRequiredBody>;
+  return Array.isArray(body.accepts) ? body.accepts : [];
+}
+
+/**
+ * The offer to pay: the one on `preferred` (asking for it by name when the service offers it only
+ * then, as it does for networks that standard clients do not know), else the first this client
+ * can pay.
+ */
+async function chooseOffer(
+  state: SandboxState,
+  ask: (network?: NetworkName) => Promise<Response>,
+  preferred: NetworkName | undefined,
+): Promise<{ offer?: PaymentRequirements; unpaid?: Response }> {
+  const first = await ask();
+  if (first.status !== 402) return { unpaid: first };
+  const offers = await offersOf(first);
+  let offer = offers.find((candidate) => candidate.scheme === 'exact' && candidate.network === preferred);
+  if (!offer && preferred !== undefined && canPay(state, preferred)) {
+    const named = await ask(preferred);
+    if (named.status === 402) offer = (await offersOf(named)).find((candidate) => candidate.scheme === 'exact' && candidate.network === preferred);
+    else await named.body?.cancel();
+  }
+  offer ??= offers.find((candidate) => candidate.scheme === 'exact' && canPay(state, candidate.network));
+  if (!offer) {
+    throw new Error(`the service offers no payment this client can make (offers: ${offers.map((candidate) => candidate.network).join(', ') || 'none'})`);
+  }
+  return { offer };
+}
+
+async function settled(response: Response): Promise<Pick<SandboxPayResult, 'status' | 'headers' | 'text'>> {
+  return { status: response.status, headers: response.headers, text: await response.text() };
+}
+
+function paymentResponse(headers: Headers): SettleResponse | undefined {
+  const header = headers.get('x-payment-response');
+  if (!header) return undefined;
+  try {
+    return decodePaymentResponseHeader(header);
+  } catch {
+    return undefined;
+  }
+}
+
+/** One paid call through the sandbox described by `state`, with `fetchFunction` for every HTTP request. */
+export async function sandboxPay(state: SandboxState, command: SandboxCommand, fetchFunction: typeof fetch = fetch): Promise<SandboxPayResult> {
+  if (command.mode === 'proxy') {
+    const response = await fetchFunction(`${state.baseUrl}/proxy`, postJson({ api_url: command.targetUrl, method: 'GET' }, { 'x-api-key': state.apiKey }));
+    const result = await settled(response);
+    return { ...result, targetPayment: paymentResponse(result.headers) };
+  }
+  const url = command.mode === 'relay' ? `${state.baseUrl}/relay` : `${state.baseUrl}/llm/chat`;
+  const body =
+    command.mode === 'relay'
+      ? (network?: NetworkName) => ({ api_url: command.targetUrl, method: 'GET', ...(network ? { network } : {}) })
+      : () => ({ messages: [{ role: 'user', content: command.message }] });
+  const preferred = command.mode === 'relay' ? sandboxTargetNetwork(state, command.targetUrl) : undefined;
+  const { offer, unpaid } = await chooseOffer(state, (network) => fetchFunction(url, postJson(body(network))), preferred);
+  if (!offer) return settled(unpaid!);
+
+  // A relay names the chosen network, so the 402 the payer sees holds that one offer only.
+  const pay = await payingFetch(state, offer.network as NetworkName, fetchFunction);
+  const result = await settled(await pay(url, postJson(body(command.mode === 'relay' ? (offer.network as NetworkName) : undefined))));
+  const ours = command.mode === 'relay' ? result.headers.get('x-client-payment') ?? undefined : paymentResponse(result.headers)?.transaction;
+  return {
+    ...result,
+    paid: {
+      network: offer.network as NetworkName,
+      amountMicroUsdc: BigInt(offer.maxAmountRequired),
+      payer: payerOf(state, offer.network as NetworkName),
+      transaction: ours || undefined,
+    },
+    ...(command.mode === 'relay' ? { targetPayment: paymentResponse(result.headers) } : {}),
+  };
+}
+
+function usdc(microUsdc: bigint): string {
+  const whole = microUsdc / 1_000_000n;
+  const fraction = (microUsdc % 1_000_000n).toString().padStart(6, '0').replace(/0+$/, '');
+  return fraction ? `${whole}.${fraction}` : whole.toString();
+}
+
+/** What the CLI prints: the status, what was paid and by whom, the service's headers, the body. */
+export function describeResult(result: SandboxPayResult): string {
+  const lines = [`HTTP ${result.status}`];
+  if (result.paid) {
+    const { network, amountMicroUsdc, payer, transaction } = result.paid;
+    lines.push(`paid ${usdc(amountMicroUsdc)} USDC (${amountMicroUsdc} micro-USDC) on ${network} from ${payer}, transaction ${transaction ?? '(none: not settled)'}`);
+  }
+  if (result.targetPayment) {
+    const { network, transaction, success, payer } = result.targetPayment;
+    lines.push(`the service paid the target on ${network} from ${payer ?? '?'}: ${success ? 'settled' : 'not settled'}, transaction ${transaction || '(none)'}`);
+  }
+  for (const [name, value] of result.headers) {
+    if (/^x-(payment-response|client-payment|service-|refund-|request-id)/i.test(name)) lines.push(`${name}: ${value}`);
+  }
+  return `${lines.join('\n')}\n\n${result.text}\n`;
+}
+
+export function parseCommand(argv: string[]): SandboxCommand | undefined {
+  const [mode, ...rest] = argv;
+  if (mode === 'relay' && rest[0]) return { mode, targetUrl: rest[0] };
+  if (mode === 'proxy' && rest[0]) return { mode, targetUrl: rest[0] };
+  if (mode === 'chat' && rest.length > 0) return { mode, message: rest.join(' ') };
+  return undefined;
+}
 
 async function main(): Promise<void> {
-  const [mode, targetUrl] = process.argv.slice(2);
-  if ((mode !== 'relay' && mode !== 'proxy' && mode !== 'chat') || !targetUrl) {
+  const command = parseCommand(process.argv.slice(2));
+  if (!command) {
     process.stderr.write('usage: npm run sandbox:pay -- relay|proxy <target url>, or -- chat <message>\n');
     process.exit(2);
   }
@@ -25,42 +227,12 @@ async function main(): Promise<void> {
     process.stderr.write(`no sandbox state at ${stateFile}: start the sandbox with \`npm start\` first\n`);
     process.exit(1);
   }
-  const body = JSON.stringify({ api_url: targetUrl, method: 'GET' });
-  const x402Fetch = async (network: 'base' | 'base-sepolia') => {
-    const { wrapFetchWithPayment } = await import('x402-fetch');
-    const chain = defineChain({
-      id: NETWORK_TABLE[network].chainId!,
-      name: network,
-      nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
-      rpcUrls: { default: { http: [state.rpc[network]] } },
-    });
-    const wallet = createWalletClient({ account: privateKeyToAccount(state.client.evmPrivateKey as Hex), chain, transport: http(state.rpc[network]) });
-    return wrapFetchWithPayment(fetch, wallet as never, 1_000_000n);
-  };
-  let response: Response;
-  if (mode === 'proxy') {
-    response = await fetch(`${state.baseUrl}/proxy`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-api-key': state.apiKey },
-      body,
-    });
-  } else if (mode === 'chat') {
-    const pay = await x402Fetch('base');
-    const message = process.argv.slice(3).join(' ');
-    response = await pay(`${state.baseUrl}/llm/chat`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ messages: [{ role: 'user', content: message }] }),
-    });
-  } else {
-    const pay = await x402Fetch('base-sepolia');
-    response = await pay(`${state.baseUrl}/relay`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  try {
+    process.stdout.write(describeResult(await sandboxPay(state, command)));
+  } catch (error) {
+    process.stderr.write(`sandbox:pay failed: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
   }
-  process.stdout.write(`HTTP ${response.status}\n`);
-  for (const [name, value] of response.headers) {
-    if (/^x-(payment-response|client-payment|service-|refund-|request-id)/i.test(name)) process.stdout.write(`${name}: ${value}\n`);
-  }
-  process.stdout.write(`\n${await response.text()}\n`);
 }
 
-await main();
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) await main();

@@ -11,6 +11,19 @@ import { EVM_NETWORKS, type EvmNetworkName } from '../networks.js';
 const REPOSITORY_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const HARDHAT_CONFIG_PATH = path.join(REPOSITORY_ROOT, 'hardhat.config.cjs');
 
+/**
+ * The local chain mines a block only when a transaction arrives, so while idle its latest block
+ * falls behind the wall clock, and contract calls run at that block's timestamp: an authorization
+ * signed with validAfter = now - 60 (as several clients sign) would then revert as "not yet valid"
+ * in every simulation after a minute of silence. A live chain produces blocks on its own (Base
+ * every 2 s), so an idle local chain mines an empty block once its latest block is this many
+ * seconds behind. Not on a fixed interval: a busy chain needs none, and every empty block stays in
+ * memory (about 1.6 KB each).
+ */
+export const MAX_CLOCK_LAG_SECONDS = 5;
+/** How often the lag is checked; the latest block is at most MAX_CLOCK_LAG_SECONDS plus this behind. */
+const CLOCK_CHECK_INTERVAL_MS = 1_000;
+
 export interface FundedAccount {
   privateKey: Hex;
   balanceWei: bigint;
@@ -29,6 +42,36 @@ export interface LocalEvmChain {
    */
   mineUntil(unixSeconds: bigint): Promise<void>;
   close(): Promise<void>;
+}
+
+interface EthereumProvider {
+  request(args: { method: string; params?: unknown[] }): Promise<unknown>;
+}
+
+/**
+ * Mines an empty block whenever the latest one lags the wall clock by MAX_CLOCK_LAG_SECONDS. The
+ * block takes the wall clock's time (blocks may share a timestamp, see hardhat.config.cjs), never
+ * a later one, so this cannot push the chain ahead of the clock authorizations are timed by.
+ */
+function keepChainClock(provider: EthereumProvider): () => void {
+  let checking = false;
+  const timer = setInterval(() => {
+    if (checking) return;
+    checking = true;
+    (async () => {
+      const latest = (await provider.request({ method: 'eth_getBlockByNumber', params: ['latest', false] })) as { timestamp: string };
+      const lag = Math.floor(Date.now() / 1000) - Number(BigInt(latest.timestamp));
+      if (lag >= MAX_CLOCK_LAG_SECONDS) await provider.request({ method: 'evm_mine' });
+    })()
+      // A chain being closed may refuse a request; the next check (if any) tries again.
+      .catch(() => {})
+      .finally(() => {
+        checking = false;
+      });
+  }, CLOCK_CHECK_INTERVAL_MS);
+  // The sandbox and tests end when their work ends, not when this timer says so.
+  timer.unref();
+  return () => clearInterval(timer);
 }
 
 interface Hardhat {
@@ -106,6 +149,7 @@ export async function startEvmChain(network: EvmNetworkName, fundedAccounts: Fun
   const provider = await createProvider(config, 'hardhat');
   const server = new JsonRpcServer({ hostname: '127.0.0.1', port: 0, provider });
   const { port } = await server.listen();
+  const stopClock = keepChainClock(provider as EthereumProvider);
   const rpcUrl = `http://127.0.0.1:${port}`;
   const chain = localViemChain(network, rpcUrl);
   const publicClient = createPublicClient({ chain, transport: localTransport(rpcUrl), pollingInterval: 20 });
@@ -118,5 +162,16 @@ export async function startEvmChain(network: EvmNetworkName, fundedAccounts: Fun
     }
     throw new Error(`${network}: no block reached timestamp ${unixSeconds} within 10 s`);
   }
-  return { network, chainId, rpcUrl, chain, publicClient, mineUntil, close: () => server.close() };
+  return {
+    network,
+    chainId,
+    rpcUrl,
+    chain,
+    publicClient,
+    mineUntil,
+    close: async () => {
+      stopClock();
+      await server.close();
+    },
+  };
 }

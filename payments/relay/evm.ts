@@ -27,7 +27,7 @@ import {
   type Hash,
   type Hex,
 } from 'viem';
-import { authorizationUsedEvent, transferWithAuthorizationTypes, type EvmNetworkClients, type TransferAuthorization } from '../networks/evm';
+import { authorizationUsedEvent, revertReason, transferWithAuthorizationTypes, type EvmNetworkClients, type TransferAuthorization } from '../networks/evm';
 import { NETWORK_TABLE, type NetworkName } from '../networks/table';
 import { fail, ok, type ExactEvmPayload, type PaymentPayload, type PaymentRequirements, type Result } from '../x402/types';
 import { SubmissionQueueFull } from './queue';
@@ -58,6 +58,13 @@ export function isRpcUnavailable(error: unknown): boolean {
 function rpcUnavailable(error: unknown): Failure {
   const message = error instanceof BaseError ? error.shortMessage : error instanceof Error ? error.message : String(error);
   return fail('rpc_unavailable', message);
+}
+
+/** A dry run that reverted: the contract's own reason when the node returned one (the payer can act on it). */
+function simulationFailed(error: unknown): { ok: false; reason: 'simulation_failed'; details: string } {
+  const reason = revertReason(error);
+  if (reason !== undefined) return fail('simulation_failed', `the transfer reverts: ${reason}`);
+  return fail('simulation_failed', error instanceof BaseError ? error.shortMessage : String(error));
 }
 
 function clientsOf(deps: Pick<RelayDeps, 'chains'>, network: NetworkName): EvmNetworkClients | undefined {
@@ -175,7 +182,7 @@ async function checkOnChain(clients: EvmNetworkClients, authorization: CheckedAu
     await publicClient.call({ account: sender, to: usdc, data: transferWithAuthorizationData(authorization) });
   } catch (error) {
     if (isRpcUnavailable(error)) return rpcUnavailable(error);
-    return fail('simulation_failed', error instanceof BaseError ? error.shortMessage : String(error));
+    return simulationFailed(error);
   }
   return ok(true);
 }
@@ -217,7 +224,7 @@ export async function submitEvmTransaction(
         serialized = await walletClient.signTransaction(request);
       } catch (error) {
         if (isRpcUnavailable(error)) return rpcUnavailable(error);
-        return fail('simulation_failed', error instanceof BaseError ? error.shortMessage : String(error));
+        return simulationFailed(error);
       }
       const hash = keccak256(serialized);
       if (!(await beforeBroadcast(hash))) return fail('not_recorded', 'the row was no longer waiting for this transaction');

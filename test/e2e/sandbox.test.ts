@@ -1,4 +1,6 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -19,16 +21,32 @@ describe('sandbox', () => {
   });
 
   it('brings up the peers, a funded demo organisation, sandbox.json and a banner with working commands; a restart keeps keys and API key', async () => {
+    // A target of the user's own on 127.0.0.1, allow-listed by the user's SSRF_ALLOW_HOSTS.
+    const own = createServer((_request, response) => response.writeHead(200, { 'content-type': 'application/json' }).end('{"own":true}'));
+    await new Promise<void>((resolve) => own.listen(0, '127.0.0.1', resolve));
+    const ownHost = `127.0.0.1:${(own.address() as AddressInfo).port}`;
     const printed: string[] = [];
     const log = pino({ level: 'silent' });
-    const sandbox = await startSandbox({ dataDir, reset: false, log, env: {}, print: (text) => printed.push(text) });
+    const sandbox = await startSandbox({ dataDir, reset: false, log, env: { SSRF_ALLOW_HOSTS: ` ${ownHost} ,` }, print: (text) => printed.push(text) });
     const t = await startTestService(sandbox.env);
     let first: SandboxState;
     try {
       first = await sandbox.ready(t.service.url, t.database.handle.db);
       const onDisk = JSON.parse(readFileSync(path.join(dataDir, 'sandbox.json'), 'utf8'));
       expect(onDisk).toEqual(first);
-      expect(Object.keys(first).sort()).toEqual(['apiKey', 'baseUrl', 'client', 'facilitatorUrl', 'llmUrl', 'rpc', 'targets']);
+      expect(Object.keys(first).sort()).toEqual(['apiKey', 'baseUrl', 'client', 'facilitatorUrl', 'llmUrl', 'rpc', 'ssrfAllowHosts', 'targets']);
+
+      // The user's allow-list is kept beside the sandbox's targets, and the banner tells them apart.
+      const targetHosts = [...new Set(Object.values(first.targets).map((url) => new URL(url).host))];
+      expect(first.ssrfAllowHosts).toEqual({ sandbox: targetHosts, user: [ownHost] });
+      expect(sandbox.env.SSRF_ALLOW_HOSTS!.split(',')).toEqual([...targetHosts, ownHost]);
+      expect([...t.config.ssrfAllowHosts].sort()).toEqual([...targetHosts, ownHost].sort());
+      const allowLines = printed.join('').split('\n').filter((line) => line.includes('127.0.0.1:') && !line.includes('SSRF_ALLOW_HOSTS='));
+      for (const [network, url] of Object.entries(first.targets)) expect(printed.join('')).toContain(`${new URL(url).host} (${network})`);
+      expect(allowLines.find((line) => line.includes('yours'))).toMatch(new RegExp(`^ +yours +${ownHost}$`));
+      const ownCall = await t.client.post('/relay', { api_url: `http://${ownHost}/anything`, method: 'GET' });
+      expect(ownCall.status, ownCall.text).toBe(200);
+      expect(ownCall.text).toBe('{"own":true}');
       expect(Object.keys(first.rpc).sort()).toEqual(['base', 'base-sepolia', 'skale-base', 'skale-base-sepolia', 'solana', 'solana-devnet']);
       for (const url of [...Object.values(first.rpc), ...Object.values(first.targets), first.facilitatorUrl]) {
         expect(new URL(url).hostname).toBe('127.0.0.1');
@@ -57,6 +75,7 @@ describe('sandbox', () => {
       expect(chat.status).toBe(402);
       expect(chat.body.accepts.map((offer: { network: string }) => offer.network)).toEqual(['base', 'solana']);
     } finally {
+      own.close();
       await sandbox.stop();
     }
 
@@ -67,6 +86,9 @@ describe('sandbox', () => {
       expect(again.env.SOLANA_PRIVATE_KEY).toBe(sandbox.env.SOLANA_PRIVATE_KEY);
       const second = await again.ready(t.service.url, t.database.handle.db);
       expect(second.apiKey).toBe(first!.apiKey);
+      // Without an allow-list of the user's, only the sandbox's targets are listed.
+      expect(second.ssrfAllowHosts.user).toEqual([]);
+      expect(again.env.SSRF_ALLOW_HOSTS).toBe(second.ssrfAllowHosts.sandbox.join(','));
       expect(second.client.evmPrivateKey).toBe(first!.client.evmPrivateKey);
     } finally {
       await again.stop();

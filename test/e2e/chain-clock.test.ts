@@ -1,0 +1,76 @@
+// The local EVM chains keep their block clock with the wall clock while idle, as a live chain does
+// by producing blocks: contract calls run at the latest block's timestamp, so on a chain that mined
+// nothing for a while every authorization with a recent validAfter reverted in the dry run.
+import { getAddress } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { afterAll, describe, expect, it } from 'vitest';
+import { MAX_CLOCK_LAG_SECONDS } from '../../devnet/evm/chain';
+import { startPeers, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
+import { systemClock } from '../../payments/clock';
+import { NETWORK_TABLE } from '../../payments/networks/table';
+import { createChains, type Chains } from '../../payments/networks/index';
+import { relayRequirements, verifyClientPayment } from '../../payments/relay/index';
+import { HttpayerSdkClient } from '../support/httpayerSdk';
+import { startProxyService } from '../support/proxy';
+import type { TestService } from '../support/service';
+
+const nowSeconds = () => BigInt(Math.floor(Date.now() / 1000));
+const idle = (seconds: number) => new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+
+const cleanups: Array<() => Promise<void>> = [];
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup();
+});
+
+describe.concurrent('an idle local chain', () => {
+  it('keeps its latest block within the lag bound of the wall clock, so a recent validAfter passes the dry run', { timeout: 60_000 }, async () => {
+    const network = 'base-sepolia';
+    const peers: Peers = await startPeers({ networks: [network] });
+    cleanups.push(() => peers.stop());
+    const chains: Chains = await createChains({
+      networks: [{ name: network, rpcUrl: peers.rpcUrls[network]!, usdc: NETWORK_TABLE[network].usdc }],
+      evmPrivateKey: peers.wallets.service.evm.privateKey,
+      solanaPrivateKey: undefined,
+    });
+    cleanups.push(() => chains.close());
+
+    // Longer than the bound and its check interval: a chain that mines only on transactions is
+    // now further behind than the authorization's validAfter.
+    await idle(MAX_CLOCK_LAG_SECONDS + 6);
+    const now = nowSeconds();
+    const latest = await peers.evmChains[network]!.publicClient.getBlock({ blockTag: 'latest' });
+    expect(latest.timestamp).toBeGreaterThanOrEqual(now - BigInt(MAX_CLOCK_LAG_SECONDS) - 1n);
+    expect(latest.timestamp).toBeLessThanOrEqual(nowSeconds());
+
+    const offer = relayRequirements(chains, network, { amountMicroUsdc: 10_300n, resource: 'http://127.0.0.1/paid' });
+    if (!offer.ok) throw new Error(offer.details);
+    const { header } = await peers.signEvmPayment(offer.value as PeerRequirements, { validAfter: now - BigInt(MAX_CLOCK_LAG_SECONDS) - 3n });
+    const verified = await verifyClientPayment(header, [offer.value], { chains, clock: systemClock });
+    expect(verified).toMatchObject({ ok: true, value: { network, amountMicroUsdc: 10_300n } });
+  });
+
+  it('after more than a minute without traffic, a relay paid as HTTPayer\'s SDK pays (validAfter = now - 60) settles', { timeout: 120_000 }, async () => {
+    const network = 'base';
+    const price = 10_000n;
+    const peers: Peers = await startPeers({ networks: [network], pricesMicroUsdc: { paid: price } });
+    cleanups.push(() => peers.stop());
+    const t: TestService = await startProxyService(peers);
+    cleanups.push(() => t.stop());
+    const privateKey = generatePrivateKey();
+    const payer = privateKeyToAccount(privateKey).address;
+    await peers.mint(network, payer, 1_000_000n);
+    const client = new HttpayerSdkClient({ routerUrl: t.service.url, privateKey, maxRetries: 1 });
+    expect((await client.loadConfig()).status).toBe(200);
+
+    await idle(65);
+    const target = peers.targets[network]!.routes.paid;
+    const answer = await client.payInvoice({ method: 'GET', url: target.url });
+
+    expect(answer.status, answer.text).toBe(200);
+    const validAfter = BigInt(client.attempts[0]!.payment!.payload.authorization.validAfter);
+    expect(validAfter).toBeGreaterThanOrEqual(nowSeconds() - 61n);
+    const total = (price * 103n) / 100n;
+    expect(await peers.usdcBalance(network, payer)).toBe(1_000_000n - total);
+    expect(await peers.usdcBalance(network, getAddress(target.payTo))).toBe(price);
+  });
+});

@@ -1,0 +1,127 @@
+// `npm run sandbox:pay` against a real sandbox (the peers of `npm start` and the service started
+// with the sandbox's configuration): a relay call to the target of every network is paid on that
+// target's own network with the sandbox's client wallet of that chain type, and the chain shows
+// exactly the price plus the fee leaving the client, the price reaching the target, the fee staying
+// with the service.
+import { mkdtempSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { createSolanaRpc, type Address as SolanaAddress, type Signature } from '@solana/kit';
+import { findAssociatedTokenPda, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
+import { pino } from 'pino';
+import { createPublicClient, getAddress, parseAbi, type Hash, type Hex } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { localTransport } from '../../devnet/evm/chain';
+import { EVM_NETWORKS, isEvmNetwork, NETWORK_NAMES, SOLANA_NETWORKS, type NetworkName } from '../../devnet/networks';
+import { startSandbox, type LocalSandbox, type SandboxState } from '../../devnet/sandbox';
+import { describeResult, parseCommand, sandboxPay, sandboxTargetNetwork } from '../../devnet/sandboxPay';
+import { solanaKeyFromSecret } from '../../devnet/svm/keys';
+import { decodePaymentResponseHeader, type PaymentRequiredBody } from '../../devnet/x402';
+import { contractFetch } from '../support/relay';
+import { startTestService, type TestService } from '../support/service';
+
+const dataDir = mkdtempSync(path.join(path.resolve('.tmp'), 'sandbox-pay-'));
+const balanceOfAbi = parseAbi(['function balanceOf(address owner) view returns (uint256)']);
+
+let sandbox: LocalSandbox;
+let t: TestService;
+let state: SandboxState;
+let service: { evm: string; solana: string };
+
+beforeAll(async () => {
+  sandbox = await startSandbox({ dataDir, reset: false, log: pino({ level: 'silent' }), env: {}, print: () => {} });
+  t = await startTestService(sandbox.env);
+  state = await sandbox.ready(t.service.url, t.database.handle.db);
+  service = {
+    evm: privateKeyToAccount(sandbox.env.EVM_PRIVATE_KEY as Hex).address,
+    solana: (await solanaKeyFromSecret(Uint8Array.from(JSON.parse(sandbox.env.SOLANA_PRIVATE_KEY!)))).address,
+  };
+});
+
+afterAll(async () => {
+  await t?.stop();
+  await sandbox?.stop();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+/** USDC of an owner as the chain holds it, read over the sandbox's RPC URL. */
+async function usdcBalance(network: NetworkName, owner: string): Promise<bigint> {
+  if (isEvmNetwork(network)) {
+    const client = createPublicClient({ transport: localTransport(state.rpc[network]!) });
+    return client.readContract({ address: EVM_NETWORKS[network].usdc, abi: balanceOfAbi, functionName: 'balanceOf', args: [getAddress(owner)] });
+  }
+  const [account] = await findAssociatedTokenPda({
+    mint: SOLANA_NETWORKS[network].usdc as SolanaAddress,
+    owner: owner as SolanaAddress,
+    tokenProgram: TOKEN_PROGRAM_ADDRESS,
+  });
+  const { value } = await createSolanaRpc(state.rpc[network]!).getTokenAccountBalance(account).send();
+  return BigInt(value.amount);
+}
+
+/** Whether the transaction is on chain and succeeded. */
+async function confirmed(network: NetworkName, transaction: string): Promise<boolean> {
+  if (isEvmNetwork(network)) {
+    const client = createPublicClient({ transport: localTransport(state.rpc[network]!) });
+    return (await client.getTransactionReceipt({ hash: transaction as Hash })).status === 'success';
+  }
+  const { value } = await createSolanaRpc(state.rpc[network]!).getSignatureStatuses([transaction as Signature]).send();
+  return value[0] !== null && value[0].err === null;
+}
+
+/** The target's own 402: its price and where it is paid. */
+async function targetOffer(targetUrl: string) {
+  const response = await fetch(targetUrl);
+  expect(response.status).toBe(402);
+  const [offer] = ((await response.json()) as PaymentRequiredBody).accepts;
+  return { payTo: offer!.payTo, price: BigInt(offer!.maxAmountRequired) };
+}
+
+describe('sandbox:pay relay', () => {
+  it.each(NETWORK_NAMES)('pays the %s target on its own network with the client wallet of that chain; the chain moves exactly', async (network) => {
+    const targetUrl = `${state.targets[network]}/paid`;
+    expect(sandboxTargetNetwork(state, targetUrl)).toBe(network);
+    const { payTo, price } = await targetOffer(targetUrl);
+    const payer = isEvmNetwork(network) ? getAddress(state.client.evmAddress) : state.client.solanaAddress;
+    const ours = isEvmNetwork(network) ? service.evm : service.solana;
+    const before = { client: await usdcBalance(network, payer), service: await usdcBalance(network, ours), target: await usdcBalance(network, payTo) };
+
+    const result = await sandboxPay(state, { mode: 'relay', targetUrl }, contractFetch());
+
+    expect(result.status, result.text).toBe(200);
+    const total = (price * 103n + 99n) / 100n;
+    expect(result.paid).toMatchObject({ network, amountMicroUsdc: total, payer });
+    expect(result.paid!.transaction).toBe(result.headers.get('x-client-payment'));
+    expect(await confirmed(network, result.paid!.transaction!)).toBe(true);
+    expect(result.targetPayment).toMatchObject({ success: true, network });
+    expect(await confirmed(network, result.targetPayment!.transaction)).toBe(true);
+    expect(decodePaymentResponseHeader(result.headers.get('x-payment-response')!).transaction).toBe(result.targetPayment!.transaction);
+
+    expect(await usdcBalance(network, payer)).toBe(before.client - total);
+    expect(await usdcBalance(network, payTo)).toBe(before.target + price);
+    expect(await usdcBalance(network, ours)).toBe(before.service + total - price);
+
+    const printed = describeResult(result);
+    expect(printed).toContain('HTTP 200');
+    expect(printed).toContain(`on ${network} from ${payer}, transaction ${result.paid!.transaction}`);
+  });
+
+  it('pays the first offer it can for a URL that is not one of the sandbox targets (the chat), and proxy calls charge credits', async () => {
+    const chat = await sandboxPay(state, { mode: 'chat', message: 'hello' }, contractFetch());
+    expect(chat.status, chat.text).toBe(200);
+    expect(chat.paid).toMatchObject({ network: 'base', payer: getAddress(state.client.evmAddress) });
+    expect(await confirmed('base', chat.paid!.transaction!)).toBe(true);
+
+    const proxy = await sandboxPay(state, { mode: 'proxy', targetUrl: `${state.targets['solana-devnet']}/paid` }, contractFetch());
+    expect(proxy.status, proxy.text).toBe(200);
+    expect(proxy.paid).toBeUndefined();
+    expect(proxy.targetPayment).toMatchObject({ success: true, network: 'solana-devnet' });
+  });
+
+  it('reads its command line', () => {
+    expect(parseCommand(['relay', 'http://127.0.0.1:1/paid'])).toEqual({ mode: 'relay', targetUrl: 'http://127.0.0.1:1/paid' });
+    expect(parseCommand(['chat', 'two', 'words'])).toEqual({ mode: 'chat', message: 'two words' });
+    expect(parseCommand(['relay'])).toBeUndefined();
+    expect(parseCommand(['pay', 'x'])).toBeUndefined();
+  });
+});
