@@ -21,10 +21,13 @@ export interface paths {
          *
          *     **First call, without X-PAYMENT.** The service calls the target without payment. If the target
          *     answers 402 with x402 version 1 requirements, the answer is a 402 whose `accepts` holds one
-         *     entry per enabled network of the target's class (mainnet or testnet), the target's own network
-         *     first, or only the network named by `network` in the body. `skale-base` and
-         *     `skale-base-sepolia` are offered only when the body names them, because standard x402 v1
-         *     clients reject a 402 that lists a network they do not know. Each entry asks for the target's
+         *     entry per enabled network of the target's class (mainnet or testnet) where the service can be
+         *     paid, the target's own network first, or only the network named by `network` in the body.
+         *     `skale-base` is offered only when the body names it, because standard x402 v1 clients
+         *     (x402@1.2.0) do not know it and reject a whole 402 that lists a network they do not know;
+         *     `skale-base-sepolia` is known to them and offered like the other networks. When the only
+         *     networks of the target's class are ones offered only when named, the first call is a 400
+         *     telling which network to name. Each entry asks for the target's
          *     price plus the relay fee: in micro-USDC, target + max(ceil(target x percentage / 100),
          *     minimum fee) (relay.fees of GET /config); with the defaults (3%, minimum 0) this is
          *     ceil(target x 1.03), so a price of 0.10 USDC costs 0.103 USDC. `payTo` is the service
@@ -363,7 +366,8 @@ export interface paths {
          *     x402 version 1 (price LLM_PRICE_USDC, 0.01 USDC by default). The model cannot be chosen.
          *
          *     1. Send the request without X-Payment: the answer is 402 with `error` `Payment Required`
-         *        and `accepts` (the payment requirements).
+         *        and `accepts` (the payment requirements); the same 402 body, base64-encoded JSON, is also
+         *        in the X-Payment response header.
          *     2. Send the same request with X-Payment: the payment is verified, the model is asked, and
          *        the payment is settled only after the model answered (X-Payment-Response carries the
          *        settlement). A failed chat (500) or a missing backend (503) charges nothing.
@@ -390,7 +394,8 @@ export interface paths {
          *     USDC through x402 version 1, like POST /llm/chat.
          *
          *     1. Send the request without X-Payment: the answer is 402 with `error` `Payment Required`
-         *        and `accepts` (the payment requirements).
+         *        and `accepts` (the payment requirements); the same 402 body, base64-encoded JSON, is also
+         *        in the X-Payment response header.
          *     2. Send the same request with X-Payment: the payment is verified, the model is asked, and
          *        the payment is settled only after the model answered (X-Payment-Response carries the
          *        settlement). A failed translation (500) or a missing backend (503) charges nothing.
@@ -486,9 +491,29 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description Two or more of `json`, `data`, `body` and `payload` given together. A call request must not match this (it is referenced under `not`): at most one of them carries the body sent to the target, and two or more are a 400 naming them. Each pair lists its two fields under `properties` as well, for validators that insist a required property be declared. */
+        CallBodyFieldConflict: {
+            json: unknown;
+            data: unknown;
+        } | {
+            json: unknown;
+            body: unknown;
+        } | {
+            json: unknown;
+            payload: unknown;
+        } | {
+            data: unknown;
+            body: unknown;
+        } | {
+            data: unknown;
+            payload: unknown;
+        } | {
+            body: unknown;
+            payload: unknown;
+        };
         /**
          * Format: uri
-         * @description Target URL to call. Only `http` and `https` URLs are accepted, and the host must not resolve to a private, loopback, link-local or unspecified address (127.0.0.0/8, ::1, 169.254.0.0/16, 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 0.0.0.0, ::); any other URL is refused with 400 before a request is sent.
+         * @description Target URL to call. Only `http` and `https` URLs are accepted, and the host must not resolve to a private, loopback, link-local or unspecified address (127.0.0.0/8, ::1, 169.254.0.0/16, 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 0.0.0.0, ::). Credentials in the URL (`user:password@`) are refused too: use `auth`. A URL that breaks these rules is refused with 400 before a request is sent.
          * @example https://api.example.org/weather?city=Lisbon
          */
         CallApiUrl: string;
@@ -501,9 +526,11 @@ export interface components {
         CallJson: {
             [key: string]: unknown;
         };
-        /** @description An object is sent form-encoded (Content-Type application/x-www-form-urlencoded). A string is sent as-is; set its Content-Type through `headers`. */
+        /** @description A value of a form-encoded record (`params`, `data` as an object): a string, number or boolean; a list of them, the key repeated once per item; or null, the key left out. */
+        CallFormValue: string | number | boolean | null | (string | number | boolean)[];
+        /** @description An object is sent form-encoded (Content-Type application/x-www-form-urlencoded); its values are strings, numbers, booleans, lists of them (the key repeated once per item) or null (the key left out). A string is sent as-is; set its Content-Type through `headers`. */
         CallData: {
-            [key: string]: unknown;
+            [key: string]: components["schemas"]["CallFormValue"];
         } | string;
         /** @description Pre-serialized body sent unchanged; Content-Type is NOT set automatically, set it through `headers`. An object given here is JSON-stringified, and the caller must set Content-Type application/json through `headers`. */
         CallBody: string | {
@@ -517,17 +544,21 @@ export interface components {
             [key: string]: unknown;
         };
         /**
-         * @description Query parameters appended to the target URL (after any already in `api_url`).
+         * @description Query parameters appended to the target URL (after any already in `api_url`), form-encoded: a list repeats the key once per item, null leaves the key out.
          * @example {
          *       "city": "Lisbon",
-         *       "days": 3
+         *       "days": 3,
+         *       "tag": [
+         *         "sunny",
+         *         "warm"
+         *       ]
          *     }
          */
         CallParams: {
-            [key: string]: string | number | boolean;
+            [key: string]: components["schemas"]["CallFormValue"];
         };
         /**
-         * @description Headers forwarded to the target.
+         * @description Headers forwarded to the target. A name is an HTTP token (RFC 9110 section 5.6.2: letters, digits and ``!#$%&'*+-.^_`|~``, at least one character); names are case-insensitive, so one name given twice in different cases is a 400. A value may hold tab, printable ASCII and Latin-1 characters (U+0080 to U+00FF), never CR, LF, NUL, DEL or another control character. Headers the service sets itself (Host, Content-Length, Expect, Accept-Encoding, X-PAYMENT) and hop-by-hop headers are not forwarded.
          * @example {
          *       "Accept": "application/json"
          *     }
@@ -537,10 +568,16 @@ export interface components {
         };
         /** @description Basic-auth shorthand, sent to the target as `Authorization Basic base64(username:password)`. */
         BasicAuth: {
+            /** @description Must not contain a colon (it separates the user name from the password). */
             username: string;
             password: string;
         };
-        /** @description Cookies merged into the Cookie header sent to the target. */
+        /**
+         * @description Cookies merged into the Cookie header sent to the target (replacing same-named ones of a Cookie header in `headers`). A name is an HTTP token (as a header name); a value may hold tab, printable ASCII and Latin-1 characters except the semicolon, never a control character.
+         * @example {
+         *       "session": "abc123"
+         *     }
+         */
         CallCookies: {
             [key: string]: string;
         };
@@ -1633,6 +1670,23 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
+        /** @description The path exists but does not support the request's method (for example DELETE /config). Allow lists the methods it does support; nothing was done. Every path answers this way, so every operation lists it. */
+        MethodNotAllowed: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                Allow: components["headers"]["Allow"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "Method Not Allowed",
+                 *       "details": "The method DELETE is not allowed on this path; it supports GET."
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
         /** @description The request body is larger than 1 MiB. */
         PayloadTooLarge: {
             headers: {
@@ -1658,6 +1712,22 @@ export interface components {
             };
             content: {
                 "application/json": components["schemas"]["TooManyRequests"];
+            };
+        };
+        /** @description The request's header section is larger than the server reads (16 KiB by default in Node.js, adjustable with --max-http-header-size). The request was not read, so it is answered before any operation: nothing was done, and the connection is closed. */
+        RequestHeaderFieldsTooLarge: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "Request Header Fields Too Large",
+                 *       "details": "The request's header section exceeds the size this server reads; the connection is closed."
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorBody"];
             };
         };
         /** @description Internal error of the service. */
@@ -1732,7 +1802,7 @@ export interface components {
         TimeoutHeader: number;
         /** @description `text` (default): the target's response is returned as it is, with its content type. `json`: it is wrapped in a FormatJsonResult JSON body. */
         FormatQuery: "json" | "text";
-        /** @description Wallet address: an EVM address (0x followed by 40 hex digits) or a Solana address (base58 public key). Anything else is a 400. */
+        /** @description Wallet address: an EVM address (0x followed by 40 hex digits, either case) or a Solana address (32 to 44 characters of the base58 alphabet, which has no 0, O, I or l). Anything else is a 400. */
         WalletAddress: string;
         /** @description Webhook id, from the X-Service-Webhook or X-Refund-Webhook-Id header or the `webhook_id` field of a 502 body. */
         WebhookId: string;
@@ -1753,8 +1823,15 @@ export interface components {
         "X-Payment-Response": string;
         /** @description Synchronous status of the paid call (`payment_required`, `payment_validating` or `processing`); sent only when applicable. */
         "X-Service-Status": components["schemas"]["ServiceStatus"];
+        /**
+         * @description The methods this path supports (RFC 9110 section 10.2.1), upper case and separated by a comma and a space, for example `GET` or `POST`.
+         * @example POST
+         */
+        Allow: string;
         /** @description Seconds to wait before trying again (integer). On a capacity 429 it equals the body's `retryAfter`; on a 202 of GET /webhooks/{id} it is 2. */
         "Retry-After": number;
+        /** @description The payment requirements of this 402 in a header, as x402 carries payment data in headers: base64 (RFC 4648, with padding) of the UTF-8 JSON of the 402 body, `{x402Version: 1, error, accepts}`. It decodes to the same requirements as the body; a client may read either. The header's name is X-Payment, like the request header that carries the payment. */
+        "X-Payment-Required": string;
     };
     pathItems: never;
 }
@@ -1850,6 +1927,19 @@ export interface operations {
                     "application/json": components["schemas"]["PaymentRequired"];
                 };
             };
+            /** @description Ours (ErrorBody, with Allow): the path does not support the request's method (see MethodNotAllowed). Or the target's own 405, passed through with the target's headers. */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description The methods this path supports; on our 405 always, on a target's 405 the target's own. */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
+                    "*/*": components["schemas"]["UpstreamPassThrough"];
+                };
+            };
             /** @description Our 413 (ErrorBody, the request body is larger than 1 MiB), or the target's own 413, passed through. */
             413: {
                 headers: {
@@ -1881,6 +1971,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": (components["schemas"]["TooManyRequests"] | components["schemas"]["SpendLimitExceeded"]) | components["schemas"]["UpstreamPassThrough"];
+                    "*/*": components["schemas"]["UpstreamPassThrough"];
+                };
+            };
+            /** @description Ours (ErrorBody): the request's header section is larger than the server reads (see RequestHeaderFieldsTooLarge; the connection is closed). Or the target's own 431, passed through. */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
@@ -1979,8 +2080,10 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["CapacityExceeded"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
             502: components["responses"]["TargetUnreachable"];
         };
@@ -2009,8 +2112,10 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["CapacityExceeded"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
             502: components["responses"]["TargetUnreachable"];
         };
@@ -2020,7 +2125,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Wallet address: an EVM address (0x followed by 40 hex digits) or a Solana address (base58 public key). Anything else is a 400. */
+                /** @description Wallet address: an EVM address (0x followed by 40 hex digits, either case) or a Solana address (32 to 44 characters of the base58 alphabet, which has no 0, O, I or l). Anything else is a 400. */
                 address: components["parameters"]["WalletAddress"];
             };
             cookie?: never;
@@ -2053,7 +2158,9 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["CapacityExceeded"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
         };
     };
@@ -2135,6 +2242,19 @@ export interface operations {
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
+            /** @description Ours (ErrorBody, with Allow): the path does not support the request's method (see MethodNotAllowed). Or the target's own 405, passed through with the target's headers. */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description The methods this path supports; on our 405 always, on a target's 405 the target's own. */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
+                    "*/*": components["schemas"]["UpstreamPassThrough"];
+                };
+            };
             /** @description Our 413 (ErrorBody, the request body is larger than 1 MiB), or the target's own 413, passed through. */
             413: {
                 headers: {
@@ -2156,6 +2276,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": (components["schemas"]["TooManyRequests"] | components["schemas"]["SpendLimitExceeded"]) | components["schemas"]["UpstreamPassThrough"];
+                    "*/*": components["schemas"]["UpstreamPassThrough"];
+                };
+            };
+            /** @description Ours (ErrorBody): the request's header section is larger than the server reads (see RequestHeaderFieldsTooLarge; the connection is closed). Or the target's own 431, passed through. */
+            431: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
@@ -2249,8 +2380,10 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["CapacityExceeded"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
             502: components["responses"]["TargetUnreachable"];
         };
@@ -2276,6 +2409,8 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
         };
     };
@@ -2300,6 +2435,8 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
         };
     };
@@ -2323,6 +2460,8 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            405: components["responses"]["MethodNotAllowed"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
         };
     };
@@ -2346,6 +2485,8 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            405: components["responses"]["MethodNotAllowed"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
         };
     };
@@ -2369,6 +2510,8 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            405: components["responses"]["MethodNotAllowed"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
         };
     };
@@ -2437,7 +2580,9 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["CapacityExceeded"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             /** @description The operation ended in failure (WebhookFailed, with `error` and `errorType`), or an internal error prevented reading the record (ErrorBody, no `status` field). */
             500: {
                 headers: {
@@ -2497,6 +2642,7 @@ export interface operations {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
+                    "X-Payment": components["headers"]["X-Payment-Required"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2526,7 +2672,9 @@ export interface operations {
                     "application/json": components["schemas"]["PaymentRequired"];
                 };
             };
+            405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             /** @description The model backend failed; nothing was charged. */
             500: {
                 headers: {
@@ -2573,13 +2721,16 @@ export interface operations {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
+                    "X-Payment": components["headers"]["X-Payment-Required"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["PaymentRequired"];
                 };
             };
+            405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             /** @description The model backend failed; nothing was charged. */
             500: {
                 headers: {
@@ -2613,6 +2764,8 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            405: components["responses"]["MethodNotAllowed"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             /** @description The model backend is not configured or not reachable (`status` is `unavailable`). */
             503: {
                 headers: {
@@ -2652,6 +2805,8 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            405: components["responses"]["MethodNotAllowed"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             /** @description A check failed (`status` is `unavailable`; the failed check carries its error text). */
             503: {
                 headers: {
@@ -2704,6 +2859,8 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            405: components["responses"]["MethodNotAllowed"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
         };
     };
     getDocs: {
@@ -2726,6 +2883,8 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            405: components["responses"]["MethodNotAllowed"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
         };
     };
 }

@@ -1,4 +1,3 @@
-import { isAddress as isSolanaAddress } from '@solana/kit';
 import { getAddress } from 'viem';
 import type { Handler } from './types';
 import { nextUtcMidnight, utcDay } from '../payments/clock';
@@ -8,11 +7,18 @@ import { usdToMicro } from '../payments/money';
 import { volumeView } from './getLimits';
 
 const EVM_ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+/**
+ * What this operation accepts as an address, also the pattern of the document's WalletAddress: an
+ * EVM address or 32 to 44 base58 characters. A base58 string of that length that does not decode
+ * to a 32-byte key is no wallet that ever paid, so it is answered with zero use rather than a 400
+ * the document could not state.
+ */
+export const WALLET_ADDRESS = /^(0x[0-9a-fA-F]{40}|[1-9A-HJ-NP-Za-km-z]{32,44})$/;
 
 /** The key the relay counts a paying wallet under: EVM addresses checksummed, Solana addresses as they are. */
-function walletKey(address: string): string | undefined {
-  if (EVM_ADDRESS.test(address)) return getAddress(address.toLowerCase());
-  return isSolanaAddress(address) ? address : undefined;
+export function walletKey(address: string): string | undefined {
+  if (!WALLET_ADDRESS.test(address)) return undefined;
+  return EVM_ADDRESS.test(address) ? getAddress(address.toLowerCase()) : address;
 }
 
 export const getRelayLimits: Handler<'getRelayLimits'> = async (ctx, { db, config, clock }) => {

@@ -15,8 +15,12 @@ export function chatFailureReply<E extends string>(outcome: Exclude<PaidChatOutc
   switch (outcome.kind) {
     case 'not_configured':
       return { status: 503 as const, body: { error: 'Service Unavailable', details: 'No chat backend is configured on this server; nothing was charged.' } };
-    case 'payment_required':
-      return { status: 402 as const, body: { x402Version: 1 as const, error: outcome.error, accepts: outcome.accepts.map((offer) => ({ ...offer, scheme: 'exact' as const })) }, headers: { 'X-Service-Status': 'payment_required' } };
+    case 'payment_required': {
+      const body = { x402Version: 1 as const, error: outcome.error, accepts: outcome.accepts.map((offer) => ({ ...offer, scheme: 'exact' as const })) };
+      // The interface also carries the requirements in an x-payment header: the same body, as x402 encodes header data (base64 JSON).
+      const inHeader = Buffer.from(JSON.stringify(body), 'utf8').toString('base64');
+      return { status: 402 as const, body, headers: { 'X-Service-Status': 'payment_required', 'X-Payment': inHeader } };
+    }
     case 'payment_reused':
       return { status: 400 as const, body: { error: 'Bad Request', details: `This X-Payment was already used: ${outcome.details}` } };
     case 'verification_unavailable':

@@ -47,6 +47,15 @@ function internalErrorBody(operationId: string | undefined, requestId: string): 
   }
 }
 
+const ROUTABLE_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
+
+/** The methods the document gives a path, as the router matches them: the Allow header of a 405. */
+function allowedMethods(api: OpenAPIBackend, path: string): string[] {
+  return ROUTABLE_METHODS.filter((method) => api.router.matchOperation({ method, path, headers: {}, query: {} }) !== undefined).map((method) =>
+    method.toUpperCase(),
+  );
+}
+
 function sendError(res: Response, status: number, error: string, details?: string): void {
   res.status(status).json(details === undefined ? { error } : { error, details });
 }
@@ -88,8 +97,11 @@ export async function createApp({ deps, handlers, caps, logger }: AppOptions): P
   api.register({
     notFound: (_c: Context, _req: Request, res: Response) =>
       sendError(res, 404, 'Not Found', 'No operation of this service has this path.'),
-    methodNotAllowed: (c: Context, _req: Request, res: Response) =>
-      sendError(res, 405, 'Method Not Allowed', `The method ${c.request.method.toUpperCase()} is not allowed on this path.`),
+    methodNotAllowed: (c: Context, req: Request, res: Response) => {
+      const allowed = allowedMethods(api, req.path);
+      res.setHeader('Allow', allowed.join(', '));
+      sendError(res, 405, 'Method Not Allowed', `The method ${c.request.method.toUpperCase()} is not allowed on this path; it supports ${allowed.join(', ')}.`);
+    },
     notImplemented: (c: Context, _req: Request, res: Response) =>
       sendError(res, 501, 'Not Implemented', `${c.operation.operationId} is not enabled on this server yet.`),
     unauthorizedHandler: (c: Context, _req: Request, res: Response) => {
@@ -102,7 +114,7 @@ export async function createApp({ deps, handlers, caps, logger }: AppOptions): P
         res.status(400).json({ error: 'messages is required and must be an array' });
         return;
       }
-      sendError(res, 400, 'Bad Request', describeValidationErrors(c.validation.errors as never));
+      sendError(res, 400, 'Bad Request', describeValidationErrors(c.validation.errors as never, { requestBody: c.request.requestBody }));
     },
   });
 
@@ -169,8 +181,11 @@ export async function createApp({ deps, handlers, caps, logger }: AppOptions): P
   app.use((req: Request, res: Response, next: NextFunction) => {
     // Routing, authentication, validation and the handler all count against the cap until they end.
     const endHold = holdSlot(res);
+    // openapi-backend parses a body that is not an object once more, so a JSON string holding an
+    // object would pass as that object: hand it the string re-encoded, which parses back to itself.
+    const body: unknown = typeof req.body === 'string' ? JSON.stringify(req.body) : req.body;
     api.handleRequest(
-      { method: req.method, path: req.path, body: req.body, query: req.query as Record<string, string>, headers: req.headers as Record<string, string> },
+      { method: req.method, path: req.path, body, query: req.query as Record<string, string>, headers: req.headers as Record<string, string> },
       req,
       res,
     ).catch(next).finally(endHold);

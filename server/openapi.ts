@@ -9,6 +9,8 @@ import { fileURLToPath } from 'node:url';
 import { OpenAPIBackend, type Document } from 'openapi-backend';
 import addFormatsModule from 'ajv-formats';
 import type Ajv from 'ajv';
+import { WALLET_ADDRESS } from '../handlers/getRelayLimits';
+import { BASIC_AUTH_USERNAME, BODY_FIELDS, COOKIE_VALUE, givenBodyFields, HEADER_VALUE, TOKEN } from '../payments/outbound/request';
 
 const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
   addFormatsModule) as unknown as (ajv: Ajv) => Ajv;
@@ -56,12 +58,36 @@ interface AjvLikeError {
   message?: string;
   keyword?: string;
   params?: Record<string, unknown>;
+  /** Set by Ajv on errors of a propertyNames schema: the offending name. */
+  propertyName?: string;
 }
 
-/** One line per problem: where it is and what is wrong, in words a client developer can act on. */
-export function describeValidationErrors(errors: AjvLikeError[] | null | undefined): string {
+/** The document's patterns in words: each is the same expression the server checks with. */
+const PATTERN_WORDS = new Map<string, string>([
+  [TOKEN.source, "must be an HTTP token (letters, digits and !#$%&'*+-.^_`|~)"],
+  [HEADER_VALUE.source, 'must not contain CR, LF, NUL, DEL or another control character, nor characters beyond U+00FF'],
+  [COOKIE_VALUE.source, 'must not contain a semicolon, a control character, nor characters beyond U+00FF'],
+  [BASIC_AUTH_USERNAME.source, 'must not contain a colon'],
+  [WALLET_ADDRESS.source, 'must be an EVM address (0x and 40 hex digits) or a Solana address (32 to 44 base58 characters)'],
+]);
+
+function valueAt(input: unknown, instancePath: string): unknown {
+  let value = input;
+  for (const part of instancePath.split('/').slice(1)) {
+    if (typeof value !== 'object' || value === null) return undefined;
+    value = (value as Record<string, unknown>)[part.replace(/~1/g, '/').replace(/~0/g, '~')];
+  }
+  return value;
+}
+
+/**
+ * One line per problem: where it is and what is wrong, in words a client developer can act on.
+ * `input` is what was validated (e.g. `{requestBody}`), to name the fields a `not` rule refused.
+ */
+export function describeValidationErrors(errors: AjvLikeError[] | null | undefined, input?: unknown): string {
   if (!errors || errors.length === 0) return 'the request does not match the interface';
-  const lines = errors.map((error) => {
+  // A propertyNames failure comes with the failure of the name itself, which says more.
+  const lines = errors.filter((error) => error.keyword !== 'propertyNames').map((error) => {
     const where = (error.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.') || 'request';
     const params = error.params ?? {};
     let message = error.message ?? 'is invalid';
@@ -71,7 +97,15 @@ export function describeValidationErrors(errors: AjvLikeError[] | null | undefin
       message = `must be one of ${params.allowedValues.join(', ')}`;
     } else if (error.keyword === 'required' && params.missingProperty) {
       message = `is missing the required property "${String(params.missingProperty)}"`;
+    } else if (error.keyword === 'pattern' && PATTERN_WORDS.has(String(params.pattern))) {
+      message = PATTERN_WORDS.get(String(params.pattern))!;
+    } else if (error.keyword === 'not') {
+      const value = valueAt(input, error.instancePath ?? '');
+      const given = typeof value === 'object' && value !== null ? givenBodyFields(value as Record<string, unknown>) : [];
+      // CallBodyFieldConflict is the only `not` of the document's requests.
+      if (given.length > 1) message = `gives ${given.join(' and ')}: give at most one of ${BODY_FIELDS.join(', ')}`;
     }
+    if (error.propertyName !== undefined) return `${where} has the name ${JSON.stringify(error.propertyName)}, which ${message}`;
     return `${where} ${message}`;
   });
   return [...new Set(lines)].join('; ');

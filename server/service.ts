@@ -2,8 +2,10 @@
  * Starts and stops one instance: database (DATABASE_URL or embedded), migrations, the worker
  * (unless RUN_WORKER=false), and the HTTP API. Used by `npm start`, `npm run worker` and tests.
  */
+import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import { createDb, migrateToLatest, type DbHandle } from '../db/index';
@@ -133,6 +135,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
         express,
       );
       const httpServer = server;
+      httpServer.on('clientError', (error: Error, socket: Duplex) => answerClientError(error, socket, log));
       await new Promise<void>((resolve, reject) => {
         httpServer.once('error', reject);
         httpServer.listen(config.port, config.host, () => resolve());
@@ -163,6 +166,63 @@ export async function startService(config: Config, options: ServiceOptions = {})
     if (embedded) await embedded.stop();
     throw error;
   }
+}
+
+const CLIENT_ERRORS: Record<string, { status: number; error: string; details: string }> = {
+  HPE_HEADER_OVERFLOW: {
+    status: 431,
+    error: 'Request Header Fields Too Large',
+    details: "The request's header section exceeds the size this server reads; the connection is closed.",
+  },
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: {
+    status: 413,
+    error: 'Payload Too Large',
+    details: 'The chunk extensions of the request body are too large; the connection is closed.',
+  },
+  ERR_HTTP_REQUEST_TIMEOUT: {
+    status: 408,
+    error: 'Request Timeout',
+    details: 'The request was not received in time; the connection is closed.',
+  },
+};
+
+/**
+ * Requests Node's HTTP parser refuses never reach express; Node would answer them with a bare
+ * status line. They get the service's {error, details} JSON instead, as a complete HTTP/1.1
+ * response written to the socket, which is then closed (the parser cannot resume after an error).
+ * The codes and statuses are Node's own (HPE_HEADER_OVERFLOW 431, request timeout 408, 400 for
+ * any other parse error).
+ */
+export function answerClientError(error: Error & { code?: string; reason?: string }, socket: Duplex, log: Logger): void {
+  // A reset connection has nobody left to read an answer.
+  if (error.code === 'ECONNRESET') {
+    socket.destroy();
+    return;
+  }
+  // A response of an earlier request on this connection is under way: bytes of ours would corrupt it.
+  const inFlight = (socket as Duplex & { _httpMessage?: unknown })._httpMessage;
+  if (!socket.writable || inFlight) {
+    socket.destroy();
+    return;
+  }
+  const known = error.code ? CLIENT_ERRORS[error.code] : undefined;
+  const answer = known ?? {
+    status: 400,
+    error: 'Bad Request',
+    details: `The request is not valid HTTP/1.1 (${error.reason ?? error.code ?? 'parse error'}); the connection is closed.`,
+  };
+  const requestId = randomUUID();
+  log.info({ requestId, code: error.code, status: answer.status }, 'request refused by the HTTP parser');
+  const body = JSON.stringify({ error: answer.error, details: answer.details });
+  socket.end(
+    `HTTP/1.1 ${answer.status} ${answer.error}\r\n` +
+      'content-type: application/json; charset=utf-8\r\n' +
+      `content-length: ${Buffer.byteLength(body)}\r\n` +
+      `x-request-id: ${requestId}\r\n` +
+      'connection: close\r\n' +
+      '\r\n' +
+      body,
+  );
 }
 
 /** Stops accepting, lets in-flight requests finish within the grace period, then cuts the rest. */

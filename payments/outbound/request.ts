@@ -35,11 +35,27 @@ export interface BuildOptions {
   paymentHeader?: string;
 }
 
-const BODY_FIELDS = ['json', 'data', 'body', 'payload'] as const;
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/*
+ * The rules below are also the patterns of the OpenAPI document (CallHeaders, CallCookies,
+ * BasicAuth, CallBodyFieldConflict), so a request the document accepts is one this module accepts;
+ * a contract test holds each pattern's source equal to the expression here.
+ */
+export const BODY_FIELDS = ['json', 'data', 'body', 'payload'] as const;
+/** RFC 9110 token: header names, cookie names. */
+export const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 // Field content of RFC 9110 minus obs-text beyond Latin-1: no CR, LF, NUL or other controls.
-const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
-const COOKIE_VALUE = /^[\t\x20-\x3a\x3c-\x7e\x80-\xff]*$/;
+export const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+// A header value without the semicolon, which would start the next cookie.
+export const COOKIE_VALUE = /^[\t\x20-\x3a\x3c-\x7e\x80-\xff]*$/;
+// The colon separates the user name from the password in Basic credentials.
+export const BASIC_AUTH_USERNAME = /^[^:]*$/;
+
+export type BodyField = (typeof BODY_FIELDS)[number];
+
+/** The body fields a call request gives (null counts as not given), in their documented order. */
+export function givenBodyFields(call: Partial<Record<BodyField, unknown>>): BodyField[] {
+  return BODY_FIELDS.filter((field) => call[field] !== undefined && call[field] !== null);
+}
 
 export function buildTargetRequest(call: CallRequest, options: BuildOptions = {}): Result<TargetRequest> {
   try {
@@ -81,7 +97,7 @@ function targetUrl(apiUrl: unknown, params: unknown): string {
 }
 
 function encodeBody(call: CallRequest, headers: Record<string, string>): Buffer | undefined {
-  const given = BODY_FIELDS.filter((field) => call[field] !== undefined && call[field] !== null);
+  const given = givenBodyFields(call);
   if (given.length > 1) {
     throw new OutboundError('conflicting_body_fields', `give at most one of json, data, body, payload; got ${given.join(' and ')}`);
   }
@@ -169,7 +185,7 @@ function basicAuthorization(auth: unknown): string {
   if (typeof username !== 'string' || typeof password !== 'string') {
     throw new OutboundError('invalid_field', 'auth needs a string username and password');
   }
-  if (username.includes(':')) throw new OutboundError('invalid_field', 'auth username must not contain a colon');
+  if (!BASIC_AUTH_USERNAME.test(username)) throw new OutboundError('invalid_field', 'auth username must not contain a colon');
   return `Basic ${Buffer.from(`${username}:${password}`, 'utf8').toString('base64')}`;
 }
 

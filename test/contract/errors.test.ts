@@ -19,10 +19,12 @@ describe('errors outside the operations', () => {
     expect(res.body).toEqual({ error: 'Not Found', details: expect.any(String) });
   });
 
-  it('a wrong method is 405 {error, details}', async () => {
+  it('a wrong method is 405 {error, details} with the methods of the path in Allow', async () => {
     const res = await t.client.request('DELETE', '/config');
     expect(res.status).toBe(405);
     expect(res.body).toEqual({ error: 'Method Not Allowed', details: expect.stringContaining('DELETE') });
+    expect(res.headers.get('allow')).toBe('GET');
+    expect((await t.client.request('GET', '/relay')).headers.get('allow')).toBe('POST');
   });
 
   it('malformed JSON is 400 {error, details}', async () => {
@@ -30,6 +32,12 @@ describe('errors outside the operations', () => {
     expect(res.status).toBe(400);
     expect(res.body.error).toBe('Bad Request');
     expect(res.body.details).toMatch(/not valid JSON/);
+  });
+
+  it('a JSON string holding a call request is a string, not that request', async () => {
+    const res = await t.client.request('POST', '/relay/sim', { rawBody: JSON.stringify(JSON.stringify(simBody)), headers: { 'content-type': 'application/json' } });
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error: 'Bad Request', details: 'requestBody must be object' });
   });
 
   it('a body over 1 MiB is 413 {error, details}', async () => {
