@@ -44,40 +44,58 @@ function isGenericError(body: unknown): boolean {
   return typeof error === 'string' && (details === undefined || typeof details === 'string');
 }
 
+const ROUTABLE_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
+
+/** The response checked against what `operation` declares for its status. */
+function checkDeclared(api: OpenAPIBackend, operation: any, response: ContractResponse, problems: string[]): void {
+  const operationId = operation.operationId!;
+  const declared = declaredResponse(operation.responses ?? {}, response.status);
+  if (!declared) {
+    problems.push(`${operationId} does not declare status ${response.status}`);
+    return;
+  }
+  const content: Record<string, any> = declared.content ?? {};
+  const type = mediaType(response.headers.get('content-type'));
+  const listed = Object.keys(content);
+  if (response.text.length > 0 && listed.length === 0) problems.push(`${operationId} ${response.status} declares no body but one was sent`);
+  if (listed.length > 0 && !listed.includes(type) && !listed.includes('*/*')) {
+    problems.push(`${operationId} ${response.status} does not list content type "${type}" (lists ${listed.join(', ')})`);
+  }
+  if (type === 'application/json' && content['application/json']) {
+    const result = api.validateResponse(response.body, operationId, response.status);
+    if (result.errors) problems.push(`${operationId} ${response.status} body: ${JSON.stringify(result.errors)}`);
+  }
+  const headers: Record<string, string> = {};
+  response.headers.forEach((value, name) => {
+    headers[name] = value;
+  });
+  const headerResult = api.validateResponseHeaders(headers, operationId, { statusCode: response.status });
+  if (headerResult.errors) problems.push(`${operationId} ${response.status} headers: ${JSON.stringify(headerResult.errors)}`);
+}
+
 export async function checkResponse(method: string, path: string, response: ContractResponse): Promise<void> {
   const api = await contractBackend();
   const problems: string[] = [];
   if (!response.headers.get('x-request-id')) problems.push('no X-Request-Id header');
   const url = new URL(path, 'http://service.invalid');
-  const operation = api.router.matchOperation({ method, path: url.pathname, headers: {}, query: {} });
-  if (!operation) {
-    // Routing failures answer outside any operation: 404 or 405 with the error body.
-    if (![404, 405, 413, 429].includes(response.status)) problems.push(`status ${response.status} for a path of no operation`);
-    if (!isGenericError(response.body)) problems.push('error body is not {error, details}');
+  const match = (routeMethod: string) => api.router.matchOperation({ method: routeMethod, path: url.pathname, headers: {}, query: {} });
+  const operation = match(method);
+  if (operation) {
+    response.operationId = operation.operationId!;
+    checkDeclared(api, operation, response, problems);
   } else {
-    const operationId = operation.operationId!;
-    response.operationId = operationId;
-    const declared = declaredResponse(operation.responses ?? {}, response.status);
-    if (!declared) {
-      problems.push(`${operationId} does not declare status ${response.status}`);
+    const onThisPath = ROUTABLE_METHODS.map((routeMethod) => match(routeMethod)).filter((found) => found !== undefined);
+    if (onThisPath.length > 0 && response.status === 405) {
+      // The path exists under other methods: the 405 is the one its operations document, with
+      // exactly those methods in Allow.
+      const allowed = ROUTABLE_METHODS.filter((routeMethod) => match(routeMethod) !== undefined).map((routeMethod) => routeMethod.toUpperCase());
+      if (response.headers.get('allow') !== allowed.join(', ')) problems.push(`Allow is ${response.headers.get('allow')}, expected ${allowed.join(', ')}`);
+      for (const sibling of onThisPath) checkDeclared(api, sibling, response, problems);
     } else {
-      const content: Record<string, any> = declared.content ?? {};
-      const type = mediaType(response.headers.get('content-type'));
-      const listed = Object.keys(content);
-      if (response.text.length > 0 && listed.length === 0) problems.push(`${operationId} ${response.status} declares no body but one was sent`);
-      if (listed.length > 0 && !listed.includes(type) && !listed.includes('*/*')) {
-        problems.push(`${operationId} ${response.status} does not list content type "${type}" (lists ${listed.join(', ')})`);
-      }
-      if (type === 'application/json' && content['application/json']) {
-        const result = api.validateResponse(response.body, operationId, response.status);
-        if (result.errors) problems.push(`${operationId} ${response.status} body: ${JSON.stringify(result.errors)}`);
-      }
-      const headers: Record<string, string> = {};
-      response.headers.forEach((value, name) => {
-        headers[name] = value;
-      });
-      const headerResult = api.validateResponseHeaders(headers, operationId, { statusCode: response.status });
-      if (headerResult.errors) problems.push(`${operationId} ${response.status} headers: ${JSON.stringify(headerResult.errors)}`);
+      // Refusals before routing (an unknown path, a body too large, a cap) carry the error body.
+      if (![404, 405, 413, 429].includes(response.status)) problems.push(`status ${response.status} for a path of no operation`);
+      if (onThisPath.length > 0 && response.status === 404) problems.push('404 for a path the document has (under another method)');
+      if (!isGenericError(response.body)) problems.push('error body is not {error, details}');
     }
   }
   if (problems.length > 0) {
