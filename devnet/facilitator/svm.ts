@@ -1,8 +1,10 @@
 // Verification and settlement of Solana exact payments, through each cluster's JSON-RPC endpoint as
 // a remote facilitator would do it. The transaction must have the shape of DESIGN.md section 6:
-// a v0 message paid for by our fee payer, SetComputeUnitLimit, SetComputeUnitPrice (small), and one
-// TransferChecked of exactly the amount, 6 decimals, into the payTo's associated USDC account; the
-// fee payer takes part in no instruction. Then we co-sign, simulate, submit and poll (bounded).
+// a legacy or v0 message (v0 without lookup tables) paid for by our fee payer, SetComputeUnitLimit,
+// SetComputeUnitPrice (small), then one TransferChecked of exactly the amount, 6 decimals, into the
+// payTo's associated USDC account, and at most one Memo before or after it (x402's client adds
+// one); the fee payer takes part in no instruction, and a Memo is signed by the payer or no one.
+// Then we co-sign, simulate, submit and poll (bounded).
 import {
   createSolanaRpc,
   decompileTransactionMessage,
@@ -35,6 +37,10 @@ import type { KeyedQueue } from '../key-queue.js';
 import { checkVersionSchemeAndNetwork, InvalidPayment } from './invalid.js';
 import { SOLANA_NETWORKS, USDC_DECIMALS, type SolanaNetworkName } from '../networks.js';
 import { type ExactSvmPayload, type PaymentPayload, type PaymentRequirements, type SettleResponse, type VerifyResponse } from '../x402.js';
+
+/** SPL Memo (the one x402's client uses) and its first version. */
+export const MEMO_PROGRAM_ADDRESS = 'MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr' as Address;
+export const MEMO_V1_PROGRAM_ADDRESS = 'Memo1UhkJRfHyvLMcVucJwxXeuD728EqVDDwQDxFMNo' as Address;
 
 /** x402's own ceiling for the compute unit price (5 lamports per unit). */
 export const MAX_COMPUTE_UNIT_PRICE_MICRO_LAMPORTS = 5_000_000n;
@@ -80,7 +86,8 @@ export function createSvmFacilitator(
       const wire = (payment.payload as Partial<ExactSvmPayload> | undefined)?.transaction;
       transaction = getTransactionDecoder().decode(getBase64Encoder().encode(String(wire)));
       const compiled = getCompiledTransactionMessageDecoder().decode(transaction.messageBytes);
-      if (compiled.version !== 0 || (compiled.addressTableLookups?.length ?? 0) > 0) throw new Error('not a plain v0 message');
+      if (compiled.version !== 'legacy' && compiled.version !== 0) throw new Error('neither a legacy nor a v0 message');
+      if (compiled.version === 0 && (compiled.addressTableLookups?.length ?? 0) > 0) throw new Error('a v0 message with lookup tables');
       if (compiled.staticAccounts[0] !== feePayer.address) throw new InvalidPayment('invalid_exact_svm_payload_transaction_fee_payer_mismatch');
       instructions = decompileTransactionMessage(compiled).instructions;
     } catch (error) {
@@ -88,9 +95,16 @@ export function createSvmFacilitator(
       throw new InvalidPayment('invalid_exact_svm_payload_transaction');
     }
 
-    if (instructions.length !== 3) throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_length');
-    const [limit, price, transfer] = instructions as [Instruction, Instruction, Instruction];
+    if (instructions.length !== 3 && instructions.length !== 4) throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_length');
+    const [limit, price, ...rest] = instructions as [Instruction, Instruction, ...Instruction[]];
     checkComputeBudget(limit, price);
+    const memos = rest.filter(isMemo);
+    const transfers = rest.filter((instruction) => !isMemo(instruction));
+    if (memos.length > 1) throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_duplicate_memo');
+    if (transfers.length === 0) throw new InvalidPayment('invalid_exact_svm_payload_no_transfer_instruction');
+    // Four instructions are allowed only when one is a Memo.
+    if (transfers.length > 1) throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_length');
+    const transfer = transfers[0]!;
     if (instructions.some((instruction) => instruction.accounts?.some((account) => account.address === feePayer.address))) {
       throw new InvalidPayment('invalid_exact_svm_payload_transaction_fee_payer_included_in_instruction_accounts');
     }
@@ -109,6 +123,8 @@ export function createSvmFacilitator(
     if (parsed.data.amount !== BigInt(requirements.maxAmountRequired)) throw fail('invalid_exact_svm_payload_transaction_amount_mismatch');
     const [payToAccount] = await findAssociatedTokenPda({ mint, owner: requirements.payTo as Address, tokenProgram: TOKEN_PROGRAM_ADDRESS });
     if (parsed.accounts.destination.address !== payToAccount) throw fail('invalid_exact_svm_payload_transaction_transfer_to_incorrect_ata');
+    // A Memo's accounts must sign it: anyone but the payer would be a third signer.
+    if (memos[0]?.accounts?.some((account) => account.address !== payer)) throw fail('invalid_exact_svm_payload_transaction_memo_signer');
 
     const unsigned = Object.entries(transaction.signatures).filter(([, signature]) => signature === null).map(([address]) => address);
     if (unsigned.length !== 1 || unsigned[0] !== feePayer.address) throw fail('invalid_exact_svm_payload_transaction_signatures');
@@ -186,6 +202,10 @@ export function createSvmFacilitator(
   }
 
   return { feePayer: feePayer.address, verify, settle };
+}
+
+function isMemo(instruction: Instruction): boolean {
+  return instruction.programAddress === MEMO_PROGRAM_ADDRESS || instruction.programAddress === MEMO_V1_PROGRAM_ADDRESS;
 }
 
 function checkComputeBudget(limit: Instruction, price: Instruction): void {

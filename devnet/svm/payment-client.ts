@@ -1,9 +1,13 @@
-// A Solana payer for x402 exact payments: builds the v0 transaction that DESIGN.md section 6
+// A Solana payer for x402 exact payments: builds the transaction that DESIGN.md section 6
 // describes (SetComputeUnitLimit, SetComputeUnitPrice, TransferChecked of exactly the amount from
 // the payer's USDC account to the payTo's associated USDC account, fee payer = extra.feePayer),
-// signs only its own part, and encodes X-PAYMENT. The payer needs no SOL.
+// signs only its own part, and encodes X-PAYMENT. The payer needs no SOL. v0 by default; legacy
+// (as HTTPayer's Python SDK builds it) and a trailing Memo (as x402's @x402/svm client adds it) on
+// request, so that both kinds of standard client can be played.
 import {
+  AccountRole,
   appendTransactionMessageInstructions,
+  compressTransactionMessageUsingAddressLookupTables,
   createSolanaRpc,
   createTransactionMessage,
   getBase64EncodedWireTransaction,
@@ -12,11 +16,13 @@ import {
   setTransactionMessageFeePayer,
   setTransactionMessageLifetimeUsingBlockhash,
   type Address,
+  type AddressesByLookupTableAddress,
   type Instruction,
   type KeyPairSigner,
 } from '@solana/kit';
 import { getSetComputeUnitLimitInstruction, getSetComputeUnitPriceInstruction } from '@solana-program/compute-budget';
 import { findAssociatedTokenPda, getTransferCheckedInstruction, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
+import { MEMO_PROGRAM_ADDRESS } from '../facilitator/svm.js';
 import { USDC_DECIMALS, isSolanaNetwork, type SolanaNetworkName } from '../networks.js';
 import {
   encodePaymentHeader,
@@ -38,9 +44,27 @@ export interface SolanaPaymentOverrides {
   feePayer?: Address;
   computeUnitLimit?: number;
   computeUnitPriceMicroLamports?: bigint;
-  /** Replaces the three instructions (to build transactions of the wrong shape). */
+  /** The message version; 0 unless told. */
+  version?: 'legacy' | 0;
+  /** A Memo with this text after the TransferChecked, with no accounts, as x402's client adds it. */
+  memo?: string;
+  /** Moves the accounts these tables hold out of the message (v0 only), as a client using lookup tables would. */
+  addressLookupTables?: AddressesByLookupTableAddress;
+  /** Replaces the standard instructions (to build transactions of the wrong shape). */
   instructions?: (standard: Instruction[]) => Instruction[];
   network?: string;
+}
+
+/** A Memo instruction; `signers` are the accounts the Memo program requires to sign. */
+export function memoInstruction(
+  text: string,
+  { programAddress = MEMO_PROGRAM_ADDRESS, signers = [] }: { programAddress?: Address; signers?: readonly Address[] } = {},
+): Instruction {
+  return {
+    programAddress,
+    accounts: signers.map((address) => ({ address, role: AccountRole.READONLY_SIGNER })),
+    data: new TextEncoder().encode(text),
+  };
 }
 
 export interface SignedSolanaPayment {
@@ -74,14 +98,19 @@ export async function createSolanaPayment(
       amount: overrides.amount ?? BigInt(requirements.maxAmountRequired),
       decimals: overrides.decimals ?? USDC_DECIMALS,
     }),
+    ...(overrides.memo === undefined ? [] : [memoInstruction(overrides.memo)]),
   ];
   const { value: latestBlockhash } = await createSolanaRpc(rpcUrl).getLatestBlockhash().send();
-  const message = pipe(
-    createTransactionMessage({ version: 0 }),
+  const built = pipe(
+    createTransactionMessage({ version: overrides.version ?? 0 }),
     (draft) => setTransactionMessageFeePayer(feePayer, draft),
     (draft) => setTransactionMessageLifetimeUsingBlockhash(latestBlockhash, draft),
     (draft) => appendTransactionMessageInstructions(overrides.instructions?.(standard) ?? standard, draft),
   );
+  const message =
+    overrides.addressLookupTables && built.version === 0
+      ? (compressTransactionMessageUsingAddressLookupTables(built as typeof built & { version: 0 }, overrides.addressLookupTables) as typeof built)
+      : built;
   const transaction = await partiallySignTransactionMessageWithSigners(message);
   const payment: PaymentPayload<ExactSvmPayload> = {
     x402Version: X402_VERSION,

@@ -53,9 +53,10 @@ export const USDC_DECIMALS = 6;
  *
  * Two payments of the same amount to the same payTo under the same blockhash would be byte-identical
  * transactions (ed25519 signatures are deterministic), and the cluster keeps only the first: the
- * second call would fail. The v1 exact shape allows no memo, so the limit and the price are drawn at
- * random within these bounds to make each transaction unique. The priority fee stays at most
- * 5 x 200,000 / 10^6 = 1 lamport; facilitators cap the price at 5,000,000 micro-lamports.
+ * second call would fail. A Memo would make them unique, but x402 1.2.0's facilitator refuses any
+ * fourth instruction, so the limit and the price are drawn at random within these bounds instead.
+ * The priority fee stays at most 5 x 200,000 / 10^6 = 1 lamport; facilitators cap the price at
+ * 5,000,000 micro-lamports.
  */
 export const COMPUTE_UNIT_LIMIT_RANGE = { min: 20_000, max: 200_000 } as const;
 export const COMPUTE_UNIT_PRICE_MICRO_LAMPORTS_RANGE = { min: 1, max: 5 } as const;

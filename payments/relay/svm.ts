@@ -2,13 +2,11 @@
  * Solana side of relay payments: strict verification of an x402 exact payment paid to us, and the
  * transactions our wallet signs (co-signing a client's payment as fee payer, refunding a payer).
  *
- * The payment must have the shape of DESIGN.md section 6: a v0 message without address lookup
- * tables whose fee payer is the one we offered; exactly [SetComputeUnitLimit, SetComputeUnitPrice,
- * TransferChecked] with a bounded compute budget; the transfer of exactly the amount, of USDC with
- * 6 decimals, into the associated token account of our payTo; two signers only (the fee payer,
- * still unsigned, and the transfer authority, whose signature must verify); the fee payer in no
- * instruction. Then the cluster: blockhash still valid, the payer's balance, and a simulation
- * (with our signature when we are the fee payer, so the cluster checks every signature).
+ * The payment must have the shape of DESIGN.md section 6, checked in svmShape.ts (legacy or v0,
+ * compute budget, one exact TransferChecked into our payTo's USDC account, an optional Memo, our
+ * fee payer in no instruction). Then the cluster: blockhash still valid, the payer's balance, and
+ * a simulation (with our signature when we are the fee payer, so the cluster checks every
+ * signature). Co-signing fills our slot of the message bytes as they came, whatever their version.
  *
  * A Solana transaction's id is its fee payer's signature: ours is deterministic, so the id is known
  * and stored before anything is sent.
@@ -16,15 +14,9 @@
 import {
   appendTransactionMessageInstructions,
   createTransactionMessage,
-  decompileTransactionMessage,
   fetchEncodedAccounts,
-  getBase58Decoder,
   getBase64EncodedWireTransaction,
-  getBase64Encoder,
-  getCompiledTransactionMessageDecoder,
-  getPublicKeyFromAddress,
   getSignatureFromTransaction,
-  getTransactionDecoder,
   isAddress,
   isSolanaError,
   partiallySignTransaction,
@@ -33,37 +25,20 @@ import {
   setTransactionMessageLifetimeUsingBlockhash,
   signTransactionMessageWithSigners,
   SOLANA_ERROR__JSON_RPC__SERVER_ERROR_SEND_TRANSACTION_PREFLIGHT_FAILURE,
-  verifySignature,
   type Address,
   type Blockhash,
-  type Instruction,
   type Signature,
-  type SignatureBytes,
   type Transaction,
 } from '@solana/kit';
-import {
-  COMPUTE_BUDGET_PROGRAM_ADDRESS,
-  ComputeBudgetInstruction,
-  getSetComputeUnitLimitInstruction,
-  getSetComputeUnitPriceInstruction,
-  identifyComputeBudgetInstruction,
-  parseSetComputeUnitLimitInstruction,
-  parseSetComputeUnitPriceInstruction,
-} from '@solana-program/compute-budget';
-import {
-  AccountState,
-  getTokenDecoder,
-  getTokenSize,
-  getTransferCheckedInstruction,
-  identifyTokenInstruction,
-  parseTransferCheckedInstruction,
-  TOKEN_PROGRAM_ADDRESS,
-  TokenInstruction,
-} from '@solana-program/token';
+import { getSetComputeUnitLimitInstruction, getSetComputeUnitPriceInstruction } from '@solana-program/compute-budget';
+import { AccountState, getTokenDecoder, getTokenSize, getTransferCheckedInstruction, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
 import { USDC_DECIMALS, usdcAccountOf, type SvmNetworkClients } from '../networks/svm';
 import type { NetworkName } from '../networks/table';
-import { fail, ok, type ExactSvmPayload, type PaymentPayload, type PaymentRequirements, type Result } from '../x402/types';
+import { fail, ok, type PaymentPayload, type PaymentRequirements, type Result } from '../x402/types';
+import { inspectSolanaPayment, type InspectedSolanaPayment } from './svmShape';
 import { limitsOf, type RelayDeps, type RelayLimits, type VerifiedClientPayment, type VerifyDeps, type VerifyFailureReason } from './types';
+
+export { inspectSolanaPayment, type InspectedSolanaPayment } from './svmShape';
 
 /** Our refunds: a TransferChecked uses about 6,200 units; the price is the smallest non-zero one. */
 const REFUND_COMPUTE_UNIT_PRICE_MICRO_LAMPORTS = 1n;
@@ -72,18 +47,6 @@ const REFUND_COMPUTE_UNIT_LIMIT_BASE = 20_000;
 const REFUND_COMPUTE_UNIT_LIMIT_SPREAD = 100_000n;
 
 type Failure = { ok: false; reason: VerifyFailureReason; details: string };
-
-export interface InspectedSolanaPayment {
-  transaction: Transaction;
-  feePayer: Address;
-  payer: Address;
-  source: Address;
-  destination: Address;
-  amount: bigint;
-  blockhash: Blockhash;
-  /** The payer's signature (base58): the payment's idempotency key. */
-  payerSignature: string;
-}
 
 function describe(value: unknown): string {
   return JSON.stringify(value, (_key, item) => (typeof item === 'bigint' ? item.toString() : item)) ?? String(value);
@@ -100,106 +63,6 @@ function bounded(limits: RelayLimits) {
 function readTokenAccount(account: { exists: boolean } & Partial<{ programAddress: Address; data: Uint8Array }>) {
   if (!account.exists || account.programAddress !== TOKEN_PROGRAM_ADDRESS || account.data?.length !== getTokenSize()) return undefined;
   return getTokenDecoder().decode(account.data);
-}
-
-function isComputeBudget(instruction: Instruction, kind: ComputeBudgetInstruction): boolean {
-  if (instruction.programAddress !== COMPUTE_BUDGET_PROGRAM_ADDRESS || instruction.data === undefined) return false;
-  try {
-    return identifyComputeBudgetInstruction(instruction.data) === kind;
-  } catch {
-    return false;
-  }
-}
-
-/** The shape checks, without the cluster (pure but for hashing and signature verification). */
-export async function inspectSolanaPayment(
-  payment: PaymentPayload,
-  offered: PaymentRequirements,
-  mint: Address,
-  limits: RelayLimits,
-): Promise<Result<InspectedSolanaPayment, VerifyFailureReason>> {
-  const feePayer = offered.extra?.feePayer;
-  if (offered.asset !== mint) return fail('invalid_offer', `the offered asset ${offered.asset} is not USDC (${mint})`);
-  if (typeof feePayer !== 'string' || !isAddress(feePayer) || !isAddress(offered.payTo) || !/^[1-9][0-9]*$/.test(offered.maxAmountRequired)) {
-    return fail('invalid_offer', 'the offered feePayer, payTo or amount is not valid');
-  }
-  const invalid = (details: string) => fail('invalid_transaction', details);
-
-  let transaction: Transaction;
-  let instructions: readonly Instruction[];
-  let staticAccounts: readonly Address[];
-  let signerCount: number;
-  let blockhash: Blockhash;
-  try {
-    transaction = getTransactionDecoder().decode(getBase64Encoder().encode((payment.payload as ExactSvmPayload).transaction));
-    const compiled = getCompiledTransactionMessageDecoder().decode(transaction.messageBytes);
-    if (compiled.version !== 0) return invalid(`the message is version ${String(compiled.version)}, not 0`);
-    if ((compiled.addressTableLookups?.length ?? 0) > 0) return invalid('the message uses address lookup tables');
-    staticAccounts = compiled.staticAccounts;
-    signerCount = compiled.header.numSignerAccounts;
-    blockhash = compiled.lifetimeToken as Blockhash;
-    instructions = decompileTransactionMessage(compiled).instructions;
-  } catch (error) {
-    return invalid(`not a v0 transaction: ${error instanceof Error ? error.message : String(error)}`);
-  }
-
-  if (staticAccounts[0] !== feePayer) return fail('wrong_fee_payer', `the fee payer is ${staticAccounts[0]}, not ${feePayer}`);
-  if (instructions.length !== 3) return invalid(`expected 3 instructions, found ${instructions.length}`);
-  const [limit, price, transfer] = instructions as [Instruction, Instruction, Instruction];
-  if (!isComputeBudget(limit, ComputeBudgetInstruction.SetComputeUnitLimit)) return invalid('the first instruction is not SetComputeUnitLimit');
-  if (!isComputeBudget(price, ComputeBudgetInstruction.SetComputeUnitPrice)) return invalid('the second instruction is not SetComputeUnitPrice');
-  const units = parseSetComputeUnitLimitInstruction(limit as Parameters<typeof parseSetComputeUnitLimitInstruction>[0]).data.units;
-  const { microLamports } = parseSetComputeUnitPriceInstruction(price as Parameters<typeof parseSetComputeUnitPriceInstruction>[0]).data;
-  if (units > limits.maxComputeUnitLimit) return fail('compute_budget_too_high', `compute unit limit ${units} is over ${limits.maxComputeUnitLimit}`);
-  if (BigInt(microLamports) > limits.maxComputeUnitPriceMicroLamports) {
-    return fail('compute_budget_too_high', `compute unit price ${microLamports} is over ${limits.maxComputeUnitPriceMicroLamports} micro-lamports`);
-  }
-  if (instructions.some((instruction) => instruction.accounts?.some((account) => account.address === feePayer))) {
-    return fail('fee_payer_in_instruction', 'the fee payer takes part in an instruction');
-  }
-
-  let isTransferChecked = false;
-  try {
-    isTransferChecked =
-      transfer.programAddress === TOKEN_PROGRAM_ADDRESS && transfer.data !== undefined && identifyTokenInstruction(transfer.data) === TokenInstruction.TransferChecked;
-  } catch {
-    isTransferChecked = false;
-  }
-  if (!isTransferChecked || transfer.accounts?.length !== 4) return invalid('the third instruction is not a single-signer TransferChecked of the token program');
-  const parsed = parseTransferCheckedInstruction(transfer as Parameters<typeof parseTransferCheckedInstruction>[0]);
-  const payer = parsed.accounts.authority.address;
-  if (parsed.accounts.mint.address !== mint) return fail('wrong_asset', `the transfer moves ${parsed.accounts.mint.address}, not USDC`);
-  if (parsed.data.decimals !== USDC_DECIMALS) return fail('wrong_asset', `the transfer has ${parsed.data.decimals} decimals, USDC has ${USDC_DECIMALS}`);
-  const amount = BigInt(offered.maxAmountRequired);
-  if (parsed.data.amount !== amount) return fail('wrong_amount', `the transfer is of ${parsed.data.amount}, the price is ${amount}`);
-  const destination = await usdcAccountOf(offered.payTo as Address, mint);
-  if (parsed.accounts.destination.address !== destination) {
-    return fail('wrong_recipient', `the transfer pays into ${parsed.accounts.destination.address}, not the USDC account of ${offered.payTo}`);
-  }
-
-  // Exactly two signers: the fee payer (ours to sign) and the transfer authority (signed).
-  if (signerCount !== 2 || staticAccounts[1] !== payer) return invalid('the signers are not exactly the fee payer and the transfer authority');
-  if (transaction.signatures[feePayer] !== null && transaction.signatures[feePayer] !== undefined) return invalid('the fee payer has already signed');
-  const payerSignature = transaction.signatures[payer];
-  if (!payerSignature) return fail('invalid_signature', 'the payer has not signed');
-  let signatureValid = false;
-  try {
-    signatureValid = await verifySignature(await getPublicKeyFromAddress(payer), payerSignature as SignatureBytes, transaction.messageBytes);
-  } catch {
-    signatureValid = false;
-  }
-  if (!signatureValid) return fail('invalid_signature', `the signature of ${payer} does not verify`);
-
-  return ok({
-    transaction,
-    feePayer: feePayer as Address,
-    payer,
-    source: parsed.accounts.source.address,
-    destination,
-    amount,
-    blockhash,
-    payerSignature: getBase58Decoder().decode(payerSignature),
-  });
 }
 
 function clientsOf(deps: Pick<RelayDeps, 'chains'>, network: NetworkName): SvmNetworkClients | undefined {

@@ -162,9 +162,7 @@ describe('POST /relay paid by the SDK (EVM)', () => {
 });
 
 describe('POST /relay paid by the SDK (Solana)', () => {
-  // The SDK builds legacy messages; the relay's verification (payments/relay/svm.ts) accepts version 0
-  // only and answers 402 "the message is version legacy, not 0". Expected to fail until it accepts them.
-  it.fails('a legacy transaction, sent once without a retry loop: the chain moves exactly the price and the fee', async () => {
+  it('a legacy transaction, sent once without a retry loop: the chain moves exactly the price and the fee', async () => {
     const solanaTarget = peers.targets.solana!;
     const client = await sdk({ solana: { signer: peers.wallets.client.solana.signer, rpcUrl: peers.rpcUrls.solana! } });
     const owners = { client: peers.wallets.client.solana.address, service: peers.wallets.service.solana.address, target: solanaTarget.routes.paid.payTo };

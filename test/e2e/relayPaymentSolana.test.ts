@@ -1,7 +1,17 @@
 // The receiving side of relay payments on solana-devnet, against the local cluster: a client's
-// partially signed exact payment checked for its shape, simulated, co-signed by our wallet as fee
-// payer (the client holds no SOL) or settled by the facilitator, and refunded exactly.
-import { type Address, type Instruction } from '@solana/kit';
+// partially signed exact payment (v0 or legacy, with or without a Memo) checked for its shape,
+// simulated, co-signed by our wallet as fee payer (the client holds no SOL) or settled by the
+// facilitator, and refunded exactly.
+import {
+  getBase58Decoder,
+  getBase64Encoder,
+  getCompiledTransactionMessageDecoder,
+  getTransactionDecoder,
+  type Address,
+  type Instruction,
+  type Signature,
+} from '@solana/kit';
+import { getTransferSolInstruction } from '@solana-program/system';
 import { getTransferCheckedInstruction } from '@solana-program/token';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
@@ -21,8 +31,12 @@ import {
 } from '../../payments/relay/index';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { startPeers, type Peers, type PaymentRequirements as PeerRequirements, type SolanaPaymentOverrides } from '../../devnet/index';
-import { generateSolanaKey } from '../../devnet/svm/keys';
+import { generateSolanaKey, type SolanaKey } from '../../devnet/svm/keys';
+import { memoInstruction } from '../../devnet/svm/payment-client';
 import { createTestDatabase, type TestDatabase } from '../support/database';
+import { legacyTransfer } from '../support/httpayerSdk';
+import { startProxyService } from '../support/proxy';
+import type { TestService } from '../support/service';
 
 const NETWORK = 'solana-devnet' as const;
 const USDC = NETWORK_TABLE[NETWORK].usdc as Address;
@@ -89,6 +103,34 @@ async function record(header: string, offered: PaymentRequirements[], deps = dir
   return row.value;
 }
 
+/** A legacy payment as HTTPayer's Python SDK builds it (solders' account order, limit 50,000, price 1). */
+async function httpayerPayment(requirements: PaymentRequirements, signer = peers.wallets.client.solana.signer) {
+  const transaction = await legacyTransfer({ signer, rpcUrl: peers.rpcUrls[NETWORK]! }, requirements);
+  const payment = { x402Version: 1, scheme: 'exact', network: requirements.network, payload: { transaction } };
+  return { transaction, header: Buffer.from(JSON.stringify(payment)).toString('base64') };
+}
+
+/** The landed transaction as the cluster keeps it, next to what the client sent. */
+async function landedAs(signature: string, sentBase64: string) {
+  const found = await chains.svm.networks
+    .get(NETWORK)!
+    .rpc.getTransaction(signature as Signature, { encoding: 'base64', maxSupportedTransactionVersion: 0, commitment: 'confirmed' })
+    .send();
+  if (!found) throw new Error(`${signature} has not landed`);
+  const landed = getTransactionDecoder().decode(getBase64Encoder().encode(found.transaction[0]));
+  const sent = getTransactionDecoder().decode(getBase64Encoder().encode(sentBase64));
+  const base58 = getBase58Decoder();
+  return {
+    version: found.version,
+    failed: found.meta?.err !== null,
+    sameMessage: Buffer.from(landed.messageBytes).equals(Buffer.from(sent.messageBytes)),
+    signers: Object.keys(landed.signatures),
+    feePayerSignature: base58.decode(Object.values(landed.signatures)[0]!),
+    payerSignatureKept: base58.decode(landed.signatures[client()]!) === base58.decode(sent.signatures[client()]!),
+    messageVersion: getCompiledTransactionMessageDecoder().decode(landed.messageBytes).version,
+  };
+}
+
 describe('a client paying us on solana-devnet', () => {
   it('verifies a payment with our wallet as fee payer: payer, exact amount, the payer signature as idempotency key', async () => {
     const requirements = offer();
@@ -133,6 +175,12 @@ describe('a client paying us on solana-devnet', () => {
       ['invalid_transaction', { instructions: (standard) => [standard[2]!] }],
       ['invalid_transaction', { instructions: (standard) => [standard[1]!, standard[0]!, standard[2]!] }],
       ['network_not_offered', { network: 'solana' }],
+      ['invalid_transaction', { memo: 'one', instructions: (standard) => [...standard, memoInstruction('two')] }],
+      ['fee_payer_in_instruction', { version: 'legacy', instructions: (standard) => [...standard, memoInstruction('ours', { signers: [service()] })] }],
+      ['invalid_transaction', { memo: 'x', instructions: (standard) => [...standard, getTransferSolInstruction({ source: peers.wallets.client.solana.signer, destination: service(), amount: 1n })] }],
+      ['invalid_transaction', { addressLookupTables: { [peers.wallets.target.solana.address]: [USDC] } }],
+      ['wrong_amount', { version: 'legacy', memo: 'x', amount: PRICE_MICRO_USDC - 1n }],
+      ['wrong_recipient', { version: 'legacy', destination: targetAccount }],
     ];
     for (const [reason, overrides] of cases) {
       const { header } = await pay(requirements, overrides);
@@ -179,6 +227,68 @@ describe('a client paying us on solana-devnet', () => {
     // The same X-PAYMENT again: refused by the database before anything, and by the cluster check too.
     expect(await verifyClientPayment(header, [requirements], direct)).toMatchObject({ ok: false, reason: 'nonce_already_used' });
     expect(await balances()).toEqual(after);
+  });
+
+  it("settles directly a legacy payment built as HTTPayer's SDK builds it, and a v0 one with x402's Memo: exact legs, the client's message with our signature first", async () => {
+    const requirements = offer();
+    const httpayer = await httpayerPayment(requirements);
+    const withMemo = await pay(requirements, { memo: '0123456789abcdef0123456789abcdef' });
+    for (const [kind, header, transaction, version] of [
+      ['legacy', httpayer.header, httpayer.transaction, 'legacy'],
+      ['memo', withMemo.header, withMemo.payment.payload.transaction, 0],
+    ] as const) {
+      const before = await balances();
+      const row = await record(header, [requirements]);
+      const outcome = await settleClientPayment(db, row.id, direct);
+      expect(outcome, kind).toEqual({ settled: true, txHash: expect.any(String) });
+      if (!outcome.settled) return;
+      const after = await balances();
+      expect({ client: after.client, service: after.service, clientLamports: after.clientLamports }, kind).toEqual({
+        client: before.client - PRICE_MICRO_USDC,
+        service: before.service + PRICE_MICRO_USDC,
+        clientLamports: 0n,
+      });
+      expect(after.serviceLamports).toBeLessThan(before.serviceLamports);
+      expect(await landedAs(outcome.txHash, transaction), kind).toEqual({
+        version,
+        messageVersion: version,
+        failed: false,
+        sameMessage: true,
+        signers: [service(), client()],
+        feePayerSignature: outcome.txHash,
+        payerSignatureKept: true,
+      });
+      expect(await findRelayTransaction(db, row.id)).toMatchObject({ state: 'settled', settle_method: 'direct', client_tx_hash: outcome.txHash });
+    }
+  });
+
+  it("settles through the facilitator a legacy payment built as HTTPayer's SDK builds it, and a legacy one with a Memo; we pay no fee", async () => {
+    const requirements = offer(peers.facilitator.solanaFeePayer);
+    const httpayer = await httpayerPayment(requirements);
+    const withMemo = await pay(requirements, { version: 'legacy', memo: 'relay' });
+    for (const [kind, header, transaction] of [
+      ['legacy', httpayer.header, httpayer.transaction],
+      ['legacy with memo', withMemo.header, withMemo.payment.payload.transaction],
+    ] as const) {
+      const before = await balances();
+      const row = await record(header, [requirements], viaFacilitator);
+      const outcome = await settleClientPayment(db, row.id, viaFacilitator);
+      expect(outcome, kind).toEqual({ settled: true, txHash: expect.any(String) });
+      if (!outcome.settled) return;
+      expect(await balances(), kind).toEqual({
+        ...before,
+        client: before.client - PRICE_MICRO_USDC,
+        service: before.service + PRICE_MICRO_USDC,
+      });
+      expect(await landedAs(outcome.txHash, transaction), kind).toMatchObject({
+        version: 'legacy',
+        failed: false,
+        sameMessage: true,
+        signers: [peers.facilitator.solanaFeePayer, client()],
+        feePayerSignature: outcome.txHash,
+      });
+      expect(await findRelayTransaction(db, row.id)).toMatchObject({ state: 'settled', settle_method: 'facilitator' });
+    }
   });
 
   it('refuses a replayed X-PAYMENT before any settlement, by the unique index', async () => {
@@ -235,5 +345,63 @@ describe('a client paying us on solana-devnet', () => {
 
     expect(await refundClientPayment(db, row.id, direct)).toEqual({ ...refund, alreadyRequested: true });
     expect(await balances()).toEqual(afterRefund);
+  });
+});
+
+describe('POST /relay paid on solana-devnet by the standard clients', () => {
+  const TARGET_PRICE = 10_000n;
+  let t: TestService;
+  let viaFacilitatorService: TestService;
+  // A wallet of its own: HTTPayer's transactions are fixed but for the fee payer, so the client's would repeat the ones above.
+  let payer: SolanaKey;
+
+  beforeAll(async () => {
+    payer = await generateSolanaKey();
+    await peers.mint(NETWORK, payer.address, 1_000_000n);
+    [t, viaFacilitatorService] = await Promise.all([startProxyService(peers), startProxyService(peers, { FACILITATOR_URL: peers.facilitator.url })]);
+  });
+
+  afterAll(async () => {
+    await Promise.all([t?.stop(), viaFacilitatorService?.stop()]);
+  });
+
+  async function legs() {
+    return {
+      client: await peers.usdcBalance(NETWORK, payer.address),
+      clientLamports: await peers.nativeBalance(NETWORK, payer.address),
+      service: await peers.usdcBalance(NETWORK, service()),
+      target: await peers.usdcBalance(NETWORK, peers.targets[NETWORK]!.routes.paid.payTo),
+    };
+  }
+  const payMemo = (memo: string) => async (requirements: PaymentRequirements) =>
+    peers.createSolanaPayment(requirements as PeerRequirements, { memo }, payer.secretKey);
+  const payHttpayer = (requirements: PaymentRequirements) => httpayerPayment(requirements, payer.signer);
+
+  it("pays the target once for a v0 payment with x402's Memo and for a legacy one as HTTPayer builds it, directly and through the facilitator", async () => {
+    const body = { api_url: peers.targets[NETWORK]!.routes.paid.url, method: 'GET', network: NETWORK };
+    const clients: Array<[string, TestService, (requirements: PaymentRequirements) => Promise<{ header: string }>]> = [
+      ['v0 with a Memo, direct', t, payMemo('a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5')],
+      ['legacy as HTTPayer builds it, direct', t, payHttpayer],
+      ['v0 with a Memo, through the facilitator', viaFacilitatorService, payMemo('f5e4d3c2b1a0')],
+      ['legacy as HTTPayer builds it, through the facilitator', viaFacilitatorService, payHttpayer],
+    ];
+    for (const [kind, service, payWith] of clients) {
+      const first = await service.client.post('/relay', body);
+      expect(first.status, kind).toBe(402);
+      const requirements = (first.body.accepts as PaymentRequirements[]).find((entry) => entry.network === NETWORK)!;
+      expect(requirements.maxAmountRequired, kind).toBe(PRICE_MICRO_USDC.toString());
+      const { header } = await payWith(requirements);
+      const before = await legs();
+      const res = await service.client.post('/relay', body, { headers: { 'X-PAYMENT': header } });
+      expect({ kind, status: res.status }).toEqual({ kind, status: 200 });
+      expect(res.body, kind).toEqual({ ok: true, route: 'paid', target: NETWORK, network: NETWORK });
+      const after = await legs();
+      expect({ client: after.client, service: after.service, target: after.target, clientLamports: after.clientLamports }, kind).toEqual({
+        client: before.client - PRICE_MICRO_USDC,
+        service: before.service + PRICE_MICRO_USDC - TARGET_PRICE,
+        target: before.target + TARGET_PRICE,
+        clientLamports: 0n,
+      });
+    }
   });
 });

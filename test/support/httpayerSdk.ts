@@ -25,18 +25,20 @@ import http from 'node:http';
 import { createHash, randomBytes } from 'node:crypto';
 import { gunzipSync, inflateSync } from 'node:zlib';
 import {
-  appendTransactionMessageInstructions,
   createSolanaRpc,
-  createTransactionMessage,
+  getAddressEncoder,
   getBase64EncodedWireTransaction,
+  getCompiledTransactionMessageEncoder,
   getUtf8Encoder,
-  partiallySignTransactionMessageWithSigners,
-  pipe,
-  setTransactionMessageFeePayer,
-  setTransactionMessageLifetimeUsingBlockhash,
+  isSignerRole,
+  isWritableRole,
   signBytes,
   type Address,
+  type Blockhash,
+  type Instruction,
   type KeyPairSigner,
+  type SignatureBytes,
+  type Transaction,
 } from '@solana/kit';
 import { getSetComputeUnitLimitInstruction, getSetComputeUnitPriceInstruction } from '@solana-program/compute-budget';
 import { findAssociatedTokenPda, getTransferCheckedInstruction, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
@@ -274,29 +276,75 @@ export class HttpayerSdkClient {
   }
 }
 
-/** exact_svm.create_transfer_transaction, for token accounts that exist (the SDK would create missing ones). */
-async function legacyTransfer(solana: { signer: KeyPairSigner; rpcUrl: string }, accept: Record<string, any>): Promise<string> {
+/**
+ * exact_svm.create_transfer_transaction, for token accounts that exist (the SDK would create missing
+ * ones): SetComputeUnitLimit 50,000, SetComputeUnitPrice 1, TransferChecked, in a legacy message
+ * from solders' Message.new_with_blockhash, partially signed by the payer.
+ */
+export async function legacyTransfer(solana: { signer: KeyPairSigner; rpcUrl: string }, accept: Record<string, any>): Promise<string> {
   const mint = accept.asset as Address;
+  const feePayer = accept.extra.feePayer as Address;
   const [[source], [destination]] = await Promise.all([
     findAssociatedTokenPda({ mint, owner: solana.signer.address, tokenProgram: TOKEN_PROGRAM_ADDRESS }),
     findAssociatedTokenPda({ mint, owner: accept.payTo as Address, tokenProgram: TOKEN_PROGRAM_ADDRESS }),
   ]);
   const { value: blockhash } = await createSolanaRpc(solana.rpcUrl).getLatestBlockhash().send();
-  const message = pipe(
-    createTransactionMessage({ version: 'legacy' }),
-    (draft) => setTransactionMessageFeePayer(accept.extra.feePayer as Address, draft),
-    (draft) => setTransactionMessageLifetimeUsingBlockhash(blockhash, draft),
-    (draft) =>
-      appendTransactionMessageInstructions(
-        [
-          getSetComputeUnitLimitInstruction({ units: 50_000 }),
-          getSetComputeUnitPriceInstruction({ microLamports: 1n }),
-          getTransferCheckedInstruction({ source, mint, destination, authority: solana.signer, amount: BigInt(accept.maxAmountRequired), decimals: 6 }),
-        ],
-        draft,
-      ),
+  const messageBytes = soldersLegacyMessage(
+    feePayer,
+    [
+      getSetComputeUnitLimitInstruction({ units: 50_000 }),
+      getSetComputeUnitPriceInstruction({ microLamports: 1n }),
+      getTransferCheckedInstruction({ source, mint, destination, authority: solana.signer, amount: BigInt(accept.maxAmountRequired), decimals: 6 }),
+    ],
+    blockhash.blockhash,
   );
-  return getBase64EncodedWireTransaction(await partiallySignTransactionMessageWithSigners(message));
+  // Transaction.partial_sign: the payer's slot signed, the fee payer's left as zeros (the signature order is the accounts' order).
+  const signature = (await signBytes(solana.signer.keyPair.privateKey, messageBytes)) as SignatureBytes;
+  const transaction = {
+    messageBytes: messageBytes as unknown as Transaction['messageBytes'],
+    signatures: { [feePayer]: null, [solana.signer.address]: signature },
+  } as Transaction;
+  return getBase64EncodedWireTransaction(transaction);
+}
+
+/**
+ * solders' legacy Message.new_with_blockhash (solana-sdk's CompiledKeys): the fee payer, then
+ * writable signers, readonly signers, writable and readonly non-signers, each group ordered by the
+ * accounts' bytes (a BTreeMap of public keys), where kit orders them by their base58 text.
+ */
+function soldersLegacyMessage(feePayer: Address, instructions: Instruction[], blockhash: Blockhash): Uint8Array {
+  const metas = new Map<Address, { signer: boolean; writable: boolean }>();
+  for (const instruction of instructions) {
+    if (!metas.has(instruction.programAddress)) metas.set(instruction.programAddress, { signer: false, writable: false });
+    for (const account of instruction.accounts ?? []) {
+      const meta = metas.get(account.address) ?? { signer: false, writable: false };
+      metas.set(account.address, { signer: meta.signer || isSignerRole(account.role), writable: meta.writable || isWritableRole(account.role) });
+    }
+  }
+  metas.delete(feePayer);
+  const bytesOf = getAddressEncoder();
+  const sorted = [...metas].sort(([left], [right]) => Buffer.compare(Buffer.from(bytesOf.encode(left)), Buffer.from(bytesOf.encode(right))));
+  const group = (signer: boolean, writable: boolean) => sorted.filter(([, meta]) => meta.signer === signer && meta.writable === writable).map(([address]) => address);
+  const [writableSigners, readonlySigners, writable, readonly] = [group(true, true), group(true, false), group(false, true), group(false, false)];
+  const staticAccounts = [feePayer, ...writableSigners, ...readonlySigners, ...writable, ...readonly];
+  const indexOf = (address: Address) => staticAccounts.indexOf(address);
+  return new Uint8Array(
+    getCompiledTransactionMessageEncoder().encode({
+      version: 'legacy',
+      header: {
+        numSignerAccounts: 1 + writableSigners.length + readonlySigners.length,
+        numReadonlySignerAccounts: readonlySigners.length,
+        numReadonlyNonSignerAccounts: readonly.length,
+      },
+      staticAccounts,
+      lifetimeToken: blockhash,
+      instructions: instructions.map((instruction) => ({
+        programAddressIndex: indexOf(instruction.programAddress),
+        accountIndices: (instruction.accounts ?? []).map((account) => indexOf(account.address)),
+        data: instruction.data,
+      })),
+    }),
+  );
 }
 
 /** What python-requests adds to every request of a session. */

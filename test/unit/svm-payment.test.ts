@@ -1,6 +1,8 @@
 // The exact-scheme Solana payment we send to targets, against a litesvm ledger behind the harness's
 // JSON-RPC endpoint: our payer holds USDC and no SOL; a separate key stands in for the target's
 // facilitator (fee payer), co-signs and sends. Balances move by exactly the amount.
+// Then the other way round: the shapes of payment we accept from clients (legacy or v0, with or
+// without a Memo) and refuse, by our own check and by the harness facilitator's.
 import {
   decompileTransactionMessage,
   getBase58Decoder,
@@ -18,6 +20,7 @@ import {
   parseSetComputeUnitLimitInstruction,
   parseSetComputeUnitPriceInstruction,
 } from '@solana-program/compute-budget';
+import { getTransferSolInstruction } from '@solana-program/system';
 import { TOKEN_PROGRAM_ADDRESS, parseTransferCheckedInstruction } from '@solana-program/token';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../payments/config';
@@ -30,8 +33,11 @@ import {
   type SvmChains,
 } from '../../payments/networks/svm';
 import { NETWORK_TABLE } from '../../payments/networks/table';
-import type { PaymentRequirements } from '../../payments/x402/types';
+import { inspectSolanaPayment, MEMO_PROGRAM_ADDRESS, MEMO_V1_PROGRAM_ADDRESS } from '../../payments/relay/svmShape';
+import { DEFAULT_RELAY_LIMITS } from '../../payments/relay/types';
+import type { PaymentPayload, PaymentRequirements } from '../../payments/x402/types';
 import { createSvmFacilitator } from '../../devnet/facilitator/svm';
+import { createSolanaPayment, memoInstruction, type SolanaPaymentOverrides } from '../../devnet/svm/payment-client';
 import type { PaymentRequirements as HarnessRequirements } from '../../devnet/x402';
 import { KeyedQueue } from '../../devnet/key-queue';
 import { generateSolanaKey, type SolanaKey } from '../../devnet/svm/keys';
@@ -252,5 +258,112 @@ describe('buildExactPayment', () => {
     );
     expect(await offline.buildExactPayment(requirements())).toMatchObject({ ok: false, reason: expect.stringMatching(/^rpc_(error|timeout)$/) });
     expect(await offline.usdcBalance(NETWORK, payer.address)).toMatchObject({ ok: false, reason: expect.stringMatching(/^rpc_/) });
+  });
+});
+
+describe('payments from clients: the shapes we accept and refuse', () => {
+  const PRICE = '4321';
+  const offered = () => requirements({ maxAmountRequired: PRICE });
+  // litesvm keeps one blockhash: each payment gets its own compute unit limit so that none repeats another.
+  let paymentCount = 0;
+  async function clientPayment(overrides: SolanaPaymentOverrides = {}) {
+    paymentCount += 1;
+    const built = await createSolanaPayment(payer.signer, offered() as HarnessRequirements, server.url, { computeUnitLimit: 30_000 + paymentCount, ...overrides });
+    return built.payment as PaymentPayload & typeof built.payment;
+  }
+  function layoutOf(payment: { payload: { transaction: string } }) {
+    const transaction = getTransactionDecoder().decode(getBase64Encoder().encode(payment.payload.transaction));
+    const compiled = getCompiledTransactionMessageDecoder().decode(transaction.messageBytes);
+    const instructions = decompileTransactionMessage(compiled).instructions as readonly Instruction[];
+    const programs = instructions.map((instruction) => instruction.programAddress);
+    return { version: compiled.version, programs };
+  }
+  const inspect = (payment: PaymentPayload) => inspectSolanaPayment(payment, offered(), MINT, DEFAULT_RELAY_LIMITS);
+  const BUDGET = COMPUTE_BUDGET_PROGRAM_ADDRESS;
+  const TOKEN = TOKEN_PROGRAM_ADDRESS;
+
+  it('accepts legacy and v0 messages, each with or without one Memo after the compute budget', async () => {
+    const cases: Array<[string, SolanaPaymentOverrides, 'legacy' | 0, Address[]]> = [
+      ['v0', {}, 0, [BUDGET, BUDGET, TOKEN]],
+      ['legacy (as HTTPayer builds it)', { version: 'legacy' }, 'legacy', [BUDGET, BUDGET, TOKEN]],
+      ['v0 with a Memo after the transfer (as @x402/svm builds it)', { memo: 'f0e1d2c3b4a5968778695a4b3c2d1e0f' }, 0, [BUDGET, BUDGET, TOKEN, MEMO_PROGRAM_ADDRESS]],
+      ['legacy with a Memo', { version: 'legacy', memo: 'order 42' }, 'legacy', [BUDGET, BUDGET, TOKEN, MEMO_PROGRAM_ADDRESS]],
+      ['a Memo before the transfer', { instructions: (s) => [s[0]!, s[1]!, memoInstruction('before'), s[2]!] }, 0, [BUDGET, BUDGET, MEMO_PROGRAM_ADDRESS, TOKEN]],
+      [
+        'a first-version Memo signed by the payer',
+        { version: 'legacy', instructions: (s) => [...s, memoInstruction('signed', { programAddress: MEMO_V1_PROGRAM_ADDRESS, signers: [payer.address] })] },
+        'legacy',
+        [BUDGET, BUDGET, TOKEN, MEMO_V1_PROGRAM_ADDRESS],
+      ],
+    ];
+    const destination = await usdcAccountOf(payTo.address, MINT);
+    const source = await usdcAccountOf(payer.address, MINT);
+    for (const [name, overrides, version, programs] of cases) {
+      const payment = await clientPayment(overrides);
+      expect(layoutOf(payment), name).toEqual({ version, programs });
+      const inspected = await inspect(payment);
+      expect(inspected.ok ? undefined : inspected, name).toBeUndefined();
+      expect(inspected.ok && inspected.value, name).toMatchObject({ feePayer: feePayer.address, payer: payer.address, source, destination, amount: 4321n });
+    }
+  });
+
+  it('refuses two Memos, a Memo signed by the fee payer or a third party, any other instruction, lookup tables; legacy as strictly as v0', async () => {
+    const stranger = await generateSolanaKey();
+    const solTransfer = () => getTransferSolInstruction({ source: payer.signer, destination: payTo.address, amount: 1n });
+    const cases: Array<[string, SolanaPaymentOverrides, RegExp]> = [
+      ['invalid_transaction', { memo: 'one', instructions: (s) => [...s, memoInstruction('two')] }, /found 5/],
+      ['invalid_transaction', { instructions: (s) => [s[0]!, s[1]!, memoInstruction('one'), memoInstruction('two')] }, /more than one Memo/],
+      ['fee_payer_in_instruction', { instructions: (s) => [...s, memoInstruction('ours', { signers: [feePayer.address] })] }, /fee payer/],
+      ['invalid_transaction', { version: 'legacy', instructions: (s) => [...s, memoInstruction('theirs', { signers: [stranger.address] })] }, /other than the payer/],
+      ['invalid_transaction', { instructions: (s) => [...s, solTransfer()] }, /instruction 4 is neither/],
+      ['invalid_transaction', { version: 'legacy', memo: 'x', instructions: (s) => [...s, solTransfer()] }, /found 5/],
+      ['invalid_transaction', { instructions: (s) => [s[0]!, s[1]!, memoInstruction('no transfer')] }, /TransferChecked/],
+      ['invalid_transaction', { addressLookupTables: { [stranger.address]: [MINT] } }, /lookup tables/],
+      ['invalid_transaction', { instructions: (s) => [...s, { programAddress: MEMO_PROGRAM_ADDRESS, data: new Uint8Array([0xff, 0xfe]) }] }, /UTF-8/],
+      ['invalid_transaction', { version: 'legacy', instructions: (s) => [s[1]!, s[0]!, s[2]!] }, /SetComputeUnitLimit/],
+      ['compute_budget_too_high', { version: 'legacy', memo: 'x', computeUnitPriceMicroLamports: 5_000_001n }, /price/],
+      ['wrong_amount', { version: 'legacy', memo: 'x', amount: 4320n }, /4320/],
+      ['wrong_recipient', { version: 'legacy', destination: await usdcAccountOf(payer.address, MINT) }, /not the USDC account/],
+      ['wrong_asset', { version: 'legacy', decimals: 9 }, /decimals/],
+      ['wrong_fee_payer', { version: 'legacy', memo: 'x', feePayer: stranger.address }, /fee payer/],
+    ];
+    for (const [reason, overrides, details] of cases) {
+      const result = await inspect(await clientPayment(overrides));
+      expect(result.ok ? { reason: 'accepted' } : { reason: result.reason }, String(details)).toEqual({ reason });
+      if (!result.ok) expect(result.details).toMatch(details);
+    }
+  });
+
+  it('the harness facilitator verifies and settles legacy and Memo payments exactly, and refuses what we refuse', async () => {
+    const facilitator = createSvmFacilitator(new Map([[NETWORK, server.url]]), feePayer.signer, new KeyedQueue());
+    const asked = offered() as HarnessRequirements;
+    for (const overrides of [{ version: 'legacy' }, { memo: 'v0' }, { version: 'legacy', memo: 'legacy' }] as SolanaPaymentOverrides[]) {
+      expect(await facilitator.verify(await clientPayment(overrides), asked), JSON.stringify(overrides)).toEqual({ isValid: true, payer: payer.address });
+    }
+    const refusals: Array<[string, SolanaPaymentOverrides]> = [
+      ['invalid_exact_svm_payload_transaction_instructions_length', { memo: 'one', instructions: (s) => [...s, memoInstruction('two')] }],
+      ['invalid_exact_svm_payload_transaction_instructions_duplicate_memo', { instructions: (s) => [s[0]!, s[1]!, memoInstruction('a'), memoInstruction('b')] }],
+      ['invalid_exact_svm_payload_transaction_fee_payer_included_in_instruction_accounts', { instructions: (s) => [...s, memoInstruction('x', { signers: [feePayer.address] })] }],
+      ['invalid_exact_svm_payload_transaction_instructions_length', { version: 'legacy', instructions: (s) => [...s, getTransferSolInstruction({ source: payer.signer, destination: payTo.address, amount: 1n })] }],
+      ['invalid_exact_svm_payload_transaction', { addressLookupTables: { [payTo.address]: [MINT] } }],
+    ];
+    for (const [invalidReason, overrides] of refusals) {
+      expect(await facilitator.verify(await clientPayment(overrides), asked)).toMatchObject({ isValid: false, invalidReason });
+    }
+
+    const before = { payer: await ledger.usdcBalance(payer.address), payTo: await ledger.usdcBalance(payTo.address) };
+    const payment = await clientPayment({ version: 'legacy', memo: 'settled' });
+    const settled = await facilitator.settle(payment, asked);
+    expect(settled).toMatchObject({ success: true, payer: payer.address });
+    expect(await ledger.usdcBalance(payer.address)).toBe(before.payer - 4321n);
+    expect(await ledger.usdcBalance(payTo.address)).toBe(before.payTo + 4321n);
+    // What landed is the client's legacy message, with the fee payer's signature in the first slot.
+    const landed = await chains.transactionSignatures(NETWORK, settled.transaction);
+    const sent = getTransactionDecoder().decode(getBase64Encoder().encode(payment.payload.transaction));
+    expect(landed).toMatchObject({ ok: true, value: { found: true, failed: false } });
+    if (!landed.ok || !landed.value.found) return;
+    expect(Object.keys(landed.value.signatures)).toEqual([feePayer.address, payer.address]);
+    expect(landed.value.signatures[feePayer.address]).toBe(settled.transaction);
+    expect(landed.value.signatures[payer.address]).toBe(getBase58Decoder().decode(sent.signatures[payer.address]!));
   });
 });
