@@ -1,6 +1,6 @@
 /**
  * An embedded Postgres under DATA_DIR for `npm start` and `npm test` where no DATABASE_URL is set.
- * Traps verified on these machines (RECIPES.md): as root the server runs as the OS user postgres,
+ * Traps verified on these machines: as root the server runs as the OS user postgres,
  * and the data directory's parents must be traversable by it.
  */
 import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';

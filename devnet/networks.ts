@@ -1,5 +1,5 @@
 // The networks the local peers imitate: real chain ids, canonical USDC addresses and EIP-712
-// domains (DESIGN.md section 6). The harness keeps its own copy of this table on purpose: it is
+// domains (docs/architecture.md section 4). The harness keeps its own copy of this table on purpose: it is
 // the independent reference that the service's own table is tested against.
 import type { Address } from 'viem';
 

@@ -1,4 +1,4 @@
-// x402 version 1 wire shapes as the peers exchange them (DESIGN.md section 6). The harness has
+// x402 version 1 wire shapes as the peers exchange them (docs/architecture.md section 4). The harness has
 // its own types because x402@1.2.0's schemas reject networks it does not know (skale-base).
 import type { Address, Hex } from 'viem';
 

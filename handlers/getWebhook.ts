@@ -1,7 +1,7 @@
 import type { Handler } from './types';
 import { findWebhook } from '../payments/webhooks';
 
-/** Suggested polling interval for records still in flight (DESIGN.md section 4). */
+/** Suggested polling interval for records still in flight (docs/decisions.md). */
 export const WEBHOOK_POLL_SECONDS = 2;
 
 export const getWebhook: Handler<'getWebhook'> = async (ctx, { db }) => {

@@ -1,5 +1,5 @@
 import type { Handler } from './types';
 import { simulateRelay } from './postRelaySim';
 
-/** Deprecated alias of POST /relay/sim (DESIGN.md section 4): the same body, the same answers. */
+/** Deprecated alias of POST /relay/sim (docs/decisions.md): the same body, the same answers. */
 export const postSim: Handler<'postSim'> = simulateRelay;

@@ -1,7 +1,7 @@
 /**
  * Configuration of the service, read from the environment once at start.
  *
- * The variable names are part of the interface (DESIGN.md section 7): operators and scripts rely
+ * The variable names are part of the interface (the README's configuration table): operators and scripts rely
  * on them. A wrong value stops the service with a message naming the variable. The parsed object
  * is plain data, passed to whoever needs it; nothing reads process.env after start.
  */

@@ -1,5 +1,5 @@
 /**
- * Daily spend counters (DESIGN.md section 3). A counter is increased only when the result stays
+ * Daily spend counters (docs/architecture.md section 3). A counter is increased only when the result stays
  * within its limit, in one statement, so concurrent calls can never overshoot. Relay counters are
  * in micro-USDC; proxy and API key counters are in credits. The day is the UTC date.
  */

@@ -1,5 +1,5 @@
 // Verification and settlement of Solana exact payments, through each cluster's JSON-RPC endpoint as
-// a remote facilitator would do it. The transaction must have the shape of DESIGN.md section 6:
+// a remote facilitator would do it. The transaction must have the shape of docs/architecture.md section 4:
 // a legacy or v0 message (v0 without lookup tables) paid for by our fee payer, SetComputeUnitLimit,
 // SetComputeUnitPrice (small), then one TransferChecked of exactly the amount, 6 decimals, into the
 // payTo's associated USDC account, and at most one Memo before or after it (x402's client adds

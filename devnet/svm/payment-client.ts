@@ -1,4 +1,4 @@
-// A Solana payer for x402 exact payments: builds the transaction that DESIGN.md section 6
+// A Solana payer for x402 exact payments: builds the transaction that docs/architecture.md section 4
 // describes (SetComputeUnitLimit, SetComputeUnitPrice, TransferChecked of exactly the amount from
 // the payer's USDC account to the payTo's associated USDC account, fee payer = extra.feePayer),
 // signs only its own part, and encodes X-PAYMENT. The payer needs no SOL. v0 by default; legacy

@@ -1,6 +1,6 @@
 /**
  * The service wallet on Solana (@solana/kit): the signer from SOLANA_PRIVATE_KEY, per-network RPC
- * clients, and the x402 exact payment we send to targets (DESIGN.md section 6): a v0 transaction
+ * clients, and the x402 exact payment we send to targets (docs/architecture.md section 4): a v0 transaction
  * whose fee payer is the target's facilitator (extra.feePayer), with SetComputeUnitLimit,
  * SetComputeUnitPrice and one TransferChecked of exactly the amount from our USDC account to the
  * payTo's associated USDC account, signed by us only. The facilitator co-signs and submits.

@@ -1,5 +1,5 @@
 /**
- * Our own table of the networks we pay and get paid on (DESIGN.md section 6). Not read from the
+ * Our own table of the networks we pay and get paid on (docs/architecture.md section 4). Not read from the
  * x402 package: x402@1.2.0 does not know skale-base. Configuration can override the RPC URL and
  * the USDC address of each network.
  */

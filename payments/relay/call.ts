@@ -134,7 +134,7 @@ export async function relayCall(deps: RelayCallDeps, input: RelayCall): Promise<
 
 /**
  * No network to offer: either the only ones of the class are unknown to standard clients (offered
- * only when named, DESIGN.md section 4: the client must name one), or we hold no wallet there.
+ * only when named, docs/decisions.md: the client must name one), or we hold no wallet there.
  */
 function noOffer(chains: Chains, networkClass: NetworkClass): RelayOutcome {
   const nameable = chains.networks

@@ -61,7 +61,7 @@ export interface OffersRequest extends OfferOptions {
 /**
  * Every entry of our 402 (relay, chat): one per enabled network of the class where we hold a
  * wallet, the preferred network first; or only the network the client named. Networks that
- * standard x402 v1 clients do not know are offered only when named (DESIGN.md section 4): those
+ * standard x402 v1 clients do not know are offered only when named (docs/decisions.md): those
  * clients reject a whole 402 when one entry names a network they do not know.
  */
 export function offers(chains: Chains, request: OffersRequest): PaymentRequirements[] {

@@ -5,7 +5,7 @@
  * delivery. A crash after the commit leaves a job; before it, the row as it was, which the watch
  * job finishes once its request is presumed gone.
  *
- * The call's webhook record (spec 3.3, DESIGN.md section 4) ends as:
+ * The call's webhook record (spec 3.3, docs/decisions.md) ends as:
  *   no_refund_needed   the target charged (our payment to it is on-chain)
  *   success_refunded   the target answered 2xx but never charged; the client's payment came back
  *   refund_confirmed   any other refund confirmed on-chain

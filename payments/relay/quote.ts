@@ -73,7 +73,7 @@ function namedNetwork(chains: Chains, name: string | undefined): { ok: true; net
 }
 
 /**
- * The entries of our 402 for a priced call (DESIGN.md sections 2 and 4): one per enabled network of
+ * The entries of our 402 for a priced call (docs/architecture.md section 2 and docs/decisions.md): one per enabled network of
  * the target's class where we hold a wallet, the target's own network first, or only the named
  * one; amount = the quote's total; payTo our wallet; USDC there. When a facilitator settles, a
  * Solana entry names its fee payer, and is left out if the facilitator names none.

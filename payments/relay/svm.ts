@@ -2,7 +2,7 @@
  * Solana side of relay payments: strict verification of an x402 exact payment paid to us, and the
  * transactions our wallet signs (co-signing a client's payment as fee payer, refunding a payer).
  *
- * The payment must have the shape of DESIGN.md section 6, checked in svmShape.ts (legacy or v0,
+ * The payment must have the shape of docs/architecture.md section 4, checked in svmShape.ts (legacy or v0,
  * compute budget, one exact TransferChecked into our payTo's USDC account, an optional Memo, our
  * fee payer in no instruction). Then the cluster: blockhash still valid, the payer's balance, and
  * a simulation (with our signature when we are the fee payer, so the cluster checks every

@@ -1,5 +1,5 @@
 /**
- * The shape of a Solana exact payment paid to us (DESIGN.md section 6), checked without the
+ * The shape of a Solana exact payment paid to us (docs/architecture.md section 4), checked without the
  * cluster (pure but for hashing and signature verification).
  *
  * A legacy or v0 message (v0 without address lookup tables: every account must be visible here)

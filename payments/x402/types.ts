@@ -1,5 +1,5 @@
 /**
- * x402 version 1 wire shapes (DESIGN.md section 6). Our own types, not the x402 package's: that
+ * x402 version 1 wire shapes (docs/architecture.md section 4). Our own types, not the x402 package's: that
  * package does not know skale-base and is a test peer only.
  */
 

@@ -147,7 +147,7 @@ describe('EVM verification', () => {
 });
 
 describe('Solana verification', () => {
-  it('accepts the shape of DESIGN.md section 6 without moving anything', async () => {
+  it('accepts the shape of docs/architecture.md section 4 without moving anything', async () => {
     const payer = peers.wallets.client.solana.address;
     const before = await peers.usdcBalance('solana-devnet', payer);
     const { payment } = await peers.createSolanaPayment(solanaRequirements);

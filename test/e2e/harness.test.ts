@@ -166,7 +166,7 @@ describe('skale-base (unknown to x402 1.2.0)', () => {
     expect(await peers.usdcBalance('skale-base', payee)).toBe(payeeBefore + PRICE);
   });
 
-  it('makes x402-fetch reject the whole 402, as DESIGN.md relies on', async () => {
+  it('makes x402-fetch reject the whole 402, as docs/decisions.md relies on', async () => {
     await expect(peers.x402Fetch('skale-base')(peers.targets['skale-base'].routes.paid.url)).rejects.toThrow(/skale-base|invalid_enum_value/);
   });
 });
