@@ -44,6 +44,7 @@ import { getSetComputeUnitLimitInstruction, getSetComputeUnitPriceInstruction } 
 import { findAssociatedTokenPda, getTransferCheckedInstruction, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
 import { getAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
+import { transferWithAuthorizationTypes } from '../../devnet/evm/authorization';
 import { checkResponse, type ContractResponse } from './contract';
 
 /** The SDK's own network -> chain id table (it signs with these, whatever the 402 says). */
@@ -252,16 +253,7 @@ export class HttpayerSdkClient {
     };
     const signature = await this.account.signTypedData({
       domain: { name: requirements.extra.name, version: requirements.extra.version, chainId, verifyingContract: getAddress(requirements.asset) },
-      types: {
-        TransferWithAuthorization: [
-          { name: 'from', type: 'address' },
-          { name: 'to', type: 'address' },
-          { name: 'value', type: 'uint256' },
-          { name: 'validAfter', type: 'uint256' },
-          { name: 'validBefore', type: 'uint256' },
-          { name: 'nonce', type: 'bytes32' },
-        ],
-      },
+      types: transferWithAuthorizationTypes,
       primaryType: 'TransferWithAuthorization',
       message: {
         from: authorization.from,
