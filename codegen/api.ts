@@ -491,6 +491,41 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * ErrorCode
+         * @description Machine-readable cause of an error of the service, carried as `code` in every error body of
+         *     ours (the target's own answers passed through by /relay and /proxy carry none). Each code
+         *     always comes with the same HTTP status; `error` and `details` stay human-readable text and
+         *     may change wording, `code` does not. New codes may be added: treat an unknown one by its
+         *     status.
+         *
+         *     | code | status | meaning |
+         *     |---|---|---|
+         *     | `validation_failed` | 400 | The request does not match this document or a rule of the operation refuses it (for example a target URL the SSRF guard refuses, two body fields, a malformed or already used X-PAYMENT on /relay); `details` lists every problem. |
+         *     | `malformed_request` | 400 | HTTP itself could not parse the request (for example a header with a NUL byte); answered before any operation, the connection is closed. |
+         *     | `payment_reused` | 400 | The X-Payment of a paid chat was already used; a payment is accepted once. |
+         *     | `unauthorized` | 401 | The x-api-key header is missing, or the key is unknown or revoked. |
+         *     | `payment_required` | 402 | The request carried no payment; `accepts` says how to pay. |
+         *     | `payment_invalid` | 402 | The payment was refused before anything moved (amount, network, payTo, asset, validity window, signature, funds, or a failed settlement); `error` says why and `accepts` is the 402 of now. |
+         *     | `insufficient_credits` | 402 | The organisation's credits cannot cover the call on /proxy; nothing was paid. |
+         *     | `not_found` | 404 | No operation has this path, or no record has this id. |
+         *     | `method_not_allowed` | 405 | The path does not support the method; Allow lists those it does. |
+         *     | `request_timeout` | 408 | The request was not received in time; the connection is closed. |
+         *     | `payload_too_large` | 413 | The request body is larger than 1 MiB. |
+         *     | `capacity_exceeded` | 429 | The server is at its concurrent-request capacity for the route; retry after Retry-After. |
+         *     | `spend_limit_exceeded` | 429 | A daily volume limit would be exceeded; nothing was charged. |
+         *     | `header_fields_too_large` | 431 | The request's header section is larger than the server reads; the connection is closed. |
+         *     | `internal_error` | 500 | An internal error of the service; nothing was charged. Quote X-Request-Id. |
+         *     | `configuration_error` | 500 | The service is not set up to serve this call (for example no service wallet for the target's network). |
+         *     | `llm_failed` | 500 | The model backend failed; the payment was not settled. |
+         *     | `not_implemented` | 501 | The operation is not enabled on this server. |
+         *     | `upstream_error` | 502 | The target answered with a malformed or 5xx response, refused our payment, or could not be called or paid. |
+         *     | `target_unreachable` | 502 | /proxy: the target could not be reached or gave no answer (no `upstreamStatus`). |
+         *     | `verification_unavailable` | 503 | A chain did not answer while the payment was verified; nothing was charged. |
+         *     | `llm_unavailable` | 503 | No model backend is configured on this server; nothing was charged. |
+         * @enum {string}
+         */
+        ErrorCode: "validation_failed" | "malformed_request" | "payment_reused" | "unauthorized" | "payment_required" | "payment_invalid" | "insufficient_credits" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "capacity_exceeded" | "spend_limit_exceeded" | "header_fields_too_large" | "internal_error" | "configuration_error" | "llm_failed" | "not_implemented" | "upstream_error" | "target_unreachable" | "verification_unavailable" | "llm_unavailable";
         /** @description Two or more of `json`, `data`, `body` and `payload` given together. A call request must not match this (it is referenced under `not`): at most one of them carries the body sent to the target, and two or more are a 400 naming them. Each pair lists its two fields under `properties` as well, for validators that insist a required property be declared. */
         CallBodyFieldConflict: {
             json: unknown;
@@ -650,11 +685,13 @@ export interface components {
         /**
          * @description Error body of the service. `error` is a short phrase naming the failure (for example `Bad Request`, `Unauthorized`, `Not Found`, `Payload Too Large`, `Internal Server Error`); `details` explains the cause. On a validation failure (400) `details` lists every problem found, not only the first one.
          * @example {
+         *       "code": "validation_failed",
          *       "error": "Bad Request",
          *       "details": "api_url: must be an http or https URL; method: must be one of GET, POST, PUT, DELETE, PATCH"
          *     }
          */
         ErrorBody: {
+            code: components["schemas"]["ErrorCode"];
             /** @description Short phrase naming the failure. */
             error: string;
             /** @description Explanation of the cause; on a 400 every validation problem found. */
@@ -713,7 +750,7 @@ export interface components {
                 [key: string]: unknown;
             };
         };
-        /** @description Payment instructions (HTTP 402, x402 version 1). Pay one of `accepts` and send the same request again with the payment in the X-PAYMENT header (base64 JSON `{x402Version: 1, scheme: "exact", network, payload}`); standard x402 v1 clients (x402-fetch, x402-axios) do this on their own. */
+        /** @description Payment instructions (HTTP 402, x402 version 1). Pay one of `accepts` and send the same request again with the payment in the X-PAYMENT header (base64 JSON `{x402Version: 1, scheme: "exact", network, payload}`); standard x402 v1 clients (x402-fetch, x402-axios) do this on their own. `code` is `payment_required` when the request carried no payment and `payment_invalid` when its payment was refused (then `error` says why). */
         PaymentRequired: {
             /**
              * @description Protocol version, always 1.
@@ -724,11 +761,13 @@ export interface components {
             accepts: components["schemas"]["PaymentRequirements"][];
             /** @description Why payment is required (`Payment Required` on /llm/chat and /llm/translate). */
             error?: string;
+            code: components["schemas"]["ErrorCode"];
             serviceStatus?: components["schemas"]["ServiceStatus"];
         };
         /**
          * @description The server is at its concurrent-request capacity for this route (the caps are per server instance: relay 50, proxy 100, webhooks 200 by default; see GET /metrics/rate-limits). Nothing was done; retry after `retryAfter` seconds, which is also sent as the Retry-After header.
          * @example {
+         *       "code": "capacity_exceeded",
          *       "error": "Too Many Requests",
          *       "message": "The server is at capacity for /relay, retry later",
          *       "details": "50/50",
@@ -736,6 +775,7 @@ export interface components {
          *     }
          */
         TooManyRequests: {
+            code: components["schemas"]["ErrorCode"];
             /** @constant */
             error: "Too Many Requests";
             /** @description Human-readable explanation. */
@@ -748,6 +788,7 @@ export interface components {
         /**
          * @description A daily volume limit would be exceeded by this call; nothing was charged. On /relay (`error` = `Daily wallet spending limit exceeded`) the limit is the paying wallet's or the system-wide relay limit of the network class (mainnet or testnet); on /proxy it is the account's or the system-wide proxy limit. Amounts are in USD (1 USDC counted as 1 USD). Daily limits reset at 00:00 UTC. No Retry-After header is sent with this body.
          * @example {
+         *       "code": "spend_limit_exceeded",
          *       "error": "Daily wallet spending limit exceeded",
          *       "details": "Wallet 0x1111111111111111111111111111111111111111 has spent 99.95 of its 100 USD mainnet limit today",
          *       "currentSpend": 99.95,
@@ -756,6 +797,7 @@ export interface components {
          *     }
          */
         SpendLimitExceeded: {
+            code: components["schemas"]["ErrorCode"];
             /** @description `Daily wallet spending limit exceeded` on /relay; a phrase naming the exceeded limit on /proxy. */
             error: string;
             /** @description Which limit was hit (wallet, account or system-wide; mainnet or testnet). */
@@ -770,12 +812,14 @@ export interface components {
         /**
          * @description Relay: the target refused our payment (it still answered 402 after all synchronous retries) or failed after retries. When background tracking (payment confirmation or refund) is active, `webhook_id` names the record to poll at GET /webhooks/{id}.
          * @example {
+         *       "code": "upstream_error",
          *       "error": "Bad Gateway",
          *       "message": "Upstream refused payment after 3 attempts",
          *       "webhook_id": "3f1c2a8e-6f4b-4d7a-9d4e-2b8a1c0e5f71"
          *     }
          */
         RelayBadGateway: {
+            code: components["schemas"]["ErrorCode"];
             /** @constant */
             error: "Bad Gateway";
             /** @description What went wrong, for example that the upstream refused payment after N attempts. */
@@ -980,11 +1024,13 @@ export interface components {
         /**
          * @description The organisation's credit balance cannot cover the credits this call needs: ceil(price in micro-USDC x 1.03 / 1000) with the default 3% proxy fee. Nothing was paid or charged.
          * @example {
+         *       "code": "insufficient_credits",
          *       "error": "Insufficient credits",
          *       "details": "This call needs 103 credits; 40 are available"
          *     }
          */
         InsufficientCredits: {
+            code: components["schemas"]["ErrorCode"];
             /** @constant */
             error: "Insufficient credits";
             /** @description Credits needed and credits available. */
@@ -993,12 +1039,14 @@ export interface components {
         /**
          * @description Internal or configuration error of the service on /proxy. Reserved credits are released.
          * @example {
+         *       "code": "configuration_error",
          *       "error": "Internal Server Error",
          *       "message": "The proxy could not complete the call",
          *       "details": "No service wallet is configured for network base"
          *     }
          */
         InternalError: {
+            code: components["schemas"]["ErrorCode"];
             /** @constant */
             error: "Internal Server Error";
             /** @description Human-readable explanation. */
@@ -1009,6 +1057,7 @@ export interface components {
         /**
          * @description Proxy: the target was unreachable, answered with a malformed or 5xx response, or still answered 402 after all synchronous retries. In the last case `webhook_id` is present when background polling of the chain is active: the record ends in `success` (payment confirmed, credits charged) or `failed` with errorType `payment_failed` (reserved credits released).
          * @example {
+         *       "code": "upstream_error",
          *       "error": "Bad Gateway",
          *       "message": "Upstream refused payment after 3 attempts",
          *       "details": "The target still answered 402 after the payment was sent",
@@ -1017,6 +1066,7 @@ export interface components {
          *     }
          */
         ProxyBadGateway: {
+            code: components["schemas"]["ErrorCode"];
             /** @constant */
             error: "Bad Gateway";
             /** @description Human-readable explanation. */
@@ -1559,11 +1609,13 @@ export interface components {
         /**
          * @description The model backend failed; the payment was not settled, so nothing was charged.
          * @example {
+         *       "code": "llm_failed",
          *       "error": "Chat request failed",
          *       "message": "The model backend did not answer within 60 seconds"
          *     }
          */
         ChatError: {
+            code: components["schemas"]["ErrorCode"];
             /** @constant */
             error: "Chat request failed";
             /** @description What went wrong. */
@@ -1601,11 +1653,13 @@ export interface components {
         /**
          * @description The model backend failed; the payment was not settled, so nothing was charged.
          * @example {
+         *       "code": "llm_failed",
          *       "error": "Translation request failed",
          *       "message": "The model backend answered with status 500"
          *     }
          */
         TranslateError: {
+            code: components["schemas"]["ErrorCode"];
             /** @constant */
             error: "Translation request failed";
             /** @description What went wrong. */
@@ -1680,6 +1734,7 @@ export interface components {
             content: {
                 /**
                  * @example {
+                 *       "code": "method_not_allowed",
                  *       "error": "Method Not Allowed",
                  *       "details": "The method DELETE is not allowed on this path; it supports GET."
                  *     }
@@ -1696,6 +1751,7 @@ export interface components {
             content: {
                 /**
                  * @example {
+                 *       "code": "payload_too_large",
                  *       "error": "Payload Too Large",
                  *       "details": "The request body exceeds 1048576 bytes"
                  *     }
@@ -1723,6 +1779,7 @@ export interface components {
             content: {
                 /**
                  * @example {
+                 *       "code": "header_fields_too_large",
                  *       "error": "Request Header Fields Too Large",
                  *       "details": "The request's header section exceeds the size this server reads; the connection is closed."
                  *     }
@@ -1739,6 +1796,7 @@ export interface components {
             content: {
                 /**
                  * @example {
+                 *       "code": "internal_error",
                  *       "error": "Internal Server Error",
                  *       "details": "The request could not be completed; quote the X-Request-Id when reporting it"
                  *     }
@@ -1755,6 +1813,7 @@ export interface components {
             content: {
                 /**
                  * @example {
+                 *       "code": "upstream_error",
                  *       "error": "Bad Gateway",
                  *       "details": "Could not reach api.example.org: connection refused"
                  *     }
@@ -1771,6 +1830,7 @@ export interface components {
             content: {
                 /**
                  * @example {
+                 *       "code": "unauthorized",
                  *       "error": "Unauthorized",
                  *       "details": "Missing x-api-key header"
                  *     }
@@ -1787,6 +1847,7 @@ export interface components {
             content: {
                 /**
                  * @example {
+                 *       "code": "llm_unavailable",
                  *       "error": "Service Unavailable",
                  *       "details": "No model backend is configured"
                  *     }
@@ -1904,6 +1965,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "x402Version": 1,
+                     *       "code": "payment_required",
                      *       "error": "X-PAYMENT header is required",
                      *       "accepts": [
                      *         {
@@ -2151,6 +2213,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
+                     *       "code": "validation_failed",
                      *       "error": "Bad Request",
                      *       "details": "address: not an EVM (0x + 40 hex digits) or Solana (base58) address"
                      *     }
@@ -2206,6 +2269,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
+                     *       "code": "validation_failed",
                      *       "error": "Bad Request",
                      *       "details": "api_url: private, loopback and link-local addresses are not allowed (10.0.0.5)"
                      *     }
@@ -2223,6 +2287,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
+                     *       "code": "unauthorized",
                      *       "error": "Unauthorized",
                      *       "details": "Unknown or revoked API key"
                      *     }
@@ -2557,6 +2622,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
+                     *       "code": "validation_failed",
                      *       "error": "Bad Request",
                      *       "details": "id: must be a UUID"
                      *     }
@@ -2573,6 +2639,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
+                     *       "code": "not_found",
                      *       "error": "Not Found",
                      *       "details": "No webhook record with id 3f1c2a8e-6f4b-4d7a-9d4e-2b8a1c0e5f71"
                      *     }
@@ -2631,6 +2698,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
+                     *       "code": "validation_failed",
                      *       "error": "messages is required and must be an array"
                      *     }
                      */
@@ -2649,6 +2717,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "x402Version": 1,
+                     *       "code": "payment_required",
                      *       "error": "Payment Required",
                      *       "accepts": [
                      *         {

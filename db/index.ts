@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { Kysely, Migrator, PostgresDialect, type Transaction } from 'kysely';
 import type { Database } from './schema';
+import { applyDatabaseFunctions } from './functions/index';
 import { migrationProvider } from './migrations';
 
 export type Db = Kysely<Database>;
@@ -53,9 +54,15 @@ export function createDb(connectionString: string, options: DbOptions = {}): DbH
   };
 }
 
+/**
+ * Runs the migrations not yet applied, then replaces the database functions with their current
+ * source (db/functions/), which wins over the migration that first created each. Returns the
+ * migrations applied.
+ */
 export async function migrateToLatest(db: Db): Promise<string[]> {
   const migrator = new Migrator({ db, provider: migrationProvider });
   const { error, results } = await migrator.migrateToLatest();
   if (error) throw error instanceof Error ? error : new Error(String(error));
+  await applyDatabaseFunctions(db);
   return (results ?? []).filter((result) => result.status === 'Success').map((result) => result.migrationName);
 }

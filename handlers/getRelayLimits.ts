@@ -4,6 +4,7 @@ import { nextUtcMidnight, utcDay } from '../payments/clock';
 import { relayFeeModelText } from '../payments/fees';
 import { spentOn, SYSTEM_SCOPE_ID } from '../payments/limits';
 import { usdToMicro } from '../payments/money';
+import { errorReply } from './errors';
 import { volumeView } from './getLimits';
 
 const EVM_ADDRESS = /^0x[0-9a-fA-F]{40}$/;
@@ -24,7 +25,7 @@ export function walletKey(address: string): string | undefined {
 export const getRelayLimits: Handler<'getRelayLimits'> = async (ctx, { db, config, clock }) => {
   const wallet = walletKey(ctx.params.address);
   if (wallet === undefined) {
-    return { status: 400, body: { error: 'Bad Request', details: 'address: not an EVM (0x + 40 hex digits) or Solana (base58) address' } };
+    return errorReply('validation_failed', 'address: not an EVM (0x + 40 hex digits) or Solana (base58) address');
   }
   const now = clock.now();
   const day = utcDay(now);

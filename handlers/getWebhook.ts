@@ -1,5 +1,6 @@
 import type { Handler } from './types';
 import { findWebhook } from '../payments/webhooks';
+import { errorReply } from './errors';
 
 /** Suggested polling interval for records still in flight (docs/decisions.md). */
 export const WEBHOOK_POLL_SECONDS = 2;
@@ -7,7 +8,7 @@ export const WEBHOOK_POLL_SECONDS = 2;
 export const getWebhook: Handler<'getWebhook'> = async (ctx, { db }) => {
   const record = await findWebhook(db, ctx.params.id);
   if (!record) {
-    return { status: 404, body: { error: 'Not Found', details: `No webhook record has the id ${ctx.params.id}.` } };
+    return errorReply('not_found', `No webhook record has the id ${ctx.params.id}.`);
   }
   if (record.status === 'pending') {
     return { status: 202, body: { ...record, status: 'pending' }, headers: { 'Retry-After': String(WEBHOOK_POLL_SECONDS) } };

@@ -1,5 +1,6 @@
 import type { Handler } from './types';
 import { paidChat, type PaidChatOutcome } from '../payments/chat';
+import { errorReply, LLM_FAILED_TITLE, unreachable } from './errors';
 
 export function paymentHeaderOf(headers: Record<string, string | string[] | undefined>): string | undefined {
   const value = headers['x-payment'];
@@ -11,35 +12,43 @@ export function resourceUrl(baseUrl: string, path: string): string {
 }
 
 /** The answers every paid chat operation shares, whatever its success body. */
-export function chatFailureReply<E extends string>(outcome: Exclude<PaidChatOutcome, { kind: 'answered' }>, failedError: E) {
+export function chatFailureReply<E extends string>(outcome: Exclude<PaidChatOutcome, { kind: 'answered' }>, failedError: E, paymentHeader: string | undefined) {
   switch (outcome.kind) {
     case 'not_configured':
-      return { status: 503 as const, body: { error: 'Service Unavailable', details: 'No chat backend is configured on this server; nothing was charged.' } };
+      return errorReply('llm_unavailable', 'No chat backend is configured on this server; nothing was charged.');
     case 'payment_required': {
-      const body = { x402Version: 1 as const, error: outcome.error, accepts: outcome.accepts.map((offer) => ({ ...offer, scheme: 'exact' as const })) };
+      // A 402 answering a payment means that payment was refused; `error` says why.
+      const reply = errorReply(paymentHeader === undefined ? 'payment_required' : 'payment_invalid', undefined, {
+        x402Version: 1 as const,
+        error: outcome.error,
+        accepts: outcome.accepts.map((offer) => ({ ...offer, scheme: 'exact' as const })),
+      });
       // The interface also carries the requirements in an x-payment header: the same body, as x402 encodes header data (base64 JSON).
-      const inHeader = Buffer.from(JSON.stringify(body), 'utf8').toString('base64');
-      return { status: 402 as const, body, headers: { 'X-Service-Status': 'payment_required', 'X-Payment': inHeader } };
+      const inHeader = Buffer.from(JSON.stringify(reply.body), 'utf8').toString('base64');
+      return { ...reply, headers: { 'X-Service-Status': 'payment_required', 'X-Payment': inHeader } };
     }
     case 'payment_reused':
-      return { status: 400 as const, body: { error: 'Bad Request', details: `This X-Payment was already used: ${outcome.details}` } };
+      return errorReply('payment_reused', `This X-Payment was already used: ${outcome.details}`);
     case 'verification_unavailable':
-      return { status: 503 as const, body: { error: 'Service Unavailable', details: `The payment could not be verified now; nothing was charged. ${outcome.details}` } };
+      return errorReply('verification_unavailable', `The payment could not be verified now; nothing was charged. ${outcome.details}`);
     case 'backend_failed':
-      return { status: 500 as const, body: { error: failedError, message: `The model did not answer; nothing was charged. ${outcome.details}` } };
+      return errorReply('llm_failed', undefined, { error: failedError, message: `The model did not answer; nothing was charged. ${outcome.details}` });
+    default:
+      return unreachable(outcome);
   }
 }
 
 export const postLlmChat: Handler<'postLlmChat'> = async (ctx, deps) => {
+  const paymentHeader = paymentHeaderOf(ctx.headers);
   const outcome = await paidChat(deps, {
-    paymentHeader: paymentHeaderOf(ctx.headers),
+    paymentHeader,
     resource: resourceUrl(deps.baseUrl(), '/llm/chat'),
     description: `Chat completion with ${deps.config.llm.model ?? 'the configured model'}`,
     messages: ctx.body.messages,
     maxTokens: ctx.body.max_tokens,
     temperature: ctx.body.temperature,
   });
-  if (outcome.kind !== 'answered') return chatFailureReply(outcome, 'Chat request failed');
+  if (outcome.kind !== 'answered') return chatFailureReply(outcome, LLM_FAILED_TITLE.postLlmChat, paymentHeader);
   return {
     status: 200,
     body: { response: outcome.response, model: outcome.model },

@@ -1,6 +1,7 @@
 import type { Handler, RawReply } from './types';
 import type { CallRequest, TargetResponse } from '../payments/outbound/index';
 import { proxyCall } from '../payments/proxy/call';
+import { errorReply, unreachable } from './errors';
 import { callTimeoutMs, spendLimitReply, targetReply } from './targetReply';
 
 export { callTimeoutMs, MAX_CLIENT_TIMEOUT_MS } from './targetReply';
@@ -22,25 +23,25 @@ export const postProxy: Handler<'postProxy'> = async (ctx, deps) => {
     case 'pass_through':
       return passThrough(outcome.response, outcome.payment, ctx.query.format);
     case 'bad_request':
-      return { status: 400, body: { error: 'Bad Request', details: outcome.details } };
+      return errorReply('validation_failed', outcome.details);
     case 'insufficient_credits':
-      return { status: 402, body: { error: 'Insufficient credits', details: outcome.details } };
+      return errorReply('insufficient_credits', outcome.details);
     case 'spend_limit':
       return spendLimitReply(outcome.error, outcome);
     case 'bad_gateway':
       return {
-        status: 502,
-        body: {
-          error: 'Bad Gateway',
+        // Without upstreamStatus the target never answered (ProxyBadGateway).
+        ...errorReply(outcome.upstreamStatus === undefined ? 'target_unreachable' : 'upstream_error', outcome.details, {
           message: outcome.message,
-          details: outcome.details,
           ...(outcome.upstreamStatus === undefined ? {} : { upstreamStatus: outcome.upstreamStatus }),
           ...(outcome.webhookId === undefined ? {} : { webhook_id: outcome.webhookId }),
-        },
+        }),
         ...(outcome.webhookId === undefined ? {} : { headers: { 'X-Service-Webhook': outcome.webhookId } }),
       };
     case 'configuration_error':
       ctx.log.error({ details: outcome.details }, 'proxy configuration error');
-      return { status: 500, body: { error: 'Internal Server Error', message: outcome.message, details: outcome.details } };
+      return errorReply('configuration_error', outcome.details, { message: outcome.message });
+    default:
+      return unreachable(outcome);
   }
 };

@@ -1,6 +1,7 @@
 import type { Handler } from './types';
 import type { CallRequest } from '../payments/outbound/index';
 import { simulateProxyCall } from '../payments/proxy/simulate';
+import { errorReply, unreachable } from './errors';
 
 export const postProxySim: Handler<'postProxySim'> = async (ctx, deps) => {
   const outcome = await simulateProxyCall(deps, { call: ctx.body as CallRequest, timeoutMs: deps.config.targetTimeoutMs });
@@ -8,11 +9,13 @@ export const postProxySim: Handler<'postProxySim'> = async (ctx, deps) => {
     case 'result':
       return { status: 200, body: outcome.result };
     case 'bad_request':
-      return { status: 400, body: { error: 'Bad Request', details: outcome.details } };
+      return errorReply('validation_failed', outcome.details);
     case 'bad_gateway':
-      return { status: 502, body: { error: 'Bad Gateway', details: outcome.details } };
+      return errorReply('upstream_error', outcome.details);
     case 'configuration_error':
       ctx.log.error({ details: outcome.details }, 'proxy simulation configuration error');
-      return { status: 500, body: { error: 'Internal Server Error', details: outcome.details } };
+      return errorReply('configuration_error', outcome.details);
+    default:
+      return unreachable(outcome);
   }
 };

@@ -1,6 +1,7 @@
 import type { Handler } from './types';
 import type { CallRequest } from '../payments/outbound/index';
 import { relayCall, type RelayHeaders } from '../payments/relay/call';
+import { errorReply, unreachable } from './errors';
 import { callTimeoutMs, spendLimitReply, targetReply } from './targetReply';
 
 function headersOf(headers: RelayHeaders): Record<string, string> {
@@ -15,7 +16,7 @@ function headersOf(headers: RelayHeaders): Record<string, string> {
 
 export const postRelay: Handler<'postRelay'> = async (ctx, deps) => {
   const call = ctx.body as CallRequest | undefined;
-  if (!call || typeof call !== 'object') return { status: 400, body: { error: 'Bad Request', details: 'the body must be a call request with api_url and method' } };
+  if (!call || typeof call !== 'object') return errorReply('validation_failed', 'the body must be a call request with api_url and method');
   const header = ctx.headers['x-payment'];
   const outcome = await relayCall(deps, {
     call,
@@ -28,22 +29,28 @@ export const postRelay: Handler<'postRelay'> = async (ctx, deps) => {
       return targetReply(outcome.response, ctx.query.format, headersOf(outcome.headers));
     case 'payment_required':
       return {
-        status: 402,
-        body: { x402Version: 1, error: outcome.error, accepts: outcome.accepts as never, serviceStatus: 'payment_required' },
+        // A 402 answering a payment means that payment was refused; `error` says why.
+        ...errorReply(header === undefined ? 'payment_required' : 'payment_invalid', undefined, {
+          x402Version: 1 as const,
+          error: outcome.error,
+          accepts: outcome.accepts as never,
+          serviceStatus: 'payment_required' as const,
+        }),
         headers: { 'X-Service-Status': 'payment_required' },
       };
     case 'bad_request':
-      return { status: 400, body: { error: 'Bad Request', details: outcome.details } };
+      return errorReply('validation_failed', outcome.details);
     case 'spend_limit':
       return spendLimitReply('Daily wallet spending limit exceeded', outcome);
     case 'bad_gateway':
       return {
-        status: 502,
-        body: { error: 'Bad Gateway', message: outcome.message, ...(outcome.headers.webhookId ? { webhook_id: outcome.headers.webhookId } : {}) },
+        ...errorReply('upstream_error', undefined, { message: outcome.message, ...(outcome.headers.webhookId ? { webhook_id: outcome.headers.webhookId } : {}) }),
         headers: headersOf(outcome.headers),
       };
     case 'internal_error':
       ctx.log.error({ details: outcome.details }, 'relay internal error');
-      return { status: 500, body: { error: 'Internal Server Error', details: outcome.details } };
+      return errorReply('internal_error', outcome.details);
+    default:
+      return unreachable(outcome);
   }
 };

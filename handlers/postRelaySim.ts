@@ -4,6 +4,7 @@ import { relayFeeModelText } from '../payments/fees';
 import { microToUsdc } from '../payments/money';
 import type { CallRequest } from '../payments/outbound/index';
 import { quoteRelay } from '../payments/relay/quote';
+import { errorReply, unreachable } from './errors';
 
 /** POST /relay/sim and its deprecated alias POST /sim: the quote /relay would charge, by the same code. */
 export async function simulateRelay(ctx: RequestContext<'postRelaySim'> | RequestContext<'postSim'>, deps: Deps) {
@@ -35,12 +36,14 @@ export async function simulateRelay(ctx: RequestContext<'postRelaySim'> | Reques
       };
     }
     case 'bad_request':
-      return { status: 400 as const, body: { error: 'Bad Request', details: quote.details } };
+      return errorReply('validation_failed', quote.details);
     case 'bad_gateway':
-      return { status: 502 as const, body: { error: 'Bad Gateway', details: quote.details } };
+      return errorReply('upstream_error', quote.details);
     case 'configuration_error':
       ctx.log.error({ details: quote.details }, 'relay simulation configuration error');
-      return { status: 500 as const, body: { error: 'Internal Server Error', details: quote.details } };
+      return errorReply('configuration_error', quote.details);
+    default:
+      return unreachable(quote);
   }
 }
 

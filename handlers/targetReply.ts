@@ -4,6 +4,7 @@
  * letting the target set a header that is ours, or wrapped in JSON when the client asks format=json.
  */
 import type { RawReply } from './types';
+import { errorReply } from './errors';
 import { safeResponseHeaders, type TargetResponse } from '../payments/outbound/index';
 import { bodyValue } from '../payments/target/index';
 
@@ -63,8 +64,10 @@ export function targetReply(response: TargetResponse, format: unknown, ours: Rec
 
 /** A daily volume limit that would be exceeded (/proxy and /relay): 429 with the figures, in USD. */
 export function spendLimitReply(error: string, refusal: { details: string; currentSpendUsd: number; limitUsd: number; requestedUsd: number }) {
-  return {
-    status: 429 as const,
-    body: { error, details: refusal.details, currentSpend: refusal.currentSpendUsd, limit: refusal.limitUsd, requestedAmount: refusal.requestedUsd },
-  };
+  return errorReply('spend_limit_exceeded', refusal.details, {
+    error,
+    currentSpend: refusal.currentSpendUsd,
+    limit: refusal.limitUsd,
+    requestedAmount: refusal.requestedUsd,
+  });
 }

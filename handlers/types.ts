@@ -52,7 +52,3 @@ export interface RequestContext<K extends OperationId> {
 export type Handler<K extends OperationId> = (ctx: RequestContext<K>, deps: Deps) => Promise<Reply<K>>;
 
 export type HandlerMap = { [K in OperationId]?: Handler<K> };
-
-export function errorReply<S extends number>(status: S, error: string, details?: string) {
-  return { status, body: details === undefined ? { error } : { error, details } } as const;
-}

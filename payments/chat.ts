@@ -13,18 +13,11 @@ import { sql } from 'kysely';
 import { findRelayTransaction, markDelivered, markSettleFailed, recordClientPayment } from './relay/store';
 import { reconcileSettlement, settleClientPayment } from './relay/settle';
 import { refundClientPayment } from './relay/refund';
-import { relayDepsOf } from './relay/types';
 import { verifyClientPayment } from './relay/verify';
 import { facilitatorFeePayer } from './relay/facilitator';
-import type { ServiceDeps } from './deps';
+import type { Deps } from './deps';
 import { encodePaymentResponseHeader } from './x402/headers';
 import type { PaymentRequirements } from './x402/types';
-
-/**
- * What a paid chat uses: the service's own dependencies, from which the relay's are derived
- * (relayDepsOf), so FACILITATOR_URL applies to chat payments exactly as to relayed ones.
- */
-export type ChatDeps = Pick<ServiceDeps, 'db' | 'config' | 'chains' | 'clock' | 'submissions'>;
 
 /** GET /supported of the facilitator, asked for the Solana fee payer of our 402. */
 const FACILITATOR_SUPPORTED_TIMEOUT_MS = 5_000;
@@ -43,7 +36,7 @@ export type PaidChatOutcome =
  * what mainnet clients pay for.
  */
 export async function chatOffers(
-  deps: Pick<ChatDeps, 'chains' | 'config'>,
+  deps: Pick<Deps, 'chains' | 'config'>,
   resource: string,
   description: string,
 ): Promise<PaymentRequirements[]> {
@@ -76,8 +69,7 @@ export type ChatFollowUp = 'closed_unsettled' | 'delivered' | 'refunded' | 'refu
  * for an answer that was given -> delivered; settled without an answer (the process stopped in
  * between) -> refunded to the payer. Safe to repeat.
  */
-export async function followUpChatPayment(deps: ChatDeps, relayTxId: bigint): Promise<ChatFollowUp> {
-  const relayDeps = relayDepsOf(deps);
+export async function followUpChatPayment(deps: Pick<Deps, 'db' | 'chains' | 'submissions' | 'relayLimits'>, relayTxId: bigint): Promise<ChatFollowUp> {
   let row = await findRelayTransaction(deps.db, relayTxId);
   if (!row || row.mode !== 'chat') return 'still_pending';
   if (row.state === 'received') {
@@ -85,7 +77,7 @@ export async function followUpChatPayment(deps: ChatDeps, relayTxId: bigint): Pr
     return 'closed_unsettled';
   }
   if (row.state === 'settling') {
-    const outcome = await reconcileSettlement(deps.db, relayTxId, relayDeps);
+    const outcome = await reconcileSettlement(deps.db, relayTxId, deps);
     if (!outcome.settled) return outcome.pending ? 'still_pending' : 'closed_unsettled';
     row = (await findRelayTransaction(deps.db, relayTxId))!;
   }
@@ -94,11 +86,11 @@ export async function followUpChatPayment(deps: ChatDeps, relayTxId: bigint): Pr
       await markDelivered(deps.db, relayTxId);
       return 'delivered';
     }
-    const refund = await refundClientPayment(deps.db, relayTxId, relayDeps);
+    const refund = await refundClientPayment(deps.db, relayTxId, deps);
     return refund.refunded ? 'refunded' : refund.pending ? 'refund_pending' : 'refund_failed';
   }
   if (row.state === 'refund_pending') {
-    const refund = await refundClientPayment(deps.db, relayTxId, relayDeps);
+    const refund = await refundClientPayment(deps.db, relayTxId, deps);
     return refund.refunded ? 'refunded' : refund.pending ? 'refund_pending' : 'refund_failed';
   }
   return 'delivered';
@@ -119,7 +111,7 @@ export async function openChatPayments(db: Db, now: Date, limit: number): Promis
 }
 
 export async function paidChat(
-  deps: ChatDeps,
+  deps: Pick<Deps, 'db' | 'config' | 'chains' | 'clock' | 'submissions' | 'relayLimits'>,
   request: {
     paymentHeader: string | undefined;
     resource: string;
@@ -130,12 +122,11 @@ export async function paidChat(
   },
 ): Promise<PaidChatOutcome> {
   if (!llmConfigured(deps.config)) return { kind: 'not_configured' };
-  const relayDeps = relayDepsOf(deps);
   const accepts = await chatOffers(deps, request.resource, request.description);
   if (request.paymentHeader === undefined || request.paymentHeader === '') {
     return { kind: 'payment_required', accepts, error: 'Payment Required' };
   }
-  const verified = await verifyClientPayment(request.paymentHeader, accepts, relayDeps);
+  const verified = await verifyClientPayment(request.paymentHeader, accepts, deps);
   if (!verified.ok) {
     if (verified.reason === 'nonce_already_used') return { kind: 'payment_reused', details: verified.details };
     if (verified.reason === 'rpc_unavailable') return { kind: 'verification_unavailable', details: verified.details };
@@ -151,7 +142,8 @@ export async function paidChat(
     return { kind: 'backend_failed', details: answer.details };
   }
 
-  const settlement = await settleClientPayment(deps.db, relayTxId, relayDeps);
+  // Settled as relayed payments are (through FACILITATOR_URL when deps.config names one).
+  const settlement = await settleClientPayment(deps.db, relayTxId, deps);
   if (!settlement.settled && !settlement.pending) {
     // Nothing moved: the client is asked to pay again, as any x402 server does after a failed settlement.
     return { kind: 'payment_required', accepts, error: `${settlement.reason}: ${settlement.details}` };

@@ -40,11 +40,6 @@ export interface Config {
    * by a job (the request is presumed gone: the client is refunded unless the target was paid).
    */
   relayAbandonedAfterMs: number;
-  /**
-   * Test only (refused in production): after settling a client's payment, /relay creates this file
-   * and waits until it is removed, so a test can stop the process between the two legs.
-   */
-  relayPauseAfterSettlementFile: string | undefined;
   relayDailyPerWalletUsd: number;
   relayDailyTotalUsd: number;
   proxyDailyPerAccountUsd: number;
@@ -171,13 +166,6 @@ function flag(env: Env, name: string, fallback: boolean): boolean {
   throw new ConfigError(name, `expected true or false, got "${raw}"`);
 }
 
-/** A variable that only tests set: a production service refuses to start with it. */
-function testHook(env: Env, name: string): string | undefined {
-  const value = text(env, name);
-  if (value !== undefined && text(env, 'NODE_ENV') === 'production') throw new ConfigError(name, 'is a test hook and is refused in production');
-  return value;
-}
-
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function loadConfig(env: Env = process.env): Config {
@@ -209,7 +197,6 @@ export function loadConfig(env: Env = process.env): Config {
     proxyPaymentWindowSeconds: integer(env, 'PROXY_PAYMENT_WINDOW_SECONDS', 600, 10, 3600),
     relayPaymentWindowSeconds: integer(env, 'RELAY_PAYMENT_WINDOW_SECONDS', 120, 10, 3600),
     relayAbandonedAfterMs: integer(env, 'RELAY_ABANDONED_AFTER_MS', 300_000, 1_000, 86_400_000),
-    relayPauseAfterSettlementFile: testHook(env, 'RELAY_PAUSE_AFTER_SETTLEMENT_FILE'),
     relayDailyPerWalletUsd: integer(env, 'RELAY_DAILY_PER_WALLET_USD', 100, 0, 1e12),
     relayDailyTotalUsd: integer(env, 'RELAY_DAILY_TOTAL_USD', 1000, 0, 1e12),
     proxyDailyPerAccountUsd: integer(env, 'PROXY_DAILY_PER_ACCOUNT_USD', 500, 0, 1e12),

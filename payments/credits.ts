@@ -5,6 +5,7 @@
  */
 import { sql, type RawBuilder } from 'kysely';
 import type { Db, Tx } from '../db/index';
+import { moveReservation } from './reservationStates';
 
 export async function grantCredits(db: Db, organisationId: bigint, credits: bigint, reference: string): Promise<bigint> {
   if (credits <= 0n) throw new RangeError('a grant must be positive');
@@ -57,7 +58,7 @@ export interface ReservationRow {
 }
 
 /**
- * The call of reserve_credits (db/migrations/2026_11_21_0008_reserve_function.ts) for `request`,
+ * The call of reserve_credits (db/functions/reserve_credits.sql) for `request`,
  * to select from; its columns are those of ReservationRow. Callers that write more in the same
  * statement (a proxy payment row) select from it in a CTE.
  */
@@ -98,17 +99,12 @@ export async function reserveCredits(db: Db | Tx, request: ReservationRequest): 
   return reservationResultOf(rows[0]!);
 }
 
-async function settleReservation(db: Db | Tx, reference: string, to: 'charged' | 'released'): Promise<boolean> {
-  const { rows } = await sql<{ settled: boolean }>`select settle_reservation(${reference}::text, ${to}::text) as settled`.execute(db);
-  return rows[0]!.settled;
-}
-
-/** The payment went through: the held credits are spent. Returns false when already settled. One statement. */
+/** The payment went through: the held credits are spent (reserved -> charged, RESERVATION_MOVES). Returns false when already settled. One statement. */
 export async function chargeReservation(db: Db | Tx, reference: string): Promise<boolean> {
-  return settleReservation(db, reference, 'charged');
+  return moveReservation(db, reference, 'charged');
 }
 
-/** The payment did not go through: the credits come back and the daily counters are taken back. One statement. */
+/** The payment did not go through: the credits come back and the daily counters are taken back (reserved -> released). One statement. */
 export async function releaseReservation(db: Db | Tx, reference: string): Promise<boolean> {
-  return settleReservation(db, reference, 'released');
+  return moveReservation(db, reference, 'released');
 }

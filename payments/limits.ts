@@ -35,7 +35,7 @@ export type SpendResult = { admitted: true; spent: bigint } | { admitted: false;
 /**
  * Adds `amount` to the counter when the total stays within `limit`. Returns the counter after the
  * call: the new total when admitted, the unchanged total when refused. One statement: the rule is
- * the database function try_add_spend (db/migrations/2026_11_21_0008_reserve_function.ts), which
+ * the database function try_add_spend (db/functions/try_add_spend.sql), which
  * reserve_credits uses too.
  */
 export async function tryAddSpend(tx: Tx, key: SpendKey, amount: bigint, limit: bigint): Promise<SpendResult> {

@@ -5,6 +5,8 @@
 import { sql } from 'kysely';
 import type { Db, Tx } from '../db/index';
 import type { StoredWebhookStatus, WebhookKind } from '../db/schema';
+import { allowedFrom } from './states';
+import { WEBHOOK_MOVES } from './webhookStates';
 
 export type WebhookResponseStatus =
   | 'pending'
@@ -86,10 +88,12 @@ export interface WebhookOutcome {
 }
 
 /**
- * Moves a record in flight to its terminal status. Only a record still in flight moves, so a
+ * Moves a record in flight to its terminal status: the one write of a record's status, from the
+ * statuses WEBHOOK_MOVES allows (./webhookStates.ts). Only a record still in flight moves, so a
  * job that runs twice cannot overwrite the first outcome; returns whether this call moved it.
  */
 export async function completeWebhook(tx: Tx, id: string, outcome: WebhookOutcome): Promise<boolean> {
+  const from = allowedFrom<StoredWebhookStatus>('webhook record', WEBHOOK_MOVES, outcome.status);
   const result = await tx
     .updateTable('webhooks')
     .set({
@@ -103,7 +107,7 @@ export async function completeWebhook(tx: Tx, id: string, outcome: WebhookOutcom
       updated_at: sql`now()`,
     })
     .where('id', '=', id)
-    .where('status', '=', 'async_processing')
+    .where('status', 'in', from)
     .executeTakeFirst();
   return result.numUpdatedRows > 0n;
 }

@@ -1,13 +1,15 @@
 /**
  * Assembly of the HTTP API: request ids and logs, concurrency caps, body limits, then every
  * operation routed and validated by openapi-backend and answered by its handler. Every error
- * response is built here or by a handler's typed reply, always as {error, details}.
+ * response is built here or by a handler's typed reply, always from the table of error codes
+ * (handlers/errors.ts) as {code, error, details}.
  */
 import { randomUUID } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Context, OpenAPIBackend } from 'openapi-backend';
 import type { Logger } from 'pino';
 import type { Deps } from '../handlers/deps';
+import { ERROR_CODES, errorBody, internalErrorBody, type ErrorCode } from '../handlers/errors';
 import type { HandlerMap, OperationId, Reply, RequestContext } from '../handlers/types';
 import { authenticateKey, type AuthenticatedKey, type KeyRejection } from '../payments/accounts';
 import { capsMiddleware, holdSlot, type ConcurrencyCaps } from './caps';
@@ -32,21 +34,6 @@ function locals(res: Response): Locals {
   return res.locals as Locals;
 }
 
-/** The 500 body each operation declares: most use {error, details}; /proxy and the chat operations have their own. */
-function internalErrorBody(operationId: string | undefined, requestId: string): Record<string, string> {
-  const reference = `quote request id ${requestId} when reporting it`;
-  switch (operationId) {
-    case 'postProxy':
-      return { error: 'Internal Server Error', message: 'The service could not complete the request.', details: reference };
-    case 'postLlmChat':
-      return { error: 'Chat request failed', message: `An internal error occurred; ${reference}.` };
-    case 'postLlmTranslate':
-      return { error: 'Translation request failed', message: `An internal error occurred; ${reference}.` };
-    default:
-      return { error: 'Internal Server Error', details: `An internal error occurred; ${reference}.` };
-  }
-}
-
 const ROUTABLE_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
 
 /** The methods the document gives a path, as the router matches them: the Allow header of a 405. */
@@ -56,8 +43,8 @@ function allowedMethods(api: OpenAPIBackend, path: string): string[] {
   );
 }
 
-function sendError(res: Response, status: number, error: string, details?: string): void {
-  res.status(status).json(details === undefined ? { error } : { error, details });
+function sendError(res: Response, code: ErrorCode, details: string | undefined, extra?: object): void {
+  res.status(ERROR_CODES[code].status).json(errorBody(code, details, extra));
 }
 
 function sendReply(res: Response, reply: Reply<OperationId>): void {
@@ -96,25 +83,25 @@ export async function createApp({ deps, handlers, caps, logger }: AppOptions): P
 
   api.register({
     notFound: (_c: Context, _req: Request, res: Response) =>
-      sendError(res, 404, 'Not Found', 'No operation of this service has this path.'),
+      sendError(res, 'not_found', 'No operation of this service has this path.'),
     methodNotAllowed: (c: Context, req: Request, res: Response) => {
       const allowed = allowedMethods(api, req.path);
       res.setHeader('Allow', allowed.join(', '));
-      sendError(res, 405, 'Method Not Allowed', `The method ${c.request.method.toUpperCase()} is not allowed on this path; it supports ${allowed.join(', ')}.`);
+      sendError(res, 'method_not_allowed', `The method ${c.request.method.toUpperCase()} is not allowed on this path; it supports ${allowed.join(', ')}.`);
     },
     notImplemented: (c: Context, _req: Request, res: Response) =>
-      sendError(res, 501, 'Not Implemented', `${c.operation.operationId} is not enabled on this server yet.`),
+      sendError(res, 'not_implemented', `${c.operation.operationId} is not enabled on this server yet.`),
     unauthorizedHandler: (c: Context, _req: Request, res: Response) => {
       const result = c.security?.ApiKeyAuth as { error?: KeyRejection } | undefined;
-      sendError(res, 401, 'Unauthorized', KEY_REJECTION_DETAILS[result?.error ?? 'missing']);
+      sendError(res, 'unauthorized', KEY_REJECTION_DETAILS[result?.error ?? 'missing']);
     },
     validationFail: (c: Context, _req: Request, res: Response) => {
       if (c.operation.operationId === 'postLlmChat' && !Array.isArray((c.request.requestBody as { messages?: unknown })?.messages)) {
         // The interface answers this one case with the error field alone.
-        res.status(400).json({ error: 'messages is required and must be an array' });
+        sendError(res, 'validation_failed', undefined, { error: 'messages is required and must be an array' });
         return;
       }
-      sendError(res, 400, 'Bad Request', describeValidationErrors(c.validation.errors as never, { requestBody: c.request.requestBody }));
+      sendError(res, 'validation_failed', describeValidationErrors(c.validation.errors as never, { requestBody: c.request.requestBody }));
     },
   });
 
@@ -198,20 +185,20 @@ export async function createApp({ deps, handlers, caps, logger }: AppOptions): P
       return;
     }
     if (error.type === 'entity.too.large') {
-      return sendError(res, 413, 'Payload Too Large', `The request body is over the limit of ${MAX_REQUEST_BODY_BYTES} bytes.`);
+      return sendError(res, 'payload_too_large', `The request body is over the limit of ${MAX_REQUEST_BODY_BYTES} bytes.`);
     }
     if (error.type === 'entity.parse.failed') {
-      return sendError(res, 400, 'Bad Request', `The request body is not valid JSON: ${error.message}`);
+      return sendError(res, 'validation_failed', `The request body is not valid JSON: ${error.message}`);
     }
     if (error.type === 'encoding.unsupported' || error.type === 'charset.unsupported') {
-      return sendError(res, 400, 'Bad Request', error.message);
+      return sendError(res, 'validation_failed', error.message);
     }
     if (error.type === 'request.aborted') {
       res.destroy();
       return;
     }
     locals(res).log.error({ err: error }, 'unhandled error');
-    res.status(500).json(internalErrorBody(res.locals.operationId, locals(res).requestId));
+    res.status(ERROR_CODES.internal_error.status).json(internalErrorBody(res.locals.operationId, locals(res).requestId));
   });
 
   return { express: app, api };

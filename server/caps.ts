@@ -6,6 +6,7 @@
  * its client left, and keeps its slot until it ends, so the work in flight never passes the cap).
  */
 import type { NextFunction, Request, Response } from 'express';
+import { errorReply } from '../handlers/errors';
 
 export type CapGroup = 'relay' | 'proxy' | 'webhooks';
 
@@ -79,12 +80,11 @@ export function capsMiddleware(caps: ConcurrencyCaps) {
       res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
       // The request body is not read: close the connection after answering rather than drain it.
       if (req.headers['content-length'] && req.headers['content-length'] !== '0') res.setHeader('Connection', 'close');
-      res.status(429).json({
-        error: 'Too Many Requests',
+      const reply = errorReply('capacity_exceeded', `${active}/${limit}`, {
         message: `The service is at its concurrent request capacity for /${group}; retry after ${RETRY_AFTER_SECONDS} second.`,
-        details: `${active}/${limit}`,
         retryAfter: RETRY_AFTER_SECONDS,
       });
+      res.status(reply.status).json(reply.body);
       return;
     }
     const slot: Slot = { release, holds: 0, closed: false };

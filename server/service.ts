@@ -11,14 +11,17 @@ import type { Logger } from 'pino';
 import { createDb, migrateToLatest, type DbHandle } from '../db/index';
 import { listenTo } from '../db/notify';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded';
-import type { Deps } from '../handlers/deps';
 import { handlers as defaultHandlers } from '../handlers/index';
+import { errorReply, type ErrorCode } from '../handlers/errors';
 import type { HandlerMap } from '../handlers/types';
 import { API_KEY_CHANGES_CHANNEL, ApiKeyCache } from '../payments/accounts';
 import { systemClock, type Clock } from '../payments/clock';
+import { NO_HOOKS, type Deps, type Hooks } from '../payments/deps';
 import { createChains } from '../payments/networks/index';
-import { systemResolver, targetConnections, type Resolver } from '../payments/outbound/index';
+import { systemResolver, TargetConnections, type Resolver } from '../payments/outbound/index';
 import { SubmissionQueue } from '../payments/relay/queue';
+import { DEFAULT_RELAY_LIMITS } from '../payments/relay/types';
+import { WalletBalances } from '../payments/target/pay';
 import type { Config } from '../payments/config';
 import { startWorker, type WorkerHandle } from '../worker/runner';
 import { createApp } from './app';
@@ -35,6 +38,8 @@ export interface ServiceOptions {
   handlers?: HandlerMap;
   /** Serve HTTP (false for `npm run worker`). */
   serveHttp?: boolean;
+  /** Steps of the money path a test acts on (Deps.hooks); none by default. */
+  hooks?: Partial<Hooks>;
 }
 
 export interface Service {
@@ -67,41 +72,43 @@ export async function startService(config: Config, options: ServiceOptions = {})
     if (applied.length > 0) log.info({ migrations: applied }, 'database migrated');
     const chains = await createChains(config);
     cleanups.push(() => chains.close());
-    const resolver = options.resolver ?? systemResolver;
-    const submissions = new SubmissionQueue();
+    const connections = new TargetConnections();
+    // Idle connections to targets close at stop rather than after their idle time.
+    cleanups.push(async () => connections.close());
 
-    const worker = config.runWorker
-      ? await startWorker(databaseUrl, { db: dbHandle.db, config, chains, submissions, resolver, clock, log })
-      : undefined;
-    if (worker) cleanups.push(() => worker.stop());
-
-    // Valid keys stay in memory only while changes to keys are being announced to this process.
-    let apiKeyCache: ApiKeyCache | undefined;
+    // Valid keys stay in memory only while changes to keys are being announced to this process:
+    // without the listener the cache never serves a key.
+    const apiKeyCache = new ApiKeyCache(config.apiKeyCacheMs);
     if (config.apiKeyCacheMs > 0 && options.serveHttp !== false) {
-      const cache = new ApiKeyCache(config.apiKeyCacheMs);
       const listener = listenTo(databaseUrl, API_KEY_CHANGES_CHANNEL, {
-        onNotify: (prefix) => cache.changed(prefix),
+        onNotify: (prefix) => apiKeyCache.changed(prefix),
         onState: (listening) => {
-          cache.setListening(listening);
+          apiKeyCache.setListening(listening);
           if (!listening) log.warn('not receiving API key changes: every key is read from the database until they arrive again');
         },
         onError: (error) => log.warn({ err: error }, 'the connection that receives API key changes failed; reconnecting'),
       });
       cleanups.push(() => listener.stop());
-      apiKeyCache = cache;
     }
 
     const caps = new ConcurrencyCaps({ relay: config.capRelay, proxy: config.capProxy, webhooks: config.capWebhooks });
     const document = loadDocument();
     let listeningUrl = '';
+    let worker: WorkerHandle | undefined;
+    // The one dependency object of this process: handlers and jobs share every member.
     const deps: Deps = {
       db: dbHandle.db,
       config,
       chains,
-      submissions,
-      resolver,
+      submissions: new SubmissionQueue(),
+      resolver: options.resolver ?? systemResolver,
       clock,
       log,
+      connections,
+      balances: new WalletBalances(),
+      relayLimits: DEFAULT_RELAY_LIMITS,
+      apiKeyCache,
+      hooks: { ...NO_HOOKS, ...options.hooks },
       capMetrics: () => caps.metrics(),
       healthChecks: {
         database: async () => {
@@ -119,8 +126,13 @@ export async function startService(config: Config, options: ServiceOptions = {})
       document,
       docsHtml: renderDocsPage(document),
       baseUrl: () => config.publicBaseUrl ?? listeningUrl,
-      ...(apiKeyCache ? { apiKeyCache } : {}),
     };
+
+    if (config.runWorker) {
+      const started = await startWorker(databaseUrl, deps);
+      worker = started;
+      cleanups.push(() => started.stop());
+    }
 
     let server: Server | undefined;
     if (options.serveHttp !== false) {
@@ -150,8 +162,6 @@ export async function startService(config: Config, options: ServiceOptions = {})
     const stop = () => {
       stopping ??= (async () => {
         if (server) await closeGracefully(server, config.shutdownGraceMs, log);
-        // Idle connections to targets close now rather than after their idle time.
-        targetConnections.close();
         for (const cleanup of cleanups.reverse()) await cleanup();
         await dbHandle.close();
         if (embedded) await embedded.stop();
@@ -168,27 +178,25 @@ export async function startService(config: Config, options: ServiceOptions = {})
   }
 }
 
-const CLIENT_ERRORS: Record<string, { status: number; error: string; details: string }> = {
+/** Node's parser error codes that have an error code of ours; any other is malformed_request. */
+const CLIENT_ERRORS: Record<string, { code: ErrorCode; details: string }> = {
   HPE_HEADER_OVERFLOW: {
-    status: 431,
-    error: 'Request Header Fields Too Large',
+    code: 'header_fields_too_large',
     details: "The request's header section exceeds the size this server reads; the connection is closed.",
   },
   HPE_CHUNK_EXTENSIONS_OVERFLOW: {
-    status: 413,
-    error: 'Payload Too Large',
+    code: 'payload_too_large',
     details: 'The chunk extensions of the request body are too large; the connection is closed.',
   },
   ERR_HTTP_REQUEST_TIMEOUT: {
-    status: 408,
-    error: 'Request Timeout',
+    code: 'request_timeout',
     details: 'The request was not received in time; the connection is closed.',
   },
 };
 
 /**
  * Requests Node's HTTP parser refuses never reach express; Node would answer them with a bare
- * status line. They get the service's {error, details} JSON instead, as a complete HTTP/1.1
+ * status line. They get the service's {code, error, details} JSON instead, as a complete HTTP/1.1
  * response written to the socket, which is then closed (the parser cannot resume after an error).
  * The codes and statuses are Node's own (HPE_HEADER_OVERFLOW 431, request timeout 408, 400 for
  * any other parse error).
@@ -206,16 +214,15 @@ export function answerClientError(error: Error & { code?: string; reason?: strin
     return;
   }
   const known = error.code ? CLIENT_ERRORS[error.code] : undefined;
-  const answer = known ?? {
-    status: 400,
-    error: 'Bad Request',
-    details: `The request is not valid HTTP/1.1 (${error.reason ?? error.code ?? 'parse error'}); the connection is closed.`,
-  };
+  const answer = errorReply(
+    known?.code ?? 'malformed_request',
+    known?.details ?? `The request is not valid HTTP/1.1 (${error.reason ?? error.code ?? 'parse error'}); the connection is closed.`,
+  );
   const requestId = randomUUID();
   log.info({ requestId, code: error.code, status: answer.status }, 'request refused by the HTTP parser');
-  const body = JSON.stringify({ error: answer.error, details: answer.details });
+  const body = JSON.stringify(answer.body);
   socket.end(
-    `HTTP/1.1 ${answer.status} ${answer.error}\r\n` +
+    `HTTP/1.1 ${answer.status} ${answer.body.error}\r\n` +
       'content-type: application/json; charset=utf-8\r\n' +
       `content-length: ${Buffer.byteLength(body)}\r\n` +
       `x-request-id: ${requestId}\r\n` +

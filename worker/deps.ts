@@ -1,4 +1,7 @@
-import type { ServiceDeps } from '../payments/deps';
+import type { Deps } from '../payments/deps';
 
-/** What a task may use, passed as one plain object (the same as the API's, shared in one process). */
-export type WorkerDeps = ServiceDeps;
+/**
+ * What the jobs use: the service's one dependency object without the HTTP API's parts (in one
+ * process the API and the worker share the very same members).
+ */
+export type WorkerDeps = Pick<Deps, 'db' | 'config' | 'chains' | 'submissions' | 'clock' | 'log' | 'relayLimits'>;

@@ -84,7 +84,7 @@ function parsed(response) {
 
 /**
  * The documented 429 of the concurrency caps (TooManyRequests in the OpenAPI document): a
- * Retry-After of whole seconds, and exactly {error, message, details "active/limit", retryAfter}
+ * Retry-After of whole seconds, and exactly {code, error, message, details "active/limit", retryAfter}
  * with retryAfter equal to the header and active never above the limit. Checks are tagged
  * kind=cap_429, so that a threshold can require all of them to pass.
  */
@@ -96,7 +96,8 @@ export function check429(response, limit) {
     response,
     {
       '429 carries Retry-After (whole seconds)': () => typeof retryAfter === 'string' && /^[1-9][0-9]*$/.test(retryAfter),
-      '429 body is {error, message, details, retryAfter}': () => Object.keys(body).sort().join(',') === 'details,error,message,retryAfter',
+      '429 body is {code, error, message, details, retryAfter}': () => Object.keys(body).sort().join(',') === 'code,details,error,message,retryAfter',
+      '429 code is capacity_exceeded': () => body.code === 'capacity_exceeded',
       '429 error is "Too Many Requests"': () => body.error === 'Too Many Requests' && typeof body.message === 'string',
       '429 retryAfter equals the Retry-After header': () => Number.isInteger(body.retryAfter) && String(body.retryAfter) === retryAfter,
       '429 details is active/limit, never above the limit': () =>

@@ -1,8 +1,8 @@
 /**
  * The documented 429 of the concurrency caps (openapi/components/errors/TooManyRequests.yaml and
  * server/caps.ts), checked the same way by the k6 scripts (load/lib/k6.js): a Retry-After header
- * of whole seconds (at least 1), and exactly {error: "Too Many Requests", message, details
- * "active/limit", retryAfter} with retryAfter equal to the header. Used where a full contract
+ * of whole seconds (at least 1), and exactly {code: "capacity_exceeded", error: "Too Many Requests",
+ * message, details "active/limit", retryAfter} with retryAfter equal to the header. Used where a full contract
  * check per response would cost the load generator too much; the test validates every response
  * against the document instead.
  */
@@ -17,7 +17,8 @@ export function problemsOf429(body: string, headers: Record<string, unknown>, li
     return [...problems, 'body is not JSON'];
   }
   const keys = Object.keys(parsed ?? {}).sort().join(',');
-  if (keys !== 'details,error,message,retryAfter') problems.push(`body fields are ${keys}`);
+  if (keys !== 'code,details,error,message,retryAfter') problems.push(`body fields are ${keys}`);
+  if (parsed?.code !== 'capacity_exceeded') problems.push(`code is ${JSON.stringify(parsed?.code)}`);
   if (parsed?.error !== 'Too Many Requests') problems.push(`error is ${JSON.stringify(parsed?.error)}`);
   if (typeof parsed?.message !== 'string') problems.push('message is not a string');
   const details = /^([0-9]+)\/([0-9]+)$/.exec(String(parsed?.details));

@@ -52,7 +52,6 @@ export {
 export { TargetConnections, DEFAULT_CONNECTION_POOL, type ConnectionPoolOptions } from './connections';
 export {
   sendTargetRequest,
-  targetConnections,
   nodeTransport,
   DEFAULT_MAX_REDIRECTS,
   DEFAULT_MAX_RESPONSE_BYTES,

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
-import { TargetConnections } from './connections';
+import type { TargetConnections } from './connections';
 import { OutboundError } from './errors';
 import { checkUrl, systemResolver, type AllowHosts, type Resolver, type VettedTarget } from './guard';
 import { withoutHopByHop, type ResponseHeaders } from './headers';
@@ -21,9 +21,6 @@ export type Transport = (protocol: 'http:' | 'https:', options: https.RequestOpt
 export const nodeTransport: Transport = (protocol, options) =>
   protocol === 'https:' ? https.request(options) : http.request(options);
 
-/** The process's pool of connections to targets (connections.ts); SendOptions.connections overrides it. */
-export const targetConnections = new TargetConnections();
-
 /** Methods a target must accept twice: the only ones sent again when a reused connection was already closed. */
 const IDEMPOTENT_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
 
@@ -36,8 +33,8 @@ export interface SendOptions {
   maxResponseBytes?: number;
   maxRedirects?: number;
   transport?: Transport;
-  /** Reused connections (default: targetConnections); false opens a new one for every exchange. */
-  connections?: TargetConnections | false;
+  /** Reused connections (the service's own, Deps.connections); false opens a new one for every exchange. */
+  connections: TargetConnections | false;
 }
 
 export interface TargetResponse {
@@ -80,7 +77,7 @@ export async function sendTargetRequest(request: TargetRequest, options: SendOpt
     signal: deadline.signal,
     maxResponseBytes: options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
     transport: options.transport ?? nodeTransport,
-    connections: options.connections ?? targetConnections,
+    connections: options.connections,
     // With maxRedirects 0 a redirect is the answer, handed back as it came.
     follows: (status, headers) => maxRedirects > 0 && REDIRECT_STATUSES.has(status) && typeof headers.location === 'string',
   };

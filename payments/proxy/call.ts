@@ -8,7 +8,7 @@
  * short of USDC, our RPC endpoint failing) is a 500; anything about the target (unreachable, 5xx,
  * a 402 we cannot read or pay, requirements we cannot build a payment for) is a 502.
  */
-import type { ServiceDeps } from '../deps';
+import type { Deps } from '../deps';
 import type { AuthenticatedKey } from '../accounts';
 import { utcDay } from '../clock';
 import type { ReservationRefusal, ReservationResult } from '../credits';
@@ -41,8 +41,6 @@ import {
   watchProxyPayment,
 } from './records';
 
-export type ProxyDeps = Omit<ServiceDeps, 'submissions'>;
-
 export interface ProxyCall {
   call: CallRequest;
   key: AuthenticatedKey;
@@ -64,7 +62,7 @@ export type ProxyOutcome =
   | { kind: 'bad_gateway'; message: string; details: string; upstreamStatus?: number; webhookId?: string }
   | { kind: 'configuration_error'; message: string; details: string };
 
-export async function proxyCall(deps: ProxyDeps, input: ProxyCall): Promise<ProxyOutcome> {
+export async function proxyCall(deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances'>, input: ProxyCall): Promise<ProxyOutcome> {
   const deadline = performance.now() + input.timeoutMs;
   const remainingMs = () => Math.max(1, Math.ceil(deadline - performance.now()));
   const built = buildTargetRequest(input.call);
@@ -96,7 +94,7 @@ function answerOf(response: TargetResponse): ProxyOutcome {
   return { kind: 'pass_through', response };
 }
 
-async function payAndRetry(deps: ProxyDeps, input: ProxyCall, choice: PaymentChoice, remainingMs: () => number): Promise<ProxyOutcome> {
+async function payAndRetry(deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances'>, input: ProxyCall, choice: PaymentChoice, remainingMs: () => number): Promise<ProxyOutcome> {
   const { db, config, chains, clock, log } = deps;
   const { totalCredits } = proxyCredits(choice.amountMicroUsdc, config.proxyFeePercent);
   const reference = randomNonce();
@@ -176,7 +174,7 @@ function withWebhook(webhookId: string | undefined): { webhookId?: string } {
 
 type Prepared = { ok: true; value: PreparedPayment } | { ok: false; reason: string; details: string; outcome: ProxyOutcome };
 
-async function prepare(deps: ProxyDeps, choice: PaymentChoice, reference: `0x${string}`): Promise<Prepared> {
+async function prepare(deps: Pick<Deps, 'chains' | 'clock' | 'balances' | 'config'>, choice: PaymentChoice, reference: `0x${string}`): Promise<Prepared> {
   // An authorization lives at most PROXY_PAYMENT_WINDOW_SECONDS: that also bounds how long credits stay held.
   const signed = await signTargetPayment(deps, choice, { nonce: reference, windowSeconds: deps.config.proxyPaymentWindowSeconds });
   if (signed.ok) return signed;
@@ -193,7 +191,7 @@ async function prepare(deps: ProxyDeps, choice: PaymentChoice, reference: `0x${s
  * `payment` is the row as this call wrote it, built in memory rather than read back.
  */
 async function settleNow(
-  deps: ProxyDeps,
+  deps: Pick<Deps, 'db' | 'chains' | 'clock'>,
   reference: string,
   payment: SignedTargetPayment,
   response: TargetResponse,

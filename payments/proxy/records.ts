@@ -1,14 +1,9 @@
 /**
  * Proxy payment rows (db/migrations/..._proxy_payments). Every money movement of /proxy is a row
- * first and an action second:
- *
- *   reserved  credits held, the row written in the reservation's transaction; nothing signed
- *   signed    the payment exists and may have reached the target: only the chain can tell now
- *   charged   the payment is on chain; the credits are spent
- *   released  the payment never went through (or was never sent); the credits are back
- *
- * Each move is one guarded update (the state it leaves is in the WHERE), taken together with the
- * reservation and the webhook record in one transaction, so a step that runs twice does nothing.
+ * first and an action second. The states and their moves are the table PROXY_MOVES (./states.ts,
+ * with its diagram); every move is one guarded update through moveProxyPayment (the state it
+ * leaves is in the WHERE), taken together with the reservation and the webhook record in one
+ * transaction, so a step that runs twice does nothing.
  */
 import { sql, type Selectable } from 'kysely';
 import type { Db, Tx } from '../../db/index';
@@ -20,6 +15,7 @@ import { usdcText } from '../money';
 import type { SignedTargetPayment } from '../target/index';
 import type { PaymentChoice } from '../x402/choose';
 import { openWebhook } from '../webhooks';
+import { moveProxyPayment } from './states';
 
 export type ProxyPayment = Selectable<ProxyPaymentsTable>;
 
@@ -140,22 +136,15 @@ export function signedTargetPaymentOf(payment: SignedRecord): SignedTargetPaymen
   };
 }
 
-/** Written before X-PAYMENT leaves: from here on only the chain says whether the payment happened. */
+/** Written before X-PAYMENT leaves: from here on only the chain says whether the payment happened. reserved -> signed. */
 export async function recordSigned(db: Db, reference: string, signed: SignedPayment): Promise<boolean> {
-  const result = await db
-    .updateTable('proxy_payments')
-    .set({
-      state: 'signed',
-      payer: signed.payer,
-      payer_signature: signed.payerSignature ?? null,
-      valid_before: signed.validBefore ?? null,
-      last_valid_block_height: signed.lastValidBlockHeight ?? null,
-      signed_at: sql`now()`,
-    })
-    .where('reference', '=', reference)
-    .where('state', '=', 'reserved')
-    .executeTakeFirst();
-  return result.numUpdatedRows > 0n;
+  return moveProxyPayment(db, reference, {
+    to: 'signed',
+    payer: signed.payer,
+    payerSignature: signed.payerSignature ?? null,
+    validBefore: signed.validBefore ?? null,
+    lastValidBlockHeight: signed.lastValidBlockHeight ?? null,
+  });
 }
 
 /**
@@ -164,9 +153,7 @@ export async function recordSigned(db: Db, reference: string, signed: SignedPaym
  * reservation charged, the webhook record completed, in one transaction).
  */
 export async function chargeProxyPayment(db: Db, reference: string, settled: { txHash?: string; outcome: string }): Promise<boolean> {
-  const { rows } = await sql<{ charged: boolean }>`
-    select charge_proxy_payment(${reference}::text, ${settled.txHash ?? null}::text, ${settled.outcome}::text) as charged`.execute(db);
-  return rows[0]!.charged;
+  return moveProxyPayment(db, reference, { to: 'charged', txHash: settled.txHash ?? null, outcome: settled.outcome });
 }
 
 /**
@@ -174,9 +161,7 @@ export async function chargeProxyPayment(db: Db, reference: string, settled: { t
  * payment_failed. Once only: one statement, the database function release_proxy_payment.
  */
 export async function releaseProxyPayment(db: Db, reference: string, failed: { outcome: string }): Promise<boolean> {
-  const { rows } = await sql<{ released: boolean }>`
-    select release_proxy_payment(${reference}::text, ${failed.outcome}::text) as released`.execute(db);
-  return rows[0]!.released;
+  return moveProxyPayment(db, reference, { to: 'released', outcome: failed.outcome });
 }
 
 /**

@@ -2,12 +2,11 @@
  * POST /proxy/sim: the target is called once without payment, and the answer says what /proxy
  * would pay and charge. No credit is reserved and nothing is signed.
  */
-import type { Config } from '../config';
+import type { Deps } from '../deps';
 import { proxyCredits } from '../fees';
 import { microToUsdc, parseUsdc } from '../money';
-import type { Chains } from '../networks/index';
 import { canonicalNetwork } from '../networks/table';
-import { buildTargetRequest, type CallRequest, type Resolver } from '../outbound/index';
+import { buildTargetRequest, type CallRequest } from '../outbound/index';
 import type { PaymentRequirements } from '../x402/types';
 import { bodyValue, callTarget, decidePayment, isClientError, paymentRequiredOf } from '../target/index';
 
@@ -34,12 +33,6 @@ export type SimulationOutcome =
   | { kind: 'bad_gateway'; details: string }
   | { kind: 'configuration_error'; details: string };
 
-export interface SimulationDeps {
-  config: Config;
-  chains: Chains;
-  resolver: Resolver;
-}
-
 export function proxyFeeBreakdown(amountMicroUsdc: bigint, proxyFeePercent: number): ProxyFeeBreakdown {
   const { totalCredits, totalMicro, feeMicro } = proxyCredits(amountMicroUsdc, proxyFeePercent);
   return {
@@ -51,7 +44,7 @@ export function proxyFeeBreakdown(amountMicroUsdc: bigint, proxyFeePercent: numb
 }
 
 export async function simulateProxyCall(
-  deps: SimulationDeps,
+  deps: Pick<Deps, 'config' | 'chains' | 'resolver' | 'connections'>,
   { call, timeoutMs }: { call: CallRequest; timeoutMs: number },
 ): Promise<SimulationOutcome> {
   const built = buildTargetRequest(call);

@@ -10,7 +10,6 @@
  * target does not charge for the call, the client's payment is refunded by a job; the decision is
  * written with the job in one database transaction (outcome.ts).
  */
-import { existsSync, writeFileSync } from 'node:fs';
 import type { Db } from '../../db/index';
 import { utcDay } from '../clock';
 import { microToUsdc, usdToMicro } from '../money';
@@ -27,13 +26,8 @@ import { deliver, handOver, scheduleRefund, targetPaymentOf, watchTargetPayment 
 import { quoteRelay, relayOffers, type RelayQuote } from './quote';
 import { settleClientPayment, type SettleFailureReason } from './settle';
 import { findRelayTransaction, recordTargetPayment, type RelayTransaction } from './store';
-import type { ServiceDeps } from '../deps';
-import { relayDepsOf } from './types';
+import type { Deps } from '../deps';
 import { verifyPayment } from './verify';
-
-export interface RelayCallDeps extends ServiceDeps {
-  fetch?: typeof fetch;
-}
 
 export interface RelayCall {
   call: CallRequest;
@@ -70,7 +64,13 @@ const MALFORMED_PAYMENT = new Set<SettleFailureReason>(['invalid_header', 'unsup
 /** Failures on our side: a 500 (nothing was charged). */
 const OUR_FAILURES = new Set<SettleFailureReason>(['invalid_offer', 'rpc_unavailable', 'not_found', 'no_wallet', 'network_not_enabled', 'submission_queue_full']);
 
-export async function relayCall(deps: RelayCallDeps, input: RelayCall): Promise<RelayOutcome> {
+export async function relayCall(
+  deps: Pick<
+    Deps,
+    'db' | 'config' | 'chains' | 'submissions' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances' | 'relayLimits' | 'hooks'
+  >,
+  input: RelayCall,
+): Promise<RelayOutcome> {
   const deadline = performance.now() + input.timeoutMs;
   const remainingMs = () => Math.max(1, Math.ceil(deadline - performance.now()));
   let payment: PaymentPayload | undefined;
@@ -86,8 +86,7 @@ export async function relayCall(deps: RelayCallDeps, input: RelayCall): Promise<
   if (accepts.length === 0) return noOffer(deps.chains, quote.choice.networkClass);
   if (!payment) return { kind: 'payment_required', accepts, error: 'X-PAYMENT header is required' };
 
-  const relayDeps = relayDepsOf(deps);
-  const verified = await verifyPayment(payment, accepts, relayDeps);
+  const verified = await verifyPayment(payment, accepts, deps);
   if (!verified.ok) return refused(verified.reason, verified.details, accepts);
   const now = deps.clock.now();
   const admitted = await admitClientPayment(
@@ -106,7 +105,7 @@ export async function relayCall(deps: RelayCallDeps, input: RelayCall): Promise<
   }
   const row = admitted.value;
 
-  const settlement = await settleClientPayment(deps.db, row.id, relayDeps);
+  const settlement = await settleClientPayment(deps.db, row.id, deps);
   if (!settlement.settled) {
     if (!settlement.pending) return refused(settlement.reason, settlement.details, accepts);
     // It may still land: never a 402 now. If it does, the client (gone by then) is refunded.
@@ -120,7 +119,7 @@ export async function relayCall(deps: RelayCallDeps, input: RelayCall): Promise<
       headers: { ...(webhookId ? { webhookId } : {}), serviceStatus: 'payment_validating' },
     };
   }
-  await pauseForTest(deps.config.relayPauseAfterSettlementFile, row.id);
+  await deps.hooks.afterClientSettled(row.id);
   const clientPayment = settlement.txHash;
   try {
     return await payTarget(deps, input, row, quote.choice, clientPayment, remainingMs);
@@ -184,14 +183,8 @@ function overLimit(refusal: RelayLimitRefusal, payer: string, networkClass: stri
   };
 }
 
-async function pauseForTest(markerFile: string | undefined, id: bigint): Promise<void> {
-  if (!markerFile) return;
-  writeFileSync(markerFile, String(id));
-  while (existsSync(markerFile)) await new Promise((resolve) => setTimeout(resolve, 50));
-}
-
 async function payTarget(
-  deps: RelayCallDeps,
+  deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances'>,
   input: RelayCall,
   row: RelayTransaction,
   choice: PaymentChoice,

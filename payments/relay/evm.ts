@@ -31,7 +31,8 @@ import { authorizationUsedEvent, revertReason, transferWithAuthorizationTypes, t
 import { NETWORK_TABLE, type NetworkName } from '../networks/table';
 import { fail, ok, type ExactEvmPayload, type PaymentPayload, type PaymentRequirements, type Result } from '../x402/types';
 import { SubmissionQueueFull } from './queue';
-import { limitsOf, unixSeconds, type RelayDeps, type VerifiedClientPayment, type VerifyDeps, type VerifyFailureReason } from './types';
+import type { Deps } from '../deps';
+import { unixSeconds, type VerifiedClientPayment, type VerifyFailureReason } from './types';
 
 /** The (v, r, s) form: every FiatToken v2 has it; the bytes form came with v2.2. */
 export const relayUsdcAbi = parseAbi([
@@ -67,7 +68,7 @@ function simulationFailed(error: unknown): { ok: false; reason: 'simulation_fail
   return fail('simulation_failed', error instanceof BaseError ? error.shortMessage : String(error));
 }
 
-function clientsOf(deps: Pick<RelayDeps, 'chains'>, network: NetworkName): EvmNetworkClients | undefined {
+function clientsOf(deps: Pick<Deps, 'chains'>, network: NetworkName): EvmNetworkClients | undefined {
   return deps.chains.evm.networks.get(network);
 }
 
@@ -108,8 +109,8 @@ export async function verifyEvmPayment(
   payment: PaymentPayload,
   offered: PaymentRequirements,
   network: NetworkName,
-  deps: VerifyDeps,
-  minValiditySeconds = limitsOf(deps).minValiditySeconds,
+  deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
+  minValiditySeconds = deps.relayLimits.minValiditySeconds,
 ): Promise<Result<VerifiedClientPayment, VerifyFailureReason>> {
   const clients = clientsOf(deps, network);
   if (!clients) return fail('network_not_offered', `${network} is not an enabled EVM network`);
@@ -201,7 +202,7 @@ export interface SubmittedTransaction {
  * false stops it before anything leaves (the row moved on without us).
  */
 export async function submitEvmTransaction(
-  deps: Pick<RelayDeps, 'chains' | 'submissions'>,
+  deps: Pick<Deps, 'chains' | 'submissions'>,
   network: NetworkName,
   call: { to: Address; data: Hex },
   beforeBroadcast: (hash: Hash) => Promise<boolean>,
@@ -245,7 +246,7 @@ export type ReceiptOutcome = { status: 'success'; blockNumber: bigint; logs: rea
 
 /** Waits at most `timeoutMs` for the receipt; anything short of a receipt is pending, never failed. */
 export async function waitForReceipt(
-  deps: Pick<RelayDeps, 'chains'>,
+  deps: Pick<Deps, 'chains'>,
   network: NetworkName,
   hash: Hash,
   { timeoutMs, pollMs }: { timeoutMs: number; pollMs: number },
@@ -262,7 +263,7 @@ export async function waitForReceipt(
 }
 
 /** The receipt if the chain has one: reconciliation reads it once instead of waiting. */
-export async function readReceipt(deps: Pick<RelayDeps, 'chains'>, network: NetworkName, hash: Hash): Promise<Result<ReceiptOutcome, 'rpc_unavailable'>> {
+export async function readReceipt(deps: Pick<Deps, 'chains'>, network: NetworkName, hash: Hash): Promise<Result<ReceiptOutcome, 'rpc_unavailable'>> {
   const clients = clientsOf(deps, network);
   if (!clients) return fail('rpc_unavailable', `${network} is not an enabled EVM network`);
   try {

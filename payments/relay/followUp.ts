@@ -10,17 +10,13 @@
  *                    transaction, spec 3.6), retried at most MAX_REFUND_ATTEMPTS times; ends the record.
  */
 import type { Db } from '../../db/index';
-import type { Clock } from '../clock';
-import type { Config } from '../config';
-import type { Chains } from '../networks/index';
+import type { Deps } from '../deps';
 import { nextLookAt, readPaymentOnChain, UNREADABLE_RECHECK_MS } from '../target/index';
 import { usdcText } from '../money';
 import { closeRecord, deliver, refundedOutcome, scheduleRefund, targetPaymentOf } from './outcome';
-import type { SubmissionQueue } from './queue';
 import { reconcileRefund, refundClientPayment, type RefundOutcome } from './refund';
 import { reconcileSettlement } from './settle';
 import { findRelayTransaction, liveRefund, markSettleFailed, type RelayTransaction } from './store';
-import { relayDepsOf } from './types';
 
 /** A failed refund is tried again after 5 s, 10 s, 20 s, ...; after this many failures the record says refund_failed. */
 export const MAX_REFUND_ATTEMPTS = 5;
@@ -30,29 +26,21 @@ export const STRANDED_REFUND_AFTER_MS = 5 * 60_000;
 /** A refund or settlement sent but not confirmed yet is read again after this long. */
 export const UNCONFIRMED_RECHECK_MS = 2_000;
 
-export interface FollowUpDeps {
-  db: Db;
-  chains: Chains;
-  clock: Clock;
-  submissions: SubmissionQueue;
-  config: Pick<Config, 'facilitatorUrl' | 'relayAbandonedAfterMs'>;
-}
-
 export type FollowUp = { done: true; details: string } | { done: false; lookAgainAt: Date; details: string };
 
 const done = (details: string): FollowUp => ({ done: true, details });
 const later = (at: Date, details: string): FollowUp => ({ done: false, lookAgainAt: at, details });
 
 /** Whether the request that recorded the row has answered its client, or must be over by now. */
-function requestGone(row: RelayTransaction, deps: FollowUpDeps): boolean {
+function requestGone(row: RelayTransaction, deps: Pick<Deps, 'clock' | 'config'>): boolean {
   return row.responded_at !== null || deps.clock.now().getTime() - row.created_at.getTime() >= deps.config.relayAbandonedAfterMs;
 }
 
-function whenGone(row: RelayTransaction, deps: FollowUpDeps): Date {
+function whenGone(row: RelayTransaction, deps: Pick<Deps, 'config'>): Date {
   return new Date(row.created_at.getTime() + deps.config.relayAbandonedAfterMs);
 }
 
-export async function followUpRelay(id: bigint, deps: FollowUpDeps): Promise<FollowUp> {
+export async function followUpRelay(id: bigint, deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'config' | 'relayLimits'>): Promise<FollowUp> {
   const { db } = deps;
   let row = await findRelayTransaction(db, id);
   if (!row || row.mode !== 'relay') return done('no such relay transaction');
@@ -65,7 +53,7 @@ export async function followUpRelay(id: bigint, deps: FollowUpDeps): Promise<Fol
   }
   if (row.state === 'settling') {
     if (!requestGone(row, deps)) return later(whenGone(row, deps), 'the request is settling it');
-    const settlement = await reconcileSettlement(db, id, relayDepsOf(deps));
+    const settlement = await reconcileSettlement(db, id, deps);
     if (!settlement.settled && settlement.pending) return later(new Date(now.getTime() + UNCONFIRMED_RECHECK_MS), 'settlement not confirmed yet');
     row = (await findRelayTransaction(db, id))!;
   }
@@ -110,7 +98,7 @@ async function failedRefundCount(db: Db, id: bigint): Promise<number> {
   return Number(row?.count ?? 0);
 }
 
-export async function followUpRefund(id: bigint, deps: FollowUpDeps): Promise<FollowUp> {
+export async function followUpRefund(id: bigint, deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'submissions' | 'relayLimits'>): Promise<FollowUp> {
   const { db } = deps;
   const row = await findRelayTransaction(db, id);
   if (!row || row.mode !== 'relay') return done('no such relay transaction');
@@ -122,11 +110,11 @@ export async function followUpRefund(id: bigint, deps: FollowUpDeps): Promise<Fo
   const live = await liveRefund(db, id);
   let outcome: RefundOutcome;
   if (live?.status === 'pending') {
-    outcome = await reconcileRefund(db, live.id, relayDepsOf(deps));
+    outcome = await reconcileRefund(db, live.id, deps);
   } else if (failures >= MAX_REFUND_ATTEMPTS) {
     return giveUp(row, failures, deps);
   } else {
-    outcome = await refundClientPayment(db, id, relayDepsOf(deps));
+    outcome = await refundClientPayment(db, id, deps);
   }
   if (outcome.refunded) return finishRefunded((await findRelayTransaction(db, id))!, deps);
   if (outcome.pending) return later(new Date(now.getTime() + UNCONFIRMED_RECHECK_MS), `refund ${outcome.txHash ?? '(not sent yet)'} not confirmed yet`);
@@ -136,14 +124,14 @@ export async function followUpRefund(id: bigint, deps: FollowUpDeps): Promise<Fo
   return later(new Date(now.getTime() + delayMs), `refund attempt ${attempts} failed: ${outcome.reason}: ${outcome.details}`);
 }
 
-async function finishRefunded(row: RelayTransaction, deps: FollowUpDeps): Promise<FollowUp> {
+async function finishRefunded(row: RelayTransaction, deps: Pick<Deps, 'db'>): Promise<FollowUp> {
   const refund = await liveRefund(deps.db, row.id);
   if (refund?.status !== 'confirmed') return done('refunded, but no confirmed refund row');
   await closeRecord(deps.db, row, refundedOutcome(row, refund));
   return done(`refund ${refund.tx_hash} confirmed`);
 }
 
-async function giveUp(row: RelayTransaction, attempts: number, deps: FollowUpDeps): Promise<FollowUp> {
+async function giveUp(row: RelayTransaction, attempts: number, deps: Pick<Deps, 'db'>): Promise<FollowUp> {
   const last = await deps.db
     .selectFrom('refunds')
     .select('error')

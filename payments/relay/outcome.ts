@@ -20,6 +20,7 @@ import { usdcText } from '../money';
 import { canonicalNetwork, NETWORK_TABLE } from '../networks/table';
 import type { SignedTargetPayment } from '../target/index';
 import { completeWebhook, openWebhook, type WebhookOutcome } from '../webhooks';
+import { moveRelayTransaction } from './states';
 import { inTransaction, markDelivered, type Refund, type RelayTransaction } from './store';
 
 export const RELAY_WATCH_TASK = 'relay_watch';
@@ -65,25 +66,22 @@ export interface RefundDecision {
 }
 
 /**
- * settled (or delivered) -> refund_pending, with the record opened and the refund job enqueued.
- * Returns the record's id, or undefined when the row had moved on (someone else decided).
+ * settled -> refund_pending (only from settled: a delivered call was charged by its target), with
+ * the record opened and the refund job enqueued. A row that names a payment to the target moves
+ * only when the caller saw on chain that the payment can no longer land. Returns the record's id,
+ * or undefined when the row had moved on (someone else decided).
  */
 export async function scheduleRefund(db: Db, id: bigint, decision: RefundDecision): Promise<{ webhookId: string } | undefined> {
   return db.transaction().execute(async (tx) => {
-    const row = await lockRow(tx, id);
-    if (!row || row.state !== 'settled') return undefined;
-    if (row.target_payment_ref !== null && !decision.targetNeverCharged) return undefined;
+    const row = await moveRelayTransaction(
+      tx,
+      id,
+      'refund_pending',
+      { outcome: decision.reason.slice(0, 2000), ...(decision.targetStatus === undefined ? {} : { target_status: decision.targetStatus }) },
+      { from: ['settled'], guard: { targetPaymentRefIsNull: !decision.targetNeverCharged } },
+    );
+    if (!row) return undefined;
     const webhookId = await recordOf(tx, row, 'relay_refund', `Refunding ${usdcText(row.amount_micro)} to ${row.payer} on ${row.network}`);
-    await tx
-      .updateTable('relay_transactions')
-      .set({
-        state: 'refund_pending',
-        outcome: decision.reason.slice(0, 2000),
-        target_status: decision.targetStatus ?? row.target_status,
-        updated_at: sql<Date>`now()`,
-      })
-      .where('id', '=', id)
-      .execute();
     await enqueueRelayRefund(tx, id);
     return { webhookId };
   });

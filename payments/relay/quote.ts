@@ -4,12 +4,12 @@
  * /relay builds its 402 from this on the first call and recomputes it on the paid call (so the
  * amount verified is what we would charge now, whatever the client claims); /relay/sim reports it.
  */
-import type { Config } from '../config';
+import type { Deps } from '../deps';
 import { relayFee, type RelayFee } from '../fees';
 import { usdToMicro } from '../money';
 import type { Chains } from '../networks/index';
 import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../networks/table';
-import { buildTargetRequest, type CallRequest, type Resolver, type TargetResponse } from '../outbound/index';
+import { buildTargetRequest, type CallRequest, type TargetResponse } from '../outbound/index';
 import { callTarget, decidePayment, isClientError, paymentRequiredOf } from '../target/index';
 import type { PaymentChoice } from '../x402/choose';
 import type { PaymentRequirements } from '../x402/types';
@@ -19,13 +19,6 @@ import { DEFAULT_RELAY_TIMEOUT_SECONDS, offers } from './offer';
 /** GET /supported of the facilitator, when its Solana fee payer is needed for our 402. */
 const FACILITATOR_SUPPORTED_TIMEOUT_MS = 5_000;
 
-export interface QuoteDeps {
-  chains: Chains;
-  resolver: Resolver;
-  config: Pick<Config, 'ssrfAllowHosts' | 'relayFeePercent' | 'relayFeeMinUsdc' | 'relayDailyTotalUsd' | 'facilitatorUrl'>;
-  fetch?: typeof fetch;
-}
-
 export type RelayQuote =
   /** The target did not ask for payment (any status below 500 but an x402 402): its answer, nothing to pay. */
   | { kind: 'free'; response: TargetResponse }
@@ -34,7 +27,7 @@ export type RelayQuote =
   | { kind: 'bad_gateway'; details: string }
   | { kind: 'configuration_error'; details: string };
 
-export async function quoteRelay(deps: QuoteDeps, { call, timeoutMs }: { call: CallRequest; timeoutMs: number }): Promise<RelayQuote> {
+export async function quoteRelay(deps: Pick<Deps, 'chains' | 'config' | 'resolver' | 'connections'>, { call, timeoutMs }: { call: CallRequest; timeoutMs: number }): Promise<RelayQuote> {
   const built = buildTargetRequest(call);
   if (!built.ok) return { kind: 'bad_request', details: built.error.details };
   const named = namedNetwork(deps.chains, call.network);
@@ -79,7 +72,7 @@ function namedNetwork(chains: Chains, name: string | undefined): { ok: true; net
  * Solana entry names its fee payer, and is left out if the facilitator names none.
  */
 export async function relayOffers(
-  deps: QuoteDeps,
+  deps: Pick<Deps, 'chains' | 'config'>,
   quote: Extract<RelayQuote, { kind: 'priced' }>,
   { resource, call }: { resource: string; call: CallRequest },
 ): Promise<PaymentRequirements[]> {
@@ -98,7 +91,7 @@ export async function relayOffers(
     (network) => network.chainType === 'solana' && (quote.namedNetwork ? network.name === quote.namedNetwork : network.networkClass === quote.choice.networkClass),
   );
   if (!facilitatorUrl || !solana) return offers(deps.chains, request);
-  const feePayer = await facilitatorFeePayer(facilitatorUrl, solana.name, { timeoutMs: FACILITATOR_SUPPORTED_TIMEOUT_MS, fetch: deps.fetch });
+  const feePayer = await facilitatorFeePayer(facilitatorUrl, solana.name, { timeoutMs: FACILITATOR_SUPPORTED_TIMEOUT_MS });
   const entries = offers(deps.chains, { ...request, ...(feePayer ? { solanaFeePayer: feePayer } : {}) });
   return feePayer ? entries : entries.filter((entry) => NETWORK_TABLE[entry.network as NetworkName].chainType !== 'solana');
 }

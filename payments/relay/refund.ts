@@ -10,9 +10,10 @@ import { encodeFunctionData, type Address, type Hash } from 'viem';
 import type { Db } from '../../db/index';
 import type { NetworkName } from '../networks/table';
 import { readReceipt, relayUsdcAbi, submitEvmTransaction, waitForReceipt } from './evm';
+import { moveRefund } from './refundStates';
 import { liveRefund, findRelayTransaction, markRefunded, markRefundFailed, markRefundPending, REFUNDABLE_STATES, type Refund } from './store';
 import { blockhashStillValid, buildSolanaRefund, readConfirmation, sendSolanaTransaction, waitForConfirmation } from './svm';
-import { limitsOf, type RelayDeps } from './types';
+import type { Deps } from '../deps';
 
 /** A pending refund with no transaction (we stopped before signing) is given up after this long, so it can be tried again. */
 export const UNSENT_REFUND_STALE_MS = 10 * 60_000;
@@ -46,7 +47,7 @@ function outcomeOf(refund: Refund, alreadyRequested: boolean): RefundOutcome {
   return { refunded: false, reason: reason as RefundFailureReason, details: details.join(': '), refundId: refund.id };
 }
 
-export async function refundClientPayment(db: Db, relayTxId: bigint, deps: RelayDeps): Promise<RefundOutcome> {
+export async function refundClientPayment(db: Db, relayTxId: bigint, deps: Pick<Deps, 'chains' | 'submissions' | 'relayLimits'>): Promise<RefundOutcome> {
   const existing = await liveRefund(db, relayTxId);
   if (existing) return outcomeOf(existing, true);
   const row = await findRelayTransaction(db, relayTxId);
@@ -100,13 +101,7 @@ async function storeRefundTransaction(db: Db, refundId: bigint, hash: string, bl
 
 async function confirmRefund(db: Db, refund: Refund, txHash: string): Promise<RefundOutcome> {
   const done = await db.transaction().execute(async (tx) => {
-    const updated = await tx
-      .updateTable('refunds')
-      .set({ status: 'confirmed', tx_hash: txHash, confirmed_at: sql<Date>`now()`, updated_at: sql<Date>`now()` })
-      .where('id', '=', refund.id)
-      .where('status', '=', 'pending')
-      .returningAll()
-      .executeTakeFirst();
+    const updated = await moveRefund(tx, refund.id, 'confirmed', { tx_hash: txHash, confirmed_at: sql<Date>`now()` });
     if (updated) await markRefunded(tx, refund.relay_transaction_id);
     return updated;
   });
@@ -116,13 +111,7 @@ async function confirmRefund(db: Db, refund: Refund, txHash: string): Promise<Re
 /** The refund failed and nothing moved: the relay transaction may be refunded again. */
 async function failRefund(db: Db, refund: Refund, reason: RefundFailureReason, details: string): Promise<RefundOutcome> {
   await db.transaction().execute(async (tx) => {
-    const updated = await tx
-      .updateTable('refunds')
-      .set({ status: 'failed', error: `${reason}: ${details}`.slice(0, 2000), updated_at: sql<Date>`now()` })
-      .where('id', '=', refund.id)
-      .where('status', '=', 'pending')
-      .returning('id')
-      .executeTakeFirst();
+    const updated = await moveRefund(tx, refund.id, 'failed', { error: `${reason}: ${details}`.slice(0, 2000) });
     if (updated) await markRefundFailed(tx, refund.relay_transaction_id);
   });
   return { refunded: false, reason, details, refundId: refund.id };
@@ -136,8 +125,8 @@ async function refundById(db: Db, id: bigint): Promise<Refund | undefined> {
   return db.selectFrom('refunds').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-async function sendEvmRefund(db: Db, refund: Refund, deps: RelayDeps): Promise<RefundOutcome> {
-  const limits = limitsOf(deps);
+async function sendEvmRefund(db: Db, refund: Refund, deps: Pick<Deps, 'chains' | 'submissions' | 'relayLimits'>): Promise<RefundOutcome> {
+  const limits = deps.relayLimits;
   const network = refund.network as NetworkName;
   const data = encodeFunctionData({ abi: relayUsdcAbi, functionName: 'transfer', args: [refund.recipient as Address, refund.amount_micro] });
   const submitted = await submitEvmTransaction(deps, network, { to: refund.asset as Address, data }, (hash) => storeRefundTransaction(db, refund.id, hash));
@@ -153,8 +142,8 @@ async function sendEvmRefund(db: Db, refund: Refund, deps: RelayDeps): Promise<R
   return pendingOutcome(refund, hash);
 }
 
-async function sendSolanaRefund(db: Db, refund: Refund, deps: RelayDeps): Promise<RefundOutcome> {
-  const limits = limitsOf(deps);
+async function sendSolanaRefund(db: Db, refund: Refund, deps: Pick<Deps, 'chains' | 'relayLimits'>): Promise<RefundOutcome> {
+  const limits = deps.relayLimits;
   const network = refund.network as NetworkName;
   const built = await buildSolanaRefund(deps, network, { recipient: refund.recipient, amount: refund.amount_micro, relayTransactionId: refund.relay_transaction_id });
   if (!built.ok) return failRefund(db, refund, built.reason, built.details);
@@ -173,7 +162,7 @@ async function sendSolanaRefund(db: Db, refund: Refund, deps: RelayDeps): Promis
  * A refund never signed (no hash) is failed once stale; one signed but unknown to the chain is
  * failed once it can no longer land (Solana: its blockhash expired; EVM: unknown to the node and stale).
  */
-export async function reconcileRefund(db: Db, refundId: bigint, deps: Pick<RelayDeps, 'chains' | 'limits' | 'clock'>): Promise<RefundOutcome> {
+export async function reconcileRefund(db: Db, refundId: bigint, deps: Pick<Deps, 'chains' | 'relayLimits' | 'clock'>): Promise<RefundOutcome> {
   const refund = await refundById(db, refundId);
   if (!refund) return { refunded: false, reason: 'not_found', details: 'no such refund' };
   if (refund.status !== 'pending') return outcomeOf(refund, true);

@@ -25,7 +25,8 @@ import {
   type RelayTransaction,
 } from './store';
 import { blockhashStillValid, readConfirmation, sendSolanaTransaction, verifySolanaPayment, waitForConfirmation } from './svm';
-import { limitsOf, type RelayDeps, type VerifyFailureReason } from './types';
+import type { Deps } from '../deps';
+import type { VerifyFailureReason } from './types';
 import { verifyPayment } from './verify';
 
 export type SettleFailureReason =
@@ -73,27 +74,27 @@ async function settled(db: Db, id: bigint, txHash: string): Promise<SettlementOu
   return { settled: true, txHash };
 }
 
-export async function settleClientPayment(db: Db, relayTxId: bigint, deps: RelayDeps): Promise<SettlementOutcome> {
-  const claimed = await claimSettlement(db, relayTxId, deps.facilitatorUrl ? 'facilitator' : 'direct');
+export async function settleClientPayment(db: Db, relayTxId: bigint, deps: Pick<Deps, 'chains' | 'clock' | 'submissions' | 'relayLimits' | 'config'>): Promise<SettlementOutcome> {
+  const { facilitatorUrl } = deps.config;
+  const claimed = await claimSettlement(db, relayTxId, facilitatorUrl ? 'facilitator' : 'direct');
   if (!claimed) return settlementOutcomeOf(await findRelayTransaction(db, relayTxId));
-  if (deps.facilitatorUrl) return settleThroughFacilitator(db, claimed, deps, deps.facilitatorUrl);
+  if (facilitatorUrl) return settleThroughFacilitator(db, claimed, deps, facilitatorUrl);
   return claimed.chain_type === 'evm' ? settleEvmDirectly(db, claimed, deps) : settleSolanaDirectly(db, claimed, deps);
 }
 
-async function reverify(row: RelayTransaction, deps: RelayDeps) {
+async function reverify(row: RelayTransaction, deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>) {
   const { payment, requirements } = storedPayment(row);
-  return verifyPayment(payment, [requirements], deps, { minValiditySeconds: limitsOf(deps).settleMarginSeconds });
+  return verifyPayment(payment, [requirements], deps, { minValiditySeconds: deps.relayLimits.settleMarginSeconds });
 }
 
-async function settleThroughFacilitator(db: Db, row: RelayTransaction, deps: RelayDeps, facilitatorUrl: string): Promise<SettlementOutcome> {
-  const limits = limitsOf(deps);
+async function settleThroughFacilitator(db: Db, row: RelayTransaction, deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>, facilitatorUrl: string): Promise<SettlementOutcome> {
+  const limits = deps.relayLimits;
   const verified = await reverify(row, deps);
   if (!verified.ok) return failed(db, row.id, verified.reason, verified.details);
   const { payment, requirements } = storedPayment(row);
   // Facilitators require the payment's network name to equal the requirement's (ours may be an alias).
   const answer = await settleWithFacilitator(facilitatorUrl, payment, { ...requirements, network: payment.network }, {
     timeoutMs: limits.facilitatorTimeoutMs,
-    fetch: deps.fetch,
   });
   if (answer.kind === 'refused') return failed(db, row.id, 'facilitator_refused', answer.errorReason);
   if (answer.kind === 'settled' || answer.kind === 'unconfirmed') {
@@ -108,8 +109,8 @@ async function settleThroughFacilitator(db: Db, row: RelayTransaction, deps: Rel
   return reconcileSettlement(db, row.id, deps);
 }
 
-async function settleEvmDirectly(db: Db, row: RelayTransaction, deps: RelayDeps): Promise<SettlementOutcome> {
-  const limits = limitsOf(deps);
+async function settleEvmDirectly(db: Db, row: RelayTransaction, deps: Pick<Deps, 'chains' | 'clock' | 'submissions' | 'relayLimits'>): Promise<SettlementOutcome> {
+  const limits = deps.relayLimits;
   const network = row.network as NetworkName;
   const { payment } = storedPayment(row);
   const authorization = authorizationOf(payment);
@@ -138,8 +139,8 @@ async function settleEvmDirectly(db: Db, row: RelayTransaction, deps: RelayDeps)
   return reconcileSettlement(db, row.id, deps);
 }
 
-async function settleSolanaDirectly(db: Db, row: RelayTransaction, deps: RelayDeps): Promise<SettlementOutcome> {
-  const limits = limitsOf(deps);
+async function settleSolanaDirectly(db: Db, row: RelayTransaction, deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>): Promise<SettlementOutcome> {
+  const limits = deps.relayLimits;
   const network = row.network as NetworkName;
   const { payment, requirements } = storedPayment(row);
   const verified = await verifySolanaPayment(payment, requirements, network, deps);
@@ -160,13 +161,13 @@ async function settleSolanaDirectly(db: Db, row: RelayTransaction, deps: RelayDe
  * For a row in settling: reads the chain once and moves the row to settled or settle_failed when
  * the outcome is certain; otherwise answers pending. Safe to repeat; other states are answered as they are.
  */
-export async function reconcileSettlement(db: Db, relayTxId: bigint, deps: Pick<RelayDeps, 'chains' | 'limits'>): Promise<SettlementOutcome> {
+export async function reconcileSettlement(db: Db, relayTxId: bigint, deps: Pick<Deps, 'chains' | 'relayLimits'>): Promise<SettlementOutcome> {
   const row = await findRelayTransaction(db, relayTxId);
   if (!row || row.state !== 'settling') return settlementOutcomeOf(row);
   return row.chain_type === 'evm' ? reconcileEvm(db, row, deps) : reconcileSolana(db, row, deps);
 }
 
-async function reconcileEvm(db: Db, row: RelayTransaction, deps: Pick<RelayDeps, 'chains' | 'limits'>): Promise<SettlementOutcome> {
+async function reconcileEvm(db: Db, row: RelayTransaction, deps: Pick<Deps, 'chains' | 'relayLimits'>): Promise<SettlementOutcome> {
   const network = row.network as NetworkName;
   const clients = deps.chains.evm.networks.get(network);
   if (!clients) return pending(row.client_tx_hash);
@@ -205,7 +206,7 @@ function blockhashOf(payment: PaymentPayload): string {
   return getCompiledTransactionMessageDecoder().decode(transaction.messageBytes).lifetimeToken;
 }
 
-async function reconcileSolana(db: Db, row: RelayTransaction, deps: Pick<RelayDeps, 'chains' | 'limits'>): Promise<SettlementOutcome> {
+async function reconcileSolana(db: Db, row: RelayTransaction, deps: Pick<Deps, 'chains' | 'relayLimits'>): Promise<SettlementOutcome> {
   const network = row.network as NetworkName;
   const hash = row.client_tx_hash;
   const conclude = async (): Promise<SettlementOutcome | undefined> => {

@@ -1,24 +1,22 @@
 /**
  * relay_transactions and refunds: the rows that say what will be done before it is done.
  *
- * State machine of a relay transaction (each move a guarded update from the expected states, so
- * two workers can never both make it, and a crash between two steps leaves a row a job finishes):
- *
- *   received -> settling -> settled -> delivered
- *       \           \          \          \
- *        \           -> settle_failed      -> refund_pending -> refunded
- *         -> settle_failed                        (from settled,  -> refund_failed -> refund_pending
- *                                                  delivered or refund_failed)
+ * The moves of a relay transaction are the table RELAY_MOVES (./states.ts, with its diagram); the
+ * functions below name each move and write it through moveRelayTransaction, a guarded update from
+ * the states the table allows, so two workers can never both make it and a crash between two
+ * steps leaves a row a job finishes.
  *
  * settling with a client_tx_hash: broadcast, outcome unknown (reconcileSettlement reads the chain).
  */
-import { sql, type Selectable, type UpdateObject } from 'kysely';
-import type { Database, Db, Tx } from '../../db/index';
+import { sql, type Selectable } from 'kysely';
+import type { Db, Tx } from '../../db/index';
 import type { RefundsTable, RelayTransactionState, RelayTransactionsTable, SettlementMethod } from '../../db/schema';
 import { subtractSpend, SYSTEM_SCOPE_ID } from '../limits';
 import { canonicalNetwork, NETWORK_TABLE } from '../networks/table';
 import type { PaymentPayload, PaymentRequirements } from '../x402/types';
 import { fail, ok, type Result } from '../x402/types';
+import { fromStates } from '../states';
+import { moveRelayTransaction, RELAY_MOVES, updateRelayTransactionIn } from './states';
 import type { VerifiedClientPayment } from './types';
 
 export type RelayTransaction = Selectable<RelayTransactionsTable>;
@@ -87,36 +85,18 @@ export function storedPayment(row: RelayTransaction): { payment: PaymentPayload;
   return { payment: row.payment_payload as PaymentPayload, requirements: row.payment_requirements as PaymentRequirements };
 }
 
-/** Moves a row from one of `from` to whatever `set` says; undefined when it was in no such state. */
-async function transition(
-  db: Db | Tx,
-  id: bigint,
-  from: readonly RelayTransactionState[],
-  set: UpdateObject<Database, 'relay_transactions'>,
-  extra?: { clientTxHashIsNull?: boolean; targetPaymentRefIsNull?: boolean },
-): Promise<RelayTransaction | undefined> {
-  let query = db
-    .updateTable('relay_transactions')
-    .set({ ...set, updated_at: sql<Date>`now()` })
-    .where('id', '=', id)
-    .where('state', 'in', from);
-  if (extra?.clientTxHashIsNull) query = query.where('client_tx_hash', 'is', null);
-  if (extra?.targetPaymentRefIsNull) query = query.where('target_payment_ref', 'is', null);
-  return query.returningAll().executeTakeFirst();
-}
-
 /** received -> settling: only one caller wins the right to settle. */
 export function claimSettlement(db: Db | Tx, id: bigint, method: SettlementMethod) {
-  return transition(db, id, ['received'], { state: 'settling', settle_method: method });
+  return moveRelayTransaction(db, id, 'settling', { settle_method: method });
 }
 
 /** The hash of our settling transaction, stored before it is broadcast; false if the row moved on. */
 export async function storeClientTxHash(db: Db | Tx, id: bigint, hash: string): Promise<boolean> {
-  return (await transition(db, id, ['settling'], { client_tx_hash: hash }, { clientTxHashIsNull: true })) !== undefined;
+  return (await updateRelayTransactionIn(db, id, ['settling'], { client_tx_hash: hash }, { clientTxHashIsNull: true })) !== undefined;
 }
 
 export function markSettled(db: Db | Tx, id: bigint, hash: string) {
-  return transition(db, id, ['settling'], { state: 'settled', client_tx_hash: hash, settled_at: sql<Date>`now()` });
+  return moveRelayTransaction(db, id, 'settled', { client_tx_hash: hash, settled_at: sql<Date>`now()` });
 }
 
 /**
@@ -125,7 +105,7 @@ export function markSettled(db: Db | Tx, id: bigint, hash: string) {
  */
 export function markSettleFailed(db: Db | Tx, id: bigint, reason: string, details: string) {
   return inTransaction(db, async (tx) => {
-    const row = await transition(tx, id, ['received', 'settling'], { state: 'settle_failed', failure_reason: reason, failure_details: details.slice(0, 2000) });
+    const row = await moveRelayTransaction(tx, id, 'settle_failed', { failure_reason: reason, failure_details: details.slice(0, 2000) });
     if (row) await releaseSpend(tx, row);
     return row;
   });
@@ -158,7 +138,7 @@ export interface TargetPaymentRecord {
  * a payment is not given another.
  */
 export function recordTargetPayment(db: Db | Tx, id: bigint, target: TargetPaymentRecord) {
-  return transition(
+  return updateRelayTransactionIn(
     db,
     id,
     ['settled'],
@@ -176,21 +156,23 @@ export function recordTargetPayment(db: Db | Tx, id: bigint, target: TargetPayme
 
 /** settled -> delivered: the target answered, charged (its settlement hash when known). */
 export function markDelivered(db: Db | Tx, id: bigint, target: { txHash?: string } = {}) {
-  return transition(db, id, ['settled'], { state: 'delivered', target_tx_hash: target.txHash ?? null });
+  return moveRelayTransaction(db, id, 'delivered', { target_tx_hash: target.txHash ?? null });
 }
 
-export const REFUNDABLE_STATES: readonly RelayTransactionState[] = ['settled', 'delivered', 'refund_failed', 'refund_pending'];
+/** The states a refund may be written from: those RELAY_MOVES lets move to refund_pending. */
+export const REFUNDABLE_STATES: readonly RelayTransactionState[] = fromStates(RELAY_MOVES, 'refund_pending');
 
+/** A refund row is written for this transaction (again, when it was already pending). */
 export function markRefundPending(db: Db | Tx, id: bigint) {
-  return transition(db, id, REFUNDABLE_STATES, { state: 'refund_pending' });
+  return moveRelayTransaction(db, id, 'refund_pending');
 }
 
 export function markRefunded(db: Db | Tx, id: bigint) {
-  return transition(db, id, ['refund_pending'], { state: 'refunded' });
+  return moveRelayTransaction(db, id, 'refunded');
 }
 
 export function markRefundFailed(db: Db | Tx, id: bigint) {
-  return transition(db, id, ['refund_pending'], { state: 'refund_failed' });
+  return moveRelayTransaction(db, id, 'refund_failed');
 }
 
 /** Rows a job should look at: settling (reconcile) or still received (never settled) since before `olderThan`. */

@@ -36,7 +36,8 @@ import { USDC_DECIMALS, usdcAccountOf, type SvmNetworkClients } from '../network
 import type { NetworkName } from '../networks/table';
 import { fail, ok, type PaymentPayload, type PaymentRequirements, type Result } from '../x402/types';
 import { inspectSolanaPayment, type InspectedSolanaPayment } from './svmShape';
-import { limitsOf, type RelayDeps, type RelayLimits, type VerifiedClientPayment, type VerifyDeps, type VerifyFailureReason } from './types';
+import type { Deps } from '../deps';
+import type { RelayLimits, VerifiedClientPayment, VerifyFailureReason } from './types';
 
 export { inspectSolanaPayment, type InspectedSolanaPayment } from './svmShape';
 
@@ -65,12 +66,12 @@ function readTokenAccount(account: { exists: boolean } & Partial<{ programAddres
   return getTokenDecoder().decode(account.data);
 }
 
-function clientsOf(deps: Pick<RelayDeps, 'chains'>, network: NetworkName): SvmNetworkClients | undefined {
+function clientsOf(deps: Pick<Deps, 'chains'>, network: NetworkName): SvmNetworkClients | undefined {
   return deps.chains.svm.networks.get(network);
 }
 
 /** The payment signed by us as fee payer, when we are the fee payer it names. */
-export async function coSign(deps: Pick<RelayDeps, 'chains'>, inspected: InspectedSolanaPayment): Promise<Transaction | undefined> {
+export async function coSign(deps: Pick<Deps, 'chains'>, inspected: InspectedSolanaPayment): Promise<Transaction | undefined> {
   const signer = deps.chains.svm.signer;
   if (!signer || signer.address !== inspected.feePayer) return undefined;
   return partiallySignTransaction([signer.keyPair], inspected.transaction);
@@ -78,13 +79,13 @@ export async function coSign(deps: Pick<RelayDeps, 'chains'>, inspected: Inspect
 
 /** Cluster checks: blockhash, balance, not processed yet (when we can know the id), simulation. */
 export async function checkWithCluster(
-  deps: VerifyDeps,
+  deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
   network: NetworkName,
   inspected: InspectedSolanaPayment,
 ): Promise<Result<{ coSigned: Transaction | undefined }, VerifyFailureReason>> {
   const clients = clientsOf(deps, network);
   if (!clients) return fail('network_not_offered', `${network} is not an enabled Solana network`);
-  const limits = limitsOf(deps);
+  const limits = deps.relayLimits;
   const { rpc } = clients;
   try {
     const { value: blockhashValid } = await rpc.isBlockhashValid(inspected.blockhash, { commitment: 'confirmed' }).send(bounded(limits));
@@ -125,13 +126,13 @@ export async function verifySolanaPayment(
   payment: PaymentPayload,
   offered: PaymentRequirements,
   network: NetworkName,
-  deps: VerifyDeps,
+  deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
 ): Promise<Result<VerifiedClientPayment & { inspected: InspectedSolanaPayment; coSigned: Transaction | undefined }, VerifyFailureReason>> {
   const clients = clientsOf(deps, network);
   if (!clients) return fail('network_not_offered', `${network} is not an enabled Solana network`);
   const ours = deps.chains.svm.signer?.address;
   if (ours !== undefined && offered.payTo !== ours) return fail('invalid_offer', `the offered payTo ${offered.payTo} is not our wallet`);
-  const inspected = await inspectSolanaPayment(payment, offered, clients.usdc, limitsOf(deps));
+  const inspected = await inspectSolanaPayment(payment, offered, clients.usdc, deps.relayLimits);
   if (!inspected.ok) return inspected;
   const cluster = await checkWithCluster(deps, network, inspected.value);
   if (!cluster.ok) return cluster;
@@ -156,13 +157,13 @@ export type SendOutcome = { sent: true } | { sent: false; refused: true; details
  * Sends a fully signed transaction. A preflight refusal is definite (the node did not forward it);
  * any other error leaves the outcome unknown, to be read from the cluster later.
  */
-export async function sendSolanaTransaction(deps: Pick<RelayDeps, 'chains' | 'limits'>, network: NetworkName, transaction: Transaction): Promise<SendOutcome> {
+export async function sendSolanaTransaction(deps: Pick<Deps, 'chains' | 'relayLimits'>, network: NetworkName, transaction: Transaction): Promise<SendOutcome> {
   const clients = clientsOf(deps, network);
   if (!clients) return { sent: false, refused: true, details: `${network} is not an enabled Solana network` };
   try {
     await clients.rpc
       .sendTransaction(getBase64EncodedWireTransaction(transaction), { encoding: 'base64', preflightCommitment: 'confirmed' })
-      .send(bounded(limitsOf(deps)));
+      .send(bounded(deps.relayLimits));
     return { sent: true };
   } catch (error) {
     const details = error instanceof Error ? error.message : String(error);
@@ -175,7 +176,7 @@ export type ConfirmationOutcome = { status: 'confirmed' } | { status: 'failed'; 
 
 /** Polls the signature at most `timeoutMs`; a timeout or an unreachable node is pending. */
 export async function waitForConfirmation(
-  deps: Pick<RelayDeps, 'chains'>,
+  deps: Pick<Deps, 'chains'>,
   network: NetworkName,
   signature: string,
   { timeoutMs, pollMs }: { timeoutMs: number; pollMs: number },
@@ -184,11 +185,11 @@ export async function waitForConfirmation(
   return confirmationOf(status);
 }
 
-export async function readConfirmation(deps: Pick<RelayDeps, 'chains'>, network: NetworkName, signature: string): Promise<ConfirmationOutcome> {
+export async function readConfirmation(deps: Pick<Deps, 'chains'>, network: NetworkName, signature: string): Promise<ConfirmationOutcome> {
   return confirmationOf(await deps.chains.svm.signatureStatus(network, signature));
 }
 
-function confirmationOf(status: Awaited<ReturnType<RelayDeps['chains']['svm']['signatureStatus']>>): ConfirmationOutcome {
+function confirmationOf(status: Awaited<ReturnType<Deps['chains']['svm']['signatureStatus']>>): ConfirmationOutcome {
   if (!status.ok || !status.value.found) return { status: 'pending' };
   const { confirmationStatus, failed, err } = status.value;
   if (confirmationStatus !== 'confirmed' && confirmationStatus !== 'finalized') return { status: 'pending' };
@@ -196,11 +197,11 @@ function confirmationOf(status: Awaited<ReturnType<RelayDeps['chains']['svm']['s
 }
 
 /** Whether a transaction with this blockhash can still land: false once the cluster has forgotten it. */
-export async function blockhashStillValid(deps: Pick<RelayDeps, 'chains' | 'limits'>, network: NetworkName, blockhash: string): Promise<Result<boolean, 'rpc_unavailable'>> {
+export async function blockhashStillValid(deps: Pick<Deps, 'chains' | 'relayLimits'>, network: NetworkName, blockhash: string): Promise<Result<boolean, 'rpc_unavailable'>> {
   const clients = clientsOf(deps, network);
   if (!clients) return fail('rpc_unavailable', `${network} is not an enabled Solana network`);
   try {
-    const { value } = await clients.rpc.isBlockhashValid(blockhash as Blockhash, { commitment: 'confirmed' }).send(bounded(limitsOf(deps)));
+    const { value } = await clients.rpc.isBlockhashValid(blockhash as Blockhash, { commitment: 'confirmed' }).send(bounded(deps.relayLimits));
     return ok(value);
   } catch (error) {
     return fail('rpc_unavailable', error instanceof Error ? error.message : String(error));
@@ -214,7 +215,7 @@ export type RefundBuildFailure = 'no_wallet' | 'network_not_enabled' | 'destinat
  * payer's, which must exist (we never pay into a missing account). Signed, not sent.
  */
 export async function buildSolanaRefund(
-  deps: Pick<RelayDeps, 'chains' | 'limits'>,
+  deps: Pick<Deps, 'chains' | 'relayLimits'>,
   network: NetworkName,
   input: { recipient: string; amount: bigint; relayTransactionId: bigint },
 ): Promise<Result<{ transaction: Transaction; signature: Signature; blockhash: string }, RefundBuildFailure>> {
@@ -223,7 +224,7 @@ export async function buildSolanaRefund(
   const signer = deps.chains.svm.signer;
   if (!signer) return fail('no_wallet', 'SOLANA_PRIVATE_KEY is not configured');
   if (!isAddress(input.recipient)) return fail('destination_account_missing', `${input.recipient} is not a Solana address`);
-  const limits = limitsOf(deps);
+  const limits = deps.relayLimits;
   const { rpc, usdc } = clients;
   const source = await usdcAccountOf(signer.address, usdc);
   const destination = await usdcAccountOf(input.recipient, usdc);

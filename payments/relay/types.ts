@@ -1,14 +1,11 @@
 /**
  * The receiving side of x402 version 1 in relay mode: what a verified client payment is, the
- * failure reasons callers act on, the dependencies every step receives, and the bounds of each
- * wait. No HTTP framework here: the /relay handler calls these functions and shapes responses.
+ * failure reasons callers act on, and the bounds of each wait (Deps.relayLimits). No HTTP
+ * framework here: the /relay handler calls these functions and shapes responses.
  */
 import type { Clock } from '../clock';
-import type { Config } from '../config';
-import type { Chains } from '../networks/index';
 import type { ChainType, NetworkName } from '../networks/table';
 import type { PaymentPayload, PaymentRequirements } from '../x402/types';
-import type { SubmissionQueue } from './queue';
 
 /** Why an X-PAYMENT is refused. Everything but rpc_unavailable is the client's doing (a 400 or 402). */
 export type VerifyFailureReason =
@@ -89,34 +86,6 @@ export const DEFAULT_RELAY_LIMITS: RelayLimits = {
   maxComputeUnitPriceMicroLamports: 5_000_000n,
   rpcTimeoutMs: 10_000,
 };
-
-export interface RelayDeps {
-  chains: Chains;
-  clock: Clock;
-  /** Settle client payments through this x402 facilitator (POST /settle); directly on chain when unset. */
-  facilitatorUrl?: string;
-  /** One per process, shared by every submission from our wallet (settlements and refunds). */
-  submissions: SubmissionQueue;
-  limits?: Partial<RelayLimits>;
-  /** For the facilitator; global fetch when unset. */
-  fetch?: typeof fetch;
-}
-
-export type VerifyDeps = Pick<RelayDeps, 'chains' | 'clock' | 'limits'>;
-
-/** The relay's dependencies from a handler's or a job's (FACILITATOR_URL from the configuration). */
-export function relayDepsOf(deps: { chains: Chains; clock: Clock; submissions: SubmissionQueue; config: Pick<Config, 'facilitatorUrl'> }): RelayDeps {
-  return {
-    chains: deps.chains,
-    clock: deps.clock,
-    submissions: deps.submissions,
-    ...(deps.config.facilitatorUrl ? { facilitatorUrl: deps.config.facilitatorUrl } : {}),
-  };
-}
-
-export function limitsOf(deps: Pick<RelayDeps, 'limits'>): RelayLimits {
-  return { ...DEFAULT_RELAY_LIMITS, ...deps.limits };
-}
 
 export function unixSeconds(clock: Clock): bigint {
   return BigInt(Math.floor(clock.now().getTime() / 1000));

@@ -9,7 +9,8 @@ import { decodePaymentHeader, type PaymentHeaderFailureReason } from '../x402/he
 import { fail, ok, type PaymentPayload, type PaymentRequirements, type Result } from '../x402/types';
 import { verifyEvmPayment } from './evm';
 import { verifySolanaPayment } from './svm';
-import type { VerifiedClientPayment, VerifyDeps, VerifyFailureReason } from './types';
+import type { Deps } from '../deps';
+import type { VerifiedClientPayment, VerifyFailureReason } from './types';
 
 const DECODE_REASONS: Record<PaymentHeaderFailureReason, VerifyFailureReason> = {
   invalid_header: 'invalid_header',
@@ -23,7 +24,7 @@ const DECODE_REASONS: Record<PaymentHeaderFailureReason, VerifyFailureReason> = 
 export async function verifyClientPayment(
   header: unknown,
   offered: readonly PaymentRequirements[],
-  deps: VerifyDeps,
+  deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
 ): Promise<Result<VerifiedClientPayment, VerifyFailureReason>> {
   const decoded = decodePaymentHeader(header);
   if (!decoded.ok) return fail(DECODE_REASONS[decoded.reason], decoded.details);
@@ -34,7 +35,7 @@ export async function verifyClientPayment(
 export async function verifyPayment(
   payment: PaymentPayload,
   offered: readonly PaymentRequirements[],
-  deps: VerifyDeps,
+  deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
   options: { minValiditySeconds?: number } = {},
 ): Promise<Result<VerifiedClientPayment, VerifyFailureReason>> {
   if (payment.scheme !== 'exact') return fail('invalid_scheme', `scheme "${String(payment.scheme)}" is not exact`);

@@ -3,14 +3,13 @@
  * call through the SSRF-safe client, the reading of its 402, and the choice of the requirement we
  * would pay from the service wallet.
  */
-import type { Config } from '../config';
+import type { Deps } from '../deps';
 import type { Chains } from '../networks/index';
 import { canonicalNetwork, type NetworkName } from '../networks/table';
 import {
   OutboundError,
   sendTargetRequest,
   type OutboundErrorCode,
-  type Resolver,
   type TargetRequest,
   type TargetResponse,
 } from '../outbound/index';
@@ -34,19 +33,15 @@ export function isClientError(error: OutboundError): boolean {
   return REFUSED_BEFORE_SENDING.has(error.code);
 }
 
-export interface TargetCallSettings {
-  config: Pick<Config, 'ssrfAllowHosts'>;
-  resolver: Resolver;
-}
-
 export type TargetCall = { ok: true; response: TargetResponse } | { ok: false; error: OutboundError };
 
-export async function callTarget(request: TargetRequest, timeoutMs: number, settings: TargetCallSettings): Promise<TargetCall> {
+export async function callTarget(request: TargetRequest, timeoutMs: number, deps: Pick<Deps, 'config' | 'resolver' | 'connections'>): Promise<TargetCall> {
   try {
     const response = await sendTargetRequest(request, {
       timeoutMs,
-      allowHosts: settings.config.ssrfAllowHosts,
-      resolver: settings.resolver,
+      allowHosts: deps.config.ssrfAllowHosts,
+      resolver: deps.resolver,
+      connections: deps.connections,
     });
     return { ok: true, response };
   } catch (error) {

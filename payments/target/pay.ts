@@ -4,12 +4,12 @@
  * one X-PAYMENT at most MAX_PAID_ATTEMPTS times. What the caller records before sending, and what
  * it concludes afterwards, is its own.
  */
-import type { Clock } from '../clock';
+import type { Deps } from '../deps';
 import type { Chains, PreparedPayment } from '../networks/index';
 import { buildTargetRequest, type CallRequest, type TargetRequest, type TargetResponse } from '../outbound/index';
 import type { PaymentChoice } from '../x402/choose';
 import { decodePaymentResponseHeader } from '../x402/headers';
-import { callTarget, type TargetCall, type TargetCallSettings } from './call';
+import { callTarget, type TargetCall } from './call';
 import type { SignedTargetPayment } from './chain';
 
 /** Paid attempts per call, all with the one payment we signed: a target that still answers 402 has refused it. */
@@ -36,12 +36,12 @@ export type SignedPayment = { ok: true; value: PreparedPayment } | { ok: false; 
  * otherwise only show as the target's refusal; the Solana builder reads the balance itself).
  */
 export async function signTargetPayment(
-  deps: { chains: Chains; clock: Clock },
+  deps: Pick<Deps, 'chains' | 'clock' | 'balances'>,
   choice: PaymentChoice,
   { nonce, windowSeconds }: { nonce?: `0x${string}`; windowSeconds: number },
 ): Promise<SignedPayment> {
   if (choice.chainType === 'evm') {
-    const shortage = await evmShortage(deps.chains, choice, deps.clock.now().getTime());
+    const shortage = await deps.balances.evmShortage(deps.chains, choice, deps.clock.now().getTime());
     if (shortage) return { ok: false, ...shortage, targetSide: false };
   }
   const requirements =
@@ -62,31 +62,35 @@ export async function signTargetPayment(
  * until the next read), and read again at least every BALANCE_FRESH_MS, so that what another
  * process paid from the same wallet is seen soon. Should a payment pass on a stale view anyway,
  * the chain refuses it and the caller's watch releases or refunds as for any unsettled payment.
+ * One per process (Deps.balances), shared by every mode that pays from the wallet.
  */
 export const BALANCE_FRESH_MS = 5_000;
-const headrooms = new WeakMap<Chains, Map<string, { microUsdc: bigint; readAtMs: number }>>();
 
-async function evmShortage(chains: Chains, choice: PaymentChoice, nowMs: number): Promise<{ reason: string; details: string } | undefined> {
-  const wallet = chains.evm.account?.address;
-  if (wallet === undefined) return undefined;
-  let known = headrooms.get(chains);
-  if (!known) headrooms.set(chains, (known = new Map()));
-  const key = `${choice.network}:${wallet}`;
-  const headroom = known.get(key);
-  if (headroom && nowMs - headroom.readAtMs < BALANCE_FRESH_MS && nowMs >= headroom.readAtMs && headroom.microUsdc >= choice.amountMicroUsdc) {
-    headroom.microUsdc -= choice.amountMicroUsdc;
+export class WalletBalances {
+  private readonly known = new Map<string, { microUsdc: bigint; readAtMs: number }>();
+
+  /** Why our wallet cannot pay `choice` now (its balance is short or unreadable), or undefined when it can. */
+  async evmShortage(chains: Chains, choice: PaymentChoice, nowMs: number): Promise<{ reason: string; details: string } | undefined> {
+    const wallet = chains.evm.account?.address;
+    if (wallet === undefined) return undefined;
+    const known = this.known;
+    const key = `${choice.network}:${wallet}`;
+    const headroom = known.get(key);
+    if (headroom && nowMs - headroom.readAtMs < BALANCE_FRESH_MS && nowMs >= headroom.readAtMs && headroom.microUsdc >= choice.amountMicroUsdc) {
+      headroom.microUsdc -= choice.amountMicroUsdc;
+      return undefined;
+    }
+    const balance = await chains.evm.usdcBalance(choice.network, wallet);
+    if (!balance.ok) {
+      known.delete(key);
+      return { reason: balance.reason, details: `our USDC balance on ${choice.network} could not be read: ${balance.details}` };
+    }
+    known.set(key, { microUsdc: balance.value >= choice.amountMicroUsdc ? balance.value - choice.amountMicroUsdc : 0n, readAtMs: nowMs });
+    if (balance.value < choice.amountMicroUsdc) {
+      return { reason: 'insufficient_funds', details: `our USDC balance on ${choice.network} is ${balance.value}, the payment needs ${choice.amountMicroUsdc}` };
+    }
     return undefined;
   }
-  const balance = await chains.evm.usdcBalance(choice.network, wallet);
-  if (!balance.ok) {
-    known.delete(key);
-    return { reason: balance.reason, details: `our USDC balance on ${choice.network} could not be read: ${balance.details}` };
-  }
-  known.set(key, { microUsdc: balance.value >= choice.amountMicroUsdc ? balance.value - choice.amountMicroUsdc : 0n, readAtMs: nowMs });
-  if (balance.value < choice.amountMicroUsdc) {
-    return { reason: 'insufficient_funds', details: `our USDC balance on ${choice.network} is ${balance.value}, the payment needs ${choice.amountMicroUsdc}` };
-  }
-  return undefined;
 }
 
 /** What to record about a signed payment before it leaves, so the chain can be read for it later. */
@@ -107,12 +111,12 @@ export async function sendPaidCall(
   call: CallRequest,
   paymentHeader: string,
   remainingMs: () => number,
-  settings: TargetCallSettings,
+  deps: Pick<Deps, 'config' | 'resolver' | 'connections'>,
 ): Promise<TargetCall> {
   const built = buildTargetRequest(call, { paymentHeader }) as { ok: true; value: TargetRequest };
-  let answer = await callTarget(built.value, remainingMs(), settings);
+  let answer = await callTarget(built.value, remainingMs(), deps);
   for (let attempt = 2; attempt <= MAX_PAID_ATTEMPTS && answer.ok && answer.response.status === 402; attempt += 1) {
-    answer = await callTarget(built.value, remainingMs(), settings);
+    answer = await callTarget(built.value, remainingMs(), deps);
   }
   return answer;
 }

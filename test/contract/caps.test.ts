@@ -33,7 +33,7 @@ describe('concurrency caps', () => {
     const refused = await t.client.post('/relay/sim', simBody);
     expect(refused.status).toBe(429);
     expect(refused.headers.get('retry-after')).toBe('1');
-    expect(refused.body).toEqual({ error: 'Too Many Requests', message: expect.any(String), details: '3/3', retryAfter: 1 });
+    expect(refused.body).toEqual({ code: 'capacity_exceeded', error: 'Too Many Requests', message: expect.any(String), details: '3/3', retryAfter: 1 });
     // The other routes of the group share the cap; other groups do not.
     expect((await t.client.post('/relay', simBody)).status).toBe(429);
     expect((await t.client.get('/relay/limits/0x0000000000000000000000000000000000000001')).status).toBe(429);

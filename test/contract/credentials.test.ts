@@ -30,7 +30,7 @@ describe.each(ACCOUNT_OPERATIONS)('%s %s credentials', (method, path, body) => {
   it('refuses a missing key with 401', async () => {
     const res = await t.client.request(method, path, { body });
     expect(res.status).toBe(401);
-    expect(res.body).toEqual({ error: 'Unauthorized', details: 'The x-api-key header is required.' });
+    expect(res.body).toEqual({ code: 'unauthorized', error: 'Unauthorized', details: 'The x-api-key header is required.' });
   });
 
   it('refuses an unknown key with 401', async () => {

@@ -71,7 +71,7 @@ describe('405 on every path', () => {
       for (const method of HTTP_METHODS.filter((m) => !supported.includes(m))) {
         const res = await t.client.request(method, examplePath(template), method === 'GET' ? {} : { body: {} });
         expect(res.status, `${method} ${template}`).toBe(405);
-        expect(res.body).toEqual({ error: 'Method Not Allowed', details: expect.stringContaining(method) });
+        expect(res.body).toEqual({ code: 'method_not_allowed', error: 'Method Not Allowed', details: expect.stringContaining(method) });
         expect(res.headers.get('allow')?.split(', ').sort(), `Allow of ${template}`).toEqual([...supported].sort());
         const headers = Object.fromEntries(res.headers.entries());
         for (const operationId of operationIds) {
@@ -113,7 +113,7 @@ describe('json, data, body and payload are mutually exclusive', () => {
   it('a request giving two is a 400 naming both, listed with the other problems of the request', async () => {
     const res = await t.client.post('/relay', { ...BASE_CALL, json: { a: 1 }, data: 'x', colour: 'red' });
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: 'Bad Request', details: expect.stringContaining('json and data') });
+    expect(res.body).toEqual({ code: 'validation_failed', error: 'Bad Request', details: expect.stringContaining('json and data') });
     expect(res.body.details).toContain('"colour"');
   });
 });
@@ -227,7 +227,7 @@ describe('wallet addresses of /relay/limits/{address}', () => {
     expect(answered.status).toBe(200);
     const refused = await t.client.get('/relay/limits/not-an-address?colour=red');
     expect(refused.status).toBe(400);
-    expect(refused.body).toEqual({ error: 'Bad Request', details: expect.stringMatching(/address must be an EVM address .* or a Solana address/) });
+    expect(refused.body).toEqual({ code: 'validation_failed', error: 'Bad Request', details: expect.stringMatching(/address must be an EVM address .* or a Solana address/) });
     expect(refused.body.details).toContain('"colour"');
   });
 });
@@ -301,7 +301,7 @@ describe('requests Node refuses before any operation', () => {
     const [raw] = await rawExchange(`GET /config HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Filler: ${'a'.repeat(20_000)}\r\n\r\n`);
     const answer = parseAnswer(raw!);
     expect(answer.statusLine).toBe('HTTP/1.1 431 Request Header Fields Too Large');
-    expect(answer.body).toEqual({ error: 'Request Header Fields Too Large', details: expect.any(String) });
+    expect(answer.body).toEqual({ code: 'header_fields_too_large', error: 'Request Header Fields Too Large', details: expect.any(String) });
     await expectDocumented(answer, 'getConfig');
   });
 
@@ -309,7 +309,7 @@ describe('requests Node refuses before any operation', () => {
     const [raw] = await rawExchange('GET /config HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Bad: a\u0000b\r\n\r\n');
     const answer = parseAnswer(raw!);
     expect(answer.status).toBe(400);
-    expect(answer.body).toEqual({ error: 'Bad Request', details: expect.stringContaining('not valid HTTP/1.1') });
+    expect(answer.body).toEqual({ code: 'malformed_request', error: 'Bad Request', details: expect.stringContaining('not valid HTTP/1.1') });
     await expectDocumented(answer, 'getConfig');
   });
 
@@ -357,7 +357,7 @@ describe('requests Node refuses before any operation', () => {
     it('a writable socket gets a complete response', () => {
       const { socket, end } = fakeSocket();
       answerClientError(Object.assign(new Error('Parse Error'), { code: 'HPE_HEADER_OVERFLOW' }), socket, log);
-      expect(end).toHaveBeenCalledWith(expect.stringMatching(/^HTTP\/1\.1 431 Request Header Fields Too Large\r\n[\s\S]*connection: close\r\n\r\n\{"error"/));
+      expect(end).toHaveBeenCalledWith(expect.stringMatching(/^HTTP\/1\.1 431 Request Header Fields Too Large\r\n[\s\S]*connection: close\r\n\r\n\{"code":"header_fields_too_large","error"/));
     });
   });
 });

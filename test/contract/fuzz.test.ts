@@ -1,6 +1,6 @@
 // Requests generated from the OpenAPI document, for every operation: valid ones must get a status
 // the operation declares with a body that matches it, invalid ones a declared 4xx with
-// {error, details}; nothing may fail with a 5xx the request could not legitimately cause, and
+// {code, error, details}; nothing may fail with a 5xx the request could not legitimately cause, and
 // every answer carries X-Request-Id (the contract client checks that and every schema). The
 // generator is seeded: FUZZ_SEED=<n> replays a run, and a failure names its seed and request;
 // FUZZ_RUNS=<n> searches longer, FUZZ_STATS=1 (or =details) prints the statuses each operation got.
@@ -10,6 +10,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPeers, type Peers, type RouteName } from '../../devnet/index';
 import { startLocalLlm, type LocalLlm } from '../../devnet/llm';
+import { ERROR_CODES } from '../../handlers/errors';
 import { loadDocument } from '../../server/openapi';
 import { createTestAccount, revokedKey } from '../support/accounts';
 import type { ContractResponse } from '../support/contract';
@@ -129,6 +130,12 @@ function serverErrorAllowed(request: FuzzRequest, status: number): boolean {
   return url.hostname.endsWith('.invalid') || url.pathname === '/error' || Math.min(headerMs, bodyMs) < SHORT_CALL_MS;
 }
 
+/** A code of the table, sent with the code's own status. */
+function hasOwnCode(response: ContractResponse): boolean {
+  const { code } = (response.body ?? {}) as { code?: unknown };
+  return typeof code === 'string' && Object.hasOwn(ERROR_CODES, code) && ERROR_CODES[code as keyof typeof ERROR_CODES].status === response.status;
+}
+
 function failure(request: FuzzRequest, response: ContractResponse, problem: string): Error {
   return new Error(`${problem}\nseed ${SEED} (FUZZ_SEED)\nrequest: ${describeRequest(request)}\nanswer ${response.status}: ${response.text.slice(0, 500)}`);
 }
@@ -142,6 +149,10 @@ describe.each(operations.map((operation) => [`${operation.method} ${operation.te
         if (request.body !== undefined && operation.body) expect(accepts(operation.body.schema, request.body), 'the generator made a body the document refuses').toBe(true);
         const response = await send(request);
         if (response.status >= 500 && !serverErrorAllowed(request, response.status)) throw failure(request, response, `a valid request got ${response.status}`);
+        // A 5xx is always ours (a target's is never passed through) and carries its code, unless it
+        // reports a state (a failed webhook record, an unavailable health check) rather than an error.
+        const reportsState = typeof response.body === 'object' && response.body !== null && 'status' in response.body;
+        if (response.status >= 500 && !reportsState && !hasOwnCode(response)) throw failure(request, response, `the ${response.status} carries no code of the table`);
       }),
       { seed: seedOf(operation, 1), numRuns: hasInputs ? VALID_RUNS : 3, endOnFailure: true },
     );
@@ -164,6 +175,7 @@ describe.each(operations.map((operation) => [`${operation.method} ${operation.te
           // The interface answers /llm/chat without a messages array with the error field alone.
           const detailsOptional = operation.operationId === 'postLlmChat' && error === 'messages is required and must be an array';
           if (typeof error !== 'string' || (typeof details !== 'string' && !detailsOptional)) throw failure(request, response, 'the refusal is not {error, details}');
+          if (!hasOwnCode(response)) throw failure(request, response, 'the refusal carries no code of the table with its status');
         }),
         { seed: seedOf(operation, 2), numRuns: INVALID_RUNS, endOnFailure: true },
       );
@@ -180,7 +192,7 @@ describe('methods a path does not support', () => {
     for (const method of unsupported) {
       const response = await t.client.request(method, examplePath(document, template), method === 'GET' ? {} : { body: {} });
       expect(response.status, `${method} ${template}`).toBe(405);
-      expect(response.body).toEqual({ error: 'Method Not Allowed', details: expect.any(String) });
+      expect(response.body).toEqual({ code: 'method_not_allowed', error: 'Method Not Allowed', details: expect.any(String) });
       const allow = (response.headers.get('allow') ?? '').split(',').map((name) => name.trim().toUpperCase());
       expect(allow, `Allow of ${template}`).toEqual(expect.arrayContaining(supported));
       expect(allow, `Allow of ${template}`).not.toContain(method);

@@ -9,7 +9,7 @@ import { startPeers, type Peers, type PaymentRequirements as PeerRequirements } 
 import { systemClock } from '../../payments/clock';
 import { NETWORK_TABLE } from '../../payments/networks/table';
 import { createChains, type Chains } from '../../payments/networks/index';
-import { relayRequirements, verifyClientPayment } from '../../payments/relay/index';
+import { DEFAULT_RELAY_LIMITS, relayRequirements, verifyClientPayment } from '../../payments/relay/index';
 import { HttpayerSdkClient } from '../support/httpayerSdk';
 import { startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
@@ -45,7 +45,7 @@ describe.concurrent('an idle local chain', () => {
     const offer = relayRequirements(chains, network, { amountMicroUsdc: 10_300n, resource: 'http://127.0.0.1/paid' });
     if (!offer.ok) throw new Error(offer.details);
     const { header } = await peers.signEvmPayment(offer.value as PeerRequirements, { validAfter: now - BigInt(MAX_CLOCK_LAG_SECONDS) - 3n });
-    const verified = await verifyClientPayment(header, [offer.value], { chains, clock: systemClock });
+    const verified = await verifyClientPayment(header, [offer.value], { chains, clock: systemClock, relayLimits: DEFAULT_RELAY_LIMITS });
     expect(verified).toMatchObject({ ok: true, value: { network, amountMicroUsdc: 10_300n } });
   });
 

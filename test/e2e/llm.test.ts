@@ -100,7 +100,7 @@ describe('POST /llm/chat', () => {
     try {
       const res = await t.client.post('/llm/chat', { messages: [{ role: 'user', content: 'fail' }] }, { headers: { 'X-Payment': header } });
       expect(res.status).toBe(500);
-      expect(res.body).toEqual({ error: 'Chat request failed', message: expect.stringContaining('nothing was charged') });
+      expect(res.body).toEqual({ code: 'llm_failed', error: 'Chat request failed', message: expect.stringContaining('nothing was charged') });
     } finally {
       llm.failWith = undefined;
     }
@@ -120,10 +120,10 @@ describe('POST /llm/chat', () => {
   it('a body without a messages array is 400 before any payment check', async () => {
     const res = await t.client.post('/llm/chat', { prompt: 'hi' }, { headers: { 'X-Payment': 'not even base64' } });
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: 'messages is required and must be an array' });
+    expect(res.body).toEqual({ code: 'validation_failed', error: 'messages is required and must be an array' });
     const notArray = await t.client.post('/llm/chat', { messages: 'hi' });
     expect(notArray.status).toBe(400);
-    expect(notArray.body).toEqual({ error: 'messages is required and must be an array' });
+    expect(notArray.body).toEqual({ code: 'validation_failed', error: 'messages is required and must be an array' });
   });
 });
 

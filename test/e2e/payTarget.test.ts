@@ -124,7 +124,7 @@ describe.each(NETWORKS)('paying a %s target', (network) => {
 
 describe('our balance before signing', () => {
   it('is read once, then payments within what was read less what was signed since need no new read', async () => {
-    const { signTargetPayment, BALANCE_FRESH_MS } = await import('../../payments/target/pay');
+    const { signTargetPayment, BALANCE_FRESH_MS, WalletBalances } = await import('../../payments/target/pay');
     const unpaid = await fetch(peers.targets['base-sepolia']!.routes.paid.url);
     const parsed = parsePaymentRequired(await unpaid.text());
     if (!parsed.ok) throw new Error(parsed.details);
@@ -135,7 +135,7 @@ describe('our balance before signing', () => {
     const read = chains.evm.usdcBalance.bind(chains.evm);
     const counted = { ...chains, evm: { ...chains.evm, usdcBalance: async (...args: Parameters<typeof read>) => { const result = await read(...args); if (result.ok) reads.push(result.value); return result; } } } as Chains;
     let now = Date.now();
-    const deps = { chains: counted, clock: { now: () => new Date(now) } };
+    const deps = { chains: counted, clock: { now: () => new Date(now) }, balances: new WalletBalances() };
     const sign = (amount: bigint) => signTargetPayment(deps, { ...choice.value, amountMicroUsdc: amount, requirements: { ...choice.value.requirements, maxAmountRequired: String(amount) } }, { windowSeconds: 60 });
 
     expect((await sign(PRICE_MICRO_USDC)).ok).toBe(true);

@@ -43,7 +43,7 @@ describe('concurrent paid calls', () => {
     expect(statuses.filter((status) => status === 200)).toHaveLength(Number(AFFORDABLE));
     expect(statuses.filter((status) => status === 402)).toHaveLength(CALLS - Number(AFFORDABLE));
     for (const refused of responses.filter((response) => response.status === 402)) {
-      expect(refused.body).toEqual({ error: 'Insufficient credits', details: expect.any(String) });
+      expect(refused.body).toEqual({ code: 'insufficient_credits', error: 'Insufficient credits', details: expect.any(String) });
     }
     expect(await organisationBalance(db, organisationId)).toBe(0n);
     expect(await ledgerSums(db, organisationId)).toEqual({

@@ -113,7 +113,7 @@ describe.each(['/proxy', '/proxy/sim'])('SSRF through %s', (path) => {
     for (const [form, url] of refusedUrls()) {
       const res = await t.client.post(path, { api_url: url, method: 'POST', json: { secret: 1 } }, { headers: { 'x-api-key': key } });
       expect(res.status, `${form}: ${url}`).toBe(400);
-      expect(res.body, form).toEqual({ error: 'Bad Request', details: expect.stringMatching(/address|scheme/) });
+      expect(res.body, form).toEqual({ code: 'validation_failed', error: 'Bad Request', details: expect.stringMatching(/address|scheme/) });
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(guarded.connections).toBe(0);

@@ -66,6 +66,7 @@ describe('a payment the target never settles', () => {
     const never = await proxy(account.key, target().routes.neverSettles.url);
     expect(never.status).toBe(502);
     expect(never.body).toEqual({
+      code: 'upstream_error',
       error: 'Bad Gateway',
       message: 'Upstream refused payment after 2 attempts',
       details: expect.any(String),

@@ -133,7 +133,7 @@ describe('answers passed through', () => {
     const url = peers.targets.plain!.routes.error.url;
     const res = await proxy(key, { api_url: url, method: 'GET' });
     expect(res.status).toBe(502);
-    expect(res.body).toEqual({ error: 'Bad Gateway', message: expect.any(String), details: expect.stringContaining('500'), upstreamStatus: 500 });
+    expect(res.body).toEqual({ code: 'upstream_error', error: 'Bad Gateway', message: expect.any(String), details: expect.stringContaining('500'), upstreamStatus: 500 });
     const other = await proxy(key, { api_url: `${url}?status=503`, method: 'GET' });
     expect(other.body.upstreamStatus).toBe(503);
     expect(await ledgerSums(db, organisationId)).toMatchObject({ reserve: 0n, charge: 0n });
@@ -143,7 +143,7 @@ describe('answers passed through', () => {
     const { key } = await createTestAccount(db, { credits: 100n });
     const res = await proxy(key, { api_url: `http://127.0.0.1:${closedPort}/`, method: 'GET' });
     expect(res.status).toBe(502);
-    expect(res.body).toEqual({ error: 'Bad Gateway', message: expect.any(String), details: expect.stringContaining('could not be reached') });
+    expect(res.body).toEqual({ code: 'target_unreachable', error: 'Bad Gateway', message: expect.any(String), details: expect.stringContaining('could not be reached') });
   });
 
   it('the body timeout and X-TIMEOUT bound the call: a slow target is a 502 in time', async () => {
@@ -242,7 +242,7 @@ describe('each body form arrives at the target as specified', () => {
     target.reset();
     const res = await proxy(key, { api_url: target.routes.echo.url, method: 'POST', json: {}, data: 'x' });
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: 'Bad Request', details: expect.stringMatching(/json and data/) });
+    expect(res.body).toEqual({ code: 'validation_failed', error: 'Bad Request', details: expect.stringMatching(/json and data/) });
     expect(target.requests).toHaveLength(0);
   });
 });
@@ -255,7 +255,7 @@ describe('credits and limits', () => {
     const before = await peers.usdcBalance('base-sepolia', serviceAddress('base-sepolia'));
     const res = await proxy(key, { api_url: target.routes.paid.url, method: 'GET' });
     expect(res.status).toBe(402);
-    expect(res.body).toEqual({ error: 'Insufficient credits', details: `This call needs ${CREDITS} credits; ${CREDITS - 1n} are available` });
+    expect(res.body).toEqual({ code: 'insufficient_credits', error: 'Insufficient credits', details: `This call needs ${CREDITS} credits; ${CREDITS - 1n} are available` });
     expect(target.requests.map((request) => request.payment)).toEqual([null]);
     expect(await peers.usdcBalance('base-sepolia', serviceAddress('base-sepolia'))).toBe(before);
     expect(await ledgerSums(db, organisationId)).toMatchObject({ reserve: 0n });
@@ -270,6 +270,7 @@ describe('credits and limits', () => {
     expect(res.status).toBe(429);
     expect(res.headers.get('retry-after')).toBeNull();
     expect(res.body).toEqual({
+      code: 'spend_limit_exceeded',
       error: 'Daily API key spending cap exceeded',
       details: expect.any(String),
       currentSpend: 0.013,
@@ -298,7 +299,7 @@ describe('configuration and unpayable targets', () => {
     const { key, organisationId } = await createTestAccount(limited.database.handle.db, { credits: 1_000n });
     const res = await proxy(key, { api_url: peers.targets['solana-devnet']!.routes.paid.url, method: 'GET' }, {}, limited);
     expect(res.status).toBe(500);
-    expect(res.body).toEqual({ error: 'Internal Server Error', message: expect.any(String), details: expect.stringContaining('solana-devnet') });
+    expect(res.body).toEqual({ code: 'configuration_error', error: 'Internal Server Error', message: expect.any(String), details: expect.stringContaining('solana-devnet') });
     expect(await ledgerSums(limited.database.handle.db, organisationId)).toMatchObject({ reserve: 0n });
   });
 
@@ -320,7 +321,7 @@ describe('configuration and unpayable targets', () => {
       const { key, organisationId } = await createTestAccount(unfunded.database.handle.db, { credits: 1_000n });
       const res = await proxy(key, { api_url: target.routes.paid.url, method: 'GET' }, {}, unfunded);
       expect(res.status).toBe(500);
-      expect(res.body).toEqual({ error: 'Internal Server Error', message: expect.any(String), details: expect.stringMatching(/USDC balance on base-sepolia is 0/) });
+      expect(res.body).toEqual({ code: 'configuration_error', error: 'Internal Server Error', message: expect.any(String), details: expect.stringMatching(/USDC balance on base-sepolia is 0/) });
       expect(target.requests.map((request) => request.payment)).toEqual([null]);
       expect(await organisationBalance(unfunded.database.handle.db, organisationId)).toBe(1_000n);
       expect(await ledgerSums(unfunded.database.handle.db, organisationId)).toMatchObject({ reserve: CREDITS, release: CREDITS, charge: 0n });
@@ -373,7 +374,7 @@ describe('POST /proxy/sim', () => {
     expect(named.body.paymentRequirements.network).toBe('solana-devnet');
     const failing = await simulate(key, { api_url: peers.targets.plain!.routes.error.url, method: 'GET' });
     expect(failing.status).toBe(502);
-    expect(failing.body).toEqual({ error: 'Bad Gateway', details: expect.stringContaining('500') });
+    expect(failing.body).toEqual({ code: 'upstream_error', error: 'Bad Gateway', details: expect.stringContaining('500') });
   });
 });
 

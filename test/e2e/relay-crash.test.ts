@@ -1,7 +1,7 @@
 // A service killed with SIGKILL between the two legs of a relay: the client's payment has settled,
 // the target is not paid yet. The service runs as a real child process (node --import tsx
-// server/main.ts, one process, so the signal reaches it) against a test database and the local
-// peers; RELAY_PAUSE_AFTER_SETTLEMENT_FILE makes it stop right after settlement, where the test
+// test/support/pausingService.ts, one process, so the signal reaches it) against a test database
+// and the local peers; its afterClientSettled hook stops it right after settlement, where the test
 // kills it. A fresh service on the same database finishes the transaction with its jobs: the
 // client is refunded on-chain and its record says refund_confirmed. No payment is lost.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -49,9 +49,13 @@ function serviceEnv(): Record<string, string> {
   return { ...peersEnv(peers), DATABASE_URL: database.url, HOST: '127.0.0.1', PORT: '0', RELAY_ABANDONED_AFTER_MS: String(ABANDONED_AFTER_MS) };
 }
 
-/** `node --import tsx server/main.ts` with the service's environment; resolves with its URL once it listens. */
-function startChild(env: Record<string, string>): Promise<{ process: ChildProcess; url: string }> {
-  const started = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
+/**
+ * The service in a child process with the service's environment, pausing after each settlement
+ * of a client's payment until `markerFile` (which it creates) is removed; resolves with its URL
+ * once it listens.
+ */
+function startChild(env: Record<string, string>, markerFile: string): Promise<{ process: ChildProcess; url: string }> {
+  const started = spawn(process.execPath, ['--import', 'tsx', 'test/support/pausingService.ts', markerFile], {
     cwd: fileURLToPath(new URL('../..', import.meta.url)),
     env: { ...process.env, ...env, LOG_LEVEL: 'info', NODE_ENV: 'test' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -98,7 +102,7 @@ describe('a service killed between settling the client and paying the target', (
       target: await peers.usdcBalance(network, payTo),
     };
     const marker = path.join(directory, 'settled');
-    const running = await startChild({ ...serviceEnv(), RELAY_PAUSE_AFTER_SETTLEMENT_FILE: marker });
+    const running = await startChild(serviceEnv(), marker);
     child = running.process;
 
     const paying = payingFetch(peers, network)(`${running.url}/relay`, relayRequest({ api_url: target.routes.paid.url, method: 'GET' })).then(

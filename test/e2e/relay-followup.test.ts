@@ -6,16 +6,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { utcDay, type Clock } from '../../payments/clock';
+import { loadConfig } from '../../payments/config';
+import type { Deps } from '../../payments/deps';
 import { spentOn } from '../../payments/limits';
 import { createChains, type Chains } from '../../payments/networks/index';
 import { NETWORK_TABLE } from '../../payments/networks/table';
 import { admitClientPayment } from '../../payments/relay/admit';
-import { followUpRefund, followUpRelay, MAX_REFUND_ATTEMPTS, type FollowUpDeps } from '../../payments/relay/followUp';
+import { followUpRefund, followUpRelay, MAX_REFUND_ATTEMPTS } from '../../payments/relay/followUp';
 import { scheduleRefund, targetPaymentOf, watchTargetPayment } from '../../payments/relay/outcome';
 import { SubmissionQueue } from '../../payments/relay/queue';
 import { claimSettlement, findRelayTransaction, markSettled, recordClientPayment, recordTargetPayment } from '../../payments/relay/store';
-import { relayRequirements, verifyClientPayment } from '../../payments/relay/index';
-import { decidePayment, paymentRequiredOf, signedFacts, signTargetPayment, readPaymentOnChain } from '../../payments/target/index';
+import { DEFAULT_RELAY_LIMITS, relayRequirements, verifyClientPayment } from '../../payments/relay/index';
+import { decidePayment, paymentRequiredOf, signedFacts, signTargetPayment, readPaymentOnChain, WalletBalances } from '../../payments/target/index';
 import { findWebhook } from '../../payments/webhooks';
 import { startPeers, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
 import { generateSolanaKey } from '../../devnet/svm/keys';
@@ -27,7 +29,7 @@ let peers: Peers;
 let chains: Chains;
 let database: TestDatabase;
 let db: Db;
-let deps: FollowUpDeps;
+let deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'submissions' | 'config' | 'relayLimits' | 'balances'>;
 
 beforeAll(async () => {
   peers = await startPeers({ networks: ['base-sepolia', 'solana-devnet'] });
@@ -38,7 +40,15 @@ beforeAll(async () => {
   });
   database = await createTestDatabase();
   db = database.handle.db;
-  deps = { db, chains, clock: { now: () => new Date() }, submissions: new SubmissionQueue(), config: { facilitatorUrl: undefined, relayAbandonedAfterMs: ABANDONED_AFTER_MS } };
+  deps = {
+    db,
+    chains,
+    clock: { now: () => new Date() },
+    submissions: new SubmissionQueue(),
+    config: loadConfig({ RELAY_ABANDONED_AFTER_MS: String(ABANDONED_AFTER_MS) }),
+    relayLimits: DEFAULT_RELAY_LIMITS,
+    balances: new WalletBalances(),
+  };
 });
 
 afterAll(async () => {

@@ -227,7 +227,7 @@ describe('a repeated X-PAYMENT', () => {
     const before = await balances('base-sepolia', 'base-sepolia', payTo);
     const again = await t.client.post('/relay', body(), { headers: { 'x-payment': header } });
     expect(again.status).toBe(400);
-    expect(again.body).toEqual({ error: 'Bad Request', details: expect.stringContaining('nonce was already used') });
+    expect(again.body).toEqual({ code: 'validation_failed', error: 'Bad Request', details: expect.stringContaining('nonce was already used') });
     expect(await balances('base-sepolia', 'base-sepolia', payTo)).toEqual(before);
   });
 
@@ -274,6 +274,7 @@ describe('the daily limits', () => {
     const res = await payingFetch(peers, 'base-sepolia')(relayUrl(), relayRequest({ api_url: target('base-sepolia').routes.paid.url, method: 'GET' }));
     expect(res.status).toBe(429);
     expect(await res.json()).toEqual({
+      code: 'spend_limit_exceeded',
       error: 'Daily wallet spending limit exceeded',
       details: expect.stringContaining(`Wallet ${wallet} has spent 99.995 of its 100 USD testnet relay limit today`),
       currentSpend: 99.995,
@@ -298,6 +299,7 @@ describe('the daily limits', () => {
     const res = await payingFetch(peers, 'base-sepolia')(relayUrl(), relayRequest({ api_url: target('base-sepolia').routes.paid.url, method: 'GET' }));
     expect(res.status).toBe(429);
     expect(await res.json()).toEqual({
+      code: 'spend_limit_exceeded',
       error: 'Daily wallet spending limit exceeded',
       details: expect.stringContaining('The service has relayed 999.99 of its 1000 USD testnet relay limit today'),
       currentSpend: 999.99,
@@ -363,7 +365,7 @@ describe('a target that never charges', () => {
     const never = await payingFetch(peers, network)(relayUrl(), relayRequest({ api_url: target(network).routes.neverSettles.url, method: 'GET' }));
     expect(never.status).toBe(502);
     const neverBody = (await never.json()) as { webhook_id: string };
-    expect(neverBody).toEqual({ error: 'Bad Gateway', message: expect.stringContaining('Upstream refused payment after 2 attempts'), webhook_id: expect.stringMatching(/^[0-9a-f-]{36}$/) });
+    expect(neverBody).toEqual({ code: 'upstream_error', error: 'Bad Gateway', message: expect.stringContaining('Upstream refused payment after 2 attempts'), webhook_id: expect.stringMatching(/^[0-9a-f-]{36}$/) });
     expect(never.headers.get('x-service-webhook')).toBe(neverBody.webhook_id);
     expect(never.headers.get('x-client-payment')).toMatch(/^0x[0-9a-f]{64}$/);
 

@@ -6,7 +6,8 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { systemClock } from '../../payments/clock';
-import type { NetworkSettings } from '../../payments/config';
+import { loadConfig, type NetworkSettings } from '../../payments/config';
+import type { Deps } from '../../payments/deps';
 import { createChains, type Chains } from '../../payments/networks/index';
 import { NETWORK_TABLE, type NetworkName } from '../../payments/networks/table';
 import {
@@ -19,7 +20,7 @@ import {
   settleClientPayment,
   SubmissionQueue,
   verifyClientPayment,
-  type RelayDeps,
+  DEFAULT_RELAY_LIMITS,
   type VerifiedClientPayment,
 } from '../../payments/relay/index';
 import { claimSettlement } from '../../payments/relay/store';
@@ -35,8 +36,11 @@ let peers: Peers;
 let chains: Chains;
 let database: TestDatabase;
 let db: Db;
-let direct: RelayDeps;
-let viaFacilitator: RelayDeps;
+/** What settling, reconciling and refunding a client's payment use. */
+type Settling = Pick<Deps, 'chains' | 'clock' | 'submissions' | 'relayLimits' | 'config'>;
+
+let direct: Settling;
+let viaFacilitator: Settling;
 
 beforeAll(async () => {
   peers = await startPeers({ networks: [...EVM_NETWORKS] });
@@ -45,8 +49,8 @@ beforeAll(async () => {
   database = await createTestDatabase();
   db = database.handle.db;
   const submissions = new SubmissionQueue();
-  direct = { chains, clock: systemClock, submissions, limits: { confirmationTimeoutMs: 10_000, confirmationPollMs: 20 } };
-  viaFacilitator = { ...direct, facilitatorUrl: peers.facilitator.url };
+  direct = { chains, clock: systemClock, submissions, relayLimits: { ...DEFAULT_RELAY_LIMITS, confirmationTimeoutMs: 10_000, confirmationPollMs: 20 }, config: loadConfig({}) };
+  viaFacilitator = { ...direct, config: { ...direct.config, facilitatorUrl: peers.facilitator.url } };
 });
 
 afterAll(async () => {
@@ -246,7 +250,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     const { header } = await sign(requirements);
     const before = await balances(network);
     const row = await recorded(network, header);
-    const impatient: RelayDeps = { ...direct, limits: { confirmationTimeoutMs: 1, confirmationPollMs: 1_000 } };
+    const impatient: Settling = { ...direct, relayLimits: { ...DEFAULT_RELAY_LIMITS, confirmationTimeoutMs: 1, confirmationPollMs: 1_000 } };
 
     // The chain holds the settlement in its mempool, so its receipt cannot arrive within the wait.
     const txHash = await withMempoolHeld(network, async () => {
@@ -343,7 +347,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     const before = await balances(network);
     const row = await recorded(network, header);
     expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ settled: true });
-    const impatient: RelayDeps = { ...direct, limits: { confirmationTimeoutMs: 1, confirmationPollMs: 1_000 } };
+    const impatient: Settling = { ...direct, relayLimits: { ...DEFAULT_RELAY_LIMITS, confirmationTimeoutMs: 1, confirmationPollMs: 1_000 } };
     // The chain holds the refund in its mempool, so its receipt cannot arrive within the wait.
     const refund = await withMempoolHeld(network, async () => {
       const pending = await refundClientPayment(db, row.id, impatient);

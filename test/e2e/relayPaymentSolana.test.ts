@@ -16,6 +16,8 @@ import { getTransferCheckedInstruction } from '@solana-program/token';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { systemClock } from '../../payments/clock';
+import { loadConfig } from '../../payments/config';
+import type { Deps } from '../../payments/deps';
 import { createChains, type Chains } from '../../payments/networks/index';
 import { usdcAccountOf } from '../../payments/networks/svm';
 import { NETWORK_TABLE } from '../../payments/networks/table';
@@ -27,7 +29,7 @@ import {
   settleClientPayment,
   SubmissionQueue,
   verifyClientPayment,
-  type RelayDeps,
+  DEFAULT_RELAY_LIMITS,
 } from '../../payments/relay/index';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { startPeers, type Peers, type PaymentRequirements as PeerRequirements, type SolanaPaymentOverrides } from '../../devnet/index';
@@ -46,8 +48,11 @@ let peers: Peers;
 let chains: Chains;
 let database: TestDatabase;
 let db: Db;
-let direct: RelayDeps;
-let viaFacilitator: RelayDeps;
+/** What settling, reconciling and refunding a client's payment use. */
+type Settling = Pick<Deps, 'chains' | 'clock' | 'submissions' | 'relayLimits' | 'config'>;
+
+let direct: Settling;
+let viaFacilitator: Settling;
 
 beforeAll(async () => {
   peers = await startPeers({ networks: [NETWORK] });
@@ -59,8 +64,8 @@ beforeAll(async () => {
   database = await createTestDatabase();
   db = database.handle.db;
   const submissions = new SubmissionQueue();
-  direct = { chains, clock: systemClock, submissions, limits: { confirmationTimeoutMs: 10_000, confirmationPollMs: 20 } };
-  viaFacilitator = { ...direct, facilitatorUrl: peers.facilitator.url };
+  direct = { chains, clock: systemClock, submissions, relayLimits: { ...DEFAULT_RELAY_LIMITS, confirmationTimeoutMs: 10_000, confirmationPollMs: 20 }, config: loadConfig({}) };
+  viaFacilitator = { ...direct, config: { ...direct.config, facilitatorUrl: peers.facilitator.url } };
 });
 
 afterAll(async () => {

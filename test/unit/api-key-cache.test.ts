@@ -140,7 +140,7 @@ describe('through the service', () => {
     await revokeApiKey(t.database.handle.db, account.prefix);
     const { value, elapsedMs } = await within(2_000, () => t.client.get('/balance', { headers }), (response) => response.status === 401);
     expect(value.status).toBe(401);
-    expect(value.body).toEqual({ error: 'Unauthorized', details: 'The API key has been revoked.' });
+    expect(value.body).toEqual({ code: 'unauthorized', error: 'Unauthorized', details: 'The API key has been revoked.' });
     expect(elapsedMs).toBeLessThan(2_000);
   });
 });

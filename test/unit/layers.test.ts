@@ -7,6 +7,8 @@ import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../payments/config';
+import { NO_HOOKS } from '../../payments/deps';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const PRODUCTION_FOLDERS = ['server', 'handlers', 'payments', 'worker', 'db'];
@@ -102,3 +104,27 @@ describe('production layers', () => {
     ]);
   });
 });
+
+describe('production code carries no test hooks', () => {
+  // Tests stop a request between two steps through Deps.hooks, passed to startService by the test;
+  // nothing in the configuration or in the production folders can make a service wait on a file.
+  const HOOK_TRACES = /RELAY_PAUSE_AFTER_SETTLEMENT_FILE|relayPauseAfterSettlement|pauseForTest|testHook/;
+
+  it('no production file mentions the former file-based pause', () => {
+    const mentions = PRODUCTION_FOLDERS.flatMap(sourceFiles).filter((file) => HOOK_TRACES.test(readFileSync(path.join(ROOT, file), 'utf8')));
+    expect(mentions).toEqual([]);
+  });
+
+  it('the configuration ignores RELAY_PAUSE_AFTER_SETTLEMENT_FILE, in production too', () => {
+    const base = { NODE_ENV: 'production', NETWORKS: 'base-sepolia' };
+    const config = loadConfig({ ...base, RELAY_PAUSE_AFTER_SETTLEMENT_FILE: '/tmp/settled' });
+    expect(config).toEqual(loadConfig(base));
+    expect(JSON.stringify(config, (_key, value: unknown) => (typeof value === 'bigint' ? String(value) : value))).not.toContain('/tmp/settled');
+  });
+
+  it("the service's own hooks do nothing, and `npm start` passes none", async () => {
+    await expect(NO_HOOKS.afterClientSettled(1n)).resolves.toBeUndefined();
+    expect(readFileSync(path.join(ROOT, 'server/main.ts'), 'utf8')).not.toMatch(/\bhooks\b/);
+  });
+});
+

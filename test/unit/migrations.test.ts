@@ -1,11 +1,13 @@
 import pg from 'pg';
 import { randomBytes } from 'node:crypto';
+import { readdirSync } from 'node:fs';
 import { sql } from 'kysely';
 import { describe, expect, it, inject } from 'vitest';
+import { DATABASE_FUNCTIONS, functionSource } from '../../db/functions/index';
 import { createDb, migrateToLatest } from '../../db/index';
 
 describe('migrations', () => {
-  it('build every table on an empty database and are idempotent', async () => {
+  it('build every table on an empty database, are idempotent and leave the functions of db/functions', async () => {
     const adminUrl = inject('pgAdminUrl');
     const name = `prs_${inject('runId')}_empty_${randomBytes(3).toString('hex')}`;
     const admin = new pg.Client({ connectionString: adminUrl });
@@ -39,6 +41,21 @@ describe('migrations', () => {
         'relay_transactions',
         'webhooks',
       ]);
+      // The database functions are their files' source, re-applied on every migrate (also by
+      // several processes at once): a definition left by an older release is replaced.
+      await sql`create or replace function settle_reservation(p_reference text, p_to text) returns boolean language sql as 'select false'`.execute(handle.db);
+      const concurrent = Array.from({ length: 3 }, () => createDb(url.toString(), { maxConnections: 2 }));
+      try {
+        expect(await Promise.all(concurrent.map((other) => migrateToLatest(other.db)))).toEqual([[], [], []]);
+      } finally {
+        await Promise.all(concurrent.map((other) => other.close()));
+      }
+      const sqlFiles = readdirSync(new URL('../../db/functions/', import.meta.url)).filter((file) => file.endsWith('.sql'));
+      expect(sqlFiles.map((file) => file.replace(/\.sql$/, '')).sort()).toEqual([...DATABASE_FUNCTIONS].sort());
+      for (const name of DATABASE_FUNCTIONS) {
+        const { rows } = await sql<{ prosrc: string }>`select prosrc from pg_proc where proname = ${name}`.execute(handle.db);
+        expect(rows.map((row) => row.prosrc), name).toEqual([functionSource(name).split('$fn$')[1]]);
+      }
       // The balance can never go negative, whatever code runs.
       const organisation = await handle.db.insertInto('organisations').values({ name: 'x' }).returning('id').executeTakeFirstOrThrow();
       await expect(

@@ -6,7 +6,7 @@
  */
 import http from 'node:http';
 import net, { isIP, type LookupFunction } from 'node:net';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   buildTargetRequest,
   nodeTransport,
@@ -140,8 +140,12 @@ function request(call: CallRequest, paymentHeader?: string): TargetRequest {
   return built.value;
 }
 
+/** Connections these tests share unless one passes its own, as the service's calls share one set. */
+const sharedConnections = new TargetConnections();
+afterAll(() => sharedConnections.close());
+
 function send(target: TargetRequest, options: Partial<SendOptions> & Pick<SendOptions, 'allowHosts'>) {
-  return sendTargetRequest(target, { timeoutMs: 5_000, resolver: tableResolver({}), transport: loopbackOnly, ...options });
+  return sendTargetRequest(target, { timeoutMs: 5_000, resolver: tableResolver({}), transport: loopbackOnly, connections: sharedConnections, ...options });
 }
 
 async function failure(promise: Promise<unknown>): Promise<OutboundError> {
@@ -253,7 +257,7 @@ describe('each body form arrives at the target as specified', () => {
 
   it('works through the default transport for a literal loopback target', async () => {
     const peer = await startPeer();
-    const response = await sendTargetRequest(request({ api_url: peer.origin, method: 'GET' }), { timeoutMs: 5_000, allowHosts: allow(peer.hostPort) });
+    const response = await sendTargetRequest(request({ api_url: peer.origin, method: 'GET' }), { timeoutMs: 5_000, allowHosts: allow(peer.hostPort), connections: sharedConnections });
     expect(response.body.toString()).toBe('ok');
   });
 });

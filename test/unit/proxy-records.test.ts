@@ -1,4 +1,4 @@
-// The proxy payment rows and the credit rules behind them (database functions of migration 0008):
+// The proxy payment rows and the credit rules behind them (database functions of db/functions/):
 // all-or-nothing refusals by a later counter after an earlier one admitted, the figures a refusal
 // reports, one round trip per step of a paid call, once-only settlement, and the webhook record
 // as the TypeScript side wrote it before.

@@ -1,0 +1,34 @@
+-- signed -> charged (PROXY_MOVES in payments/proxy/states.ts; the from-state in the WHERE below is
+-- the table's, test/unit/state-tables.test.ts checks it), the reservation charged, and the webhook
+-- record async_processing -> success (WEBHOOK_MOVES), in the caller's statement.
+create or replace function charge_proxy_payment(p_reference text, p_tx_hash text, p_outcome text) returns boolean
+language plpgsql as $fn$
+#variable_conflict use_column
+declare
+  p proxy_payments;
+begin
+  update proxy_payments pp
+    set state = 'charged', tx_hash = coalesce(p_tx_hash, pp.tx_hash), outcome = p_outcome, settled_at = now()
+    where pp.reference = p_reference and pp.state = 'signed'
+    returning pp.* into p;
+  if not found then
+    return false;
+  end if;
+  if not settle_reservation(p_reference, 'charged') then
+    raise exception 'proxy payment %: its reservation was already settled', p.id;
+  end if;
+  if p.webhook_id is not null then
+    -- Only a record still in flight moves (payments/webhooks.ts completeWebhook); amounts as usdcText shows them.
+    update webhooks w
+      set status = 'success',
+          tx_hash = nullif(p.tx_hash, ''),
+          network = p.network,
+          message = 'Payment of ' || trim_scale(p.amount_micro_usdc * 0.000001)::text || ' USDC to the target confirmed on-chain; '
+            || p.credits::text || ' credits charged',
+          error = null,
+          updated_at = now()
+      where w.id = p.webhook_id and w.status = 'async_processing';
+  end if;
+  return true;
+end
+$fn$;
