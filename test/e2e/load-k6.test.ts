@@ -86,6 +86,13 @@ async function play(script: string, plays: string[], env: Record<string, string>
   return JSON.parse(output) as StandInRun;
 }
 
+/**
+ * The scripts' latency thresholds are for load testers on a quiet machine; here the suite shares
+ * two cores with other files, so they are set far out of reach of scheduling noise. What is
+ * checked is that every threshold is evaluated and passes on the answers' correctness.
+ */
+const LATENCY_BOUNDS = { P99_MS_CONFIG: '15000', P99_MS_FREE: '15000', P99_MS_PAID: '30000', P99_MS: '15000' };
+
 function failedChecks(run: StandInRun): string[] {
   return Object.entries(run.checks)
     .filter(([, counts]) => counts.fails > 0)
@@ -114,7 +121,8 @@ async function waitForActive(group: 'proxy' | 'relay' | 'webhooks', expected: nu
 
 describe('the k6 scripts under a k6 stand-in', () => {
   it('throughput.js: /config, pass-through and paid /proxy answer 200 and meet their thresholds', async () => {
-    const run = await play('load/throughput.js', ['config:2', 'proxyFree:2', 'proxyPaid:1']);
+    const run = await play('load/throughput.js', ['config:2', 'proxyFree:2', 'proxyPaid:1'], LATENCY_BOUNDS);
+    expect(thresholdsWith(run, 'pass')).toEqual(expect.arrayContaining(['http_req_duration{scenario:config} p(99)<15000']));
     expect(failedChecks(run)).toEqual([]);
     expect(run.checks['status is 200']).toEqual({ passes: 5, fails: 0 });
     expect(thresholdsWith(run, 'fail')).toEqual([]);
@@ -122,7 +130,7 @@ describe('the k6 scripts under a k6 stand-in', () => {
   });
 
   it('soak.js: the mix answers as expected and meets its thresholds', async () => {
-    const run = await play('load/soak.js', ['soak:12']);
+    const run = await play('load/soak.js', ['soak:12'], LATENCY_BOUNDS);
     expect(failedChecks(run)).toEqual([]);
     const requests = Object.entries(run.metrics)
       .filter(([key]) => key.startsWith('http_reqs'))
