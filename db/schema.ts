@@ -50,7 +50,10 @@ export interface DailySpendTable {
   network_class: SpendClass;
   /** UTC date, as 'YYYY-MM-DD'. */
   day: ColumnType<string, string, string>;
-  spent: ColumnType<bigint, bigint | undefined, bigint>;
+  /** The counter of relay scopes (relay_wallet, relay_system); zero for the others. */
+  spent_micro_usdc: ColumnType<bigint, bigint | undefined, bigint>;
+  /** The counter of proxy and API key scopes (proxy_account, proxy_system, api_key); zero for relay scopes. */
+  spent_credits: ColumnType<bigint, bigint | undefined, bigint>;
 }
 
 export type StoredWebhookStatus =

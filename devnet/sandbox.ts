@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import type { Db } from '../db/index';
 import { authenticateKey, createApiKey, createOrganisation } from '../payments/accounts';
 import { grantCredits } from '../payments/credits';
-import { NETWORK_NAMES } from '../payments/networks/table';
+import { NETWORK_NAMES } from '../payments/networkTable';
 import { startPeers } from './index';
 import { startLocalLlm } from './llm';
 import type { Sandbox, SandboxOptions } from '../server/sandbox';

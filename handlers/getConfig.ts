@@ -1,6 +1,6 @@
 import type { Handler } from './types';
 import type { components } from '../codegen/api';
-import { aliasesOf, NETWORK_TABLE, type NetworkName } from '../payments/networks/table';
+import { aliasesOf, NETWORK_TABLE, type NetworkName } from '../payments/networkTable';
 import { rpcHost } from '../payments/config';
 import { relayFeeModelText } from '../payments/fees';
 

@@ -6,7 +6,7 @@
 import type { RawReply } from './types';
 import { errorReply } from './errors';
 import { safeResponseHeaders, type TargetResponse } from '../payments/outbound/index';
-import { bodyValue } from '../payments/target/index';
+import { bodyValue } from '../payments/outgoing/index';
 
 /** X-TIMEOUT's ceiling (milliseconds), as the document declares it. */
 export const MAX_CLIENT_TIMEOUT_MS = 120_000;

@@ -1,20 +1,21 @@
 /**
  * A paid call to the chat backend (/llm/chat, /llm/translate): the client's X-Payment is verified
- * with the relay's code and recorded (its nonce can never be used twice), the backend answers, and
- * only then is the payment settled. A failed backend call settles nothing: the record is closed as
+ * and recorded as every payment we receive is (payments/incoming/; its nonce can never be used
+ * twice), the backend answers, and only then is the payment settled. A failed backend call settles nothing: the record is closed as
  * not settled and the client's authorization simply expires unused. A request that stops half-way
  * leaves a row (mode 'chat') that the chat follow-up job finishes.
  */
 import type { Db } from '../db/index';
 import { chatCompletion, llmConfigured, type ChatMessage } from './llm';
 import { parseUsdc } from './money';
-import { offers } from './relay/offer';
+import { offers } from './incoming/offer';
 import { sql } from 'kysely';
-import { findRelayTransaction, markDelivered, markSettleFailed, recordClientPayment } from './relay/store';
-import { reconcileSettlement, settleClientPayment } from './relay/settle';
-import { refundClientPayment } from './relay/refund';
-import { verifyClientPayment } from './relay/verify';
-import { facilitatorFeePayer } from './relay/facilitator';
+import { followUpOpenPayment } from './incoming/followUp';
+import { markDelivered, markSettleFailed, recordClientPayment } from './incoming/store';
+import { settleClientPayment } from './incoming/settle';
+import { refundClientPayment } from './incoming/refund';
+import { verifyClientPayment } from './incoming/verify';
+import { facilitatorFeePayer } from './incoming/facilitator';
 import type { Deps } from './deps';
 import { encodePaymentResponseHeader } from './x402/headers';
 import type { PaymentRequirements } from './x402/types';
@@ -70,30 +71,25 @@ export type ChatFollowUp = 'closed_unsettled' | 'delivered' | 'refunded' | 'refu
  * between) -> refunded to the payer. Safe to repeat.
  */
 export async function followUpChatPayment(deps: Pick<Deps, 'db' | 'chains' | 'submissions' | 'relayLimits'>, relayTxId: bigint): Promise<ChatFollowUp> {
-  let row = await findRelayTransaction(deps.db, relayTxId);
-  if (!row || row.mode !== 'chat') return 'still_pending';
-  if (row.state === 'received') {
-    await markSettleFailed(deps.db, relayTxId, 'abandoned', 'the request stopped before settlement; nothing was settled');
-    return 'closed_unsettled';
-  }
-  if (row.state === 'settling') {
-    const outcome = await reconcileSettlement(deps.db, relayTxId, deps);
-    if (!outcome.settled) return outcome.pending ? 'still_pending' : 'closed_unsettled';
-    row = (await findRelayTransaction(deps.db, relayTxId))!;
-  }
-  if (row.state === 'settled') {
-    if (row.responded_at !== null) {
+  const refund = async (): Promise<ChatFollowUp> => {
+    const outcome = await refundClientPayment(deps.db, relayTxId, deps);
+    return outcome.refunded ? 'refunded' : outcome.pending ? 'refund_pending' : 'refund_failed';
+  };
+  // Only rows open past CHAT_ABANDONED_AFTER_MS are followed up: their request is over.
+  return followUpOpenPayment<ChatFollowUp>(deps, relayTxId, {
+    mode: 'chat',
+    missing: () => 'still_pending',
+    abandonedDetails: 'the request stopped before settlement; nothing was settled',
+    settlementPending: () => 'still_pending',
+    neverSettled: () => 'closed_unsettled',
+    settled: async (row) => {
+      if (row.responded_at === null) return refund();
       await markDelivered(deps.db, relayTxId);
       return 'delivered';
-    }
-    const refund = await refundClientPayment(deps.db, relayTxId, deps);
-    return refund.refunded ? 'refunded' : refund.pending ? 'refund_pending' : 'refund_failed';
-  }
-  if (row.state === 'refund_pending') {
-    const refund = await refundClientPayment(deps.db, relayTxId, deps);
-    return refund.refunded ? 'refunded' : refund.pending ? 'refund_pending' : 'refund_failed';
-  }
-  return 'delivered';
+    },
+    inState: { refund_pending: refund },
+    otherwise: () => 'delivered',
+  });
 }
 
 /** Chat payments open past CHAT_ABANDONED_AFTER_MS. */

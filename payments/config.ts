@@ -5,7 +5,7 @@
  * on them. A wrong value stops the service with a message naming the variable. The parsed object
  * is plain data, passed to whoever needs it; nothing reads process.env after start.
  */
-import { NETWORK_TABLE, type NetworkName, NETWORK_NAMES } from './networks/table';
+import { NETWORK_TABLE, type NetworkName, NETWORK_NAMES } from './networkTable';
 import { parseAllowHosts, type AllowHosts } from './outbound/index';
 
 export interface NetworkSettings {

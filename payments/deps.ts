@@ -5,9 +5,9 @@ import type { Clock } from './clock';
 import type { Config } from './config';
 import type { Chains } from './networks/index';
 import type { Resolver, TargetConnections } from './outbound/index';
-import type { SubmissionQueue } from './relay/queue';
-import type { RelayLimits } from './relay/types';
-import type { WalletBalances } from './target/pay';
+import type { SubmissionQueue } from './networks/submissions';
+import type { RelayLimits } from './relayLimits';
+import type { WalletBalances } from './networks/balances';
 
 export interface CapMetric {
   active: number;

@@ -1,7 +1,8 @@
 /**
  * Daily spend counters (docs/architecture.md section 3). A counter is increased only when the result stays
  * within its limit, in one statement, so concurrent calls can never overshoot. Relay counters are
- * in micro-USDC; proxy and API key counters are in credits. The day is the UTC date.
+ * in micro-USDC (daily_spend.spent_micro_usdc); proxy and API key counters are in credits
+ * (daily_spend.spent_credits). The day is the UTC date.
  */
 import { sql } from 'kysely';
 import type { Db, Tx } from '../db/index';
@@ -18,16 +19,30 @@ export interface SpendKey {
 
 export const SYSTEM_SCOPE_ID = 'system';
 
+/**
+ * The column that holds a scope's counter, named for its unit; the other stays zero (the check
+ * daily_spend_one_unit, and the same rule in db/functions/try_add_spend.sql and subtract_spend.sql).
+ */
+export const SPEND_COLUMN = {
+  relay_wallet: 'spent_micro_usdc',
+  relay_system: 'spent_micro_usdc',
+  proxy_account: 'spent_credits',
+  proxy_system: 'spent_credits',
+  api_key: 'spent_credits',
+} as const satisfies Record<SpendScope, 'spent_micro_usdc' | 'spent_credits'>;
+
+/** The counter of `key` in its scope's unit (SPEND_COLUMN). */
 export async function spentOn(db: Db | Tx, key: SpendKey): Promise<bigint> {
+  const column = SPEND_COLUMN[key.scope];
   const row = await db
     .selectFrom('daily_spend')
-    .select('spent')
+    .select(column)
     .where('scope', '=', key.scope)
     .where('scope_id', '=', key.scopeId)
     .where('network_class', '=', key.networkClass)
     .where('day', '=', key.day)
     .executeTakeFirst();
-  return row?.spent ?? 0n;
+  return row?.[column] ?? 0n;
 }
 
 export type SpendResult = { admitted: true; spent: bigint } | { admitted: false; spent: bigint };
@@ -63,7 +78,7 @@ export async function startDay(db: Db, day: string): Promise<{ prunedRows: numbe
       for (const networkClass of ['mainnet', 'testnet'] as const) {
         await tx
           .insertInto('daily_spend')
-          .values({ scope, scope_id: SYSTEM_SCOPE_ID, network_class: networkClass, day, spent: 0n })
+          .values({ scope, scope_id: SYSTEM_SCOPE_ID, network_class: networkClass, day, spent_micro_usdc: 0n, spent_credits: 0n })
           .onConflict((conflict) => conflict.doNothing())
           .execute();
       }
@@ -86,22 +101,22 @@ export async function systemVolumes(
 ): Promise<Record<'relay' | 'proxy', Record<'mainnet' | 'testnet', VolumeFigures>>> {
   const rows = await db
     .selectFrom('daily_spend')
-    .select(['scope', 'network_class', 'spent'])
+    .select(['scope', 'network_class', 'spent_micro_usdc', 'spent_credits'])
     .where('scope', 'in', ['relay_system', 'proxy_system'])
     .where('scope_id', '=', SYSTEM_SCOPE_ID)
     .where('day', '=', day)
     .execute();
-  const spent = (scope: SpendScope, networkClass: SpendClass) =>
-    rows.find((row) => row.scope === scope && row.network_class === networkClass)?.spent ?? 0n;
+  const row = (scope: SpendScope, networkClass: SpendClass) => rows.find((found) => found.scope === scope && found.network_class === networkClass);
+  const relayMicro = (networkClass: SpendClass) => row('relay_system', networkClass)?.spent_micro_usdc ?? 0n;
+  const proxyCredits = (networkClass: SpendClass) => row('proxy_system', networkClass)?.spent_credits ?? 0n;
   return {
     relay: {
-      mainnet: { limitMicro: limits.relayTotalMicro, spentMicro: spent('relay_system', 'mainnet') },
-      testnet: { limitMicro: limits.relayTotalMicro, spentMicro: spent('relay_system', 'testnet') },
+      mainnet: { limitMicro: limits.relayTotalMicro, spentMicro: relayMicro('mainnet') },
+      testnet: { limitMicro: limits.relayTotalMicro, spentMicro: relayMicro('testnet') },
     },
     proxy: {
-      // Proxy counters are kept in credits.
-      mainnet: { limitMicro: limits.proxyTotalMicro, spentMicro: spent('proxy_system', 'mainnet') * MICRO_PER_CREDIT },
-      testnet: { limitMicro: limits.proxyTotalMicro, spentMicro: spent('proxy_system', 'testnet') * MICRO_PER_CREDIT },
+      mainnet: { limitMicro: limits.proxyTotalMicro, spentMicro: proxyCredits('mainnet') * MICRO_PER_CREDIT },
+      testnet: { limitMicro: limits.proxyTotalMicro, spentMicro: proxyCredits('testnet') * MICRO_PER_CREDIT },
     },
   };
 }

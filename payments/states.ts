@@ -1,6 +1,6 @@
 /**
- * What the tables of allowed moves have in common (payments/relay/states.ts,
- * payments/relay/refundStates.ts, payments/proxy/states.ts, payments/reservationStates.ts,
+ * What the tables of allowed moves have in common (payments/incoming/states.ts,
+ * payments/incoming/refundStates.ts, payments/proxy/states.ts, payments/reservationStates.ts,
  * payments/webhookStates.ts). A table lists, for each state, the states a row may move to; a
  * write function reads the states it may leave from the table and names them in the WHERE of its
  * guarded update, so a rule is changed in one place and a move the table does not hold cannot be

@@ -100,13 +100,13 @@ export async function runAdminCommand(db: Db, argv: string[], print: (line: stri
               .on('daily_spend.day', '=', day)
               .onRef('daily_spend.scope_id', '=', (eb) => eb.cast('api_keys.id', 'text')),
           )
-          .select(['api_keys.prefix', 'api_keys.daily_cap_credits', 'api_keys.revoked_at', 'daily_spend.spent'])
+          .select(['api_keys.prefix', 'api_keys.daily_cap_credits', 'api_keys.revoked_at', 'daily_spend.spent_credits'])
           .where('accounts.organisation_id', '=', organisation.id)
           .orderBy('api_keys.id')
           .execute();
         for (const key of keys) {
           const state = key.revoked_at ? 'revoked' : 'active';
-          print(`  key ${key.prefix} (${state}): spent today ${key.spent ?? 0n} of ${key.daily_cap_credits} credits`);
+          print(`  key ${key.prefix} (${state}): spent today ${key.spent_credits ?? 0n} of ${key.daily_cap_credits} credits`);
         }
       }
       if (organisations.length === 0) print('no organisations');

@@ -6,6 +6,7 @@ import * as proxyPayments from './2026_11_21_0005_proxy_payments';
 import * as relayDelivery from './2026_11_21_0006_relay_delivery';
 import * as apiKeyNotify from './2026_11_21_0007_api_key_notify';
 import * as reserveFunction from './2026_11_21_0008_reserve_function';
+import * as spendUnits from './2026_11_21_0009_spend_units';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -16,6 +17,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_11_21_0006_relay_delivery': relayDelivery,
   '2026_11_21_0007_api_key_notify': apiKeyNotify,
   '2026_11_21_0008_reserve_function': reserveFunction,
+  '2026_11_21_0009_spend_units': spendUnits,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -36,8 +36,9 @@ import {
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { ConfigError, type Config } from '../config';
 import { encodePaymentHeader } from '../x402/headers';
-import { fail, ok, X402_VERSION, type ExactEvmPayload, type PaymentPayload, type PaymentRequirements, type Result } from '../x402/types';
-import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from './table';
+import { X402_VERSION, type ExactEvmPayload, type PaymentPayload, type PaymentRequirements } from '../x402/types';
+import { fail, ok, type Result } from '../result';
+import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../networkTable';
 
 export const DEFAULT_RPC_TIMEOUT_MS = 10_000;
 /** Authorizations are valid from this long ago, for clocks behind ours (as x402 clients do). */

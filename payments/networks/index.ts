@@ -5,10 +5,11 @@
  */
 import type { Config, NetworkSettings } from '../config';
 import type { PaymentChoice } from '../x402/choose';
-import { fail, ok, type PaymentPayload, type Result } from '../x402/types';
+import { type PaymentPayload } from '../x402/types';
+import { fail, ok, type Result } from '../result';
 import { createEvmChains, type EvmChains, type EvmOptions, type SignFailureReason } from './evm';
 import { createSvmChains, type BuildFailureReason, type SvmChains, type SvmOptions } from './svm';
-import { canonicalNetwork, NETWORK_TABLE, type ChainType, type NetworkClass, type NetworkName } from './table';
+import { canonicalNetwork, NETWORK_TABLE, type ChainType, type NetworkClass, type NetworkName } from '../networkTable';
 
 export interface ChainNetwork {
   name: NetworkName;

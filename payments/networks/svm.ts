@@ -42,8 +42,9 @@ import {
 } from '@solana-program/token';
 import { ConfigError, type Config } from '../config';
 import { encodePaymentHeader } from '../x402/headers';
-import { fail, ok, X402_VERSION, type ExactSvmPayload, type PaymentPayload, type PaymentRequirements, type Result } from '../x402/types';
-import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from './table';
+import { X402_VERSION, type ExactSvmPayload, type PaymentPayload, type PaymentRequirements } from '../x402/types';
+import { fail, ok, type Result } from '../result';
+import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../networkTable';
 
 export const DEFAULT_RPC_TIMEOUT_MS = 10_000;
 export const USDC_DECIMALS = 6;

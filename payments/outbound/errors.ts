@@ -35,4 +35,4 @@ export class OutboundError extends Error {
   }
 }
 
-export type Result<T> = { ok: true; value: T } | { ok: false; error: OutboundError };
+export type OutboundResult<T> = { ok: true; value: T } | { ok: false; error: OutboundError };

@@ -1,7 +1,7 @@
 import { promises as dns } from 'node:dns';
 import { isIP } from 'node:net';
 import { classifyAddress, formatIpv4, parseIpv4, type AddressReason } from './address';
-import { OutboundError, type Result } from './errors';
+import { OutboundError, type OutboundResult } from './errors';
 
 export interface ResolvedAddress {
   address: string;
@@ -43,7 +43,7 @@ const ALLOW_HOST_ENTRY = /^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]/@?#]+):([0-9]{1,5})$/;
  * Parses SSRF_ALLOW_HOSTS ("127.0.0.1:4010,localhost:4011,[::1]:4012"). Every entry needs a
  * port: an entry exempts exactly that host and port, never the host's other ports.
  */
-export function parseAllowHosts(list: string | readonly string[]): Result<AllowHosts> {
+export function parseAllowHosts(list: string | readonly string[]): OutboundResult<AllowHosts> {
   const entries = (typeof list === 'string' ? list.split(',') : list).map((entry) => entry.trim()).filter(Boolean);
   const allowHosts = new Set<string>();
   for (const entry of entries) {
@@ -106,7 +106,7 @@ export async function checkUrl(url: string | URL, resolver: Resolver, allowHosts
   return { allowed: true, target: { url: parsed, hostname, port, addresses, allowListed } };
 }
 
-async function resolve(hostname: string, resolver: Resolver): Promise<Result<ResolvedAddress[]>> {
+async function resolve(hostname: string, resolver: Resolver): Promise<OutboundResult<ResolvedAddress[]>> {
   const family = isIP(hostname);
   if (family !== 0) return { ok: true, value: [{ address: hostname, family: family === 6 ? 6 : 4 }] };
   // The URL parser already turns legacy IPv4 forms into dotted quads; this keeps a host that

@@ -20,7 +20,7 @@
  * - Allow list (SSRF_ALLOW_HOSTS) exempts exact host:port pairs from the address check only;
  *   scheme rules and address pinning still apply. The caller passes it in.
  */
-export { OutboundError, type OutboundErrorCode, type Result } from './errors';
+export { OutboundError, type OutboundErrorCode, type OutboundResult } from './errors';
 export {
   classifyAddress,
   parseIpv4,

@@ -1,4 +1,4 @@
-import { OutboundError, type Result } from './errors';
+import { OutboundError, type OutboundResult } from './errors';
 import { connectionTokens, isOwnedRequestHeader } from './headers';
 
 export const TARGET_METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'] as const;
@@ -57,7 +57,7 @@ export function givenBodyFields(call: Partial<Record<BodyField, unknown>>): Body
   return BODY_FIELDS.filter((field) => call[field] !== undefined && call[field] !== null);
 }
 
-export function buildTargetRequest(call: CallRequest, options: BuildOptions = {}): Result<TargetRequest> {
+export function buildTargetRequest(call: CallRequest, options: BuildOptions = {}): OutboundResult<TargetRequest> {
   try {
     return { ok: true, value: build(call, options) };
   } catch (error) {

@@ -29,7 +29,7 @@ import {
   signedFacts,
   signTargetPayment,
   type SignedTargetPayment,
-} from '../target/index';
+} from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
 import {
   chargeProxyPayment,

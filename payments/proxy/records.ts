@@ -12,7 +12,7 @@ import type { AuthenticatedKey } from '../accounts';
 import { reservationResultOf, reserveCreditsCall, type ReservationResult, type ReservationRow } from '../credits';
 import { addJob } from '../jobs';
 import { usdcText } from '../money';
-import type { SignedTargetPayment } from '../target/index';
+import type { SignedTargetPayment } from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
 import { openWebhook } from '../webhooks';
 import { moveProxyPayment } from './states';
@@ -86,7 +86,8 @@ export async function reserveProxyPayment(db: Db, payment: NewProxyPayment): Pro
   return held.reserved ? { reserved: true } : held;
 }
 
-export interface SignedPayment {
+/** What was signed, as a proxy payment row stores it so the chain can be read for it later. */
+export interface SignedFacts {
   payer: string;
   /** Solana: our signature in the transaction. */
   payerSignature?: string | null;
@@ -107,7 +108,7 @@ export type SignedRecord = Pick<
  * network and chain from the choice, the signed facts as recordSigned stores them, no transaction
  * hash yet (only watchProxyPayment and the charge write one).
  */
-export function signedRecordOf(id: bigint, reference: string, choice: PaymentChoice, signed: SignedPayment): SignedRecord {
+export function signedRecordOf(id: bigint, reference: string, choice: PaymentChoice, signed: SignedFacts): SignedRecord {
   return {
     id,
     reference,
@@ -137,7 +138,7 @@ export function signedTargetPaymentOf(payment: SignedRecord): SignedTargetPaymen
 }
 
 /** Written before X-PAYMENT leaves: from here on only the chain says whether the payment happened. reserved -> signed. */
-export async function recordSigned(db: Db, reference: string, signed: SignedPayment): Promise<boolean> {
+export async function recordSigned(db: Db, reference: string, signed: SignedFacts): Promise<boolean> {
   return moveProxyPayment(db, reference, {
     to: 'signed',
     payer: signed.payer,

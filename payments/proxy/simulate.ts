@@ -5,10 +5,10 @@
 import type { Deps } from '../deps';
 import { proxyCredits } from '../fees';
 import { microToUsdc, parseUsdc } from '../money';
-import { canonicalNetwork } from '../networks/table';
+import { canonicalNetwork } from '../networkTable';
 import { buildTargetRequest, type CallRequest } from '../outbound/index';
 import type { PaymentRequirements } from '../x402/types';
-import { bodyValue, callTarget, decidePayment, isClientError, paymentRequiredOf } from '../target/index';
+import { bodyValue, callTarget, decidePayment, isClientError, paymentRequiredOf } from '../outgoing/index';
 
 export interface ProxyFeeBreakdown {
   targetAmount: number;

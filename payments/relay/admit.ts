@@ -6,11 +6,11 @@
  */
 import type { Db } from '../../db/index';
 import { tryAddSpend, SYSTEM_SCOPE_ID } from '../limits';
-import { NETWORK_TABLE } from '../networks/table';
-import { ok, type Result } from '../x402/types';
+import { NETWORK_TABLE } from '../networkTable';
+import { ok, type Result } from '../result';
 import { enqueueRelayWatch } from './outcome';
-import { recordClientPayment, type RelayRequest, type RelayTransaction } from './store';
-import type { VerifiedClientPayment } from './types';
+import { recordClientPayment, type RelayRequest, type RelayTransaction } from '../incoming/store';
+import type { VerifiedClientPayment } from '../incoming/types';
 
 export interface RelayLimitRefusal {
   scope: 'wallet' | 'system';

@@ -15,19 +15,19 @@ import { utcDay } from '../clock';
 import { microToUsdc, usdToMicro } from '../money';
 import { randomNonce } from '../networks/evm';
 import type { Chains } from '../networks/index';
-import { NETWORK_TABLE, type NetworkClass } from '../networks/table';
+import { NETWORK_TABLE, type NetworkClass } from '../networkTable';
 import type { CallRequest, TargetResponse } from '../outbound/index';
-import { readPaymentOnChain, reportedSettlement, sendPaidCall, signedFacts, signTargetPayment, MAX_PAID_ATTEMPTS } from '../target/index';
+import { readPaymentOnChain, reportedSettlement, sendPaidCall, signedFacts, signTargetPayment, MAX_PAID_ATTEMPTS } from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
 import { decodePaymentHeader, encodePaymentResponseHeader } from '../x402/headers';
 import type { PaymentPayload, PaymentRequirements } from '../x402/types';
 import { admitClientPayment, type RelayLimitRefusal } from './admit';
 import { deliver, handOver, scheduleRefund, targetPaymentOf, watchTargetPayment } from './outcome';
 import { quoteRelay, relayOffers, type RelayQuote } from './quote';
-import { settleClientPayment, type SettleFailureReason } from './settle';
-import { findRelayTransaction, recordTargetPayment, type RelayTransaction } from './store';
+import { settleClientPayment, type SettleFailureReason } from '../incoming/settle';
+import { findRelayTransaction, recordTargetPayment, type RelayTransaction } from '../incoming/store';
 import type { Deps } from '../deps';
-import { verifyPayment } from './verify';
+import { verifyPayment } from '../incoming/verify';
 
 export interface RelayCall {
   call: CallRequest;

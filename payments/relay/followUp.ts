@@ -3,20 +3,21 @@
  * out or its process died). Each reads the row again, acts only from the state it finds, and says
  * when to look again; every move is a guarded update, so a job that runs twice does nothing more.
  *
- *   followUpRelay    received | settling | settled: settle or give up the client's payment, then
- *                    read the chain for our payment to the target: paid -> delivered, can no longer
- *                    be paid -> refund; a request presumed gone before paying the target -> refund.
+ *   followUpRelay    received | settling | settled: settle or give up the client's payment (the
+ *                    walk of payments/incoming/followUp.ts, shared with paid chat), then read the
+ *                    chain for our payment to the target: paid -> delivered, can no longer be
+ *                    paid -> refund; a request presumed gone before paying the target -> refund.
  *   followUpRefund   refund_pending | refund_failed: send or reconcile the refund (one per relay
  *                    transaction, spec 3.6), retried at most MAX_REFUND_ATTEMPTS times; ends the record.
  */
 import type { Db } from '../../db/index';
 import type { Deps } from '../deps';
-import { nextLookAt, readPaymentOnChain, UNREADABLE_RECHECK_MS } from '../target/index';
+import { nextLookAt, readPaymentOnChain, UNREADABLE_RECHECK_MS } from '../outgoing/index';
 import { usdcText } from '../money';
 import { closeRecord, deliver, refundedOutcome, scheduleRefund, targetPaymentOf } from './outcome';
-import { reconcileRefund, refundClientPayment, type RefundOutcome } from './refund';
-import { reconcileSettlement } from './settle';
-import { findRelayTransaction, liveRefund, markSettleFailed, type RelayTransaction } from './store';
+import { reconcileRefund, refundClientPayment, type RefundOutcome } from '../incoming/refund';
+import { followUpOpenPayment } from '../incoming/followUp';
+import { findRelayTransaction, liveRefund, type RelayTransaction } from '../incoming/store';
 
 /** A failed refund is tried again after 5 s, 10 s, 20 s, ...; after this many failures the record says refund_failed. */
 export const MAX_REFUND_ATTEMPTS = 5;
@@ -42,22 +43,8 @@ function whenGone(row: RelayTransaction, deps: Pick<Deps, 'config'>): Date {
 
 export async function followUpRelay(id: bigint, deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'config' | 'relayLimits'>): Promise<FollowUp> {
   const { db } = deps;
-  let row = await findRelayTransaction(db, id);
-  if (!row || row.mode !== 'relay') return done('no such relay transaction');
   const now = deps.clock.now();
-
-  if (row.state === 'received') {
-    if (!requestGone(row, deps)) return later(whenGone(row, deps), 'the request may still settle it');
-    await markSettleFailed(db, id, 'abandoned', 'the request ended before the payment was settled; nothing was charged');
-    row = (await findRelayTransaction(db, id))!;
-  }
-  if (row.state === 'settling') {
-    if (!requestGone(row, deps)) return later(whenGone(row, deps), 'the request is settling it');
-    const settlement = await reconcileSettlement(db, id, deps);
-    if (!settlement.settled && settlement.pending) return later(new Date(now.getTime() + UNCONFIRMED_RECHECK_MS), 'settlement not confirmed yet');
-    row = (await findRelayTransaction(db, id))!;
-  }
-  if (row.state === 'settle_failed') {
+  const neverSettled = async (row: RelayTransaction): Promise<FollowUp> => {
     await closeRecord(db, row, {
       status: 'payment_failed',
       network: row.network,
@@ -65,9 +52,25 @@ export async function followUpRelay(id: bigint, deps: Pick<Deps, 'db' | 'chains'
       message: 'Your payment was not settled on-chain; nothing was charged and nothing needs refunding',
     });
     return done('the client payment never settled');
-  }
-  if (row.state !== 'settled') return done(`nothing to do in state ${row.state}`);
+  };
+  return followUpOpenPayment<FollowUp>(deps, id, {
+    mode: 'relay',
+    missing: () => done('no such relay transaction'),
+    requestActive: (row, state) =>
+      requestGone(row, deps) ? undefined : later(whenGone(row, deps), state === 'received' ? 'the request may still settle it' : 'the request is settling it'),
+    abandonedDetails: 'the request ended before the payment was settled; nothing was charged',
+    settlementPending: () => later(new Date(now.getTime() + UNCONFIRMED_RECHECK_MS), 'settlement not confirmed yet'),
+    neverSettled,
+    settled: (row) => followUpSettled(row, now, deps),
+    inState: { settle_failed: neverSettled },
+    otherwise: (row) => done(`nothing to do in state ${row.state}`),
+  });
+}
 
+/** The client's payment is settled: our payment to the target decides between delivery and refund. */
+async function followUpSettled(row: RelayTransaction, now: Date, deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'config'>): Promise<FollowUp> {
+  const { db } = deps;
+  const id = row.id;
   if (row.target_payment_ref === null) {
     if (!requestGone(row, deps)) return later(whenGone(row, deps), 'the request may still pay the target');
     await scheduleRefund(db, id, { reason: 'the request ended before the target was paid' });

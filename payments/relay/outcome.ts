@@ -17,11 +17,11 @@ import type { Db, Tx } from '../../db/index';
 import type { WebhookKind } from '../../db/schema';
 import { addJob } from '../jobs';
 import { usdcText } from '../money';
-import { canonicalNetwork, NETWORK_TABLE } from '../networks/table';
-import type { SignedTargetPayment } from '../target/index';
+import { canonicalNetwork, NETWORK_TABLE } from '../networkTable';
+import type { SignedTargetPayment } from '../outgoing/index';
 import { completeWebhook, openWebhook, type WebhookOutcome } from '../webhooks';
-import { moveRelayTransaction } from './states';
-import { inTransaction, markDelivered, type Refund, type RelayTransaction } from './store';
+import { moveRelayTransaction } from '../incoming/states';
+import { inTransaction, markDelivered, type Refund, type RelayTransaction } from '../incoming/store';
 
 export const RELAY_WATCH_TASK = 'relay_watch';
 export const RELAY_REFUND_TASK = 'relay_refund';

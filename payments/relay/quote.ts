@@ -8,13 +8,13 @@ import type { Deps } from '../deps';
 import { relayFee, type RelayFee } from '../fees';
 import { usdToMicro } from '../money';
 import type { Chains } from '../networks/index';
-import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../networks/table';
+import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../networkTable';
 import { buildTargetRequest, type CallRequest, type TargetResponse } from '../outbound/index';
-import { callTarget, decidePayment, isClientError, paymentRequiredOf } from '../target/index';
+import { callTarget, decidePayment, isClientError, paymentRequiredOf } from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
 import type { PaymentRequirements } from '../x402/types';
-import { facilitatorFeePayer } from './facilitator';
-import { DEFAULT_RELAY_TIMEOUT_SECONDS, offers } from './offer';
+import { facilitatorFeePayer } from '../incoming/facilitator';
+import { DEFAULT_RELAY_TIMEOUT_SECONDS, offers } from '../incoming/offer';
 
 /** GET /supported of the facilitator, when its Solana fee payer is needed for our 402. */
 const FACILITATOR_SUPPORTED_TIMEOUT_MS = 5_000;

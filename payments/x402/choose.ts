@@ -8,8 +8,9 @@
 import { isAddress as isSolanaAddress } from '@solana/kit';
 import { isAddress as isEvmAddress, zeroAddress } from 'viem';
 import type { NetworkSettings } from '../config';
-import { canonicalNetwork, NETWORK_TABLE, type ChainType, type NetworkClass, type NetworkName } from '../networks/table';
-import { ok, type Ok, type PaymentRequirements } from './types';
+import { canonicalNetwork, NETWORK_TABLE, type ChainType, type NetworkClass, type NetworkName } from '../networkTable';
+import { type PaymentRequirements } from './types';
+import { ok, type Ok } from '../result';
 
 /** Authorizations we sign stay usable this long at most; a target asking for more is refused. */
 export const DEFAULT_MAX_TIMEOUT_SECONDS = 3600;

@@ -2,18 +2,10 @@
  * X-PAYMENT and X-PAYMENT-RESPONSE: base64 of JSON. Decoding reads untrusted input, so it checks
  * every field it returns and answers a typed failure instead of throwing.
  */
-import { canonicalNetwork, NETWORK_TABLE } from '../networks/table';
+import { canonicalNetwork, NETWORK_TABLE } from '../networkTable';
 import { isPlainObject } from './parse';
-import {
-  fail,
-  ok,
-  X402_VERSION,
-  type ExactEvmPayload,
-  type ExactSvmPayload,
-  type PaymentPayload,
-  type Result,
-  type SettlementResponse,
-} from './types';
+import { X402_VERSION, type ExactEvmPayload, type ExactSvmPayload, type PaymentPayload, type SettlementResponse } from './types';
+import { fail, ok, type Result } from '../result';
 
 /** A Solana transaction is at most 1232 bytes; an EVM payload is under 1 KiB. Anything far larger is not a payment. */
 export const MAX_PAYMENT_HEADER_CHARS = 16 * 1024;

@@ -4,7 +4,8 @@
  * the whole body, so one bad entry does not hide a payable one. Whether an entry is payable by us
  * (network, asset, amount, addresses) is decided later, by the choice (choose.ts).
  */
-import { fail, ok, X402_VERSION, type PaymentRequiredBody, type PaymentRequirements, type Result } from './types';
+import { X402_VERSION, type PaymentRequiredBody, type PaymentRequirements } from './types';
+import { fail, ok, type Result } from '../result';
 
 /** More entries than this are not read: no target needs them, and each costs a validation. */
 export const MAX_ACCEPTS_ENTRIES = 32;

@@ -64,16 +64,3 @@ export interface SettlementResponse {
   payer?: string;
   errorReason?: string;
 }
-
-/** A value, or a failure with a snake_case reason that callers act on and details safe to show. */
-export type Ok<T> = { ok: true; value: T };
-export type Failure<Reason extends string> = { ok: false; reason: Reason; details: string };
-export type Result<T, Reason extends string> = Ok<T> | Failure<Reason>;
-
-export function ok<T>(value: T): Ok<T> {
-  return { ok: true, value };
-}
-
-export function fail<Reason extends string>(reason: Reason, details: string): Failure<Reason> {
-  return { ok: false, reason, details };
-}

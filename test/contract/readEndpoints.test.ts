@@ -53,9 +53,9 @@ describe('GET /limits', () => {
   it('reports system volume from the spend counters, in USDC', async () => {
     const { db } = t.database.handle;
     await db.insertInto('daily_spend').values([
-      { scope: 'relay_system', scope_id: 'system', network_class: 'mainnet', day: today(), spent: 125_500_000n },
-      { scope: 'proxy_system', scope_id: 'system', network_class: 'testnet', day: today(), spent: 2_500n }, // credits
-      { scope: 'relay_system', scope_id: 'system', network_class: 'testnet', day: '2020-01-01', spent: 999_000_000n },
+      { scope: 'relay_system', scope_id: 'system', network_class: 'mainnet', day: today(), spent_micro_usdc: 125_500_000n },
+      { scope: 'proxy_system', scope_id: 'system', network_class: 'testnet', day: today(), spent_credits: 2_500n },
+      { scope: 'relay_system', scope_id: 'system', network_class: 'testnet', day: '2020-01-01', spent_micro_usdc: 999_000_000n },
     ]).execute();
     const res = await t.client.get('/limits');
     expect(res.status).toBe(200);
@@ -145,8 +145,8 @@ describe('account balances', () => {
     const { db } = t.database.handle;
     const account = await createTestAccount(db, { credits: 12_345n });
     await db.insertInto('daily_spend').values([
-      { scope: 'proxy_account', scope_id: String(account.accountId), network_class: 'mainnet', day: today(), spent: 2_000n },
-      { scope: 'proxy_account', scope_id: String(account.accountId), network_class: 'testnet', day: today(), spent: 1_500n },
+      { scope: 'proxy_account', scope_id: String(account.accountId), network_class: 'mainnet', day: today(), spent_credits: 2_000n },
+      { scope: 'proxy_account', scope_id: String(account.accountId), network_class: 'testnet', day: today(), spent_credits: 1_500n },
     ]).execute();
     const res = await t.client.get('/balance', { headers: { 'x-api-key': account.key } });
     expect(res.status).toBe(200);
@@ -160,7 +160,7 @@ describe('account balances', () => {
   it('GET /v1/credits/balance shows the key prefix, cap and spend, never the key', async () => {
     const { db } = t.database.handle;
     const account = await createTestAccount(db, { credits: 900n, dailyCapCredits: 1_000n });
-    await db.insertInto('daily_spend').values({ scope: 'api_key', scope_id: String(account.apiKeyId), network_class: 'all', day: today(), spent: 250n }).execute();
+    await db.insertInto('daily_spend').values({ scope: 'api_key', scope_id: String(account.apiKeyId), network_class: 'all', day: today(), spent_credits: 250n }).execute();
     const res = await t.client.get('/v1/credits/balance', { headers: { 'x-api-key': account.key } });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ key_prefix: account.prefix, daily_cap: 1000, daily_spent: 250, daily_remaining: 750, effective_available: 900 });

@@ -167,9 +167,9 @@ describe('GET /llm/health and a service without a backend', () => {
 
 describe('a chat payment its request left half-way', () => {
   async function recordedPayment(settle: boolean) {
-    const { verifyClientPayment } = await import('../../payments/relay/verify');
-    const { recordClientPayment } = await import('../../payments/relay/store');
-    const { settleClientPayment } = await import('../../payments/relay/settle');
+    const { verifyClientPayment } = await import('../../payments/incoming/verify');
+    const { recordClientPayment } = await import('../../payments/incoming/store');
+    const { settleClientPayment } = await import('../../payments/incoming/settle');
     const deps = t.service.deps;
     const [accept] = await offered();
     const { header } = await peers.signEvmPayment(accept);

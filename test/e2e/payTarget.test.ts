@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NetworkSettings } from '../../payments/config';
 import { createChains, type Chains } from '../../payments/networks/index';
-import { NETWORK_TABLE, type NetworkName } from '../../payments/networks/table';
+import { NETWORK_TABLE, type NetworkName } from '../../payments/networkTable';
 import { chooseRequirement } from '../../payments/x402/choose';
 import { decodePaymentHeader, decodePaymentResponseHeader } from '../../payments/x402/headers';
 import { parsePaymentRequired } from '../../payments/x402/parse';
@@ -124,7 +124,7 @@ describe.each(NETWORKS)('paying a %s target', (network) => {
 
 describe('our balance before signing', () => {
   it('is read once, then payments within what was read less what was signed since need no new read', async () => {
-    const { signTargetPayment, BALANCE_FRESH_MS, WalletBalances } = await import('../../payments/target/pay');
+    const { signTargetPayment, BALANCE_FRESH_MS, WalletBalances } = await import('../../payments/outgoing/pay');
     const unpaid = await fetch(peers.targets['base-sepolia']!.routes.paid.url);
     const parsed = parsePaymentRequired(await unpaid.text());
     if (!parsed.ok) throw new Error(parsed.details);

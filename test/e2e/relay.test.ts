@@ -262,8 +262,8 @@ describe('the daily limits', () => {
     const day = utcDay(new Date());
     await db
       .insertInto('daily_spend')
-      .values({ scope: 'relay_wallet', scope_id: wallet, network_class: 'testnet', day, spent: 99_995_000n })
-      .onConflict((conflict) => conflict.columns(['scope', 'scope_id', 'network_class', 'day']).doUpdateSet({ spent: 99_995_000n }))
+      .values({ scope: 'relay_wallet', scope_id: wallet, network_class: 'testnet', day, spent_micro_usdc: 99_995_000n })
+      .onConflict((conflict) => conflict.columns(['scope', 'scope_id', 'network_class', 'day']).doUpdateSet({ spent_micro_usdc: 99_995_000n }))
       .execute();
     const limits = await t.client.get(`/relay/limits/${wallet.toLowerCase()}`);
     expect(limits.body.testnet.wallet_limits).toEqual({ daily_limit: 100, today_spent: 99.995, remaining: 0.005, percentage_used: '100.0%' });
@@ -289,11 +289,11 @@ describe('the daily limits', () => {
   it('the whole service over its 1000 USD of the class: 429 naming the system limit, nothing settled', async () => {
     const wallet = clientAddress('base-sepolia');
     const key = { scope: 'relay_system' as const, scope_id: 'system', network_class: 'testnet' as const, day: utcDay(new Date()) };
-    const previous = await db.selectFrom('daily_spend').select('spent').where('scope', '=', key.scope).where('scope_id', '=', key.scope_id).where('network_class', '=', key.network_class).where('day', '=', key.day).executeTakeFirst();
+    const previous = await db.selectFrom('daily_spend').select('spent_micro_usdc').where('scope', '=', key.scope).where('scope_id', '=', key.scope_id).where('network_class', '=', key.network_class).where('day', '=', key.day).executeTakeFirst();
     await db
       .insertInto('daily_spend')
-      .values({ ...key, spent: 999_990_000n })
-      .onConflict((conflict) => conflict.columns(['scope', 'scope_id', 'network_class', 'day']).doUpdateSet({ spent: 999_990_000n }))
+      .values({ ...key, spent_micro_usdc: 999_990_000n })
+      .onConflict((conflict) => conflict.columns(['scope', 'scope_id', 'network_class', 'day']).doUpdateSet({ spent_micro_usdc: 999_990_000n }))
       .execute();
     const clientBefore = await peers.usdcBalance('base-sepolia', wallet);
     const res = await payingFetch(peers, 'base-sepolia')(relayUrl(), relayRequest({ api_url: target('base-sepolia').routes.paid.url, method: 'GET' }));
@@ -311,7 +311,7 @@ describe('the daily limits', () => {
     expect(limits.body.testnet.system_limits).toMatchObject({ daily_limit: 1000, today_spent: 999.99 });
     await db
       .updateTable('daily_spend')
-      .set({ spent: previous?.spent ?? 0n })
+      .set({ spent_micro_usdc: previous?.spent_micro_usdc ?? 0n })
       .where('scope', '=', key.scope)
       .where('scope_id', '=', key.scope_id)
       .where('network_class', '=', key.network_class)

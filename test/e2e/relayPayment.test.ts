@@ -9,7 +9,7 @@ import { systemClock } from '../../payments/clock';
 import { loadConfig, type NetworkSettings } from '../../payments/config';
 import type { Deps } from '../../payments/deps';
 import { createChains, type Chains } from '../../payments/networks/index';
-import { NETWORK_TABLE, type NetworkName } from '../../payments/networks/table';
+import { NETWORK_TABLE, type NetworkName } from '../../payments/networkTable';
 import {
   findRelayTransaction,
   reconcileRefund,
@@ -22,8 +22,8 @@ import {
   verifyClientPayment,
   DEFAULT_RELAY_LIMITS,
   type VerifiedClientPayment,
-} from '../../payments/relay/index';
-import { claimSettlement } from '../../payments/relay/store';
+} from '../../payments/incoming/index';
+import { claimSettlement } from '../../payments/incoming/store';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { localTransport } from '../../devnet/evm/chain';
 import { encodePaymentHeader, startPeers, type AuthorizationOverrides, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';

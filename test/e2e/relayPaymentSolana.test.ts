@@ -20,7 +20,7 @@ import { loadConfig } from '../../payments/config';
 import type { Deps } from '../../payments/deps';
 import { createChains, type Chains } from '../../payments/networks/index';
 import { usdcAccountOf } from '../../payments/networks/svm';
-import { NETWORK_TABLE } from '../../payments/networks/table';
+import { NETWORK_TABLE } from '../../payments/networkTable';
 import {
   findRelayTransaction,
   recordClientPayment,
@@ -30,7 +30,7 @@ import {
   SubmissionQueue,
   verifyClientPayment,
   DEFAULT_RELAY_LIMITS,
-} from '../../payments/relay/index';
+} from '../../payments/incoming/index';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { startPeers, type Peers, type PaymentRequirements as PeerRequirements, type SolanaPaymentOverrides } from '../../devnet/index';
 import { generateSolanaKey, type SolanaKey } from '../../devnet/svm/keys';

@@ -4,7 +4,7 @@
 import { createTestClient, createWalletClient, getAddress, type Hash, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NETWORK_TABLE } from '../../payments/networks/table';
+import { NETWORK_TABLE } from '../../payments/networkTable';
 import { createEvmChains, usdcAbi, type EvmChains } from '../../payments/networks/evm';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { localTransport } from '../../devnet/evm/chain';
@@ -133,7 +133,7 @@ describe.each(NETWORKS)('on %s', (network) => {
 
 describe('reading our target payment back from the chain', () => {
   it('a reported transaction that logs our authorization proves it in one read; anything else takes the full reading', async () => {
-    const { readPaymentOnChain } = await import('../../payments/target/chain');
+    const { readPaymentOnChain } = await import('../../payments/outgoing/chain');
     const network: Network = 'base-sepolia';
     const signed = await sign(network, 1_000n);
     const hash = await settle(network, signed);

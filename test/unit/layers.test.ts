@@ -91,7 +91,7 @@ describe('production layers', () => {
   it('would catch each kind of leak', () => {
     const leaks: ImportSite[] = [
       { file: 'server/main.ts', specifier: '../test/support/service', typeOnly: false, dynamic: false },
-      { file: 'payments/relay/settle.ts', specifier: '../../devnet/index', typeOnly: false, dynamic: true },
+      { file: 'payments/incoming/settle.ts', specifier: '../../devnet/index', typeOnly: false, dynamic: true },
       { file: 'server/app.ts', specifier: 'x402-fetch', typeOnly: false, dynamic: true },
       { file: 'db/index.ts', specifier: 'hardhat/internal/core/providers/construction', typeOnly: false, dynamic: false },
       { file: 'worker/index.ts', specifier: 'left-pad', typeOnly: false, dynamic: false },
@@ -128,3 +128,117 @@ describe('production code carries no test hooks', () => {
   });
 });
 
+
+/**
+ * The folders of payments/ (and each of its top-level files) form a graph without cycles, type
+ * imports included: a cycle means neither side can be read, tested or moved without the other.
+ * A type both sides need goes to a module that imports neither (payments/result.ts,
+ * payments/relayLimits.ts, payments/networkTable.ts).
+ */
+export function paymentsNodeOf(file: string): string | undefined {
+  const parts = file.split(/[\\/]/);
+  if (parts[0] !== 'payments' || parts.length < 2) return undefined;
+  return parts.length === 2 ? parts[1]! : `${parts[1]}/`;
+}
+
+export function folderGraph(sites: ImportSite[]): Map<string, Set<string>> {
+  const graph = new Map<string, Set<string>>();
+  for (const site of sites) {
+    const from = paymentsNodeOf(site.file);
+    if (from === undefined || !site.specifier.startsWith('.')) continue;
+    const target = path.relative(ROOT, path.resolve(ROOT, path.dirname(site.file), site.specifier));
+    const to = paymentsNodeOf(target.endsWith('.ts') ? target : `${target}.ts`);
+    if (to === undefined || to === from) continue;
+    if (!graph.has(from)) graph.set(from, new Set());
+    graph.get(from)!.add(to);
+  }
+  return graph;
+}
+
+/** Every cycle's nodes (the strongly connected components of more than one node), each sorted. */
+export function cyclesOf(graph: Map<string, Set<string>>): string[][] {
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const cycles: string[][] = [];
+  const visit = (node: string) => {
+    index.set(node, index.size);
+    low.set(node, index.get(node)!);
+    stack.push(node);
+    onStack.add(node);
+    for (const next of graph.get(node) ?? []) {
+      if (!index.has(next)) {
+        visit(next);
+        low.set(node, Math.min(low.get(node)!, low.get(next)!));
+      } else if (onStack.has(next)) {
+        low.set(node, Math.min(low.get(node)!, index.get(next)!));
+      }
+    }
+    if (low.get(node) === index.get(node)) {
+      const component: string[] = [];
+      let member: string;
+      do {
+        member = stack.pop()!;
+        onStack.delete(member);
+        component.push(member);
+      } while (member !== node);
+      if (component.length > 1) cycles.push(component.sort());
+    }
+  };
+  for (const node of [...graph.keys()].sort()) if (!index.has(node)) visit(node);
+  return cycles;
+}
+
+/** One path around a cycle, for the message: a -> b -> ... -> a. */
+function cyclePath(graph: Map<string, Set<string>>, members: string[]): string {
+  const inside = new Set(members);
+  const start = members[0]!;
+  const previous = new Map<string, string>();
+  const queue = [start];
+  while (queue.length > 0) {
+    const node = queue.shift()!;
+    for (const next of graph.get(node) ?? []) {
+      if (!inside.has(next)) continue;
+      if (next === start) {
+        const path = [start];
+        for (let at = node; at !== start; at = previous.get(at)!) path.splice(1, 0, at);
+        return [...path, start].join(' -> ');
+      }
+      if (!previous.has(next)) {
+        previous.set(next, node);
+        queue.push(next);
+      }
+    }
+  }
+  return members.join(', ');
+}
+
+describe('the folders of payments/', () => {
+  const sites = sourceFiles('payments').flatMap((file) => importsOf(file, readFileSync(path.join(ROOT, file), 'utf8')));
+  const graph = folderGraph(sites);
+
+  it('read the imports between the folders', () => {
+    expect(graph.get('incoming/')?.has('networks/')).toBe(true);
+    expect(graph.get('relay/')?.has('outgoing/')).toBe(true);
+  });
+
+  it('import each other without a cycle', () => {
+    expect(cyclesOf(graph).map((members) => cyclePath(graph, members))).toEqual([]);
+  });
+
+  it('would name a cycle', () => {
+    const looped = folderGraph([
+      { file: 'payments/deps.ts', specifier: './incoming/queue', typeOnly: true, dynamic: false },
+      { file: 'payments/incoming/evm.ts', specifier: '../deps', typeOnly: true, dynamic: false },
+      { file: 'payments/x402/types.ts', specifier: '../networks/index', typeOnly: false, dynamic: false },
+      { file: 'payments/networks/evm.ts', specifier: '../config', typeOnly: false, dynamic: false },
+      { file: 'payments/config.ts', specifier: './x402/types', typeOnly: true, dynamic: false },
+      { file: 'payments/proxy/call.ts', specifier: '../outgoing/index', typeOnly: false, dynamic: false },
+    ]);
+    expect(cyclesOf(looped).map((members) => cyclePath(looped, members)).sort()).toEqual([
+      'config.ts -> x402/ -> networks/ -> config.ts',
+      'deps.ts -> incoming/ -> deps.ts',
+    ]);
+  });
+});

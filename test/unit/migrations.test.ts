@@ -5,6 +5,8 @@ import { sql } from 'kysely';
 import { describe, expect, it, inject } from 'vitest';
 import { DATABASE_FUNCTIONS, functionSource } from '../../db/functions/index';
 import { createDb, migrateToLatest } from '../../db/index';
+import { migrationProvider } from '../../db/migrations/index';
+import { Migrator } from 'kysely';
 
 describe('migrations', () => {
   it('build every table on an empty database, are idempotent and leave the functions of db/functions', async () => {
@@ -25,6 +27,7 @@ describe('migrations', () => {
         '2026_11_21_0006_relay_delivery',
         '2026_11_21_0007_api_key_notify',
         '2026_11_21_0008_reserve_function',
+        '2026_11_21_0009_spend_units',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -61,6 +64,53 @@ describe('migrations', () => {
       await expect(
         handle.db.updateTable('organisations').set({ credit_balance: -1n }).where('id', '=', organisation.id).execute(),
       ).rejects.toThrow(/credit_balance/);
+    } finally {
+      await handle.close();
+      await admin.query(`drop database "${name}" with (force)`);
+      await admin.end();
+    }
+  });
+
+  it('carry every daily counter over to the column of its unit, exactly', async () => {
+    const adminUrl = inject('pgAdminUrl');
+    const name = `prs_${inject('runId')}_units_${randomBytes(3).toString('hex')}`;
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    await admin.query(`create database "${name}"`);
+    const url = new URL(adminUrl);
+    url.pathname = `/${name}`;
+    const handle = createDb(url.toString());
+    try {
+      const migrator = new Migrator({ db: handle.db, provider: migrationProvider });
+      const before = await migrator.migrateTo('2026_11_21_0008_reserve_function');
+      expect(before.error).toBeUndefined();
+      // Rows as the released schema wrote them: one counter, micro-USDC or credits by scope. The
+      // relay amount is past 2^53, where a float would lose it.
+      await sql`
+        insert into daily_spend (scope, scope_id, network_class, day, spent) values
+          ('relay_wallet', '0xabc', 'testnet', '2026-11-20', 9007199254740993),
+          ('relay_system', 'system', 'mainnet', '2026-11-20', 125500000),
+          ('proxy_account', '7', 'mainnet', '2026-11-20', 2500),
+          ('proxy_system', 'system', 'testnet', '2026-11-20', 0),
+          ('api_key', '3', 'all', '2026-11-20', 250)`.execute(handle.db);
+      expect(await migrateToLatest(handle.db)).toEqual(['2026_11_21_0009_spend_units']);
+      const rows = await handle.db
+        .selectFrom('daily_spend')
+        .select(['scope', 'scope_id', 'spent_micro_usdc', 'spent_credits'])
+        .orderBy('scope')
+        .orderBy('scope_id')
+        .execute();
+      expect(rows).toEqual([
+        { scope: 'api_key', scope_id: '3', spent_micro_usdc: 0n, spent_credits: 250n },
+        { scope: 'proxy_account', scope_id: '7', spent_micro_usdc: 0n, spent_credits: 2_500n },
+        { scope: 'proxy_system', scope_id: 'system', spent_micro_usdc: 0n, spent_credits: 0n },
+        { scope: 'relay_system', scope_id: 'system', spent_micro_usdc: 125_500_000n, spent_credits: 0n },
+        { scope: 'relay_wallet', scope_id: '0xabc', spent_micro_usdc: 9_007_199_254_740_993n, spent_credits: 0n },
+      ]);
+      // A counter of the other unit cannot be written.
+      await expect(
+        handle.db.updateTable('daily_spend').set({ spent_credits: 1n }).where('scope', '=', 'relay_wallet').execute(),
+      ).rejects.toThrow(/daily_spend_one_unit/);
     } finally {
       await handle.close();
       await admin.query(`drop database "${name}" with (force)`);

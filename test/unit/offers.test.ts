@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { offers as buildOffers, type OffersRequest } from '../../payments/relay/offer';
+import { offers as buildOffers, type OffersRequest } from '../../payments/incoming/offer';
 import type { ChainNetwork, Chains } from '../../payments/networks/index';
-import { canonicalNetwork } from '../../payments/networks/table';
-import { NETWORK_TABLE, NETWORK_NAMES } from '../../payments/networks/table';
+import { canonicalNetwork } from '../../payments/networkTable';
+import { NETWORK_TABLE, NETWORK_NAMES } from '../../payments/networkTable';
 
 const EVM_ADDRESS = '0x1111111111111111111111111111111111111111';
 const SOLANA_ADDRESS = '7BvGgLdfp1AxHovSHamAuPKqZ1GQ8TCWRRYCPcTFSHcb';

@@ -1,8 +1,8 @@
 // How a facilitator's /settle answer is read, and the submission queue of our sending keys.
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_FACILITATOR_RESPONSE_BYTES, settleWithFacilitator } from '../../payments/relay/facilitator';
-import { SubmissionQueue, SubmissionQueueFull } from '../../payments/relay/queue';
+import { MAX_FACILITATOR_RESPONSE_BYTES, settleWithFacilitator } from '../../payments/incoming/facilitator';
+import { SubmissionQueue, SubmissionQueueFull } from '../../payments/networks/submissions';
 import type { PaymentPayload, PaymentRequirements } from '../../payments/x402/types';
 
 type Reply = { status: number; body: string; delayMs?: number };

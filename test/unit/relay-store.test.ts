@@ -17,8 +17,8 @@ import {
   recordTargetPayment,
   storeClientTxHash,
   unfinishedSettlements,
-} from '../../payments/relay/store';
-import type { VerifiedClientPayment } from '../../payments/relay/types';
+} from '../../payments/incoming/store';
+import type { VerifiedClientPayment } from '../../payments/incoming/types';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 
 const USDC = '0x036CbD53842c5426634e7929541eC2318f3dCF7e';

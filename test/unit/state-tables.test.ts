@@ -12,10 +12,10 @@ import { reserveCredits } from '../../payments/credits';
 import { holdProxyPayment } from '../../payments/proxy/records';
 import { moveProxyPayment, PROXY_MOVES, type ProxyMove } from '../../payments/proxy/states';
 import { scheduleRefund } from '../../payments/relay/outcome';
-import { moveRefund, REFUND_MOVES } from '../../payments/relay/refundStates';
-import { moveRelayTransaction, RELAY_MOVES } from '../../payments/relay/states';
-import { recordClientPayment, recordTargetPayment } from '../../payments/relay/store';
-import type { VerifiedClientPayment } from '../../payments/relay/types';
+import { moveRefund, REFUND_MOVES } from '../../payments/incoming/refundStates';
+import { moveRelayTransaction, RELAY_MOVES } from '../../payments/incoming/states';
+import { recordClientPayment, recordTargetPayment } from '../../payments/incoming/store';
+import type { VerifiedClientPayment } from '../../payments/incoming/types';
 import { moveReservation, RESERVATION_MOVES } from '../../payments/reservationStates';
 import type { MoveTable } from '../../payments/states';
 import { completeWebhook, openWebhook, type WebhookOutcome } from '../../payments/webhooks';
@@ -25,8 +25,8 @@ import { createTestAccount, type TestAccount } from '../support/accounts';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 
 const TABLES: { name: string; file: string; moves: MoveTable<string> }[] = [
-  { name: 'RELAY_MOVES', file: 'payments/relay/states.ts', moves: RELAY_MOVES },
-  { name: 'REFUND_MOVES', file: 'payments/relay/refundStates.ts', moves: REFUND_MOVES },
+  { name: 'RELAY_MOVES', file: 'payments/incoming/states.ts', moves: RELAY_MOVES },
+  { name: 'REFUND_MOVES', file: 'payments/incoming/refundStates.ts', moves: REFUND_MOVES },
   { name: 'PROXY_MOVES', file: 'payments/proxy/states.ts', moves: PROXY_MOVES },
   { name: 'RESERVATION_MOVES', file: 'payments/reservationStates.ts', moves: RESERVATION_MOVES },
   { name: 'WEBHOOK_MOVES', file: 'payments/webhookStates.ts', moves: WEBHOOK_MOVES },

@@ -32,9 +32,9 @@ import {
   usdcAccountOf,
   type SvmChains,
 } from '../../payments/networks/svm';
-import { NETWORK_TABLE } from '../../payments/networks/table';
-import { inspectSolanaPayment, MEMO_PROGRAM_ADDRESS, MEMO_V1_PROGRAM_ADDRESS } from '../../payments/relay/svmShape';
-import { DEFAULT_RELAY_LIMITS } from '../../payments/relay/types';
+import { NETWORK_TABLE } from '../../payments/networkTable';
+import { inspectSolanaPayment, MEMO_PROGRAM_ADDRESS, MEMO_V1_PROGRAM_ADDRESS } from '../../payments/incoming/svmShape';
+import { DEFAULT_RELAY_LIMITS } from '../../payments/incoming/types';
 import type { PaymentPayload, PaymentRequirements } from '../../payments/x402/types';
 import { createSvmFacilitator } from '../../devnet/facilitator/svm';
 import { createSolanaPayment, memoInstruction, type SolanaPaymentOverrides } from '../../devnet/svm/payment-client';

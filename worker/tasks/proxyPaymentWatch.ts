@@ -13,13 +13,13 @@ import {
   releaseProxyPayment,
   signedTargetPaymentOf,
 } from '../../payments/proxy/records';
-import { nextLookAt, readPaymentOnChain, UNREADABLE_RECHECK_MS } from '../../payments/target/index';
+import { nextLookAt, readPaymentOnChain, UNREADABLE_RECHECK_MS } from '../../payments/outgoing/index';
 import type { WorkerDeps } from '../deps';
 
 export const PROXY_PAYMENT_WATCH = PROXY_PAYMENT_WATCH_TASK;
 
 // The schedule of looks is shared with the relay's watch of its target payments.
-export { EXPIRED_RECHECK_MS, MAX_RECHECK_MS, MIN_RECHECK_MS, nextLookAt, UNREADABLE_RECHECK_MS, UNTIMED_RECHECK_MS } from '../../payments/target/index';
+export { EXPIRED_RECHECK_MS, MAX_RECHECK_MS, MIN_RECHECK_MS, nextLookAt, UNREADABLE_RECHECK_MS, UNTIMED_RECHECK_MS } from '../../payments/outgoing/index';
 /** A row still `reserved` this long after it was written was never signed: its request is gone. */
 export const NEVER_SIGNED_AFTER_MS = 10 * 60_000;
 

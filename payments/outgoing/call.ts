@@ -5,7 +5,7 @@
  */
 import type { Deps } from '../deps';
 import type { Chains } from '../networks/index';
-import { canonicalNetwork, type NetworkName } from '../networks/table';
+import { canonicalNetwork, type NetworkName } from '../networkTable';
 import {
   OutboundError,
   sendTargetRequest,

@@ -33,11 +33,13 @@ import {
 import { getSetComputeUnitLimitInstruction, getSetComputeUnitPriceInstruction } from '@solana-program/compute-budget';
 import { AccountState, getTokenDecoder, getTokenSize, getTransferCheckedInstruction, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
 import { USDC_DECIMALS, usdcAccountOf, type SvmNetworkClients } from '../networks/svm';
-import type { NetworkName } from '../networks/table';
-import { fail, ok, type PaymentPayload, type PaymentRequirements, type Result } from '../x402/types';
+import type { NetworkName } from '../networkTable';
+import { type PaymentPayload, type PaymentRequirements } from '../x402/types';
+import { fail, ok, type Result } from '../result';
 import { inspectSolanaPayment, type InspectedSolanaPayment } from './svmShape';
 import type { Deps } from '../deps';
-import type { RelayLimits, VerifiedClientPayment, VerifyFailureReason } from './types';
+import type { RelayLimits } from '../relayLimits';
+import type { VerifiedClientPayment, VerifyFailureReason } from './types';
 
 export { inspectSolanaPayment, type InspectedSolanaPayment } from './svmShape';
 

@@ -1,8 +1,8 @@
 /**
- * Relay mode, receiving side: verify a client's X-PAYMENT against the 402 we sent, record it (the
- * replay guard), settle it (facilitator or direct), reconcile what was left pending, refund it.
- * The whole call (quote.ts, admit.ts, call.ts: the target paid from our wallet) and what finishes
- * it later (outcome.ts, followUp.ts) build on these.
+ * Payments we receive (/relay and paid chat): verify a client's X-PAYMENT against the 402 we sent,
+ * record it (the replay guard), settle it (facilitator or direct), reconcile what was left
+ * pending, refund it, and finish what a request left open (followUp.ts). The /relay flow
+ * (payments/relay/: quote, admission, the call, its outcome and jobs) and paid chat build on these.
  *
  *   relayRequirements(chains, network, options)        one entry of our 402
  *   verifyClientPayment(header, offered, deps)          Result<VerifiedClientPayment, VerifyFailureReason>
@@ -13,7 +13,7 @@
  *   reconcileRefund(db, refundId, deps)                 RefundOutcome
  */
 export * from './types';
-export { SubmissionQueue, SubmissionQueueFull, MAX_QUEUED_PER_KEY } from './queue';
+export { SubmissionQueue, SubmissionQueueFull, MAX_QUEUED_PER_KEY } from '../networks/submissions';
 export { offers, relayRequirements, DEFAULT_RELAY_TIMEOUT_SECONDS, type OfferOptions, type OffersRequest } from './offer';
 export { verifyClientPayment, verifyPayment } from './verify';
 export {

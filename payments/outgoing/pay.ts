@@ -10,6 +10,7 @@ import { buildTargetRequest, type CallRequest, type TargetRequest, type TargetRe
 import type { PaymentChoice } from '../x402/choose';
 import { decodePaymentResponseHeader } from '../x402/headers';
 import { callTarget, type TargetCall } from './call';
+export { BALANCE_FRESH_MS, WalletBalances } from '../networks/balances';
 import type { SignedTargetPayment } from './chain';
 
 /** Paid attempts per call, all with the one payment we signed: a target that still answers 402 has refused it. */
@@ -27,7 +28,8 @@ const TARGET_SIDE_SIGN_FAILURES = new Set([
   'not_solana_network',
 ]);
 
-export type SignedPayment = { ok: true; value: PreparedPayment } | { ok: false; reason: string; details: string; targetSide: boolean };
+/** Our payment to a target, signed, or why it could not be (targetSide: the target's requirements are at fault). */
+export type TargetSigningOutcome = { ok: true; value: PreparedPayment } | { ok: false; reason: string; details: string; targetSide: boolean };
 
 /**
  * Signs our payment for `choice`. An EVM authorization is valid at most `windowSeconds` (shorter
@@ -39,7 +41,7 @@ export async function signTargetPayment(
   deps: Pick<Deps, 'chains' | 'clock' | 'balances'>,
   choice: PaymentChoice,
   { nonce, windowSeconds }: { nonce?: `0x${string}`; windowSeconds: number },
-): Promise<SignedPayment> {
+): Promise<TargetSigningOutcome> {
   if (choice.chainType === 'evm') {
     const shortage = await deps.balances.evmShortage(deps.chains, choice, deps.clock.now().getTime());
     if (shortage) return { ok: false, ...shortage, targetSide: false };
@@ -54,43 +56,6 @@ export async function signTargetPayment(
   );
   if (prepared.ok) return prepared;
   return { ok: false, reason: prepared.reason, details: prepared.details, targetSide: TARGET_SIDE_SIGN_FAILURES.has(prepared.reason) };
-}
-
-/**
- * Our balance as last read on a network, less every payment signed since: a payment that fits in
- * it needs no new read. Pessimistic by construction (a payment that never settles still counts
- * until the next read), and read again at least every BALANCE_FRESH_MS, so that what another
- * process paid from the same wallet is seen soon. Should a payment pass on a stale view anyway,
- * the chain refuses it and the caller's watch releases or refunds as for any unsettled payment.
- * One per process (Deps.balances), shared by every mode that pays from the wallet.
- */
-export const BALANCE_FRESH_MS = 5_000;
-
-export class WalletBalances {
-  private readonly known = new Map<string, { microUsdc: bigint; readAtMs: number }>();
-
-  /** Why our wallet cannot pay `choice` now (its balance is short or unreadable), or undefined when it can. */
-  async evmShortage(chains: Chains, choice: PaymentChoice, nowMs: number): Promise<{ reason: string; details: string } | undefined> {
-    const wallet = chains.evm.account?.address;
-    if (wallet === undefined) return undefined;
-    const known = this.known;
-    const key = `${choice.network}:${wallet}`;
-    const headroom = known.get(key);
-    if (headroom && nowMs - headroom.readAtMs < BALANCE_FRESH_MS && nowMs >= headroom.readAtMs && headroom.microUsdc >= choice.amountMicroUsdc) {
-      headroom.microUsdc -= choice.amountMicroUsdc;
-      return undefined;
-    }
-    const balance = await chains.evm.usdcBalance(choice.network, wallet);
-    if (!balance.ok) {
-      known.delete(key);
-      return { reason: balance.reason, details: `our USDC balance on ${choice.network} could not be read: ${balance.details}` };
-    }
-    known.set(key, { microUsdc: balance.value >= choice.amountMicroUsdc ? balance.value - choice.amountMicroUsdc : 0n, readAtMs: nowMs });
-    if (balance.value < choice.amountMicroUsdc) {
-      return { reason: 'insufficient_funds', details: `our USDC balance on ${choice.network} is ${balance.value}, the payment needs ${choice.amountMicroUsdc}` };
-    }
-    return undefined;
-  }
 }
 
 /** What to record about a signed payment before it leaves, so the chain can be read for it later. */

@@ -11,8 +11,9 @@
 import { getBase64Encoder, getCompiledTransactionMessageDecoder, getSignatureFromTransaction, getTransactionDecoder } from '@solana/kit';
 import type { Address, Hash } from 'viem';
 import type { Db } from '../../db/index';
-import type { NetworkName } from '../networks/table';
-import { ok, type ExactSvmPayload, type PaymentPayload } from '../x402/types';
+import type { NetworkName } from '../networkTable';
+import { type ExactSvmPayload, type PaymentPayload } from '../x402/types';
+import { ok } from '../result';
 import { authorizationOf, readReceipt, receiptUsesAuthorization, submitEvmTransaction, transferWithAuthorizationData, waitForReceipt } from './evm';
 import { settleWithFacilitator } from './facilitator';
 import {

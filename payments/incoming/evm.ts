@@ -28,9 +28,10 @@ import {
   type Hex,
 } from 'viem';
 import { authorizationUsedEvent, revertReason, transferWithAuthorizationTypes, type EvmNetworkClients, type TransferAuthorization } from '../networks/evm';
-import { NETWORK_TABLE, type NetworkName } from '../networks/table';
-import { fail, ok, type ExactEvmPayload, type PaymentPayload, type PaymentRequirements, type Result } from '../x402/types';
-import { SubmissionQueueFull } from './queue';
+import { NETWORK_TABLE, type NetworkName } from '../networkTable';
+import { type ExactEvmPayload, type PaymentPayload, type PaymentRequirements } from '../x402/types';
+import { fail, ok, type Result } from '../result';
+import { SubmissionQueueFull } from '../networks/submissions';
 import type { Deps } from '../deps';
 import { unixSeconds, type VerifiedClientPayment, type VerifyFailureReason } from './types';
 

@@ -4,9 +4,10 @@
  * payment's network must be one we offered (Solana aliases resolved); then the checks of its chain
  * type (evm.ts, svm.ts). Nothing is recorded or settled here.
  */
-import { canonicalNetwork, NETWORK_TABLE } from '../networks/table';
+import { canonicalNetwork, NETWORK_TABLE } from '../networkTable';
 import { decodePaymentHeader, type PaymentHeaderFailureReason } from '../x402/headers';
-import { fail, ok, type PaymentPayload, type PaymentRequirements, type Result } from '../x402/types';
+import { type PaymentPayload, type PaymentRequirements } from '../x402/types';
+import { fail, ok, type Result } from '../result';
 import { verifyEvmPayment } from './evm';
 import { verifySolanaPayment } from './svm';
 import type { Deps } from '../deps';

@@ -5,8 +5,9 @@
  * is our wallet when we settle directly and the facilitator's when it settles).
  */
 import type { Chains } from '../networks/index';
-import { NETWORK_NAMES, NETWORK_TABLE, type NetworkClass, type NetworkName } from '../networks/table';
-import { fail, ok, type PaymentRequirements, type Result } from '../x402/types';
+import { NETWORK_NAMES, NETWORK_TABLE, type NetworkClass, type NetworkName } from '../networkTable';
+import { type PaymentRequirements } from '../x402/types';
+import { fail, ok, type Result } from '../result';
 
 /** How long a client's authorization should stay valid: our verification, settlement and the target's payment fit in it. */
 export const DEFAULT_RELAY_TIMEOUT_SECONDS = 300;

@@ -5,7 +5,7 @@
  */
 import { getAddress, parseAbiItem, parseEventLogs, type Hex } from 'viem';
 import type { Chains } from '../networks/index';
-import { canonicalNetwork, type NetworkName } from '../networks/table';
+import { canonicalNetwork, type NetworkName } from '../networkTable';
 
 /** What was recorded about one payment of ours to a target before it was sent. */
 export interface SignedTargetPayment {

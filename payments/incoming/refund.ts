@@ -8,7 +8,7 @@
 import { sql } from 'kysely';
 import { encodeFunctionData, type Address, type Hash } from 'viem';
 import type { Db } from '../../db/index';
-import type { NetworkName } from '../networks/table';
+import type { NetworkName } from '../networkTable';
 import { readReceipt, relayUsdcAbi, submitEvmTransaction, waitForReceipt } from './evm';
 import { moveRefund } from './refundStates';
 import { liveRefund, findRelayTransaction, markRefunded, markRefundFailed, markRefundPending, REFUNDABLE_STATES, type Refund } from './store';

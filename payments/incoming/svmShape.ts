@@ -34,8 +34,10 @@ import {
 } from '@solana-program/compute-budget';
 import { identifyTokenInstruction, parseTransferCheckedInstruction, TOKEN_PROGRAM_ADDRESS, TokenInstruction } from '@solana-program/token';
 import { USDC_DECIMALS, usdcAccountOf } from '../networks/svm';
-import { fail, ok, type ExactSvmPayload, type PaymentPayload, type PaymentRequirements, type Result } from '../x402/types';
-import type { RelayLimits, VerifyFailureReason } from './types';
+import { type ExactSvmPayload, type PaymentPayload, type PaymentRequirements } from '../x402/types';
+import { fail, ok, type Result } from '../result';
+import type { RelayLimits } from '../relayLimits';
+import type { VerifyFailureReason } from './types';
 
 /** SPL Memo (the one x402's client uses) and its first version: both only log their data. */
 export const MEMO_PROGRAM_ADDRESS = 'MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr' as Address;
