@@ -73,14 +73,43 @@ export interface App {
 
 export async function createApp({ deps, handlers, caps, logger }: AppOptions): Promise<App> {
   const api = await createBackend(deps.document as never);
+  registerAuthentication(api, deps);
+  registerRefusals(api);
+  registerOperations(api, handlers, deps);
 
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('query parser', 'simple');
+
+  app.use(requestLogging(logger));
+  app.use(capsMiddleware(caps));
+  app.use(
+    express.json({
+      limit: MAX_REQUEST_BODY_BYTES,
+      // Every body of this interface is JSON, whatever content type the client sent.
+      type: () => true,
+      strict: false,
+    }),
+  );
+  app.use(dispatchToOperations(api));
+  app.use(answerErrors);
+
+  return { express: app, api };
+}
+
+/** The x-api-key security scheme: the key looked up (through the cache), or why it was refused. */
+function registerAuthentication(api: OpenAPIBackend, deps: Deps): void {
   api.registerSecurityHandler('ApiKeyAuth', async (c: Context) => {
     const header = c.request.headers['x-api-key'];
     const result = await authenticateKey(deps.db, Array.isArray(header) ? header[0] : header, deps.apiKeyCache);
     // openapi-backend counts a result with a truthy `error` as a failed authentication.
     return result.ok ? { key: result.key } : { error: result.reason };
   });
+}
 
+/** What openapi-backend answers before any handler runs: unknown path or method, no key, invalid request. */
+function registerRefusals(api: OpenAPIBackend): void {
   api.register({
     notFound: (_c: Context, _req: Request, res: Response) =>
       sendError(res, 'not_found', 'No operation of this service has this path.'),
@@ -104,7 +133,10 @@ export async function createApp({ deps, handlers, caps, logger }: AppOptions): P
       sendError(res, 'validation_failed', describeValidationErrors(c.validation.errors as never, { requestBody: c.request.requestBody }));
     },
   });
+}
 
+/** Each operation's handler, given the typed request and an abort signal that fires when the client goes away. */
+function registerOperations(api: OpenAPIBackend, handlers: HandlerMap, deps: Deps): void {
   for (const [operationId, handler] of Object.entries(handlers)) {
     api.register(operationId, async (c: Context, req: Request, res: Response) => {
       const { log, requestId } = locals(res);
@@ -130,13 +162,11 @@ export async function createApp({ deps, handlers, caps, logger }: AppOptions): P
       if (!res.headersSent) sendReply(res, reply);
     });
   }
+}
 
-  const app = express();
-  app.disable('x-powered-by');
-  app.set('etag', false);
-  app.set('query parser', 'simple');
-
-  app.use((req: Request, res: Response, next: NextFunction) => {
+/** The request id (the client's when well formed) on the response and the logger, and one log line per request. */
+function requestLogging(logger: Logger) {
+  return (req: Request, res: Response, next: NextFunction) => {
     const incoming = req.headers['x-request-id'];
     const requestId = typeof incoming === 'string' && REQUEST_ID_PATTERN.test(incoming) ? incoming : randomUUID();
     const log = logger.child({ requestId });
@@ -152,20 +182,11 @@ export async function createApp({ deps, handlers, caps, logger }: AppOptions): P
       );
     });
     next();
-  });
+  };
+}
 
-  app.use(capsMiddleware(caps));
-
-  app.use(
-    express.json({
-      limit: MAX_REQUEST_BODY_BYTES,
-      // Every body of this interface is JSON, whatever content type the client sent.
-      type: () => true,
-      strict: false,
-    }),
-  );
-
-  app.use((req: Request, res: Response, next: NextFunction) => {
+function dispatchToOperations(api: OpenAPIBackend) {
+  return (req: Request, res: Response, next: NextFunction) => {
     // Routing, authentication, validation and the handler all count against the cap until they end.
     const endHold = holdSlot(res);
     // openapi-backend parses a body that is not an object once more, so a JSON string holding an
@@ -176,30 +197,29 @@ export async function createApp({ deps, handlers, caps, logger }: AppOptions): P
       req,
       res,
     ).catch(next).finally(endHold);
-  });
+  };
+}
 
-  app.use((error: Error & { type?: string; status?: number }, _req: Request, res: Response, _next: NextFunction) => {
-    if (res.headersSent) {
-      locals(res).log.error({ err: error }, 'error after the response started');
-      res.destroy();
-      return;
-    }
-    if (error.type === 'entity.too.large') {
-      return sendError(res, 'payload_too_large', `The request body is over the limit of ${MAX_REQUEST_BODY_BYTES} bytes.`);
-    }
-    if (error.type === 'entity.parse.failed') {
-      return sendError(res, 'validation_failed', `The request body is not valid JSON: ${error.message}`);
-    }
-    if (error.type === 'encoding.unsupported' || error.type === 'charset.unsupported') {
-      return sendError(res, 'validation_failed', error.message);
-    }
-    if (error.type === 'request.aborted') {
-      res.destroy();
-      return;
-    }
-    locals(res).log.error({ err: error }, 'unhandled error');
-    res.status(ERROR_CODES.internal_error.status).json(internalErrorBody(res.locals.operationId, locals(res).requestId));
-  });
-
-  return { express: app, api };
+/** Errors thrown past the handlers: body parsing refusals in the table's terms, anything else an internal error. */
+function answerErrors(error: Error & { type?: string; status?: number }, _req: Request, res: Response, _next: NextFunction): void {
+  if (res.headersSent) {
+    locals(res).log.error({ err: error }, 'error after the response started');
+    res.destroy();
+    return;
+  }
+  if (error.type === 'entity.too.large') {
+    return sendError(res, 'payload_too_large', `The request body is over the limit of ${MAX_REQUEST_BODY_BYTES} bytes.`);
+  }
+  if (error.type === 'entity.parse.failed') {
+    return sendError(res, 'validation_failed', `The request body is not valid JSON: ${error.message}`);
+  }
+  if (error.type === 'encoding.unsupported' || error.type === 'charset.unsupported') {
+    return sendError(res, 'validation_failed', error.message);
+  }
+  if (error.type === 'request.aborted') {
+    res.destroy();
+    return;
+  }
+  locals(res).log.error({ err: error }, 'unhandled error');
+  res.status(ERROR_CODES.internal_error.status).json(internalErrorBody(res.locals.operationId, locals(res).requestId));
 }

@@ -63,7 +63,6 @@ async function openDatabase(config: Config, log: Logger): Promise<{ url: string;
 
 export async function startService(config: Config, options: ServiceOptions = {}): Promise<Service> {
   const log = options.logger ?? createLogger(config.logLevel);
-  const clock = options.clock ?? systemClock;
   const { url: databaseUrl, embedded } = await openDatabase(config, log);
   const dbHandle = createDb(databaseUrl, { onPoolError: (error) => log.error({ err: error }, 'database pool error') });
   const cleanups: Array<() => Promise<void>> = [];
@@ -75,87 +74,23 @@ export async function startService(config: Config, options: ServiceOptions = {})
     const connections = new TargetConnections();
     // Idle connections to targets close at stop rather than after their idle time.
     cleanups.push(async () => connections.close());
-
-    // Valid keys stay in memory only while changes to keys are being announced to this process:
-    // without the listener the cache never serves a key.
     const apiKeyCache = new ApiKeyCache(config.apiKeyCacheMs);
-    if (config.apiKeyCacheMs > 0 && options.serveHttp !== false) {
-      const listener = listenTo(databaseUrl, API_KEY_CHANGES_CHANNEL, {
-        onNotify: (prefix) => apiKeyCache.changed(prefix),
-        onState: (listening) => {
-          apiKeyCache.setListening(listening);
-          if (!listening) log.warn('not receiving API key changes: every key is read from the database until they arrive again');
-        },
-        onError: (error) => log.warn({ err: error }, 'the connection that receives API key changes failed; reconnecting'),
-      });
-      cleanups.push(() => listener.stop());
-    }
+    const stopListening = listenForKeyChanges(config, databaseUrl, apiKeyCache, log, options);
+    if (stopListening) cleanups.push(stopListening);
 
     const caps = new ConcurrencyCaps({ relay: config.capRelay, proxy: config.capProxy, webhooks: config.capWebhooks });
-    const document = loadDocument();
-    let listeningUrl = '';
-    let worker: WorkerHandle | undefined;
-    // The one dependency object of this process: handlers and jobs share every member.
-    const deps: Deps = {
-      db: dbHandle.db,
-      config,
-      chains,
-      submissions: new SubmissionQueue(),
-      resolver: options.resolver ?? systemResolver,
-      clock,
-      log,
-      connections,
-      balances: new WalletBalances(),
-      relayLimits: DEFAULT_RELAY_LIMITS,
-      apiKeyCache,
-      hooks: { ...NO_HOOKS, ...options.hooks },
-      capMetrics: () => caps.metrics(),
-      healthChecks: {
-        database: async () => {
-          await sql`select 1`.execute(dbHandle.db);
-        },
-        worker: async () => {
-          if (worker) {
-            if (!worker.isRunning()) throw new Error('the in-process worker has stopped');
-            return;
-          }
-          // Workers run in other processes (RUN_WORKER=false): their schema must be in place.
-          await sql`select 1 from graphile_worker.migrations limit 1`.execute(dbHandle.db);
-        },
-      },
-      document,
-      docsHtml: renderDocsPage(document),
-      baseUrl: () => config.publicBaseUrl ?? listeningUrl,
-    };
+    const running: Running = { worker: undefined, url: '' };
+    const deps = assembleDeps({ config, dbHandle, chains, connections, apiKeyCache, caps, log, options, running });
 
     if (config.runWorker) {
       const started = await startWorker(databaseUrl, deps);
-      worker = started;
+      running.worker = started;
       cleanups.push(() => started.stop());
     }
 
     let server: Server | undefined;
     if (options.serveHttp !== false) {
-      const { express } = await createApp({ deps, handlers: options.handlers ?? defaultHandlers, caps, logger: log });
-      server = createServer(
-        {
-          requestTimeout: config.requestTimeoutMs,
-          // Node requires headersTimeout <= requestTimeout.
-          headersTimeout: Math.min(config.headersTimeoutMs, config.requestTimeoutMs),
-          keepAliveTimeout: config.keepAliveTimeoutMs,
-        },
-        express,
-      );
-      const httpServer = server;
-      httpServer.on('clientError', (error: Error, socket: Duplex) => answerClientError(error, socket, log));
-      await new Promise<void>((resolve, reject) => {
-        httpServer.once('error', reject);
-        httpServer.listen(config.port, config.host, () => resolve());
-      });
-      const address = httpServer.address() as AddressInfo;
-      const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-      listeningUrl = `http://${host}:${address.port}`;
-      log.info({ url: listeningUrl }, 'listening');
+      ({ server, url: running.url } = await serveHttp(config, deps, options.handlers ?? defaultHandlers, caps, log));
     }
 
     let stopping: Promise<void> | undefined;
@@ -169,13 +104,128 @@ export async function startService(config: Config, options: ServiceOptions = {})
       })();
       return stopping;
     };
-    return { url: listeningUrl, config, databaseUrl, dbHandle, deps, caps, worker, server, stop };
+    return { url: running.url, config, databaseUrl, dbHandle, deps, caps, worker: running.worker, server, stop };
   } catch (error) {
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
     await dbHandle.close();
     if (embedded) await embedded.stop();
     throw error;
   }
+}
+
+/** What is known only once started: the in-process worker, and the URL the API listens on. */
+interface Running {
+  worker: WorkerHandle | undefined;
+  url: string;
+}
+
+/**
+ * Valid keys stay in memory only while changes to keys are being announced to this process:
+ * without the listener the cache never serves a key. Answers how to stop listening, when listening.
+ */
+function listenForKeyChanges(
+  config: Config,
+  databaseUrl: string,
+  apiKeyCache: ApiKeyCache,
+  log: Logger,
+  options: ServiceOptions,
+): (() => Promise<void>) | undefined {
+  if (config.apiKeyCacheMs <= 0 || options.serveHttp === false) return undefined;
+  const listener = listenTo(databaseUrl, API_KEY_CHANGES_CHANNEL, {
+    onNotify: (prefix) => apiKeyCache.changed(prefix),
+    onState: (listening) => {
+      apiKeyCache.setListening(listening);
+      if (!listening) log.warn('not receiving API key changes: every key is read from the database until they arrive again');
+    },
+    onError: (error) => log.warn({ err: error }, 'the connection that receives API key changes failed; reconnecting'),
+  });
+  return () => listener.stop();
+}
+
+/** The one dependency object of this process: handlers and jobs share every member. */
+function assembleDeps({
+  config,
+  dbHandle,
+  chains,
+  connections,
+  apiKeyCache,
+  caps,
+  log,
+  options,
+  running,
+}: {
+  config: Config;
+  dbHandle: DbHandle;
+  chains: Deps['chains'];
+  connections: TargetConnections;
+  apiKeyCache: ApiKeyCache;
+  caps: ConcurrencyCaps;
+  log: Logger;
+  options: ServiceOptions;
+  running: Running;
+}): Deps {
+  const document = loadDocument();
+  return {
+    db: dbHandle.db,
+    config,
+    chains,
+    submissions: new SubmissionQueue(),
+    resolver: options.resolver ?? systemResolver,
+    clock: options.clock ?? systemClock,
+    log,
+    connections,
+    balances: new WalletBalances(),
+    relayLimits: DEFAULT_RELAY_LIMITS,
+    apiKeyCache,
+    hooks: { ...NO_HOOKS, ...options.hooks },
+    capMetrics: () => caps.metrics(),
+    healthChecks: {
+      database: async () => {
+        await sql`select 1`.execute(dbHandle.db);
+      },
+      worker: async () => {
+        if (running.worker) {
+          if (!running.worker.isRunning()) throw new Error('the in-process worker has stopped');
+          return;
+        }
+        // Workers run in other processes (RUN_WORKER=false): their schema must be in place.
+        await sql`select 1 from graphile_worker.migrations limit 1`.execute(dbHandle.db);
+      },
+    },
+    document,
+    docsHtml: renderDocsPage(document),
+    baseUrl: () => config.publicBaseUrl ?? running.url,
+  };
+}
+
+/** The HTTP server with its timeouts, listening; parser refusals answered in the service's own JSON. */
+async function serveHttp(
+  config: Config,
+  deps: Deps,
+  handlers: HandlerMap,
+  caps: ConcurrencyCaps,
+  log: Logger,
+): Promise<{ server: Server; url: string }> {
+  const { express } = await createApp({ deps, handlers, caps, logger: log });
+  const server = createServer(
+    {
+      requestTimeout: config.requestTimeoutMs,
+      // Node requires headersTimeout <= requestTimeout.
+      headersTimeout: Math.min(config.headersTimeoutMs, config.requestTimeoutMs),
+      keepAliveTimeout: config.keepAliveTimeoutMs,
+    },
+    express,
+  );
+  server.on('clientError', (error: Error, socket: Duplex) => answerClientError(error, socket, log));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `http://${host}:${address.port}`;
+  log.info({ url }, 'listening');
+  return { server, url };
 }
 
 /** Node's parser error codes that have an error code of ours; any other is malformed_request. */

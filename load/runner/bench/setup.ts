@@ -1,0 +1,60 @@
+/** The setup every section shares: the local peers, the load generator, the services, the bindings of the requests. */
+import pg from 'pg';
+import type { AutocannonRun, LoadRequest } from '../autocannon';
+import type { LoadResult } from '../caps';
+import type { Child } from '../children';
+import type { Bindings } from '../scenarios';
+import type { ServiceChild } from '../serviceChild';
+import type { Options } from './options';
+import type { Goal } from './output';
+
+export interface PeersInfo {
+  network: string;
+  rpcUrl: string;
+  facilitatorUrl: string;
+  targetUrl: string;
+  routes: Record<string, string>;
+  serviceEvmPrivateKey: `0x${string}`;
+  clientEvmPrivateKey: `0x${string}`;
+}
+
+export const BASE_SEPOLIA_CHAIN_ID = 84532;
+
+export async function throwawayDatabase(name: string): Promise<{ url: string; drop: () => Promise<void> } | undefined> {
+  const serverUrl = process.env.DATABASE_URL;
+  if (!serverUrl) return undefined;
+  const admin = new URL(serverUrl);
+  admin.pathname = '/postgres';
+  const run = async (statement: string) => {
+    const client = new pg.Client({ connectionString: admin.toString() });
+    await client.connect();
+    try {
+      await client.query(statement);
+    } finally {
+      await client.end();
+    }
+  };
+  await run(`create database "${name}"`);
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return { url: url.toString(), drop: () => run(`drop database if exists "${name}" with (force)`) };
+}
+
+export interface Bench {
+  options: Options;
+  dataDir: string;
+  /** The first service started the embedded Postgres (its descendants): their CPU is reported. */
+  embeddedDatabase: boolean;
+  /** Set once the first service has started its database: the others use that one. */
+  sharedDatabaseUrl: string | undefined;
+  peers: PeersInfo;
+  peersChild: Child;
+  loadgen: Child;
+  bindings: Bindings;
+  goals: Goal[];
+  results: Record<string, unknown>;
+  startService(name: string, overrides?: Record<string, string>, nodeFlags?: string[]): Promise<ServiceChild>;
+  stopService(service: ServiceChild): Promise<void>;
+  /** autocannon from the load generator: options.connections for options.durationS unless given. */
+  autocannon(baseUrl: string, request: LoadRequest, extra?: Partial<AutocannonRun> & { check429?: { limit: number } }): Promise<LoadResult>;
+}

@@ -1,0 +1,79 @@
+/**
+ * The service wallet on EVM networks (viem): per-network clients built from our configuration
+ * (clients.ts), EIP-3009 TransferWithAuthorization signing for paying targets (authorization.ts),
+ * and the reads a payment needs (reads.ts: USDC balance, authorization state, the transaction that
+ * used an authorization). The USDC interface is in abi.ts, revert reasons in errors.ts.
+ *
+ * Chains are our own (`defineChain` with the table's chain id and the configured RPC URL), never
+ * viem's built-in definitions: the EIP-712 domain takes its chain id from our table. Transports do
+ * not retry (a revert is an answer) and every request has a timeout.
+ */
+import type { Hex } from 'viem';
+import type { PrivateKeyAccount } from 'viem/accounts';
+import type { Config } from '../../config';
+import type { PaymentRequirements } from '../../x402/types';
+import type { Result } from '../../result';
+import type { NetworkName } from '../../networkTable';
+import { randomNonce, signTransferAuthorization, type SignedAuthorization, type SignFailureReason } from './authorization';
+import { clientsLookup, DEFAULT_RPC_TIMEOUT_MS, evmNetworkClients, parsePrivateKey, type EvmNetworkClients } from './clients';
+import type { ReadFailureReason } from './errors';
+import { createEvmReads, type AuthorizationUse } from './reads';
+
+export { authorizationUsedEvent, transferWithAuthorizationTypes, usdcAbi } from './abi';
+export { DEFAULT_RPC_TIMEOUT_MS, evmChain, type EvmNetworkClients } from './clients';
+export {
+  buildTransferAuthorization,
+  CLOCK_SKEW_SECONDS,
+  evmPaymentPayload,
+  randomNonce,
+  usdcDomain,
+  type SignedAuthorization,
+  type SignFailureReason,
+  type TransferAuthorization,
+} from './authorization';
+export { revertReason, type ReadFailureReason } from './errors';
+export { DEFAULT_LOG_CHUNK_BLOCKS, DEFAULT_MAX_SCAN_BLOCKS, type AuthorizationUse } from './reads';
+
+export interface EvmChains {
+  account: PrivateKeyAccount | undefined;
+  networks: ReadonlyMap<NetworkName, EvmNetworkClients>;
+  /** `nonce`: the authorization nonce to sign with, when the caller recorded it first; random otherwise. */
+  signTransferAuthorization(
+    requirements: PaymentRequirements,
+    options: { now: Date; nonce?: Hex },
+  ): Promise<Result<SignedAuthorization, SignFailureReason>>;
+  usdcBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>>;
+  authorizationState(network: NetworkName, authorizer: string, nonce: string): Promise<Result<boolean, ReadFailureReason>>;
+  findAuthorizationUse(
+    network: NetworkName,
+    authorizer: string,
+    nonce: string,
+    options?: { fromBlock?: bigint; maxBlocks?: bigint; chunkBlocks?: bigint },
+  ): Promise<Result<AuthorizationUse, ReadFailureReason>>;
+  /** The newest block: its number and timestamp (unix seconds), the chain's own clock. */
+  latestBlock(network: NetworkName): Promise<Result<{ number: bigint; timestamp: bigint }, ReadFailureReason>>;
+}
+
+export interface EvmOptions {
+  rpcTimeoutMs?: number;
+  /** Source of authorization nonces; tests may fix it. */
+  randomNonce?: () => Hex;
+}
+
+export function createEvmChains(config: Pick<Config, 'networks' | 'evmPrivateKey'>, options: EvmOptions = {}): EvmChains {
+  const timeout = options.rpcTimeoutMs ?? DEFAULT_RPC_TIMEOUT_MS;
+  const nextNonce = options.randomNonce ?? randomNonce;
+  const account = config.evmPrivateKey === undefined ? undefined : parsePrivateKey(config.evmPrivateKey);
+  const networks = evmNetworkClients(config, account, timeout);
+  const clientsOf = clientsLookup(networks);
+  const { usdcBalance, authorizationState, findAuthorizationUse, latestBlock } = createEvmReads(clientsOf);
+  return {
+    account,
+    networks,
+    signTransferAuthorization: (requirements, signing) => signTransferAuthorization({ clientsOf, account, nextNonce }, requirements, signing),
+    usdcBalance,
+    authorizationState,
+    findAuthorizationUse,
+    latestBlock,
+  };
+}

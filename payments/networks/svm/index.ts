@@ -1,0 +1,74 @@
+/**
+ * The service wallet on Solana (@solana/kit): the signer from SOLANA_PRIVATE_KEY (wallet.ts),
+ * per-network RPC clients (rpc.ts), the reads a payment needs (reads.ts), and the x402 exact
+ * payment we send to targets (payments.ts, built from the transaction in transactions.ts;
+ * docs/architecture.md section 4): a v0 transaction whose fee payer is the target's facilitator
+ * (extra.feePayer), with SetComputeUnitLimit, SetComputeUnitPrice and one TransferChecked of
+ * exactly the amount from our USDC account to the payTo's associated USDC account, signed by us
+ * only. The facilitator co-signs and submits.
+ *
+ * JSON-RPC over HTTP only, no websocket subscriptions: confirmation is learned by polling
+ * getSignatureStatuses. Every request carries an abort signal with a timeout.
+ */
+import type { KeyPairSigner } from '@solana/kit';
+import type { Config } from '../../config';
+import type { PaymentRequirements } from '../../x402/types';
+import type { Result } from '../../result';
+import type { NetworkName } from '../../networkTable';
+import { buildExactPayment, type BuildFailureReason, type BuiltSolanaPayment } from './payments';
+import { createSvmReads, type SignatureStatus, type TransactionSignatures } from './reads';
+import { createSvmRpc, DEFAULT_RPC_TIMEOUT_MS, type ReadFailureReason, type SvmNetworkClients } from './rpc';
+import { solanaSignerFromKey } from './wallet';
+
+export { solanaSecretKeyBytes, solanaSignerFromKey } from './wallet';
+export { DEFAULT_RPC_TIMEOUT_MS, type ReadFailureReason, type SolanaRpc, type SvmNetworkClients } from './rpc';
+export {
+  COMPUTE_UNIT_LIMIT_RANGE,
+  COMPUTE_UNIT_PRICE_MICRO_LAMPORTS_RANGE,
+  exactPaymentMessage,
+  USDC_DECIMALS,
+  usdcAccountOf,
+} from './transactions';
+export { type BuildFailureReason, type BuiltSolanaPayment } from './payments';
+export { DEFAULT_CONFIRMATION_POLL_MS, DEFAULT_CONFIRMATION_TIMEOUT_MS, type SignatureStatus } from './reads';
+
+export interface SvmChains {
+  signer: KeyPairSigner | undefined;
+  networks: ReadonlyMap<NetworkName, SvmNetworkClients>;
+  buildExactPayment(requirements: PaymentRequirements): Promise<Result<BuiltSolanaPayment, BuildFailureReason>>;
+  usdcBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>>;
+  signatureStatus(network: NetworkName, signature: string): Promise<Result<SignatureStatus, ReadFailureReason>>;
+  /**
+   * A confirmed transaction's signatures by signer (base58), and whether it failed: the proof that
+   * a transaction a target names is the one we signed. Not found while unconfirmed or unknown.
+   */
+  transactionSignatures(network: NetworkName, signature: string): Promise<Result<TransactionSignatures, ReadFailureReason>>;
+  /** The cluster's block height (confirmed): a transaction whose lastValidBlockHeight is below it can no longer land. */
+  blockHeight(network: NetworkName): Promise<Result<bigint, ReadFailureReason>>;
+  /** Polls until the signature is confirmed (or finalized) or the time is up; a timeout answers the last status seen. */
+  waitForSignature(
+    network: NetworkName,
+    signature: string,
+    options?: { timeoutMs?: number; pollMs?: number },
+  ): Promise<Result<SignatureStatus, ReadFailureReason>>;
+}
+
+export interface SvmOptions {
+  rpcTimeoutMs?: number;
+}
+
+export async function createSvmChains(config: Pick<Config, 'networks' | 'solanaPrivateKey'>, options: SvmOptions = {}): Promise<SvmChains> {
+  const signer = config.solanaPrivateKey === undefined ? undefined : await solanaSignerFromKey(config.solanaPrivateKey);
+  const rpc = createSvmRpc(config, options.rpcTimeoutMs ?? DEFAULT_RPC_TIMEOUT_MS);
+  const { usdcBalance, signatureStatus, transactionSignatures, blockHeight, waitForSignature } = createSvmReads(rpc);
+  return {
+    signer,
+    networks: rpc.networks,
+    buildExactPayment: (requirements) => buildExactPayment(rpc, signer, requirements),
+    usdcBalance,
+    signatureStatus,
+    transactionSignatures,
+    blockHeight,
+    waitForSignature,
+  };
+}
