@@ -1,7 +1,7 @@
 /**
  * The moves of a credit reservation (credit_reservations.state), and the one function that writes
  * them. Every arrow below is in RESERVATION_MOVES and every move of RESERVATION_MOVES is an arrow
- * below (test/unit/state-tables.test.ts); states joined by a bar are reached alike.
+ * below (test/db/state-tables.test.ts); states joined by a bar are reached alike.
  *
  *   reserved -> charged | released
  *

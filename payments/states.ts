@@ -4,7 +4,7 @@
  * payments/webhookStates.ts). A table lists, for each state, the states a row may move to; a
  * write function reads the states it may leave from the table and names them in the WHERE of its
  * guarded update, so a rule is changed in one place and a move the table does not hold cannot be
- * written. test/unit/state-tables.test.ts holds each table to the diagram in its file's header.
+ * written. test/db/state-tables.test.ts holds each table to the diagram in its file's header.
  */
 
 /** For each state, the states a row in it may move to. */

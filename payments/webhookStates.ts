@@ -1,6 +1,6 @@
 /**
  * The moves of a webhook record (webhooks.status). Every arrow below is in WEBHOOK_MOVES and every
- * move of WEBHOOK_MOVES is an arrow below (test/unit/state-tables.test.ts); states joined by a
+ * move of WEBHOOK_MOVES is an arrow below (test/db/state-tables.test.ts); states joined by a
  * bar are reached alike.
  *
  *   async_processing -> success | refund_confirmed | success_refunded | no_refund_needed

@@ -1,7 +1,7 @@
 // The LocalUsdc contract (contracts/LocalUsdc.sol) compiled with solc-js, which runs as wasm in
 // this process: nothing is downloaded. The compiled artifact is committed next to the source as a
 // TypeScript module (so viem infers types from its ABI) and peers start without the 2 s compile;
-// test/e2e/harness-usdc.test.ts checks that it matches the source.
+// test/devnet/harness-usdc.test.ts checks that it matches the source.
 // Rebuild it with: npx tsx devnet/evm/usdc-artifact.ts
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';

@@ -1,7 +1,7 @@
 /**
  * The moves of a refund (refunds.status), and the one function that writes them. Every arrow
  * below is in REFUND_MOVES and every move of REFUND_MOVES is an arrow below
- * (test/unit/state-tables.test.ts); states joined by a bar are reached alike.
+ * (test/db/state-tables.test.ts); states joined by a bar are reached alike.
  *
  *   pending -> confirmed | failed
  *

@@ -1,7 +1,7 @@
 /**
  * The moves of a relay transaction (relay_transactions.state), and the one function that writes
  * them. Every arrow below is in RELAY_MOVES and every move of RELAY_MOVES is an arrow below
- * (test/unit/state-tables.test.ts). States joined by a bar move alike: each of them may move to
+ * (test/db/state-tables.test.ts). States joined by a bar move alike: each of them may move to
  * the states after the arrow.
  *
  *   received -> settling -> settled -> delivered -> refund_pending -> refunded

@@ -1,7 +1,7 @@
 /**
  * The moves of a proxy payment (proxy_payments.state), and the one function that writes them.
  * Every arrow below is in PROXY_MOVES and every move of PROXY_MOVES is an arrow below
- * (test/unit/state-tables.test.ts); states joined by a bar move alike.
+ * (test/db/state-tables.test.ts); states joined by a bar move alike.
  *
  *   reserved -> signed -> charged
  *   reserved | signed -> released

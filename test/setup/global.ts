@@ -2,6 +2,11 @@
  * One Postgres server for the whole run: the one DATABASE_URL names, else an embedded one in a
  * throwaway directory. The run migrates a template database once; each test file clones its own
  * database from it (test/support/database.ts). Everything this run created is dropped at the end.
+ *
+ * Every project that needs Postgres names this file as its globalSetup; the server and the
+ * template are made by the first of them and shared by the others (one per run, not one per
+ * project), and dropped when the last of them tears down. The unit project does not name it, so
+ * a unit test that reaches for a database finds no pgAdminUrl and fails.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync } from 'node:fs';
@@ -26,7 +31,14 @@ function withDatabase(url: string, database: string): string {
   return parsed.toString();
 }
 
-export default async function setup(project: TestProject) {
+interface RunDatabase {
+  adminUrl: string;
+  templateDatabase: string;
+  runId: string;
+  close(): Promise<void>;
+}
+
+async function startRunDatabase(): Promise<RunDatabase> {
   const runId = randomBytes(4).toString('hex');
   let embedded: EmbeddedDatabase | undefined;
   let tempDir: string | undefined;
@@ -51,17 +63,44 @@ export default async function setup(project: TestProject) {
   await handle.close();
   await runMigrations({ connectionString: templateUrl, logger: undefined });
 
-  project.provide('pgAdminUrl', adminUrl);
-  project.provide('templateDatabase', templateDatabase);
-  project.provide('runId', runId);
+  return {
+    adminUrl,
+    templateDatabase,
+    runId,
+    async close() {
+      const databases = await admin.query<{ datname: string }>(`select datname from pg_database where datname like $1`, [`prs_${runId}_%`]);
+      for (const { datname } of databases.rows) {
+        await admin.query(`drop database if exists "${datname}" with (force)`);
+      }
+      await admin.end();
+      if (embedded) await embedded.stop();
+      if (tempDir) rmSync(tempDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The run's database, shared by the projects' global setups (they run in one process). */
+interface Shared {
+  database: Promise<RunDatabase>;
+  users: number;
+}
+const SHARED = Symbol.for('payment-routing-service.test.run-database');
+type WithShared = typeof globalThis & { [SHARED]?: Shared };
+
+export default async function setup(project: TestProject) {
+  const holder = globalThis as WithShared;
+  const shared = (holder[SHARED] ??= { database: startRunDatabase(), users: 0 });
+  shared.users += 1;
+  const database = await shared.database;
+
+  project.provide('pgAdminUrl', database.adminUrl);
+  project.provide('templateDatabase', database.templateDatabase);
+  project.provide('runId', database.runId);
 
   return async () => {
-    const databases = await admin.query<{ datname: string }>(`select datname from pg_database where datname like $1`, [`prs_${runId}_%`]);
-    for (const { datname } of databases.rows) {
-      await admin.query(`drop database if exists "${datname}" with (force)`);
-    }
-    await admin.end();
-    if (embedded) await embedded.stop();
-    if (tempDir) rmSync(tempDir, { recursive: true, force: true });
+    shared.users -= 1;
+    if (shared.users > 0) return;
+    delete holder[SHARED];
+    await database.close();
   };
 }

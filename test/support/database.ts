@@ -9,9 +9,19 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
+/**
+ * The admin URL of this run's Postgres. Only the projects whose global setup starts it have one
+ * (not unit): without it, this throws rather than let pg fall back to a server of its choosing.
+ */
+export function pgAdminUrl(): string {
+  const adminUrl = inject('pgAdminUrl');
+  if (!adminUrl) throw new Error('no Postgres in this test project: a test that needs the database belongs to a project with test/setup/global.ts (see vitest.config.ts)');
+  return adminUrl;
+}
+
 /** A fresh, migrated database of this run, cloned from the run's template. */
 export async function createTestDatabase(): Promise<TestDatabase> {
-  const adminUrl = inject('pgAdminUrl');
+  const adminUrl = pgAdminUrl();
   const name = `prs_${inject('runId')}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();

@@ -7,10 +7,11 @@ import { DATABASE_FUNCTIONS, functionSource } from '../../db/functions/index';
 import { createDb, migrateToLatest } from '../../db/index';
 import { migrationProvider } from '../../db/migrations/index';
 import { Migrator } from 'kysely';
+import { pgAdminUrl } from '../support/database';
 
 describe('migrations', () => {
   it('build every table on an empty database, are idempotent and leave the functions of db/functions', async () => {
-    const adminUrl = inject('pgAdminUrl');
+    const adminUrl = pgAdminUrl();
     const name = `prs_${inject('runId')}_empty_${randomBytes(3).toString('hex')}`;
     const admin = new pg.Client({ connectionString: adminUrl });
     await admin.connect();
@@ -72,7 +73,7 @@ describe('migrations', () => {
   });
 
   it('carry every daily counter over to the column of its unit, exactly', async () => {
-    const adminUrl = inject('pgAdminUrl');
+    const adminUrl = pgAdminUrl();
     const name = `prs_${inject('runId')}_units_${randomBytes(3).toString('hex')}`;
     const admin = new pg.Client({ connectionString: adminUrl });
     await admin.connect();
