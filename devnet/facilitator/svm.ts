@@ -69,139 +69,151 @@ export function createSvmFacilitator(
   queue: KeyedQueue,
 ): SvmFacilitator {
   const rpcs = new Map([...rpcUrls].map(([network, url]) => [network, createSolanaRpc(url)] as const));
-  const rpcOf = (network: SolanaNetworkName) => rpcs.get(network)!;
+  const context: SvmContext = { rpcs, feePayer, queue };
+  return {
+    feePayer: feePayer.address,
+    verify: (payment, requirements) => verify(context, payment, requirements),
+    settle: (payment, requirements) => settle(context, payment, requirements),
+  };
+}
 
-  async function checkShape(payment: PaymentPayload, requirements: PaymentRequirements): Promise<CheckedTransaction> {
-    checkVersionSchemeAndNetwork(payment, requirements);
-    if (!rpcs.has(requirements.network as SolanaNetworkName)) throw new InvalidPayment('invalid_network');
-    const network = requirements.network as SolanaNetworkName;
-    const mint = SOLANA_NETWORKS[network].usdc as Address;
-    if (requirements.asset !== mint || requirements.extra?.feePayer !== feePayer.address) {
-      throw new InvalidPayment('invalid_payment_requirements');
-    }
+interface SvmContext {
+  rpcs: ReadonlyMap<SolanaNetworkName, ReturnType<typeof createSolanaRpc>>;
+  feePayer: KeyPairSigner;
+  queue: KeyedQueue;
+}
 
-    let transaction: Transaction;
-    let instructions: readonly Instruction[];
-    try {
-      const wire = (payment.payload as Partial<ExactSvmPayload> | undefined)?.transaction;
-      transaction = getTransactionDecoder().decode(getBase64Encoder().encode(String(wire)));
-      const compiled = getCompiledTransactionMessageDecoder().decode(transaction.messageBytes);
-      if (compiled.version !== 'legacy' && compiled.version !== 0) throw new Error('neither a legacy nor a v0 message');
-      if (compiled.version === 0 && (compiled.addressTableLookups?.length ?? 0) > 0) throw new Error('a v0 message with lookup tables');
-      if (compiled.staticAccounts[0] !== feePayer.address) throw new InvalidPayment('invalid_exact_svm_payload_transaction_fee_payer_mismatch');
-      instructions = decompileTransactionMessage(compiled).instructions;
-    } catch (error) {
-      if (error instanceof InvalidPayment) throw error;
-      throw new InvalidPayment('invalid_exact_svm_payload_transaction');
-    }
-
-    if (instructions.length !== 3 && instructions.length !== 4) throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_length');
-    const [limit, price, ...rest] = instructions as [Instruction, Instruction, ...Instruction[]];
-    checkComputeBudget(limit, price);
-    const memos = rest.filter(isMemo);
-    const transfers = rest.filter((instruction) => !isMemo(instruction));
-    if (memos.length > 1) throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_duplicate_memo');
-    if (transfers.length === 0) throw new InvalidPayment('invalid_exact_svm_payload_no_transfer_instruction');
-    // Four instructions are allowed only when one is a Memo.
-    if (transfers.length > 1) throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_length');
-    const transfer = transfers[0]!;
-    if (instructions.some((instruction) => instruction.accounts?.some((account) => account.address === feePayer.address))) {
-      throw new InvalidPayment('invalid_exact_svm_payload_transaction_fee_payer_included_in_instruction_accounts');
-    }
-    if (
-      transfer.programAddress !== TOKEN_PROGRAM_ADDRESS ||
-      !transfer.data ||
-      identifyTokenInstruction(transfer.data) !== TokenInstruction.TransferChecked
-    ) {
-      throw new InvalidPayment('invalid_exact_svm_payload_transaction_instruction_not_spl_token_transfer_checked');
-    }
-    const parsed = parseTransferCheckedInstruction(transfer as Parameters<typeof parseTransferCheckedInstruction>[0]);
-    const payer = parsed.accounts.authority.address;
-    const fail = (reason: string) => new InvalidPayment(reason, payer);
-    if (parsed.accounts.mint.address !== mint) throw fail('invalid_exact_svm_payload_transaction_mint_mismatch');
-    if (parsed.data.decimals !== USDC_DECIMALS) throw fail('invalid_exact_svm_payload_transaction_decimals_mismatch');
-    if (parsed.data.amount !== BigInt(requirements.maxAmountRequired)) throw fail('invalid_exact_svm_payload_transaction_amount_mismatch');
-    const [payToAccount] = await findAssociatedTokenPda({ mint, owner: requirements.payTo as Address, tokenProgram: TOKEN_PROGRAM_ADDRESS });
-    if (parsed.accounts.destination.address !== payToAccount) throw fail('invalid_exact_svm_payload_transaction_transfer_to_incorrect_ata');
-    // A Memo's accounts must sign it: anyone but the payer would be a third signer.
-    if (memos[0]?.accounts?.some((account) => account.address !== payer)) throw fail('invalid_exact_svm_payload_transaction_memo_signer');
-
-    const unsigned = Object.entries(transaction.signatures).filter(([, signature]) => signature === null).map(([address]) => address);
-    if (unsigned.length !== 1 || unsigned[0] !== feePayer.address) throw fail('invalid_exact_svm_payload_transaction_signatures');
-    return { network, transaction, payer, source: parsed.accounts.source.address, payToAccount, amount: parsed.data.amount };
+/** Checks the transaction and asks the cluster, without sending anything. */
+async function verify(context: SvmContext, payment: PaymentPayload, requirements: PaymentRequirements): Promise<VerifyResponse> {
+  try {
+    const checked = await checkShape(context, payment, requirements);
+    await checkWithCluster(context, checked);
+    return { isValid: true, payer: checked.payer };
+  } catch (error) {
+    if (error instanceof InvalidPayment) return { isValid: false, invalidReason: error.reason, payer: error.payer };
+    throw error;
   }
+}
 
-  /** Co-signs and asks the cluster: accounts, balance, not yet processed, simulation with signature checks. */
-  async function checkWithCluster(checked: CheckedTransaction): Promise<Transaction> {
-    const rpc = rpcOf(checked.network);
-    const fail = (reason: string) => new InvalidPayment(reason, checked.payer);
-    const { value: accounts } = await rpc.getMultipleAccounts([checked.source, checked.payToAccount], { encoding: 'base64' }).send();
-    if (!accounts[0]) throw fail('invalid_exact_svm_payload_transaction_sender_ata_not_found');
-    if (!accounts[1]) throw fail('invalid_exact_svm_payload_transaction_receiver_ata_not_found');
-    const { value: balance } = await rpc.getTokenAccountBalance(checked.source).send();
-    if (BigInt(balance.amount) < checked.amount) throw fail('insufficient_funds');
-
-    const signed = await partiallySignTransaction([feePayer.keyPair], checked.transaction);
-    const { value: statuses } = await rpc.getSignatureStatuses([getSignatureFromTransaction(signed)]).send();
-    if (statuses[0] !== null) throw fail('duplicate_settlement');
-    const { value: simulation } = await rpc
-      .simulateTransaction(getBase64EncodedWireTransaction(signed), { encoding: 'base64', sigVerify: true, commitment: 'confirmed' })
-      .send();
-    if (simulation.err !== null) throw fail('invalid_exact_svm_payload_transaction_simulation_failed');
-    return signed;
+/** Checks, co-signs and submits the transaction, then polls for its confirmation (bounded). */
+async function settle(context: SvmContext, payment: PaymentPayload, requirements: PaymentRequirements): Promise<SettleResponse> {
+  const failure = (errorReason: string, payer?: string, transaction = ''): SettleResponse => ({
+    success: false,
+    errorReason,
+    transaction,
+    network: payment.network,
+    payer,
+  });
+  let checked: CheckedTransaction;
+  try {
+    checked = await checkShape(context, payment, requirements);
+  } catch (error) {
+    if (error instanceof InvalidPayment) return failure(error.reason, error.payer);
+    throw error;
   }
-
-  async function verify(payment: PaymentPayload, requirements: PaymentRequirements): Promise<VerifyResponse> {
+  const { rpcs, feePayer, queue } = context;
+  const rpc = rpcs.get(checked.network)!;
+  return queue.run(`${checked.network}:${feePayer.address}`, async () => {
+    let signed: Transaction;
     try {
-      const checked = await checkShape(payment, requirements);
-      await checkWithCluster(checked);
-      return { isValid: true, payer: checked.payer };
-    } catch (error) {
-      if (error instanceof InvalidPayment) return { isValid: false, invalidReason: error.reason, payer: error.payer };
-      throw error;
-    }
-  }
-
-  async function settle(payment: PaymentPayload, requirements: PaymentRequirements): Promise<SettleResponse> {
-    const failure = (errorReason: string, payer?: string, transaction = ''): SettleResponse => ({
-      success: false,
-      errorReason,
-      transaction,
-      network: payment.network,
-      payer,
-    });
-    let checked: CheckedTransaction;
-    try {
-      checked = await checkShape(payment, requirements);
+      signed = await checkWithCluster(context, checked);
     } catch (error) {
       if (error instanceof InvalidPayment) return failure(error.reason, error.payer);
       throw error;
     }
-    const rpc = rpcOf(checked.network);
-    return queue.run(`${checked.network}:${feePayer.address}`, async () => {
-      let signed: Transaction;
-      try {
-        signed = await checkWithCluster(checked);
-      } catch (error) {
-        if (error instanceof InvalidPayment) return failure(error.reason, error.payer);
-        throw error;
+    const signature = await rpc.sendTransaction(getBase64EncodedWireTransaction(signed), { encoding: 'base64' }).send();
+    const deadline = Date.now() + CONFIRMATION_TIMEOUT_MS;
+    while (Date.now() < deadline) {
+      const { value: statuses } = await rpc.getSignatureStatuses([signature]).send();
+      const status = statuses[0];
+      if (status && (status.confirmationStatus === 'confirmed' || status.confirmationStatus === 'finalized')) {
+        if (status.err !== null) return failure('invalid_transaction_state', checked.payer, signature);
+        return { success: true, transaction: signature, network: payment.network, payer: checked.payer };
       }
-      const signature = await rpc.sendTransaction(getBase64EncodedWireTransaction(signed), { encoding: 'base64' }).send();
-      const deadline = Date.now() + CONFIRMATION_TIMEOUT_MS;
-      while (Date.now() < deadline) {
-        const { value: statuses } = await rpc.getSignatureStatuses([signature]).send();
-        const status = statuses[0];
-        if (status && (status.confirmationStatus === 'confirmed' || status.confirmationStatus === 'finalized')) {
-          if (status.err !== null) return failure('invalid_transaction_state', checked.payer, signature);
-          return { success: true, transaction: signature, network: payment.network, payer: checked.payer };
-        }
-        await new Promise((resolve) => setTimeout(resolve, CONFIRMATION_POLL_MS));
-      }
-      return failure('settle_exact_svm_transaction_confirmation_timed_out', checked.payer, signature);
-    });
+      await new Promise((resolve) => setTimeout(resolve, CONFIRMATION_POLL_MS));
+    }
+    return failure('settle_exact_svm_transaction_confirmation_timed_out', checked.payer, signature);
+  });
+}
+
+async function checkShape({ rpcs, feePayer }: SvmContext, payment: PaymentPayload, requirements: PaymentRequirements): Promise<CheckedTransaction> {
+  checkVersionSchemeAndNetwork(payment, requirements);
+  if (!rpcs.has(requirements.network as SolanaNetworkName)) throw new InvalidPayment('invalid_network');
+  const network = requirements.network as SolanaNetworkName;
+  const mint = SOLANA_NETWORKS[network].usdc as Address;
+  if (requirements.asset !== mint || requirements.extra?.feePayer !== feePayer.address) {
+    throw new InvalidPayment('invalid_payment_requirements');
   }
 
-  return { feePayer: feePayer.address, verify, settle };
+  let transaction: Transaction;
+  let instructions: readonly Instruction[];
+  try {
+    const wire = (payment.payload as Partial<ExactSvmPayload> | undefined)?.transaction;
+    transaction = getTransactionDecoder().decode(getBase64Encoder().encode(String(wire)));
+    const compiled = getCompiledTransactionMessageDecoder().decode(transaction.messageBytes);
+    if (compiled.version !== 'legacy' && compiled.version !== 0) throw new Error('neither a legacy nor a v0 message');
+    if (compiled.version === 0 && (compiled.addressTableLookups?.length ?? 0) > 0) throw new Error('a v0 message with lookup tables');
+    if (compiled.staticAccounts[0] !== feePayer.address) throw new InvalidPayment('invalid_exact_svm_payload_transaction_fee_payer_mismatch');
+    instructions = decompileTransactionMessage(compiled).instructions;
+  } catch (error) {
+    if (error instanceof InvalidPayment) throw error;
+    throw new InvalidPayment('invalid_exact_svm_payload_transaction');
+  }
+
+  if (instructions.length !== 3 && instructions.length !== 4) throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_length');
+  const [limit, price, ...rest] = instructions as [Instruction, Instruction, ...Instruction[]];
+  checkComputeBudget(limit, price);
+  const memos = rest.filter(isMemo);
+  const transfers = rest.filter((instruction) => !isMemo(instruction));
+  if (memos.length > 1) throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_duplicate_memo');
+  if (transfers.length === 0) throw new InvalidPayment('invalid_exact_svm_payload_no_transfer_instruction');
+  // Four instructions are allowed only when one is a Memo.
+  if (transfers.length > 1) throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_length');
+  const transfer = transfers[0]!;
+  if (instructions.some((instruction) => instruction.accounts?.some((account) => account.address === feePayer.address))) {
+    throw new InvalidPayment('invalid_exact_svm_payload_transaction_fee_payer_included_in_instruction_accounts');
+  }
+  if (
+    transfer.programAddress !== TOKEN_PROGRAM_ADDRESS ||
+    !transfer.data ||
+    identifyTokenInstruction(transfer.data) !== TokenInstruction.TransferChecked
+  ) {
+    throw new InvalidPayment('invalid_exact_svm_payload_transaction_instruction_not_spl_token_transfer_checked');
+  }
+  const parsed = parseTransferCheckedInstruction(transfer as Parameters<typeof parseTransferCheckedInstruction>[0]);
+  const payer = parsed.accounts.authority.address;
+  const fail = (reason: string) => new InvalidPayment(reason, payer);
+  if (parsed.accounts.mint.address !== mint) throw fail('invalid_exact_svm_payload_transaction_mint_mismatch');
+  if (parsed.data.decimals !== USDC_DECIMALS) throw fail('invalid_exact_svm_payload_transaction_decimals_mismatch');
+  if (parsed.data.amount !== BigInt(requirements.maxAmountRequired)) throw fail('invalid_exact_svm_payload_transaction_amount_mismatch');
+  const [payToAccount] = await findAssociatedTokenPda({ mint, owner: requirements.payTo as Address, tokenProgram: TOKEN_PROGRAM_ADDRESS });
+  if (parsed.accounts.destination.address !== payToAccount) throw fail('invalid_exact_svm_payload_transaction_transfer_to_incorrect_ata');
+  // A Memo's accounts must sign it: anyone but the payer would be a third signer.
+  if (memos[0]?.accounts?.some((account) => account.address !== payer)) throw fail('invalid_exact_svm_payload_transaction_memo_signer');
+
+  const unsigned = Object.entries(transaction.signatures).filter(([, signature]) => signature === null).map(([address]) => address);
+  if (unsigned.length !== 1 || unsigned[0] !== feePayer.address) throw fail('invalid_exact_svm_payload_transaction_signatures');
+  return { network, transaction, payer, source: parsed.accounts.source.address, payToAccount, amount: parsed.data.amount };
+}
+
+/** Co-signs and asks the cluster: accounts, balance, not yet processed, simulation with signature checks. */
+async function checkWithCluster({ rpcs, feePayer }: SvmContext, checked: CheckedTransaction): Promise<Transaction> {
+  const rpc = rpcs.get(checked.network)!;
+  const fail = (reason: string) => new InvalidPayment(reason, checked.payer);
+  const { value: accounts } = await rpc.getMultipleAccounts([checked.source, checked.payToAccount], { encoding: 'base64' }).send();
+  if (!accounts[0]) throw fail('invalid_exact_svm_payload_transaction_sender_ata_not_found');
+  if (!accounts[1]) throw fail('invalid_exact_svm_payload_transaction_receiver_ata_not_found');
+  const { value: balance } = await rpc.getTokenAccountBalance(checked.source).send();
+  if (BigInt(balance.amount) < checked.amount) throw fail('insufficient_funds');
+
+  const signed = await partiallySignTransaction([feePayer.keyPair], checked.transaction);
+  const { value: statuses } = await rpc.getSignatureStatuses([getSignatureFromTransaction(signed)]).send();
+  if (statuses[0] !== null) throw fail('duplicate_settlement');
+  const { value: simulation } = await rpc
+    .simulateTransaction(getBase64EncodedWireTransaction(signed), { encoding: 'base64', sigVerify: true, commitment: 'confirmed' })
+    .send();
+  if (simulation.err !== null) throw fail('invalid_exact_svm_payload_transaction_simulation_failed');
+  return signed;
 }
 
 function isMemo(instruction: Instruction): boolean {

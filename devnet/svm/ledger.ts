@@ -5,7 +5,6 @@ import {
   appendTransactionMessageInstructions,
   createTransactionMessage,
   getAddressDecoder,
-  getBase58Decoder,
   getBase64Decoder,
   getCompiledTransactionMessageDecoder,
   getTransactionEncoder,
@@ -22,10 +21,9 @@ import {
   type EncodedAccount,
   type Instruction,
   type KeyPairSigner,
-  type ReadonlyUint8Array,
   type Transaction,
 } from '@solana/kit';
-import { getSetComputeUnitLimitInstruction, COMPUTE_BUDGET_PROGRAM_ADDRESS } from '@solana-program/compute-budget';
+import { getSetComputeUnitLimitInstruction } from '@solana-program/compute-budget';
 import {
   findAssociatedTokenPda,
   getCreateAssociatedTokenIdempotentInstruction,
@@ -40,9 +38,9 @@ import {
 import { LiteSVM, type TransactionMetadata } from 'litesvm';
 import { SOLANA_NETWORKS, USDC_DECIMALS, type SolanaNetworkName } from '../networks.js';
 import { isFailure, isRejectedBeforeExecution, transactionErrorJson, type SolanaTransactionError } from './errors.js';
+import { feeOfMessage, signatureOf } from './transaction-facts.js';
 
-export const LAMPORTS_PER_SIGNATURE = 5_000n;
-const DEFAULT_COMPUTE_UNITS_PER_INSTRUCTION = 200_000n;
+export { feeOfMessage, LAMPORTS_PER_SIGNATURE, signatureOf } from './transaction-facts.js';
 
 export interface TokenBalance {
   accountIndex: number;
@@ -282,30 +280,4 @@ export class SolanaLedger {
       throw new Error(`harness transaction on ${this.network} failed: ${JSON.stringify(err)}\n${logs.join('\n')}`);
     }
   }
-}
-
-export function signatureOf(transaction: Transaction): string {
-  const [firstSignature] = Object.values(transaction.signatures);
-  return getBase58Decoder().decode(firstSignature ?? new Uint8Array(64));
-}
-
-/** Base fee per signature plus the priority fee the compute budget instructions ask for. */
-export function feeOfMessage(messageBytes: ReadonlyUint8Array): bigint {
-  const message = getCompiledTransactionMessageDecoder().decode(messageBytes);
-  const baseFee = BigInt(message.header.numSignerAccounts) * LAMPORTS_PER_SIGNATURE;
-  if (!('instructions' in message)) return baseFee;
-  let unitLimit: bigint | undefined;
-  let microLamportsPerUnit = 0n;
-  let otherInstructions = 0n;
-  for (const instruction of message.instructions) {
-    const data = instruction.data ?? new Uint8Array();
-    const isComputeBudget = message.staticAccounts[instruction.programAddressIndex] === COMPUTE_BUDGET_PROGRAM_ADDRESS;
-    const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
-    if (isComputeBudget && data[0] === 2 && data.length >= 5) unitLimit = BigInt(view.getUint32(1, true));
-    else if (isComputeBudget && data[0] === 3 && data.length >= 9) microLamportsPerUnit = view.getBigUint64(1, true);
-    else if (!isComputeBudget) otherInstructions += 1n;
-  }
-  const units = unitLimit ?? otherInstructions * DEFAULT_COMPUTE_UNITS_PER_INSTRUCTION;
-  const priorityFee = (microLamportsPerUnit * units + 999_999n) / 1_000_000n;
-  return baseFee + priorityFee;
 }

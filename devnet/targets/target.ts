@@ -1,7 +1,7 @@
 // One x402-protected target: an express app on 127.0.0.1 serving every route of routes.ts, each
 // free or paid (price, payTo and network per route), recording every request it receives and how
 // many are in flight at once.
-import express, { type Request } from 'express';
+import express, { type Express, type Request, type RequestHandler } from 'express';
 import { listenLocally } from '../http.js';
 import type { NetworkName } from '../networks.js';
 import {
@@ -78,9 +78,6 @@ export interface Target {
 }
 
 export async function startTarget(config: TargetConfig, facilitatorUrl: string, solanaFeePayer: string): Promise<Target> {
-  const requests: RecordedRequest[] = [];
-  let inFlight = 0;
-  let maxInFlight = 0;
   const stopping = new AbortController();
   const hold = new HoldGate(config.holdTimeoutMs ?? DEFAULT_HOLD_TIMEOUT_MS);
   const context: RouteContext = {
@@ -91,81 +88,18 @@ export async function startTarget(config: TargetConfig, facilitatorUrl: string, 
     hold,
     signal: stopping.signal,
   };
-  const routeByPath = new Map(ROUTE_NAMES.map((route) => [ROUTE_PATHS[route], route] as const));
-  const serveOwnPaidRoute = createOwnLayer(facilitatorUrl, solanaFeePayer);
+  const recorder = new RequestRecorder();
 
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
   app.use(express.raw({ type: () => true, limit: MAX_REQUEST_BODY }));
-  app.use((request, response, next) => {
-    inFlight += 1;
-    maxInFlight = Math.max(maxInFlight, inFlight);
-    const record: RecordedRequest = {
-      route: routeByPath.get(request.path) ?? null,
-      method: request.method,
-      path: request.path,
-      query: request.query as Record<string, unknown>,
-      headers: request.headers,
-      body: requestBodyText(request),
-      contentType: request.headers['content-type'] ?? null,
-      payment: request.header('X-PAYMENT') ?? null,
-      receivedAtMs: Date.now(),
-      status: null,
-      paymentResponse: null,
-    };
-    requests.push(record);
-    response.once('close', () => {
-      inFlight -= 1;
-      record.status = response.statusCode;
-      const paymentResponse = response.getHeader('X-PAYMENT-RESPONSE');
-      record.paymentResponse = typeof paymentResponse === 'string' ? paymentResponse : null;
-    });
-    next();
-  });
+  app.use(recorder.middleware);
 
+  const serveOwnPaidRoute = createOwnLayer(facilitatorUrl, solanaFeePayer);
   const routes = {} as Target['routes'];
   for (const route of ROUTE_NAMES) {
-    const settings = config.routes[route];
-    const path = ROUTE_PATHS[route];
-    const paid: PaidRoute | null =
-      settings.priceMicroUsdc === null
-        ? null
-        : {
-            path,
-            network: settings.network,
-            payTo: settings.payTo,
-            priceMicroUsdc: settings.priceMicroUsdc,
-            description: `${route} route of an x402 test target`,
-          };
-    const paymentLayer: PaymentLayerName | null = !paid
-      ? null
-      : (config.paymentLayer ?? (x402ExpressKnows(settings.network) ? 'x402-express' : 'own'));
-    if (paymentLayer === 'x402-express' && !x402ExpressKnows(settings.network)) {
-      throw new Error(`x402-express 1.2.0 does not know ${settings.network} (target ${config.name}, route ${route})`);
-    }
-    routes[route] = { ...settings, url: '', paymentLayer };
-
-    const produce = async (request: Request) => {
-      // A target that never settles asks again for exactly what it was offered.
-      if (route === 'neverSettles' && paid) {
-        return { status: 402, body: paymentRequired('payment_not_accepted', [requirementsFor(paid, request, solanaFeePayer)]) };
-      }
-      return replyFor(route, request, context);
-    };
-
-    if (paid && paymentLayer === 'own') {
-      app.all(path, (request, response, next) => {
-        serveOwnPaidRoute(paid, request, response, () => produce(request)).catch(next);
-      });
-      continue;
-    }
-    const handlers = paid ? [x402ExpressLayer(paid, facilitatorUrl)] : [];
-    app.all(path, ...handlers, (request, response, next) => {
-      produce(request)
-        .then((reply) => response.status(reply.status).json(reply.body))
-        .catch(next);
-    });
+    routes[route] = mountRoute(app, route, { config, context, facilitatorUrl, solanaFeePayer, serveOwnPaidRoute });
   }
 
   const server = await listenLocally(app);
@@ -177,17 +111,16 @@ export async function startTarget(config: TargetConfig, facilitatorUrl: string, 
     payTo: config.payTo,
     url: server.url,
     routes,
-    requests,
+    requests: recorder.requests,
     get inFlight() {
-      return inFlight;
+      return recorder.inFlight;
     },
     get maxInFlight() {
-      return maxInFlight;
+      return recorder.maxInFlight;
     },
     hold,
     reset() {
-      requests.length = 0;
-      maxInFlight = inFlight;
+      recorder.reset();
       hold.resetCounters();
     },
     async close() {
@@ -196,4 +129,100 @@ export async function startTarget(config: TargetConfig, facilitatorUrl: string, 
       await server.close();
     },
   };
+}
+
+/** Records every request the target receives, and how many are in flight at once. */
+class RequestRecorder {
+  readonly requests: RecordedRequest[] = [];
+  inFlight = 0;
+  maxInFlight = 0;
+  private readonly routeByPath = new Map(ROUTE_NAMES.map((route) => [ROUTE_PATHS[route], route] as const));
+
+  readonly middleware: RequestHandler = (request, response, next) => {
+    this.inFlight += 1;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    const record: RecordedRequest = {
+      route: this.routeByPath.get(request.path) ?? null,
+      method: request.method,
+      path: request.path,
+      query: request.query as Record<string, unknown>,
+      headers: request.headers,
+      body: requestBodyText(request),
+      contentType: request.headers['content-type'] ?? null,
+      payment: request.header('X-PAYMENT') ?? null,
+      receivedAtMs: Date.now(),
+      status: null,
+      paymentResponse: null,
+    };
+    this.requests.push(record);
+    response.once('close', () => {
+      this.inFlight -= 1;
+      record.status = response.statusCode;
+      const paymentResponse = response.getHeader('X-PAYMENT-RESPONSE');
+      record.paymentResponse = typeof paymentResponse === 'string' ? paymentResponse : null;
+    });
+    next();
+  };
+
+  /** Forgets recorded requests and the concurrency maximum. */
+  reset(): void {
+    this.requests.length = 0;
+    this.maxInFlight = this.inFlight;
+  }
+}
+
+interface MountContext {
+  config: TargetConfig;
+  context: RouteContext;
+  facilitatorUrl: string;
+  solanaFeePayer: string;
+  serveOwnPaidRoute: ReturnType<typeof createOwnLayer>;
+}
+
+/** Serves one route, free or behind its payment layer; returns its settings (url filled in later). */
+function mountRoute(
+  app: Express,
+  route: RouteName,
+  { config, context, facilitatorUrl, solanaFeePayer, serveOwnPaidRoute }: MountContext,
+): Target['routes'][RouteName] {
+  const settings = config.routes[route];
+  const path = ROUTE_PATHS[route];
+  const paid: PaidRoute | null =
+    settings.priceMicroUsdc === null
+      ? null
+      : {
+          path,
+          network: settings.network,
+          payTo: settings.payTo,
+          priceMicroUsdc: settings.priceMicroUsdc,
+          description: `${route} route of an x402 test target`,
+        };
+  const paymentLayer: PaymentLayerName | null = !paid
+    ? null
+    : (config.paymentLayer ?? (x402ExpressKnows(settings.network) ? 'x402-express' : 'own'));
+  if (paymentLayer === 'x402-express' && !x402ExpressKnows(settings.network)) {
+    throw new Error(`x402-express 1.2.0 does not know ${settings.network} (target ${config.name}, route ${route})`);
+  }
+
+  const produce = async (request: Request) => {
+    // A target that never settles asks again for exactly what it was offered.
+    if (route === 'neverSettles' && paid) {
+      return { status: 402, body: paymentRequired('payment_not_accepted', [requirementsFor(paid, request, solanaFeePayer)]) };
+    }
+    return replyFor(route, request, context);
+  };
+
+  if (paid && paymentLayer === 'own') {
+    app.all(path, (request, response, next) => {
+      serveOwnPaidRoute(paid, request, response, () => produce(request)).catch(next);
+    });
+  } else {
+    const handlers = paid ? [x402ExpressLayer(paid, facilitatorUrl)] : [];
+    app.all(path, ...handlers, (request, response, next) => {
+      produce(request)
+        .then((reply) => response.status(reply.status).json(reply.body))
+        .catch(next);
+    });
+  }
+  return { ...settings, url: '', paymentLayer };
 }

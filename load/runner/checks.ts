@@ -1,3 +1,5 @@
+import type { RunResult } from './autocannon';
+
 /**
  * The documented 429 of the concurrency caps (openapi/components/errors/TooManyRequests.yaml and
  * server/caps.ts), checked the same way by the k6 scripts (load/lib/k6.js): a Retry-After header
@@ -29,4 +31,30 @@ export function problemsOf429(body: string, headers: Record<string, unknown>, li
     problems.push(`retryAfter ${JSON.stringify(parsed?.retryAfter)} does not match Retry-After ${JSON.stringify(retryAfter)}`);
   }
   return problems;
+}
+
+export interface Check429 {
+  /** The cap the 429 details must name. */
+  limit?: number;
+}
+
+export interface CheckedResult extends RunResult {
+  checked429: number;
+  bad429: number;
+  bad429Samples: string[];
+}
+
+/** Checks every 429 of a run as above; counts the bad ones and keeps the problems of the first five. */
+export function checker(check: Check429 | undefined) {
+  const state = { checked: 0, bad: 0, samples: [] as string[] };
+  const inspect = (status: number, body: string, headers: Record<string, unknown>) => {
+    if (!check || status !== 429) return;
+    state.checked += 1;
+    const problems = problemsOf429(body, headers, check.limit);
+    if (problems.length > 0) {
+      state.bad += 1;
+      if (state.samples.length < 5) state.samples.push(problems.join('; '));
+    }
+  };
+  return { state, inspect };
 }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService } from '../support/service';
-import { holdRequest, type HeldRequest } from '../support/heldRequest';
+import { holdRequest, type HeldRequest } from '../support/held-request';
 
 let t: TestService;
 beforeAll(async () => {

@@ -8,7 +8,7 @@ import { ERROR_CODES, type ErrorCode } from '../../handlers/errors';
 import { loadDocument } from '../../server/openapi';
 import { createTestAccount } from '../support/accounts';
 import type { ContractResponse } from '../support/contract';
-import { holdRequest } from '../support/heldRequest';
+import { holdRequest } from '../support/held-request';
 import { peersEnv, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
 

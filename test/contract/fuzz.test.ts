@@ -14,7 +14,7 @@ import { ERROR_CODES } from '../../handlers/errors';
 import { loadDocument } from '../../server/openapi';
 import { createTestAccount, revokedKey } from '../support/accounts';
 import type { ContractResponse } from '../support/contract';
-import { examplePath, HTTP_METHODS, operationsOf, requestArbitraries, type FuzzRequest, type Operation } from '../support/fuzzRequests';
+import { examplePath, HTTP_METHODS, operationsOf, requestArbitraries, type FuzzRequest, type Operation } from '../support/fuzz-requests';
 import { peersEnv, tableResolver } from '../support/proxy';
 import { startTestService, type TestService } from '../support/service';
 

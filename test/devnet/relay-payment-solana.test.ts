@@ -36,7 +36,7 @@ import { startPeers, type Peers, type PaymentRequirements as PeerRequirements, t
 import { generateSolanaKey } from '../../devnet/svm/keys';
 import { memoInstruction } from '../../devnet/svm/payment-client';
 import { createTestDatabase, type TestDatabase } from '../support/database';
-import { legacyTransfer } from '../support/httpayerSdk';
+import { legacyTransfer } from '../support/httpayer-sdk';
 
 const NETWORK = 'solana-devnet' as const;
 const USDC = NETWORK_TABLE[NETWORK].usdc as Address;

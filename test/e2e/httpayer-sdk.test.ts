@@ -1,5 +1,5 @@
 // HTTPayer's Python SDK as a client of the service, against the local peers: exactly the bodies,
-// headers, authorization window and 402 retry loop it sends (test/support/httpayerSdk.ts), with
+// headers, authorization window and 402 retry loop it sends (test/support/httpayer-sdk.ts), with
 // every answer checked against the document and every amount read from the chains.
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,7 +8,7 @@ import { callTimeoutMs } from '../../handlers/targetReply';
 import { organisationBalance } from '../../payments/credits';
 import { startPeers, type Peers } from '../../devnet/index';
 import { createTestAccount } from '../support/accounts';
-import { HttpayerSdkClient, type SdkOptions } from '../support/httpayerSdk';
+import { HttpayerSdkClient, type SdkOptions } from '../support/httpayer-sdk';
 import { ledgerSums, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
 

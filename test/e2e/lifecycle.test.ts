@@ -4,7 +4,7 @@ import { sql } from 'kysely';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { startTestService } from '../support/service';
-import { holdRequest } from '../support/heldRequest';
+import { holdRequest } from '../support/held-request';
 import { contractClient } from '../support/contract';
 import { loadConfig } from '../../payments/config';
 import { startService } from '../../server/service';

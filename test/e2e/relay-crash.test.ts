@@ -1,6 +1,6 @@
 // A service killed with SIGKILL between the two legs of a relay: the client's payment has settled,
 // the target is not paid yet. The service runs as a real child process (node --import tsx
-// test/support/pausingService.ts, one process, so the signal reaches it) against a test database
+// test/support/pausing-service.ts, one process, so the signal reaches it) against a test database
 // and the local peers; its afterClientSettled hook stops it right after settlement, where the test
 // kills it. A fresh service on the same database finishes the transaction with its jobs: the
 // client is refunded on-chain and its record says refund_confirmed. No payment is lost.
@@ -55,7 +55,7 @@ function serviceEnv(): Record<string, string> {
  * once it listens.
  */
 function startChild(env: Record<string, string>, markerFile: string): Promise<{ process: ChildProcess; url: string }> {
-  const started = spawn(process.execPath, ['--import', 'tsx', 'test/support/pausingService.ts', markerFile], {
+  const started = spawn(process.execPath, ['--import', 'tsx', 'test/support/pausing-service.ts', markerFile], {
     cwd: fileURLToPath(new URL('../..', import.meta.url)),
     env: { ...process.env, ...env, LOG_LEVEL: 'info', NODE_ENV: 'test' },
     stdio: ['ignore', 'pipe', 'pipe'],

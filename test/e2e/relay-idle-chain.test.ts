@@ -5,7 +5,7 @@ import { getAddress } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startPeers, type Peers } from '../../devnet/index';
-import { HttpayerSdkClient } from '../support/httpayerSdk';
+import { HttpayerSdkClient } from '../support/httpayer-sdk';
 import { startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
 

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPeers, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
 import { generateSolanaKey, type SolanaKey } from '../../devnet/svm/keys';
 import type { PaymentRequirements } from '../../payments/x402/types';
-import { legacyTransfer } from '../support/httpayerSdk';
+import { legacyTransfer } from '../support/httpayer-sdk';
 import { startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
 

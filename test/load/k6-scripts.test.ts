@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPeers, type Peers, type Target } from '../../devnet/index';
 import { createTestAccount } from '../support/accounts';
 import { checkResponse } from '../support/contract';
-import { holdRequest, type HeldRequest } from '../support/heldRequest';
+import { holdRequest, type HeldRequest } from '../support/held-request';
 import { startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
 

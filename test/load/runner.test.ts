@@ -11,7 +11,7 @@ import { requestOf, scenarios, type Bindings, type CapGroup } from '../../load/r
 import { startPeers, type Peers, type Target } from '../../devnet/index';
 import { createTestAccount } from '../support/accounts';
 import { checkResponse, type ContractResponse } from '../support/contract';
-import { holdRequest, type HeldRequest } from '../support/heldRequest';
+import { holdRequest, type HeldRequest } from '../support/held-request';
 import { startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
 

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { holdRequest, type HeldRequest } from '../../../../test/support/heldRequest';
+import { holdRequest, type HeldRequest } from '../../../../test/support/held-request';
 import type { LoadRequest } from '../../autocannon';
 import { runCapsScenario, runDisconnectScenario, type CapsReport, type DisconnectReport, type HoldControl, type LoadResult } from '../../caps';
 import { spawnChild } from '../../children';

@@ -4,7 +4,7 @@
  * the relay transaction's id to the file named by its argument and waits until that file is
  * removed. A test kills the process there to stop it between the two legs of a relay.
  *
- *   node --import tsx test/support/pausingService.ts <file>
+ *   node --import tsx test/support/pausing-service.ts <file>
  */
 import { existsSync, writeFileSync } from 'node:fs';
 import { loadConfig } from '../../payments/config';
@@ -13,7 +13,7 @@ import { startService } from '../../server/service';
 
 const markerFile = process.argv[2];
 if (!markerFile) {
-  process.stderr.write('usage: pausingService.ts <file>\n');
+  process.stderr.write('usage: pausing-service.ts <file>\n');
   process.exit(2);
 }
 

@@ -7,7 +7,7 @@
  * never real payments.
  */
 import fc from 'fast-check';
-import { schemaArbitraries, type SchemaArbitraries } from './schemaArbitrary';
+import { schemaArbitraries, type SchemaArbitraries } from './schema-arbitrary';
 
 export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'] as const;
 

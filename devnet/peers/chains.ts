@@ -1,0 +1,58 @@
+// Starting the chains: a local EVM chain with USDC per EVM network, a litesvm ledger behind its
+// JSON-RPC endpoint per Solana cluster, each funded for the service and the client.
+import { startEvmChain, type LocalEvmChain } from '../evm/chain.js';
+import { installUsdc, type LocalUsdc } from '../evm/usdc.js';
+import type { KeyedQueue } from '../key-queue.js';
+import type { EvmNetworkName, SolanaNetworkName } from '../networks.js';
+import { SolanaLedger } from '../svm/ledger.js';
+import { startSolanaRpcServer, type SolanaRpcServer } from '../svm/rpc-server.js';
+import type { PeerKeys } from './wallets.js';
+
+const WEI_PER_ETH = 10n ** 18n;
+const LAMPORTS_PER_SOL = 1_000_000_000n;
+
+export interface Funding {
+  serviceMicroUsdc: bigint;
+  clientMicroUsdc: bigint;
+}
+
+/** Registers a close function; the peers close in the reverse order of starting. */
+export type OnStop = (close: () => Promise<void>) => void;
+
+export async function startEvmNetwork(
+  network: EvmNetworkName,
+  { wallets, minter, facilitatorEvm }: PeerKeys,
+  funding: Funding,
+  queue: KeyedQueue,
+  onStop: OnStop,
+): Promise<{ chain: LocalEvmChain; usdc: LocalUsdc }> {
+  const gas = 1_000n * WEI_PER_ETH;
+  const chain = await startEvmChain(network, [
+    { privateKey: minter.privateKey, balanceWei: gas },
+    { privateKey: facilitatorEvm.privateKey, balanceWei: gas },
+    { privateKey: wallets.service.evm.privateKey, balanceWei: gas },
+  ]);
+  onStop(chain.close);
+  const usdc = await installUsdc(chain, minter.account, queue);
+  // The token refuses to mint nothing, as FiatToken does.
+  if (funding.serviceMicroUsdc > 0n) await usdc.mint(wallets.service.evm.address, funding.serviceMicroUsdc);
+  if (funding.clientMicroUsdc > 0n) await usdc.mint(wallets.client.evm.address, funding.clientMicroUsdc);
+  return { chain, usdc };
+}
+
+export async function startSolanaCluster(
+  network: SolanaNetworkName,
+  { wallets, feePayer, mintAuthority }: PeerKeys,
+  funding: Funding,
+  onStop: OnStop,
+): Promise<{ ledger: SolanaLedger; server: SolanaRpcServer }> {
+  const ledger = new SolanaLedger(network, mintAuthority.signer);
+  ledger.airdrop(feePayer.address, 100n * LAMPORTS_PER_SOL);
+  ledger.airdrop(wallets.service.solana.address, 100n * LAMPORTS_PER_SOL);
+  await ledger.mintUsdc(wallets.service.solana.address, funding.serviceMicroUsdc);
+  await ledger.mintUsdc(wallets.client.solana.address, funding.clientMicroUsdc);
+  await ledger.createUsdcAccount(wallets.target.solana.address);
+  const server = await startSolanaRpcServer(ledger);
+  onStop(server.close);
+  return { ledger, server };
+}

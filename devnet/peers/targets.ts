@@ -1,0 +1,64 @@
+// Starting the x402-protected targets: each route's price, network and payTo settled from the
+// target's options over startPeers' defaults, then a USDC account for every payTo on Solana.
+import type { Address as SolanaAddress } from '@solana/kit';
+import { isEvmNetwork, isSolanaNetwork, type NetworkName, type SolanaNetworkName } from '../networks.js';
+import type { SolanaLedger } from '../svm/ledger.js';
+import { DEFAULT_PRICES_MICRO_USDC, ROUTE_NAMES, type RouteName } from '../targets/routes.js';
+import { startTarget, type RouteSettings, type Target } from '../targets/target.js';
+import type { OnStop } from './chains.js';
+import type { PeerWallets, StartPeersOptions, TargetOptions } from './types.js';
+
+export interface TargetsSetting {
+  networks: NetworkName[];
+  options: StartPeersOptions;
+  wallets: PeerWallets;
+  facilitator: { url: string; solanaFeePayer: string };
+  solanaLedgers: Partial<Record<SolanaNetworkName, SolanaLedger>>;
+}
+
+export async function startTargets(
+  { networks, options, wallets, facilitator, solanaLedgers }: TargetsSetting,
+  onStop: OnStop,
+): Promise<Record<string, Target>> {
+  const defaultPayTo = (network: NetworkName) =>
+    isEvmNetwork(network) ? wallets.target.evm.address : wallets.target.solana.address;
+  const targetOptions = options.targets ?? networks.map((network): TargetOptions => ({ name: network, network }));
+  const targets: Record<string, Target> = {};
+  for (const target of targetOptions) {
+    if (!networks.includes(target.network)) throw new Error(`target ${target.name}: network ${target.network} is not started`);
+    if (targets[target.name]) throw new Error(`two targets are named ${target.name}`);
+    const prices = { ...DEFAULT_PRICES_MICRO_USDC, ...options.pricesMicroUsdc, ...target.pricesMicroUsdc };
+    const routes = {} as Record<RouteName, RouteSettings>;
+    for (const route of ROUTE_NAMES) {
+      const network = target.routes?.[route]?.network ?? target.network;
+      if (!networks.includes(network)) throw new Error(`target ${target.name}, route ${route}: network ${network} is not started`);
+      const payTo = target.routes?.[route]?.payTo ?? (network === target.network ? target.payTo : undefined) ?? defaultPayTo(network);
+      routes[route] = { priceMicroUsdc: prices[route], network, payTo };
+    }
+    const started = await startTarget(
+      {
+        name: target.name,
+        network: target.network,
+        payTo: target.payTo ?? defaultPayTo(target.network),
+        paymentLayer: target.paymentLayer,
+        routes,
+        slowDelayMs: target.slowDelayMs ?? options.slowDelayMs,
+        errorStatus: target.errorStatus,
+        holdTimeoutMs: target.holdTimeoutMs ?? options.holdTimeoutMs,
+      },
+      facilitator.url,
+      facilitator.solanaFeePayer,
+    );
+    onStop(started.close);
+    targets[target.name] = started;
+  }
+  // A payTo on Solana must hold a USDC account before anyone is asked to pay into it.
+  await Promise.all(
+    Object.values(targets).flatMap((target) =>
+      Object.values(target.routes)
+        .filter((route) => isSolanaNetwork(route.network))
+        .map((route) => solanaLedgers[route.network as SolanaNetworkName]!.createUsdcAccount(route.payTo as SolanaAddress)),
+    ),
+  );
+  return targets;
+}

@@ -1,0 +1,105 @@
+// The options of startPeers and the Peers it returns.
+import type { Address, Hex, LocalAccount, WalletClient } from 'viem';
+import type { LocalEvmChain } from '../evm/chain.js';
+import type { AuthorizationOverrides, SignedEvmPayment } from '../evm/authorization.js';
+import type { FacilitatorCall } from '../facilitator/server.js';
+import type { EvmNetworkName, NetworkName, SolanaNetworkName } from '../networks.js';
+import type { SolanaKey } from '../svm/keys.js';
+import type { SolanaLedger } from '../svm/ledger.js';
+import type { SignedSolanaPayment, SolanaPaymentOverrides } from '../svm/payment-client.js';
+import type { PaymentLayerName } from '../targets/payment.js';
+import type { RouteName } from '../targets/routes.js';
+import type { RouteSettings, Target } from '../targets/target.js';
+import type { PaymentRequirements } from '../x402.js';
+
+export interface TargetOptions {
+  name: string;
+  network: NetworkName;
+  /** Default: the harness's target wallet on that kind of chain. */
+  payTo?: string;
+  paymentLayer?: PaymentLayerName;
+  /** Prices of this target's routes in micro-USDC (null: free); over startPeers' pricesMicroUsdc. */
+  pricesMicroUsdc?: Partial<Record<RouteName, bigint | null>>;
+  /** Per-route payTo or network, when one route differs from the rest of its target. */
+  routes?: Partial<Record<RouteName, Partial<Omit<RouteSettings, 'priceMicroUsdc'>>>>;
+  slowDelayMs?: number;
+  errorStatus?: number;
+  holdTimeoutMs?: number;
+}
+
+export interface StartPeersOptions {
+  /** Networks to bring up; default all six. Targets default to one per network, named after it. */
+  networks?: NetworkName[];
+  /** Route prices in micro-USDC (null: free) for every target; defaults in DEFAULT_PRICES_MICRO_USDC. */
+  pricesMicroUsdc?: Partial<Record<RouteName, bigint | null>>;
+  targets?: TargetOptions[];
+  slowDelayMs?: number;
+  holdTimeoutMs?: number;
+  funding?: {
+    /** USDC of the service wallet on every network; default 1,000 USDC. */
+    serviceMicroUsdc?: bigint;
+    /** USDC of the client wallet on every network; default 100 USDC. */
+    clientMicroUsdc?: bigint;
+  };
+  /** Fixed keys instead of fresh ones (the sandbox may want to print or reuse them). */
+  keys?: {
+    serviceEvmPrivateKey?: Hex;
+    clientEvmPrivateKey?: Hex;
+    serviceSolanaSecretKey?: Uint8Array;
+    clientSolanaSecretKey?: Uint8Array;
+  };
+}
+
+export interface EvmWallet {
+  privateKey: Hex;
+  address: Address;
+  account: LocalAccount;
+}
+
+export interface PeerWallets {
+  /** Pays targets and gas, receives relay payments: USDC and ETH on every EVM network, USDC and SOL on Solana. */
+  service: { evm: EvmWallet; solana: SolanaKey };
+  /** A paying client: USDC everywhere, no ETH and no SOL (x402 payments are gasless for the payer). */
+  client: { evm: EvmWallet; solana: SolanaKey };
+  /** Default payTo of the targets (USDC accounts exist on both clusters). */
+  target: { evm: EvmWallet; solana: SolanaKey };
+}
+
+export interface Peers {
+  networks: NetworkName[];
+  evmNetworks: EvmNetworkName[];
+  solanaNetworks: SolanaNetworkName[];
+  /** JSON-RPC URL per running network. */
+  rpcUrls: Partial<Record<NetworkName, string>>;
+  facilitator: { url: string; solanaFeePayer: string; evmAddress: Address; calls: FacilitatorCall[] };
+  targets: Record<string, Target>;
+  wallets: PeerWallets;
+  evmChains: Partial<Record<EvmNetworkName, LocalEvmChain>>;
+  solanaLedgers: Partial<Record<SolanaNetworkName, SolanaLedger>>;
+  /** Milliseconds from the call of startPeers until everything answered. */
+  startupMs: number;
+
+  /** USDC of an owner in micro-USDC (on Solana: of the owner's associated token account, 0 when missing). */
+  usdcBalance(network: NetworkName, owner: string): Promise<bigint>;
+  /** Wei on EVM networks, lamports on Solana. */
+  nativeBalance(network: NetworkName, owner: string): Promise<bigint>;
+  mint(network: NetworkName, owner: string, amountMicroUsdc: bigint): Promise<void>;
+  /** Creates the owner's associated USDC account on a cluster (idempotent); returns its address. */
+  createUsdcAccount(network: SolanaNetworkName, owner: string): Promise<string>;
+  evmWalletClient(network: EvmNetworkName, privateKey?: Hex): WalletClient;
+  /**
+   * Unmodified x402-fetch 1.2.0 paying as the client (or the given key). EVM: a viem wallet
+   * client on the local chain (x402-fetch picks the network from its chain id). Solana: a kit
+   * signer with the cluster's local RPC URL. x402 1.2.0 does not know skale-base.
+   */
+  x402Fetch(network: NetworkName, options?: { privateKey?: Hex; secretKey?: Uint8Array; maxValueMicroUsdc?: bigint }): typeof fetch;
+  /** Our own Solana payer as a fetch wrapper (works on both clusters). */
+  solanaFetch(options?: { secretKey?: Uint8Array; maxAmountMicroUsdc?: bigint }): Promise<typeof fetch>;
+  signEvmPayment(requirements: PaymentRequirements, overrides?: AuthorizationOverrides, privateKey?: Hex): Promise<SignedEvmPayment>;
+  createSolanaPayment(
+    requirements: PaymentRequirements,
+    overrides?: SolanaPaymentOverrides,
+    secretKey?: Uint8Array,
+  ): Promise<SignedSolanaPayment>;
+  stop(): Promise<void>;
+}

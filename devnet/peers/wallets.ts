@@ -1,0 +1,40 @@
+// The harness's keys: the wallets tests and the sandbox see (service, client, target), and the
+// ones only the peers use (the USDC minter on EVM, the facilitator on both kinds of chain, the
+// mint authority on Solana).
+import type { Hex } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { generateSolanaKey, solanaKeyFromSecret, type SolanaKey } from '../svm/keys.js';
+import type { EvmWallet, PeerWallets, StartPeersOptions } from './types.js';
+
+export interface PeerKeys {
+  wallets: PeerWallets;
+  /** Deploys USDC and mints it on every EVM chain. */
+  minter: EvmWallet;
+  /** Sends the facilitator's EVM settlements. */
+  facilitatorEvm: EvmWallet;
+  /** The facilitator's Solana fee payer. */
+  feePayer: SolanaKey;
+  mintAuthority: SolanaKey;
+}
+
+export function evmWallet(privateKey: Hex = generatePrivateKey()): EvmWallet {
+  const account = privateKeyToAccount(privateKey);
+  return { privateKey, address: account.address, account };
+}
+
+export async function createPeerKeys(keys: StartPeersOptions['keys']): Promise<PeerKeys> {
+  const solanaKey = (secret?: Uint8Array) => (secret ? solanaKeyFromSecret(secret) : generateSolanaKey());
+  const [serviceSolana, clientSolana, targetSolana, feePayer, mintAuthority] = await Promise.all([
+    solanaKey(keys?.serviceSolanaSecretKey),
+    solanaKey(keys?.clientSolanaSecretKey),
+    generateSolanaKey(),
+    generateSolanaKey(),
+    generateSolanaKey(),
+  ]);
+  const wallets: PeerWallets = {
+    service: { evm: evmWallet(keys?.serviceEvmPrivateKey), solana: serviceSolana },
+    client: { evm: evmWallet(keys?.clientEvmPrivateKey), solana: clientSolana },
+    target: { evm: evmWallet(), solana: targetSolana },
+  };
+  return { wallets, minter: evmWallet(), facilitatorEvm: evmWallet(), feePayer, mintAuthority };
+}
