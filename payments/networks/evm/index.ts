@@ -16,8 +16,7 @@ import type { Result } from '../../result';
 import type { NetworkName } from '../../networkTable';
 import { randomNonce, signTransferAuthorization, type SignedAuthorization, type SignFailureReason } from './authorization';
 import { clientsLookup, DEFAULT_RPC_TIMEOUT_MS, evmNetworkClients, parsePrivateKey, type EvmNetworkClients } from './clients';
-import type { ReadFailureReason } from './errors';
-import { createEvmReads, type AuthorizationUse } from './reads';
+import { createEvmReads, type EvmReads } from './reads';
 
 export { authorizationUsedEvent, transferWithAuthorizationTypes, usdcAbi } from './abi';
 export { DEFAULT_RPC_TIMEOUT_MS, evmChain, type EvmNetworkClients } from './clients';
@@ -34,7 +33,8 @@ export {
 export { revertReason, type ReadFailureReason } from './errors';
 export { DEFAULT_LOG_CHUNK_BLOCKS, DEFAULT_MAX_SCAN_BLOCKS, type AuthorizationUse } from './reads';
 
-export interface EvmChains {
+/** Our wallet on the EVM networks: its signing, and the reads of createEvmReads. */
+export interface EvmChains extends EvmReads {
   account: PrivateKeyAccount | undefined;
   networks: ReadonlyMap<NetworkName, EvmNetworkClients>;
   /** `nonce`: the authorization nonce to sign with, when the caller recorded it first; random otherwise. */
@@ -42,16 +42,6 @@ export interface EvmChains {
     requirements: PaymentRequirements,
     options: { now: Date; nonce?: Hex },
   ): Promise<Result<SignedAuthorization, SignFailureReason>>;
-  usdcBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>>;
-  authorizationState(network: NetworkName, authorizer: string, nonce: string): Promise<Result<boolean, ReadFailureReason>>;
-  findAuthorizationUse(
-    network: NetworkName,
-    authorizer: string,
-    nonce: string,
-    options?: { fromBlock?: bigint; maxBlocks?: bigint; chunkBlocks?: bigint },
-  ): Promise<Result<AuthorizationUse, ReadFailureReason>>;
-  /** The newest block: its number and timestamp (unix seconds), the chain's own clock. */
-  latestBlock(network: NetworkName): Promise<Result<{ number: bigint; timestamp: bigint }, ReadFailureReason>>;
 }
 
 export interface EvmOptions {

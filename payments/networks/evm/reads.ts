@@ -27,6 +27,7 @@ export interface EvmReads {
     nonce: string,
     options?: { fromBlock?: bigint; maxBlocks?: bigint; chunkBlocks?: bigint },
   ): Promise<Result<AuthorizationUse, ReadFailureReason>>;
+  /** The newest block: its number and timestamp (unix seconds), the chain's own clock. */
   latestBlock(network: NetworkName): Promise<Result<{ number: bigint; timestamp: bigint }, ReadFailureReason>>;
 }
 

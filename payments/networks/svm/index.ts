@@ -16,8 +16,8 @@ import type { PaymentRequirements } from '../../x402/types';
 import type { Result } from '../../result';
 import type { NetworkName } from '../../networkTable';
 import { buildExactPayment, type BuildFailureReason, type BuiltSolanaPayment } from './payments';
-import { createSvmReads, type SignatureStatus, type TransactionSignatures } from './reads';
-import { createSvmRpc, DEFAULT_RPC_TIMEOUT_MS, type ReadFailureReason, type SvmNetworkClients } from './rpc';
+import { createSvmReads, type SvmReads } from './reads';
+import { createSvmRpc, DEFAULT_RPC_TIMEOUT_MS, type SvmNetworkClients } from './rpc';
 import { solanaSignerFromKey } from './wallet';
 
 export { solanaSecretKeyBytes, solanaSignerFromKey } from './wallet';
@@ -32,25 +32,11 @@ export {
 export { type BuildFailureReason, type BuiltSolanaPayment } from './payments';
 export { DEFAULT_CONFIRMATION_POLL_MS, DEFAULT_CONFIRMATION_TIMEOUT_MS, type SignatureStatus } from './reads';
 
-export interface SvmChains {
+/** Our wallet on the Solana clusters: building exact payments, and the reads of createSvmReads. */
+export interface SvmChains extends SvmReads {
   signer: KeyPairSigner | undefined;
   networks: ReadonlyMap<NetworkName, SvmNetworkClients>;
   buildExactPayment(requirements: PaymentRequirements): Promise<Result<BuiltSolanaPayment, BuildFailureReason>>;
-  usdcBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>>;
-  signatureStatus(network: NetworkName, signature: string): Promise<Result<SignatureStatus, ReadFailureReason>>;
-  /**
-   * A confirmed transaction's signatures by signer (base58), and whether it failed: the proof that
-   * a transaction a target names is the one we signed. Not found while unconfirmed or unknown.
-   */
-  transactionSignatures(network: NetworkName, signature: string): Promise<Result<TransactionSignatures, ReadFailureReason>>;
-  /** The cluster's block height (confirmed): a transaction whose lastValidBlockHeight is below it can no longer land. */
-  blockHeight(network: NetworkName): Promise<Result<bigint, ReadFailureReason>>;
-  /** Polls until the signature is confirmed (or finalized) or the time is up; a timeout answers the last status seen. */
-  waitForSignature(
-    network: NetworkName,
-    signature: string,
-    options?: { timeoutMs?: number; pollMs?: number },
-  ): Promise<Result<SignatureStatus, ReadFailureReason>>;
 }
 
 export interface SvmOptions {

@@ -25,8 +25,14 @@ export type TransactionSignatures = { found: false } | { found: true; failed: bo
 export interface SvmReads {
   usdcBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>>;
   signatureStatus(network: NetworkName, signature: string): Promise<Result<SignatureStatus, ReadFailureReason>>;
+  /**
+   * A confirmed transaction's signatures by signer (base58), and whether it failed: the proof that
+   * a transaction a target names is the one we signed. Not found while unconfirmed or unknown.
+   */
   transactionSignatures(network: NetworkName, signature: string): Promise<Result<TransactionSignatures, ReadFailureReason>>;
+  /** The cluster's block height (confirmed): a transaction whose lastValidBlockHeight is below it can no longer land. */
   blockHeight(network: NetworkName): Promise<Result<bigint, ReadFailureReason>>;
+  /** Polls until the signature is confirmed (or finalized) or the time is up; a timeout answers the last status seen. */
   waitForSignature(
     network: NetworkName,
     signature: string,
