@@ -1,7 +1,6 @@
 // relay_transactions and refunds in Postgres: the replay guard is the unique index (also under
 // simultaneous inserts), state moves only from the expected states, and one refund at most is
 // pending or confirmed per relay transaction.
-import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import {
@@ -18,12 +17,12 @@ import {
   storeClientTxHash,
   unfinishedSettlements,
 } from '../../payments/incoming/store';
-import type { VerifiedClientPayment } from '../../payments/incoming/types';
 import { createTestDatabase, type TestDatabase } from '../support/database';
+import { FIXTURE_PAY_TO, FIXTURE_PAYER, FIXTURE_USDC, verifiedPayment } from '../support/verified-payment';
 
-const USDC = '0x036CbD53842c5426634e7929541eC2318f3dCF7e';
-const PAYER = '0x1111111111111111111111111111111111111111';
-const US = '0x2222222222222222222222222222222222222222';
+const USDC = FIXTURE_USDC;
+const PAYER = FIXTURE_PAYER;
+const US = FIXTURE_PAY_TO;
 
 let database: TestDatabase;
 let db: Db;
@@ -35,41 +34,6 @@ afterAll(async () => {
   await database.drop();
 });
 
-function verifiedPayment(nonce = `0x${randomBytes(32).toString('hex')}`, amount = 10_300n): VerifiedClientPayment {
-  const requirements = {
-    scheme: 'exact',
-    network: 'base-sepolia',
-    maxAmountRequired: amount.toString(),
-    resource: 'http://127.0.0.1/relay',
-    description: 'Relay payment',
-    mimeType: 'application/json',
-    payTo: US,
-    maxTimeoutSeconds: 300,
-    asset: USDC,
-    extra: { name: 'USDC', version: '2' },
-  };
-  const payment = {
-    x402Version: 1 as const,
-    scheme: 'exact' as const,
-    network: 'base-sepolia',
-    payload: {
-      signature: `0x${'ab'.repeat(65)}`,
-      authorization: { from: PAYER, to: US, value: amount.toString(), validAfter: '1', validBefore: '4000000000', nonce },
-    },
-  };
-  return {
-    network: 'base-sepolia',
-    chainType: 'evm',
-    payer: PAYER,
-    payTo: US,
-    asset: USDC,
-    amountMicroUsdc: amount,
-    idempotencyKey: { network: 'base-sepolia', asset: USDC, nonceKey: nonce },
-    payment,
-    requirements,
-    validBefore: 4_000_000_000n,
-  };
-}
 
 describe('recordClientPayment', () => {
   it('records the payment with its request, exact amounts and the payment it can be settled from', async () => {

@@ -15,7 +15,6 @@ import { scheduleRefund } from '../../payments/relay/outcome';
 import { moveRefund, REFUND_MOVES } from '../../payments/incoming/refundStates';
 import { moveRelayTransaction, RELAY_MOVES } from '../../payments/incoming/states';
 import { recordClientPayment, recordTargetPayment } from '../../payments/incoming/store';
-import type { VerifiedClientPayment } from '../../payments/incoming/types';
 import { moveReservation, RESERVATION_MOVES } from '../../payments/reservationStates';
 import type { MoveTable } from '../../payments/states';
 import { completeWebhook, openWebhook, type WebhookOutcome } from '../../payments/webhooks';
@@ -23,6 +22,7 @@ import { WEBHOOK_MOVES } from '../../payments/webhookStates';
 import type { PaymentChoice } from '../../payments/x402/choose';
 import { createTestAccount, type TestAccount } from '../support/accounts';
 import { createTestDatabase, type TestDatabase } from '../support/database';
+import { FIXTURE_PAYER, FIXTURE_USDC, verifiedPayment } from '../support/verified-payment';
 
 const TABLES: { name: string; file: string; moves: MoveTable<string> }[] = [
   { name: 'RELAY_MOVES', file: 'payments/incoming/states.ts', moves: RELAY_MOVES },
@@ -119,46 +119,9 @@ function hex32(): string {
   return `0x${randomBytes(32).toString('hex')}`;
 }
 
-const USDC = '0x036CbD53842c5426634e7929541eC2318f3dCF7e';
-const PAYER = '0x1111111111111111111111111111111111111111';
-const US = '0x2222222222222222222222222222222222222222';
+const USDC = FIXTURE_USDC;
+const PAYER = FIXTURE_PAYER;
 
-function verifiedPayment(): VerifiedClientPayment {
-  const nonce = hex32();
-  const requirements = {
-    scheme: 'exact',
-    network: 'base-sepolia',
-    maxAmountRequired: '10300',
-    resource: 'http://127.0.0.1/relay',
-    description: 'Relay payment',
-    mimeType: 'application/json',
-    payTo: US,
-    maxTimeoutSeconds: 300,
-    asset: USDC,
-    extra: { name: 'USDC', version: '2' },
-  };
-  const payment = {
-    x402Version: 1 as const,
-    scheme: 'exact' as const,
-    network: 'base-sepolia',
-    payload: {
-      signature: `0x${'ab'.repeat(65)}`,
-      authorization: { from: PAYER, to: US, value: '10300', validAfter: '1', validBefore: '4000000000', nonce },
-    },
-  };
-  return {
-    network: 'base-sepolia',
-    chainType: 'evm',
-    payer: PAYER,
-    payTo: US,
-    asset: USDC,
-    amountMicroUsdc: 10_300n,
-    idempotencyKey: { network: 'base-sepolia', asset: USDC, nonceKey: nonce },
-    payment,
-    requirements,
-    validBefore: 4_000_000_000n,
-  };
-}
 
 async function newRelayTransaction(): Promise<bigint> {
   const recorded = await recordClientPayment(db, verifiedPayment(), { mode: 'relay' });
