@@ -8,20 +8,16 @@
 import type { Db } from '../db/index';
 import { chatCompletion, llmConfigured, type ChatMessage } from './llm';
 import { parseUsdc } from './money';
-import { offers } from './incoming/offer';
+import { settleableOffers } from './incoming/offer';
 import { sql } from 'kysely';
 import { followUpOpenPayment } from './incoming/followUp';
 import { markDelivered, markSettleFailed, recordClientPayment } from './incoming/store';
 import { settleClientPayment } from './incoming/settle';
 import { refundClientPayment } from './incoming/refund';
 import { verifyClientPayment } from './incoming/verify';
-import { facilitatorFeePayer } from './incoming/facilitator';
 import type { Deps } from './deps';
 import { encodePaymentResponseHeader } from './x402/headers';
 import type { PaymentRequirements } from './x402/types';
-
-/** GET /supported of the facilitator, asked for the Solana fee payer of our 402. */
-const FACILITATOR_SUPPORTED_TIMEOUT_MS = 5_000;
 
 export type PaidChatOutcome =
   | { kind: 'not_configured' }
@@ -46,13 +42,8 @@ export async function chatOffers(
   const networkClass = payable.some((network) => network.networkClass === 'mainnet') ? 'mainnet' : 'testnet';
   if (payable.length === 0) return [];
   const request = { networkClass, amountMicroUsdc: parseUsdc(config.llm.priceUsdc), resource, description, mimeType: 'application/json' } as const;
-  // Through a facilitator, a Solana payment is co-signed by the facilitator's fee payer, not our
-  // wallet: offer Solana with that fee payer, or not at all when the facilitator names none.
   const solana = payable.find((network) => network.chainType === 'solana' && network.networkClass === networkClass);
-  if (!config.facilitatorUrl || !solana) return offers(chains, request);
-  const feePayer = await facilitatorFeePayer(config.facilitatorUrl, solana.name, { timeoutMs: FACILITATOR_SUPPORTED_TIMEOUT_MS });
-  if (feePayer) return offers(chains, { ...request, solanaFeePayer: feePayer });
-  return offers(chains, request).filter((entry) => entry.network !== solana.name);
+  return settleableOffers(chains, request, config.facilitatorUrl, solana?.name);
 }
 
 /** The client has its answer: a payment that settles later was for something delivered. */

@@ -8,6 +8,7 @@ import type { Chains } from '../networks/index';
 import { NETWORK_NAMES, NETWORK_TABLE, type NetworkClass, type NetworkName } from '../networkTable';
 import { type PaymentRequirements } from '../x402/types';
 import { fail, ok, type Result } from '../result';
+import { facilitatorFeePayer } from './facilitator';
 
 /** How long a client's authorization should stay valid: our verification, settlement and the target's payment fit in it. */
 export const DEFAULT_RELAY_TIMEOUT_SECONDS = 300;
@@ -78,4 +79,25 @@ export function offers(chains: Chains, request: OffersRequest): PaymentRequireme
     const offer = relayRequirements(chains, network.name, request);
     return offer.ok ? [offer.value] : [];
   });
+}
+
+/** GET /supported of the facilitator, asked for the Solana fee payer of our 402. */
+const FACILITATOR_SUPPORTED_TIMEOUT_MS = 5_000;
+
+/**
+ * Our offers as `offers` makes them, for payments settled through `facilitatorUrl` when one is
+ * set: a Solana payment is then co-signed by the facilitator's fee payer, not our wallet, so
+ * Solana (`solanaNetwork`, the one the offers would hold) is offered with that fee payer, or not
+ * at all when the facilitator names none.
+ */
+export async function settleableOffers(
+  chains: Chains,
+  request: OffersRequest,
+  facilitatorUrl: string | undefined,
+  solanaNetwork: NetworkName | undefined,
+): Promise<PaymentRequirements[]> {
+  if (!facilitatorUrl || !solanaNetwork) return offers(chains, request);
+  const feePayer = await facilitatorFeePayer(facilitatorUrl, solanaNetwork, { timeoutMs: FACILITATOR_SUPPORTED_TIMEOUT_MS });
+  if (feePayer) return offers(chains, { ...request, solanaFeePayer: feePayer });
+  return offers(chains, request).filter((entry) => NETWORK_TABLE[entry.network as NetworkName].chainType !== 'solana');
 }

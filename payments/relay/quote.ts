@@ -13,11 +13,7 @@ import { buildTargetRequest, type CallRequest, type TargetResponse } from '../ou
 import { callTarget, decidePayment, isClientError, paymentRequiredOf } from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
 import type { PaymentRequirements } from '../x402/types';
-import { facilitatorFeePayer } from '../incoming/facilitator';
-import { DEFAULT_RELAY_TIMEOUT_SECONDS, offers } from '../incoming/offer';
-
-/** GET /supported of the facilitator, when its Solana fee payer is needed for our 402. */
-const FACILITATOR_SUPPORTED_TIMEOUT_MS = 5_000;
+import { DEFAULT_RELAY_TIMEOUT_SECONDS, settleableOffers } from '../incoming/offer';
 
 export type RelayQuote =
   /** The target did not ask for payment (any status below 500 but an x402 402): its answer, nothing to pay. */
@@ -86,12 +82,8 @@ export async function relayOffers(
     mimeType: quote.choice.requirements.mimeType || 'application/json',
     maxTimeoutSeconds: DEFAULT_RELAY_TIMEOUT_SECONDS,
   };
-  const facilitatorUrl = deps.config.facilitatorUrl;
   const solana = deps.chains.networks.find(
     (network) => network.chainType === 'solana' && (quote.namedNetwork ? network.name === quote.namedNetwork : network.networkClass === quote.choice.networkClass),
   );
-  if (!facilitatorUrl || !solana) return offers(deps.chains, request);
-  const feePayer = await facilitatorFeePayer(facilitatorUrl, solana.name, { timeoutMs: FACILITATOR_SUPPORTED_TIMEOUT_MS });
-  const entries = offers(deps.chains, { ...request, ...(feePayer ? { solanaFeePayer: feePayer } : {}) });
-  return feePayer ? entries : entries.filter((entry) => NETWORK_TABLE[entry.network as NetworkName].chainType !== 'solana');
+  return settleableOffers(deps.chains, request, deps.config.facilitatorUrl, solana?.name);
 }
