@@ -10,7 +10,8 @@ for (const file of process.argv.slice(2)) {
     failed += report.numFailedTests;
     // A file that failed outside its tests (an import or a beforeAll) fails no test: count it too.
     failed += (report.testResults ?? []).filter(
-      (result) => result.status === 'failed' && !result.assertionResults.some((assertion) => assertion.status === 'failed'),
+      (result) =>
+        result.status === 'failed' && !result.assertionResults.some((assertion) => assertion.status === 'failed'),
     ).length;
   } catch {
     console.error(`no readable test report at ${file}`);

@@ -20,7 +20,9 @@ export async function freePort(): Promise<number> {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
@@ -150,7 +152,9 @@ function clearStalePidFile(databaseDir: string): void {
   if (Number.isInteger(pid) && pid > 0) {
     try {
       process.kill(pid, 0);
-      throw new Error(`the embedded Postgres in ${databaseDir} is already running (pid ${pid}); is another instance using this DATA_DIR?`);
+      throw new Error(
+        `the embedded Postgres in ${databaseDir} is already running (pid ${pid}); is another instance using this DATA_DIR?`,
+      );
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
     }

@@ -134,14 +134,7 @@ export interface ProxyPaymentsTable {
 }
 
 export type RelayTransactionState =
-  | 'received'
-  | 'settling'
-  | 'settled'
-  | 'settle_failed'
-  | 'delivered'
-  | 'refund_pending'
-  | 'refunded'
-  | 'refund_failed';
+  'received' | 'settling' | 'settled' | 'settle_failed' | 'delivered' | 'refund_pending' | 'refunded' | 'refund_failed';
 
 export type SettlementMethod = 'facilitator' | 'direct';
 

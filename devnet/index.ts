@@ -26,7 +26,13 @@ import type { SolanaRpcServer } from './svm/rpc-server.js';
 
 export * from './networks.js';
 export * from './x402.js';
-export { ROUTE_NAMES, ROUTE_PATHS, DEFAULT_PRICES_MICRO_USDC, type RouteName, type EchoedRequest } from './targets/routes.js';
+export {
+  ROUTE_NAMES,
+  ROUTE_PATHS,
+  DEFAULT_PRICES_MICRO_USDC,
+  type RouteName,
+  type EchoedRequest,
+} from './targets/routes.js';
 export type { Target, RecordedRequest, RouteSettings } from './targets/target.js';
 export type { FacilitatorCall } from './facilitator/server.js';
 export type { SolanaKey } from './svm/keys.js';
@@ -79,7 +85,11 @@ export async function startPeers(options: StartPeersOptions = {}): Promise<Peers
     for (const network of solanaNetworks) rpcUrls[network] = rpcServers[network]!.url;
 
     const facilitatorServer = await startFacilitator({
-      evm: createEvmFacilitator(new Map(evmNetworks.map((network) => [network, evmChains[network]!])), facilitatorEvm.account, queue),
+      evm: createEvmFacilitator(
+        new Map(evmNetworks.map((network) => [network, evmChains[network]!])),
+        facilitatorEvm.account,
+        queue,
+      ),
       svm: createSvmFacilitator(
         new Map(solanaNetworks.map((network) => [network, rpcServers[network]!.url])),
         feePayer.signer,
@@ -90,7 +100,10 @@ export async function startPeers(options: StartPeersOptions = {}): Promise<Peers
     });
     onStop(facilitatorServer.close);
 
-    const targets = await startTargets({ networks, options, wallets, facilitator: facilitatorServer, solanaLedgers }, onStop);
+    const targets = await startTargets(
+      { networks, options, wallets, facilitator: facilitatorServer, solanaLedgers },
+      onStop,
+    );
 
     return {
       networks,

@@ -52,9 +52,12 @@ export async function startLocalLlm(options: { apiKey?: string; model?: string }
       response.writeHead(status, { 'content-type': 'application/json' });
       response.end(JSON.stringify(body));
     };
-    if (request.method === 'GET' && request.url === '/models') return send(200, { object: 'list', data: [{ id: model, object: 'model' }] });
-    if (request.method !== 'POST' || request.url !== '/chat/completions') return send(404, { error: { message: 'not found' } });
-    if (request.headers.authorization !== `Bearer ${apiKey}`) return send(401, { error: { message: 'invalid api key' } });
+    if (request.method === 'GET' && request.url === '/models')
+      return send(200, { object: 'list', data: [{ id: model, object: 'model' }] });
+    if (request.method !== 'POST' || request.url !== '/chat/completions')
+      return send(404, { error: { message: 'not found' } });
+    if (request.headers.authorization !== `Bearer ${apiKey}`)
+      return send(401, { error: { message: 'invalid api key' } });
     let body: ChatCompletionRequest;
     try {
       body = JSON.parse(await readBody(request)) as ChatCompletionRequest;
@@ -65,7 +68,10 @@ export async function startLocalLlm(options: { apiKey?: string; model?: string }
     if (state.failWith !== undefined) return send(state.failWith, { error: { message: 'the model is unavailable' } });
     if (body.model !== model) return send(404, { error: { message: `unknown model ${body.model}` } });
     const content = localAnswer(body.messages ?? []);
-    const tokens = content.split(/\s+/).slice(0, body.max_tokens ?? 1024).join(' ');
+    const tokens = content
+      .split(/\s+/)
+      .slice(0, body.max_tokens ?? 1024)
+      .join(' ');
     send(200, {
       id: `chatcmpl-${state.requests.length}`,
       object: 'chat.completion',

@@ -22,12 +22,18 @@ import { EVM_NETWORKS, isEvmNetwork, isSolanaNetwork, type NetworkName, type Sol
 import type { SandboxState } from './sandbox';
 import { solanaKeyFromSecret } from './svm/keys';
 import { wrapFetchWithSolanaPayment } from './svm/payment-client';
-import { decodePaymentResponseHeader, type PaymentRequiredBody, type PaymentRequirements, type SettleResponse } from './x402';
+import {
+  decodePaymentResponseHeader,
+  type PaymentRequiredBody,
+  type PaymentRequirements,
+  type SettleResponse,
+} from './x402';
 
 /** The most one sandbox call may cost: 1 USDC. */
 const MAX_PAYMENT_MICRO_USDC = 1_000_000n;
 
-export type SandboxCommand = { mode: 'relay'; targetUrl: string } | { mode: 'proxy'; targetUrl: string } | { mode: 'chat'; message: string };
+export type SandboxCommand =
+  { mode: 'relay'; targetUrl: string } | { mode: 'proxy'; targetUrl: string } | { mode: 'chat'; message: string };
 
 export interface SandboxPayResult {
   status: number;
@@ -67,7 +73,11 @@ function payerOf(state: SandboxState, network: NetworkName): string {
 }
 
 /** A fetch that pays a 402 on `network` (which must be the only offer, or one x402-fetch would pick) with the client wallet. */
-async function payingFetch(state: SandboxState, network: NetworkName, fetchFunction: typeof fetch): Promise<typeof fetch> {
+async function payingFetch(
+  state: SandboxState,
+  network: NetworkName,
+  fetchFunction: typeof fetch,
+): Promise<typeof fetch> {
   if (isSolanaNetwork(network)) {
     const { signer } = await solanaKeyFromSecret(Uint8Array.from(state.client.solanaSecretKey));
     const rpcUrls: Partial<Record<SolanaNetworkName, string>> = { [network]: state.rpc[network] };
@@ -93,7 +103,8 @@ async function payingFetch(state: SandboxState, network: NetworkName, fetchFunct
     const body = (await response.json()) as PaymentRequiredBody;
     const offer = body.accepts?.find((candidate) => candidate.scheme === 'exact' && candidate.network === network);
     if (!offer) throw new Error(`the 402 offers no exact payment on ${network}`);
-    if (BigInt(offer.maxAmountRequired) > MAX_PAYMENT_MICRO_USDC) throw new Error('Payment amount exceeds maximum allowed');
+    if (BigInt(offer.maxAmountRequired) > MAX_PAYMENT_MICRO_USDC)
+      throw new Error('Payment amount exceeds maximum allowed');
     const { header } = await signEvmPayment(account, offer);
     const headers = new Headers(init?.headers);
     headers.set('X-PAYMENT', header);
@@ -126,12 +137,17 @@ async function chooseOffer(
   let offer = offers.find((candidate) => candidate.scheme === 'exact' && candidate.network === preferred);
   if (!offer && preferred !== undefined && canPay(state, preferred)) {
     const named = await ask(preferred);
-    if (named.status === 402) offer = (await offersOf(named)).find((candidate) => candidate.scheme === 'exact' && candidate.network === preferred);
+    if (named.status === 402)
+      offer = (await offersOf(named)).find(
+        (candidate) => candidate.scheme === 'exact' && candidate.network === preferred,
+      );
     else await named.body?.cancel();
   }
   offer ??= offers.find((candidate) => candidate.scheme === 'exact' && canPay(state, candidate.network));
   if (!offer) {
-    throw new Error(`the service offers no payment this client can make (offers: ${offers.map((candidate) => candidate.network).join(', ') || 'none'})`);
+    throw new Error(
+      `the service offers no payment this client can make (offers: ${offers.map((candidate) => candidate.network).join(', ') || 'none'})`,
+    );
   }
   return { offer };
 }
@@ -151,9 +167,16 @@ function paymentResponse(headers: Headers): SettleResponse | undefined {
 }
 
 /** One paid call through the sandbox described by `state`, with `fetchFunction` for every HTTP request. */
-export async function sandboxPay(state: SandboxState, command: SandboxCommand, fetchFunction: typeof fetch = fetch): Promise<SandboxPayResult> {
+export async function sandboxPay(
+  state: SandboxState,
+  command: SandboxCommand,
+  fetchFunction: typeof fetch = fetch,
+): Promise<SandboxPayResult> {
   if (command.mode === 'proxy') {
-    const response = await fetchFunction(`${state.baseUrl}/proxy`, postJson({ api_url: command.targetUrl, method: 'GET' }, { 'x-api-key': state.apiKey }));
+    const response = await fetchFunction(
+      `${state.baseUrl}/proxy`,
+      postJson({ api_url: command.targetUrl, method: 'GET' }, { 'x-api-key': state.apiKey }),
+    );
     const result = await settled(response);
     return { ...result, targetPayment: paymentResponse(result.headers) };
   }
@@ -163,13 +186,22 @@ export async function sandboxPay(state: SandboxState, command: SandboxCommand, f
       ? (network?: NetworkName) => ({ api_url: command.targetUrl, method: 'GET', ...(network ? { network } : {}) })
       : () => ({ messages: [{ role: 'user', content: command.message }] });
   const preferred = command.mode === 'relay' ? sandboxTargetNetwork(state, command.targetUrl) : undefined;
-  const { offer, unpaid } = await chooseOffer(state, (network) => fetchFunction(url, postJson(body(network))), preferred);
+  const { offer, unpaid } = await chooseOffer(
+    state,
+    (network) => fetchFunction(url, postJson(body(network))),
+    preferred,
+  );
   if (!offer) return settled(unpaid!);
 
   // A relay names the chosen network, so the 402 the payer sees holds that one offer only.
   const pay = await payingFetch(state, offer.network as NetworkName, fetchFunction);
-  const result = await settled(await pay(url, postJson(body(command.mode === 'relay' ? (offer.network as NetworkName) : undefined))));
-  const ours = command.mode === 'relay' ? result.headers.get('x-client-payment') ?? undefined : paymentResponse(result.headers)?.transaction;
+  const result = await settled(
+    await pay(url, postJson(body(command.mode === 'relay' ? (offer.network as NetworkName) : undefined))),
+  );
+  const ours =
+    command.mode === 'relay'
+      ? (result.headers.get('x-client-payment') ?? undefined)
+      : paymentResponse(result.headers)?.transaction;
   return {
     ...result,
     paid: {
@@ -193,11 +225,15 @@ export function describeResult(result: SandboxPayResult): string {
   const lines = [`HTTP ${result.status}`];
   if (result.paid) {
     const { network, amountMicroUsdc, payer, transaction } = result.paid;
-    lines.push(`paid ${usdc(amountMicroUsdc)} USDC (${amountMicroUsdc} micro-USDC) on ${network} from ${payer}, transaction ${transaction ?? '(none: not settled)'}`);
+    lines.push(
+      `paid ${usdc(amountMicroUsdc)} USDC (${amountMicroUsdc} micro-USDC) on ${network} from ${payer}, transaction ${transaction ?? '(none: not settled)'}`,
+    );
   }
   if (result.targetPayment) {
     const { network, transaction, success, payer } = result.targetPayment;
-    lines.push(`the service paid the target on ${network} from ${payer ?? '?'}: ${success ? 'settled' : 'not settled'}, transaction ${transaction || '(none)'}`);
+    lines.push(
+      `the service paid the target on ${network} from ${payer ?? '?'}: ${success ? 'settled' : 'not settled'}, transaction ${transaction || '(none)'}`,
+    );
   }
   for (const [name, value] of result.headers) {
     if (/^x-(payment-response|client-payment|service-|refund-|request-id)/i.test(name)) lines.push(`${name}: ${value}`);
@@ -235,4 +271,5 @@ async function main(): Promise<void> {
   }
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) await main();
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href)
+  await main();

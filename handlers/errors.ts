@@ -48,7 +48,12 @@ type DetailsPart<D extends string | undefined> = D extends string ? { details: s
 /** The code's own title, unless `extra` sets another. */
 type TitledCode<C extends ErrorCode> = { code: C; error: (typeof ERROR_CODES)[C]['error'] };
 
-export type ErrorBodyOf<C extends ErrorCode, D extends string | undefined, X extends object> = Omit<TitledCode<C>, keyof X> & DetailsPart<D> & X;
+export type ErrorBodyOf<C extends ErrorCode, D extends string | undefined, X extends object> = Omit<
+  TitledCode<C>,
+  keyof X
+> &
+  DetailsPart<D> &
+  X;
 
 /**
  * `{code, error, details}` with the code's title; `extra` adds a variant's fields (message,
@@ -60,7 +65,12 @@ export function errorBody<C extends ErrorCode, D extends string | undefined = un
   details?: D,
   extra?: X,
 ): NoInfer<ErrorBodyOf<C, D, X>> {
-  return { code, error: ERROR_CODES[code].error, ...(details === undefined ? {} : { details }), ...extra } as unknown as ErrorBodyOf<C, D, X>;
+  return {
+    code,
+    error: ERROR_CODES[code].error,
+    ...(details === undefined ? {} : { details }),
+    ...extra,
+  } as unknown as ErrorBodyOf<C, D, X>;
 }
 
 /** A handler's error answer: the code's status and errorBody. */
@@ -113,14 +123,20 @@ const INTERNAL_ERROR_SHAPE: Record<OperationId, InternalErrorShape> = {
 /** The 500 body of an unexpected exception, as the operation declares it; outside any operation, ErrorBody. */
 export function internalErrorBody(operationId: string | undefined, requestId: string) {
   const reference = `quote request id ${requestId} when reporting it`;
-  const shape = operationId !== undefined && Object.hasOwn(INTERNAL_ERROR_SHAPE, operationId) ? INTERNAL_ERROR_SHAPE[operationId as OperationId] : DETAILS;
+  const shape =
+    operationId !== undefined && Object.hasOwn(INTERNAL_ERROR_SHAPE, operationId)
+      ? INTERNAL_ERROR_SHAPE[operationId as OperationId]
+      : DETAILS;
   switch (shape.kind) {
     case 'details':
       return errorBody('internal_error', `An internal error occurred; ${reference}.`);
     case 'message_and_details':
       return errorBody('internal_error', reference, { message: 'The service could not complete the request.' });
     case 'message':
-      return errorBody('internal_error', undefined, { error: shape.error, message: `An internal error occurred; ${reference}.` });
+      return errorBody('internal_error', undefined, {
+        error: shape.error,
+        message: `An internal error occurred; ${reference}.`,
+      });
     default:
       return unreachable(shape);
   }

@@ -32,9 +32,17 @@ export const getConfig: Handler<'getConfig'> = async (_ctx, { config, baseUrl })
     status: 200,
     body: {
       protocol: { versions: ['1'], current: '1' },
-      credits: { creditsPerUsdc: 1000, usdcPerCredit: 0.001, description: '1 credit = 1 milli-USDC = 0.001 USDC (1000 credits per USDC)' },
+      credits: {
+        creditsPerUsdc: 1000,
+        usdcPerCredit: 0.001,
+        description: '1 credit = 1 milli-USDC = 0.001 USDC (1000 credits per USDC)',
+      },
       relay: {
-        fees: { percentage: config.relayFeePercent, minUSDC: Number(config.relayFeeMinUsdc), model: relayFeeModelText(fees) },
+        fees: {
+          percentage: config.relayFeePercent,
+          minUSDC: Number(config.relayFeeMinUsdc),
+          model: relayFeeModelText(fees),
+        },
         limits: { maxDailyPerWallet: config.relayDailyPerWalletUsd, maxDailyTotal: config.relayDailyTotalUsd },
         timeouts: { asyncThresholdMs: config.asyncThresholdMs },
       },
@@ -49,7 +57,11 @@ export const getConfig: Handler<'getConfig'> = async (_ctx, { config, baseUrl })
       assets: { enabled: ['usdc'] },
       server: {
         baseUrl: baseUrl(),
-        timeouts: { requestMs: config.requestTimeoutMs, headersMs: config.headersTimeoutMs, keepAliveMs: config.keepAliveTimeoutMs },
+        timeouts: {
+          requestMs: config.requestTimeoutMs,
+          headersMs: config.headersTimeoutMs,
+          keepAliveMs: config.keepAliveTimeoutMs,
+        },
       },
     },
   };

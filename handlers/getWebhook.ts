@@ -11,10 +11,22 @@ export const getWebhook: Handler<'getWebhook'> = async (ctx, { db }) => {
     return errorReply('not_found', `No webhook record has the id ${ctx.params.id}.`);
   }
   if (record.status === 'pending') {
-    return { status: 202, body: { ...record, status: 'pending' }, headers: { 'Retry-After': String(WEBHOOK_POLL_SECONDS) } };
+    return {
+      status: 202,
+      body: { ...record, status: 'pending' },
+      headers: { 'Retry-After': String(WEBHOOK_POLL_SECONDS) },
+    };
   }
   if (record.status === 'failed') {
-    return { status: 500, body: { ...record, status: 'failed', error: record.error ?? 'failed', errorType: record.errorType ?? 'internal_error' } };
+    return {
+      status: 500,
+      body: {
+        ...record,
+        status: 'failed',
+        error: record.error ?? 'failed',
+        errorType: record.errorType ?? 'internal_error',
+      },
+    };
   }
   return { status: 200, body: { ...record, status: record.status } };
 };

@@ -12,7 +12,11 @@ export function resourceUrl(baseUrl: string, path: string): string {
 }
 
 /** The answers every paid chat operation shares, whatever its success body. */
-export function chatFailureReply<E extends string>(outcome: Exclude<PaidChatOutcome, { kind: 'answered' }>, failedError: E, paymentHeader: string | undefined) {
+export function chatFailureReply<E extends string>(
+  outcome: Exclude<PaidChatOutcome, { kind: 'answered' }>,
+  failedError: E,
+  paymentHeader: string | undefined,
+) {
   switch (outcome.kind) {
     case 'not_configured':
       return errorReply('llm_unavailable', 'No chat backend is configured on this server; nothing was charged.');
@@ -30,9 +34,15 @@ export function chatFailureReply<E extends string>(outcome: Exclude<PaidChatOutc
     case 'payment_reused':
       return errorReply('payment_reused', `This X-Payment was already used: ${outcome.details}`);
     case 'verification_unavailable':
-      return errorReply('verification_unavailable', `The payment could not be verified now; nothing was charged. ${outcome.details}`);
+      return errorReply(
+        'verification_unavailable',
+        `The payment could not be verified now; nothing was charged. ${outcome.details}`,
+      );
     case 'backend_failed':
-      return errorReply('llm_failed', undefined, { error: failedError, message: `The model did not answer; nothing was charged. ${outcome.details}` });
+      return errorReply('llm_failed', undefined, {
+        error: failedError,
+        message: `The model did not answer; nothing was charged. ${outcome.details}`,
+      });
     default:
       return unreachable(outcome);
   }

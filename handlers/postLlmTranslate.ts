@@ -3,7 +3,8 @@ import { paidChat } from '../payments/chat';
 import { LLM_FAILED_TITLE } from './errors';
 import { chatFailureReply, paymentHeaderOf, resourceUrl } from './postLlmChat';
 
-export const TRANSLATION_PROMPT = 'Translate the user\'s text into Spanish. Answer with the translation only, without any comment.';
+export const TRANSLATION_PROMPT =
+  "Translate the user's text into Spanish. Answer with the translation only, without any comment.";
 
 export const postLlmTranslate: Handler<'postLlmTranslate'> = async (ctx, deps) => {
   const paymentHeader = paymentHeaderOf(ctx.headers);

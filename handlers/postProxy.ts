@@ -6,9 +6,17 @@ import { callTimeoutMs, spendLimitReply, targetReply } from './targetReply';
 
 export { callTimeoutMs, MAX_CLIENT_TIMEOUT_MS } from './targetReply';
 
-function passThrough(response: TargetResponse, payment: { charged: boolean; webhookId?: string } | undefined, format: unknown): RawReply {
+function passThrough(
+  response: TargetResponse,
+  payment: { charged: boolean; webhookId?: string } | undefined,
+  format: unknown,
+): RawReply {
   // We paid, and the chain has not shown the payment yet: the record says when it does.
-  return targetReply(response, format, payment?.webhookId ? { 'X-Service-Status': 'payment_validating', 'X-Service-Webhook': payment.webhookId } : {});
+  return targetReply(
+    response,
+    format,
+    payment?.webhookId ? { 'X-Service-Status': 'payment_validating', 'X-Service-Webhook': payment.webhookId } : {},
+  );
 }
 
 export const postProxy: Handler<'postProxy'> = async (ctx, deps) => {

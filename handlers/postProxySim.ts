@@ -4,7 +4,10 @@ import { simulateProxyCall } from '../payments/proxy/simulate';
 import { errorReply, unreachable } from './errors';
 
 export const postProxySim: Handler<'postProxySim'> = async (ctx, deps) => {
-  const outcome = await simulateProxyCall(deps, { call: ctx.body as CallRequest, timeoutMs: deps.config.targetTimeoutMs });
+  const outcome = await simulateProxyCall(deps, {
+    call: ctx.body as CallRequest,
+    timeoutMs: deps.config.targetTimeoutMs,
+  });
   switch (outcome.kind) {
     case 'result':
       return { status: 200, body: outcome.result };

@@ -16,7 +16,8 @@ function headersOf(headers: RelayHeaders): Record<string, string> {
 
 export const postRelay: Handler<'postRelay'> = async (ctx, deps) => {
   const call = ctx.body as CallRequest | undefined;
-  if (!call || typeof call !== 'object') return errorReply('validation_failed', 'the body must be a call request with api_url and method');
+  if (!call || typeof call !== 'object')
+    return errorReply('validation_failed', 'the body must be a call request with api_url and method');
   const header = ctx.headers['x-payment'];
   const outcome = await relayCall(deps, {
     call,
@@ -44,7 +45,10 @@ export const postRelay: Handler<'postRelay'> = async (ctx, deps) => {
       return spendLimitReply('Daily wallet spending limit exceeded', outcome);
     case 'bad_gateway':
       return {
-        ...errorReply('upstream_error', undefined, { message: outcome.message, ...(outcome.headers.webhookId ? { webhook_id: outcome.headers.webhookId } : {}) }),
+        ...errorReply('upstream_error', undefined, {
+          message: outcome.message,
+          ...(outcome.headers.webhookId ? { webhook_id: outcome.headers.webhookId } : {}),
+        }),
         headers: headersOf(outcome.headers),
       };
     case 'internal_error':

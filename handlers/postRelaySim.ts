@@ -13,7 +13,10 @@ export async function simulateRelay(ctx: RequestContext<'postRelaySim'> | Reques
     case 'free':
       return {
         status: 200 as const,
-        body: { requiresPayment: false, message: `The target answered ${quote.response.status} without asking for payment; a relay would cost nothing` },
+        body: {
+          requiresPayment: false,
+          message: `The target answered ${quote.response.status} without asking for payment; a relay would cost nothing`,
+        },
       };
     case 'priced': {
       const { choice, fee } = quote;

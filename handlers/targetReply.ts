@@ -17,7 +17,11 @@ export const MAX_CLIENT_TIMEOUT_MS = 120_000;
  * A body timeout above the maximum is capped rather than refused: clients send their own client
  * timeout there (HTTPayer's SDK: 600 s), and asking for longer risks nothing.
  */
-export function callTimeoutMs(bodySeconds: number | null | undefined, header: string | string[] | undefined, defaultMs: number): number {
+export function callTimeoutMs(
+  bodySeconds: number | null | undefined,
+  header: string | string[] | undefined,
+  defaultMs: number,
+): number {
   const given: number[] = [];
   if (typeof bodySeconds === 'number' && bodySeconds > 0) given.push(Math.ceil(bodySeconds * 1000));
   const headerMs = Number(Array.isArray(header) ? header[0] : header);
@@ -27,7 +31,14 @@ export function callTimeoutMs(bodySeconds: number | null | undefined, header: st
 }
 
 /** Headers of ours that a target must not set on our response. */
-const OWN_HEADERS = new Set(['x-request-id', 'x-service-status', 'x-service-webhook', 'x-client-payment', 'x-refund-webhook-id', 'content-type']);
+const OWN_HEADERS = new Set([
+  'x-request-id',
+  'x-service-status',
+  'x-service-webhook',
+  'x-client-payment',
+  'x-refund-webhook-id',
+  'content-type',
+]);
 
 /** The target's response as it came, with `ours` added (a target header of the same name is dropped). */
 export function passThroughReply(response: TargetResponse, ours: Record<string, string> = {}): RawReply {
@@ -54,7 +65,12 @@ export function passThroughReply(response: TargetResponse, ours: Record<string, 
 export function jsonWrappedReply(response: TargetResponse, ours: Record<string, string> = {}): RawReply {
   const success = response.status >= 200 && response.status < 300;
   const body = { success, result: bodyValue(response), ...(success ? {} : { status: response.status }) };
-  return { status: response.status, raw: JSON.stringify(body), contentType: 'application/json; charset=utf-8', headers: ours };
+  return {
+    status: response.status,
+    raw: JSON.stringify(body),
+    contentType: 'application/json; charset=utf-8',
+    headers: ours,
+  };
 }
 
 /** The target's answer as the client asked for it: wrapped with `format=json`, else as it came. */
@@ -63,7 +79,10 @@ export function targetReply(response: TargetResponse, format: unknown, ours: Rec
 }
 
 /** A daily volume limit that would be exceeded (/proxy and /relay): 429 with the figures, in USD. */
-export function spendLimitReply(error: string, refusal: { details: string; currentSpendUsd: number; limitUsd: number; requestedUsd: number }) {
+export function spendLimitReply(
+  error: string,
+  refusal: { details: string; currentSpendUsd: number; limitUsd: number; requestedUsd: number },
+) {
   return errorReply('spend_limit_exceeded', refusal.details, {
     error,
     currentSpend: refusal.currentSpendUsd,

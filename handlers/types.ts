@@ -29,11 +29,14 @@ export interface RawReply {
 
 export type Reply<K extends OperationId> = JsonReply<K> | RawReply;
 
-type RequestBodyOf<K extends OperationId> = operations[K] extends { requestBody?: { content: { 'application/json': infer B } } }
+type RequestBodyOf<K extends OperationId> = operations[K] extends {
+  requestBody?: { content: { 'application/json': infer B } };
+}
   ? B
   : undefined;
 type ParametersOf<K extends OperationId> = operations[K] extends { parameters: infer P } ? P : never;
-type Part<P, N extends string> = P extends Record<N, infer Q> ? (Q extends undefined ? Record<string, never> : NonNullable<Q>) : Record<string, never>;
+type Part<P, N extends string> =
+  P extends Record<N, infer Q> ? (Q extends undefined ? Record<string, never> : NonNullable<Q>) : Record<string, never>;
 
 export interface RequestContext<K extends OperationId> {
   operationId: K;

@@ -81,12 +81,27 @@ export const options = { scenarios: executors, thresholds };
 export function setup() {
   const response = http.get(config.baseUrl + '/metrics/rate-limits');
   if (response.status !== 200) {
-    exec.test.abort('GET ' + config.baseUrl + '/metrics/rate-limits answered ' + response.status + (response.error ? ' (' + response.error + ')' : ''));
+    exec.test.abort(
+      'GET ' +
+        config.baseUrl +
+        '/metrics/rate-limits answered ' +
+        response.status +
+        (response.error ? ' (' + response.error + ')' : ''),
+    );
   }
   const metrics = response.json();
   for (const group of groups) {
     if (metrics[group].limit !== caps[group]) {
-      exec.test.abort('the service caps ' + group + ' at ' + metrics[group].limit + ': run with -e CAP_' + group.toUpperCase() + '=' + metrics[group].limit);
+      exec.test.abort(
+        'the service caps ' +
+          group +
+          ' at ' +
+          metrics[group].limit +
+          ': run with -e CAP_' +
+          group.toUpperCase() +
+          '=' +
+          metrics[group].limit,
+      );
     }
   }
   for (const group of groups) requestOf(scenarios, scenarios.caps.groups[group].request, config);
@@ -97,7 +112,11 @@ export function overload() {
   const request = requestOf(scenarios, scenarios.caps.groups[group].request, config);
   // Longer than the target's hold: a held request must not be cut by the client (a client that
   // goes away frees its slot at once).
-  const response = send(request, { timeout: '120s', tags: { group }, responseCallback: http.expectedStatuses({ min: 200, max: 599 }) });
+  const response = send(request, {
+    timeout: '120s',
+    tags: { group },
+    responseCallback: http.expectedStatuses({ min: 200, max: 599 }),
+  });
   if (response.status === 429) {
     refused.add(1, { group });
     check429(response, caps[group]);

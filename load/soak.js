@@ -25,7 +25,8 @@ const thresholds = {
   http_req_failed: ['rate<0.001'],
   checks: ['rate==1'],
 };
-for (const name of Object.keys(mix)) thresholds['http_req_duration{request:' + name + '}'] = ['p(99)<' + (name === 'proxyPaid' ? 3000 : p99Ms)];
+for (const name of Object.keys(mix))
+  thresholds['http_req_duration{request:' + name + '}'] = ['p(99)<' + (name === 'proxyPaid' ? 3000 : p99Ms)];
 
 export const options = {
   scenarios: {
@@ -49,6 +50,9 @@ export function setup() {
 export function soak() {
   const name = pickWeighted(mix);
   const status = expected[name] || 200;
-  const response = send(requestOf(scenarios, name, config), { timeout: '60s', responseCallback: http.expectedStatuses(status) });
+  const response = send(requestOf(scenarios, name, config), {
+    timeout: '60s',
+    responseCallback: http.expectedStatuses(status),
+  });
   check(response, { ['status is ' + status]: (r) => r.status === status }, { request: name });
 }

@@ -43,7 +43,14 @@ for (const name of scenarios.throughput.runs) {
           maxVUs: Math.max(20, paidRate * 10),
           startTime: startS + 's',
         }
-      : { executor: 'constant-vus', exec: 'call', env: { REQUEST: name }, vus, duration: seconds + 's', startTime: startS + 's' };
+      : {
+          executor: 'constant-vus',
+          exec: 'call',
+          env: { REQUEST: name },
+          vus,
+          duration: seconds + 's',
+          startTime: startS + 's',
+        };
   thresholds['http_req_failed{scenario:' + name + '}'] = ['rate==0'];
   thresholds['http_req_duration{scenario:' + name + '}'] = ['p(99)<' + p99[name]];
   thresholds['checks{scenario:' + name + '}'] = ['rate==1'];

@@ -156,9 +156,16 @@ export async function authenticateKey(
   return { ok: true, key };
 }
 
-export async function createOrganisation(db: Db, name: string): Promise<{ organisationId: bigint; accountId: bigint; accountPublicId: string }> {
+export async function createOrganisation(
+  db: Db,
+  name: string,
+): Promise<{ organisationId: bigint; accountId: bigint; accountPublicId: string }> {
   return db.transaction().execute(async (tx) => {
-    const organisation = await tx.insertInto('organisations').values({ name }).returning('id').executeTakeFirstOrThrow();
+    const organisation = await tx
+      .insertInto('organisations')
+      .values({ name })
+      .returning('id')
+      .executeTakeFirstOrThrow();
     const account = await tx
       .insertInto('accounts')
       .values({ organisation_id: organisation.id, name: 'default' })

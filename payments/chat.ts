@@ -41,27 +41,41 @@ export async function chatOffers(
   const payable = chains.networks.filter((network) => network.serviceAddress !== undefined);
   const networkClass = payable.some((network) => network.networkClass === 'mainnet') ? 'mainnet' : 'testnet';
   if (payable.length === 0) return [];
-  const request = { networkClass, amountMicroUsdc: parseUsdc(config.llm.priceUsdc), resource, description, mimeType: 'application/json' } as const;
+  const request = {
+    networkClass,
+    amountMicroUsdc: parseUsdc(config.llm.priceUsdc),
+    resource,
+    description,
+    mimeType: 'application/json',
+  } as const;
   const solana = payable.find((network) => network.chainType === 'solana' && network.networkClass === networkClass);
   return settleableOffers(chains, request, config.facilitatorUrl, solana?.name);
 }
 
 /** The client has its answer: a payment that settles later was for something delivered. */
 async function markAnswered(db: Db, relayTxId: bigint): Promise<void> {
-  await db.updateTable('relay_transactions').set({ responded_at: sql<Date>`coalesce(responded_at, now())` }).where('id', '=', relayTxId).execute();
+  await db
+    .updateTable('relay_transactions')
+    .set({ responded_at: sql<Date>`coalesce(responded_at, now())` })
+    .where('id', '=', relayTxId)
+    .execute();
 }
 
 /** A chat payment still open this long after it was taken has lost its request (the model's bound is far shorter). */
 export const CHAT_ABANDONED_AFTER_MS = 10 * 60_000;
 
-export type ChatFollowUp = 'closed_unsettled' | 'delivered' | 'refunded' | 'refund_pending' | 'refund_failed' | 'still_pending';
+export type ChatFollowUp =
+  'closed_unsettled' | 'delivered' | 'refunded' | 'refund_pending' | 'refund_failed' | 'still_pending';
 
 /**
  * Finishes a chat payment its request left open: never settled -> closed, nothing moved; settled
  * for an answer that was given -> delivered; settled without an answer (the process stopped in
  * between) -> refunded to the payer. Safe to repeat.
  */
-export async function followUpChatPayment(deps: Pick<Deps, 'db' | 'chains' | 'submissions' | 'relayLimits'>, relayTxId: bigint): Promise<ChatFollowUp> {
+export async function followUpChatPayment(
+  deps: Pick<Deps, 'db' | 'chains' | 'submissions' | 'relayLimits'>,
+  relayTxId: bigint,
+): Promise<ChatFollowUp> {
   const refund = async (): Promise<ChatFollowUp> => {
     const outcome = await refundClientPayment(deps.db, relayTxId, deps);
     return outcome.refunded ? 'refunded' : outcome.pending ? 'refund_pending' : 'refund_failed';
@@ -119,11 +133,19 @@ export async function paidChat(
     if (verified.reason === 'rpc_unavailable') return { kind: 'verification_unavailable', details: verified.details };
     return { kind: 'payment_required', accepts, error: `${verified.reason}: ${verified.details}` };
   }
-  const recorded = await recordClientPayment(deps.db, verified.value, { targetUrl: request.resource, targetMethod: 'POST', mode: 'chat' });
+  const recorded = await recordClientPayment(deps.db, verified.value, {
+    targetUrl: request.resource,
+    targetMethod: 'POST',
+    mode: 'chat',
+  });
   if (!recorded.ok) return { kind: 'payment_reused', details: recorded.details };
   const relayTxId = recorded.value.id;
 
-  const answer = await chatCompletion(deps.config, { messages: request.messages, maxTokens: request.maxTokens, temperature: request.temperature });
+  const answer = await chatCompletion(deps.config, {
+    messages: request.messages,
+    maxTokens: request.maxTokens,
+    temperature: request.temperature,
+  });
   if (!answer.ok) {
     await markSettleFailed(deps.db, relayTxId, 'service_failed', `not settled: ${answer.details}`);
     return { kind: 'backend_failed', details: answer.details };

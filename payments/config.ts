@@ -99,7 +99,10 @@ function decimal(env: Env, name: string, fallback: string, maxFractionDigits: nu
   const raw = text(env, name) ?? fallback;
   const pattern = new RegExp(`^[0-9]+(\\.[0-9]{1,${maxFractionDigits}})?$`);
   if (!pattern.test(raw)) {
-    throw new ConfigError(name, `expected a non-negative decimal with at most ${maxFractionDigits} decimals, got "${raw}"`);
+    throw new ConfigError(
+      name,
+      `expected a non-negative decimal with at most ${maxFractionDigits} decimals, got "${raw}"`,
+    );
   }
   return raw;
 }
@@ -132,7 +135,13 @@ function envSuffix(network: NetworkName): string {
 
 function parseNetworks(env: Env): NetworkSettings[] {
   const raw = text(env, 'NETWORKS');
-  const names = raw === undefined ? [...NETWORK_NAMES] : raw.split(',').map((name) => name.trim()).filter(Boolean);
+  const names =
+    raw === undefined
+      ? [...NETWORK_NAMES]
+      : raw
+          .split(',')
+          .map((name) => name.trim())
+          .filter(Boolean);
   if (names.length === 0) throw new ConfigError('NETWORKS', 'names no network');
   const seen = new Set<string>();
   return names.map((name) => {
@@ -147,7 +156,8 @@ function parseNetworks(env: Env): NetworkSettings[] {
     const usdcVariable = `USDC_ADDRESS_${envSuffix(network)}`;
     const usdc = text(env, usdcVariable) ?? entry.usdc;
     const addressPattern = entry.chainType === 'evm' ? /^0x[0-9a-fA-F]{40}$/ : /^[1-9A-HJ-NP-Za-km-z]{32,44}$/;
-    if (!addressPattern.test(usdc)) throw new ConfigError(usdcVariable, `not a valid ${entry.chainType} address: "${usdc}"`);
+    if (!addressPattern.test(usdc))
+      throw new ConfigError(usdcVariable, `not a valid ${entry.chainType} address: "${usdc}"`);
     return { name: network, rpcUrl: url(env, rpcVariable) ?? entry.publicRpcUrl, usdc };
   });
 }
@@ -186,7 +196,8 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir: text(env, 'DATA_DIR') ?? './.data',
     nodeEnv: text(env, 'NODE_ENV') ?? 'development',
     networks: parseNetworks(env),
-    evmPrivateKey: evmPrivateKey === undefined ? undefined : evmPrivateKey.startsWith('0x') ? evmPrivateKey : `0x${evmPrivateKey}`,
+    evmPrivateKey:
+      evmPrivateKey === undefined ? undefined : evmPrivateKey.startsWith('0x') ? evmPrivateKey : `0x${evmPrivateKey}`,
     solanaPrivateKey,
     facilitatorUrl: url(env, 'FACILITATOR_URL'),
     ssrfAllowHosts: hostList(env, 'SSRF_ALLOW_HOSTS'),

@@ -7,7 +7,12 @@ import { sql, type RawBuilder } from 'kysely';
 import type { Db, Tx } from '../db/index';
 import { moveReservation } from './reservationStates';
 
-export async function grantCredits(db: Db, organisationId: bigint, credits: bigint, reference: string): Promise<bigint> {
+export async function grantCredits(
+  db: Db,
+  organisationId: bigint,
+  credits: bigint,
+  reference: string,
+): Promise<bigint> {
   if (credits <= 0n) throw new RangeError('a grant must be positive');
   return db.transaction().execute(async (tx) => {
     const row = await tx
@@ -26,11 +31,16 @@ export async function grantCredits(db: Db, organisationId: bigint, credits: bigi
 }
 
 export async function organisationBalance(db: Db | Tx, organisationId: bigint): Promise<bigint> {
-  const row = await db.selectFrom('organisations').select('credit_balance').where('id', '=', organisationId).executeTakeFirst();
+  const row = await db
+    .selectFrom('organisations')
+    .select('credit_balance')
+    .where('id', '=', organisationId)
+    .executeTakeFirst();
   return row?.credit_balance ?? 0n;
 }
 
-export type ReservationRefusal = 'insufficient_credits' | 'key_daily_cap' | 'account_daily_limit' | 'system_daily_limit';
+export type ReservationRefusal =
+  'insufficient_credits' | 'key_daily_cap' | 'account_daily_limit' | 'system_daily_limit';
 
 export interface ReservationRequest {
   reference: string;

@@ -33,10 +33,12 @@ export function relayFeeModelText(settings: RelayFeeSettings): string {
 }
 
 /** Credits charged for paying `targetMicro` through /proxy: ceil(amount x (1 + p) / 1000). */
-export function proxyCredits(targetMicro: bigint, proxyFeePercent: number): { totalCredits: bigint; totalMicro: bigint; feeMicro: bigint } {
+export function proxyCredits(
+  targetMicro: bigint,
+  proxyFeePercent: number,
+): { totalCredits: bigint; totalMicro: bigint; feeMicro: bigint } {
   const bps = percentToBasisPoints(proxyFeePercent);
   const totalMicroExact = mulDivCeil(targetMicro, BASIS_POINTS + bps, BASIS_POINTS);
   const totalCredits = mulDivCeil(targetMicro * (BASIS_POINTS + bps), 1n, BASIS_POINTS * MICRO_PER_CREDIT);
   return { totalCredits, totalMicro: totalMicroExact, feeMicro: totalMicroExact - targetMicro };
 }
-

@@ -57,7 +57,9 @@ export async function tryAddSpend(tx: Tx, key: SpendKey, amount: bigint, limit: 
   if (amount < 0n) throw new RangeError('spend amount must not be negative');
   const { rows } = await sql<{ admitted: boolean; spent: bigint }>`
     select admitted, spent
-    from try_add_spend(${key.scope}::text, ${key.scopeId}::text, ${key.networkClass}::text, ${key.day}::date, ${amount}::bigint, ${limit}::bigint)`.execute(tx);
+    from try_add_spend(${key.scope}::text, ${key.scopeId}::text, ${key.networkClass}::text, ${key.day}::date, ${amount}::bigint, ${limit}::bigint)`.execute(
+    tx,
+  );
   const row = rows[0]!;
   return { admitted: row.admitted, spent: row.spent };
 }
@@ -65,7 +67,9 @@ export async function tryAddSpend(tx: Tx, key: SpendKey, amount: bigint, limit: 
 /** Takes back an amount added earlier (a released reservation); never below zero. */
 export async function subtractSpend(tx: Tx, key: SpendKey, amount: bigint): Promise<void> {
   await sql`
-    select subtract_spend(${key.scope}::text, ${key.scopeId}::text, ${key.networkClass}::text, ${key.day}::date, ${amount}::bigint)`.execute(tx);
+    select subtract_spend(${key.scope}::text, ${key.scopeId}::text, ${key.networkClass}::text, ${key.day}::date, ${amount}::bigint)`.execute(
+    tx,
+  );
 }
 
 /** Spend rows are kept this many days for operators, then pruned by the daily job. */
@@ -78,12 +82,22 @@ export async function startDay(db: Db, day: string): Promise<{ prunedRows: numbe
       for (const networkClass of ['mainnet', 'testnet'] as const) {
         await tx
           .insertInto('daily_spend')
-          .values({ scope, scope_id: SYSTEM_SCOPE_ID, network_class: networkClass, day, spent_micro_usdc: 0n, spent_credits: 0n })
+          .values({
+            scope,
+            scope_id: SYSTEM_SCOPE_ID,
+            network_class: networkClass,
+            day,
+            spent_micro_usdc: 0n,
+            spent_credits: 0n,
+          })
           .onConflict((conflict) => conflict.doNothing())
           .execute();
       }
     }
-    const pruned = await tx.deleteFrom('daily_spend').where('day', '<', addDays(day, -SPEND_RETENTION_DAYS)).executeTakeFirst();
+    const pruned = await tx
+      .deleteFrom('daily_spend')
+      .where('day', '<', addDays(day, -SPEND_RETENTION_DAYS))
+      .executeTakeFirst();
     return { prunedRows: Number(pruned.numDeletedRows) };
   });
 }
@@ -106,7 +120,8 @@ export async function systemVolumes(
     .where('scope_id', '=', SYSTEM_SCOPE_ID)
     .where('day', '=', day)
     .execute();
-  const row = (scope: SpendScope, networkClass: SpendClass) => rows.find((found) => found.scope === scope && found.network_class === networkClass);
+  const row = (scope: SpendScope, networkClass: SpendClass) =>
+    rows.find((found) => found.scope === scope && found.network_class === networkClass);
   const relayMicro = (networkClass: SpendClass) => row('relay_system', networkClass)?.spent_micro_usdc ?? 0n;
   const proxyCredits = (networkClass: SpendClass) => row('proxy_system', networkClass)?.spent_credits ?? 0n;
   return {

@@ -15,7 +15,8 @@ export interface ChatMessage {
 
 export type ChatFailure = 'not_configured' | 'backend_error' | 'timeout' | 'invalid_response';
 
-export type ChatResult = { ok: true; response: string; model: string } | { ok: false; reason: ChatFailure; details: string };
+export type ChatResult =
+  { ok: true; response: string; model: string } | { ok: false; reason: ChatFailure; details: string };
 
 export function llmConfigured(config: Pick<Config, 'llm'>): boolean {
   return Boolean(config.llm.baseUrl && config.llm.model);
@@ -27,7 +28,8 @@ export async function chatCompletion(
   options: { timeoutMs?: number; fetchImpl?: typeof fetch } = {},
 ): Promise<ChatResult> {
   const { baseUrl, apiKey, model, maxTokens } = config.llm;
-  if (!baseUrl || !model) return { ok: false, reason: 'not_configured', details: 'LLM_BASE_URL and LLM_MODEL are not configured' };
+  if (!baseUrl || !model)
+    return { ok: false, reason: 'not_configured', details: 'LLM_BASE_URL and LLM_MODEL are not configured' };
   const body = {
     model,
     messages: request.messages.map(({ role, content }) => ({ role, content })),
@@ -44,11 +46,17 @@ export async function chatCompletion(
     });
   } catch (error) {
     const timedOut = (error as Error).name === 'TimeoutError';
-    return { ok: false, reason: timedOut ? 'timeout' : 'backend_error', details: timedOut ? 'the chat backend did not answer in time' : 'the chat backend could not be reached' };
+    return {
+      ok: false,
+      reason: timedOut ? 'timeout' : 'backend_error',
+      details: timedOut ? 'the chat backend did not answer in time' : 'the chat backend could not be reached',
+    };
   }
   const text = await response.text();
-  if (text.length > MAX_RESPONSE_BYTES) return { ok: false, reason: 'invalid_response', details: 'the chat backend answered too much' };
-  if (!response.ok) return { ok: false, reason: 'backend_error', details: `the chat backend answered ${response.status}` };
+  if (text.length > MAX_RESPONSE_BYTES)
+    return { ok: false, reason: 'invalid_response', details: 'the chat backend answered too much' };
+  if (!response.ok)
+    return { ok: false, reason: 'backend_error', details: `the chat backend answered ${response.status}` };
   try {
     const parsed = JSON.parse(text) as { model?: unknown; choices?: Array<{ message?: { content?: unknown } }> };
     const content = parsed.choices?.[0]?.message?.content;
@@ -60,7 +68,10 @@ export async function chatCompletion(
 }
 
 /** Whether the backend is configured and answers (GET /models). */
-export async function llmHealth(config: Pick<Config, 'llm'>, timeoutMs = 3_000): Promise<{ ok: boolean; details?: string }> {
+export async function llmHealth(
+  config: Pick<Config, 'llm'>,
+  timeoutMs = 3_000,
+): Promise<{ ok: boolean; details?: string }> {
   if (!llmConfigured(config)) return { ok: false, details: 'no chat backend is configured (LLM_BASE_URL, LLM_MODEL)' };
   try {
     const response = await fetch(`${config.llm.baseUrl}/models`, {

@@ -61,6 +61,7 @@ export function mulDivCeil(amount: bigint, numerator: bigint, denominator: bigin
 /** A percentage such as 3 or 2.5 as a fraction of 10_000 (basis points), exactly. */
 export function percentToBasisPoints(percent: number): bigint {
   const basisPoints = Math.round(percent * 100);
-  if (Math.abs(basisPoints / 100 - percent) > 1e-9) throw new RangeError(`percentage with more than 2 decimals: ${percent}`);
+  if (Math.abs(basisPoints / 100 - percent) > 1e-9)
+    throw new RangeError(`percentage with more than 2 decimals: ${percent}`);
   return BigInt(basisPoints);
 }

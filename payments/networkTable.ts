@@ -3,7 +3,14 @@
  * x402 package: x402@1.2.0 does not know skale-base. Configuration can override the RPC URL and
  * the USDC address of each network.
  */
-export const NETWORK_NAMES = ['base', 'base-sepolia', 'skale-base', 'skale-base-sepolia', 'solana', 'solana-devnet'] as const;
+export const NETWORK_NAMES = [
+  'base',
+  'base-sepolia',
+  'skale-base',
+  'skale-base-sepolia',
+  'solana',
+  'solana-devnet',
+] as const;
 
 export type NetworkName = (typeof NETWORK_NAMES)[number];
 export type NetworkClass = 'mainnet' | 'testnet';

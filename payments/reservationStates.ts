@@ -23,6 +23,8 @@ export const RESERVATION_MOVES = {
 /** Moves the reservation `reference` to `to`, once; returns whether this call moved it. One statement. */
 export async function moveReservation(db: Db | Tx, reference: string, to: ReservationState): Promise<boolean> {
   allowedFrom<ReservationState>('credit reservation', RESERVATION_MOVES, to);
-  const { rows } = await sql<{ settled: boolean }>`select settle_reservation(${reference}::text, ${to}::text) as settled`.execute(db);
+  const { rows } = await sql<{
+    settled: boolean;
+  }>`select settle_reservation(${reference}::text, ${to}::text) as settled`.execute(db);
   return rows[0]!.settled;
 }

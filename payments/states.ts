@@ -32,7 +32,9 @@ export function allowedFrom<S extends string>(record: string, moves: MoveTable<S
   if (from === undefined) return allowed;
   const refused = from.filter((state) => !allowed.includes(state));
   if (refused.length > 0 || from.length === 0) {
-    throw new Error(`${record}: ${refused.length > 0 ? refused.join(', ') : '(no state)'} -> ${to} is not an allowed move`);
+    throw new Error(
+      `${record}: ${refused.length > 0 ? refused.join(', ') : '(no state)'} -> ${to} is not an allowed move`,
+    );
   }
   return [...from];
 }

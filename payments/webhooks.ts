@@ -9,12 +9,7 @@ import { allowedFrom } from './states';
 import { WEBHOOK_MOVES } from './webhookStates';
 
 export type WebhookResponseStatus =
-  | 'pending'
-  | 'success'
-  | 'refund_confirmed'
-  | 'success_refunded'
-  | 'no_refund_needed'
-  | 'failed';
+  'pending' | 'success' | 'refund_confirmed' | 'success_refunded' | 'no_refund_needed' | 'failed';
 
 export type FailureStatus = Extract<
   StoredWebhookStatus,
@@ -67,10 +62,19 @@ export async function findWebhook(db: Db, id: string): Promise<WebhookView | und
 }
 
 /** Opens a record in flight (async_processing); its id is what the client polls. */
-export async function openWebhook(tx: Tx, record: { kind: WebhookKind; network?: string; message: string; relayTxId?: bigint }): Promise<string> {
+export async function openWebhook(
+  tx: Tx,
+  record: { kind: WebhookKind; network?: string; message: string; relayTxId?: bigint },
+): Promise<string> {
   const row = await tx
     .insertInto('webhooks')
-    .values({ kind: record.kind, status: 'async_processing', network: record.network ?? null, message: record.message, relay_tx_id: record.relayTxId ?? null })
+    .values({
+      kind: record.kind,
+      status: 'async_processing',
+      network: record.network ?? null,
+      message: record.message,
+      relay_tx_id: record.relayTxId ?? null,
+    })
     .returning('id')
     .executeTakeFirstOrThrow();
   return row.id;
@@ -124,4 +128,3 @@ export async function pruneWebhooks(db: Db, now: Date): Promise<number> {
     .executeTakeFirst();
   return Number(result.numDeletedRows);
 }
-

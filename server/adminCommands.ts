@@ -20,7 +20,8 @@ Commands:
 export class UsageError extends Error {}
 
 function positiveBigint(value: string | undefined, name: string): bigint {
-  if (value === undefined || !/^[0-9]+$/.test(value) || BigInt(value) <= 0n) throw new UsageError(`--${name} must be a positive whole number`);
+  if (value === undefined || !/^[0-9]+$/.test(value) || BigInt(value) <= 0n)
+    throw new UsageError(`--${name} must be a positive whole number`);
   return BigInt(value);
 }
 
@@ -56,7 +57,12 @@ export async function runAdminCommand(db: Db, argv: string[], print: (line: stri
     case 'create-key': {
       const organisationId = positiveBigint(values.org, 'org');
       const dailyCap = values['daily-cap'] === undefined ? 100_000n : positiveBigint(values['daily-cap'], 'daily-cap');
-      const account = await db.selectFrom('accounts').select('id').where('organisation_id', '=', organisationId).orderBy('id').executeTakeFirst();
+      const account = await db
+        .selectFrom('accounts')
+        .select('id')
+        .where('organisation_id', '=', organisationId)
+        .orderBy('id')
+        .executeTakeFirst();
       if (!account) throw new UsageError(`no organisation ${organisationId}`);
       const { key, prefix } = await createApiKey(db, account.id, dailyCap);
       print(`API key ${prefix} created with a daily cap of ${dailyCap} credits. Store it now; it is not shown again:`);
@@ -75,7 +81,12 @@ export async function runAdminCommand(db: Db, argv: string[], print: (line: stri
       const credits = positiveBigint(values.credits, 'credits');
       let balance: bigint;
       try {
-        balance = await grantCredits(db, organisationId, credits, values.reference ?? `admin grant ${new Date().toISOString()}`);
+        balance = await grantCredits(
+          db,
+          organisationId,
+          credits,
+          values.reference ?? `admin grant ${new Date().toISOString()}`,
+        );
       } catch (error) {
         if (error instanceof RangeError) throw new UsageError(error.message);
         throw error;
@@ -106,7 +117,9 @@ export async function runAdminCommand(db: Db, argv: string[], print: (line: stri
           .execute();
         for (const key of keys) {
           const state = key.revoked_at ? 'revoked' : 'active';
-          print(`  key ${key.prefix} (${state}): spent today ${key.spent_credits ?? 0n} of ${key.daily_cap_credits} credits`);
+          print(
+            `  key ${key.prefix} (${state}): spent today ${key.spent_credits ?? 0n} of ${key.daily_cap_credits} credits`,
+          );
         }
       }
       if (organisations.length === 0) print('no organisations');
@@ -116,4 +129,3 @@ export async function runAdminCommand(db: Db, argv: string[], print: (line: stri
       throw new UsageError(command ? `unknown command "${command}"` : 'no command given');
   }
 }
-

@@ -38,9 +38,9 @@ const ROUTABLE_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'pa
 
 /** The methods the document gives a path, as the router matches them: the Allow header of a 405. */
 function allowedMethods(api: OpenAPIBackend, path: string): string[] {
-  return ROUTABLE_METHODS.filter((method) => api.router.matchOperation({ method, path, headers: {}, query: {} }) !== undefined).map((method) =>
-    method.toUpperCase(),
-  );
+  return ROUTABLE_METHODS.filter(
+    (method) => api.router.matchOperation({ method, path, headers: {}, query: {} }) !== undefined,
+  ).map((method) => method.toUpperCase());
 }
 
 function sendError(res: Response, code: ErrorCode, details: string | undefined, extra?: object): void {
@@ -116,7 +116,11 @@ function registerRefusals(api: OpenAPIBackend): void {
     methodNotAllowed: (c: Context, req: Request, res: Response) => {
       const allowed = allowedMethods(api, req.path);
       res.setHeader('Allow', allowed.join(', '));
-      sendError(res, 'method_not_allowed', `The method ${c.request.method.toUpperCase()} is not allowed on this path; it supports ${allowed.join(', ')}.`);
+      sendError(
+        res,
+        'method_not_allowed',
+        `The method ${c.request.method.toUpperCase()} is not allowed on this path; it supports ${allowed.join(', ')}.`,
+      );
     },
     notImplemented: (c: Context, _req: Request, res: Response) =>
       sendError(res, 'not_implemented', `${c.operation.operationId} is not enabled on this server yet.`),
@@ -125,12 +129,19 @@ function registerRefusals(api: OpenAPIBackend): void {
       sendError(res, 'unauthorized', KEY_REJECTION_DETAILS[result?.error ?? 'missing']);
     },
     validationFail: (c: Context, _req: Request, res: Response) => {
-      if (c.operation.operationId === 'postLlmChat' && !Array.isArray((c.request.requestBody as { messages?: unknown })?.messages)) {
+      if (
+        c.operation.operationId === 'postLlmChat' &&
+        !Array.isArray((c.request.requestBody as { messages?: unknown })?.messages)
+      ) {
         // The interface answers this one case with the error field alone.
         sendError(res, 'validation_failed', undefined, { error: 'messages is required and must be an array' });
         return;
       }
-      sendError(res, 'validation_failed', describeValidationErrors(c.validation.errors as never, { requestBody: c.request.requestBody }));
+      sendError(
+        res,
+        'validation_failed',
+        describeValidationErrors(c.validation.errors as never, { requestBody: c.request.requestBody }),
+      );
     },
   });
 }
@@ -158,7 +169,10 @@ function registerOperations(api: OpenAPIBackend, handlers: HandlerMap, deps: Dep
         log,
         signal: controller.signal,
       };
-      const reply = await (handler as (ctx: RequestContext<OperationId>, deps: Deps) => Promise<Reply<OperationId>>)(ctx, deps);
+      const reply = await (handler as (ctx: RequestContext<OperationId>, deps: Deps) => Promise<Reply<OperationId>>)(
+        ctx,
+        deps,
+      );
       if (!res.headersSent) sendReply(res, reply);
     });
   }
@@ -177,7 +191,13 @@ function requestLogging(logger: Logger) {
     res.once('close', () => {
       const durationMs = Number(process.hrtime.bigint() - startedAt) / 1e6;
       log.info(
-        { method: req.method, path: req.path, status: res.statusCode, durationMs: Math.round(durationMs * 10) / 10, completed: res.writableFinished },
+        {
+          method: req.method,
+          path: req.path,
+          status: res.statusCode,
+          durationMs: Math.round(durationMs * 10) / 10,
+          completed: res.writableFinished,
+        },
         'request',
       );
     });
@@ -192,23 +212,41 @@ function dispatchToOperations(api: OpenAPIBackend) {
     // openapi-backend parses a body that is not an object once more, so a JSON string holding an
     // object would pass as that object: hand it the string re-encoded, which parses back to itself.
     const body: unknown = typeof req.body === 'string' ? JSON.stringify(req.body) : req.body;
-    api.handleRequest(
-      { method: req.method, path: req.path, body, query: req.query as Record<string, string>, headers: req.headers as Record<string, string> },
-      req,
-      res,
-    ).catch(next).finally(endHold);
+    api
+      .handleRequest(
+        {
+          method: req.method,
+          path: req.path,
+          body,
+          query: req.query as Record<string, string>,
+          headers: req.headers as Record<string, string>,
+        },
+        req,
+        res,
+      )
+      .catch(next)
+      .finally(endHold);
   };
 }
 
 /** Errors thrown past the handlers: body parsing refusals in the table's terms, anything else an internal error. */
-function answerErrors(error: Error & { type?: string; status?: number }, _req: Request, res: Response, _next: NextFunction): void {
+function answerErrors(
+  error: Error & { type?: string; status?: number },
+  _req: Request,
+  res: Response,
+  _next: NextFunction,
+): void {
   if (res.headersSent) {
     locals(res).log.error({ err: error }, 'error after the response started');
     res.destroy();
     return;
   }
   if (error.type === 'entity.too.large') {
-    return sendError(res, 'payload_too_large', `The request body is over the limit of ${MAX_REQUEST_BODY_BYTES} bytes.`);
+    return sendError(
+      res,
+      'payload_too_large',
+      `The request body is over the limit of ${MAX_REQUEST_BODY_BYTES} bytes.`,
+    );
   }
   if (error.type === 'entity.parse.failed') {
     return sendError(res, 'validation_failed', `The request body is not valid JSON: ${error.message}`);

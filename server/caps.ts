@@ -73,7 +73,10 @@ export function capsMiddleware(caps: ConcurrencyCaps) {
       refused.count += 1;
       const now = Date.now();
       if (now - refused.loggedAt >= REFUSAL_LOG_INTERVAL_MS) {
-        res.locals.log?.warn({ capGroup: group, active, limit, refusedSinceLastLine: refused.count }, 'concurrency cap reached');
+        res.locals.log?.warn(
+          { capGroup: group, active, limit, refusedSinceLastLine: refused.count },
+          'concurrency cap reached',
+        );
         refused.count = 0;
         refused.loggedAt = now;
       }

@@ -30,9 +30,14 @@ function schemaSummary(schema: Json | undefined): string {
   }
   if (schema.type === 'array') return `array of ${schemaSummary(schema.items)}`;
   if (schema.const !== undefined) return `const ${escapeHtml(JSON.stringify(schema.const))}`;
-  if (Array.isArray(schema.enum)) return `${escapeHtml(schema.type ?? '')} enum: ${schema.enum.map((value: unknown) => escapeHtml(JSON.stringify(value))).join(', ')}`;
+  if (Array.isArray(schema.enum))
+    return `${escapeHtml(schema.type ?? '')} enum: ${schema.enum.map((value: unknown) => escapeHtml(JSON.stringify(value))).join(', ')}`;
   const type = Array.isArray(schema.type) ? schema.type.join(' | ') : schema.type;
-  return escapeHtml(type ?? 'any') + (schema.format ? ` (${escapeHtml(schema.format)})` : '') + (schema.pattern ? ` pattern <code>${escapeHtml(schema.pattern)}</code>` : '');
+  return (
+    escapeHtml(type ?? 'any') +
+    (schema.format ? ` (${escapeHtml(schema.format)})` : '') +
+    (schema.pattern ? ` pattern <code>${escapeHtml(schema.pattern)}</code>` : '')
+  );
 }
 
 function propertiesTable(schema: Json): string {
@@ -51,7 +56,10 @@ function propertiesTable(schema: Json): string {
 function renderOperation(path: string, method: string, operation: Json, pathItem: Json): string {
   const parameters: Json[] = [...(pathItem.parameters ?? []), ...(operation.parameters ?? [])];
   const parameterRows = parameters
-    .map((parameter) => `<tr><td><code>${escapeHtml(parameter.name)}</code> (${escapeHtml(parameter.in)})${parameter.required ? ' <b>required</b>' : ''}</td><td>${schemaSummary(parameter.schema)}</td><td>${escapeHtml(parameter.description ?? '')}</td></tr>`)
+    .map(
+      (parameter) =>
+        `<tr><td><code>${escapeHtml(parameter.name)}</code> (${escapeHtml(parameter.in)})${parameter.required ? ' <b>required</b>' : ''}</td><td>${schemaSummary(parameter.schema)}</td><td>${escapeHtml(parameter.description ?? '')}</td></tr>`,
+    )
     .join('');
   const body = operation.requestBody?.content ?? {};
   const bodyRows = Object.entries(body)
@@ -62,11 +70,14 @@ function renderOperation(path: string, method: string, operation: Json, pathItem
       const content = Object.entries((response as Json).content ?? {})
         .map(([type, media]) => `<code>${escapeHtml(type)}</code> ${schemaSummary((media as Json).schema)}`)
         .join('; ');
-      const headers = Object.keys((response as Json).headers ?? {}).map((name) => `<code>${escapeHtml(name)}</code>`).join(', ');
+      const headers = Object.keys((response as Json).headers ?? {})
+        .map((name) => `<code>${escapeHtml(name)}</code>`)
+        .join(', ');
       return `<tr><td>${escapeHtml(status)}</td><td>${escapeHtml((response as Json).description ?? '')}</td><td>${content}</td><td>${headers}</td></tr>`;
     })
     .join('');
-  const security = (operation.security ?? []).length > 0 ? '<p class="auth">Requires the <code>x-api-key</code> header.</p>' : '';
+  const security =
+    (operation.security ?? []).length > 0 ? '<p class="auth">Requires the <code>x-api-key</code> header.</p>' : '';
   return `<section id="op-${escapeHtml(operation.operationId)}">
 <h3><span class="method ${method}">${method.toUpperCase()}</span> <code>${escapeHtml(path)}</code>${operation.deprecated ? ' <em>(deprecated)</em>' : ''}</h3>
 <p><b>${escapeHtml(operation.summary ?? '')}</b> <small>operationId <code>${escapeHtml(operation.operationId)}</code></small></p>
@@ -85,12 +96,17 @@ export function renderDocsPage(document: Json): string {
     for (const method of METHODS) {
       const operation = pathItem[method];
       if (!operation) continue;
-      index.push(`<li><a href="#op-${escapeHtml(operation.operationId)}">${method.toUpperCase()} ${escapeHtml(path)}</a> ${escapeHtml(operation.summary ?? '')}</li>`);
+      index.push(
+        `<li><a href="#op-${escapeHtml(operation.operationId)}">${method.toUpperCase()} ${escapeHtml(path)}</a> ${escapeHtml(operation.summary ?? '')}</li>`,
+      );
       sections.push(renderOperation(path, method, operation, pathItem));
     }
   }
   const schemas = Object.entries<Json>(document.components?.schemas ?? {})
-    .map(([name, schema]) => `<section id="schema-${escapeHtml(name)}"><h3>${escapeHtml(name)}</h3><p>${escapeHtml(schema.description ?? '')}</p><p>${schemaSummary({ ...schema, description: undefined, properties: undefined })}</p>${propertiesTable(schema)}</section>`)
+    .map(
+      ([name, schema]) =>
+        `<section id="schema-${escapeHtml(name)}"><h3>${escapeHtml(name)}</h3><p>${escapeHtml(schema.description ?? '')}</p><p>${schemaSummary({ ...schema, description: undefined, properties: undefined })}</p>${propertiesTable(schema)}</section>`,
+    )
     .join('');
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(info.title)} ${escapeHtml(info.version)}</title>

@@ -5,7 +5,13 @@ export function createLogger(level: string): Logger {
     level,
     base: { service: 'payment-routing-service' },
     redact: {
-      paths: ['req.headers["x-api-key"]', 'req.headers["x-payment"]', 'req.headers.authorization', '*.privateKey', '*.apiKey'],
+      paths: [
+        'req.headers["x-api-key"]',
+        'req.headers["x-payment"]',
+        'req.headers.authorization',
+        '*.privateKey',
+        '*.apiKey',
+      ],
       censor: '[redacted]',
     },
   });

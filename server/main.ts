@@ -40,7 +40,12 @@ async function main(): Promise<void> {
   let service: Service;
   try {
     if (!workerOnly && sandboxWanted(process.env)) {
-      sandbox = await startSandbox({ dataDir: process.env.DATA_DIR ?? './.data', reset: args.has('--reset'), log, env: process.env });
+      sandbox = await startSandbox({
+        dataDir: process.env.DATA_DIR ?? './.data',
+        reset: args.has('--reset'),
+        log,
+        env: process.env,
+      });
     }
     const config = configure(sandbox?.env ?? {});
     service = await startService(config, { logger: log, serveHttp: !workerOnly });
@@ -61,12 +66,12 @@ async function main(): Promise<void> {
       .stop()
       .then(() => sandbox?.stop())
       .then(
-      () => process.exit(0),
-      (error: unknown) => {
-        log.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+        () => process.exit(0),
+        (error: unknown) => {
+          log.error({ err: error }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
   };
   // The embedded Postgres (if any) is stopped last, after the requests in flight and the worker.
   process.on('SIGTERM', () => shutdown('SIGTERM'));

@@ -10,7 +10,14 @@ import { OpenAPIBackend, type Document } from 'openapi-backend';
 import addFormatsModule from 'ajv-formats';
 import type Ajv from 'ajv';
 import { WALLET_ADDRESS } from '../handlers/getRelayLimits';
-import { BASIC_AUTH_USERNAME, BODY_FIELDS, COOKIE_VALUE, givenBodyFields, HEADER_VALUE, TOKEN } from '../payments/outbound/request';
+import {
+  BASIC_AUTH_USERNAME,
+  BODY_FIELDS,
+  COOKIE_VALUE,
+  givenBodyFields,
+  HEADER_VALUE,
+  TOKEN,
+} from '../payments/outbound/request';
 
 const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
   addFormatsModule) as unknown as (ajv: Ajv) => Ajv;
@@ -68,7 +75,10 @@ const PATTERN_WORDS = new Map<string, string>([
   [HEADER_VALUE.source, 'must not contain CR, LF, NUL, DEL or another control character, nor characters beyond U+00FF'],
   [COOKIE_VALUE.source, 'must not contain a semicolon, a control character, nor characters beyond U+00FF'],
   [BASIC_AUTH_USERNAME.source, 'must not contain a colon'],
-  [WALLET_ADDRESS.source, 'must be an EVM address (0x and 40 hex digits) or a Solana address (32 to 44 base58 characters)'],
+  [
+    WALLET_ADDRESS.source,
+    'must be an EVM address (0x and 40 hex digits) or a Solana address (32 to 44 base58 characters)',
+  ],
 ]);
 
 function valueAt(input: unknown, instancePath: string): unknown {
@@ -87,26 +97,30 @@ function valueAt(input: unknown, instancePath: string): unknown {
 export function describeValidationErrors(errors: AjvLikeError[] | null | undefined, input?: unknown): string {
   if (!errors || errors.length === 0) return 'the request does not match the interface';
   // A propertyNames failure comes with the failure of the name itself, which says more.
-  const lines = errors.filter((error) => error.keyword !== 'propertyNames').map((error) => {
-    const where = (error.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.') || 'request';
-    const params = error.params ?? {};
-    let message = error.message ?? 'is invalid';
-    if (error.keyword === 'additionalProperties' && params.additionalProperty) {
-      message = `has an unknown property "${String(params.additionalProperty)}"`;
-    } else if (error.keyword === 'enum' && Array.isArray(params.allowedValues)) {
-      message = `must be one of ${params.allowedValues.join(', ')}`;
-    } else if (error.keyword === 'required' && params.missingProperty) {
-      message = `is missing the required property "${String(params.missingProperty)}"`;
-    } else if (error.keyword === 'pattern' && PATTERN_WORDS.has(String(params.pattern))) {
-      message = PATTERN_WORDS.get(String(params.pattern))!;
-    } else if (error.keyword === 'not') {
-      const value = valueAt(input, error.instancePath ?? '');
-      const given = typeof value === 'object' && value !== null ? givenBodyFields(value as Record<string, unknown>) : [];
-      // CallBodyFieldConflict is the only `not` of the document's requests.
-      if (given.length > 1) message = `gives ${given.join(' and ')}: give at most one of ${BODY_FIELDS.join(', ')}`;
-    }
-    if (error.propertyName !== undefined) return `${where} has the name ${JSON.stringify(error.propertyName)}, which ${message}`;
-    return `${where} ${message}`;
-  });
+  const lines = errors
+    .filter((error) => error.keyword !== 'propertyNames')
+    .map((error) => {
+      const where = (error.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.') || 'request';
+      const params = error.params ?? {};
+      let message = error.message ?? 'is invalid';
+      if (error.keyword === 'additionalProperties' && params.additionalProperty) {
+        message = `has an unknown property "${String(params.additionalProperty)}"`;
+      } else if (error.keyword === 'enum' && Array.isArray(params.allowedValues)) {
+        message = `must be one of ${params.allowedValues.join(', ')}`;
+      } else if (error.keyword === 'required' && params.missingProperty) {
+        message = `is missing the required property "${String(params.missingProperty)}"`;
+      } else if (error.keyword === 'pattern' && PATTERN_WORDS.has(String(params.pattern))) {
+        message = PATTERN_WORDS.get(String(params.pattern))!;
+      } else if (error.keyword === 'not') {
+        const value = valueAt(input, error.instancePath ?? '');
+        const given =
+          typeof value === 'object' && value !== null ? givenBodyFields(value as Record<string, unknown>) : [];
+        // CallBodyFieldConflict is the only `not` of the document's requests.
+        if (given.length > 1) message = `gives ${given.join(' and ')}: give at most one of ${BODY_FIELDS.join(', ')}`;
+      }
+      if (error.propertyName !== undefined)
+        return `${where} has the name ${JSON.stringify(error.propertyName)}, which ${message}`;
+      return `${where} ${message}`;
+    });
   return [...new Set(lines)].join('; ');
 }

@@ -10,7 +10,8 @@ import type { Db } from '../db/index';
 /** The variables whose presence means "this is a configured deployment", not a sandbox. */
 function configuredVariables(env: NodeJS.ProcessEnv): string[] {
   return Object.keys(env).filter(
-    (name) => (name === 'EVM_PRIVATE_KEY' || name === 'SOLANA_PRIVATE_KEY' || name.startsWith('RPC_URL_')) && env[name]?.trim(),
+    (name) =>
+      (name === 'EVM_PRIVATE_KEY' || name === 'SOLANA_PRIVATE_KEY' || name.startsWith('RPC_URL_')) && env[name]?.trim(),
   );
 }
 

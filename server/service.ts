@@ -57,7 +57,10 @@ export interface Service {
 async function openDatabase(config: Config, log: Logger): Promise<{ url: string; embedded?: EmbeddedDatabase }> {
   if (config.databaseUrl) return { url: config.databaseUrl };
   log.info({ dataDir: config.dataDir }, 'DATABASE_URL is not set: starting the embedded Postgres');
-  const embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, log: (message) => log.debug({ component: 'postgres' }, message) });
+  const embedded = await startEmbeddedPostgres({
+    dataDir: config.dataDir,
+    log: (message) => log.debug({ component: 'postgres' }, message),
+  });
   return { url: embedded.url, embedded };
 }
 
@@ -135,7 +138,8 @@ function listenForKeyChanges(
     onNotify: (prefix) => apiKeyCache.changed(prefix),
     onState: (listening) => {
       apiKeyCache.setListening(listening);
-      if (!listening) log.warn('not receiving API key changes: every key is read from the database until they arrive again');
+      if (!listening)
+        log.warn('not receiving API key changes: every key is read from the database until they arrive again');
     },
     onError: (error) => log.warn({ err: error }, 'the connection that receives API key changes failed; reconnecting'),
   });
@@ -251,7 +255,11 @@ const CLIENT_ERRORS: Record<string, { code: ErrorCode; details: string }> = {
  * The codes and statuses are Node's own (HPE_HEADER_OVERFLOW 431, request timeout 408, 400 for
  * any other parse error).
  */
-export function answerClientError(error: Error & { code?: string; reason?: string }, socket: Duplex, log: Logger): void {
+export function answerClientError(
+  error: Error & { code?: string; reason?: string },
+  socket: Duplex,
+  log: Logger,
+): void {
   // A reset connection has nobody left to read an answer.
   if (error.code === 'ECONNRESET') {
     socket.destroy();
@@ -266,7 +274,8 @@ export function answerClientError(error: Error & { code?: string; reason?: strin
   const known = error.code ? CLIENT_ERRORS[error.code] : undefined;
   const answer = errorReply(
     known?.code ?? 'malformed_request',
-    known?.details ?? `The request is not valid HTTP/1.1 (${error.reason ?? error.code ?? 'parse error'}); the connection is closed.`,
+    known?.details ??
+      `The request is not valid HTTP/1.1 (${error.reason ?? error.code ?? 'parse error'}); the connection is closed.`,
   );
   const requestId = randomUUID();
   log.info({ requestId, code: error.code, status: answer.status }, 'request refused by the HTTP parser');

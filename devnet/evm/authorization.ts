@@ -3,7 +3,13 @@
 import { randomBytes } from 'node:crypto';
 import { getAddress, toHex, type Address, type Hex, type LocalAccount, type TypedDataDomain } from 'viem';
 import { EVM_NETWORKS, isEvmNetwork } from '../networks.js';
-import { encodePaymentHeader, X402_VERSION, type ExactEvmPayload, type PaymentPayload, type PaymentRequirements } from '../x402.js';
+import {
+  encodePaymentHeader,
+  X402_VERSION,
+  type ExactEvmPayload,
+  type PaymentPayload,
+  type PaymentRequirements,
+} from '../x402.js';
 
 export const transferWithAuthorizationTypes = {
   TransferWithAuthorization: [

@@ -59,7 +59,9 @@ function keepChainClock(provider: EthereumProvider): () => void {
     if (checking) return;
     checking = true;
     (async () => {
-      const latest = (await provider.request({ method: 'eth_getBlockByNumber', params: ['latest', false] })) as { timestamp: string };
+      const latest = (await provider.request({ method: 'eth_getBlockByNumber', params: ['latest', false] })) as {
+        timestamp: string;
+      };
       const lag = Math.floor(Date.now() / 1000) - Number(BigInt(latest.timestamp));
       if (lag >= MAX_CLOCK_LAG_SECONDS) await provider.request({ method: 'evm_mine' });
     })()

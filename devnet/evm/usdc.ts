@@ -27,7 +27,11 @@ export interface LocalUsdc {
 
 /** Waits for the receipt of a transaction sent by the harness; a reverted one is an error here. */
 export async function waitForSuccess(chain: LocalEvmChain, hash: Hash): Promise<TransactionReceipt> {
-  const receipt = await chain.publicClient.waitForTransactionReceipt({ hash, timeout: RECEIPT_TIMEOUT_MS, pollingInterval: 20 });
+  const receipt = await chain.publicClient.waitForTransactionReceipt({
+    hash,
+    timeout: RECEIPT_TIMEOUT_MS,
+    pollingInterval: 20,
+  });
   if (receipt.status !== 'success') throw new Error(`transaction ${hash} on ${chain.network} reverted`);
   return receipt;
 }
@@ -55,9 +59,15 @@ export async function installUsdc(chain: LocalEvmChain, owner: LocalAccount, que
     address,
     mint: (to, amount) =>
       queue.run(queueKey, async () => {
-        const hash = await ownerClient.writeContract({ address, abi: usdcAbi, functionName: 'mint', args: [to, amount] });
+        const hash = await ownerClient.writeContract({
+          address,
+          abi: usdcAbi,
+          functionName: 'mint',
+          args: [to, amount],
+        });
         return waitForSuccess(chain, hash);
       }),
-    balanceOf: (holder) => chain.publicClient.readContract({ address, abi: usdcAbi, functionName: 'balanceOf', args: [holder] }),
+    balanceOf: (holder) =>
+      chain.publicClient.readContract({ address, abi: usdcAbi, functionName: 'balanceOf', args: [holder] }),
   };
 }

@@ -19,7 +19,13 @@ import { RECEIPT_TIMEOUT_MS, usdcAbi } from '../evm/usdc.js';
 import type { KeyedQueue } from '../key-queue.js';
 import { checkVersionSchemeAndNetwork, InvalidPayment } from './invalid.js';
 import { EVM_NETWORKS, type EvmNetworkName } from '../networks.js';
-import { type ExactEvmPayload, type PaymentPayload, type PaymentRequirements, type SettleResponse, type VerifyResponse } from '../x402.js';
+import {
+  type ExactEvmPayload,
+  type PaymentPayload,
+  type PaymentRequirements,
+  type SettleResponse,
+  type VerifyResponse,
+} from '../x402.js';
 
 /** An authorization must stay valid this long after verification, so that settlement can land. */
 export const VALID_BEFORE_MARGIN_SECONDS = 6n;
@@ -60,7 +66,11 @@ interface EvmContext {
 }
 
 /** Checks the authorization and asks the chain, without sending anything. */
-async function verify(context: EvmContext, payment: PaymentPayload, requirements: PaymentRequirements): Promise<VerifyResponse> {
+async function verify(
+  context: EvmContext,
+  payment: PaymentPayload,
+  requirements: PaymentRequirements,
+): Promise<VerifyResponse> {
   const payer = payerOf(payment);
   try {
     await checkOnChain(context, checkStatically(context, payment, requirements));
@@ -72,7 +82,11 @@ async function verify(context: EvmContext, payment: PaymentPayload, requirements
 }
 
 /** Checks the authorization again in the queue, sends transferWithAuthorization and waits for its receipt. */
-async function settle(context: EvmContext, payment: PaymentPayload, requirements: PaymentRequirements): Promise<SettleResponse> {
+async function settle(
+  context: EvmContext,
+  payment: PaymentPayload,
+  requirements: PaymentRequirements,
+): Promise<SettleResponse> {
   const payer = payerOf(payment);
   const failure = (errorReason: string, transaction = ''): SettleResponse => ({
     success: false,
@@ -103,7 +117,11 @@ async function settle(context: EvmContext, payment: PaymentPayload, requirements
     const hash = await wallet.writeContract(transferCall(checked));
     let status: 'success' | 'reverted';
     try {
-      ({ status } = await chain.publicClient.waitForTransactionReceipt({ hash, timeout: RECEIPT_TIMEOUT_MS, pollingInterval: 20 }));
+      ({ status } = await chain.publicClient.waitForTransactionReceipt({
+        hash,
+        timeout: RECEIPT_TIMEOUT_MS,
+        pollingInterval: 20,
+      }));
     } catch {
       return failure('settle_receipt_timeout', hash);
     }
@@ -112,12 +130,17 @@ async function settle(context: EvmContext, payment: PaymentPayload, requirements
   });
 }
 
-function checkStatically({ chains }: EvmContext, payment: PaymentPayload, requirements: PaymentRequirements): CheckedAuthorization {
+function checkStatically(
+  { chains }: EvmContext,
+  payment: PaymentPayload,
+  requirements: PaymentRequirements,
+): CheckedAuthorization {
   checkVersionSchemeAndNetwork(payment, requirements);
   const chain = chains.get(requirements.network as EvmNetworkName);
   if (!chain) throw new InvalidPayment('invalid_network');
   const usdc = getAddress(EVM_NETWORKS[chain.network].usdc);
-  if (!isAddress(requirements.asset) || getAddress(requirements.asset) !== usdc) throw new InvalidPayment('invalid_payment_requirements');
+  if (!isAddress(requirements.asset) || getAddress(requirements.asset) !== usdc)
+    throw new InvalidPayment('invalid_payment_requirements');
   if (!isAddress(requirements.payTo)) throw new InvalidPayment('invalid_payment_requirements');
 
   const { signature, authorization } = (payment.payload ?? {}) as Partial<ExactEvmPayload>;
@@ -125,12 +148,14 @@ function checkStatically({ chains }: EvmContext, payment: PaymentPayload, requir
     throw new InvalidPayment('invalid_payload');
   }
   if (!isHex(authorization.nonce) || authorization.nonce.length !== 66) throw new InvalidPayment('invalid_payload');
-  const [value, validAfter, validBefore] = [authorization.value, authorization.validAfter, authorization.validBefore].map(
-    (field) => {
-      if (typeof field !== 'string' || !/^\d+$/.test(field)) throw new InvalidPayment('invalid_payload');
-      return BigInt(field);
-    },
-  );
+  const [value, validAfter, validBefore] = [
+    authorization.value,
+    authorization.validAfter,
+    authorization.validBefore,
+  ].map((field) => {
+    if (typeof field !== 'string' || !/^\d+$/.test(field)) throw new InvalidPayment('invalid_payload');
+    return BigInt(field);
+  });
   const checked: CheckedAuthorization = {
     chain,
     usdc,
@@ -143,8 +168,10 @@ function checkStatically({ chains }: EvmContext, payment: PaymentPayload, requir
     signature,
   };
 
-  if (checked.to !== getAddress(requirements.payTo)) throw new InvalidPayment('invalid_exact_evm_payload_recipient_mismatch');
-  if (checked.value !== BigInt(requirements.maxAmountRequired)) throw new InvalidPayment('invalid_exact_evm_payload_authorization_value');
+  if (checked.to !== getAddress(requirements.payTo))
+    throw new InvalidPayment('invalid_exact_evm_payload_recipient_mismatch');
+  if (checked.value !== BigInt(requirements.maxAmountRequired))
+    throw new InvalidPayment('invalid_exact_evm_payload_authorization_value');
   const nowSeconds = BigInt(Math.floor(Date.now() / 1000));
   // The token requires block.timestamp > validAfter and block.timestamp < validBefore.
   if (checked.validAfter >= nowSeconds) throw new InvalidPayment('invalid_exact_evm_payload_authorization_valid_after');
@@ -170,7 +197,12 @@ async function checkOnChain({ account }: EvmContext, checked: CheckedAuthorizati
   if (!signatureIsValid) throw new InvalidPayment('invalid_exact_evm_payload_signature');
 
   const [used, balance] = await Promise.all([
-    chain.publicClient.readContract({ address: usdc, abi: usdcAbi, functionName: 'authorizationState', args: [checked.from, checked.nonce] }),
+    chain.publicClient.readContract({
+      address: usdc,
+      abi: usdcAbi,
+      functionName: 'authorizationState',
+      args: [checked.from, checked.nonce],
+    }),
     chain.publicClient.readContract({ address: usdc, abi: usdcAbi, functionName: 'balanceOf', args: [checked.from] }),
   ]);
   if (used) throw new InvalidPayment('nonce_already_used');

@@ -4,7 +4,13 @@
 import express from 'express';
 import { listenLocally, type RunningServer } from '../http.js';
 import { isEvmNetwork, isSolanaNetwork } from '../networks.js';
-import { X402_VERSION, type PaymentPayload, type PaymentRequirements, type SettleResponse, type VerifyResponse } from '../x402.js';
+import {
+  X402_VERSION,
+  type PaymentPayload,
+  type PaymentRequirements,
+  type SettleResponse,
+  type VerifyResponse,
+} from '../x402.js';
 import type { EvmFacilitator } from './evm.js';
 import type { SvmFacilitator } from './svm.js';
 
@@ -29,25 +35,39 @@ export interface FacilitatorOptions {
   solanaNetworks: string[];
 }
 
-export async function startFacilitator({ evm, svm, evmNetworks, solanaNetworks }: FacilitatorOptions): Promise<Facilitator> {
+export async function startFacilitator({
+  evm,
+  svm,
+  evmNetworks,
+  solanaNetworks,
+}: FacilitatorOptions): Promise<Facilitator> {
   const calls: FacilitatorCall[] = [];
   const app = express();
   app.use(express.json({ limit: '1mb' }));
 
   const kinds = [
     ...evmNetworks.map((network) => ({ x402Version: X402_VERSION, scheme: 'exact', network })),
-    ...solanaNetworks.map((network) => ({ x402Version: X402_VERSION, scheme: 'exact', network, extra: { feePayer: svm.feePayer } })),
+    ...solanaNetworks.map((network) => ({
+      x402Version: X402_VERSION,
+      scheme: 'exact',
+      network,
+      extra: { feePayer: svm.feePayer },
+    })),
   ];
   app.get('/supported', (_request, response) => {
     response.json({ kinds });
   });
 
   function readBody(body: unknown): { payment: PaymentPayload; requirements: PaymentRequirements } | undefined {
-    const { paymentPayload, paymentRequirements } = (body ?? {}) as { paymentPayload?: unknown; paymentRequirements?: unknown };
+    const { paymentPayload, paymentRequirements } = (body ?? {}) as {
+      paymentPayload?: unknown;
+      paymentRequirements?: unknown;
+    };
     if (typeof paymentPayload !== 'object' || paymentPayload === null) return undefined;
     if (typeof paymentRequirements !== 'object' || paymentRequirements === null) return undefined;
     const requirements = paymentRequirements as PaymentRequirements;
-    if (typeof requirements.network !== 'string' || typeof requirements.maxAmountRequired !== 'string') return undefined;
+    if (typeof requirements.network !== 'string' || typeof requirements.maxAmountRequired !== 'string')
+      return undefined;
     if (!/^\d+$/.test(requirements.maxAmountRequired)) return undefined;
     return { payment: paymentPayload as PaymentPayload, requirements };
   }
@@ -85,7 +105,12 @@ export async function startFacilitator({ evm, svm, evmNetworks, solanaNetworks }
       else if (isSolanaNetwork(requirements.network)) answer = await svm.settle(payment, requirements);
       else answer = { success: false, errorReason: 'invalid_network', transaction: '', network: requirements.network };
     } catch (error) {
-      answer = { success: false, errorReason: 'unexpected_settle_error', transaction: '', network: requirements.network };
+      answer = {
+        success: false,
+        errorReason: 'unexpected_settle_error',
+        transaction: '',
+        network: requirements.network,
+      };
       console.error('facilitator /settle:', error);
     }
     calls.push({ path: '/settle', network: requirements.network, payment, requirements, answer });

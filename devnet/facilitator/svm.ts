@@ -36,7 +36,13 @@ import {
 import type { KeyedQueue } from '../key-queue.js';
 import { checkVersionSchemeAndNetwork, InvalidPayment } from './invalid.js';
 import { SOLANA_NETWORKS, USDC_DECIMALS, type SolanaNetworkName } from '../networks.js';
-import { type ExactSvmPayload, type PaymentPayload, type PaymentRequirements, type SettleResponse, type VerifyResponse } from '../x402.js';
+import {
+  type ExactSvmPayload,
+  type PaymentPayload,
+  type PaymentRequirements,
+  type SettleResponse,
+  type VerifyResponse,
+} from '../x402.js';
 
 /** SPL Memo (the one x402's client uses) and its first version. */
 export const MEMO_PROGRAM_ADDRESS = 'MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr' as Address;
@@ -84,7 +90,11 @@ interface SvmContext {
 }
 
 /** Checks the transaction and asks the cluster, without sending anything. */
-async function verify(context: SvmContext, payment: PaymentPayload, requirements: PaymentRequirements): Promise<VerifyResponse> {
+async function verify(
+  context: SvmContext,
+  payment: PaymentPayload,
+  requirements: PaymentRequirements,
+): Promise<VerifyResponse> {
   try {
     const checked = await checkShape(context, payment, requirements);
     await checkWithCluster(context, checked);
@@ -96,7 +106,11 @@ async function verify(context: SvmContext, payment: PaymentPayload, requirements
 }
 
 /** Checks, co-signs and submits the transaction, then polls for its confirmation (bounded). */
-async function settle(context: SvmContext, payment: PaymentPayload, requirements: PaymentRequirements): Promise<SettleResponse> {
+async function settle(
+  context: SvmContext,
+  payment: PaymentPayload,
+  requirements: PaymentRequirements,
+): Promise<SettleResponse> {
   const failure = (errorReason: string, payer?: string, transaction = ''): SettleResponse => ({
     success: false,
     errorReason,
@@ -136,7 +150,11 @@ async function settle(context: SvmContext, payment: PaymentPayload, requirements
   });
 }
 
-async function checkShape({ rpcs, feePayer }: SvmContext, payment: PaymentPayload, requirements: PaymentRequirements): Promise<CheckedTransaction> {
+async function checkShape(
+  { rpcs, feePayer }: SvmContext,
+  payment: PaymentPayload,
+  requirements: PaymentRequirements,
+): Promise<CheckedTransaction> {
   checkVersionSchemeAndNetwork(payment, requirements);
   if (!rpcs.has(requirements.network as SolanaNetworkName)) throw new InvalidPayment('invalid_network');
   const network = requirements.network as SolanaNetworkName;
@@ -152,15 +170,18 @@ async function checkShape({ rpcs, feePayer }: SvmContext, payment: PaymentPayloa
     transaction = getTransactionDecoder().decode(getBase64Encoder().encode(String(wire)));
     const compiled = getCompiledTransactionMessageDecoder().decode(transaction.messageBytes);
     if (compiled.version !== 'legacy' && compiled.version !== 0) throw new Error('neither a legacy nor a v0 message');
-    if (compiled.version === 0 && (compiled.addressTableLookups?.length ?? 0) > 0) throw new Error('a v0 message with lookup tables');
-    if (compiled.staticAccounts[0] !== feePayer.address) throw new InvalidPayment('invalid_exact_svm_payload_transaction_fee_payer_mismatch');
+    if (compiled.version === 0 && (compiled.addressTableLookups?.length ?? 0) > 0)
+      throw new Error('a v0 message with lookup tables');
+    if (compiled.staticAccounts[0] !== feePayer.address)
+      throw new InvalidPayment('invalid_exact_svm_payload_transaction_fee_payer_mismatch');
     instructions = decompileTransactionMessage(compiled).instructions;
   } catch (error) {
     if (error instanceof InvalidPayment) throw error;
     throw new InvalidPayment('invalid_exact_svm_payload_transaction');
   }
 
-  if (instructions.length !== 3 && instructions.length !== 4) throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_length');
+  if (instructions.length !== 3 && instructions.length !== 4)
+    throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_length');
   const [limit, price, ...rest] = instructions as [Instruction, Instruction, ...Instruction[]];
   checkComputeBudget(limit, price);
   const memos = rest.filter(isMemo);
@@ -170,7 +191,9 @@ async function checkShape({ rpcs, feePayer }: SvmContext, payment: PaymentPayloa
   // Four instructions are allowed only when one is a Memo.
   if (transfers.length > 1) throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_length');
   const transfer = transfers[0]!;
-  if (instructions.some((instruction) => instruction.accounts?.some((account) => account.address === feePayer.address))) {
+  if (
+    instructions.some((instruction) => instruction.accounts?.some((account) => account.address === feePayer.address))
+  ) {
     throw new InvalidPayment('invalid_exact_svm_payload_transaction_fee_payer_included_in_instruction_accounts');
   }
   if (
@@ -185,22 +208,41 @@ async function checkShape({ rpcs, feePayer }: SvmContext, payment: PaymentPayloa
   const fail = (reason: string) => new InvalidPayment(reason, payer);
   if (parsed.accounts.mint.address !== mint) throw fail('invalid_exact_svm_payload_transaction_mint_mismatch');
   if (parsed.data.decimals !== USDC_DECIMALS) throw fail('invalid_exact_svm_payload_transaction_decimals_mismatch');
-  if (parsed.data.amount !== BigInt(requirements.maxAmountRequired)) throw fail('invalid_exact_svm_payload_transaction_amount_mismatch');
-  const [payToAccount] = await findAssociatedTokenPda({ mint, owner: requirements.payTo as Address, tokenProgram: TOKEN_PROGRAM_ADDRESS });
-  if (parsed.accounts.destination.address !== payToAccount) throw fail('invalid_exact_svm_payload_transaction_transfer_to_incorrect_ata');
+  if (parsed.data.amount !== BigInt(requirements.maxAmountRequired))
+    throw fail('invalid_exact_svm_payload_transaction_amount_mismatch');
+  const [payToAccount] = await findAssociatedTokenPda({
+    mint,
+    owner: requirements.payTo as Address,
+    tokenProgram: TOKEN_PROGRAM_ADDRESS,
+  });
+  if (parsed.accounts.destination.address !== payToAccount)
+    throw fail('invalid_exact_svm_payload_transaction_transfer_to_incorrect_ata');
   // A Memo's accounts must sign it: anyone but the payer would be a third signer.
-  if (memos[0]?.accounts?.some((account) => account.address !== payer)) throw fail('invalid_exact_svm_payload_transaction_memo_signer');
+  if (memos[0]?.accounts?.some((account) => account.address !== payer))
+    throw fail('invalid_exact_svm_payload_transaction_memo_signer');
 
-  const unsigned = Object.entries(transaction.signatures).filter(([, signature]) => signature === null).map(([address]) => address);
-  if (unsigned.length !== 1 || unsigned[0] !== feePayer.address) throw fail('invalid_exact_svm_payload_transaction_signatures');
-  return { network, transaction, payer, source: parsed.accounts.source.address, payToAccount, amount: parsed.data.amount };
+  const unsigned = Object.entries(transaction.signatures)
+    .filter(([, signature]) => signature === null)
+    .map(([address]) => address);
+  if (unsigned.length !== 1 || unsigned[0] !== feePayer.address)
+    throw fail('invalid_exact_svm_payload_transaction_signatures');
+  return {
+    network,
+    transaction,
+    payer,
+    source: parsed.accounts.source.address,
+    payToAccount,
+    amount: parsed.data.amount,
+  };
 }
 
 /** Co-signs and asks the cluster: accounts, balance, not yet processed, simulation with signature checks. */
 async function checkWithCluster({ rpcs, feePayer }: SvmContext, checked: CheckedTransaction): Promise<Transaction> {
   const rpc = rpcs.get(checked.network)!;
   const fail = (reason: string) => new InvalidPayment(reason, checked.payer);
-  const { value: accounts } = await rpc.getMultipleAccounts([checked.source, checked.payToAccount], { encoding: 'base64' }).send();
+  const { value: accounts } = await rpc
+    .getMultipleAccounts([checked.source, checked.payToAccount], { encoding: 'base64' })
+    .send();
   if (!accounts[0]) throw fail('invalid_exact_svm_payload_transaction_sender_ata_not_found');
   if (!accounts[1]) throw fail('invalid_exact_svm_payload_transaction_receiver_ata_not_found');
   const { value: balance } = await rpc.getTokenAccountBalance(checked.source).send();
@@ -210,7 +252,11 @@ async function checkWithCluster({ rpcs, feePayer }: SvmContext, checked: Checked
   const { value: statuses } = await rpc.getSignatureStatuses([getSignatureFromTransaction(signed)]).send();
   if (statuses[0] !== null) throw fail('duplicate_settlement');
   const { value: simulation } = await rpc
-    .simulateTransaction(getBase64EncodedWireTransaction(signed), { encoding: 'base64', sigVerify: true, commitment: 'confirmed' })
+    .simulateTransaction(getBase64EncodedWireTransaction(signed), {
+      encoding: 'base64',
+      sigVerify: true,
+      commitment: 'confirmed',
+    })
     .send();
   if (simulation.err !== null) throw fail('invalid_exact_svm_payload_transaction_simulation_failed');
   return signed;
@@ -231,9 +277,13 @@ function checkComputeBudget(limit: Instruction, price: Instruction): void {
   if (!isBudget(price, ComputeBudgetInstruction.SetComputeUnitPrice)) {
     throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_compute_price_instruction');
   }
-  const units = parseSetComputeUnitLimitInstruction(limit as Parameters<typeof parseSetComputeUnitLimitInstruction>[0]).data.units;
-  if (units > MAX_COMPUTE_UNIT_LIMIT) throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_compute_limit_instruction');
-  const { microLamports } = parseSetComputeUnitPriceInstruction(price as Parameters<typeof parseSetComputeUnitPriceInstruction>[0]).data;
+  const units = parseSetComputeUnitLimitInstruction(limit as Parameters<typeof parseSetComputeUnitLimitInstruction>[0])
+    .data.units;
+  if (units > MAX_COMPUTE_UNIT_LIMIT)
+    throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_compute_limit_instruction');
+  const { microLamports } = parseSetComputeUnitPriceInstruction(
+    price as Parameters<typeof parseSetComputeUnitPriceInstruction>[0],
+  ).data;
   if (BigInt(microLamports) > MAX_COMPUTE_UNIT_PRICE_MICRO_LAMPORTS) {
     throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_compute_price_instruction_too_high');
   }

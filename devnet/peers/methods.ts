@@ -7,7 +7,13 @@ import { wrapFetchWithPayment } from 'x402-fetch';
 import { localTransport, type LocalEvmChain } from '../evm/chain.js';
 import { signEvmPayment } from '../evm/authorization.js';
 import type { LocalUsdc } from '../evm/usdc.js';
-import { isEvmNetwork, isSolanaNetwork, type EvmNetworkName, type NetworkName, type SolanaNetworkName } from '../networks.js';
+import {
+  isEvmNetwork,
+  isSolanaNetwork,
+  type EvmNetworkName,
+  type NetworkName,
+  type SolanaNetworkName,
+} from '../networks.js';
 import { solanaKeyFromSecret } from '../svm/keys.js';
 import type { SolanaLedger } from '../svm/ledger.js';
 import { createSolanaPayment, wrapFetchWithSolanaPayment } from '../svm/payment-client.js';
@@ -35,7 +41,14 @@ export interface RunningNetworks {
   wallets: PeerWallets;
 }
 
-export function peerMethods({ solanaNetworks, rpcUrls, evmChains, usdcContracts, solanaLedgers, wallets }: RunningNetworks): PeerMethods {
+export function peerMethods({
+  solanaNetworks,
+  rpcUrls,
+  evmChains,
+  usdcContracts,
+  solanaLedgers,
+  wallets,
+}: RunningNetworks): PeerMethods {
   const evmChain = (network: NetworkName) => {
     const chain = isEvmNetwork(network) ? evmChains[network] : undefined;
     if (!chain) throw new Error(`no local EVM chain for ${network}`);
@@ -50,7 +63,11 @@ export function peerMethods({ solanaNetworks, rpcUrls, evmChains, usdcContracts,
     secretKey ? (await solanaKeyFromSecret(secretKey)).signer : wallets.client.solana.signer;
   const evmWalletClient = (network: EvmNetworkName, privateKey: Hex = wallets.client.evm.privateKey) => {
     const chain = evmChain(network);
-    return createWalletClient({ account: privateKeyToAccount(privateKey), chain: chain.chain, transport: localTransport(chain.rpcUrl) });
+    return createWalletClient({
+      account: privateKeyToAccount(privateKey),
+      chain: chain.chain,
+      transport: localTransport(chain.rpcUrl),
+    });
   };
 
   return {
@@ -77,7 +94,11 @@ export function peerMethods({ solanaNetworks, rpcUrls, evmChains, usdcContracts,
     evmWalletClient,
     x402Fetch(network, { privateKey, secretKey, maxValueMicroUsdc = 100_000n } = {}) {
       if (isEvmNetwork(network)) {
-        return wrapFetchWithPayment(fetch, evmWalletClient(network, privateKey) as never, maxValueMicroUsdc) as typeof fetch;
+        return wrapFetchWithPayment(
+          fetch,
+          evmWalletClient(network, privateKey) as never,
+          maxValueMicroUsdc,
+        ) as typeof fetch;
       }
       ledgerOf(network);
       // Making a signer from a secret key is asynchronous: the fetch function awaits it.
@@ -96,7 +117,8 @@ export function peerMethods({ solanaNetworks, rpcUrls, evmChains, usdcContracts,
       signEvmPayment(privateKeyToAccount(privateKey), requirements, overrides),
     async createSolanaPayment(requirements, overrides, secretKey) {
       const rpcUrl = rpcUrls[requirements.network as NetworkName];
-      if (!rpcUrl || !isSolanaNetwork(requirements.network)) throw new Error(`no local Solana cluster for ${requirements.network}`);
+      if (!rpcUrl || !isSolanaNetwork(requirements.network))
+        throw new Error(`no local Solana cluster for ${requirements.network}`);
       return createSolanaPayment(await solanaSigner(secretKey), requirements, rpcUrl, overrides);
     },
   };

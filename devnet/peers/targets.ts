@@ -25,14 +25,19 @@ export async function startTargets(
   const targetOptions = options.targets ?? networks.map((network): TargetOptions => ({ name: network, network }));
   const targets: Record<string, Target> = {};
   for (const target of targetOptions) {
-    if (!networks.includes(target.network)) throw new Error(`target ${target.name}: network ${target.network} is not started`);
+    if (!networks.includes(target.network))
+      throw new Error(`target ${target.name}: network ${target.network} is not started`);
     if (targets[target.name]) throw new Error(`two targets are named ${target.name}`);
     const prices = { ...DEFAULT_PRICES_MICRO_USDC, ...options.pricesMicroUsdc, ...target.pricesMicroUsdc };
     const routes = {} as Record<RouteName, RouteSettings>;
     for (const route of ROUTE_NAMES) {
       const network = target.routes?.[route]?.network ?? target.network;
-      if (!networks.includes(network)) throw new Error(`target ${target.name}, route ${route}: network ${network} is not started`);
-      const payTo = target.routes?.[route]?.payTo ?? (network === target.network ? target.payTo : undefined) ?? defaultPayTo(network);
+      if (!networks.includes(network))
+        throw new Error(`target ${target.name}, route ${route}: network ${network} is not started`);
+      const payTo =
+        target.routes?.[route]?.payTo ??
+        (network === target.network ? target.payTo : undefined) ??
+        defaultPayTo(network);
       routes[route] = { priceMicroUsdc: prices[route], network, payTo };
     }
     const started = await startTarget(
@@ -57,7 +62,9 @@ export async function startTargets(
     Object.values(targets).flatMap((target) =>
       Object.values(target.routes)
         .filter((route) => isSolanaNetwork(route.network))
-        .map((route) => solanaLedgers[route.network as SolanaNetworkName]!.createUsdcAccount(route.payTo as SolanaAddress)),
+        .map((route) =>
+          solanaLedgers[route.network as SolanaNetworkName]!.createUsdcAccount(route.payTo as SolanaAddress),
+        ),
     ),
   );
   return targets;

@@ -92,10 +92,17 @@ export interface Peers {
    * client on the local chain (x402-fetch picks the network from its chain id). Solana: a kit
    * signer with the cluster's local RPC URL. x402 1.2.0 does not know skale-base.
    */
-  x402Fetch(network: NetworkName, options?: { privateKey?: Hex; secretKey?: Uint8Array; maxValueMicroUsdc?: bigint }): typeof fetch;
+  x402Fetch(
+    network: NetworkName,
+    options?: { privateKey?: Hex; secretKey?: Uint8Array; maxValueMicroUsdc?: bigint },
+  ): typeof fetch;
   /** Our own Solana payer as a fetch wrapper (works on both clusters). */
   solanaFetch(options?: { secretKey?: Uint8Array; maxAmountMicroUsdc?: bigint }): Promise<typeof fetch>;
-  signEvmPayment(requirements: PaymentRequirements, overrides?: AuthorizationOverrides, privateKey?: Hex): Promise<SignedEvmPayment>;
+  signEvmPayment(
+    requirements: PaymentRequirements,
+    overrides?: AuthorizationOverrides,
+    privateKey?: Hex,
+  ): Promise<SignedEvmPayment>;
   createSolanaPayment(
     requirements: PaymentRequirements,
     overrides?: SolanaPaymentOverrides,

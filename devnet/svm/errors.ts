@@ -50,7 +50,8 @@ export function transactionErrorJson(failed: FailedTransactionMetadata): SolanaT
       return { InstructionError: [fields.index, instructionErrorJson(fields.err())] };
     }
     if (variant.endsWith('DuplicateInstruction')) return { DuplicateInstruction: fields.index };
-    if (variant.endsWith('InsufficientFundsForRent')) return { InsufficientFundsForRent: { account_index: fields.accountIndex } };
+    if (variant.endsWith('InsufficientFundsForRent'))
+      return { InsufficientFundsForRent: { account_index: fields.accountIndex } };
     if (variant.endsWith('ProgramExecutionTemporarilyRestricted')) {
       return { ProgramExecutionTemporarilyRestricted: { account_index: fields.accountIndex } };
     }

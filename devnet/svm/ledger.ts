@@ -210,7 +210,8 @@ export class SolanaLedger {
     const balances: TokenBalance[] = [];
     accounts.forEach((address, accountIndex) => {
       const account = this.svm.getAccount(address);
-      if (!account.exists || account.programAddress !== TOKEN_PROGRAM_ADDRESS || account.data.length !== getTokenSize()) return;
+      if (!account.exists || account.programAddress !== TOKEN_PROGRAM_ADDRESS || account.data.length !== getTokenSize())
+        return;
       const token = getTokenDecoder().decode(account.data);
       balances.push({
         accountIndex,
@@ -265,7 +266,11 @@ export class SolanaLedger {
     const message = pipe(
       createTransactionMessage({ version: 0 }),
       (draft) => setTransactionMessageFeePayerSigner(this.mintAuthority, draft),
-      (draft) => setTransactionMessageLifetimeUsingBlockhash({ blockhash: this.latestBlockhash(), lastValidBlockHeight: 0n }, draft),
+      (draft) =>
+        setTransactionMessageLifetimeUsingBlockhash(
+          { blockhash: this.latestBlockhash(), lastValidBlockHeight: 0n },
+          draft,
+        ),
       (draft) =>
         appendTransactionMessageInstructions(
           [getSetComputeUnitLimitInstruction({ units: 400_000 + this.helperSequence }), ...instructions],

@@ -58,7 +58,10 @@ export interface SolanaPaymentOverrides {
 /** A Memo instruction; `signers` are the accounts the Memo program requires to sign. */
 export function memoInstruction(
   text: string,
-  { programAddress = MEMO_PROGRAM_ADDRESS, signers = [] }: { programAddress?: Address; signers?: readonly Address[] } = {},
+  {
+    programAddress = MEMO_PROGRAM_ADDRESS,
+    signers = [],
+  }: { programAddress?: Address; signers?: readonly Address[] } = {},
 ): Instruction {
   return {
     programAddress,
@@ -109,7 +112,10 @@ export async function createSolanaPayment(
   );
   const message =
     overrides.addressLookupTables && built.version === 0
-      ? (compressTransactionMessageUsingAddressLookupTables(built as typeof built & { version: 0 }, overrides.addressLookupTables) as typeof built)
+      ? (compressTransactionMessageUsingAddressLookupTables(
+          built as typeof built & { version: 0 },
+          overrides.addressLookupTables,
+        ) as typeof built)
       : built;
   const transaction = await partiallySignTransactionMessageWithSigners(message);
   const payment: PaymentPayload<ExactSvmPayload> = {
@@ -131,16 +137,22 @@ export interface SolanaFetchOptions {
  * Like x402-fetch's wrapFetchWithPayment, for Solana: on a 402, pays the first exact requirement
  * on a Solana cluster we have an RPC for, and retries once with X-PAYMENT.
  */
-export function wrapFetchWithSolanaPayment(fetchFunction: typeof fetch, payer: KeyPairSigner, options: SolanaFetchOptions): typeof fetch {
+export function wrapFetchWithSolanaPayment(
+  fetchFunction: typeof fetch,
+  payer: KeyPairSigner,
+  options: SolanaFetchOptions,
+): typeof fetch {
   return async (input, init) => {
     const response = await fetchFunction(input, init);
     if (response.status !== 402) return response;
     const body = (await response.json()) as PaymentRequiredBody;
     const requirements = body.accepts?.find(
-      (candidate) => candidate.scheme === 'exact' && isSolanaNetwork(candidate.network) && options.rpcUrls[candidate.network],
+      (candidate) =>
+        candidate.scheme === 'exact' && isSolanaNetwork(candidate.network) && options.rpcUrls[candidate.network],
     );
     if (!requirements) throw new Error('the 402 offers no Solana exact payment this client can make');
-    if (BigInt(requirements.maxAmountRequired) > options.maxAmountMicroUsdc) throw new Error('Payment amount exceeds maximum allowed');
+    if (BigInt(requirements.maxAmountRequired) > options.maxAmountMicroUsdc)
+      throw new Error('Payment amount exceeds maximum allowed');
     const rpcUrl = options.rpcUrls[requirements.network as SolanaNetworkName]!;
     const { header } = await createSolanaPayment(payer, requirements, rpcUrl);
     const headers = new Headers(init?.headers);

@@ -1,7 +1,13 @@
 // Accounts as the local Solana endpoint answers them: encoded as asked (base58, base64 or
 // jsonParsed for SPL token accounts and mints), with token amounts in a node's shape.
 import { getBase58Decoder, getBase64Decoder, type Address, type EncodedAccount } from '@solana/kit';
-import { getMintDecoder, getMintSize, getTokenDecoder, getTokenSize, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
+import {
+  getMintDecoder,
+  getMintSize,
+  getTokenDecoder,
+  getTokenSize,
+  TOKEN_PROGRAM_ADDRESS,
+} from '@solana-program/token';
 import type { SolanaLedger } from './ledger.js';
 import { INVALID_PARAMS, RpcError, type Config } from './rpc-error.js';
 

@@ -8,7 +8,12 @@ import type { SolanaLedger } from './ledger.js';
 import { feeOfMessage } from './transaction-facts.js';
 import { accountInfo, encodeAccount, uiTokenAmount } from './rpc-accounts.js';
 import { INVALID_PARAMS, RpcError, type Config, type Params } from './rpc-error.js';
-import { BLOCKHASH_VALIDITY_BLOCKS, sendTransaction, simulateTransaction, transactionInfo } from './rpc-transactions.js';
+import {
+  BLOCKHASH_VALIDITY_BLOCKS,
+  sendTransaction,
+  simulateTransaction,
+  transactionInfo,
+} from './rpc-transactions.js';
 
 type Methods = Record<string, (params: Params) => unknown>;
 type WithContext = (value: unknown) => { context: { slot: bigint }; value: unknown };
@@ -35,22 +40,33 @@ function clusterMethods(ledger: SolanaLedger, withContext: WithContext): Methods
     getSlot: () => ledger.slot,
     getBlockHeight: () => ledger.slot,
     getLatestBlockhash: () =>
-      withContext({ blockhash: ledger.latestBlockhash(), lastValidBlockHeight: ledger.slot + BLOCKHASH_VALIDITY_BLOCKS }),
+      withContext({
+        blockhash: ledger.latestBlockhash(),
+        lastValidBlockHeight: ledger.slot + BLOCKHASH_VALIDITY_BLOCKS,
+      }),
     isBlockhashValid: ([blockhash]) => withContext(blockhash === ledger.latestBlockhash()),
     getMinimumBalanceForRentExemption: ([size]) => ledger.svm.minimumBalanceForRentExemption(BigInt(size as number)),
-    getFeeForMessage: ([message]) => withContext(feeOfMessage(getBase64Encoder().encode(message as string) as Uint8Array)),
+    getFeeForMessage: ([message]) =>
+      withContext(feeOfMessage(getBase64Encoder().encode(message as string) as Uint8Array)),
   };
 }
 
 function accountMethods(ledger: SolanaLedger, withContext: WithContext): Methods {
   return {
     getBalance: ([address]) => withContext(ledger.lamports(address as Address)),
-    getAccountInfo: ([address, config]) => withContext(accountInfo(ledger, address as Address, config as Config | undefined)),
+    getAccountInfo: ([address, config]) =>
+      withContext(accountInfo(ledger, address as Address, config as Config | undefined)),
     getMultipleAccounts: ([addresses, config]) =>
-      withContext((addresses as Address[]).map((address) => accountInfo(ledger, address, config as Config | undefined))),
+      withContext(
+        (addresses as Address[]).map((address) => accountInfo(ledger, address, config as Config | undefined)),
+      ),
     getTokenAccountBalance: ([address]) => {
       const account = ledger.svm.getAccount(address as Address);
-      if (!account.exists || account.programAddress !== TOKEN_PROGRAM_ADDRESS || account.data.length !== getTokenSize()) {
+      if (
+        !account.exists ||
+        account.programAddress !== TOKEN_PROGRAM_ADDRESS ||
+        account.data.length !== getTokenSize()
+      ) {
         throw new RpcError(INVALID_PARAMS, 'Invalid param: not a Token account');
       }
       const token = getTokenDecoder().decode(account.data);
@@ -67,7 +83,10 @@ function accountMethods(ledger: SolanaLedger, withContext: WithContext): Methods
           return token.owner === owner && (mint === undefined || token.mint === mint);
         });
       return withContext(
-        accounts.map((account) => ({ pubkey: account.address, account: encodeAccount(ledger, account, config as Config | undefined) })),
+        accounts.map((account) => ({
+          pubkey: account.address,
+          account: encodeAccount(ledger, account, config as Config | undefined),
+        })),
       );
     },
   };

@@ -41,7 +41,8 @@ export async function startSolanaRpcServer(ledger: SolanaLedger): Promise<Solana
       const params = Array.isArray(request.params) ? request.params : [];
       return { jsonrpc: '2.0', result: await method(params), id };
     } catch (error) {
-      const rpcError = error instanceof RpcError ? error : new RpcError(INVALID_PARAMS, `Invalid params: ${(error as Error).message}`);
+      const rpcError =
+        error instanceof RpcError ? error : new RpcError(INVALID_PARAMS, `Invalid params: ${(error as Error).message}`);
       return { jsonrpc: '2.0', error: { code: rpcError.code, message: rpcError.message, data: rpcError.data }, id };
     }
   }
@@ -93,4 +94,3 @@ function stringify(value: unknown): string {
     '$1',
   );
 }
-

@@ -42,7 +42,10 @@ function hasEverySignature(transaction: Transaction): boolean {
 
 function withLatestBlockhash(ledger: SolanaLedger, transaction: Transaction): Transaction {
   const message = getCompiledTransactionMessageDecoder().decode(transaction.messageBytes);
-  const messageBytes = getCompiledTransactionMessageEncoder().encode({ ...message, lifetimeToken: ledger.latestBlockhash() });
+  const messageBytes = getCompiledTransactionMessageEncoder().encode({
+    ...message,
+    lifetimeToken: ledger.latestBlockhash(),
+  });
   return { ...transaction, messageBytes: messageBytes as Transaction['messageBytes'] };
 }
 
@@ -55,12 +58,16 @@ export function simulateTransaction(ledger: SolanaLedger, wire: string, config: 
   let transaction = decodeWireTransaction(wire, config.encoding);
   if (replaceBlockhash) transaction = withLatestBlockhash(ledger, transaction);
   if (verifySignatures && !hasEverySignature(transaction)) {
-    return { context: { slot: ledger.slot }, value: simulationValue({ err: 'SignatureFailure', logs: [], unitsConsumed: 0n }) };
+    return {
+      context: { slot: ledger.slot },
+      value: simulationValue({ err: 'SignatureFailure', logs: [], unitsConsumed: 0n }),
+    };
   }
   const outcome = ledger.simulate(transaction, { verifySignatures });
   const requested = config.accounts as { addresses?: Address[]; encoding?: string } | undefined;
   const accounts = requested?.addresses?.map((address) => {
-    const account = outcome.err === null ? outcome.postAccounts.find((candidate) => candidate.address === address) : undefined;
+    const account =
+      outcome.err === null ? outcome.postAccounts.find((candidate) => candidate.address === address) : undefined;
     return account ? encodeAccount(ledger, account, { encoding: requested.encoding ?? 'base64' }) : null;
   });
   return {
@@ -69,7 +76,10 @@ export function simulateTransaction(ledger: SolanaLedger, wire: string, config: 
       ...simulationValue(outcome),
       accounts: accounts ?? null,
       returnData: outcome.returnData
-        ? { programId: outcome.returnData.programId, data: [getBase64Decoder().decode(outcome.returnData.data), 'base64'] }
+        ? {
+            programId: outcome.returnData.programId,
+            data: [getBase64Decoder().decode(outcome.returnData.data), 'base64'],
+          }
         : null,
       replacementBlockhash: replaceBlockhash
         ? { blockhash: ledger.latestBlockhash(), lastValidBlockHeight: ledger.slot + BLOCKHASH_VALIDITY_BLOCKS }
@@ -127,7 +137,10 @@ export function transactionInfo(ledger: SolanaLedger, signature: string, config:
     );
   }
   if (config.encoding !== 'base64') {
-    throw new RpcError(INVALID_PARAMS, 'Invalid params: the local node answers getTransaction with encoding base64 only');
+    throw new RpcError(
+      INVALID_PARAMS,
+      'Invalid params: the local node answers getTransaction with encoding base64 only',
+    );
   }
   const tokenBalance = (balance: TokenBalance) => ({
     accountIndex: balance.accountIndex,

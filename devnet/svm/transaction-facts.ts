@@ -1,6 +1,11 @@
 // What a node tells of a transaction from its bytes alone, without a ledger: its signature (the fee
 // payer's) and the fee its message costs.
-import { getBase58Decoder, getCompiledTransactionMessageDecoder, type ReadonlyUint8Array, type Transaction } from '@solana/kit';
+import {
+  getBase58Decoder,
+  getCompiledTransactionMessageDecoder,
+  type ReadonlyUint8Array,
+  type Transaction,
+} from '@solana/kit';
 import { COMPUTE_BUDGET_PROGRAM_ADDRESS } from '@solana-program/compute-budget';
 
 export const LAMPORTS_PER_SIGNATURE = 5_000n;

@@ -31,7 +31,10 @@ export type PaymentLayerName = 'x402-express' | 'own';
 
 /** Whether unmodified x402-express 1.2.0 can ask for payment on this network. */
 export function x402ExpressKnows(network: NetworkName): boolean {
-  return (SupportedEVMNetworks as readonly string[]).includes(network) || (SupportedSVMNetworks as readonly string[]).includes(network);
+  return (
+    (SupportedEVMNetworks as readonly string[]).includes(network) ||
+    (SupportedSVMNetworks as readonly string[]).includes(network)
+  );
 }
 
 /** The requirements x402-express 1.2.0 would build for this route and request. */
@@ -48,9 +51,19 @@ export function requirementsFor(route: PaidRoute, request: Request, solanaFeePay
   };
   if (isEvmNetwork(route.network)) {
     const { usdc, eip712 } = EVM_NETWORKS[route.network];
-    return { ...common, payTo: getAddress(route.payTo), asset: getAddress(usdc), extra: { name: eip712.name, version: eip712.version } };
+    return {
+      ...common,
+      payTo: getAddress(route.payTo),
+      asset: getAddress(usdc),
+      extra: { name: eip712.name, version: eip712.version },
+    };
   }
-  return { ...common, payTo: route.payTo, asset: SOLANA_NETWORKS[route.network].usdc, extra: { feePayer: solanaFeePayer } };
+  return {
+    ...common,
+    payTo: route.payTo,
+    asset: SOLANA_NETWORKS[route.network].usdc,
+    extra: { feePayer: solanaFeePayer },
+  };
 }
 
 export function paymentRequired(error: string, accepts: PaymentRequirements[], payer?: string): PaymentRequiredBody {
@@ -60,7 +73,11 @@ export function paymentRequired(error: string, accepts: PaymentRequirements[], p
 /** x402-express in front of one route; the price is given in atomic units, so no float is involved. */
 export function x402ExpressLayer(route: PaidRoute, facilitatorUrl: string): RequestHandler {
   const asset = isEvmNetwork(route.network)
-    ? { address: getAddress(EVM_NETWORKS[route.network].usdc), decimals: USDC_DECIMALS, eip712: EVM_NETWORKS[route.network].eip712 }
+    ? {
+        address: getAddress(EVM_NETWORKS[route.network].usdc),
+        decimals: USDC_DECIMALS,
+        eip712: EVM_NETWORKS[route.network].eip712,
+      }
     : { address: SOLANA_NETWORKS[route.network].usdc, decimals: USDC_DECIMALS };
   const middleware = paymentMiddleware(
     (isEvmNetwork(route.network) ? getAddress(route.payTo) : route.payTo) as Parameters<typeof paymentMiddleware>[0],
@@ -68,7 +85,11 @@ export function x402ExpressLayer(route: PaidRoute, facilitatorUrl: string): Requ
       [route.path]: {
         price: { amount: route.priceMicroUsdc.toString(), asset } as never,
         network: route.network as never,
-        config: { description: route.description, mimeType: 'application/json', maxTimeoutSeconds: MAX_TIMEOUT_SECONDS },
+        config: {
+          description: route.description,
+          mimeType: 'application/json',
+          maxTimeoutSeconds: MAX_TIMEOUT_SECONDS,
+        },
       },
     },
     { url: facilitatorUrl as `${string}://${string}` },
@@ -90,7 +111,8 @@ export function createOwnLayer(facilitatorUrl: string, solanaFeePayer: string) {
     produce: () => Promise<Reply>,
   ): Promise<void> {
     const requirements = requirementsFor(route, request, solanaFeePayer);
-    const refuse = (error: string, payer?: string) => response.status(402).json(paymentRequired(error, [requirements], payer));
+    const refuse = (error: string, payer?: string) =>
+      response.status(402).json(paymentRequired(error, [requirements], payer));
 
     const header = request.header('X-PAYMENT');
     if (!header) return void refuse('X-PAYMENT header is required');
@@ -106,7 +128,8 @@ export function createOwnLayer(facilitatorUrl: string, solanaFeePayer: string) {
     }
     try {
       const verification = await facilitator.verify(payment as never, requirements as never);
-      if (!verification.isValid) return void refuse(verification.invalidReason ?? 'invalid_payment', verification.payer);
+      if (!verification.isValid)
+        return void refuse(verification.invalidReason ?? 'invalid_payment', verification.payer);
     } catch (error) {
       return void refuse(error instanceof Error ? error.message : 'Payment verification failed');
     }

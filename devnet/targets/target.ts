@@ -77,7 +77,11 @@ export interface Target {
   close(): Promise<void>;
 }
 
-export async function startTarget(config: TargetConfig, facilitatorUrl: string, solanaFeePayer: string): Promise<Target> {
+export async function startTarget(
+  config: TargetConfig,
+  facilitatorUrl: string,
+  solanaFeePayer: string,
+): Promise<Target> {
   const stopping = new AbortController();
   const hold = new HoldGate(config.holdTimeoutMs ?? DEFAULT_HOLD_TIMEOUT_MS);
   const context: RouteContext = {
@@ -207,7 +211,10 @@ function mountRoute(
   const produce = async (request: Request) => {
     // A target that never settles asks again for exactly what it was offered.
     if (route === 'neverSettles' && paid) {
-      return { status: 402, body: paymentRequired('payment_not_accepted', [requirementsFor(paid, request, solanaFeePayer)]) };
+      return {
+        status: 402,
+        body: paymentRequired('payment_not_accepted', [requirementsFor(paid, request, solanaFeePayer)]),
+      };
     }
     return replyFor(route, request, context);
   };

@@ -95,13 +95,18 @@ export function check429(response, limit) {
   return check(
     response,
     {
-      '429 carries Retry-After (whole seconds)': () => typeof retryAfter === 'string' && /^[1-9][0-9]*$/.test(retryAfter),
-      '429 body is {code, error, message, details, retryAfter}': () => Object.keys(body).sort().join(',') === 'code,details,error,message,retryAfter',
+      '429 carries Retry-After (whole seconds)': () =>
+        typeof retryAfter === 'string' && /^[1-9][0-9]*$/.test(retryAfter),
+      '429 body is {code, error, message, details, retryAfter}': () =>
+        Object.keys(body).sort().join(',') === 'code,details,error,message,retryAfter',
       '429 code is capacity_exceeded': () => body.code === 'capacity_exceeded',
       '429 error is "Too Many Requests"': () => body.error === 'Too Many Requests' && typeof body.message === 'string',
-      '429 retryAfter equals the Retry-After header': () => Number.isInteger(body.retryAfter) && String(body.retryAfter) === retryAfter,
+      '429 retryAfter equals the Retry-After header': () =>
+        Number.isInteger(body.retryAfter) && String(body.retryAfter) === retryAfter,
       '429 details is active/limit, never above the limit': () =>
-        details !== null && Number(details[1]) <= Number(details[2]) && (limit === undefined || Number(details[2]) === limit),
+        details !== null &&
+        Number(details[1]) <= Number(details[2]) &&
+        (limit === undefined || Number(details[2]) === limit),
     },
     { kind: 'cap_429' },
   );

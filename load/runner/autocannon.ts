@@ -66,9 +66,14 @@ export function startAutocannon(run: AutocannonRun): RunningLoad {
           {
             method: run.request.method,
             path: run.request.path,
-            headers: { ...(run.request.body === undefined ? {} : { 'content-type': 'application/json' }), ...run.request.headers },
+            headers: {
+              ...(run.request.body === undefined ? {} : { 'content-type': 'application/json' }),
+              ...run.request.headers,
+            },
             ...(run.request.body === undefined ? {} : { body: run.request.body }),
-            ...(run.onResponse ? { onResponse: (status, body, _context, headers) => run.onResponse!(status, body, headers) } : {}),
+            ...(run.onResponse
+              ? { onResponse: (status, body, _context, headers) => run.onResponse!(status, body, headers) }
+              : {}),
           },
         ],
       },

@@ -48,7 +48,11 @@ interface Run {
   throwaway: { url: string; drop: () => Promise<void> } | undefined;
 }
 
-const loadAverage = () => os.loadavg().map((value) => value.toFixed(2)).join(' ');
+const loadAverage = () =>
+  os
+    .loadavg()
+    .map((value) => value.toFixed(2))
+    .join(' ');
 
 async function main(): Promise<void> {
   const run = await prepareRun(parseOptions(process.argv.slice(2)));
@@ -56,7 +60,9 @@ async function main(): Promise<void> {
   const cleanup = async () => {
     for (const service of services.splice(0).reverse()) await service.stop().catch(() => {});
     await stopAllChildren();
-    await run.throwaway?.drop().catch((error: unknown) => say(`could not drop the throwaway database: ${String(error)}`));
+    await run.throwaway
+      ?.drop()
+      .catch((error: unknown) => say(`could not drop the throwaway database: ${String(error)}`));
     if (!run.options.keep) rmSync(run.dataDir, { recursive: true, force: true });
   };
   let interrupted = false;
@@ -96,18 +102,28 @@ async function prepareRun(options: Options): Promise<Run> {
   say(`# ${command}`);
   if (pinningAvailable()) {
     const database = process.env.DATABASE_URL ? '' : ', its embedded Postgres';
-    say(`pinned with taskset: server side (service${database}, peers, forwarder, express) on core ${SERVER_CORE}, load generator on core ${LOAD_CORE}`);
+    say(
+      `pinned with taskset: server side (service${database}, peers, forwarder, express) on core ${SERVER_CORE}, load generator on core ${LOAD_CORE}`,
+    );
   } else {
-    say('WARNING: taskset is not available (or fewer than 2 cores): running unpinned. Figures vary by up to 40% from run to run;');
+    say(
+      'WARNING: taskset is not available (or fewer than 2 cores): running unpinned. Figures vary by up to 40% from run to run;',
+    );
     say('         compare only the contenders of one table of one run.');
   }
   say(
     `node ${process.version}; ${options.rounds} alternating rounds of ${options.durationS} s per contender after a warm-up, medians; LOG_LEVEL=${options.logLevel}` +
       (options.nodeFlags.length > 0 ? `; service node flags: ${options.nodeFlags.join(' ')}` : ''),
   );
-  say(`load average before the run: ${loadAverage()} (${os.cpus().length} cores; other work on the machine shows up as noise)`);
+  say(
+    `load average before the run: ${loadAverage()} (${os.cpus().length} cores; other work on the machine shows up as noise)`,
+  );
   const throwaway = await throwawayDatabase(`bench_${runId.replace(/[^0-9a-z]/gi, '_').toLowerCase()}`);
-  say(throwaway ? "database: a throwaway database on DATABASE_URL's server" : `database: the service's embedded Postgres in ${path.relative(ROOT, dataDir)}`);
+  say(
+    throwaway
+      ? "database: a throwaway database on DATABASE_URL's server"
+      : `database: the service's embedded Postgres in ${path.relative(ROOT, dataDir)}`,
+  );
   return { options, runId, dataDir, startedAt, command, throwaway };
 }
 
@@ -115,7 +131,14 @@ async function prepareRun(options: Options): Promise<Run> {
 async function startBench({ options, runId, dataDir, throwaway }: Run, services: ServiceChild[]): Promise<Bench> {
   progress('starting the local peers and the load generator');
   const [peersChild, loadgen] = await Promise.all([
-    spawnChild({ name: 'peers', core: SERVER_CORE, script: 'load/runner/peers.ts', ipc: true, echoStderr: true, readyTimeoutMs: 120_000 }),
+    spawnChild({
+      name: 'peers',
+      core: SERVER_CORE,
+      script: 'load/runner/peers.ts',
+      ipc: true,
+      echoStderr: true,
+      readyTimeoutMs: 120_000,
+    }),
     spawnChild({ name: 'loadgen', core: LOAD_CORE, script: 'load/runner/loadgen.ts', ipc: true, echoStderr: true }),
   ]);
   const peers = peersChild.info as PeersInfo;
@@ -146,10 +169,21 @@ async function startBench({ options, runId, dataDir, throwaway }: Run, services:
     loadgen,
     bindings: {},
     goals: [],
-    results: { runId, options: { ...options, sections: [...options.sections] }, pinned: pinningAvailable(), node: process.version },
+    results: {
+      runId,
+      options: { ...options, sections: [...options.sections] },
+      pinned: pinningAvailable(),
+      node: process.version,
+    },
     async startService(name, overrides = {}, nodeFlags) {
       progress(`starting the service (${name})`);
-      const service = await startServiceChild({ name, core: SERVER_CORE, dataDir, env: serviceEnv(overrides), nodeFlags: [...options.nodeFlags, ...(nodeFlags ?? [])] });
+      const service = await startServiceChild({
+        name,
+        core: SERVER_CORE,
+        dataDir,
+        env: serviceEnv(overrides),
+        nodeFlags: [...options.nodeFlags, ...(nodeFlags ?? [])],
+      });
       services.push(service);
       return service;
     },
@@ -176,7 +210,13 @@ async function seedAccount(bench: Bench, service: ServiceChild): Promise<void> {
     const organisation = await createOrganisation(handle.db, 'Bench');
     await grantCredits(handle.db, organisation.organisationId, 100_000_000n, 'bench grant');
     const { key } = await createApiKey(handle.db, organisation.accountId, 100_000_000n);
-    bench.bindings = { holdUrl: peers.routes.hold, freeUrl: peers.routes.free, paidUrl: peers.routes.paid, webhookId: UNKNOWN_WEBHOOK_ID, apiKey: key };
+    bench.bindings = {
+      holdUrl: peers.routes.hold,
+      freeUrl: peers.routes.free,
+      paidUrl: peers.routes.paid,
+      webhookId: UNKNOWN_WEBHOOK_ID,
+      apiKey: key,
+    };
   } finally {
     await handle.close();
   }
@@ -212,7 +252,14 @@ function writeResults({ options, runId, startedAt, command }: Run, bench: Bench)
   say(`rerun: ${command}   (this run took ${Math.round((Date.now() - startedAt) / 1000)} s)`);
   const jsonFile = options.json ?? path.join(ROOT, '.tmp', 'bench-results', `${runId}.json`);
   mkdirSync(path.dirname(jsonFile), { recursive: true });
-  writeFileSync(jsonFile, JSON.stringify({ ...bench.results, goals: bench.goals }, (_key, value) => (typeof value === 'bigint' ? String(value) : value), 2));
+  writeFileSync(
+    jsonFile,
+    JSON.stringify(
+      { ...bench.results, goals: bench.goals },
+      (_key, value) => (typeof value === 'bigint' ? String(value) : value),
+      2,
+    ),
+  );
   say(`every figure of this run: ${path.relative(ROOT, jsonFile)}`);
 }
 

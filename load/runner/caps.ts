@@ -133,7 +133,11 @@ export async function runCapsScenario(scenario: CapsScenario): Promise<CapsRepor
     // The overload lasts the scenario's duration, and at least until the cap's worth of requests
     // waits at the target (under a flood of 429s the admitted ones may take a while to get there).
     let during = await target.stats();
-    while (loading && (Date.now() - startedAt < scenario.durationS * 1000 || during.waiting < scenario.cap) && Date.now() - startedAt < scenario.durationS * 1000 + ARRIVAL_GRACE_MS) {
+    while (
+      loading &&
+      (Date.now() - startedAt < scenario.durationS * 1000 || during.waiting < scenario.cap) &&
+      Date.now() - startedAt < scenario.durationS * 1000 + ARRIVAL_GRACE_MS
+    ) {
       await sleep(25);
       during = await target.stats();
     }

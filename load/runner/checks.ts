@@ -11,24 +11,31 @@ import type { RunResult } from './autocannon';
 export function problemsOf429(body: string, headers: Record<string, unknown>, limit?: number): string[] {
   const problems: string[] = [];
   const retryAfter = headers['retry-after'];
-  if (typeof retryAfter !== 'string' || !/^[1-9][0-9]*$/.test(retryAfter)) problems.push(`Retry-After is ${JSON.stringify(retryAfter)}`);
+  if (typeof retryAfter !== 'string' || !/^[1-9][0-9]*$/.test(retryAfter))
+    problems.push(`Retry-After is ${JSON.stringify(retryAfter)}`);
   let parsed: any;
   try {
     parsed = JSON.parse(body);
   } catch {
     return [...problems, 'body is not JSON'];
   }
-  const keys = Object.keys(parsed ?? {}).sort().join(',');
+  const keys = Object.keys(parsed ?? {})
+    .sort()
+    .join(',');
   if (keys !== 'code,details,error,message,retryAfter') problems.push(`body fields are ${keys}`);
   if (parsed?.code !== 'capacity_exceeded') problems.push(`code is ${JSON.stringify(parsed?.code)}`);
   if (parsed?.error !== 'Too Many Requests') problems.push(`error is ${JSON.stringify(parsed?.error)}`);
   if (typeof parsed?.message !== 'string') problems.push('message is not a string');
   const details = /^([0-9]+)\/([0-9]+)$/.exec(String(parsed?.details));
   if (!details) problems.push(`details is ${JSON.stringify(parsed?.details)}`);
-  else if (Number(details[1]) > Number(details[2])) problems.push(`details ${parsed.details}: more active than the limit`);
-  else if (limit !== undefined && Number(details[2]) !== limit) problems.push(`details ${parsed.details}: the limit is ${limit}`);
+  else if (Number(details[1]) > Number(details[2]))
+    problems.push(`details ${parsed.details}: more active than the limit`);
+  else if (limit !== undefined && Number(details[2]) !== limit)
+    problems.push(`details ${parsed.details}: the limit is ${limit}`);
   if (!Number.isInteger(parsed?.retryAfter) || parsed.retryAfter < 1 || String(parsed.retryAfter) !== retryAfter) {
-    problems.push(`retryAfter ${JSON.stringify(parsed?.retryAfter)} does not match Retry-After ${JSON.stringify(retryAfter)}`);
+    problems.push(
+      `retryAfter ${JSON.stringify(parsed?.retryAfter)} does not match Retry-After ${JSON.stringify(retryAfter)}`,
+    );
   }
   return problems;
 }

@@ -17,7 +17,8 @@ let pinning: boolean | undefined;
 /** True when `taskset -c 0` and `-c 1` work here (taskset installed and two cores available). */
 export function pinningAvailable(): boolean {
   if (pinning === undefined) {
-    const probe = (core: number) => spawnSync('taskset', ['-c', String(core), 'true'], { stdio: 'ignore', timeout: 5_000 }).status === 0;
+    const probe = (core: number) =>
+      spawnSync('taskset', ['-c', String(core), 'true'], { stdio: 'ignore', timeout: 5_000 }).status === 0;
     pinning = probe(0) && probe(1);
   }
   return pinning;
@@ -65,12 +66,19 @@ const children = new Set<Child>();
 
 /** Starts `node --import tsx <script>` (pinned when possible). */
 export async function spawnChild(options: SpawnOptions): Promise<Child> {
-  const nodeArgs = [...(options.nodeFlags ?? []), '--import', 'tsx', path.resolve(ROOT, options.script), ...(options.args ?? [])];
+  const nodeArgs = [
+    ...(options.nodeFlags ?? []),
+    '--import',
+    'tsx',
+    path.resolve(ROOT, options.script),
+    ...(options.args ?? []),
+  ];
   const pinned = options.core !== undefined && pinningAvailable();
   const command = pinned ? 'taskset' : process.execPath;
   const args = pinned ? ['-c', String(options.core), process.execPath, ...nodeArgs] : nodeArgs;
   const env: Record<string, string> = {};
-  for (const [name, value] of Object.entries({ ...process.env, ...options.env })) if (value !== undefined) env[name] = value;
+  for (const [name, value] of Object.entries({ ...process.env, ...options.env }))
+    if (value !== undefined) env[name] = value;
   const stdout = options.stdoutFile ? openSync(options.stdoutFile, 'a') : 'pipe';
   const child = spawn(command, args, {
     cwd: ROOT,
@@ -89,7 +97,10 @@ export async function spawnChild(options: SpawnOptions): Promise<Child> {
     if (options.echoStderr) process.stderr.write(chunk.toString('utf8').replace(/^(?=.)/gm, `[${options.name}] `));
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const pending = new Map<number, { resolve: (value: any) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }>();
+  const pending = new Map<
+    number,
+    { resolve: (value: any) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }
+  >();
   let nextId = 1;
   let readyResolve: (info: unknown) => void = () => {};
   const ready = new Promise<unknown>((resolve) => {
@@ -194,7 +205,12 @@ export function serveChild(handlers: Record<string, Handler>, info: unknown = {}
       .then(() => handler(message))
       .then(
         (result) => process.send!({ id: message.id, ok: true, result }),
-        (error: unknown) => process.send!({ id: message.id, ok: false, error: error instanceof Error ? (error.stack ?? error.message) : String(error) }),
+        (error: unknown) =>
+          process.send!({
+            id: message.id,
+            ok: false,
+            error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+          }),
       );
   });
   process.on('disconnect', () => void stop());

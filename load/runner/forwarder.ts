@@ -32,7 +32,9 @@ const server = http.createServer((req, res) => {
       const body: Buffer[] = [];
       answer.on('data', (chunk: Buffer) => body.push(chunk));
       answer.on('end', () => {
-        res.writeHead(answer.statusCode ?? 502, { 'content-type': answer.headers['content-type'] ?? 'application/octet-stream' });
+        res.writeHead(answer.statusCode ?? 502, {
+          'content-type': answer.headers['content-type'] ?? 'application/octet-stream',
+        });
         res.end(Buffer.concat(body));
       });
       answer.on('error', () => fail(res, 502, 'target failed'));

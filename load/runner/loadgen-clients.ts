@@ -84,30 +84,34 @@ interface RunState {
 function sendOne(state: RunState, entry: MixEntry, agent: http.Agent): Promise<void> {
   return new Promise<void>((resolve) => {
     const sentAt = performance.now();
-    const request = http.request(entry.url, { method: entry.request.method, headers: entry.headers, agent }, (response) => {
-      const chunks: Buffer[] = [];
-      response.on('data', (chunk: Buffer) => chunks.push(chunk));
-      response.on('end', () => {
-        state.inFlight.delete(request);
-        const elapsed = performance.now() - sentAt;
-        const status = response.statusCode ?? 0;
-        state.all.add(elapsed);
-        entry.samples.add(elapsed);
-        entry.statuses[status] = (entry.statuses[status] ?? 0) + 1;
-        let samples = state.byStatus.get(status);
-        if (!samples) state.byStatus.set(status, (samples = new Samples()));
-        samples.add(elapsed);
-        state.inspect(status, Buffer.concat(chunks).toString('utf8'), response.headers);
-        resolve();
-      });
-      response.on('error', () => undefined);
-      response.on('close', () => {
-        if (!state.inFlight.delete(request)) return;
-        if (state.ended) state.cut += 1;
-        else state.errors += 1;
-        resolve();
-      });
-    });
+    const request = http.request(
+      entry.url,
+      { method: entry.request.method, headers: entry.headers, agent },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on('data', (chunk: Buffer) => chunks.push(chunk));
+        response.on('end', () => {
+          state.inFlight.delete(request);
+          const elapsed = performance.now() - sentAt;
+          const status = response.statusCode ?? 0;
+          state.all.add(elapsed);
+          entry.samples.add(elapsed);
+          entry.statuses[status] = (entry.statuses[status] ?? 0) + 1;
+          let samples = state.byStatus.get(status);
+          if (!samples) state.byStatus.set(status, (samples = new Samples()));
+          samples.add(elapsed);
+          state.inspect(status, Buffer.concat(chunks).toString('utf8'), response.headers);
+          resolve();
+        });
+        response.on('error', () => undefined);
+        response.on('close', () => {
+          if (!state.inFlight.delete(request)) return;
+          if (state.ended) state.cut += 1;
+          else state.errors += 1;
+          resolve();
+        });
+      },
+    );
     state.inFlight.add(request);
     request.on('error', () => {
       if (!state.inFlight.delete(request)) return;
@@ -182,6 +186,8 @@ export async function clientsRun(run: ClientsRun, stoppers: Set<() => void>): Pr
     checked429: checked.state.checked,
     bad429: checked.state.bad,
     bad429Samples: checked.state.samples,
-    byRequest: Object.fromEntries(prepared.map((entry) => [entry.name, { ...entry.samples.summary(), statuses: entry.statuses }])),
+    byRequest: Object.fromEntries(
+      prepared.map((entry) => [entry.name, { ...entry.samples.summary(), statuses: entry.statuses }]),
+    ),
   };
 }

@@ -4,7 +4,11 @@ import net from 'node:net';
 const openSockets: net.Socket[] = [];
 
 /** Opens `count` connections, each answered once (GET path) and then left open and idle. */
-export async function openConnections(message: { baseUrl: string; count: number; path: string }): Promise<{ open: number; failed: number }> {
+export async function openConnections(message: {
+  baseUrl: string;
+  count: number;
+  path: string;
+}): Promise<{ open: number; failed: number }> {
   const url = new URL(message.path, message.baseUrl);
   let failed = 0;
   const openOne = () =>

@@ -32,7 +32,11 @@ async function paidFetch(run: PaidRun): Promise<typeof fetch> {
     nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
     rpcUrls: { default: { http: [run.rpcUrl] } },
   });
-  const wallet = createWalletClient({ account: privateKeyToAccount(run.clientEvmPrivateKey), chain, transport: viemHttp(run.rpcUrl) });
+  const wallet = createWalletClient({
+    account: privateKeyToAccount(run.clientEvmPrivateKey),
+    chain,
+    transport: viemHttp(run.rpcUrl),
+  });
   payingFetch = { key, fetch: wrapFetchWithPayment(fetch, wallet as never, 1_000_000n) as typeof fetch };
   return payingFetch.fetch;
 }
@@ -92,5 +96,15 @@ export async function paidRun(run: PaidRun): Promise<PaidResult> {
   const durationS = (performance.now() - startedAt) / 1000;
   const summaries: Record<string, LatencySummary> = {};
   for (const [status, samples] of byStatus) summaries[status] = samples.summary();
-  return { responses: all.count, durationS, rps: all.count / durationS, latency: all.summary(), byStatus: summaries, errors, timeouts: 0, failures, calls };
+  return {
+    responses: all.count,
+    durationS,
+    rps: all.count / durationS,
+    latency: all.summary(),
+    byStatus: summaries,
+    errors,
+    timeouts: 0,
+    failures,
+    calls,
+  };
 }

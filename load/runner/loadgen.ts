@@ -22,11 +22,18 @@ export type { PaidResult } from './loadgen-paid';
 /** How to end the runs under way early (the bench's `stop` call). */
 const stoppers = new Set<() => void>();
 
-async function autocannonRun(message: { run: Omit<AutocannonRun, 'onResponse'>; check429?: Check429 }): Promise<CheckedResult> {
+async function autocannonRun(message: {
+  run: Omit<AutocannonRun, 'onResponse'>;
+  check429?: Check429;
+}): Promise<CheckedResult> {
   const { state, inspect } = checker(message.check429);
   // autocannon hands over header names as the server wrote them; node:http's are lower case.
   const onResponse = (status: number, body: string, headers: Record<string, unknown>) =>
-    inspect(status, body, Object.fromEntries(Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value])));
+    inspect(
+      status,
+      body,
+      Object.fromEntries(Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value])),
+    );
   const running = startAutocannon({ ...message.run, ...(message.check429 ? { onResponse } : {}) });
   stoppers.add(running.stop);
   try {

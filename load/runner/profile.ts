@@ -100,7 +100,9 @@ export function summarizeProfile(file: string, top = 25, window?: ProfileWindow)
     totalUs += us;
     const origin = name === '(garbage collector)' ? 'gc' : originOf(node.callFrame.url);
     origins.set(origin, (origins.get(origin) ?? 0) + us);
-    const where = node.callFrame.url ? `${path.relative(ROOT, node.callFrame.url.replace(/^file:\/\//, ''))}:${node.callFrame.lineNumber + 1}` : '';
+    const where = node.callFrame.url
+      ? `${path.relative(ROOT, node.callFrame.url.replace(/^file:\/\//, ''))}:${node.callFrame.lineNumber + 1}`
+      : '';
     const key = `${name || '(anonymous)'} ${where}`.trim();
     const entry = functions.get(key) ?? { origin, us: 0 };
     entry.us += us;
@@ -110,7 +112,9 @@ export function summarizeProfile(file: string, top = 25, window?: ProfileWindow)
   return {
     totalMs: totalUs / 1000,
     idleMs: idleUs / 1000,
-    byOrigin: [...origins].map(([origin, us]) => ({ origin, ms: us / 1000, share: share(us) })).sort((a, b) => b.ms - a.ms),
+    byOrigin: [...origins]
+      .map(([origin, us]) => ({ origin, ms: us / 1000, share: share(us) }))
+      .sort((a, b) => b.ms - a.ms),
     byFunction: [...functions]
       .map(([fn, entry]) => ({ fn, origin: entry.origin, ms: entry.us / 1000, share: share(entry.us) }))
       .sort((a, b) => b.ms - a.ms)
@@ -124,14 +128,19 @@ export function summarizeProfile(file: string, top = 25, window?: ProfileWindow)
 
 export function formatProfile(summary: ProfileSummary, requests?: number): string {
   const lines: string[] = [];
-  const perRequest = requests ? ` (${((summary.totalMs * 1000) / requests).toFixed(0)} us of CPU per request over ${requests} requests)` : '';
+  const perRequest = requests
+    ? ` (${((summary.totalMs * 1000) / requests).toFixed(0)} us of CPU per request over ${requests} requests)`
+    : '';
   lines.push(`busy ${summary.totalMs.toFixed(0)} ms, idle ${summary.idleMs.toFixed(0)} ms${perRequest}`);
   lines.push('self time by origin:');
-  for (const entry of summary.byOrigin.slice(0, 14)) lines.push(`  ${(entry.share * 100).toFixed(1).padStart(5)}%  ${entry.origin}`);
+  for (const entry of summary.byOrigin.slice(0, 14))
+    lines.push(`  ${(entry.share * 100).toFixed(1).padStart(5)}%  ${entry.origin}`);
   lines.push('top functions (self time):');
-  for (const entry of summary.byFunction) lines.push(`  ${(entry.share * 100).toFixed(1).padStart(5)}%  ${entry.fn}  [${entry.origin}]`);
+  for (const entry of summary.byFunction)
+    lines.push(`  ${(entry.share * 100).toFixed(1).padStart(5)}%  ${entry.fn}  [${entry.origin}]`);
   lines.push('our functions (inclusive time, synchronous part):');
-  for (const entry of summary.oursInclusive.slice(0, 15)) lines.push(`  ${(entry.share * 100).toFixed(1).padStart(5)}%  ${entry.fn}`);
+  for (const entry of summary.oursInclusive.slice(0, 15))
+    lines.push(`  ${(entry.share * 100).toFixed(1).padStart(5)}%  ${entry.fn}`);
   return lines.join('\n');
 }
 

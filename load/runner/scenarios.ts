@@ -4,7 +4,8 @@ import path from 'node:path';
 import { ROOT } from './children';
 import type { LoadRequest } from './autocannon';
 
-export type RequestName = 'config' | 'health' | 'capMetrics' | 'proxyFree' | 'proxyPaid' | 'proxyHold' | 'relayHold' | 'webhook';
+export type RequestName =
+  'config' | 'health' | 'capMetrics' | 'proxyFree' | 'proxyPaid' | 'proxyHold' | 'relayHold' | 'webhook';
 export type CapGroup = 'proxy' | 'relay' | 'webhooks';
 
 interface RequestTemplate {
@@ -41,13 +42,19 @@ export const UNKNOWN_WEBHOOK_ID = '6f1c1f4e-0000-4000-8000-00000000cafe';
 function substitute(value: unknown, bindings: Bindings): unknown {
   if (typeof value === 'string') {
     return value.replace(/\$\{(HOLD_URL|FREE_URL|PAID_URL|WEBHOOK_ID)\}/g, (_match, name: string) => {
-      const bound = { HOLD_URL: bindings.holdUrl, FREE_URL: bindings.freeUrl, PAID_URL: bindings.paidUrl, WEBHOOK_ID: bindings.webhookId ?? UNKNOWN_WEBHOOK_ID }[name];
+      const bound = {
+        HOLD_URL: bindings.holdUrl,
+        FREE_URL: bindings.freeUrl,
+        PAID_URL: bindings.paidUrl,
+        WEBHOOK_ID: bindings.webhookId ?? UNKNOWN_WEBHOOK_ID,
+      }[name];
       if (bound === undefined) throw new Error(`scenario needs ${name}`);
       return bound;
     });
   }
   if (Array.isArray(value)) return value.map((item) => substitute(item, bindings));
-  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, substitute(item, bindings)]));
+  if (value && typeof value === 'object')
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, substitute(item, bindings)]));
   return value;
 }
 

@@ -40,7 +40,10 @@ export async function startServiceChild(options: ServiceChildOptions): Promise<S
   });
   const logTail = () => {
     try {
-      return readFileSync(path.join(options.dataDir, `${options.name}.log`), 'utf8').split('\n').slice(-20).join('\n');
+      return readFileSync(path.join(options.dataDir, `${options.name}.log`), 'utf8')
+        .split('\n')
+        .slice(-20)
+        .join('\n');
     } catch {
       return '';
     }
@@ -51,7 +54,8 @@ export async function startServiceChild(options: ServiceChildOptions): Promise<S
     exitCode = code;
   });
   for (;;) {
-    if (exitCode !== undefined) throw new Error(`${options.name} exited with code ${exitCode}:\n${child.output()}\n${logTail()}`);
+    if (exitCode !== undefined)
+      throw new Error(`${options.name} exited with code ${exitCode}:\n${child.output()}\n${logTail()}`);
     if (Date.now() > deadline) {
       await child.stop(5_000);
       throw new Error(`${options.name} did not answer GET /health in time:\n${child.output()}\n${logTail()}`);
@@ -67,7 +71,8 @@ export async function startServiceChild(options: ServiceChildOptions): Promise<S
   }
   let databaseUrl = options.env.DATABASE_URL;
   if (!databaseUrl) {
-    databaseUrl = JSON.parse(readFileSync(path.join(options.dataDir, 'postgres-connection.json'), 'utf8')).url as string;
+    databaseUrl = JSON.parse(readFileSync(path.join(options.dataDir, 'postgres-connection.json'), 'utf8'))
+      .url as string;
   }
   return { child, url, pid: child.pid, databaseUrl, stop: () => child.stop(30_000) };
 }

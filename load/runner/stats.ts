@@ -31,7 +31,14 @@ export class Samples {
     const at = (q: number) => sorted[Math.min(this.size - 1, Math.max(0, Math.ceil(q * this.size) - 1))]!;
     let total = 0;
     for (const value of sorted) total += value;
-    return { count: this.size, p50: at(0.5), p90: at(0.9), p99: at(0.99), max: sorted[this.size - 1]!, mean: total / this.size };
+    return {
+      count: this.size,
+      p50: at(0.5),
+      p90: at(0.9),
+      p99: at(0.99),
+      max: sorted[this.size - 1]!,
+      mean: total / this.size,
+    };
   }
 }
 

@@ -27,7 +27,13 @@ import {
   type Hash,
   type Hex,
 } from 'viem';
-import { authorizationUsedEvent, revertReason, transferWithAuthorizationTypes, type EvmNetworkClients, type TransferAuthorization } from '../networks/evm';
+import {
+  authorizationUsedEvent,
+  revertReason,
+  transferWithAuthorizationTypes,
+  type EvmNetworkClients,
+  type TransferAuthorization,
+} from '../networks/evm';
 import { NETWORK_TABLE, type NetworkName } from '../networkTable';
 import { type ExactEvmPayload, type PaymentPayload, type PaymentRequirements } from '../x402/types';
 import { fail, ok, type Result } from '../result';
@@ -58,7 +64,8 @@ export function isRpcUnavailable(error: unknown): boolean {
 }
 
 function rpcUnavailable(error: unknown): Failure {
-  const message = error instanceof BaseError ? error.shortMessage : error instanceof Error ? error.message : String(error);
+  const message =
+    error instanceof BaseError ? error.shortMessage : error instanceof Error ? error.message : String(error);
   return fail('rpc_unavailable', message);
 }
 
@@ -123,17 +130,24 @@ export async function verifyEvmPayment(
     return fail('invalid_offer', 'the offered payTo or amount is not valid');
   }
   const ours = deps.chains.evm.account?.address;
-  if (ours !== undefined && getAddress(offered.payTo) !== ours) return fail('invalid_offer', `the offered payTo ${offered.payTo} is not our wallet`);
+  if (ours !== undefined && getAddress(offered.payTo) !== ours)
+    return fail('invalid_offer', `the offered payTo ${offered.payTo} is not our wallet`);
   const authorization = authorizationOf(payment);
   const amount = BigInt(offered.maxAmountRequired);
 
-  if (authorization.to !== getAddress(offered.payTo)) return fail('wrong_recipient', `the authorization pays ${authorization.to}, not ${offered.payTo}`);
-  if (authorization.value !== amount) return fail('wrong_amount', `the authorization is for ${authorization.value}, the price is ${amount}`);
+  if (authorization.to !== getAddress(offered.payTo))
+    return fail('wrong_recipient', `the authorization pays ${authorization.to}, not ${offered.payTo}`);
+  if (authorization.value !== amount)
+    return fail('wrong_amount', `the authorization is for ${authorization.value}, the price is ${amount}`);
   const now = unixSeconds(deps.clock);
   // The token requires validAfter < block.timestamp < validBefore.
-  if (authorization.validAfter >= now) return fail('not_yet_valid', `the authorization is valid only after ${authorization.validAfter}`);
+  if (authorization.validAfter >= now)
+    return fail('not_yet_valid', `the authorization is valid only after ${authorization.validAfter}`);
   if (authorization.validBefore < now + BigInt(minValiditySeconds)) {
-    return fail('expired', `the authorization expires at ${authorization.validBefore}, less than ${minValiditySeconds} s from now`);
+    return fail(
+      'expired',
+      `the authorization expires at ${authorization.validBefore}, less than ${minValiditySeconds} s from now`,
+    );
   }
 
   const signatureValid =
@@ -146,7 +160,11 @@ export async function verifyEvmPayment(
       message: authorization,
       signature: authorization.signature,
     }).catch(() => false));
-  if (!signatureValid) return fail('invalid_signature', `the signature is not ${authorization.from}'s for this authorization on ${network}`);
+  if (!signatureValid)
+    return fail(
+      'invalid_signature',
+      `the signature is not ${authorization.from}'s for this authorization on ${network}`,
+    );
 
   const onChain = await checkOnChain(clients, authorization, deps.chains.evm.account?.address);
   if (!onChain.ok) return onChain;
@@ -166,20 +184,42 @@ export async function verifyEvmPayment(
 }
 
 /** Nonce unused, balance enough, and the transfer simulated as our wallet would submit it. */
-async function checkOnChain(clients: EvmNetworkClients, authorization: CheckedAuthorization, sender: Address | undefined): Promise<Result<true, VerifyFailureReason>> {
+async function checkOnChain(
+  clients: EvmNetworkClients,
+  authorization: CheckedAuthorization,
+  sender: Address | undefined,
+): Promise<Result<true, VerifyFailureReason>> {
   const { publicClient, usdc } = clients;
   let used: boolean;
   let balance: bigint;
   try {
     [used, balance] = await Promise.all([
-      publicClient.readContract({ address: usdc, abi: relayUsdcAbi, functionName: 'authorizationState', args: [authorization.from, authorization.nonce] }),
-      publicClient.readContract({ address: usdc, abi: relayUsdcAbi, functionName: 'balanceOf', args: [authorization.from] }),
+      publicClient.readContract({
+        address: usdc,
+        abi: relayUsdcAbi,
+        functionName: 'authorizationState',
+        args: [authorization.from, authorization.nonce],
+      }),
+      publicClient.readContract({
+        address: usdc,
+        abi: relayUsdcAbi,
+        functionName: 'balanceOf',
+        args: [authorization.from],
+      }),
     ]);
   } catch (error) {
     return rpcUnavailable(error);
   }
-  if (used) return fail('nonce_already_used', `the nonce ${authorization.nonce} of ${authorization.from} is already used on chain`);
-  if (balance < authorization.value) return fail('insufficient_funds', `${authorization.from} holds ${balance}, the payment needs ${authorization.value}`);
+  if (used)
+    return fail(
+      'nonce_already_used',
+      `the nonce ${authorization.nonce} of ${authorization.from} is already used on chain`,
+    );
+  if (balance < authorization.value)
+    return fail(
+      'insufficient_funds',
+      `${authorization.from} holds ${balance}, the payment needs ${authorization.value}`,
+    );
   try {
     await publicClient.call({ account: sender, to: usdc, data: transferWithAuthorizationData(authorization) });
   } catch (error) {
@@ -189,7 +229,13 @@ async function checkOnChain(clients: EvmNetworkClients, authorization: CheckedAu
   return ok(true);
 }
 
-export type SubmitFailureReason = 'no_wallet' | 'network_not_enabled' | 'simulation_failed' | 'rpc_unavailable' | 'submission_queue_full' | 'not_recorded';
+export type SubmitFailureReason =
+  | 'no_wallet'
+  | 'network_not_enabled'
+  | 'simulation_failed'
+  | 'rpc_unavailable'
+  | 'submission_queue_full'
+  | 'not_recorded';
 
 export interface SubmittedTransaction {
   hash: Hash;
@@ -215,35 +261,47 @@ export async function submitEvmTransaction(
   if (!walletClient) return fail('no_wallet', 'EVM_PRIVATE_KEY is not configured');
   const account = walletClient.account;
   try {
-    return await deps.submissions.run(`${network}:${account.address}`, async (): Promise<Result<SubmittedTransaction, SubmitFailureReason | VerifyFailureReason>> => {
-      if (beforeSigning) {
-        const ready = await beforeSigning();
-        if (!ready.ok) return ready;
-      }
-      let serialized: Hex;
-      try {
-        const request = await walletClient.prepareTransactionRequest({ account, chain: walletClient.chain, to: call.to, data: call.data });
-        serialized = await walletClient.signTransaction(request);
-      } catch (error) {
-        if (isRpcUnavailable(error)) return rpcUnavailable(error);
-        return simulationFailed(error);
-      }
-      const hash = keccak256(serialized);
-      if (!(await beforeBroadcast(hash))) return fail('not_recorded', 'the row was no longer waiting for this transaction');
-      try {
-        await publicClient.sendRawTransaction({ serializedTransaction: serialized });
-        return ok({ hash });
-      } catch (error) {
-        return ok({ hash, broadcastError: error instanceof BaseError ? error.shortMessage : String(error) });
-      }
-    });
+    return await deps.submissions.run(
+      `${network}:${account.address}`,
+      async (): Promise<Result<SubmittedTransaction, SubmitFailureReason | VerifyFailureReason>> => {
+        if (beforeSigning) {
+          const ready = await beforeSigning();
+          if (!ready.ok) return ready;
+        }
+        let serialized: Hex;
+        try {
+          const request = await walletClient.prepareTransactionRequest({
+            account,
+            chain: walletClient.chain,
+            to: call.to,
+            data: call.data,
+          });
+          serialized = await walletClient.signTransaction(request);
+        } catch (error) {
+          if (isRpcUnavailable(error)) return rpcUnavailable(error);
+          return simulationFailed(error);
+        }
+        const hash = keccak256(serialized);
+        if (!(await beforeBroadcast(hash)))
+          return fail('not_recorded', 'the row was no longer waiting for this transaction');
+        try {
+          await publicClient.sendRawTransaction({ serializedTransaction: serialized });
+          return ok({ hash });
+        } catch (error) {
+          return ok({ hash, broadcastError: error instanceof BaseError ? error.shortMessage : String(error) });
+        }
+      },
+    );
   } catch (error) {
     if (error instanceof SubmissionQueueFull) return fail('submission_queue_full', error.message);
     throw error;
   }
 }
 
-export type ReceiptOutcome = { status: 'success'; blockNumber: bigint; logs: readonly { address: Address; topics: readonly Hex[]; data: Hex }[] } | { status: 'reverted' } | { status: 'pending' };
+export type ReceiptOutcome =
+  | { status: 'success'; blockNumber: bigint; logs: readonly { address: Address; topics: readonly Hex[]; data: Hex }[] }
+  | { status: 'reverted' }
+  | { status: 'pending' };
 
 /** Waits at most `timeoutMs` for the receipt; anything short of a receipt is pending, never failed. */
 export async function waitForReceipt(
@@ -255,8 +313,15 @@ export async function waitForReceipt(
   const clients = clientsOf(deps, network);
   if (!clients) return { status: 'pending' };
   try {
-    const receipt = await clients.publicClient.waitForTransactionReceipt({ hash, timeout: timeoutMs, pollingInterval: pollMs, retryCount: 0 });
-    return receipt.status === 'success' ? { status: 'success', blockNumber: receipt.blockNumber, logs: receipt.logs } : { status: 'reverted' };
+    const receipt = await clients.publicClient.waitForTransactionReceipt({
+      hash,
+      timeout: timeoutMs,
+      pollingInterval: pollMs,
+      retryCount: 0,
+    });
+    return receipt.status === 'success'
+      ? { status: 'success', blockNumber: receipt.blockNumber, logs: receipt.logs }
+      : { status: 'reverted' };
   } catch {
     // A timeout, an unreachable node, or a transaction the node does not know yet: all are "not yet".
     return { status: 'pending' };
@@ -264,12 +329,20 @@ export async function waitForReceipt(
 }
 
 /** The receipt if the chain has one: reconciliation reads it once instead of waiting. */
-export async function readReceipt(deps: Pick<Deps, 'chains'>, network: NetworkName, hash: Hash): Promise<Result<ReceiptOutcome, 'rpc_unavailable'>> {
+export async function readReceipt(
+  deps: Pick<Deps, 'chains'>,
+  network: NetworkName,
+  hash: Hash,
+): Promise<Result<ReceiptOutcome, 'rpc_unavailable'>> {
   const clients = clientsOf(deps, network);
   if (!clients) return fail('rpc_unavailable', `${network} is not an enabled EVM network`);
   try {
     const receipt = await clients.publicClient.getTransactionReceipt({ hash });
-    return ok(receipt.status === 'success' ? { status: 'success', blockNumber: receipt.blockNumber, logs: receipt.logs } : { status: 'reverted' });
+    return ok(
+      receipt.status === 'success'
+        ? { status: 'success', blockNumber: receipt.blockNumber, logs: receipt.logs }
+        : { status: 'reverted' },
+    );
   } catch (error) {
     if (error instanceof TransactionReceiptNotFoundError) return ok({ status: 'pending' });
     return fail('rpc_unavailable', error instanceof BaseError ? error.shortMessage : String(error));
@@ -282,8 +355,14 @@ export function receiptUsesAuthorization(
   usdc: Address,
   authorization: Pick<CheckedAuthorization, 'from' | 'nonce'>,
 ): boolean {
-  const events = parseEventLogs({ abi: [authorizationUsedEvent], logs: logs.filter((log) => getAddress(log.address) === usdc) as never, strict: true });
+  const events = parseEventLogs({
+    abi: [authorizationUsedEvent],
+    logs: logs.filter((log) => getAddress(log.address) === usdc) as never,
+    strict: true,
+  });
   return events.some(
-    (event) => getAddress(event.args.authorizer) === authorization.from && event.args.nonce.toLowerCase() === authorization.nonce,
+    (event) =>
+      getAddress(event.args.authorizer) === authorization.from &&
+      event.args.nonce.toLowerCase() === authorization.nonce,
   );
 }

@@ -54,7 +54,10 @@ export async function settleWithFacilitator(
     });
     text = await readBounded(response, MAX_FACILITATOR_RESPONSE_BYTES);
   } catch (error) {
-    return { kind: 'unknown', details: `facilitator /settle: ${error instanceof Error ? error.message : String(error)}` };
+    return {
+      kind: 'unknown',
+      details: `facilitator /settle: ${error instanceof Error ? error.message : String(error)}`,
+    };
   }
   if (text === undefined) return { kind: 'unknown', details: 'facilitator /settle answered more than we read' };
   let body: unknown;
@@ -68,8 +71,10 @@ export async function settleWithFacilitator(
   const errorReason = typeof answer?.errorReason === 'string' ? answer.errorReason : undefined;
 
   if (response.status >= 500) return { kind: 'unknown', details: `facilitator /settle answered ${response.status}` };
-  if (response.status >= 400) return { kind: 'refused', errorReason: errorReason ?? `facilitator_http_${response.status}` };
-  if (!answer || typeof answer.success !== 'boolean') return { kind: 'unknown', details: 'facilitator /settle answer is not a settlement response' };
+  if (response.status >= 400)
+    return { kind: 'refused', errorReason: errorReason ?? `facilitator_http_${response.status}` };
+  if (!answer || typeof answer.success !== 'boolean')
+    return { kind: 'unknown', details: 'facilitator /settle answer is not a settlement response' };
   if (answer.success) {
     if (transaction === '') return { kind: 'unknown', details: 'facilitator reports success without a transaction' };
     return { kind: 'settled', transaction, payer: typeof answer.payer === 'string' ? answer.payer : undefined };
@@ -100,7 +105,13 @@ export async function facilitatorFeePayer(
     const body: unknown = JSON.parse(text);
     const kinds = isPlainObject(body) && Array.isArray(body.kinds) ? body.kinds : [];
     for (const kind of kinds) {
-      if (!isPlainObject(kind) || kind.x402Version !== X402_VERSION || kind.scheme !== 'exact' || kind.network !== network) continue;
+      if (
+        !isPlainObject(kind) ||
+        kind.x402Version !== X402_VERSION ||
+        kind.scheme !== 'exact' ||
+        kind.network !== network
+      )
+        continue;
       const feePayer = isPlainObject(kind.extra) ? kind.extra.feePayer : undefined;
       if (typeof feePayer === 'string' && feePayer !== '') return feePayer;
     }

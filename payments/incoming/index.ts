@@ -14,7 +14,13 @@
  */
 export * from './types';
 export { SubmissionQueue, SubmissionQueueFull, MAX_QUEUED_PER_KEY } from '../networks/submissions';
-export { offers, relayRequirements, DEFAULT_RELAY_TIMEOUT_SECONDS, type OfferOptions, type OffersRequest } from './offer';
+export {
+  offers,
+  relayRequirements,
+  DEFAULT_RELAY_TIMEOUT_SECONDS,
+  type OfferOptions,
+  type OffersRequest,
+} from './offer';
 export { verifyClientPayment, verifyPayment } from './verify';
 export {
   recordClientPayment,
@@ -28,5 +34,17 @@ export {
   type RelayRequest,
   type Refund,
 } from './store';
-export { settleClientPayment, reconcileSettlement, settlementOutcomeOf, type SettlementOutcome, type SettleFailureReason } from './settle';
-export { refundClientPayment, reconcileRefund, UNSENT_REFUND_STALE_MS, type RefundOutcome, type RefundFailureReason } from './refund';
+export {
+  settleClientPayment,
+  reconcileSettlement,
+  settlementOutcomeOf,
+  type SettlementOutcome,
+  type SettleFailureReason,
+} from './settle';
+export {
+  refundClientPayment,
+  reconcileRefund,
+  UNSENT_REFUND_STALE_MS,
+  type RefundOutcome,
+  type RefundFailureReason,
+} from './refund';

@@ -73,7 +73,10 @@ export function offers(chains: Chains, request: OffersRequest): PaymentRequireme
     request.namedNetwork !== undefined
       ? chains.networks.filter((network) => network.name === request.namedNetwork)
       : chains.networks
-          .filter((network) => network.networkClass === request.networkClass && NETWORK_TABLE[network.name].knownToStandardClients)
+          .filter(
+            (network) =>
+              network.networkClass === request.networkClass && NETWORK_TABLE[network.name].knownToStandardClients,
+          )
           .sort((a, b) => order(a.name) - order(b.name));
   return candidates.flatMap((network) => {
     const offer = relayRequirements(chains, network.name, request);
@@ -97,7 +100,9 @@ export async function settleableOffers(
   solanaNetwork: NetworkName | undefined,
 ): Promise<PaymentRequirements[]> {
   if (!facilitatorUrl || !solanaNetwork) return offers(chains, request);
-  const feePayer = await facilitatorFeePayer(facilitatorUrl, solanaNetwork, { timeoutMs: FACILITATOR_SUPPORTED_TIMEOUT_MS });
+  const feePayer = await facilitatorFeePayer(facilitatorUrl, solanaNetwork, {
+    timeoutMs: FACILITATOR_SUPPORTED_TIMEOUT_MS,
+  });
   if (feePayer) return offers(chains, { ...request, solanaFeePayer: feePayer });
   return offers(chains, request).filter((entry) => NETWORK_TABLE[entry.network as NetworkName].chainType !== 'solana');
 }

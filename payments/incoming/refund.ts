@@ -11,8 +11,22 @@ import type { Db } from '../../db/index';
 import type { NetworkName } from '../networkTable';
 import { readReceipt, relayUsdcAbi, submitEvmTransaction, waitForReceipt } from './evm';
 import { moveRefund } from './refundStates';
-import { liveRefund, findRelayTransaction, markRefunded, markRefundFailed, markRefundPending, REFUNDABLE_STATES, type Refund } from './store';
-import { blockhashStillValid, buildSolanaRefund, readConfirmation, sendSolanaTransaction, waitForConfirmation } from './svm';
+import {
+  liveRefund,
+  findRelayTransaction,
+  markRefunded,
+  markRefundFailed,
+  markRefundPending,
+  REFUNDABLE_STATES,
+  type Refund,
+} from './store';
+import {
+  blockhashStillValid,
+  buildSolanaRefund,
+  readConfirmation,
+  sendSolanaTransaction,
+  waitForConfirmation,
+} from './svm';
 import type { Deps } from '../deps';
 
 /** A pending refund with no transaction (we stopped before signing) is given up after this long, so it can be tried again. */
@@ -34,8 +48,23 @@ export type RefundFailureReason =
   | 'not_sent';
 
 export type RefundOutcome =
-  | { refunded: true; refundId: bigint; txHash: string; network: string; method: 'direct' | 'facilitator'; alreadyRequested: boolean }
-  | { refunded: false; pending: true; refundId: bigint; txHash: string | null; network: string; method: 'direct' | 'facilitator'; alreadyRequested: boolean }
+  | {
+      refunded: true;
+      refundId: bigint;
+      txHash: string;
+      network: string;
+      method: 'direct' | 'facilitator';
+      alreadyRequested: boolean;
+    }
+  | {
+      refunded: false;
+      pending: true;
+      refundId: bigint;
+      txHash: string | null;
+      network: string;
+      method: 'direct' | 'facilitator';
+      alreadyRequested: boolean;
+    }
   | { refunded: false; pending?: undefined; reason: RefundFailureReason; details: string; refundId?: bigint };
 
 function outcomeOf(refund: Refund, alreadyRequested: boolean): RefundOutcome {
@@ -47,7 +76,11 @@ function outcomeOf(refund: Refund, alreadyRequested: boolean): RefundOutcome {
   return { refunded: false, reason: reason as RefundFailureReason, details: details.join(': '), refundId: refund.id };
 }
 
-export async function refundClientPayment(db: Db, relayTxId: bigint, deps: Pick<Deps, 'chains' | 'submissions' | 'relayLimits'>): Promise<RefundOutcome> {
+export async function refundClientPayment(
+  db: Db,
+  relayTxId: bigint,
+  deps: Pick<Deps, 'chains' | 'submissions' | 'relayLimits'>,
+): Promise<RefundOutcome> {
   const existing = await liveRefund(db, relayTxId);
   if (existing) return outcomeOf(existing, true);
   const row = await findRelayTransaction(db, relayTxId);
@@ -56,31 +89,41 @@ export async function refundClientPayment(db: Db, relayTxId: bigint, deps: Pick<
     return { refunded: false, reason: 'not_refundable', details: `the client's payment is ${row.state}, not settled` };
   }
 
-  const refund = await db.transaction().execute(async (tx) => {
-    const created = await tx
-      .insertInto('refunds')
-      .values({
-        relay_transaction_id: row.id,
-        network: row.network,
-        asset: row.asset,
-        recipient: row.payer,
-        amount_micro: row.amount_micro,
-        method: 'direct',
-      })
-      .onConflict((conflict) => conflict.column('relay_transaction_id').where('status', 'in', ['pending', 'confirmed']).doNothing())
-      .returningAll()
-      .executeTakeFirst();
-    if (created && !(await markRefundPending(tx, row.id))) throw new StateMoved();
-    return created;
-  }).catch((error: unknown) => {
-    if (error instanceof StateMoved) return null;
-    throw error;
-  });
-  if (refund === null) return { refunded: false, reason: 'not_refundable', details: 'the relay transaction left the refundable states' };
+  const refund = await db
+    .transaction()
+    .execute(async (tx) => {
+      const created = await tx
+        .insertInto('refunds')
+        .values({
+          relay_transaction_id: row.id,
+          network: row.network,
+          asset: row.asset,
+          recipient: row.payer,
+          amount_micro: row.amount_micro,
+          method: 'direct',
+        })
+        .onConflict((conflict) =>
+          conflict.column('relay_transaction_id').where('status', 'in', ['pending', 'confirmed']).doNothing(),
+        )
+        .returningAll()
+        .executeTakeFirst();
+      if (created && !(await markRefundPending(tx, row.id))) throw new StateMoved();
+      return created;
+    })
+    .catch((error: unknown) => {
+      if (error instanceof StateMoved) return null;
+      throw error;
+    });
+  if (refund === null)
+    return { refunded: false, reason: 'not_refundable', details: 'the relay transaction left the refundable states' };
   if (refund === undefined) {
     const winner = await liveRefund(db, relayTxId);
     if (winner) return outcomeOf(winner, true);
-    return { refunded: false, reason: 'not_refundable', details: 'another refund attempt ended while this one started' };
+    return {
+      refunded: false,
+      reason: 'not_refundable',
+      details: 'another refund attempt ended while this one started',
+    };
   }
   return row.chain_type === 'evm' ? sendEvmRefund(db, refund, deps) : sendSolanaRefund(db, refund, deps);
 }
@@ -109,7 +152,12 @@ async function confirmRefund(db: Db, refund: Refund, txHash: string): Promise<Re
 }
 
 /** The refund failed and nothing moved: the relay transaction may be refunded again. */
-async function failRefund(db: Db, refund: Refund, reason: RefundFailureReason, details: string): Promise<RefundOutcome> {
+async function failRefund(
+  db: Db,
+  refund: Refund,
+  reason: RefundFailureReason,
+  details: string,
+): Promise<RefundOutcome> {
   await db.transaction().execute(async (tx) => {
     const updated = await moveRefund(tx, refund.id, 'failed', { error: `${reason}: ${details}`.slice(0, 2000) });
     if (updated) await markRefundFailed(tx, refund.relay_transaction_id);
@@ -118,40 +166,74 @@ async function failRefund(db: Db, refund: Refund, reason: RefundFailureReason, d
 }
 
 function pendingOutcome(refund: Refund, txHash: string | null): RefundOutcome {
-  return { refunded: false, pending: true, refundId: refund.id, txHash, network: refund.network, method: refund.method, alreadyRequested: false };
+  return {
+    refunded: false,
+    pending: true,
+    refundId: refund.id,
+    txHash,
+    network: refund.network,
+    method: refund.method,
+    alreadyRequested: false,
+  };
 }
 
 async function refundById(db: Db, id: bigint): Promise<Refund | undefined> {
   return db.selectFrom('refunds').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-async function sendEvmRefund(db: Db, refund: Refund, deps: Pick<Deps, 'chains' | 'submissions' | 'relayLimits'>): Promise<RefundOutcome> {
+async function sendEvmRefund(
+  db: Db,
+  refund: Refund,
+  deps: Pick<Deps, 'chains' | 'submissions' | 'relayLimits'>,
+): Promise<RefundOutcome> {
   const limits = deps.relayLimits;
   const network = refund.network as NetworkName;
-  const data = encodeFunctionData({ abi: relayUsdcAbi, functionName: 'transfer', args: [refund.recipient as Address, refund.amount_micro] });
-  const submitted = await submitEvmTransaction(deps, network, { to: refund.asset as Address, data }, (hash) => storeRefundTransaction(db, refund.id, hash));
+  const data = encodeFunctionData({
+    abi: relayUsdcAbi,
+    functionName: 'transfer',
+    args: [refund.recipient as Address, refund.amount_micro],
+  });
+  const submitted = await submitEvmTransaction(deps, network, { to: refund.asset as Address, data }, (hash) =>
+    storeRefundTransaction(db, refund.id, hash),
+  );
   if (!submitted.ok) {
     if (submitted.reason === 'not_recorded') return outcomeOf((await refundById(db, refund.id)) ?? refund, false);
     return failRefund(db, refund, submitted.reason as RefundFailureReason, submitted.details);
   }
   const { hash, broadcastError } = submitted.value;
   if (broadcastError !== undefined) return pendingOutcome(refund, hash);
-  const receipt = await waitForReceipt(deps, network, hash, { timeoutMs: limits.confirmationTimeoutMs, pollMs: limits.confirmationPollMs });
+  const receipt = await waitForReceipt(deps, network, hash, {
+    timeoutMs: limits.confirmationTimeoutMs,
+    pollMs: limits.confirmationPollMs,
+  });
   if (receipt.status === 'success') return confirmRefund(db, refund, hash);
-  if (receipt.status === 'reverted') return failRefund(db, refund, 'transaction_reverted', `refund transaction ${hash} reverted`);
+  if (receipt.status === 'reverted')
+    return failRefund(db, refund, 'transaction_reverted', `refund transaction ${hash} reverted`);
   return pendingOutcome(refund, hash);
 }
 
-async function sendSolanaRefund(db: Db, refund: Refund, deps: Pick<Deps, 'chains' | 'relayLimits'>): Promise<RefundOutcome> {
+async function sendSolanaRefund(
+  db: Db,
+  refund: Refund,
+  deps: Pick<Deps, 'chains' | 'relayLimits'>,
+): Promise<RefundOutcome> {
   const limits = deps.relayLimits;
   const network = refund.network as NetworkName;
-  const built = await buildSolanaRefund(deps, network, { recipient: refund.recipient, amount: refund.amount_micro, relayTransactionId: refund.relay_transaction_id });
+  const built = await buildSolanaRefund(deps, network, {
+    recipient: refund.recipient,
+    amount: refund.amount_micro,
+    relayTransactionId: refund.relay_transaction_id,
+  });
   if (!built.ok) return failRefund(db, refund, built.reason, built.details);
   const { transaction, signature, blockhash } = built.value;
-  if (!(await storeRefundTransaction(db, refund.id, signature, blockhash))) return outcomeOf((await refundById(db, refund.id)) ?? refund, false);
+  if (!(await storeRefundTransaction(db, refund.id, signature, blockhash)))
+    return outcomeOf((await refundById(db, refund.id)) ?? refund, false);
   const sent = await sendSolanaTransaction(deps, network, transaction);
   if (!sent.sent && sent.refused) return failRefund(db, refund, 'broadcast_refused', sent.details);
-  const confirmation = await waitForConfirmation(deps, network, signature, { timeoutMs: limits.confirmationTimeoutMs, pollMs: limits.confirmationPollMs });
+  const confirmation = await waitForConfirmation(deps, network, signature, {
+    timeoutMs: limits.confirmationTimeoutMs,
+    pollMs: limits.confirmationPollMs,
+  });
   if (confirmation.status === 'confirmed') return confirmRefund(db, refund, signature);
   if (confirmation.status === 'failed') return failRefund(db, refund, 'transaction_failed', confirmation.details);
   return pendingOutcome(refund, signature);
@@ -162,25 +244,33 @@ async function sendSolanaRefund(db: Db, refund: Refund, deps: Pick<Deps, 'chains
  * A refund never signed (no hash) is failed once stale; one signed but unknown to the chain is
  * failed once it can no longer land (Solana: its blockhash expired; EVM: unknown to the node and stale).
  */
-export async function reconcileRefund(db: Db, refundId: bigint, deps: Pick<Deps, 'chains' | 'relayLimits' | 'clock'>): Promise<RefundOutcome> {
+export async function reconcileRefund(
+  db: Db,
+  refundId: bigint,
+  deps: Pick<Deps, 'chains' | 'relayLimits' | 'clock'>,
+): Promise<RefundOutcome> {
   const refund = await refundById(db, refundId);
   if (!refund) return { refunded: false, reason: 'not_found', details: 'no such refund' };
   if (refund.status !== 'pending') return outcomeOf(refund, true);
   const stale = deps.clock.now().getTime() - refund.updated_at.getTime() > UNSENT_REFUND_STALE_MS;
   const network = refund.network as NetworkName;
-  if (!refund.tx_hash) return stale ? failRefund(db, refund, 'not_sent', 'the refund was never signed') : pendingOutcome(refund, null);
+  if (!refund.tx_hash)
+    return stale ? failRefund(db, refund, 'not_sent', 'the refund was never signed') : pendingOutcome(refund, null);
 
   if (refund.blockhash === null) {
     const receipt = await readReceipt(deps, network, refund.tx_hash as Hash);
     if (!receipt.ok) return pendingOutcome(refund, refund.tx_hash);
     if (receipt.value.status === 'success') return confirmRefund(db, refund, refund.tx_hash);
-    if (receipt.value.status === 'reverted') return failRefund(db, refund, 'transaction_reverted', `refund transaction ${refund.tx_hash} reverted`);
+    if (receipt.value.status === 'reverted')
+      return failRefund(db, refund, 'transaction_reverted', `refund transaction ${refund.tx_hash} reverted`);
     const clients = deps.chains.evm.networks.get(network);
     const known = await clients?.publicClient.getTransaction({ hash: refund.tx_hash as Hash }).then(
       () => true,
       () => false,
     );
-    return !known && stale ? failRefund(db, refund, 'not_sent', 'the node does not know the refund transaction') : pendingOutcome(refund, refund.tx_hash);
+    return !known && stale
+      ? failRefund(db, refund, 'not_sent', 'the node does not know the refund transaction')
+      : pendingOutcome(refund, refund.tx_hash);
   }
 
   const confirmation = await readConfirmation(deps, network, refund.tx_hash);

@@ -8,13 +8,25 @@
  * before any wait; a wait that runs out after broadcasting answers pending with that hash, never
  * failed. reconcileSettlement reads the chain for a row left in settling and concludes when it can.
  */
-import { getBase64Encoder, getCompiledTransactionMessageDecoder, getSignatureFromTransaction, getTransactionDecoder } from '@solana/kit';
+import {
+  getBase64Encoder,
+  getCompiledTransactionMessageDecoder,
+  getSignatureFromTransaction,
+  getTransactionDecoder,
+} from '@solana/kit';
 import type { Address, Hash } from 'viem';
 import type { Db } from '../../db/index';
 import type { NetworkName } from '../networkTable';
 import { type ExactSvmPayload, type PaymentPayload } from '../x402/types';
 import { ok } from '../result';
-import { authorizationOf, readReceipt, receiptUsesAuthorization, submitEvmTransaction, transferWithAuthorizationData, waitForReceipt } from './evm';
+import {
+  authorizationOf,
+  readReceipt,
+  receiptUsesAuthorization,
+  submitEvmTransaction,
+  transferWithAuthorizationData,
+  waitForReceipt,
+} from './evm';
 import { settleWithFacilitator } from './facilitator';
 import {
   claimSettlement,
@@ -25,7 +37,13 @@ import {
   storedPayment,
   type RelayTransaction,
 } from './store';
-import { blockhashStillValid, readConfirmation, sendSolanaTransaction, verifySolanaPayment, waitForConfirmation } from './svm';
+import {
+  blockhashStillValid,
+  readConfirmation,
+  sendSolanaTransaction,
+  verifySolanaPayment,
+  waitForConfirmation,
+} from './svm';
 import type { Deps } from '../deps';
 import type { VerifyFailureReason } from './types';
 import { verifyPayment } from './verify';
@@ -57,7 +75,11 @@ export function settlementOutcomeOf(row: RelayTransaction | undefined): Settleme
     case 'settling':
       return pending(row.client_tx_hash);
     case 'settle_failed':
-      return { settled: false, reason: (row.failure_reason ?? 'transaction_failed') as SettleFailureReason, details: row.failure_details ?? '' };
+      return {
+        settled: false,
+        reason: (row.failure_reason ?? 'transaction_failed') as SettleFailureReason,
+        details: row.failure_details ?? '',
+      };
     default:
       return { settled: true, txHash: row.client_tx_hash ?? '' };
   }
@@ -75,7 +97,11 @@ async function settled(db: Db, id: bigint, txHash: string): Promise<SettlementOu
   return { settled: true, txHash };
 }
 
-export async function settleClientPayment(db: Db, relayTxId: bigint, deps: Pick<Deps, 'chains' | 'clock' | 'submissions' | 'relayLimits' | 'config'>): Promise<SettlementOutcome> {
+export async function settleClientPayment(
+  db: Db,
+  relayTxId: bigint,
+  deps: Pick<Deps, 'chains' | 'clock' | 'submissions' | 'relayLimits' | 'config'>,
+): Promise<SettlementOutcome> {
   const { facilitatorUrl } = deps.config;
   const claimed = await claimSettlement(db, relayTxId, facilitatorUrl ? 'facilitator' : 'direct');
   if (!claimed) return settlementOutcomeOf(await findRelayTransaction(db, relayTxId));
@@ -88,15 +114,25 @@ async function reverify(row: RelayTransaction, deps: Pick<Deps, 'chains' | 'cloc
   return verifyPayment(payment, [requirements], deps, { minValiditySeconds: deps.relayLimits.settleMarginSeconds });
 }
 
-async function settleThroughFacilitator(db: Db, row: RelayTransaction, deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>, facilitatorUrl: string): Promise<SettlementOutcome> {
+async function settleThroughFacilitator(
+  db: Db,
+  row: RelayTransaction,
+  deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
+  facilitatorUrl: string,
+): Promise<SettlementOutcome> {
   const limits = deps.relayLimits;
   const verified = await reverify(row, deps);
   if (!verified.ok) return failed(db, row.id, verified.reason, verified.details);
   const { payment, requirements } = storedPayment(row);
   // Facilitators require the payment's network name to equal the requirement's (ours may be an alias).
-  const answer = await settleWithFacilitator(facilitatorUrl, payment, { ...requirements, network: payment.network }, {
-    timeoutMs: limits.facilitatorTimeoutMs,
-  });
+  const answer = await settleWithFacilitator(
+    facilitatorUrl,
+    payment,
+    { ...requirements, network: payment.network },
+    {
+      timeoutMs: limits.facilitatorTimeoutMs,
+    },
+  );
   if (answer.kind === 'refused') return failed(db, row.id, 'facilitator_refused', answer.errorReason);
   if (answer.kind === 'settled' || answer.kind === 'unconfirmed') {
     await storeClientTxHash(db, row.id, answer.transaction);
@@ -110,7 +146,11 @@ async function settleThroughFacilitator(db: Db, row: RelayTransaction, deps: Pic
   return reconcileSettlement(db, row.id, deps);
 }
 
-async function settleEvmDirectly(db: Db, row: RelayTransaction, deps: Pick<Deps, 'chains' | 'clock' | 'submissions' | 'relayLimits'>): Promise<SettlementOutcome> {
+async function settleEvmDirectly(
+  db: Db,
+  row: RelayTransaction,
+  deps: Pick<Deps, 'chains' | 'clock' | 'submissions' | 'relayLimits'>,
+): Promise<SettlementOutcome> {
   const limits = deps.relayLimits;
   const network = row.network as NetworkName;
   const { payment } = storedPayment(row);
@@ -133,26 +173,43 @@ async function settleEvmDirectly(db: Db, row: RelayTransaction, deps: Pick<Deps,
   const { hash, broadcastError } = submitted.value;
   // The node did not take it: waiting is futile, and only the chain can say later whether it landed.
   if (broadcastError !== undefined) return pending(hash);
-  const receipt = await waitForReceipt(deps, network, hash, { timeoutMs: limits.confirmationTimeoutMs, pollMs: limits.confirmationPollMs });
+  const receipt = await waitForReceipt(deps, network, hash, {
+    timeoutMs: limits.confirmationTimeoutMs,
+    pollMs: limits.confirmationPollMs,
+  });
   if (receipt.status === 'success') return settled(db, row.id, hash);
   if (receipt.status === 'pending') return pending(hash);
   // Reverted: someone may have used the authorization first; the chain says who.
   return reconcileSettlement(db, row.id, deps);
 }
 
-async function settleSolanaDirectly(db: Db, row: RelayTransaction, deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>): Promise<SettlementOutcome> {
+async function settleSolanaDirectly(
+  db: Db,
+  row: RelayTransaction,
+  deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
+): Promise<SettlementOutcome> {
   const limits = deps.relayLimits;
   const network = row.network as NetworkName;
   const { payment, requirements } = storedPayment(row);
   const verified = await verifySolanaPayment(payment, requirements, network, deps);
   if (!verified.ok) return failed(db, row.id, verified.reason, verified.details);
   const signed = verified.value.coSigned;
-  if (!signed) return failed(db, row.id, 'invalid_offer', 'the payment names a fee payer that is not our wallet; only a facilitator can settle it');
+  if (!signed)
+    return failed(
+      db,
+      row.id,
+      'invalid_offer',
+      'the payment names a fee payer that is not our wallet; only a facilitator can settle it',
+    );
   const signature = getSignatureFromTransaction(signed);
-  if (!(await storeClientTxHash(db, row.id, signature))) return settlementOutcomeOf(await findRelayTransaction(db, row.id));
+  if (!(await storeClientTxHash(db, row.id, signature)))
+    return settlementOutcomeOf(await findRelayTransaction(db, row.id));
   const sent = await sendSolanaTransaction(deps, network, signed);
   if (!sent.sent && sent.refused) return failed(db, row.id, 'broadcast_refused', sent.details);
-  const confirmation = await waitForConfirmation(deps, network, signature, { timeoutMs: limits.confirmationTimeoutMs, pollMs: limits.confirmationPollMs });
+  const confirmation = await waitForConfirmation(deps, network, signature, {
+    timeoutMs: limits.confirmationTimeoutMs,
+    pollMs: limits.confirmationPollMs,
+  });
   if (confirmation.status === 'confirmed') return settled(db, row.id, signature);
   if (confirmation.status === 'failed') return failed(db, row.id, 'transaction_failed', confirmation.details);
   return pending(signature);
@@ -162,13 +219,21 @@ async function settleSolanaDirectly(db: Db, row: RelayTransaction, deps: Pick<De
  * For a row in settling: reads the chain once and moves the row to settled or settle_failed when
  * the outcome is certain; otherwise answers pending. Safe to repeat; other states are answered as they are.
  */
-export async function reconcileSettlement(db: Db, relayTxId: bigint, deps: Pick<Deps, 'chains' | 'relayLimits'>): Promise<SettlementOutcome> {
+export async function reconcileSettlement(
+  db: Db,
+  relayTxId: bigint,
+  deps: Pick<Deps, 'chains' | 'relayLimits'>,
+): Promise<SettlementOutcome> {
   const row = await findRelayTransaction(db, relayTxId);
   if (!row || row.state !== 'settling') return settlementOutcomeOf(row);
   return row.chain_type === 'evm' ? reconcileEvm(db, row, deps) : reconcileSolana(db, row, deps);
 }
 
-async function reconcileEvm(db: Db, row: RelayTransaction, deps: Pick<Deps, 'chains' | 'relayLimits'>): Promise<SettlementOutcome> {
+async function reconcileEvm(
+  db: Db,
+  row: RelayTransaction,
+  deps: Pick<Deps, 'chains' | 'relayLimits'>,
+): Promise<SettlementOutcome> {
   const network = row.network as NetworkName;
   const clients = deps.chains.evm.networks.get(network);
   if (!clients) return pending(row.client_tx_hash);
@@ -176,7 +241,11 @@ async function reconcileEvm(db: Db, row: RelayTransaction, deps: Pick<Deps, 'cha
   let ourTransactionReverted = false;
   if (row.client_tx_hash) {
     const receipt = await readReceipt(deps, network, row.client_tx_hash as Hash);
-    if (receipt.ok && receipt.value.status === 'success' && receiptUsesAuthorization(receipt.value.logs, clients.usdc, authorization)) {
+    if (
+      receipt.ok &&
+      receipt.value.status === 'success' &&
+      receiptUsesAuthorization(receipt.value.logs, clients.usdc, authorization)
+    ) {
       return settled(db, row.id, row.client_tx_hash);
     }
     ourTransactionReverted = receipt.ok && receipt.value.status === 'reverted';
@@ -192,22 +261,34 @@ async function reconcileEvm(db: Db, row: RelayTransaction, deps: Pick<Deps, 'cha
   if (!use.ok) return pending(row.client_tx_hash);
   if (use.value.state === 'settled') return settled(db, row.id, use.value.transactionHash);
   if (use.value.state === 'used_without_event') {
-    return failed(db, row.id, 'authorization_canceled', 'the nonce is used on chain without a transfer to us in the scanned blocks');
+    return failed(
+      db,
+      row.id,
+      'authorization_canceled',
+      'the nonce is used on chain without a transfer to us in the scanned blocks',
+    );
   }
   if (latestTimestamp >= authorization.validBefore) {
     return failed(db, row.id, 'expired', `the authorization expired unused at ${authorization.validBefore}`);
   }
   // Our transaction is mined and failed, and nobody used the authorization: nothing moved.
-  if (ourTransactionReverted) return failed(db, row.id, 'transaction_reverted', `${row.client_tx_hash} reverted; the authorization is unused`);
+  if (ourTransactionReverted)
+    return failed(db, row.id, 'transaction_reverted', `${row.client_tx_hash} reverted; the authorization is unused`);
   return pending(row.client_tx_hash);
 }
 
 function blockhashOf(payment: PaymentPayload): string {
-  const transaction = getTransactionDecoder().decode(getBase64Encoder().encode((payment.payload as ExactSvmPayload).transaction));
+  const transaction = getTransactionDecoder().decode(
+    getBase64Encoder().encode((payment.payload as ExactSvmPayload).transaction),
+  );
   return getCompiledTransactionMessageDecoder().decode(transaction.messageBytes).lifetimeToken;
 }
 
-async function reconcileSolana(db: Db, row: RelayTransaction, deps: Pick<Deps, 'chains' | 'relayLimits'>): Promise<SettlementOutcome> {
+async function reconcileSolana(
+  db: Db,
+  row: RelayTransaction,
+  deps: Pick<Deps, 'chains' | 'relayLimits'>,
+): Promise<SettlementOutcome> {
   const network = row.network as NetworkName;
   const hash = row.client_tx_hash;
   const conclude = async (): Promise<SettlementOutcome | undefined> => {

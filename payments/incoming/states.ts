@@ -70,7 +70,9 @@ export async function moveRelayTransaction<To extends RelayTransactionState>(
   { from, guard = {} }: { from?: readonly FromOf<typeof RELAY_MOVES, To>[]; guard?: RelayGuard } = {},
 ): Promise<Selectable<RelayTransactionsTable> | undefined> {
   const states = allowedFrom<RelayTransactionState>('relay transaction', RELAY_MOVES, to, from);
-  return guarded(db, id, states, { ...set, state: to }, guard).returningAll().executeTakeFirst();
+  return guarded(db, id, states, { ...set, state: to }, guard)
+    .returningAll()
+    .executeTakeFirst();
 }
 
 /**

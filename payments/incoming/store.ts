@@ -82,7 +82,10 @@ export async function findRelayTransaction(db: Db | Tx, id: bigint): Promise<Rel
 }
 
 export function storedPayment(row: RelayTransaction): { payment: PaymentPayload; requirements: PaymentRequirements } {
-  return { payment: row.payment_payload as PaymentPayload, requirements: row.payment_requirements as PaymentRequirements };
+  return {
+    payment: row.payment_payload as PaymentPayload,
+    requirements: row.payment_requirements as PaymentRequirements,
+  };
 }
 
 /** received -> settling: only one caller wins the right to settle. */
@@ -92,7 +95,10 @@ export function claimSettlement(db: Db | Tx, id: bigint, method: SettlementMetho
 
 /** The hash of our settling transaction, stored before it is broadcast; false if the row moved on. */
 export async function storeClientTxHash(db: Db | Tx, id: bigint, hash: string): Promise<boolean> {
-  return (await updateRelayTransactionIn(db, id, ['settling'], { client_tx_hash: hash }, { clientTxHashIsNull: true })) !== undefined;
+  return (
+    (await updateRelayTransactionIn(db, id, ['settling'], { client_tx_hash: hash }, { clientTxHashIsNull: true })) !==
+    undefined
+  );
 }
 
 export function markSettled(db: Db | Tx, id: bigint, hash: string) {
@@ -105,7 +111,10 @@ export function markSettled(db: Db | Tx, id: bigint, hash: string) {
  */
 export function markSettleFailed(db: Db | Tx, id: bigint, reason: string, details: string) {
   return inTransaction(db, async (tx) => {
-    const row = await moveRelayTransaction(tx, id, 'settle_failed', { failure_reason: reason, failure_details: details.slice(0, 2000) });
+    const row = await moveRelayTransaction(tx, id, 'settle_failed', {
+      failure_reason: reason,
+      failure_details: details.slice(0, 2000),
+    });
     if (row) await releaseSpend(tx, row);
     return row;
   });
@@ -113,7 +122,12 @@ export function markSettleFailed(db: Db | Tx, id: bigint, reason: string, detail
 
 async function releaseSpend(tx: Tx, row: RelayTransaction): Promise<void> {
   // RETURNING shows the new value: the day is read (and the row locked) first.
-  const counted = await tx.selectFrom('relay_transactions').select('spend_day').where('id', '=', row.id).forUpdate().executeTakeFirst();
+  const counted = await tx
+    .selectFrom('relay_transactions')
+    .select('spend_day')
+    .where('id', '=', row.id)
+    .forUpdate()
+    .executeTakeFirst();
   const network = canonicalNetwork(row.network);
   if (!counted?.spend_day || network === undefined) return;
   await tx.updateTable('relay_transactions').set({ spend_day: null }).where('id', '=', row.id).execute();
@@ -198,5 +212,12 @@ export async function liveRefund(db: Db | Tx, relayTransactionId: bigint): Promi
 }
 
 export async function pendingRefunds(db: Db | Tx, olderThan: Date, limit = 100): Promise<Refund[]> {
-  return db.selectFrom('refunds').selectAll().where('status', '=', 'pending').where('updated_at', '<', olderThan).orderBy('updated_at').limit(limit).execute();
+  return db
+    .selectFrom('refunds')
+    .selectAll()
+    .where('status', '=', 'pending')
+    .where('updated_at', '<', olderThan)
+    .orderBy('updated_at')
+    .limit(limit)
+    .execute();
 }

@@ -31,7 +31,13 @@ import {
   type Transaction,
 } from '@solana/kit';
 import { getSetComputeUnitLimitInstruction, getSetComputeUnitPriceInstruction } from '@solana-program/compute-budget';
-import { AccountState, getTokenDecoder, getTokenSize, getTransferCheckedInstruction, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
+import {
+  AccountState,
+  getTokenDecoder,
+  getTokenSize,
+  getTransferCheckedInstruction,
+  TOKEN_PROGRAM_ADDRESS,
+} from '@solana-program/token';
 import { USDC_DECIMALS, usdcAccountOf, type SvmNetworkClients } from '../networks/svm';
 import type { NetworkName } from '../networkTable';
 import { type PaymentPayload, type PaymentRequirements } from '../x402/types';
@@ -64,7 +70,8 @@ function bounded(limits: RelayLimits) {
 }
 
 function readTokenAccount(account: { exists: boolean } & Partial<{ programAddress: Address; data: Uint8Array }>) {
-  if (!account.exists || account.programAddress !== TOKEN_PROGRAM_ADDRESS || account.data?.length !== getTokenSize()) return undefined;
+  if (!account.exists || account.programAddress !== TOKEN_PROGRAM_ADDRESS || account.data?.length !== getTokenSize())
+    return undefined;
   return getTokenDecoder().decode(account.data);
 }
 
@@ -73,7 +80,10 @@ function clientsOf(deps: Pick<Deps, 'chains'>, network: NetworkName): SvmNetwork
 }
 
 /** The payment signed by us as fee payer, when we are the fee payer it names. */
-export async function coSign(deps: Pick<Deps, 'chains'>, inspected: InspectedSolanaPayment): Promise<Transaction | undefined> {
+export async function coSign(
+  deps: Pick<Deps, 'chains'>,
+  inspected: InspectedSolanaPayment,
+): Promise<Transaction | undefined> {
   const signer = deps.chains.svm.signer;
   if (!signer || signer.address !== inspected.feePayer) return undefined;
   return partiallySignTransaction([signer.keyPair], inspected.transaction);
@@ -90,18 +100,31 @@ export async function checkWithCluster(
   const limits = deps.relayLimits;
   const { rpc } = clients;
   try {
-    const { value: blockhashValid } = await rpc.isBlockhashValid(inspected.blockhash, { commitment: 'confirmed' }).send(bounded(limits));
+    const { value: blockhashValid } = await rpc
+      .isBlockhashValid(inspected.blockhash, { commitment: 'confirmed' })
+      .send(bounded(limits));
     if (!blockhashValid) return fail('expired', 'the transaction blockhash is no longer valid');
-    const [source, destination] = await fetchEncodedAccounts(rpc, [inspected.source, inspected.destination], { ...bounded(limits), commitment: 'confirmed' });
+    const [source, destination] = await fetchEncodedAccounts(rpc, [inspected.source, inspected.destination], {
+      ...bounded(limits),
+      commitment: 'confirmed',
+    });
     const sourceToken = readTokenAccount(source);
     if (!sourceToken) return fail('insufficient_funds', `the payer's token account ${inspected.source} does not exist`);
-    if (sourceToken.mint !== clients.usdc || sourceToken.owner !== inspected.payer || sourceToken.state !== AccountState.Initialized) {
+    if (
+      sourceToken.mint !== clients.usdc ||
+      sourceToken.owner !== inspected.payer ||
+      sourceToken.state !== AccountState.Initialized
+    ) {
       return fail('invalid_transaction', `${inspected.source} is not a usable USDC account of ${inspected.payer}`);
     }
     if (sourceToken.amount < inspected.amount) {
-      return fail('insufficient_funds', `${inspected.payer} holds ${sourceToken.amount}, the payment needs ${inspected.amount}`);
+      return fail(
+        'insufficient_funds',
+        `${inspected.payer} holds ${sourceToken.amount}, the payment needs ${inspected.amount}`,
+      );
     }
-    if (!readTokenAccount(destination)) return fail('invalid_offer', `our USDC account ${inspected.destination} does not exist`);
+    if (!readTokenAccount(destination))
+      return fail('invalid_offer', `our USDC account ${inspected.destination} does not exist`);
 
     const coSigned = await coSign(deps, inspected);
     if (coSigned) {
@@ -116,7 +139,10 @@ export async function checkWithCluster(
       .simulateTransaction(wire, { encoding: 'base64', sigVerify: coSigned !== undefined, commitment: 'confirmed' })
       .send(bounded(limits));
     if (simulation.err !== null) {
-      return fail('simulation_failed', `simulation failed: ${describe(simulation.err)}${simulation.logs?.length ? `; ${simulation.logs.slice(-3).join(' | ')}` : ''}`);
+      return fail(
+        'simulation_failed',
+        `simulation failed: ${describe(simulation.err)}${simulation.logs?.length ? `; ${simulation.logs.slice(-3).join(' | ')}` : ''}`,
+      );
     }
     return ok({ coSigned });
   } catch (error) {
@@ -129,11 +155,17 @@ export async function verifySolanaPayment(
   offered: PaymentRequirements,
   network: NetworkName,
   deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
-): Promise<Result<VerifiedClientPayment & { inspected: InspectedSolanaPayment; coSigned: Transaction | undefined }, VerifyFailureReason>> {
+): Promise<
+  Result<
+    VerifiedClientPayment & { inspected: InspectedSolanaPayment; coSigned: Transaction | undefined },
+    VerifyFailureReason
+  >
+> {
   const clients = clientsOf(deps, network);
   if (!clients) return fail('network_not_offered', `${network} is not an enabled Solana network`);
   const ours = deps.chains.svm.signer?.address;
-  if (ours !== undefined && offered.payTo !== ours) return fail('invalid_offer', `the offered payTo ${offered.payTo} is not our wallet`);
+  if (ours !== undefined && offered.payTo !== ours)
+    return fail('invalid_offer', `the offered payTo ${offered.payTo} is not our wallet`);
   const inspected = await inspectSolanaPayment(payment, offered, clients.usdc, deps.relayLimits);
   if (!inspected.ok) return inspected;
   const cluster = await checkWithCluster(deps, network, inspected.value);
@@ -153,28 +185,38 @@ export async function verifySolanaPayment(
   });
 }
 
-export type SendOutcome = { sent: true } | { sent: false; refused: true; details: string } | { sent: false; refused: false; details: string };
+export type SendOutcome =
+  { sent: true } | { sent: false; refused: true; details: string } | { sent: false; refused: false; details: string };
 
 /**
  * Sends a fully signed transaction. A preflight refusal is definite (the node did not forward it);
  * any other error leaves the outcome unknown, to be read from the cluster later.
  */
-export async function sendSolanaTransaction(deps: Pick<Deps, 'chains' | 'relayLimits'>, network: NetworkName, transaction: Transaction): Promise<SendOutcome> {
+export async function sendSolanaTransaction(
+  deps: Pick<Deps, 'chains' | 'relayLimits'>,
+  network: NetworkName,
+  transaction: Transaction,
+): Promise<SendOutcome> {
   const clients = clientsOf(deps, network);
   if (!clients) return { sent: false, refused: true, details: `${network} is not an enabled Solana network` };
   try {
     await clients.rpc
-      .sendTransaction(getBase64EncodedWireTransaction(transaction), { encoding: 'base64', preflightCommitment: 'confirmed' })
+      .sendTransaction(getBase64EncodedWireTransaction(transaction), {
+        encoding: 'base64',
+        preflightCommitment: 'confirmed',
+      })
       .send(bounded(deps.relayLimits));
     return { sent: true };
   } catch (error) {
     const details = error instanceof Error ? error.message : String(error);
-    if (isSolanaError(error, SOLANA_ERROR__JSON_RPC__SERVER_ERROR_SEND_TRANSACTION_PREFLIGHT_FAILURE)) return { sent: false, refused: true, details };
+    if (isSolanaError(error, SOLANA_ERROR__JSON_RPC__SERVER_ERROR_SEND_TRANSACTION_PREFLIGHT_FAILURE))
+      return { sent: false, refused: true, details };
     return { sent: false, refused: false, details };
   }
 }
 
-export type ConfirmationOutcome = { status: 'confirmed' } | { status: 'failed'; details: string } | { status: 'pending' };
+export type ConfirmationOutcome =
+  { status: 'confirmed' } | { status: 'failed'; details: string } | { status: 'pending' };
 
 /** Polls the signature at most `timeoutMs`; a timeout or an unreachable node is pending. */
 export async function waitForConfirmation(
@@ -187,7 +229,11 @@ export async function waitForConfirmation(
   return confirmationOf(status);
 }
 
-export async function readConfirmation(deps: Pick<Deps, 'chains'>, network: NetworkName, signature: string): Promise<ConfirmationOutcome> {
+export async function readConfirmation(
+  deps: Pick<Deps, 'chains'>,
+  network: NetworkName,
+  signature: string,
+): Promise<ConfirmationOutcome> {
   return confirmationOf(await deps.chains.svm.signatureStatus(network, signature));
 }
 
@@ -199,18 +245,25 @@ function confirmationOf(status: Awaited<ReturnType<Deps['chains']['svm']['signat
 }
 
 /** Whether a transaction with this blockhash can still land: false once the cluster has forgotten it. */
-export async function blockhashStillValid(deps: Pick<Deps, 'chains' | 'relayLimits'>, network: NetworkName, blockhash: string): Promise<Result<boolean, 'rpc_unavailable'>> {
+export async function blockhashStillValid(
+  deps: Pick<Deps, 'chains' | 'relayLimits'>,
+  network: NetworkName,
+  blockhash: string,
+): Promise<Result<boolean, 'rpc_unavailable'>> {
   const clients = clientsOf(deps, network);
   if (!clients) return fail('rpc_unavailable', `${network} is not an enabled Solana network`);
   try {
-    const { value } = await clients.rpc.isBlockhashValid(blockhash as Blockhash, { commitment: 'confirmed' }).send(bounded(deps.relayLimits));
+    const { value } = await clients.rpc
+      .isBlockhashValid(blockhash as Blockhash, { commitment: 'confirmed' })
+      .send(bounded(deps.relayLimits));
     return ok(value);
   } catch (error) {
     return fail('rpc_unavailable', error instanceof Error ? error.message : String(error));
   }
 }
 
-export type RefundBuildFailure = 'no_wallet' | 'network_not_enabled' | 'destination_account_missing' | 'insufficient_funds' | 'rpc_unavailable';
+export type RefundBuildFailure =
+  'no_wallet' | 'network_not_enabled' | 'destination_account_missing' | 'insufficient_funds' | 'rpc_unavailable';
 
 /**
  * Our refund: fee payer and authority are our wallet; TransferChecked from our USDC account to the
@@ -225,19 +278,32 @@ export async function buildSolanaRefund(
   if (!clients) return fail('network_not_enabled', `${network} is not an enabled Solana network`);
   const signer = deps.chains.svm.signer;
   if (!signer) return fail('no_wallet', 'SOLANA_PRIVATE_KEY is not configured');
-  if (!isAddress(input.recipient)) return fail('destination_account_missing', `${input.recipient} is not a Solana address`);
+  if (!isAddress(input.recipient))
+    return fail('destination_account_missing', `${input.recipient} is not a Solana address`);
   const limits = deps.relayLimits;
   const { rpc, usdc } = clients;
   const source = await usdcAccountOf(signer.address, usdc);
   const destination = await usdcAccountOf(input.recipient, usdc);
   try {
-    const [sourceAccount, destinationAccount] = await fetchEncodedAccounts(rpc, [source, destination], { ...bounded(limits), commitment: 'confirmed' });
+    const [sourceAccount, destinationAccount] = await fetchEncodedAccounts(rpc, [source, destination], {
+      ...bounded(limits),
+      commitment: 'confirmed',
+    });
     const destinationToken = readTokenAccount(destinationAccount);
-    if (!destinationToken || destinationToken.mint !== usdc || destinationToken.owner !== input.recipient || destinationToken.state !== AccountState.Initialized) {
+    if (
+      !destinationToken ||
+      destinationToken.mint !== usdc ||
+      destinationToken.owner !== input.recipient ||
+      destinationToken.state !== AccountState.Initialized
+    ) {
       return fail('destination_account_missing', `the USDC account of ${input.recipient} is missing or unusable`);
     }
     const balance = readTokenAccount(sourceAccount)?.amount ?? 0n;
-    if (balance < input.amount) return fail('insufficient_funds', `our USDC balance on ${network} is ${balance}, the refund needs ${input.amount}`);
+    if (balance < input.amount)
+      return fail(
+        'insufficient_funds',
+        `our USDC balance on ${network} is ${balance}, the refund needs ${input.amount}`,
+      );
     const { value: blockhash } = await rpc.getLatestBlockhash({ commitment: 'confirmed' }).send(bounded(limits));
     const message = pipe(
       createTransactionMessage({ version: 0 }),
@@ -246,9 +312,19 @@ export async function buildSolanaRefund(
       (draft) =>
         appendTransactionMessageInstructions(
           [
-            getSetComputeUnitLimitInstruction({ units: REFUND_COMPUTE_UNIT_LIMIT_BASE + Number(input.relayTransactionId % REFUND_COMPUTE_UNIT_LIMIT_SPREAD) }),
+            getSetComputeUnitLimitInstruction({
+              units:
+                REFUND_COMPUTE_UNIT_LIMIT_BASE + Number(input.relayTransactionId % REFUND_COMPUTE_UNIT_LIMIT_SPREAD),
+            }),
             getSetComputeUnitPriceInstruction({ microLamports: REFUND_COMPUTE_UNIT_PRICE_MICRO_LAMPORTS }),
-            getTransferCheckedInstruction({ source, mint: usdc, destination, authority: signer, amount: input.amount, decimals: USDC_DECIMALS }),
+            getTransferCheckedInstruction({
+              source,
+              mint: usdc,
+              destination,
+              authority: signer,
+              amount: input.amount,
+              decimals: USDC_DECIMALS,
+            }),
           ],
           draft,
         ),

@@ -32,7 +32,12 @@ import {
   parseSetComputeUnitLimitInstruction,
   parseSetComputeUnitPriceInstruction,
 } from '@solana-program/compute-budget';
-import { identifyTokenInstruction, parseTransferCheckedInstruction, TOKEN_PROGRAM_ADDRESS, TokenInstruction } from '@solana-program/token';
+import {
+  identifyTokenInstruction,
+  parseTransferCheckedInstruction,
+  TOKEN_PROGRAM_ADDRESS,
+  TokenInstruction,
+} from '@solana-program/token';
 import { USDC_DECIMALS, usdcAccountOf } from '../networks/svm';
 import { type ExactSvmPayload, type PaymentPayload, type PaymentRequirements } from '../x402/types';
 import { fail, ok, type Result } from '../result';
@@ -99,10 +104,13 @@ interface Layout {
 
 /** Which instruction is which; the instructions' contents are checked by the caller. */
 function layoutOf(instructions: readonly Instruction[]): Result<Layout, VerifyFailureReason> {
-  if (instructions.length !== 3 && instructions.length !== 4) return invalid(`expected 3 instructions, or 4 with a Memo, found ${instructions.length}`);
+  if (instructions.length !== 3 && instructions.length !== 4)
+    return invalid(`expected 3 instructions, or 4 with a Memo, found ${instructions.length}`);
   const [limit, price, ...rest] = instructions as [Instruction, Instruction, ...Instruction[]];
-  if (!isComputeBudget(limit, ComputeBudgetInstruction.SetComputeUnitLimit)) return invalid('the first instruction is not SetComputeUnitLimit');
-  if (!isComputeBudget(price, ComputeBudgetInstruction.SetComputeUnitPrice)) return invalid('the second instruction is not SetComputeUnitPrice');
+  if (!isComputeBudget(limit, ComputeBudgetInstruction.SetComputeUnitLimit))
+    return invalid('the first instruction is not SetComputeUnitLimit');
+  if (!isComputeBudget(price, ComputeBudgetInstruction.SetComputeUnitPrice))
+    return invalid('the second instruction is not SetComputeUnitPrice');
   let transfer: Instruction | undefined;
   let memo: Instruction | undefined;
   for (const [index, instruction] of rest.entries()) {
@@ -127,7 +135,12 @@ export async function inspectSolanaPayment(
 ): Promise<Result<InspectedSolanaPayment, VerifyFailureReason>> {
   const feePayer = offered.extra?.feePayer;
   if (offered.asset !== mint) return fail('invalid_offer', `the offered asset ${offered.asset} is not USDC (${mint})`);
-  if (typeof feePayer !== 'string' || !isAddress(feePayer) || !isAddress(offered.payTo) || !/^[1-9][0-9]*$/.test(offered.maxAmountRequired)) {
+  if (
+    typeof feePayer !== 'string' ||
+    !isAddress(feePayer) ||
+    !isAddress(offered.payTo) ||
+    !/^[1-9][0-9]*$/.test(offered.maxAmountRequired)
+  ) {
     return fail('invalid_offer', 'the offered feePayer, payTo or amount is not valid');
   }
 
@@ -137,10 +150,14 @@ export async function inspectSolanaPayment(
   let signerCount: number;
   let blockhash: Blockhash;
   try {
-    transaction = getTransactionDecoder().decode(getBase64Encoder().encode((payment.payload as ExactSvmPayload).transaction));
+    transaction = getTransactionDecoder().decode(
+      getBase64Encoder().encode((payment.payload as ExactSvmPayload).transaction),
+    );
     const compiled = getCompiledTransactionMessageDecoder().decode(transaction.messageBytes);
-    if (compiled.version !== 'legacy' && compiled.version !== 0) return invalid(`the message is version ${String(compiled.version)}, not legacy or 0`);
-    if (compiled.version === 0 && (compiled.addressTableLookups?.length ?? 0) > 0) return invalid('the message uses address lookup tables');
+    if (compiled.version !== 'legacy' && compiled.version !== 0)
+      return invalid(`the message is version ${String(compiled.version)}, not legacy or 0`);
+    if (compiled.version === 0 && (compiled.addressTableLookups?.length ?? 0) > 0)
+      return invalid('the message uses address lookup tables');
     staticAccounts = compiled.staticAccounts;
     signerCount = compiled.header.numSignerAccounts;
     blockhash = compiled.lifetimeToken as Blockhash;
@@ -149,46 +166,68 @@ export async function inspectSolanaPayment(
     return invalid(`not a legacy or v0 transaction: ${error instanceof Error ? error.message : String(error)}`);
   }
 
-  if (staticAccounts[0] !== feePayer) return fail('wrong_fee_payer', `the fee payer is ${staticAccounts[0]}, not ${feePayer}`);
+  if (staticAccounts[0] !== feePayer)
+    return fail('wrong_fee_payer', `the fee payer is ${staticAccounts[0]}, not ${feePayer}`);
   const layout = layoutOf(instructions);
   if (!layout.ok) return layout;
   const { limit, price, transfer, memo } = layout.value;
-  const units = parseSetComputeUnitLimitInstruction(limit as Parameters<typeof parseSetComputeUnitLimitInstruction>[0]).data.units;
-  const { microLamports } = parseSetComputeUnitPriceInstruction(price as Parameters<typeof parseSetComputeUnitPriceInstruction>[0]).data;
-  if (units > limits.maxComputeUnitLimit) return fail('compute_budget_too_high', `compute unit limit ${units} is over ${limits.maxComputeUnitLimit}`);
+  const units = parseSetComputeUnitLimitInstruction(limit as Parameters<typeof parseSetComputeUnitLimitInstruction>[0])
+    .data.units;
+  const { microLamports } = parseSetComputeUnitPriceInstruction(
+    price as Parameters<typeof parseSetComputeUnitPriceInstruction>[0],
+  ).data;
+  if (units > limits.maxComputeUnitLimit)
+    return fail('compute_budget_too_high', `compute unit limit ${units} is over ${limits.maxComputeUnitLimit}`);
   if (BigInt(microLamports) > limits.maxComputeUnitPriceMicroLamports) {
-    return fail('compute_budget_too_high', `compute unit price ${microLamports} is over ${limits.maxComputeUnitPriceMicroLamports} micro-lamports`);
+    return fail(
+      'compute_budget_too_high',
+      `compute unit price ${microLamports} is over ${limits.maxComputeUnitPriceMicroLamports} micro-lamports`,
+    );
   }
   if (instructions.some((instruction) => instruction.accounts?.some((account) => account.address === feePayer))) {
     return fail('fee_payer_in_instruction', 'the fee payer takes part in an instruction');
   }
 
-  if (!isTransferChecked(transfer) || transfer.accounts?.length !== 4) return invalid('the transfer is not a single-signer TransferChecked of the token program');
+  if (!isTransferChecked(transfer) || transfer.accounts?.length !== 4)
+    return invalid('the transfer is not a single-signer TransferChecked of the token program');
   const parsed = parseTransferCheckedInstruction(transfer as Parameters<typeof parseTransferCheckedInstruction>[0]);
   const payer = parsed.accounts.authority.address;
-  if (parsed.accounts.mint.address !== mint) return fail('wrong_asset', `the transfer moves ${parsed.accounts.mint.address}, not USDC`);
-  if (parsed.data.decimals !== USDC_DECIMALS) return fail('wrong_asset', `the transfer has ${parsed.data.decimals} decimals, USDC has ${USDC_DECIMALS}`);
+  if (parsed.accounts.mint.address !== mint)
+    return fail('wrong_asset', `the transfer moves ${parsed.accounts.mint.address}, not USDC`);
+  if (parsed.data.decimals !== USDC_DECIMALS)
+    return fail('wrong_asset', `the transfer has ${parsed.data.decimals} decimals, USDC has ${USDC_DECIMALS}`);
   const amount = BigInt(offered.maxAmountRequired);
-  if (parsed.data.amount !== amount) return fail('wrong_amount', `the transfer is of ${parsed.data.amount}, the price is ${amount}`);
+  if (parsed.data.amount !== amount)
+    return fail('wrong_amount', `the transfer is of ${parsed.data.amount}, the price is ${amount}`);
   const destination = await usdcAccountOf(offered.payTo as Address, mint);
   if (parsed.accounts.destination.address !== destination) {
-    return fail('wrong_recipient', `the transfer pays into ${parsed.accounts.destination.address}, not the USDC account of ${offered.payTo}`);
+    return fail(
+      'wrong_recipient',
+      `the transfer pays into ${parsed.accounts.destination.address}, not the USDC account of ${offered.payTo}`,
+    );
   }
 
   // A Memo's accounts are signers of its text: only the payer may sign it, so it adds no signer.
   if (memo) {
-    if (memo.accounts?.some((account) => account.address !== payer)) return invalid('the Memo names an account other than the payer');
+    if (memo.accounts?.some((account) => account.address !== payer))
+      return invalid('the Memo names an account other than the payer');
     if (!isUtf8(new Uint8Array(memo.data ?? []))) return invalid('the Memo is not UTF-8 text');
   }
 
   // Exactly two signers: the fee payer (ours to sign) and the transfer authority (signed).
-  if (signerCount !== 2 || staticAccounts[1] !== payer) return invalid('the signers are not exactly the fee payer and the transfer authority');
-  if (transaction.signatures[feePayer] !== null && transaction.signatures[feePayer] !== undefined) return invalid('the fee payer has already signed');
+  if (signerCount !== 2 || staticAccounts[1] !== payer)
+    return invalid('the signers are not exactly the fee payer and the transfer authority');
+  if (transaction.signatures[feePayer] !== null && transaction.signatures[feePayer] !== undefined)
+    return invalid('the fee payer has already signed');
   const payerSignature = transaction.signatures[payer];
   if (!payerSignature) return fail('invalid_signature', 'the payer has not signed');
   let signatureValid = false;
   try {
-    signatureValid = await verifySignature(await getPublicKeyFromAddress(payer), payerSignature as SignatureBytes, transaction.messageBytes);
+    signatureValid = await verifySignature(
+      await getPublicKeyFromAddress(payer),
+      payerSignature as SignatureBytes,
+      transaction.messageBytes,
+    );
   } catch {
     signatureValid = false;
   }

@@ -41,11 +41,13 @@ export async function verifyPayment(
 ): Promise<Result<VerifiedClientPayment, VerifyFailureReason>> {
   if (payment.scheme !== 'exact') return fail('invalid_scheme', `scheme "${String(payment.scheme)}" is not exact`);
   const network = canonicalNetwork(payment.network);
-  const requirements = network === undefined ? undefined : offered.find((entry) => canonicalNetwork(entry.network) === network);
+  const requirements =
+    network === undefined ? undefined : offered.find((entry) => canonicalNetwork(entry.network) === network);
   if (network === undefined || requirements === undefined) {
     return fail('network_not_offered', `we did not ask to be paid on ${payment.network.slice(0, 64)}`);
   }
-  if (requirements.scheme !== 'exact') return fail('invalid_offer', `the offered scheme "${requirements.scheme}" is not exact`);
+  if (requirements.scheme !== 'exact')
+    return fail('invalid_offer', `the offered scheme "${requirements.scheme}" is not exact`);
   if (NETWORK_TABLE[network].chainType === 'evm') {
     return verifyEvmPayment(payment, requirements, network, deps, options.minValiditySeconds);
   }

@@ -15,24 +15,42 @@ export class WalletBalances {
   private readonly known = new Map<string, { microUsdc: bigint; readAtMs: number }>();
 
   /** Why our wallet cannot pay `choice` now (its balance is short or unreadable), or undefined when it can. */
-  async evmShortage(chains: Chains, choice: PaymentChoice, nowMs: number): Promise<{ reason: string; details: string } | undefined> {
+  async evmShortage(
+    chains: Chains,
+    choice: PaymentChoice,
+    nowMs: number,
+  ): Promise<{ reason: string; details: string } | undefined> {
     const wallet = chains.evm.account?.address;
     if (wallet === undefined) return undefined;
     const known = this.known;
     const key = `${choice.network}:${wallet}`;
     const headroom = known.get(key);
-    if (headroom && nowMs - headroom.readAtMs < BALANCE_FRESH_MS && nowMs >= headroom.readAtMs && headroom.microUsdc >= choice.amountMicroUsdc) {
+    if (
+      headroom &&
+      nowMs - headroom.readAtMs < BALANCE_FRESH_MS &&
+      nowMs >= headroom.readAtMs &&
+      headroom.microUsdc >= choice.amountMicroUsdc
+    ) {
       headroom.microUsdc -= choice.amountMicroUsdc;
       return undefined;
     }
     const balance = await chains.evm.usdcBalance(choice.network, wallet);
     if (!balance.ok) {
       known.delete(key);
-      return { reason: balance.reason, details: `our USDC balance on ${choice.network} could not be read: ${balance.details}` };
+      return {
+        reason: balance.reason,
+        details: `our USDC balance on ${choice.network} could not be read: ${balance.details}`,
+      };
     }
-    known.set(key, { microUsdc: balance.value >= choice.amountMicroUsdc ? balance.value - choice.amountMicroUsdc : 0n, readAtMs: nowMs });
+    known.set(key, {
+      microUsdc: balance.value >= choice.amountMicroUsdc ? balance.value - choice.amountMicroUsdc : 0n,
+      readAtMs: nowMs,
+    });
     if (balance.value < choice.amountMicroUsdc) {
-      return { reason: 'insufficient_funds', details: `our USDC balance on ${choice.network} is ${balance.value}, the payment needs ${choice.amountMicroUsdc}` };
+      return {
+        reason: 'insufficient_funds',
+        details: `our USDC balance on ${choice.network} is ${balance.value}, the payment needs ${choice.amountMicroUsdc}`,
+      };
     }
     return undefined;
   }

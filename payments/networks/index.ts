@@ -104,7 +104,14 @@ export async function createChains(
       const built = await svm.buildExactPayment(choice.requirements);
       if (!built.ok) return built;
       const { network, payment, header, payer, payerSignature, lastValidBlockHeight } = built.value;
-      return ok({ network, payment, header, payer, reference: payerSignature, expiresAt: { blockHeight: lastValidBlockHeight } });
+      return ok({
+        network,
+        payment,
+        header,
+        payer,
+        reference: payerSignature,
+        expiresAt: { blockHeight: lastValidBlockHeight },
+      });
     }
     return fail('invalid_requirements', `unknown chain type of ${choice.network}`);
   }

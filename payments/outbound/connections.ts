@@ -18,7 +18,11 @@ export interface ConnectionPoolOptions {
   idleMs?: number;
 }
 
-export const DEFAULT_CONNECTION_POOL: Required<ConnectionPoolOptions> = { maxPools: 256, maxIdlePerPool: 64, idleMs: 2_000 };
+export const DEFAULT_CONNECTION_POOL: Required<ConnectionPoolOptions> = {
+  maxPools: 256,
+  maxIdlePerPool: 64,
+  idleMs: 2_000,
+};
 
 export class TargetConnections {
   private readonly pools = new Map<string, http.Agent>();

@@ -97,7 +97,9 @@ export async function checkUrl(url: string | URL, resolver: Resolver, allowHosts
     for (const { address } of addresses) {
       const verdict = classifyAddress(address);
       if (verdict.allowed) continue;
-      const via = verdict.embeddedIpv4 ? ` (${verdict.embeddedIpv4.kind.replace('_', '-')} ${verdict.embeddedIpv4.address})` : '';
+      const via = verdict.embeddedIpv4
+        ? ` (${verdict.embeddedIpv4.kind.replace('_', '-')} ${verdict.embeddedIpv4.address})`
+        : '';
       const where = address === hostname ? `host ${address} is` : `host ${parsed.hostname} resolves to ${address},`;
       const details = `api_url ${where} a ${verdict.reason.replaceAll('_', ' ')} address${via}; only public addresses may be called`;
       return { allowed: false, error: new OutboundError('ssrf_blocked', details), address, reason: verdict.reason };

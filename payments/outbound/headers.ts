@@ -7,7 +7,15 @@
  */
 
 // Headers that describe one connection, not the message (RFC 9110 section 7.6.1).
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
 
 // Request headers we set ourselves from the URL, the body and the payment; a caller's value is dropped.
 const OWNED_REQUEST_HEADERS = new Set(['host', 'content-length', 'expect', 'accept-encoding', 'x-payment']);
@@ -25,7 +33,12 @@ export function isHopByHopHeader(name: string): boolean {
 /** Header names listed in a Connection header are hop-by-hop for that message. */
 export function connectionTokens(value: string | string[] | undefined): Set<string> {
   const joined = Array.isArray(value) ? value.join(',') : (value ?? '');
-  return new Set(joined.split(',').map((token) => token.trim().toLowerCase()).filter(Boolean));
+  return new Set(
+    joined
+      .split(',')
+      .map((token) => token.trim().toLowerCase())
+      .filter(Boolean),
+  );
 }
 
 export function isOwnedRequestHeader(name: string): boolean {

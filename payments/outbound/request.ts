@@ -99,7 +99,10 @@ function targetUrl(apiUrl: unknown, params: unknown): string {
 function encodeBody(call: CallRequest, headers: Record<string, string>): Buffer | undefined {
   const given = givenBodyFields(call);
   if (given.length > 1) {
-    throw new OutboundError('conflicting_body_fields', `give at most one of json, data, body, payload; got ${given.join(' and ')}`);
+    throw new OutboundError(
+      'conflicting_body_fields',
+      `give at most one of json, data, body, payload; got ${given.join(' and ')}`,
+    );
   }
   const field = given[0];
   if (field === undefined) return undefined;
@@ -185,7 +188,8 @@ function basicAuthorization(auth: unknown): string {
   if (typeof username !== 'string' || typeof password !== 'string') {
     throw new OutboundError('invalid_field', 'auth needs a string username and password');
   }
-  if (!BASIC_AUTH_USERNAME.test(username)) throw new OutboundError('invalid_field', 'auth username must not contain a colon');
+  if (!BASIC_AUTH_USERNAME.test(username))
+    throw new OutboundError('invalid_field', 'auth username must not contain a colon');
   return `Basic ${Buffer.from(`${username}:${password}`, 'utf8').toString('base64')}`;
 }
 
@@ -193,9 +197,13 @@ function basicAuthorization(auth: unknown): string {
 function mergedCookies(cookieHeader: string | undefined, cookies: unknown): string {
   const added = new Map<string, string>();
   for (const [name, value] of Object.entries(asRecord('cookies', cookies))) {
-    if (!TOKEN.test(name)) throw new OutboundError('invalid_cookie', `cookie name ${JSON.stringify(name)} is not valid`);
+    if (!TOKEN.test(name))
+      throw new OutboundError('invalid_cookie', `cookie name ${JSON.stringify(name)} is not valid`);
     if (!isScalar(value) || !COOKIE_VALUE.test(String(value))) {
-      throw new OutboundError('invalid_cookie', `cookie ${name} must be a string without semicolons or control characters`);
+      throw new OutboundError(
+        'invalid_cookie',
+        `cookie ${name} must be a string without semicolons or control characters`,
+      );
     }
     added.set(name, String(value));
   }

@@ -67,7 +67,8 @@ interface Exchange {
  */
 export async function sendTargetRequest(request: TargetRequest, options: SendOptions): Promise<TargetResponse> {
   const { timeoutMs, allowHosts } = options;
-  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new RangeError(`timeoutMs must be positive, got ${timeoutMs}`);
+  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
+    throw new RangeError(`timeoutMs must be positive, got ${timeoutMs}`);
   const resolver = options.resolver ?? systemResolver;
   const maxRedirects = options.maxRedirects ?? DEFAULT_MAX_REDIRECTS;
   const deadline = new AbortController();
@@ -79,7 +80,8 @@ export async function sendTargetRequest(request: TargetRequest, options: SendOpt
     transport: options.transport ?? nodeTransport,
     connections: options.connections,
     // With maxRedirects 0 a redirect is the answer, handed back as it came.
-    follows: (status, headers) => maxRedirects > 0 && REDIRECT_STATUSES.has(status) && typeof headers.location === 'string',
+    follows: (status, headers) =>
+      maxRedirects > 0 && REDIRECT_STATUSES.has(status) && typeof headers.location === 'string',
   };
   try {
     let current = request;
@@ -118,7 +120,10 @@ function redirected(previous: TargetRequest, previousUrl: URL, response: TargetR
   const headers = { ...previous.headers };
   let method: TargetMethod = previous.method;
   let body = previous.body;
-  if ((response.status === 303 && method !== 'GET') || ((response.status === 301 || response.status === 302) && method === 'POST')) {
+  if (
+    (response.status === 303 && method !== 'GET') ||
+    ((response.status === 301 || response.status === 302) && method === 'POST')
+  ) {
     method = 'GET';
     body = undefined;
     for (const name of BODY_HEADERS) delete headers[name];
@@ -139,7 +144,10 @@ function pinnedLookup(target: VettedTarget): LookupFunction {
         const error = Object.assign(new Error(`no vetted address for ${hostname}`), { code: 'ENOTFOUND' });
         callback(error, '');
       } else if (options.all) {
-        callback(null, candidates.map(({ address, family }) => ({ address, family })));
+        callback(
+          null,
+          candidates.map(({ address, family }) => ({ address, family })),
+        );
       } else {
         callback(null, candidates[0].address, candidates[0].family);
       }
@@ -152,7 +160,11 @@ function pinnedLookup(target: VettedTarget): LookupFunction {
  * (its keep-alive ended as we wrote) fails before any byte of an answer: an idempotent request is
  * then sent once more on a new connection; any other request reports the failure.
  */
-async function exchangeWithPool(target: VettedTarget, request: TargetRequest, exchange: Exchange): Promise<TargetResponse> {
+async function exchangeWithPool(
+  target: VettedTarget,
+  request: TargetRequest,
+  exchange: Exchange,
+): Promise<TargetResponse> {
   const agent = exchange.connections ? exchange.connections.agentFor(target) : false;
   try {
     return await exchangeOnce(target, request, exchange, agent);
@@ -188,13 +200,22 @@ function requestOptions(target: VettedTarget, request: TargetRequest, agent: htt
   };
 }
 
-function exchangeOnce(target: VettedTarget, request: TargetRequest, exchange: Exchange, agent: http.Agent | false): Promise<TargetResponse> {
+function exchangeOnce(
+  target: VettedTarget,
+  request: TargetRequest,
+  exchange: Exchange,
+  agent: http.Agent | false,
+): Promise<TargetResponse> {
   return new Promise((resolve, reject) => {
     let settled = false;
     let connected = false;
     let answered = false;
     let outgoing: http.ClientRequest | undefined;
-    const finish = (error: OutboundError | StaleConnection | null, response?: TargetResponse, { keepConnection = false } = {}) => {
+    const finish = (
+      error: OutboundError | StaleConnection | null,
+      response?: TargetResponse,
+      { keepConnection = false } = {},
+    ) => {
       if (settled) return;
       settled = true;
       exchange.signal.removeEventListener('abort', onAbort);
@@ -257,7 +278,8 @@ function readBody(incoming: http.IncomingMessage, maxBytes: number): Promise<Buf
     // A broken stream also closes incomplete; 'close' reports it once, as malformed_response.
     incoming.on('error', () => {});
     incoming.on('close', () => {
-      if (!incoming.complete) reject(new OutboundError('malformed_response', 'target closed the connection before the whole body arrived'));
+      if (!incoming.complete)
+        reject(new OutboundError('malformed_response', 'target closed the connection before the whole body arrived'));
     });
   });
 }
@@ -267,10 +289,14 @@ function requestFailure(error: Error & { code?: string }, connected: boolean, ta
   const code = error.code ?? 'unknown';
   const where = target.url.host;
   if (code.startsWith('HPE_')) {
-    return new OutboundError('malformed_response', `target ${where} sent an invalid HTTP response (${code})`, { cause: error });
+    return new OutboundError('malformed_response', `target ${where} sent an invalid HTTP response (${code})`, {
+      cause: error,
+    });
   }
   if (connected && (code === 'ECONNRESET' || code === 'EPIPE')) {
-    return new OutboundError('malformed_response', `target ${where} closed the connection without an HTTP response`, { cause: error });
+    return new OutboundError('malformed_response', `target ${where} closed the connection without an HTTP response`, {
+      cause: error,
+    });
   }
   return new OutboundError('unreachable', `target ${where} could not be reached (${code})`, { cause: error });
 }

@@ -35,7 +35,11 @@ export function isClientError(error: OutboundError): boolean {
 
 export type TargetCall = { ok: true; response: TargetResponse } | { ok: false; error: OutboundError };
 
-export async function callTarget(request: TargetRequest, timeoutMs: number, deps: Pick<Deps, 'config' | 'resolver' | 'connections'>): Promise<TargetCall> {
+export async function callTarget(
+  request: TargetRequest,
+  timeoutMs: number,
+  deps: Pick<Deps, 'config' | 'resolver' | 'connections'>,
+): Promise<TargetCall> {
   try {
     const response = await sendTargetRequest(request, {
       timeoutMs,
@@ -95,7 +99,11 @@ export function decidePayment(
       details: `no service wallet is configured for ${canonicalNetwork(missingWallet.network)}, the network the target accepts`,
     };
   }
-  return { ok: false, kind: 'unpayable', details: `the target's payment requirements cannot be paid: ${choice.details}` };
+  return {
+    ok: false,
+    kind: 'unpayable',
+    details: `the target's payment requirements cannot be paid: ${choice.details}`,
+  };
 }
 
 /** The target's body for a JSON field: parsed when it is JSON, otherwise its text. */

@@ -47,7 +47,8 @@ export const UNREADABLE_RECHECK_MS = 10_000;
 export function nextLookAt(now: Date, expiresAt: Date | undefined): Date {
   if (expiresAt === undefined) return new Date(now.getTime() + UNTIMED_RECHECK_MS);
   const left = expiresAt.getTime() - now.getTime();
-  const delay = left <= 0 ? EXPIRED_RECHECK_MS : Math.min(Math.max(Math.floor(left / 4), MIN_RECHECK_MS), MAX_RECHECK_MS);
+  const delay =
+    left <= 0 ? EXPIRED_RECHECK_MS : Math.min(Math.max(Math.floor(left / 4), MIN_RECHECK_MS), MAX_RECHECK_MS);
   return new Date(now.getTime() + delay);
 }
 
@@ -67,8 +68,10 @@ export async function readPaymentOnChain(
   { now, reportedTxHash }: { now: Date; reportedTxHash?: string },
 ): Promise<ChainReading> {
   const network = canonicalNetwork(payment.network);
-  if (network === undefined || payment.payer === null) return { state: 'unknown', details: `${payment.label} has no network or payer` };
-  if (payment.chainType === 'solana') return readSolanaPayment(chains, network, payment, reportedTxHash ?? payment.txHash ?? undefined);
+  if (network === undefined || payment.payer === null)
+    return { state: 'unknown', details: `${payment.label} has no network or payer` };
+  if (payment.chainType === 'solana')
+    return readSolanaPayment(chains, network, payment, reportedTxHash ?? payment.txHash ?? undefined);
   // The transaction the target reported is read first: one receipt proves the common case, where
   // the full reading takes four calls. Anything short of proof falls back to the full reading.
   const candidate = reportedTxHash ?? payment.txHash ?? undefined;
@@ -78,10 +81,17 @@ export async function readPaymentOnChain(
   return readEvmPayment(chains, network, payment, now);
 }
 
-const authorizationUsedEvent = parseAbiItem('event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)');
+const authorizationUsedEvent = parseAbiItem(
+  'event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)',
+);
 
 /** Whether `hash` is a successful transaction whose USDC contract logged AuthorizationUsed for our payer and nonce. */
-async function receiptProvesUse(chains: Chains, network: NetworkName, payment: SignedTargetPayment, hash: string): Promise<boolean> {
+async function receiptProvesUse(
+  chains: Chains,
+  network: NetworkName,
+  payment: SignedTargetPayment,
+  hash: string,
+): Promise<boolean> {
   const clients = chains.evm.networks.get(network);
   if (!clients || payment.nonce === null || payment.payer === null || !/^0x[0-9a-fA-F]{64}$/.test(hash)) return false;
   try {
@@ -90,7 +100,9 @@ async function receiptProvesUse(chains: Chains, network: NetworkName, payment: S
     const usdcLogs = receipt.logs.filter((log) => getAddress(log.address) === getAddress(clients.usdc));
     const events = parseEventLogs({ abi: [authorizationUsedEvent], logs: usdcLogs, strict: true });
     return events.some(
-      (event) => getAddress(event.args.authorizer) === getAddress(payment.payer!) && event.args.nonce.toLowerCase() === payment.nonce!.toLowerCase(),
+      (event) =>
+        getAddress(event.args.authorizer) === getAddress(payment.payer!) &&
+        event.args.nonce.toLowerCase() === payment.nonce!.toLowerCase(),
     );
   } catch {
     // Not found yet, or the node did not answer: the full reading decides.
@@ -98,7 +110,12 @@ async function receiptProvesUse(chains: Chains, network: NetworkName, payment: S
   }
 }
 
-async function readEvmPayment(chains: Chains, network: NetworkName, payment: SignedTargetPayment, now: Date): Promise<ChainReading> {
+async function readEvmPayment(
+  chains: Chains,
+  network: NetworkName,
+  payment: SignedTargetPayment,
+  now: Date,
+): Promise<ChainReading> {
   // The block is read before the authorization: if this block is already past validBefore and the
   // authorization is unused in a state at least as new, no later block can use it.
   if (payment.nonce === null) return { state: 'unknown', details: `${payment.label} has no authorization nonce` };
@@ -107,16 +124,27 @@ async function readEvmPayment(chains: Chains, network: NetworkName, payment: Sig
   const use = await chains.evm.findAuthorizationUse(network, payment.payer!, payment.nonce);
   if (!use.ok) return { state: 'unknown', details: use.details };
   if (use.value.state === 'settled') {
-    return { state: 'settled', txHash: use.value.transactionHash, details: `authorization used in block ${use.value.blockNumber}` };
+    return {
+      state: 'settled',
+      txHash: use.value.transactionHash,
+      details: `authorization used in block ${use.value.blockNumber}`,
+    };
   }
   if (use.value.state === 'used_without_event') {
     // We never cancel an authorization: a spent nonce is our transfer.
-    return { state: 'settled', ...(payment.txHash ? { txHash: payment.txHash } : {}), details: 'authorization used (no event in the scanned blocks)' };
+    return {
+      state: 'settled',
+      ...(payment.txHash ? { txHash: payment.txHash } : {}),
+      details: 'authorization used (no event in the scanned blocks)',
+    };
   }
   const validBefore = payment.validBefore;
   if (validBefore === null) return { state: 'unknown', details: `${payment.label} has no validBefore` };
   if (block.value.timestamp >= validBefore) {
-    return { state: 'expired', details: `authorization unused when block ${block.value.number} passed its validBefore` };
+    return {
+      state: 'expired',
+      details: `authorization unused when block ${block.value.number} passed its validBefore`,
+    };
   }
   const nowSeconds = BigInt(Math.floor(now.getTime() / 1000));
   const decidedBySeconds = validBefore + EVM_EXPIRY_MARGIN_SECONDS;
@@ -139,7 +167,8 @@ async function readSolanaPayment(
     if (landed.state !== 'open') return landed;
   }
   if (!height.ok) return { state: 'unknown', details: height.details };
-  if (payment.lastValidBlockHeight === null) return { state: 'unknown', details: `${payment.label} has no last valid block height` };
+  if (payment.lastValidBlockHeight === null)
+    return { state: 'unknown', details: `${payment.label} has no last valid block height` };
   if (height.value > payment.lastValidBlockHeight) {
     return {
       state: 'expired',
@@ -153,10 +182,17 @@ async function readSolanaPayment(
 }
 
 /** Whether `signature` is a confirmed transaction that carries our signature of this payment. */
-async function ourTransaction(chains: Chains, network: NetworkName, payment: SignedTargetPayment, signature: string): Promise<ChainReading> {
+async function ourTransaction(
+  chains: Chains,
+  network: NetworkName,
+  payment: SignedTargetPayment,
+  signature: string,
+): Promise<ChainReading> {
   const status = await chains.svm.signatureStatus(network, signature);
   if (!status.ok) return { state: status.reason === 'invalid_argument' ? 'open' : 'unknown', details: status.details };
-  const confirmed = status.value.found && (status.value.confirmationStatus === 'confirmed' || status.value.confirmationStatus === 'finalized');
+  const confirmed =
+    status.value.found &&
+    (status.value.confirmationStatus === 'confirmed' || status.value.confirmationStatus === 'finalized');
   if (!confirmed) return { state: 'open', details: `transaction ${signature} not confirmed yet` };
   const transaction = await chains.svm.transactionSignatures(network, signature);
   if (!transaction.ok) return { state: 'unknown', details: transaction.details };

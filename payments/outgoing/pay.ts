@@ -29,7 +29,8 @@ const TARGET_SIDE_SIGN_FAILURES = new Set([
 ]);
 
 /** Our payment to a target, signed, or why it could not be (targetSide: the target's requirements are at fault). */
-export type TargetSigningOutcome = { ok: true; value: PreparedPayment } | { ok: false; reason: string; details: string; targetSide: boolean };
+export type TargetSigningOutcome =
+  { ok: true; value: PreparedPayment } | { ok: false; reason: string; details: string; targetSide: boolean };
 
 /**
  * Signs our payment for `choice`. An EVM authorization is valid at most `windowSeconds` (shorter
@@ -55,7 +56,12 @@ export async function signTargetPayment(
     { now: deps.clock.now(), ...(choice.chainType === 'evm' && nonce !== undefined ? { nonce } : {}) },
   );
   if (prepared.ok) return prepared;
-  return { ok: false, reason: prepared.reason, details: prepared.details, targetSide: TARGET_SIDE_SIGN_FAILURES.has(prepared.reason) };
+  return {
+    ok: false,
+    reason: prepared.reason,
+    details: prepared.details,
+    targetSide: TARGET_SIDE_SIGN_FAILURES.has(prepared.reason),
+  };
 }
 
 /** What to record about a signed payment before it leaves, so the chain can be read for it later. */
@@ -89,5 +95,7 @@ export async function sendPaidCall(
 /** The transaction a target reports in X-PAYMENT-RESPONSE as its settlement of our payment: a hint, never a proof. */
 export function reportedSettlement(response: TargetResponse): string | undefined {
   const settlement = decodePaymentResponseHeader(response.headers['x-payment-response']);
-  return settlement.ok && settlement.value.success && settlement.value.transaction !== '' ? settlement.value.transaction : undefined;
+  return settlement.ok && settlement.value.success && settlement.value.transaction !== ''
+    ? settlement.value.transaction
+    : undefined;
 }

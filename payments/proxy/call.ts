@@ -58,11 +58,21 @@ export type ProxyOutcome =
     }
   | { kind: 'bad_request'; details: string }
   | { kind: 'insufficient_credits'; details: string }
-  | { kind: 'spend_limit'; error: string; details: string; currentSpendUsd: number; limitUsd: number; requestedUsd: number }
+  | {
+      kind: 'spend_limit';
+      error: string;
+      details: string;
+      currentSpendUsd: number;
+      limitUsd: number;
+      requestedUsd: number;
+    }
   | { kind: 'bad_gateway'; message: string; details: string; upstreamStatus?: number; webhookId?: string }
   | { kind: 'configuration_error'; message: string; details: string };
 
-export async function proxyCall(deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances'>, input: ProxyCall): Promise<ProxyOutcome> {
+export async function proxyCall(
+  deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances'>,
+  input: ProxyCall,
+): Promise<ProxyOutcome> {
   const deadline = performance.now() + input.timeoutMs;
   const remainingMs = () => Math.max(1, Math.ceil(deadline - performance.now()));
   const built = buildTargetRequest(input.call);
@@ -73,28 +83,50 @@ export async function proxyCall(deps: Pick<Deps, 'db' | 'config' | 'chains' | 'r
   const required = paymentRequiredOf(first.response);
   if (!required) return answerOf(first.response);
 
-  const decision = decidePayment(required, { chains: deps.chains, maxAmountMicroUsdc: parseUsdc(deps.config.proxyMaxPaymentUsdc) });
+  const decision = decidePayment(required, {
+    chains: deps.chains,
+    maxAmountMicroUsdc: parseUsdc(deps.config.proxyMaxPaymentUsdc),
+  });
   if (!decision.ok) {
     return decision.kind === 'configuration'
       ? { kind: 'configuration_error', message: 'The service cannot pay this target', details: decision.details }
-      : { kind: 'bad_gateway', message: 'The target asks for a payment the service does not make', details: decision.details, upstreamStatus: 402 };
+      : {
+          kind: 'bad_gateway',
+          message: 'The target asks for a payment the service does not make',
+          details: decision.details,
+          upstreamStatus: 402,
+        };
   }
   return payAndRetry(deps, input, decision.choice, remainingMs);
 }
 
 function unreachable(error: OutboundError): ProxyOutcome {
   if (isClientError(error)) return { kind: 'bad_request', details: error.details };
-  return { kind: 'bad_gateway', message: 'The target could not be reached or gave no usable answer', details: error.details };
+  return {
+    kind: 'bad_gateway',
+    message: 'The target could not be reached or gave no usable answer',
+    details: error.details,
+  };
 }
 
 function answerOf(response: TargetResponse): ProxyOutcome {
   if (response.status >= 500) {
-    return { kind: 'bad_gateway', message: 'The target answered with a server error', details: `the target answered ${response.status}`, upstreamStatus: response.status };
+    return {
+      kind: 'bad_gateway',
+      message: 'The target answered with a server error',
+      details: `the target answered ${response.status}`,
+      upstreamStatus: response.status,
+    };
   }
   return { kind: 'pass_through', response };
 }
 
-async function payAndRetry(deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances'>, input: ProxyCall, choice: PaymentChoice, remainingMs: () => number): Promise<ProxyOutcome> {
+async function payAndRetry(
+  deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances'>,
+  input: ProxyCall,
+  choice: PaymentChoice,
+  remainingMs: () => number,
+): Promise<ProxyOutcome> {
   const { db, config, chains, clock, log } = deps;
   const { totalCredits } = proxyCredits(choice.amountMicroUsdc, config.proxyFeePercent);
   const reference = randomNonce();
@@ -137,11 +169,24 @@ async function payAndRetry(deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolv
   if (!recorded) throw new Error(`proxy payment ${reference} was settled before it was sent`);
 
   const answer = await sendPaidCall(input.call, payment.header, remainingMs, deps);
-  log.info({ reference, network: choice.network, amountMicroUsdc: String(choice.amountMicroUsdc), status: answer.ok ? answer.response.status : answer.error.code }, 'paid target call');
+  log.info(
+    {
+      reference,
+      network: choice.network,
+      amountMicroUsdc: String(choice.amountMicroUsdc),
+      status: answer.ok ? answer.response.status : answer.error.code,
+    },
+    'paid target call',
+  );
 
   if (!answer.ok) {
     const { webhookId } = await watchProxyPayment(db, reference, { openRecord: true });
-    return { kind: 'bad_gateway', message: 'The target gave no usable answer after the payment was sent', details: answer.error.details, ...withWebhook(webhookId) };
+    return {
+      kind: 'bad_gateway',
+      message: 'The target gave no usable answer after the payment was sent',
+      details: answer.error.details,
+      ...withWebhook(webhookId),
+    };
   }
   const { response } = answer;
   if (response.status === 402) {
@@ -172,14 +217,27 @@ function withWebhook(webhookId: string | undefined): { webhookId?: string } {
   return webhookId === undefined ? {} : { webhookId };
 }
 
-type Prepared = { ok: true; value: PreparedPayment } | { ok: false; reason: string; details: string; outcome: ProxyOutcome };
+type Prepared =
+  { ok: true; value: PreparedPayment } | { ok: false; reason: string; details: string; outcome: ProxyOutcome };
 
-async function prepare(deps: Pick<Deps, 'chains' | 'clock' | 'balances' | 'config'>, choice: PaymentChoice, reference: `0x${string}`): Promise<Prepared> {
+async function prepare(
+  deps: Pick<Deps, 'chains' | 'clock' | 'balances' | 'config'>,
+  choice: PaymentChoice,
+  reference: `0x${string}`,
+): Promise<Prepared> {
   // An authorization lives at most PROXY_PAYMENT_WINDOW_SECONDS: that also bounds how long credits stay held.
-  const signed = await signTargetPayment(deps, choice, { nonce: reference, windowSeconds: deps.config.proxyPaymentWindowSeconds });
+  const signed = await signTargetPayment(deps, choice, {
+    nonce: reference,
+    windowSeconds: deps.config.proxyPaymentWindowSeconds,
+  });
   if (signed.ok) return signed;
   const outcome: ProxyOutcome = signed.targetSide
-    ? { kind: 'bad_gateway', message: 'The service cannot build a payment for the target', details: signed.details, upstreamStatus: 402 }
+    ? {
+        kind: 'bad_gateway',
+        message: 'The service cannot build a payment for the target',
+        details: signed.details,
+        upstreamStatus: 402,
+      }
     : { kind: 'configuration_error', message: 'The service could not prepare the payment', details: signed.details };
   return { ok: false, reason: signed.reason, details: signed.details, outcome };
 }
@@ -197,11 +255,22 @@ async function settleNow(
   response: TargetResponse,
 ): Promise<{ charged: boolean; webhookId?: string }> {
   const reportedTxHash = reportedSettlement(response);
-  const reading = await readPaymentOnChain(deps.chains, payment, { now: deps.clock.now(), ...(reportedTxHash ? { reportedTxHash } : {}) });
+  const reading = await readPaymentOnChain(deps.chains, payment, {
+    now: deps.clock.now(),
+    ...(reportedTxHash ? { reportedTxHash } : {}),
+  });
   if (reading.state === 'settled') {
-    return { charged: await chargeProxyPayment(deps.db, reference, { ...(reading.txHash ? { txHash: reading.txHash } : {}), outcome: reading.details }) };
+    return {
+      charged: await chargeProxyPayment(deps.db, reference, {
+        ...(reading.txHash ? { txHash: reading.txHash } : {}),
+        outcome: reading.details,
+      }),
+    };
   }
-  const { webhookId } = await watchProxyPayment(deps.db, reference, { openRecord: true, ...(reportedTxHash ? { reportedTxHash } : {}) });
+  const { webhookId } = await watchProxyPayment(deps.db, reference, {
+    openRecord: true,
+    ...(reportedTxHash ? { reportedTxHash } : {}),
+  });
   return { charged: false, ...withWebhook(webhookId) };
 }
 
@@ -212,9 +281,17 @@ const LIMIT_ERRORS: Record<ReservationRefusal, string> = {
   system_daily_limit: 'Daily system proxy limit exceeded',
 };
 
-function refusal(result: Extract<ReservationResult, { reserved: false }>, credits: bigint, key: AuthenticatedKey, choice: PaymentChoice): ProxyOutcome {
+function refusal(
+  result: Extract<ReservationResult, { reserved: false }>,
+  credits: bigint,
+  key: AuthenticatedKey,
+  choice: PaymentChoice,
+): ProxyOutcome {
   if (result.reason === 'insufficient_credits') {
-    return { kind: 'insufficient_credits', details: `This call needs ${credits} credits; ${result.balanceCredits} are available` };
+    return {
+      kind: 'insufficient_credits',
+      details: `This call needs ${credits} credits; ${result.balanceCredits} are available`,
+    };
   }
   const spent = creditsToUsdc(result.spentCredits);
   const limit = creditsToUsdc(result.limitCredits);

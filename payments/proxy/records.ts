@@ -100,7 +100,15 @@ export interface SignedFacts {
 /** The fields of a proxy payment row that say what the chain is read for. */
 export type SignedRecord = Pick<
   ProxyPayment,
-  'id' | 'reference' | 'network' | 'chain_type' | 'payer' | 'payer_signature' | 'valid_before' | 'last_valid_block_height' | 'tx_hash'
+  | 'id'
+  | 'reference'
+  | 'network'
+  | 'chain_type'
+  | 'payer'
+  | 'payer_signature'
+  | 'valid_before'
+  | 'last_valid_block_height'
+  | 'tx_hash'
 >;
 
 /**
@@ -108,7 +116,12 @@ export type SignedRecord = Pick<
  * network and chain from the choice, the signed facts as recordSigned stores them, no transaction
  * hash yet (only watchProxyPayment and the charge write one).
  */
-export function signedRecordOf(id: bigint, reference: string, choice: PaymentChoice, signed: SignedFacts): SignedRecord {
+export function signedRecordOf(
+  id: bigint,
+  reference: string,
+  choice: PaymentChoice,
+  signed: SignedFacts,
+): SignedRecord {
   return {
     id,
     reference,
@@ -153,7 +166,11 @@ export async function recordSigned(db: Db, reference: string, signed: SignedFact
  * one statement, the database function charge_proxy_payment (a guarded update from signed, the
  * reservation charged, the webhook record completed, in one transaction).
  */
-export async function chargeProxyPayment(db: Db, reference: string, settled: { txHash?: string; outcome: string }): Promise<boolean> {
+export async function chargeProxyPayment(
+  db: Db,
+  reference: string,
+  settled: { txHash?: string; outcome: string },
+): Promise<boolean> {
   return moveProxyPayment(db, reference, { to: 'charged', txHash: settled.txHash ?? null, outcome: settled.outcome });
 }
 
@@ -176,8 +193,14 @@ export async function watchProxyPayment(
   { openRecord, reportedTxHash }: { openRecord: boolean; reportedTxHash?: string },
 ): Promise<{ watching: boolean; webhookId?: string }> {
   return db.transaction().execute(async (tx) => {
-    const payment = await tx.selectFrom('proxy_payments').selectAll().where('reference', '=', reference).forUpdate().executeTakeFirst();
-    if (!payment || payment.state !== 'signed') return { watching: false, ...(payment?.webhook_id ? { webhookId: payment.webhook_id } : {}) };
+    const payment = await tx
+      .selectFrom('proxy_payments')
+      .selectAll()
+      .where('reference', '=', reference)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!payment || payment.state !== 'signed')
+      return { watching: false, ...(payment?.webhook_id ? { webhookId: payment.webhook_id } : {}) };
     let webhookId = payment.webhook_id ?? undefined;
     if (openRecord && webhookId === undefined) {
       webhookId = await openWebhook(tx, {
@@ -202,8 +225,19 @@ export async function watchProxyPayment(
  * queued job's time alone (the sweeper only makes sure a job exists). Without `runAt`: at once,
  * by the database's clock.
  */
-export async function enqueueWatch(db: Db | Tx, id: bigint, runAt: Date = new Date(0), { keepSchedule = false } = {}): Promise<void> {
-  await addJob(db, { task: PROXY_PAYMENT_WATCH_TASK, payload: { proxyPaymentId: String(id) }, key: watchJobKey(id), runAt, keepSchedule });
+export async function enqueueWatch(
+  db: Db | Tx,
+  id: bigint,
+  runAt: Date = new Date(0),
+  { keepSchedule = false } = {},
+): Promise<void> {
+  await addJob(db, {
+    task: PROXY_PAYMENT_WATCH_TASK,
+    payload: { proxyPaymentId: String(id) },
+    key: watchJobKey(id),
+    runAt,
+    keepSchedule,
+  });
 }
 
 export async function findProxyPayment(db: Db, id: bigint): Promise<ProxyPayment | undefined> {

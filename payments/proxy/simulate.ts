@@ -51,18 +51,30 @@ export async function simulateProxyCall(
   if (!built.ok) return { kind: 'bad_request', details: built.error.details };
   const answer = await callTarget(built.value, timeoutMs, deps);
   if (!answer.ok) {
-    return isClientError(answer.error) ? { kind: 'bad_request', details: answer.error.details } : { kind: 'bad_gateway', details: answer.error.details };
+    return isClientError(answer.error)
+      ? { kind: 'bad_request', details: answer.error.details }
+      : { kind: 'bad_gateway', details: answer.error.details };
   }
   const { response } = answer;
   if (response.status >= 500) return { kind: 'bad_gateway', details: `the target answered ${response.status}` };
   const required = paymentRequiredOf(response);
-  if (!required) return { kind: 'result', result: { requiresPayment: false, status: response.status, response: bodyValue(response) } };
+  if (!required)
+    return {
+      kind: 'result',
+      result: { requiresPayment: false, status: response.status, response: bodyValue(response) },
+    };
 
   const network = call.network === undefined ? undefined : canonicalNetwork(call.network);
-  const decision = decidePayment(required, { chains: deps.chains, maxAmountMicroUsdc: parseUsdc(deps.config.proxyMaxPaymentUsdc), ...(network ? { network } : {}) });
+  const decision = decidePayment(required, {
+    chains: deps.chains,
+    maxAmountMicroUsdc: parseUsdc(deps.config.proxyMaxPaymentUsdc),
+    ...(network ? { network } : {}),
+  });
   if (!decision.ok) {
     if (decision.kind === 'network_not_offered') return { kind: 'bad_request', details: decision.details };
-    return decision.kind === 'configuration' ? { kind: 'configuration_error', details: decision.details } : { kind: 'bad_gateway', details: decision.details };
+    return decision.kind === 'configuration'
+      ? { kind: 'configuration_error', details: decision.details }
+      : { kind: 'bad_gateway', details: decision.details };
   }
   return {
     kind: 'result',

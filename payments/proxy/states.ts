@@ -64,7 +64,9 @@ export async function moveProxyPayment(db: Db | Tx, reference: string, move: Pro
     }
     case 'charged': {
       const { rows } = await sql<{ charged: boolean }>`
-        select charge_proxy_payment(${reference}::text, ${move.txHash}::text, ${move.outcome}::text) as charged`.execute(db);
+        select charge_proxy_payment(${reference}::text, ${move.txHash}::text, ${move.outcome}::text) as charged`.execute(
+        db,
+      );
       return rows[0]!.charged;
     }
     case 'released': {

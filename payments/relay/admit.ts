@@ -19,7 +19,8 @@ export interface RelayLimitRefusal {
   requestedMicro: bigint;
 }
 
-export type Admission = Result<RelayTransaction, 'nonce_already_used'> | { ok: false; reason: 'limit_exceeded'; refusal: RelayLimitRefusal };
+export type Admission =
+  Result<RelayTransaction, 'nonce_already_used'> | { ok: false; reason: 'limit_exceeded'; refusal: RelayLimitRefusal };
 
 class LimitExceeded extends Error {
   constructor(readonly refusal: RelayLimitRefusal) {
@@ -40,10 +41,32 @@ export async function admitClientPayment(
       const recorded = await recordClientPayment(tx, verified, request);
       if (!recorded.ok) return recorded;
       const day = request.spendDay;
-      const wallet = await tryAddSpend(tx, { scope: 'relay_wallet', scopeId: verified.payer, networkClass, day }, amount, limits.perWalletMicro);
-      if (!wallet.admitted) throw new LimitExceeded({ scope: 'wallet', spentMicro: wallet.spent, limitMicro: limits.perWalletMicro, requestedMicro: amount });
-      const system = await tryAddSpend(tx, { scope: 'relay_system', scopeId: SYSTEM_SCOPE_ID, networkClass, day }, amount, limits.systemMicro);
-      if (!system.admitted) throw new LimitExceeded({ scope: 'system', spentMicro: system.spent, limitMicro: limits.systemMicro, requestedMicro: amount });
+      const wallet = await tryAddSpend(
+        tx,
+        { scope: 'relay_wallet', scopeId: verified.payer, networkClass, day },
+        amount,
+        limits.perWalletMicro,
+      );
+      if (!wallet.admitted)
+        throw new LimitExceeded({
+          scope: 'wallet',
+          spentMicro: wallet.spent,
+          limitMicro: limits.perWalletMicro,
+          requestedMicro: amount,
+        });
+      const system = await tryAddSpend(
+        tx,
+        { scope: 'relay_system', scopeId: SYSTEM_SCOPE_ID, networkClass, day },
+        amount,
+        limits.systemMicro,
+      );
+      if (!system.admitted)
+        throw new LimitExceeded({
+          scope: 'system',
+          spentMicro: system.spent,
+          limitMicro: limits.systemMicro,
+          requestedMicro: amount,
+        });
       await enqueueRelayWatch(tx, recorded.value.id, limits.finishBy);
       return ok(recorded.value);
     });

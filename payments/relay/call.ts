@@ -17,7 +17,14 @@ import { randomNonce } from '../networks/evm';
 import type { Chains } from '../networks/index';
 import { NETWORK_TABLE, type NetworkClass } from '../networkTable';
 import type { CallRequest, TargetResponse } from '../outbound/index';
-import { readPaymentOnChain, reportedSettlement, sendPaidCall, signedFacts, signTargetPayment, MAX_PAID_ATTEMPTS } from '../outgoing/index';
+import {
+  readPaymentOnChain,
+  reportedSettlement,
+  sendPaidCall,
+  signedFacts,
+  signTargetPayment,
+  MAX_PAID_ATTEMPTS,
+} from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
 import { decodePaymentHeader, encodePaymentResponseHeader } from '../x402/headers';
 import type { PaymentPayload, PaymentRequirements } from '../x402/types';
@@ -62,12 +69,29 @@ export type RelayOutcome =
 /** Verification and settlement failures that are the request's, not the payment's: a 400. */
 const MALFORMED_PAYMENT = new Set<SettleFailureReason>(['invalid_header', 'unsupported_version', 'invalid_scheme']);
 /** Failures on our side: a 500 (nothing was charged). */
-const OUR_FAILURES = new Set<SettleFailureReason>(['invalid_offer', 'rpc_unavailable', 'not_found', 'no_wallet', 'network_not_enabled', 'submission_queue_full']);
+const OUR_FAILURES = new Set<SettleFailureReason>([
+  'invalid_offer',
+  'rpc_unavailable',
+  'not_found',
+  'no_wallet',
+  'network_not_enabled',
+  'submission_queue_full',
+]);
 
 export async function relayCall(
   deps: Pick<
     Deps,
-    'db' | 'config' | 'chains' | 'submissions' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances' | 'relayLimits' | 'hooks'
+    | 'db'
+    | 'config'
+    | 'chains'
+    | 'submissions'
+    | 'resolver'
+    | 'clock'
+    | 'log'
+    | 'connections'
+    | 'balances'
+    | 'relayLimits'
+    | 'hooks'
   >,
   input: RelayCall,
 ): Promise<RelayOutcome> {
@@ -76,7 +100,8 @@ export async function relayCall(
   let payment: PaymentPayload | undefined;
   if (input.paymentHeader !== undefined) {
     const decoded = decodePaymentHeader(input.paymentHeader);
-    if (!decoded.ok) return { kind: 'bad_request', details: `X-PAYMENT is not an x402 version 1 payment: ${decoded.details}` };
+    if (!decoded.ok)
+      return { kind: 'bad_request', details: `X-PAYMENT is not an x402 version 1 payment: ${decoded.details}` };
     payment = decoded.value;
   }
 
@@ -92,7 +117,12 @@ export async function relayCall(
   const admitted = await admitClientPayment(
     deps.db,
     verified.value,
-    { targetUrl: input.call.api_url, targetMethod: String(input.call.method).toUpperCase(), spendDay: utcDay(now), mode: 'relay' },
+    {
+      targetUrl: input.call.api_url,
+      targetMethod: String(input.call.method).toUpperCase(),
+      spendDay: utcDay(now),
+      mode: 'relay',
+    },
     {
       perWalletMicro: usdToMicro(deps.config.relayDailyPerWalletUsd),
       systemMicro: usdToMicro(deps.config.relayDailyTotalUsd),
@@ -100,7 +130,8 @@ export async function relayCall(
     },
   );
   if (!admitted.ok) {
-    if (admitted.reason === 'limit_exceeded') return overLimit(admitted.refusal, verified.value.payer, quote.choice.networkClass);
+    if (admitted.reason === 'limit_exceeded')
+      return overLimit(admitted.refusal, verified.value.payer, quote.choice.networkClass);
     return refused(admitted.reason, admitted.details, accepts);
   }
   const row = admitted.value;
@@ -111,11 +142,13 @@ export async function relayCall(
     // It may still land: never a 402 now. If it does, the client (gone by then) is refunded.
     const { webhookId } = await handOver(deps.db, row.id, {
       kind: 'relay_payment',
-      message: 'Your payment was sent but not confirmed in time; the target was not called. Once it confirms it is refunded.',
+      message:
+        'Your payment was sent but not confirmed in time; the target was not called. Once it confirms it is refunded.',
     });
     return {
       kind: 'bad_gateway',
-      message: 'Your payment could not be confirmed in time, so the target was not called; it is refunded if it settles',
+      message:
+        'Your payment could not be confirmed in time, so the target was not called; it is refunded if it settles',
       headers: { ...(webhookId ? { webhookId } : {}), serviceStatus: 'payment_validating' },
     };
   }
@@ -125,9 +158,19 @@ export async function relayCall(
     return await payTarget(deps, input, row, quote.choice, clientPayment, remainingMs);
   } catch (error) {
     // Money moved: whatever failed here, the job finishes the transaction (refund, or delivery if the target was paid).
-    deps.log.error({ err: error, relayTransactionId: String(row.id) }, 'relay failed after the client paid; handed to the watch job');
-    const { webhookId } = await handOver(deps.db, row.id, { kind: 'relay_refund', message: 'The relay failed after your payment; it is refunded unless the target was paid' });
-    return { kind: 'bad_gateway', message: 'The relay failed after your payment settled; it is refunded unless the target was paid', headers: { clientPayment, ...(webhookId ? { webhookId } : {}) } };
+    deps.log.error(
+      { err: error, relayTransactionId: String(row.id) },
+      'relay failed after the client paid; handed to the watch job',
+    );
+    const { webhookId } = await handOver(deps.db, row.id, {
+      kind: 'relay_refund',
+      message: 'The relay failed after your payment; it is refunded unless the target was paid',
+    });
+    return {
+      kind: 'bad_gateway',
+      message: 'The relay failed after your payment settled; it is refunded unless the target was paid',
+      headers: { clientPayment, ...(webhookId ? { webhookId } : {}) },
+    };
   }
 }
 
@@ -137,7 +180,12 @@ export async function relayCall(
  */
 function noOffer(chains: Chains, networkClass: NetworkClass): RelayOutcome {
   const nameable = chains.networks
-    .filter((network) => network.networkClass === networkClass && network.serviceAddress !== undefined && !NETWORK_TABLE[network.name].knownToStandardClients)
+    .filter(
+      (network) =>
+        network.networkClass === networkClass &&
+        network.serviceAddress !== undefined &&
+        !NETWORK_TABLE[network.name].knownToStandardClients,
+    )
     .map((network) => network.name);
   if (nameable.length > 0) {
     return {
@@ -145,7 +193,10 @@ function noOffer(chains: Chains, networkClass: NetworkClass): RelayOutcome {
       details: `this target is paid on ${networkClass}, where this server is paid only on ${nameable.join(', ')}, which standard x402 clients do not know: name it in the body ("network": "${nameable[0]}")`,
     };
   }
-  return { kind: 'internal_error', details: `this server can be paid on no ${networkClass} network (no wallet there, or the facilitator names no Solana fee payer)` };
+  return {
+    kind: 'internal_error',
+    details: `this server can be paid on no ${networkClass} network (no wallet there, or the facilitator names no Solana fee payer)`,
+  };
 }
 
 function unpriced(quote: Exclude<RelayQuote, { kind: 'priced' }>): RelayOutcome {
@@ -155,7 +206,11 @@ function unpriced(quote: Exclude<RelayQuote, { kind: 'priced' }>): RelayOutcome 
     case 'bad_request':
       return { kind: 'bad_request', details: quote.details };
     case 'bad_gateway':
-      return { kind: 'bad_gateway', message: `The target could not be called or its answer cannot be used: ${quote.details}`, headers: {} };
+      return {
+        kind: 'bad_gateway',
+        message: `The target could not be called or its answer cannot be used: ${quote.details}`,
+        headers: {},
+      };
     case 'configuration_error':
       return { kind: 'internal_error', details: quote.details };
   }
@@ -163,9 +218,15 @@ function unpriced(quote: Exclude<RelayQuote, { kind: 'priced' }>): RelayOutcome 
 
 /** A payment refused before anything moved: malformed or repeated (400), ours (500), or not the payment asked for (402 again). */
 function refused(reason: SettleFailureReason, details: string, accepts: PaymentRequirements[]): RelayOutcome {
-  if (reason === 'nonce_already_used') return { kind: 'bad_request', details: `The payment authorization nonce was already used: ${details}` };
-  if (MALFORMED_PAYMENT.has(reason)) return { kind: 'bad_request', details: `X-PAYMENT is not an x402 version 1 exact payment: ${details}` };
-  if (OUR_FAILURES.has(reason)) return { kind: 'internal_error', details: `The payment could not be checked or settled (${reason}); nothing was charged: ${details}` };
+  if (reason === 'nonce_already_used')
+    return { kind: 'bad_request', details: `The payment authorization nonce was already used: ${details}` };
+  if (MALFORMED_PAYMENT.has(reason))
+    return { kind: 'bad_request', details: `X-PAYMENT is not an x402 version 1 exact payment: ${details}` };
+  if (OUR_FAILURES.has(reason))
+    return {
+      kind: 'internal_error',
+      details: `The payment could not be checked or settled (${reason}); nothing was charged: ${details}`,
+    };
   return { kind: 'payment_required', accepts, error: `${reason}: ${details}`.slice(0, 1000) };
 }
 
@@ -173,7 +234,10 @@ function overLimit(refusal: RelayLimitRefusal, payer: string, networkClass: stri
   const spent = microToUsdc(refusal.spentMicro);
   const limit = microToUsdc(refusal.limitMicro);
   const requested = microToUsdc(refusal.requestedMicro);
-  const whose = refusal.scope === 'wallet' ? `Wallet ${payer} has spent ${spent} of its ${limit} USD` : `The service has relayed ${spent} of its ${limit} USD`;
+  const whose =
+    refusal.scope === 'wallet'
+      ? `Wallet ${payer} has spent ${spent} of its ${limit} USD`
+      : `The service has relayed ${spent} of its ${limit} USD`;
   return {
     kind: 'spend_limit',
     details: `${whose} ${networkClass} relay limit today; this payment is ${requested} USD. Nothing was settled. Daily limits reset at 00:00 UTC.`,
@@ -192,11 +256,27 @@ async function payTarget(
   remainingMs: () => number,
 ): Promise<RelayOutcome> {
   const { db, log } = deps;
-  const signed = await signTargetPayment(deps, choice, { nonce: randomNonce(), windowSeconds: deps.config.relayPaymentWindowSeconds });
+  const signed = await signTargetPayment(deps, choice, {
+    nonce: randomNonce(),
+    windowSeconds: deps.config.relayPaymentWindowSeconds,
+  });
   if (!signed.ok) {
-    log.warn({ relayTransactionId: String(row.id), reason: signed.reason, details: signed.details }, 'could not pay the target; refunding the client');
-    const refund = await scheduleRefund(db, row.id, { reason: `the service could not pay the target: ${signed.reason}: ${signed.details}` });
-    return gaveUp(db, row.id, clientPayment, refund, signed.targetSide ? 'The target asks for a payment the service cannot make' : 'The service could not pay the target');
+    log.warn(
+      { relayTransactionId: String(row.id), reason: signed.reason, details: signed.details },
+      'could not pay the target; refunding the client',
+    );
+    const refund = await scheduleRefund(db, row.id, {
+      reason: `the service could not pay the target: ${signed.reason}: ${signed.details}`,
+    });
+    return gaveUp(
+      db,
+      row.id,
+      clientPayment,
+      refund,
+      signed.targetSide
+        ? 'The target asks for a payment the service cannot make'
+        : 'The service could not pay the target',
+    );
   }
   const prepared = signed.value;
   const facts = signedFacts(prepared);
@@ -207,41 +287,82 @@ async function payTarget(
     ...facts,
   });
   // Only a payment the row names may leave; if the row moved on, a job decided and nothing is sent.
-  if (!recorded) return gaveUp(db, row.id, clientPayment, undefined, 'The relay was finished by the service before the target was paid');
+  if (!recorded)
+    return gaveUp(
+      db,
+      row.id,
+      clientPayment,
+      undefined,
+      'The relay was finished by the service before the target was paid',
+    );
 
   const answer = await sendPaidCall(input.call, prepared.header, remainingMs, deps);
   log.info(
-    { relayTransactionId: String(row.id), network: choice.network, amountMicroUsdc: String(choice.amountMicroUsdc), status: answer.ok ? answer.response.status : answer.error.code },
+    {
+      relayTransactionId: String(row.id),
+      network: choice.network,
+      amountMicroUsdc: String(choice.amountMicroUsdc),
+      status: answer.ok ? answer.response.status : answer.error.code,
+    },
     'paid target call (relay)',
   );
   const ours = { clientPayment };
   if (!answer.ok || answer.response.status === 402 || answer.response.status >= 500) {
     const targetStatus = answer.ok ? answer.response.status : undefined;
-    const watched = await watchTargetPayment(db, row.id, { ...(targetStatus ? { targetStatus } : {}), ...(answer.ok ? withReport(answer.response) : {}) });
+    const watched = await watchTargetPayment(db, row.id, {
+      ...(targetStatus ? { targetStatus } : {}),
+      ...(answer.ok ? withReport(answer.response) : {}),
+    });
     const message = !answer.ok
       ? `The target gave no usable answer after it was paid (${answer.error.details}); your payment is refunded unless the target charged`
       : answer.response.status === 402
         ? `Upstream refused payment after ${MAX_PAID_ATTEMPTS} attempts; your payment is refunded once our payment to the target can no longer be used`
         : `The target answered ${answer.response.status} after it was paid; your payment is refunded unless the target charged`;
-    return { kind: 'bad_gateway', message, headers: { ...ours, ...(watched ? { webhookId: watched.webhookId } : {}), serviceStatus: 'payment_validating' } };
+    return {
+      kind: 'bad_gateway',
+      message,
+      headers: { ...ours, ...(watched ? { webhookId: watched.webhookId } : {}), serviceStatus: 'payment_validating' },
+    };
   }
 
   const { response } = answer;
   const reportedTxHash = reportedSettlement(response);
   const current = (await findRelayTransaction(db, row.id))!;
-  const reading = await readPaymentOnChain(deps.chains, { ...targetPaymentOf(current), txHash: reportedTxHash ?? null }, { now: deps.clock.now() });
+  const reading = await readPaymentOnChain(
+    deps.chains,
+    { ...targetPaymentOf(current), txHash: reportedTxHash ?? null },
+    { now: deps.clock.now() },
+  );
   const receipt = (success: boolean, transaction: string, errorReason?: string) =>
-    encodePaymentResponseHeader({ success, transaction, network: choice.network, payer: prepared.payer, ...(errorReason ? { errorReason } : {}) });
+    encodePaymentResponseHeader({
+      success,
+      transaction,
+      network: choice.network,
+      payer: prepared.payer,
+      ...(errorReason ? { errorReason } : {}),
+    });
   if (reading.state === 'settled') {
     await deliver(db, row.id, { ...(reading.txHash ? { txHash: reading.txHash } : {}), targetStatus: response.status });
-    return { kind: 'pass_through', response, headers: { ...ours, paymentResponse: receipt(true, reading.txHash ?? reportedTxHash ?? '') } };
-  }
-  if (reading.state === 'expired') {
-    const refund = await scheduleRefund(db, row.id, { reason: `the target answered ${response.status} without charging: ${reading.details}`, targetStatus: response.status, targetNeverCharged: true });
     return {
       kind: 'pass_through',
       response,
-      headers: { ...ours, paymentResponse: receipt(false, '', 'not_settled'), ...(refund ? { webhookId: refund.webhookId, refundWebhookId: refund.webhookId } : {}) },
+      headers: { ...ours, paymentResponse: receipt(true, reading.txHash ?? reportedTxHash ?? '') },
+    };
+  }
+  if (reading.state === 'expired') {
+    const refund = await scheduleRefund(db, row.id, {
+      reason: `the target answered ${response.status} without charging: ${reading.details}`,
+      targetStatus: response.status,
+      targetNeverCharged: true,
+    });
+    return {
+      kind: 'pass_through',
+      response,
+      headers: {
+        ...ours,
+        paymentResponse: receipt(false, '', 'not_settled'),
+        ...(refund ? { webhookId: refund.webhookId, refundWebhookId: refund.webhookId } : {}),
+      },
     };
   }
   // Not charged yet: the target may still settle our payment within its window; if it never does, the client is refunded.
@@ -249,7 +370,12 @@ async function payTarget(
   return {
     kind: 'pass_through',
     response,
-    headers: { ...ours, paymentResponse: receipt(false, reportedTxHash ?? '', 'unconfirmed'), ...(watched ? { webhookId: watched.webhookId } : {}), serviceStatus: 'payment_validating' },
+    headers: {
+      ...ours,
+      paymentResponse: receipt(false, reportedTxHash ?? '', 'unconfirmed'),
+      ...(watched ? { webhookId: watched.webhookId } : {}),
+      serviceStatus: 'payment_validating',
+    },
   };
 }
 
@@ -259,7 +385,13 @@ function withReport(response: TargetResponse): { reportedTxHash?: string } {
 }
 
 /** A 502 after the client paid and the target was not: the refund (scheduled here or by a job) is the record to poll. */
-async function gaveUp(db: Db, id: bigint, clientPayment: string, refund: { webhookId: string } | undefined, reason: string): Promise<RelayOutcome> {
+async function gaveUp(
+  db: Db,
+  id: bigint,
+  clientPayment: string,
+  refund: { webhookId: string } | undefined,
+  reason: string,
+): Promise<RelayOutcome> {
   const webhookId = refund?.webhookId ?? (await findRelayTransaction(db, id))?.webhook_id ?? undefined;
   return {
     kind: 'bad_gateway',

@@ -34,14 +34,20 @@ const later = (at: Date, details: string): FollowUp => ({ done: false, lookAgain
 
 /** Whether the request that recorded the row has answered its client, or must be over by now. */
 function requestGone(row: RelayTransaction, deps: Pick<Deps, 'clock' | 'config'>): boolean {
-  return row.responded_at !== null || deps.clock.now().getTime() - row.created_at.getTime() >= deps.config.relayAbandonedAfterMs;
+  return (
+    row.responded_at !== null ||
+    deps.clock.now().getTime() - row.created_at.getTime() >= deps.config.relayAbandonedAfterMs
+  );
 }
 
 function whenGone(row: RelayTransaction, deps: Pick<Deps, 'config'>): Date {
   return new Date(row.created_at.getTime() + deps.config.relayAbandonedAfterMs);
 }
 
-export async function followUpRelay(id: bigint, deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'config' | 'relayLimits'>): Promise<FollowUp> {
+export async function followUpRelay(
+  id: bigint,
+  deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'config' | 'relayLimits'>,
+): Promise<FollowUp> {
   const { db } = deps;
   const now = deps.clock.now();
   const neverSettled = async (row: RelayTransaction): Promise<FollowUp> => {
@@ -57,7 +63,12 @@ export async function followUpRelay(id: bigint, deps: Pick<Deps, 'db' | 'chains'
     mode: 'relay',
     missing: () => done('no such relay transaction'),
     requestActive: (row, state) =>
-      requestGone(row, deps) ? undefined : later(whenGone(row, deps), state === 'received' ? 'the request may still settle it' : 'the request is settling it'),
+      requestGone(row, deps)
+        ? undefined
+        : later(
+            whenGone(row, deps),
+            state === 'received' ? 'the request may still settle it' : 'the request is settling it',
+          ),
     abandonedDetails: 'the request ended before the payment was settled; nothing was charged',
     settlementPending: () => later(new Date(now.getTime() + UNCONFIRMED_RECHECK_MS), 'settlement not confirmed yet'),
     neverSettled,
@@ -68,7 +79,11 @@ export async function followUpRelay(id: bigint, deps: Pick<Deps, 'db' | 'chains'
 }
 
 /** The client's payment is settled: our payment to the target decides between delivery and refund. */
-async function followUpSettled(row: RelayTransaction, now: Date, deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'config'>): Promise<FollowUp> {
+async function followUpSettled(
+  row: RelayTransaction,
+  now: Date,
+  deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'config'>,
+): Promise<FollowUp> {
   const { db } = deps;
   const id = row.id;
   if (row.target_payment_ref === null) {
@@ -82,7 +97,10 @@ async function followUpSettled(row: RelayTransaction, now: Date, deps: Pick<Deps
       await deliver(db, id, { ...(reading.txHash ? { txHash: reading.txHash } : {}) });
       return done(`the target charged: ${reading.details}`);
     case 'expired':
-      await scheduleRefund(db, id, { reason: `the target never charged: ${reading.details}`, targetNeverCharged: true });
+      await scheduleRefund(db, id, {
+        reason: `the target never charged: ${reading.details}`,
+        targetNeverCharged: true,
+      });
       return done(`refund scheduled: ${reading.details}`);
     case 'open':
       return later(nextLookAt(now, reading.expiresAt), reading.details);
@@ -101,13 +119,17 @@ async function failedRefundCount(db: Db, id: bigint): Promise<number> {
   return Number(row?.count ?? 0);
 }
 
-export async function followUpRefund(id: bigint, deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'submissions' | 'relayLimits'>): Promise<FollowUp> {
+export async function followUpRefund(
+  id: bigint,
+  deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'submissions' | 'relayLimits'>,
+): Promise<FollowUp> {
   const { db } = deps;
   const row = await findRelayTransaction(db, id);
   if (!row || row.mode !== 'relay') return done('no such relay transaction');
   const now = deps.clock.now();
   if (row.state === 'refunded') return finishRefunded(row, deps);
-  if (row.state !== 'refund_pending' && row.state !== 'refund_failed') return done(`nothing to refund in state ${row.state}`);
+  if (row.state !== 'refund_pending' && row.state !== 'refund_failed')
+    return done(`nothing to refund in state ${row.state}`);
 
   const failures = await failedRefundCount(db, id);
   const live = await liveRefund(db, id);
@@ -120,11 +142,18 @@ export async function followUpRefund(id: bigint, deps: Pick<Deps, 'db' | 'chains
     outcome = await refundClientPayment(db, id, deps);
   }
   if (outcome.refunded) return finishRefunded((await findRelayTransaction(db, id))!, deps);
-  if (outcome.pending) return later(new Date(now.getTime() + UNCONFIRMED_RECHECK_MS), `refund ${outcome.txHash ?? '(not sent yet)'} not confirmed yet`);
+  if (outcome.pending)
+    return later(
+      new Date(now.getTime() + UNCONFIRMED_RECHECK_MS),
+      `refund ${outcome.txHash ?? '(not sent yet)'} not confirmed yet`,
+    );
   const attempts = await failedRefundCount(db, id);
   if (attempts >= MAX_REFUND_ATTEMPTS) return giveUp((await findRelayTransaction(db, id))!, attempts, deps);
   const delayMs = REFUND_RETRY_BASE_MS * 2 ** Math.max(0, attempts - 1);
-  return later(new Date(now.getTime() + delayMs), `refund attempt ${attempts} failed: ${outcome.reason}: ${outcome.details}`);
+  return later(
+    new Date(now.getTime() + delayMs),
+    `refund attempt ${attempts} failed: ${outcome.reason}: ${outcome.details}`,
+  );
 }
 
 async function finishRefunded(row: RelayTransaction, deps: Pick<Deps, 'db'>): Promise<FollowUp> {
@@ -145,7 +174,11 @@ async function giveUp(row: RelayTransaction, attempts: number, deps: Pick<Deps, 
   await closeRecord(deps.db, row, {
     status: 'refund_failed',
     network: row.network,
-    error: `the refund of ${usdcText(row.amount_micro)} failed ${attempts} times; last: ${last?.error ?? 'unknown'}`.slice(0, 2000),
+    error:
+      `the refund of ${usdcText(row.amount_micro)} failed ${attempts} times; last: ${last?.error ?? 'unknown'}`.slice(
+        0,
+        2000,
+      ),
     message: 'The refund could not be made; an operator will retry it',
   });
   return done(`refund given up after ${attempts} attempts`);

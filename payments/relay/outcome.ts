@@ -27,12 +27,34 @@ export const RELAY_WATCH_TASK = 'relay_watch';
 export const RELAY_REFUND_TASK = 'relay_refund';
 
 /** The watch job of a relay transaction; `keepSchedule` leaves a queued job's time alone. */
-export function enqueueRelayWatch(db: Db | Tx, id: bigint, runAt?: Date, options: { keepSchedule?: boolean } = {}): Promise<void> {
-  return addJob(db, { task: RELAY_WATCH_TASK, payload: { relayTransactionId: String(id) }, key: `${RELAY_WATCH_TASK}:${id}`, runAt, ...options });
+export function enqueueRelayWatch(
+  db: Db | Tx,
+  id: bigint,
+  runAt?: Date,
+  options: { keepSchedule?: boolean } = {},
+): Promise<void> {
+  return addJob(db, {
+    task: RELAY_WATCH_TASK,
+    payload: { relayTransactionId: String(id) },
+    key: `${RELAY_WATCH_TASK}:${id}`,
+    runAt,
+    ...options,
+  });
 }
 
-export function enqueueRelayRefund(db: Db | Tx, id: bigint, runAt?: Date, options: { keepSchedule?: boolean } = {}): Promise<void> {
-  return addJob(db, { task: RELAY_REFUND_TASK, payload: { relayTransactionId: String(id) }, key: `${RELAY_REFUND_TASK}:${id}`, runAt, ...options });
+export function enqueueRelayRefund(
+  db: Db | Tx,
+  id: bigint,
+  runAt?: Date,
+  options: { keepSchedule?: boolean } = {},
+): Promise<void> {
+  return addJob(db, {
+    task: RELAY_REFUND_TASK,
+    payload: { relayTransactionId: String(id) },
+    key: `${RELAY_REFUND_TASK}:${id}`,
+    runAt,
+    ...options,
+  });
 }
 
 async function lockRow(tx: Tx, id: bigint): Promise<RelayTransaction | undefined> {
@@ -48,7 +70,11 @@ async function recordOf(tx: Tx, row: RelayTransaction, kind: WebhookKind, messag
 }
 
 /** Ends the call's record, if it has one still in flight. */
-export async function closeRecord(db: Db | Tx, row: Pick<RelayTransaction, 'id' | 'webhook_id'>, outcome: WebhookOutcome): Promise<boolean> {
+export async function closeRecord(
+  db: Db | Tx,
+  row: Pick<RelayTransaction, 'id' | 'webhook_id'>,
+  outcome: WebhookOutcome,
+): Promise<boolean> {
   if (!row.webhook_id) return false;
   return inTransaction(db, (tx) => completeWebhook(tx, row.webhook_id!, outcome));
 }
@@ -71,17 +97,29 @@ export interface RefundDecision {
  * only when the caller saw on chain that the payment can no longer land. Returns the record's id,
  * or undefined when the row had moved on (someone else decided).
  */
-export async function scheduleRefund(db: Db, id: bigint, decision: RefundDecision): Promise<{ webhookId: string } | undefined> {
+export async function scheduleRefund(
+  db: Db,
+  id: bigint,
+  decision: RefundDecision,
+): Promise<{ webhookId: string } | undefined> {
   return db.transaction().execute(async (tx) => {
     const row = await moveRelayTransaction(
       tx,
       id,
       'refund_pending',
-      { outcome: decision.reason.slice(0, 2000), ...(decision.targetStatus === undefined ? {} : { target_status: decision.targetStatus }) },
+      {
+        outcome: decision.reason.slice(0, 2000),
+        ...(decision.targetStatus === undefined ? {} : { target_status: decision.targetStatus }),
+      },
       { from: ['settled'], guard: { targetPaymentRefIsNull: !decision.targetNeverCharged } },
     );
     if (!row) return undefined;
-    const webhookId = await recordOf(tx, row, 'relay_refund', `Refunding ${usdcText(row.amount_micro)} to ${row.payer} on ${row.network}`);
+    const webhookId = await recordOf(
+      tx,
+      row,
+      'relay_refund',
+      `Refunding ${usdcText(row.amount_micro)} to ${row.payer} on ${row.network}`,
+    );
     await enqueueRelayRefund(tx, id);
     return { webhookId };
   });
@@ -99,7 +137,12 @@ export async function watchTargetPayment(
   return db.transaction().execute(async (tx) => {
     const row = await lockRow(tx, id);
     if (!row || row.state !== 'settled') return row?.webhook_id ? { webhookId: row.webhook_id } : undefined;
-    const webhookId = await recordOf(tx, row, 'relay_payment', `Watching the chain for our payment to the target on ${row.target_network ?? row.network}`);
+    const webhookId = await recordOf(
+      tx,
+      row,
+      'relay_payment',
+      `Watching the chain for our payment to the target on ${row.target_network ?? row.network}`,
+    );
     await tx
       .updateTable('relay_transactions')
       .set({
@@ -116,11 +159,16 @@ export async function watchTargetPayment(
 }
 
 /** The target was paid: settled -> delivered; a record in flight says no refund is needed. */
-export async function deliver(db: Db, id: bigint, { txHash, targetStatus }: { txHash?: string; targetStatus?: number }): Promise<boolean> {
+export async function deliver(
+  db: Db,
+  id: bigint,
+  { txHash, targetStatus }: { txHash?: string; targetStatus?: number },
+): Promise<boolean> {
   return db.transaction().execute(async (tx) => {
     const row = await markDelivered(tx, id, { txHash });
     if (!row) return false;
-    if (targetStatus !== undefined) await tx.updateTable('relay_transactions').set({ target_status: targetStatus }).where('id', '=', id).execute();
+    if (targetStatus !== undefined)
+      await tx.updateTable('relay_transactions').set({ target_status: targetStatus }).where('id', '=', id).execute();
     await closeRecord(tx, row, {
       status: 'no_refund_needed',
       network: row.target_network ?? row.network,
@@ -136,12 +184,20 @@ export async function deliver(db: Db, id: bigint, { txHash, targetStatus }: { tx
  * job takes over at once instead of waiting for the request to be presumed gone. Opens the record
  * with `message` when asked, for the client to poll.
  */
-export async function handOver(db: Db, id: bigint, record?: { kind: WebhookKind; message: string }): Promise<{ webhookId?: string }> {
+export async function handOver(
+  db: Db,
+  id: bigint,
+  record?: { kind: WebhookKind; message: string },
+): Promise<{ webhookId?: string }> {
   return db.transaction().execute(async (tx) => {
     const row = await lockRow(tx, id);
     if (!row) return {};
     const webhookId = record ? await recordOf(tx, row, record.kind, record.message) : (row.webhook_id ?? undefined);
-    await tx.updateTable('relay_transactions').set({ responded_at: sql<Date>`coalesce(responded_at, now())` }).where('id', '=', id).execute();
+    await tx
+      .updateTable('relay_transactions')
+      .set({ responded_at: sql<Date>`coalesce(responded_at, now())` })
+      .where('id', '=', id)
+      .execute();
     await enqueueRelayWatch(tx, id);
     return webhookId ? { webhookId } : {};
   });

@@ -23,22 +23,34 @@ export type RelayQuote =
   | { kind: 'bad_gateway'; details: string }
   | { kind: 'configuration_error'; details: string };
 
-export async function quoteRelay(deps: Pick<Deps, 'chains' | 'config' | 'resolver' | 'connections'>, { call, timeoutMs }: { call: CallRequest; timeoutMs: number }): Promise<RelayQuote> {
+export async function quoteRelay(
+  deps: Pick<Deps, 'chains' | 'config' | 'resolver' | 'connections'>,
+  { call, timeoutMs }: { call: CallRequest; timeoutMs: number },
+): Promise<RelayQuote> {
   const built = buildTargetRequest(call);
   if (!built.ok) return { kind: 'bad_request', details: built.error.details };
   const named = namedNetwork(deps.chains, call.network);
   if (named !== undefined && !named.ok) return { kind: 'bad_request', details: named.details };
 
   const answer = await callTarget(built.value, timeoutMs, deps);
-  if (!answer.ok) return isClientError(answer.error) ? { kind: 'bad_request', details: answer.error.details } : { kind: 'bad_gateway', details: answer.error.details };
+  if (!answer.ok)
+    return isClientError(answer.error)
+      ? { kind: 'bad_request', details: answer.error.details }
+      : { kind: 'bad_gateway', details: answer.error.details };
   const { response } = answer;
   if (response.status >= 500) return { kind: 'bad_gateway', details: `the target answered ${response.status}` };
   const required = paymentRequiredOf(response);
   if (!required) return { kind: 'free', response };
 
   // No price above the service's whole daily relay volume could ever be admitted.
-  const decision = decidePayment(required, { chains: deps.chains, maxAmountMicroUsdc: usdToMicro(deps.config.relayDailyTotalUsd) });
-  if (!decision.ok) return decision.kind === 'configuration' ? { kind: 'configuration_error', details: decision.details } : { kind: 'bad_gateway', details: decision.details };
+  const decision = decidePayment(required, {
+    chains: deps.chains,
+    maxAmountMicroUsdc: usdToMicro(deps.config.relayDailyTotalUsd),
+  });
+  if (!decision.ok)
+    return decision.kind === 'configuration'
+      ? { kind: 'configuration_error', details: decision.details }
+      : { kind: 'bad_gateway', details: decision.details };
   const { choice } = decision;
   if (named !== undefined && NETWORK_TABLE[named.network].networkClass !== choice.networkClass) {
     // Paying on one class for a target paid on the other would turn test money into real money.
@@ -47,11 +59,17 @@ export async function quoteRelay(deps: Pick<Deps, 'chains' | 'config' | 'resolve
       details: `network ${named.network} is a ${NETWORK_TABLE[named.network].networkClass} network; this target is paid on ${choice.networkClass} (${choice.network}), so a relay to it is paid on ${choice.networkClass}`,
     };
   }
-  const fee = relayFee(choice.amountMicroUsdc, { percent: deps.config.relayFeePercent, minUsdc: deps.config.relayFeeMinUsdc });
+  const fee = relayFee(choice.amountMicroUsdc, {
+    percent: deps.config.relayFeePercent,
+    minUsdc: deps.config.relayFeeMinUsdc,
+  });
   return { kind: 'priced', choice, fee, ...(named ? { namedNetwork: named.network } : {}) };
 }
 
-function namedNetwork(chains: Chains, name: string | undefined): { ok: true; network: NetworkName } | { ok: false; details: string } | undefined {
+function namedNetwork(
+  chains: Chains,
+  name: string | undefined,
+): { ok: true; network: NetworkName } | { ok: false; details: string } | undefined {
   if (name === undefined) return undefined;
   const network = canonicalNetwork(name);
   if (network === undefined) return { ok: false, details: `network ${name} is not a network of this service` };
@@ -83,7 +101,9 @@ export async function relayOffers(
     maxTimeoutSeconds: DEFAULT_RELAY_TIMEOUT_SECONDS,
   };
   const solana = deps.chains.networks.find(
-    (network) => network.chainType === 'solana' && (quote.namedNetwork ? network.name === quote.namedNetwork : network.networkClass === quote.choice.networkClass),
+    (network) =>
+      network.chainType === 'solana' &&
+      (quote.namedNetwork ? network.name === quote.namedNetwork : network.networkClass === quote.choice.networkClass),
   );
   return settleableOffers(deps.chains, request, deps.config.facilitatorUrl, solana?.name);
 }

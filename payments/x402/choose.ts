@@ -96,7 +96,8 @@ function judgeRequirement(
   options: ChoiceOptions,
 ): PaymentChoice | { reason: RefusalReason; details: string } {
   const refuse = (reason: RefusalReason, details: string) => ({ reason, details });
-  if (requirements.scheme !== 'exact') return refuse('unsupported_scheme', `scheme "${requirements.scheme}" is not exact`);
+  if (requirements.scheme !== 'exact')
+    return refuse('unsupported_scheme', `scheme "${requirements.scheme}" is not exact`);
   const network = canonicalNetwork(requirements.network);
   if (network === undefined) return refuse('unknown_network', `unknown network "${requirements.network}"`);
   const settings = options.networks.find((candidate) => candidate.name === network);
@@ -104,19 +105,29 @@ function judgeRequirement(
   const { chainType, networkClass } = NETWORK_TABLE[network];
 
   const assetMatches =
-    chainType === 'evm' ? requirements.asset.toLowerCase() === settings.usdc.toLowerCase() : requirements.asset === settings.usdc;
-  if (!assetMatches) return refuse('asset_mismatch', `asset ${requirements.asset} is not USDC on ${network} (${settings.usdc})`);
+    chainType === 'evm'
+      ? requirements.asset.toLowerCase() === settings.usdc.toLowerCase()
+      : requirements.asset === settings.usdc;
+  if (!assetMatches)
+    return refuse('asset_mismatch', `asset ${requirements.asset} is not USDC on ${network} (${settings.usdc})`);
 
-  if (!DIGITS.test(requirements.maxAmountRequired)) return refuse('invalid_amount', 'maxAmountRequired is not an integer');
+  if (!DIGITS.test(requirements.maxAmountRequired))
+    return refuse('invalid_amount', 'maxAmountRequired is not an integer');
   const amountMicroUsdc = BigInt(requirements.maxAmountRequired);
   if (amountMicroUsdc <= 0n) return refuse('invalid_amount', 'maxAmountRequired is zero');
   if (amountMicroUsdc > options.maxAmountMicroUsdc) {
-    return refuse('amount_over_ceiling', `${amountMicroUsdc} micro-USDC is over the ceiling of ${options.maxAmountMicroUsdc}`);
+    return refuse(
+      'amount_over_ceiling',
+      `${amountMicroUsdc} micro-USDC is over the ceiling of ${options.maxAmountMicroUsdc}`,
+    );
   }
 
   const maxTimeoutSeconds = options.maxTimeoutSeconds ?? DEFAULT_MAX_TIMEOUT_SECONDS;
   if (requirements.maxTimeoutSeconds > maxTimeoutSeconds) {
-    return refuse('timeout_too_long', `maxTimeoutSeconds ${requirements.maxTimeoutSeconds} is over ${maxTimeoutSeconds}`);
+    return refuse(
+      'timeout_too_long',
+      `maxTimeoutSeconds ${requirements.maxTimeoutSeconds} is over ${maxTimeoutSeconds}`,
+    );
   }
 
   if (chainType === 'evm') {
@@ -124,10 +135,13 @@ function judgeRequirement(
       return refuse('invalid_pay_to', `payTo ${requirements.payTo} is not an EVM address`);
     }
   } else {
-    if (!isSolanaAddress(requirements.payTo)) return refuse('invalid_pay_to', `payTo ${requirements.payTo} is not a Solana address`);
+    if (!isSolanaAddress(requirements.payTo))
+      return refuse('invalid_pay_to', `payTo ${requirements.payTo} is not a Solana address`);
     const feePayer = requirements.extra?.feePayer;
-    if (feePayer === undefined || feePayer === null || feePayer === '') return refuse('missing_fee_payer', 'extra.feePayer is missing');
-    if (typeof feePayer !== 'string' || !isSolanaAddress(feePayer)) return refuse('invalid_fee_payer', 'extra.feePayer is not a Solana address');
+    if (feePayer === undefined || feePayer === null || feePayer === '')
+      return refuse('missing_fee_payer', 'extra.feePayer is missing');
+    if (typeof feePayer !== 'string' || !isSolanaAddress(feePayer))
+      return refuse('invalid_fee_payer', 'extra.feePayer is not a Solana address');
   }
   return { requirements, index, network, chainType, networkClass, amountMicroUsdc };
 }

@@ -4,7 +4,13 @@
  */
 import { canonicalNetwork, NETWORK_TABLE } from '../networkTable';
 import { isPlainObject } from './parse';
-import { X402_VERSION, type ExactEvmPayload, type ExactSvmPayload, type PaymentPayload, type SettlementResponse } from './types';
+import {
+  X402_VERSION,
+  type ExactEvmPayload,
+  type ExactSvmPayload,
+  type PaymentPayload,
+  type SettlementResponse,
+} from './types';
 import { fail, ok, type Result } from '../result';
 
 /** A Solana transaction is at most 1232 bytes; an EVM payload is under 1 KiB. Anything far larger is not a payment. */
@@ -44,7 +50,8 @@ function fromBase64Json(header: unknown): Result<unknown, 'invalid_header' | 'in
   if (typeof header !== 'string') return fail('invalid_header', 'header is missing');
   const text = header.trim();
   if (text === '') return fail('invalid_header', 'header is empty');
-  if (text.length > MAX_PAYMENT_HEADER_CHARS) return fail('invalid_header', `header longer than ${MAX_PAYMENT_HEADER_CHARS} characters`);
+  if (text.length > MAX_PAYMENT_HEADER_CHARS)
+    return fail('invalid_header', `header longer than ${MAX_PAYMENT_HEADER_CHARS} characters`);
   if (!BASE64.test(text)) return fail('invalid_header', 'header is not base64');
   try {
     return ok(JSON.parse(Buffer.from(text, 'base64').toString('utf8')));
@@ -71,14 +78,20 @@ export function decodePaymentHeader(header: unknown): Result<PaymentPayload, Pay
 }
 
 function checkEvmPayload(payload: unknown): Result<ExactEvmPayload, 'invalid_payload'> {
-  if (!isPlainObject(payload) || !isPlainObject(payload.authorization)) return fail('invalid_payload', 'EVM payload needs signature and authorization');
+  if (!isPlainObject(payload) || !isPlainObject(payload.authorization))
+    return fail('invalid_payload', 'EVM payload needs signature and authorization');
   const { signature, authorization } = payload;
-  if (typeof signature !== 'string' || !/^0x([0-9a-fA-F]{2})+$/.test(signature) || signature.length > 2 + 2 * MAX_SIGNATURE_BYTES) {
+  if (
+    typeof signature !== 'string' ||
+    !/^0x([0-9a-fA-F]{2})+$/.test(signature) ||
+    signature.length > 2 + 2 * MAX_SIGNATURE_BYTES
+  ) {
     return fail('invalid_payload', 'signature is not hex bytes');
   }
   for (const field of ['from', 'to'] as const) {
     const address = authorization[field];
-    if (typeof address !== 'string' || !EVM_ADDRESS.test(address)) return fail('invalid_payload', `authorization.${field} is not an address`);
+    if (typeof address !== 'string' || !EVM_ADDRESS.test(address))
+      return fail('invalid_payload', `authorization.${field} is not an address`);
   }
   for (const field of ['value', 'validAfter', 'validBefore'] as const) {
     const number = authorization[field];
@@ -105,7 +118,11 @@ function checkEvmPayload(payload: unknown): Result<ExactEvmPayload, 'invalid_pay
 function checkSvmPayload(payload: unknown): Result<ExactSvmPayload, 'invalid_payload'> {
   if (!isPlainObject(payload)) return fail('invalid_payload', 'Solana payload needs a transaction');
   const { transaction } = payload;
-  if (typeof transaction !== 'string' || transaction.length > MAX_SVM_TRANSACTION_BASE64_CHARS || !BASE64.test(transaction)) {
+  if (
+    typeof transaction !== 'string' ||
+    transaction.length > MAX_SVM_TRANSACTION_BASE64_CHARS ||
+    !BASE64.test(transaction)
+  ) {
     return fail('invalid_payload', 'transaction is not a base64 wire transaction');
   }
   return ok({ transaction });
@@ -125,7 +142,11 @@ export function decodePaymentResponseHeader(header: unknown): Result<SettlementR
       return fail('invalid_settlement_response', `${field} is not a string`);
     }
   }
-  const settlement: SettlementResponse = { success: value.success, transaction: value.transaction, network: value.network };
+  const settlement: SettlementResponse = {
+    success: value.success,
+    transaction: value.transaction,
+    network: value.network,
+  };
   if (typeof value.payer === 'string') settlement.payer = value.payer;
   if (typeof value.errorReason === 'string') settlement.errorReason = value.errorReason;
   return ok(settlement);

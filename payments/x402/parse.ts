@@ -15,7 +15,8 @@ export const MAX_PAYMENT_REQUIRED_BODY_CHARS = 256 * 1024;
 const MAX_UINT256 = (1n << 256n) - 1n;
 const CANONICAL_DIGITS = /^(0|[1-9][0-9]{0,77})$/;
 
-export type PaymentRequiredFailureReason = 'invalid_json' | 'body_too_large' | 'not_an_object' | 'unsupported_x402_version' | 'missing_accepts';
+export type PaymentRequiredFailureReason =
+  'invalid_json' | 'body_too_large' | 'not_an_object' | 'unsupported_x402_version' | 'missing_accepts';
 
 export type SkipReason = 'not_an_object' | 'missing_field' | 'invalid_field' | 'invalid_amount' | 'too_many_entries';
 
@@ -36,7 +37,8 @@ export interface ParsedPaymentRequired {
 export function parsePaymentRequired(input: unknown): Result<ParsedPaymentRequired, PaymentRequiredFailureReason> {
   let value = input;
   if (typeof input === 'string') {
-    if (input.length > MAX_PAYMENT_REQUIRED_BODY_CHARS) return fail('body_too_large', `402 body longer than ${MAX_PAYMENT_REQUIRED_BODY_CHARS} characters`);
+    if (input.length > MAX_PAYMENT_REQUIRED_BODY_CHARS)
+      return fail('body_too_large', `402 body longer than ${MAX_PAYMENT_REQUIRED_BODY_CHARS} characters`);
     try {
       value = JSON.parse(input);
     } catch {
@@ -45,7 +47,10 @@ export function parsePaymentRequired(input: unknown): Result<ParsedPaymentRequir
   }
   if (!isPlainObject(value)) return fail('not_an_object', '402 body is not a JSON object');
   if (value.x402Version !== X402_VERSION) {
-    return fail('unsupported_x402_version', `x402Version ${JSON.stringify(value.x402Version) ?? 'missing'}; only version 1 is supported`);
+    return fail(
+      'unsupported_x402_version',
+      `x402Version ${JSON.stringify(value.x402Version) ?? 'missing'}; only version 1 is supported`,
+    );
   }
   if (!Array.isArray(value.accepts)) return fail('missing_accepts', '402 body has no accepts array');
 
@@ -53,7 +58,11 @@ export function parsePaymentRequired(input: unknown): Result<ParsedPaymentRequir
   const skipped: SkippedRequirement[] = [];
   value.accepts.forEach((entry: unknown, index: number) => {
     if (index >= MAX_ACCEPTS_ENTRIES) {
-      skipped.push({ index, reason: 'too_many_entries', details: `only the first ${MAX_ACCEPTS_ENTRIES} entries are read` });
+      skipped.push({
+        index,
+        reason: 'too_many_entries',
+        details: `only the first ${MAX_ACCEPTS_ENTRIES} entries are read`,
+      });
       return;
     }
     const parsed = parseRequirements(entry);
@@ -69,10 +78,23 @@ type EntryResult = { ok: true; value: PaymentRequirements } | { ok: false; skip:
 
 /** Validates one `accepts` entry; keeps only the fields of x402 v1. */
 export function parseRequirements(entry: unknown): EntryResult {
-  if (!isPlainObject(entry)) return { ok: false, skip: { reason: 'not_an_object', details: 'entry is not a JSON object' } };
-  const skip = (reason: SkipReason, field: string, details: string): EntryResult => ({ ok: false, skip: { reason, field, details } });
+  if (!isPlainObject(entry))
+    return { ok: false, skip: { reason: 'not_an_object', details: 'entry is not a JSON object' } };
+  const skip = (reason: SkipReason, field: string, details: string): EntryResult => ({
+    ok: false,
+    skip: { reason, field, details },
+  });
 
-  for (const field of ['scheme', 'network', 'maxAmountRequired', 'resource', 'description', 'mimeType', 'payTo', 'asset'] as const) {
+  for (const field of [
+    'scheme',
+    'network',
+    'maxAmountRequired',
+    'resource',
+    'description',
+    'mimeType',
+    'payTo',
+    'asset',
+  ] as const) {
     if (entry[field] === undefined || entry[field] === null) return skip('missing_field', field, `${field} is missing`);
     if (typeof entry[field] !== 'string') return skip('invalid_field', field, `${field} is not a string`);
   }
@@ -81,7 +103,11 @@ export function parseRequirements(entry: unknown): EntryResult {
   }
   const amount = entry.maxAmountRequired as string;
   if (!CANONICAL_DIGITS.test(amount) || BigInt(amount) > MAX_UINT256) {
-    return skip('invalid_amount', 'maxAmountRequired', `maxAmountRequired "${amount.slice(0, 100)}" is not an integer amount in atomic units`);
+    return skip(
+      'invalid_amount',
+      'maxAmountRequired',
+      `maxAmountRequired "${amount.slice(0, 100)}" is not an integer amount in atomic units`,
+    );
   }
   if (entry.maxTimeoutSeconds === undefined || entry.maxTimeoutSeconds === null) {
     return skip('missing_field', 'maxTimeoutSeconds', 'maxTimeoutSeconds is missing');
@@ -91,7 +117,8 @@ export function parseRequirements(entry: unknown): EntryResult {
   }
   for (const field of ['extra', 'outputSchema'] as const) {
     const item = entry[field];
-    if (item !== undefined && item !== null && !isPlainObject(item)) return skip('invalid_field', field, `${field} is not an object`);
+    if (item !== undefined && item !== null && !isPlainObject(item))
+      return skip('invalid_field', field, `${field} is not an object`);
   }
 
   const requirements: PaymentRequirements = {

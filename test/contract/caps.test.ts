@@ -33,7 +33,13 @@ describe('concurrency caps', () => {
     const refused = await t.client.post('/relay/sim', simBody);
     expect(refused.status).toBe(429);
     expect(refused.headers.get('retry-after')).toBe('1');
-    expect(refused.body).toEqual({ code: 'capacity_exceeded', error: 'Too Many Requests', message: expect.any(String), details: '3/3', retryAfter: 1 });
+    expect(refused.body).toEqual({
+      code: 'capacity_exceeded',
+      error: 'Too Many Requests',
+      message: expect.any(String),
+      details: '3/3',
+      retryAfter: 1,
+    });
     // The other routes of the group share the cap; other groups do not.
     expect((await t.client.post('/relay', simBody)).status).toBe(429);
     expect((await t.client.get('/relay/limits/0x0000000000000000000000000000000000000001')).status).toBe(429);
@@ -57,7 +63,9 @@ describe('concurrency caps', () => {
   });
 
   it('caps /webhooks/* and /proxy* the same way', async () => {
-    const webhooks = [0, 1].map(() => holdRequest(t.service.url, 'GET', '/webhooks/6f1c1f4e-0000-4000-8000-000000000000', {}));
+    const webhooks = [0, 1].map(() =>
+      holdRequest(t.service.url, 'GET', '/webhooks/6f1c1f4e-0000-4000-8000-000000000000', {}),
+    );
     const proxies = [0, 1].map(() => holdRequest(t.service.url, 'POST', '/proxy', proxyBody));
     await waitForActive('webhooks', 2);
     await waitForActive('proxy', 2);

@@ -35,8 +35,26 @@ interface AccountOperation {
 
 /** Every operation secured by x-api-key, with a request that is otherwise valid. */
 const ACCOUNT_OPERATIONS: Array<[string, string, AccountOperation]> = [
-  ['GET', '/balance', { method: 'GET', path: '/balance', body: undefined, ownAccount: (account) => ({ account_id: account.accountPublicId }) }],
-  ['GET', '/v1/credits/balance', { method: 'GET', path: '/v1/credits/balance', body: undefined, ownAccount: (account) => ({ key_prefix: account.prefix }) }],
+  [
+    'GET',
+    '/balance',
+    {
+      method: 'GET',
+      path: '/balance',
+      body: undefined,
+      ownAccount: (account) => ({ account_id: account.accountPublicId }),
+    },
+  ],
+  [
+    'GET',
+    '/v1/credits/balance',
+    {
+      method: 'GET',
+      path: '/v1/credits/balance',
+      body: undefined,
+      ownAccount: (account) => ({ key_prefix: account.prefix }),
+    },
+  ],
   ['POST', '/proxy', { method: 'POST', path: '/proxy', body: callBody }],
   ['POST', '/proxy/sim', { method: 'POST', path: '/proxy/sim', body: callBody }],
 ];
@@ -45,7 +63,11 @@ describe.each(ACCOUNT_OPERATIONS)('%s %s credentials', (_method, _path, { method
   it('refuses a missing key with 401', async () => {
     const res = await t.client.request(method, path, { body });
     expect(res.status).toBe(401);
-    expect(res.body).toEqual({ code: 'unauthorized', error: 'Unauthorized', details: 'The x-api-key header is required.' });
+    expect(res.body).toEqual({
+      code: 'unauthorized',
+      error: 'Unauthorized',
+      details: 'The x-api-key header is required.',
+    });
   });
 
   it('refuses an empty key with 401', async () => {
@@ -55,7 +77,10 @@ describe.each(ACCOUNT_OPERATIONS)('%s %s credentials', (_method, _path, { method
   });
 
   it('refuses an unknown key with 401', async () => {
-    const res = await t.client.request(method, path, { body, headers: { 'x-api-key': `prs_AAAAAAAAAA_${'B'.repeat(32)}` } });
+    const res = await t.client.request(method, path, {
+      body,
+      headers: { 'x-api-key': `prs_AAAAAAAAAA_${'B'.repeat(32)}` },
+    });
     expect(res.status).toBe(401);
     expect(res.body.details).toBe('The API key is not known.');
   });
@@ -88,13 +113,16 @@ describe.each(ACCOUNT_OPERATIONS)('%s %s credentials', (_method, _path, { method
 // answer, never this one's (POST /proxy and /proxy/sim answer about the call, not the account).
 const ANSWERING = ACCOUNT_OPERATIONS.filter(([, , operation]) => operation.ownAccount !== undefined);
 
-describe.each(ANSWERING)('%s %s with the key of another account', (_method, _path, { method, path, body, ownAccount }) => {
-  it("answers about the key's own account, never another's", async () => {
-    const asMine = await t.client.request(method, path, { body, headers: { 'x-api-key': mine.key } });
-    const asTheirs = await t.client.request(method, path, { body, headers: { 'x-api-key': theirs.key } });
-    expect([asMine.status, asTheirs.status]).toEqual([200, 200]);
-    expect(asMine.body).toMatchObject(ownAccount!(mine));
-    expect(asTheirs.body).toMatchObject(ownAccount!(theirs));
-    expect(asMine.body).not.toEqual(asTheirs.body);
-  });
-});
+describe.each(ANSWERING)(
+  '%s %s with the key of another account',
+  (_method, _path, { method, path, body, ownAccount }) => {
+    it("answers about the key's own account, never another's", async () => {
+      const asMine = await t.client.request(method, path, { body, headers: { 'x-api-key': mine.key } });
+      const asTheirs = await t.client.request(method, path, { body, headers: { 'x-api-key': theirs.key } });
+      expect([asMine.status, asTheirs.status]).toEqual([200, 200]);
+      expect(asMine.body).toMatchObject(ownAccount!(mine));
+      expect(asTheirs.body).toMatchObject(ownAccount!(theirs));
+      expect(asMine.body).not.toEqual(asTheirs.body);
+    });
+  },
+);

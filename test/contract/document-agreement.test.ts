@@ -50,7 +50,10 @@ afterAll(async () => {
 /** Whether the server's own validator (the document through openapi-backend's Ajv) accepts a call body. */
 async function documentAccepts(operation: (typeof CALL_OPERATIONS)[number], body: unknown): Promise<boolean> {
   const api = await contractBackend();
-  const result = api.validateRequest({ method: 'post', path: operation.path, body, headers: {}, query: {} }, operation.operationId);
+  const result = api.validateRequest(
+    { method: 'post', path: operation.path, body, headers: {}, query: {} },
+    operation.operationId,
+  );
   return result.valid;
 }
 
@@ -71,12 +74,19 @@ describe('405 on every path', () => {
       for (const method of HTTP_METHODS.filter((m) => !supported.includes(m))) {
         const res = await t.client.request(method, examplePath(template), method === 'GET' ? {} : { body: {} });
         expect(res.status, `${method} ${template}`).toBe(405);
-        expect(res.body).toEqual({ code: 'method_not_allowed', error: 'Method Not Allowed', details: expect.stringContaining(method) });
+        expect(res.body).toEqual({
+          code: 'method_not_allowed',
+          error: 'Method Not Allowed',
+          details: expect.stringContaining(method),
+        });
         expect(res.headers.get('allow')?.split(', ').sort(), `Allow of ${template}`).toEqual([...supported].sort());
         const headers = Object.fromEntries(res.headers.entries());
         for (const operationId of operationIds) {
           expect(api.validateResponse(res.body, operationId, 405).errors ?? null, `${operationId} 405 body`).toBeNull();
-          expect(api.validateResponseHeaders(headers, operationId, { statusCode: 405 }).errors ?? null, `${operationId} 405 headers`).toBeNull();
+          expect(
+            api.validateResponseHeaders(headers, operationId, { statusCode: 405 }).errors ?? null,
+            `${operationId} 405 headers`,
+          ).toBeNull();
         }
       }
     }
@@ -87,23 +97,32 @@ describe('405 on every path', () => {
     expect(shared.headers.Allow).toEqual({ $ref: '#/components/headers/Allow' });
     expect(document.components.headers.Allow.required).toBe(true);
     for (const item of Object.values<Record<string, any>>(document.paths)) {
-      for (const operation of Object.values<any>(item)) expect(operation.responses['405'], operation.operationId).toBeDefined();
+      for (const operation of Object.values<any>(item))
+        expect(operation.responses['405'], operation.operationId).toBeDefined();
     }
   });
 });
 
 describe('json, data, body and payload are mutually exclusive', () => {
   const values: Record<string, unknown> = { json: { a: 1 }, data: 'a=1', body: 'raw', payload: { b: 2 } };
-  const subsets = Array.from({ length: 1 << BODY_FIELDS.length }, (_, mask) => BODY_FIELDS.filter((_, bit) => mask & (1 << bit)));
+  const subsets = Array.from({ length: 1 << BODY_FIELDS.length }, (_, mask) =>
+    BODY_FIELDS.filter((_, bit) => mask & (1 << bit)),
+  );
 
-  it.each(CALL_OPERATIONS)('$operationId: the schema refuses exactly the combinations the server refuses', async (operation) => {
-    for (const fields of subsets) {
-      const call = Object.fromEntries(fields.map((field) => [field, values[field]]));
-      const server = serverAccepts(call);
-      expect(server, fields.join('+')).toBe(fields.length <= 1);
-      expect(await documentAccepts(operation, { ...BASE_CALL, ...call }), `${operation.operationId} ${fields.join('+') || 'no body field'}`).toBe(server);
-    }
-  });
+  it.each(CALL_OPERATIONS)(
+    '$operationId: the schema refuses exactly the combinations the server refuses',
+    async (operation) => {
+      for (const fields of subsets) {
+        const call = Object.fromEntries(fields.map((field) => [field, values[field]]));
+        const server = serverAccepts(call);
+        expect(server, fields.join('+')).toBe(fields.length <= 1);
+        expect(
+          await documentAccepts(operation, { ...BASE_CALL, ...call }),
+          `${operation.operationId} ${fields.join('+') || 'no body field'}`,
+        ).toBe(server);
+      }
+    },
+  );
 
   it('a relay simulation has a single body field, so nothing to exclude', () => {
     const properties = Object.keys(document.components.schemas.RelaySimRequest.properties);
@@ -113,14 +132,24 @@ describe('json, data, body and payload are mutually exclusive', () => {
   it('a request giving two is a 400 naming both, listed with the other problems of the request', async () => {
     const res = await t.client.post('/relay', { ...BASE_CALL, json: { a: 1 }, data: 'x', colour: 'red' });
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ code: 'validation_failed', error: 'Bad Request', details: expect.stringContaining('json and data') });
+    expect(res.body).toEqual({
+      code: 'validation_failed',
+      error: 'Bad Request',
+      details: expect.stringContaining('json and data'),
+    });
     expect(res.body.details).toContain('"colour"');
   });
 });
 
 describe('headers, cookies, auth, params and data: the schema holds the server rules', () => {
   // Every character up to U+02FF, a few beyond, and the astral plane.
-  const characters = [...Array.from({ length: 0x300 }, (_, code) => String.fromCharCode(code)), '\u2028', '\u2603', '\ufeff', '\u{1f600}'];
+  const characters = [
+    ...Array.from({ length: 0x300 }, (_, code) => String.fromCharCode(code)),
+    '\u2028',
+    '\u2603',
+    '\ufeff',
+    '\u{1f600}',
+  ];
 
   it('the patterns are the expressions the server checks with', () => {
     const schemas = document.components.schemas;
@@ -139,7 +168,8 @@ describe('headers, cookies, auth, params and data: the schema holds the server r
     for (const character of characters) cases.push({ [`X-${character}`]: 'v' }, { 'X-Test': `a${character}b` });
     for (const headers of cases) {
       const server = serverAccepts({ headers });
-      if ((await documentAccepts(operation, { ...BASE_CALL, headers })) !== server) disagreements.push(`${JSON.stringify(headers)} (server ${server})`);
+      if ((await documentAccepts(operation, { ...BASE_CALL, headers })) !== server)
+        disagreements.push(`${JSON.stringify(headers)} (server ${server})`);
     }
     expect(disagreements).toEqual([]);
     expect(serverAccepts({ headers: { 'X-Test': 'a\r\nInjected: 1' } })).toBe(false);
@@ -152,7 +182,8 @@ describe('headers, cookies, auth, params and data: the schema holds the server r
     for (const character of characters) cases.push({ [`c${character}`]: 'v' }, { session: `a${character}b` });
     for (const cookies of cases) {
       const server = serverAccepts({ cookies });
-      if ((await documentAccepts(operation, { ...BASE_CALL, cookies })) !== server) disagreements.push(`${JSON.stringify(cookies)} (server ${server})`);
+      if ((await documentAccepts(operation, { ...BASE_CALL, cookies })) !== server)
+        disagreements.push(`${JSON.stringify(cookies)} (server ${server})`);
     }
     expect(disagreements).toEqual([]);
     expect(serverAccepts({ cookies: { session: 'a;b' } })).toBe(false);
@@ -176,13 +207,19 @@ describe('headers, cookies, auth, params and data: the schema holds the server r
     for (const operation of CALL_OPERATIONS) {
       for (const [name, call, accepted] of table) {
         expect(serverAccepts(call), `server: ${name}`).toBe(accepted);
-        expect(await documentAccepts(operation, { ...BASE_CALL, ...call }), `${operation.operationId}: ${name}`).toBe(accepted);
+        expect(await documentAccepts(operation, { ...BASE_CALL, ...call }), `${operation.operationId}: ${name}`).toBe(
+          accepted,
+        );
       }
     }
   });
 
   it('a bad header is a 400 naming it and why, listed with the other problems of the request', async () => {
-    const res = await t.client.post('/relay', { ...BASE_CALL, headers: { 'bad name': 'x', 'X-Test': 'a\r\nb' }, colour: 'red' });
+    const res = await t.client.post('/relay', {
+      ...BASE_CALL,
+      headers: { 'bad name': 'x', 'X-Test': 'a\r\nb' },
+      colour: 'red',
+    });
     expect(res.status).toBe(400);
     expect(res.body.error).toBe('Bad Request');
     const details: string = res.body.details;
@@ -217,7 +254,10 @@ describe('wallet addresses of /relay/limits/{address}', () => {
     const api = await contractBackend();
     for (const [address, accepted] of table) {
       expect(walletKey(address) !== undefined, `server: ${address}`).toBe(accepted);
-      const result = api.validateRequest({ method: 'get', path: `/relay/limits/${address}`, headers: {}, query: {} }, 'getRelayLimits');
+      const result = api.validateRequest(
+        { method: 'get', path: `/relay/limits/${address}`, headers: {}, query: {} },
+        'getRelayLimits',
+      );
       expect(result.valid, `document: ${address}`).toBe(accepted);
     }
   });
@@ -227,7 +267,11 @@ describe('wallet addresses of /relay/limits/{address}', () => {
     expect(answered.status).toBe(200);
     const refused = await t.client.get('/relay/limits/not-an-address?colour=red');
     expect(refused.status).toBe(400);
-    expect(refused.body).toEqual({ code: 'validation_failed', error: 'Bad Request', details: expect.stringMatching(/address must be an EVM address .* or a Solana address/) });
+    expect(refused.body).toEqual({
+      code: 'validation_failed',
+      error: 'Bad Request',
+      details: expect.stringMatching(/address must be an EVM address .* or a Solana address/),
+    });
     expect(refused.body.details).toContain('"colour"');
   });
 });
@@ -249,7 +293,10 @@ describe('the 402 of the paid LLM operations', () => {
 });
 
 /** One raw HTTP/1.1 exchange with the service: what Node's parser refuses never reaches fetch. */
-function rawExchange(request: string | Buffer, socketOptions: { followUp?: (first: string) => string } = {}): Promise<string[]> {
+function rawExchange(
+  request: string | Buffer,
+  socketOptions: { followUp?: (first: string) => string } = {},
+): Promise<string[]> {
   const { port } = new URL(t.service.url);
   return new Promise((resolve, reject) => {
     const socket = connect({ host: '127.0.0.1', port: Number(port) });
@@ -293,15 +340,23 @@ async function expectDocumented(answer: ReturnType<typeof parseAnswer>, operatio
   expect(answer.headers.connection).toBe('close');
   expect(Number(answer.headers['content-length'])).toBe(Buffer.byteLength(answer.text, 'latin1'));
   expect(api.validateResponse(answer.body, operationId, answer.status).errors ?? null).toBeNull();
-  expect(api.validateResponseHeaders(answer.headers, operationId, { statusCode: answer.status }).errors ?? null).toBeNull();
+  expect(
+    api.validateResponseHeaders(answer.headers, operationId, { statusCode: answer.status }).errors ?? null,
+  ).toBeNull();
 }
 
 describe('requests Node refuses before any operation', () => {
   it('headers over the limit: 431 {error, details} JSON, as documented, and the connection is closed', async () => {
-    const [raw] = await rawExchange(`GET /config HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Filler: ${'a'.repeat(20_000)}\r\n\r\n`);
+    const [raw] = await rawExchange(
+      `GET /config HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Filler: ${'a'.repeat(20_000)}\r\n\r\n`,
+    );
     const answer = parseAnswer(raw!);
     expect(answer.statusLine).toBe('HTTP/1.1 431 Request Header Fields Too Large');
-    expect(answer.body).toEqual({ code: 'header_fields_too_large', error: 'Request Header Fields Too Large', details: expect.any(String) });
+    expect(answer.body).toEqual({
+      code: 'header_fields_too_large',
+      error: 'Request Header Fields Too Large',
+      details: expect.any(String),
+    });
     await expectDocumented(answer, 'getConfig');
   });
 
@@ -309,7 +364,11 @@ describe('requests Node refuses before any operation', () => {
     const [raw] = await rawExchange('GET /config HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Bad: a\u0000b\r\n\r\n');
     const answer = parseAnswer(raw!);
     expect(answer.status).toBe(400);
-    expect(answer.body).toEqual({ code: 'malformed_request', error: 'Bad Request', details: expect.stringContaining('not valid HTTP/1.1') });
+    expect(answer.body).toEqual({
+      code: 'malformed_request',
+      error: 'Bad Request',
+      details: expect.stringContaining('not valid HTTP/1.1'),
+    });
     await expectDocumented(answer, 'getConfig');
   });
 
@@ -357,7 +416,11 @@ describe('requests Node refuses before any operation', () => {
     it('a writable socket gets a complete response', () => {
       const { socket, end } = fakeSocket();
       answerClientError(Object.assign(new Error('Parse Error'), { code: 'HPE_HEADER_OVERFLOW' }), socket, log);
-      expect(end).toHaveBeenCalledWith(expect.stringMatching(/^HTTP\/1\.1 431 Request Header Fields Too Large\r\n[\s\S]*connection: close\r\n\r\n\{"code":"header_fields_too_large","error"/));
+      expect(end).toHaveBeenCalledWith(
+        expect.stringMatching(
+          /^HTTP\/1\.1 431 Request Header Fields Too Large\r\n[\s\S]*connection: close\r\n\r\n\{"code":"header_fields_too_large","error"/,
+        ),
+      );
     });
   });
 });

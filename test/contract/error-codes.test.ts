@@ -14,7 +14,12 @@ import type { TestService } from '../support/service';
 
 const document = loadDocument() as unknown as {
   info: { description: string };
-  components: { schemas: Record<string, { enum?: string[]; description?: string; required?: string[]; properties?: Record<string, { $ref?: string }> }> };
+  components: {
+    schemas: Record<
+      string,
+      { enum?: string[]; description?: string; required?: string[]; properties?: Record<string, { $ref?: string }> }
+    >;
+  };
 };
 const errorCode = document.components.schemas.ErrorCode!;
 
@@ -42,7 +47,18 @@ describe('one table of error codes', () => {
 
   it('every error body of the document requires a code from the enum', () => {
     // NotImplemented is in no operation while every operation has its handler, so not in the bundle.
-    const bodies = ['ErrorBody', 'InsufficientCredits', 'InternalError', 'ProxyBadGateway', 'RelayBadGateway', 'SpendLimitExceeded', 'TooManyRequests', 'ChatError', 'TranslateError', 'PaymentRequired'];
+    const bodies = [
+      'ErrorBody',
+      'InsufficientCredits',
+      'InternalError',
+      'ProxyBadGateway',
+      'RelayBadGateway',
+      'SpendLimitExceeded',
+      'TooManyRequests',
+      'ChatError',
+      'TranslateError',
+      'PaymentRequired',
+    ];
     for (const name of bodies) {
       const schema = document.components.schemas[name]!;
       expect(schema.required, name).toContain('code');
@@ -67,7 +83,10 @@ beforeAll(async () => {
   peers = await startPeers({ networks: ['base-sepolia'] });
   closedPort = await unusedPort();
   // No LLM backend: the chat operations answer 503.
-  t = await startProxyService(peers, { CAP_WEBHOOKS: '1', SSRF_ALLOW_HOSTS: peersEnv(peers, [`127.0.0.1:${closedPort}`]).SSRF_ALLOW_HOSTS });
+  t = await startProxyService(peers, {
+    CAP_WEBHOOKS: '1',
+    SSRF_ALLOW_HOSTS: peersEnv(peers, [`127.0.0.1:${closedPort}`]).SSRF_ALLOW_HOSTS,
+  });
 });
 
 afterAll(async () => {
@@ -112,7 +131,10 @@ describe('each kind of error carries its code', () => {
 
   it('413 payload_too_large: a body over 1 MiB', async () => {
     const big = JSON.stringify({ api_url: paidUrl(), method: 'GET', headers: { filler: 'x'.repeat(1024 * 1024) } });
-    expectCode(await t.client.request('POST', '/relay/sim', { rawBody: big, headers: { 'content-type': 'application/json' } }), 'payload_too_large');
+    expectCode(
+      await t.client.request('POST', '/relay/sim', { rawBody: big, headers: { 'content-type': 'application/json' } }),
+      'payload_too_large',
+    );
   });
 
   it('429 capacity_exceeded: a route at its cap', async () => {
@@ -149,12 +171,19 @@ describe('each kind of error carries its code', () => {
       socket.write(`GET /config HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Filler: ${'a'.repeat(20_000)}\r\n\r\n`);
     });
     expect(raw).toMatch(/^HTTP\/1\.1 431 /);
-    expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toMatchObject({ code: 'header_fields_too_large', error: 'Request Header Fields Too Large' });
+    expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toMatchObject({
+      code: 'header_fields_too_large',
+      error: 'Request Header Fields Too Large',
+    });
   });
 
   it('502 target_unreachable: /proxy to a target nobody listens on', async () => {
     const { key } = await createTestAccount(t.database.handle.db, { credits: 100n });
-    const res = await t.client.post('/proxy', { api_url: `http://127.0.0.1:${closedPort}/`, method: 'GET' }, { headers: { 'x-api-key': key } });
+    const res = await t.client.post(
+      '/proxy',
+      { api_url: `http://127.0.0.1:${closedPort}/`, method: 'GET' },
+      { headers: { 'x-api-key': key } },
+    );
     expectCode(res, 'target_unreachable');
     expect(res.body.upstreamStatus).toBeUndefined();
   });
@@ -171,18 +200,34 @@ describe('500 internal_error', () => {
       throw new Error('unexpected');
     };
     const { handlers } = await import('../../handlers/index');
-    const broken = await startProxyService(peers, {}, { handlers: { ...handlers, getConfig: failing, postProxy: failing, postLlmTranslate: failing } });
+    const broken = await startProxyService(
+      peers,
+      {},
+      { handlers: { ...handlers, getConfig: failing, postProxy: failing, postLlmTranslate: failing } },
+    );
     try {
       const config = await broken.client.get('/config');
       expectCode(config, 'internal_error');
       expect(config.body.error).toBe('Internal Server Error');
       const { key } = await createTestAccount(broken.database.handle.db);
-      const proxy = await broken.client.post('/proxy', { api_url: 'https://api.example.org/', method: 'GET' }, { headers: { 'x-api-key': key } });
+      const proxy = await broken.client.post(
+        '/proxy',
+        { api_url: 'https://api.example.org/', method: 'GET' },
+        { headers: { 'x-api-key': key } },
+      );
       expectCode(proxy, 'internal_error');
-      expect(proxy.body).toMatchObject({ error: 'Internal Server Error', message: expect.any(String), details: expect.any(String) });
+      expect(proxy.body).toMatchObject({
+        error: 'Internal Server Error',
+        message: expect.any(String),
+        details: expect.any(String),
+      });
       const translate = await broken.client.post('/llm/translate', { text: 'hello' });
       expectCode(translate, 'internal_error');
-      expect(translate.body).toEqual({ code: 'internal_error', error: 'Translation request failed', message: expect.stringContaining(translate.headers.get('x-request-id')!) });
+      expect(translate.body).toEqual({
+        code: 'internal_error',
+        error: 'Translation request failed',
+        message: expect.stringContaining(translate.headers.get('x-request-id')!),
+      });
     } finally {
       await broken.stop();
     }

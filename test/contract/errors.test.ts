@@ -22,27 +22,44 @@ describe('errors outside the operations', () => {
   it('a wrong method is 405 {error, details} with the methods of the path in Allow', async () => {
     const res = await t.client.request('DELETE', '/config');
     expect(res.status).toBe(405);
-    expect(res.body).toEqual({ code: 'method_not_allowed', error: 'Method Not Allowed', details: expect.stringContaining('DELETE') });
+    expect(res.body).toEqual({
+      code: 'method_not_allowed',
+      error: 'Method Not Allowed',
+      details: expect.stringContaining('DELETE'),
+    });
     expect(res.headers.get('allow')).toBe('GET');
     expect((await t.client.request('GET', '/relay')).headers.get('allow')).toBe('POST');
   });
 
   it('malformed JSON is 400 {error, details}', async () => {
-    const res = await t.client.request('POST', '/relay/sim', { rawBody: '{"api_url": ', headers: { 'content-type': 'application/json' } });
+    const res = await t.client.request('POST', '/relay/sim', {
+      rawBody: '{"api_url": ',
+      headers: { 'content-type': 'application/json' },
+    });
     expect(res.status).toBe(400);
     expect(res.body.error).toBe('Bad Request');
     expect(res.body.details).toMatch(/not valid JSON/);
   });
 
   it('a JSON string holding a call request is a string, not that request', async () => {
-    const res = await t.client.request('POST', '/relay/sim', { rawBody: JSON.stringify(JSON.stringify(simBody)), headers: { 'content-type': 'application/json' } });
+    const res = await t.client.request('POST', '/relay/sim', {
+      rawBody: JSON.stringify(JSON.stringify(simBody)),
+      headers: { 'content-type': 'application/json' },
+    });
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ code: 'validation_failed', error: 'Bad Request', details: 'requestBody must be object' });
+    expect(res.body).toEqual({
+      code: 'validation_failed',
+      error: 'Bad Request',
+      details: 'requestBody must be object',
+    });
   });
 
   it('a body over 1 MiB is 413 {error, details}', async () => {
     const big = JSON.stringify({ ...simBody, headers: { filler: 'x'.repeat(1024 * 1024) } });
-    const res = await t.client.request('POST', '/relay/sim', { rawBody: big, headers: { 'content-type': 'application/json' } });
+    const res = await t.client.request('POST', '/relay/sim', {
+      rawBody: big,
+      headers: { 'content-type': 'application/json' },
+    });
     expect(res.status).toBe(413);
     expect(res.body.details).toContain('1048576');
   });
@@ -69,7 +86,11 @@ describe('request validation', () => {
   it('a valid request whose target the SSRF guard refuses is 400 {error, details}, nothing sent', async () => {
     const res = await t.client.post('/relay/sim', simBody);
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ code: 'validation_failed', error: 'Bad Request', details: expect.stringContaining('127.0.0.1') });
+    expect(res.body).toEqual({
+      code: 'validation_failed',
+      error: 'Bad Request',
+      details: expect.stringContaining('127.0.0.1'),
+    });
   });
 
   it('carries a request id on every response, and keeps a sane one the client sent', async () => {
@@ -94,12 +115,25 @@ describe('internal errors', () => {
     try {
       const config = await broken.client.get('/config');
       expect(config.status).toBe(500);
-      expect(config.body).toEqual({ code: 'internal_error', error: 'Internal Server Error', details: expect.stringContaining(config.headers.get('x-request-id')!) });
+      expect(config.body).toEqual({
+        code: 'internal_error',
+        error: 'Internal Server Error',
+        details: expect.stringContaining(config.headers.get('x-request-id')!),
+      });
       expect(config.text).not.toContain('password');
       const { key } = await createTestAccount(broken.database.handle.db);
-      const proxy = await broken.client.post('/proxy', { api_url: 'https://api.example.org/', method: 'GET' }, { headers: { 'x-api-key': key } });
+      const proxy = await broken.client.post(
+        '/proxy',
+        { api_url: 'https://api.example.org/', method: 'GET' },
+        { headers: { 'x-api-key': key } },
+      );
       expect(proxy.status).toBe(500);
-      expect(proxy.body).toEqual({ code: 'internal_error', error: 'Internal Server Error', message: expect.any(String), details: expect.any(String) });
+      expect(proxy.body).toEqual({
+        code: 'internal_error',
+        error: 'Internal Server Error',
+        message: expect.any(String),
+        details: expect.any(String),
+      });
       expect(proxy.text).not.toContain('password');
     } finally {
       await broken.stop();

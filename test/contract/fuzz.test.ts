@@ -14,7 +14,14 @@ import { ERROR_CODES } from '../../handlers/errors';
 import { loadDocument } from '../../server/openapi';
 import { createTestAccount, revokedKey } from '../support/accounts';
 import type { ContractResponse } from '../support/contract';
-import { examplePath, HTTP_METHODS, operationsOf, requestArbitraries, type FuzzRequest, type Operation } from '../support/fuzz-requests';
+import {
+  examplePath,
+  HTTP_METHODS,
+  operationsOf,
+  requestArbitraries,
+  type FuzzRequest,
+  type Operation,
+} from '../support/fuzz-requests';
 import { peersEnv, tableResolver } from '../support/proxy';
 import { startTestService, type TestService } from '../support/service';
 
@@ -59,21 +66,38 @@ afterAll(async () => {
 function apiUrls(): fc.Arbitrary<string> {
   const targets = Object.values(peers.targets);
   return fc.oneof(
-    { weight: 3, arbitrary: fc.tuple(fc.constantFrom(...targets), fc.constantFrom(...ROUTES)).map(([target, route]) => target.routes[route].url) },
+    {
+      weight: 3,
+      arbitrary: fc
+        .tuple(fc.constantFrom(...targets), fc.constantFrom(...ROUTES))
+        .map(([target, route]) => target.routes[route].url),
+    },
     {
       weight: 2,
       arbitrary: fc
-        .tuple(fc.constantFrom('http', 'https'), fc.constantFrom('target.invalid', 'api.target.invalid'), fc.webSegment())
+        .tuple(
+          fc.constantFrom('http', 'https'),
+          fc.constantFrom('target.invalid', 'api.target.invalid'),
+          fc.webSegment(),
+        )
         .map(([scheme, host, segment]) => `${scheme}://${host}/${segment}`),
     },
     // Refused by the SSRF guard from the URL alone, before any name is looked up.
-    { weight: 1, arbitrary: fc.constantFrom('ftp://target.invalid/file', 'http://user:secret@target.invalid/x', 'file:///etc/hosts') },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom(
+        'ftp://target.invalid/file',
+        'http://user:secret@target.invalid/x',
+        'file:///etc/hosts',
+      ),
+    },
   );
 }
 
 function seedOf(operation: Operation, salt: number): number {
   let hash = SEED ^ salt;
-  for (const char of `${operation.method} ${operation.template}`) hash = Math.imul(hash ^ char.charCodeAt(0), 0x01000193);
+  for (const char of `${operation.method} ${operation.template}`)
+    hash = Math.imul(hash ^ char.charCodeAt(0), 0x01000193);
   return hash | 0;
 }
 
@@ -90,7 +114,12 @@ async function send(request: FuzzRequest): Promise<ContractResponse> {
   });
   const name = `${request.valid ? 'valid' : 'invalid'} ${request.operationId}`;
   const counts = seen.get(name) ?? new Map<string, number>();
-  const key = process.env.FUZZ_STATS === 'details' ? `${response.status} ${String((response.body as { details?: unknown })?.details ?? '').replace(/"[^"]*"/g, '"…"').slice(0, 100)}` : String(response.status);
+  const key =
+    process.env.FUZZ_STATS === 'details'
+      ? `${response.status} ${String((response.body as { details?: unknown })?.details ?? '')
+          .replace(/"[^"]*"/g, '"…"')
+          .slice(0, 100)}`
+      : String(response.status);
   counts.set(key, (counts.get(key) ?? 0) + 1);
   seen.set(name, counts);
   return response;
@@ -133,69 +162,105 @@ function serverErrorAllowed(request: FuzzRequest, status: number): boolean {
 /** A code of the table, sent with the code's own status. */
 function hasOwnCode(response: ContractResponse): boolean {
   const { code } = (response.body ?? {}) as { code?: unknown };
-  return typeof code === 'string' && Object.hasOwn(ERROR_CODES, code) && ERROR_CODES[code as keyof typeof ERROR_CODES].status === response.status;
+  return (
+    typeof code === 'string' &&
+    Object.hasOwn(ERROR_CODES, code) &&
+    ERROR_CODES[code as keyof typeof ERROR_CODES].status === response.status
+  );
 }
 
 function failure(request: FuzzRequest, response: ContractResponse, problem: string): Error {
-  return new Error(`${problem}\nseed ${SEED} (FUZZ_SEED)\nrequest: ${describeRequest(request)}\nanswer ${response.status}: ${response.text.slice(0, 500)}`);
+  return new Error(
+    `${problem}\nseed ${SEED} (FUZZ_SEED)\nrequest: ${describeRequest(request)}\nanswer ${response.status}: ${response.text.slice(0, 500)}`,
+  );
 }
 
-describe.each(operations.map((operation) => [`${operation.method} ${operation.template}`, operation] as const))('%s', (_name, operation) => {
-  it('answers valid requests as the document says', async () => {
-    const { valid, accepts } = requestArbitraries(document, operation, { apiUrls: apiUrls(), apiKey, refusedKeys });
-    const hasInputs = operation.parameters.length > 0 || operation.body !== undefined;
-    await fc.assert(
-      fc.asyncProperty(valid, async (request) => {
-        if (request.body !== undefined && operation.body) expect(accepts(operation.body.schema, request.body), 'the generator made a body the document refuses').toBe(true);
-        const response = await send(request);
-        if (response.status >= 500 && !serverErrorAllowed(request, response.status)) throw failure(request, response, `a valid request got ${response.status}`);
-        // A 5xx is always ours (a target's is never passed through) and carries its code, unless it
-        // reports a state (a failed webhook record, an unavailable health check) rather than an error.
-        const reportsState = typeof response.body === 'object' && response.body !== null && 'status' in response.body;
-        if (response.status >= 500 && !reportsState && !hasOwnCode(response)) throw failure(request, response, `the ${response.status} carries no code of the table`);
-      }),
-      { seed: seedOf(operation, 1), numRuns: hasInputs ? VALID_RUNS : 3, endOnFailure: true },
-    );
-  });
-
-  // Whether an operation can be sent an invalid request depends on the document alone (GET /config has no input).
-  const refusable = requestArbitraries(document, operation, { apiUrls: fc.constant('http://target.invalid/'), apiKey: 'k', refusedKeys: ['k'] }).invalid !== null;
-  if (refusable) {
-    it('refuses invalid requests with a declared 4xx and {error, details}', async () => {
-      const { invalid } = requestArbitraries(document, operation, { apiUrls: apiUrls(), apiKey, refusedKeys });
+describe.each(operations.map((operation) => [`${operation.method} ${operation.template}`, operation] as const))(
+  '%s',
+  (_name, operation) => {
+    it('answers valid requests as the document says', async () => {
+      const { valid, accepts } = requestArbitraries(document, operation, { apiUrls: apiUrls(), apiKey, refusedKeys });
+      const hasInputs = operation.parameters.length > 0 || operation.body !== undefined;
       await fc.assert(
-        fc.asyncProperty(invalid!, async (request) => {
+        fc.asyncProperty(valid, async (request) => {
+          if (request.body !== undefined && operation.body)
+            expect(accepts(operation.body.schema, request.body), 'the generator made a body the document refuses').toBe(
+              true,
+            );
           const response = await send(request);
-          const { status, body } = response;
-          if (request.expectStatus !== undefined && status !== request.expectStatus) throw failure(request, response, `expected ${request.expectStatus}`);
-          if (status < 400 || status > 499) throw failure(request, response, `an invalid request (${request.why}) got ${status}`);
-          // The range 4XX of /relay and /proxy is the target's own answer passed through; our refusals are declared one by one.
-          if (!(String(status) in operation.responses)) throw failure(request, response, `${status} is not declared by ${operation.operationId}`);
-          const { error, details } = (body ?? {}) as { error?: unknown; details?: unknown };
-          // The interface answers /llm/chat without a messages array with the error field alone.
-          const detailsOptional = operation.operationId === 'postLlmChat' && error === 'messages is required and must be an array';
-          if (typeof error !== 'string' || (typeof details !== 'string' && !detailsOptional)) throw failure(request, response, 'the refusal is not {error, details}');
-          if (!hasOwnCode(response)) throw failure(request, response, 'the refusal carries no code of the table with its status');
+          if (response.status >= 500 && !serverErrorAllowed(request, response.status))
+            throw failure(request, response, `a valid request got ${response.status}`);
+          // A 5xx is always ours (a target's is never passed through) and carries its code, unless it
+          // reports a state (a failed webhook record, an unavailable health check) rather than an error.
+          const reportsState = typeof response.body === 'object' && response.body !== null && 'status' in response.body;
+          if (response.status >= 500 && !reportsState && !hasOwnCode(response))
+            throw failure(request, response, `the ${response.status} carries no code of the table`);
         }),
-        { seed: seedOf(operation, 2), numRuns: INVALID_RUNS, endOnFailure: true },
+        { seed: seedOf(operation, 1), numRuns: hasInputs ? VALID_RUNS : 3, endOnFailure: true },
       );
     });
-  }
-});
+
+    // Whether an operation can be sent an invalid request depends on the document alone (GET /config has no input).
+    const refusable =
+      requestArbitraries(document, operation, {
+        apiUrls: fc.constant('http://target.invalid/'),
+        apiKey: 'k',
+        refusedKeys: ['k'],
+      }).invalid !== null;
+    if (refusable) {
+      it('refuses invalid requests with a declared 4xx and {error, details}', async () => {
+        const { invalid } = requestArbitraries(document, operation, { apiUrls: apiUrls(), apiKey, refusedKeys });
+        await fc.assert(
+          fc.asyncProperty(invalid!, async (request) => {
+            const response = await send(request);
+            const { status, body } = response;
+            if (request.expectStatus !== undefined && status !== request.expectStatus)
+              throw failure(request, response, `expected ${request.expectStatus}`);
+            if (status < 400 || status > 499)
+              throw failure(request, response, `an invalid request (${request.why}) got ${status}`);
+            // The range 4XX of /relay and /proxy is the target's own answer passed through; our refusals are declared one by one.
+            if (!(String(status) in operation.responses))
+              throw failure(request, response, `${status} is not declared by ${operation.operationId}`);
+            const { error, details } = (body ?? {}) as { error?: unknown; details?: unknown };
+            // The interface answers /llm/chat without a messages array with the error field alone.
+            const detailsOptional =
+              operation.operationId === 'postLlmChat' && error === 'messages is required and must be an array';
+            if (typeof error !== 'string' || (typeof details !== 'string' && !detailsOptional))
+              throw failure(request, response, 'the refusal is not {error, details}');
+            if (!hasOwnCode(response))
+              throw failure(request, response, 'the refusal carries no code of the table with its status');
+          }),
+          { seed: seedOf(operation, 2), numRuns: INVALID_RUNS, endOnFailure: true },
+        );
+      });
+    }
+  },
+);
 
 describe('methods a path does not support', () => {
   const paths = Object.entries<Record<string, unknown>>(document.paths as Record<string, Record<string, unknown>>);
-  it.each(paths.map(([template, item]) => [template, item] as const))('%s answers them 405 with {error, details} and Allow', async (template, item) => {
-    const supported = HTTP_METHODS.filter((method) => item[method.toLowerCase()] !== undefined);
-    const unsupported = HTTP_METHODS.filter((method) => !supported.includes(method));
-    expect(unsupported.length).toBeGreaterThan(0);
-    for (const method of unsupported) {
-      const response = await t.client.request(method, examplePath(document, template), method === 'GET' ? {} : { body: {} });
-      expect(response.status, `${method} ${template}`).toBe(405);
-      expect(response.body).toEqual({ code: 'method_not_allowed', error: 'Method Not Allowed', details: expect.any(String) });
-      const allow = (response.headers.get('allow') ?? '').split(',').map((name) => name.trim().toUpperCase());
-      expect(allow, `Allow of ${template}`).toEqual(expect.arrayContaining(supported));
-      expect(allow, `Allow of ${template}`).not.toContain(method);
-    }
-  });
+  it.each(paths.map(([template, item]) => [template, item] as const))(
+    '%s answers them 405 with {error, details} and Allow',
+    async (template, item) => {
+      const supported = HTTP_METHODS.filter((method) => item[method.toLowerCase()] !== undefined);
+      const unsupported = HTTP_METHODS.filter((method) => !supported.includes(method));
+      expect(unsupported.length).toBeGreaterThan(0);
+      for (const method of unsupported) {
+        const response = await t.client.request(
+          method,
+          examplePath(document, template),
+          method === 'GET' ? {} : { body: {} },
+        );
+        expect(response.status, `${method} ${template}`).toBe(405);
+        expect(response.body).toEqual({
+          code: 'method_not_allowed',
+          error: 'Method Not Allowed',
+          details: expect.any(String),
+        });
+        const allow = (response.headers.get('allow') ?? '').split(',').map((name) => name.trim().toUpperCase());
+        expect(allow, `Allow of ${template}`).toEqual(expect.arrayContaining(supported));
+        expect(allow, `Allow of ${template}`).not.toContain(method);
+      }
+    },
+  );
 });

@@ -39,8 +39,17 @@ describe('GET /config', () => {
     expect(res.body.networks.evm).toEqual(['base', 'base-sepolia']);
     expect(res.body.networks.solana).toEqual(['solana-devnet']);
     expect(res.body.networks.v1).toEqual(['base', 'base-sepolia', 'solana-devnet']);
-    expect(res.body.networks.configs.base).toEqual({ chainType: 'evm', chainId: 8453, usdc: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913', rpcHost: 'rpc.example.org' });
-    expect(res.body.networks.configs['solana-devnet']).toEqual({ chainType: 'solana', usdc: '4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU', rpcHost: 'api.devnet.solana.com' });
+    expect(res.body.networks.configs.base).toEqual({
+      chainType: 'evm',
+      chainId: 8453,
+      usdc: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+      rpcHost: 'rpc.example.org',
+    });
+    expect(res.body.networks.configs['solana-devnet']).toEqual({
+      chainType: 'solana',
+      usdc: '4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU',
+      rpcHost: 'api.devnet.solana.com',
+    });
     expect(res.text).not.toContain('secret');
     expect(res.text).not.toContain('KEY');
     expect(res.body.assets).toEqual({ enabled: ['usdc'] });
@@ -52,16 +61,46 @@ describe('GET /config', () => {
 describe('GET /limits', () => {
   it('reports system volume from the spend counters, in USDC', async () => {
     const { db } = t.database.handle;
-    await db.insertInto('daily_spend').values([
-      { scope: 'relay_system', scope_id: 'system', network_class: 'mainnet', day: today(), spent_micro_usdc: 125_500_000n },
-      { scope: 'proxy_system', scope_id: 'system', network_class: 'testnet', day: today(), spent_credits: 2_500n },
-      { scope: 'relay_system', scope_id: 'system', network_class: 'testnet', day: '2020-01-01', spent_micro_usdc: 999_000_000n },
-    ]).execute();
+    await db
+      .insertInto('daily_spend')
+      .values([
+        {
+          scope: 'relay_system',
+          scope_id: 'system',
+          network_class: 'mainnet',
+          day: today(),
+          spent_micro_usdc: 125_500_000n,
+        },
+        { scope: 'proxy_system', scope_id: 'system', network_class: 'testnet', day: today(), spent_credits: 2_500n },
+        {
+          scope: 'relay_system',
+          scope_id: 'system',
+          network_class: 'testnet',
+          day: '2020-01-01',
+          spent_micro_usdc: 999_000_000n,
+        },
+      ])
+      .execute();
     const res = await t.client.get('/limits');
     expect(res.status).toBe(200);
-    expect(res.body.relay.mainnet).toEqual({ daily_limit: 1000, today_spent: 125.5, remaining: 874.5, percentage_used: '12.6%' });
-    expect(res.body.relay.testnet).toEqual({ daily_limit: 1000, today_spent: 0, remaining: 1000, percentage_used: '0.0%' });
-    expect(res.body.proxy.testnet).toEqual({ daily_limit: 5000, today_spent: 2.5, remaining: 4997.5, percentage_used: '0.1%' });
+    expect(res.body.relay.mainnet).toEqual({
+      daily_limit: 1000,
+      today_spent: 125.5,
+      remaining: 874.5,
+      percentage_used: '12.6%',
+    });
+    expect(res.body.relay.testnet).toEqual({
+      daily_limit: 1000,
+      today_spent: 0,
+      remaining: 1000,
+      percentage_used: '0.0%',
+    });
+    expect(res.body.proxy.testnet).toEqual({
+      daily_limit: 5000,
+      today_spent: 2.5,
+      remaining: 4997.5,
+      percentage_used: '0.1%',
+    });
     expect(res.body.proxy.mainnet.today_spent).toBe(0);
     expect(res.body.relay.per_wallet_daily_limit).toBe(100);
     expect(res.body.proxy.per_account_daily_limit).toBe(500);
@@ -106,19 +145,41 @@ describe('GET /webhooks/{id}', () => {
   }
 
   it('answers 202 with Retry-After while pending', async () => {
-    const id = await insert({ kind: 'proxy_payment', status: 'async_processing', network: 'base-sepolia', message: 'watching the payment on-chain' });
+    const id = await insert({
+      kind: 'proxy_payment',
+      status: 'async_processing',
+      network: 'base-sepolia',
+      message: 'watching the payment on-chain',
+    });
     const res = await t.client.get(`/webhooks/${id}`);
     expect(res.status).toBe(202);
     expect(res.headers.get('retry-after')).toBe('2');
     expect(res.body).toEqual({ status: 'pending', network: 'base-sepolia', message: 'watching the payment on-chain' });
   });
 
-  it.each(['success', 'refund_confirmed', 'success_refunded', 'no_refund_needed'])('answers 200 for %s', async (status) => {
-    const id = await insert({ status, tx_hash: '0xabc', network: 'base', method: 'direct', relay_tx_id: 42n, message: 'done' });
-    const res = await t.client.get(`/webhooks/${id}`);
-    expect(res.status).toBe(200);
-    expect(res.body).toEqual({ status, txHash: '0xabc', network: 'base', method: 'direct', relayTxId: 42, message: 'done' });
-  });
+  it.each(['success', 'refund_confirmed', 'success_refunded', 'no_refund_needed'])(
+    'answers 200 for %s',
+    async (status) => {
+      const id = await insert({
+        status,
+        tx_hash: '0xabc',
+        network: 'base',
+        method: 'direct',
+        relay_tx_id: 42n,
+        message: 'done',
+      });
+      const res = await t.client.get(`/webhooks/${id}`);
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({
+        status,
+        txHash: '0xabc',
+        network: 'base',
+        method: 'direct',
+        relayTxId: 42,
+        message: 'done',
+      });
+    },
+  );
 
   it.each(['payment_failed', 'upstream_error', 'internal_error', 'rate_limited', 'validation_failed', 'refund_failed'])(
     'answers 500 with errorType %s for a failed record',
@@ -126,7 +187,12 @@ describe('GET /webhooks/{id}', () => {
       const id = await insert({ status, relay_tx_id: 7n, error: 'the refund transaction reverted' });
       const res = await t.client.get(`/webhooks/${id}`);
       expect(res.status).toBe(500);
-      expect(res.body).toEqual({ status: 'failed', relayTxId: 7, error: 'the refund transaction reverted', errorType: status });
+      expect(res.body).toEqual({
+        status: 'failed',
+        relayTxId: 7,
+        error: 'the refund transaction reverted',
+        errorType: status,
+      });
     },
   );
 
@@ -144,10 +210,25 @@ describe('account balances', () => {
   it('GET /balance shows credits in mainnet and USD in testnet', async () => {
     const { db } = t.database.handle;
     const account = await createTestAccount(db, { credits: 12_345n });
-    await db.insertInto('daily_spend').values([
-      { scope: 'proxy_account', scope_id: String(account.accountId), network_class: 'mainnet', day: today(), spent_credits: 2_000n },
-      { scope: 'proxy_account', scope_id: String(account.accountId), network_class: 'testnet', day: today(), spent_credits: 1_500n },
-    ]).execute();
+    await db
+      .insertInto('daily_spend')
+      .values([
+        {
+          scope: 'proxy_account',
+          scope_id: String(account.accountId),
+          network_class: 'mainnet',
+          day: today(),
+          spent_credits: 2_000n,
+        },
+        {
+          scope: 'proxy_account',
+          scope_id: String(account.accountId),
+          network_class: 'testnet',
+          day: today(),
+          spent_credits: 1_500n,
+        },
+      ])
+      .execute();
     const res = await t.client.get('/balance', { headers: { 'x-api-key': account.key } });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({
@@ -160,10 +241,25 @@ describe('account balances', () => {
   it('GET /v1/credits/balance shows the key prefix, cap and spend, never the key', async () => {
     const { db } = t.database.handle;
     const account = await createTestAccount(db, { credits: 900n, dailyCapCredits: 1_000n });
-    await db.insertInto('daily_spend').values({ scope: 'api_key', scope_id: String(account.apiKeyId), network_class: 'all', day: today(), spent_credits: 250n }).execute();
+    await db
+      .insertInto('daily_spend')
+      .values({
+        scope: 'api_key',
+        scope_id: String(account.apiKeyId),
+        network_class: 'all',
+        day: today(),
+        spent_credits: 250n,
+      })
+      .execute();
     const res = await t.client.get('/v1/credits/balance', { headers: { 'x-api-key': account.key } });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ key_prefix: account.prefix, daily_cap: 1000, daily_spent: 250, daily_remaining: 750, effective_available: 900 });
+    expect(res.body).toEqual({
+      key_prefix: account.prefix,
+      daily_cap: 1000,
+      daily_spent: 250,
+      daily_remaining: 750,
+      effective_available: 900,
+    });
     expect(res.text).not.toContain(account.key.slice(account.prefix.length));
   });
 });
@@ -180,7 +276,11 @@ describe('the document and its page', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/html/);
     const document = loadDocument() as any;
-    const operationIds = Object.values(document.paths).flatMap((item: any) => Object.values(item).map((op: any) => op.operationId).filter(Boolean));
+    const operationIds = Object.values(document.paths).flatMap((item: any) =>
+      Object.values(item)
+        .map((op: any) => op.operationId)
+        .filter(Boolean),
+    );
     expect(operationIds.length).toBeGreaterThanOrEqual(18);
     for (const operationId of operationIds) expect(res.text).toContain(`id="op-${operationId}"`);
   });

@@ -3,7 +3,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { listenTo, type ChannelListener } from '../../db/notify';
-import { API_KEY_CHANGES_CHANNEL, ApiKeyCache, authenticateKey, revokeApiKey, type AuthenticatedKey } from '../../payments/accounts';
+import {
+  API_KEY_CHANGES_CHANNEL,
+  ApiKeyCache,
+  authenticateKey,
+  revokeApiKey,
+  type AuthenticatedKey,
+} from '../../payments/accounts';
 import { createTestAccount } from '../support/accounts';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 
@@ -19,11 +25,14 @@ afterAll(async () => {
 });
 
 /** A database handle that fails the test if anything reads it: proof that an answer came from memory. */
-const unreachableDb = new Proxy({}, {
-  get() {
-    throw new Error('the database was read');
+const unreachableDb = new Proxy(
+  {},
+  {
+    get() {
+      throw new Error('the database was read');
+    },
   },
-}) as Db;
+) as Db;
 
 async function listeningCache(ttlMs = 60_000): Promise<{ cache: ApiKeyCache; listener: ChannelListener }> {
   const cache = new ApiKeyCache(ttlMs);
@@ -39,7 +48,11 @@ async function listeningCache(ttlMs = 60_000): Promise<{ cache: ApiKeyCache; lis
   return { cache, listener };
 }
 
-async function within<T>(ms: number, probe: () => Promise<T>, done: (value: T) => boolean): Promise<{ value: T; elapsedMs: number }> {
+async function within<T>(
+  ms: number,
+  probe: () => Promise<T>,
+  done: (value: T) => boolean,
+): Promise<{ value: T; elapsedMs: number }> {
   const started = Date.now();
   for (;;) {
     const value = await probe();
@@ -68,7 +81,11 @@ describe('the API key cache', () => {
     expect((await authenticateKey(db, account.key, cache)).ok).toBe(true);
     expect(cache.size).toBe(1);
     await revokeApiKey(db, account.prefix);
-    const { value, elapsedMs } = await within(2_000, () => authenticateKey(db, account.key, cache), (result) => !result.ok);
+    const { value, elapsedMs } = await within(
+      2_000,
+      () => authenticateKey(db, account.key, cache),
+      (result) => !result.ok,
+    );
     expect(value).toEqual({ ok: false, reason: 'revoked' });
     expect(elapsedMs).toBeLessThan(2_000);
     await listener.stop();
@@ -79,7 +96,11 @@ describe('the API key cache', () => {
     const account = await createTestAccount(db, { dailyCapCredits: 100n });
     expect(await authenticateKey(db, account.key, cache)).toMatchObject({ key: { dailyCapCredits: 100n } });
     await db.updateTable('api_keys').set({ daily_cap_credits: 250n }).where('id', '=', account.apiKeyId).execute();
-    const { value } = await within(2_000, () => authenticateKey(db, account.key, cache), (result) => result.ok && result.key.dailyCapCredits === 250n);
+    const { value } = await within(
+      2_000,
+      () => authenticateKey(db, account.key, cache),
+      (result) => result.ok && result.key.dailyCapCredits === 250n,
+    );
     expect(value).toMatchObject({ ok: true, key: { dailyCapCredits: 250n } });
     await listener.stop();
   });
@@ -100,7 +121,14 @@ describe('the API key cache', () => {
     let now = 0;
     const cache = new ApiKeyCache(1_000, 10, () => now);
     cache.setListening(true);
-    const key = { apiKeyId: 1n, prefix: 'prs_aaaaaaaaaa', dailyCapCredits: 1n, accountId: 1n, accountPublicId: 'a', organisationId: 1n } satisfies AuthenticatedKey;
+    const key = {
+      apiKeyId: 1n,
+      prefix: 'prs_aaaaaaaaaa',
+      dailyCapCredits: 1n,
+      accountId: 1n,
+      accountPublicId: 'a',
+      organisationId: 1n,
+    } satisfies AuthenticatedKey;
     const generation = cache.begin();
     cache.changed('prs_bbbbbbbbbb');
     cache.store('hash', key, generation);
@@ -114,7 +142,14 @@ describe('the API key cache', () => {
   it('holds at most its bound of keys', () => {
     const cache = new ApiKeyCache(1_000, 2, () => 0);
     cache.setListening(true);
-    const key = (id: bigint) => ({ apiKeyId: id, prefix: `prs_${id}`, dailyCapCredits: 1n, accountId: 1n, accountPublicId: 'a', organisationId: 1n });
+    const key = (id: bigint) => ({
+      apiKeyId: id,
+      prefix: `prs_${id}`,
+      dailyCapCredits: 1n,
+      accountId: 1n,
+      accountPublicId: 'a',
+      organisationId: 1n,
+    });
     for (const id of [1n, 2n, 3n]) cache.store(`h${id}`, key(id), cache.begin());
     expect(cache.size).toBe(2);
     expect(cache.find('h1')).toBeUndefined();

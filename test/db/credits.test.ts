@@ -1,7 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { createTestAccount, type TestAccount } from '../support/accounts';
-import { chargeReservation, organisationBalance, releaseReservation, reserveCredits, type ReservationRequest } from '../../payments/credits';
+import {
+  chargeReservation,
+  organisationBalance,
+  releaseReservation,
+  reserveCredits,
+  type ReservationRequest,
+} from '../../payments/credits';
 import { spentOn } from '../../payments/limits';
 import type { Db } from '../../db/index';
 
@@ -16,7 +22,11 @@ afterAll(async () => {
 });
 
 let counter = 0;
-function request(account: TestAccount, credits: bigint, overrides: Partial<ReservationRequest> = {}): ReservationRequest {
+function request(
+  account: TestAccount,
+  credits: bigint,
+  overrides: Partial<ReservationRequest> = {},
+): ReservationRequest {
   counter += 1;
   return {
     reference: `test-${counter}-${Math.random()}`,
@@ -34,7 +44,11 @@ function request(account: TestAccount, credits: bigint, overrides: Partial<Reser
 }
 
 async function ledgerSums(organisationId: bigint): Promise<Record<string, bigint>> {
-  const rows = await db.selectFrom('credit_ledger').select(['kind', 'amount_credits']).where('organisation_id', '=', organisationId).execute();
+  const rows = await db
+    .selectFrom('credit_ledger')
+    .select(['kind', 'amount_credits'])
+    .where('organisation_id', '=', organisationId)
+    .execute();
   const sums: Record<string, bigint> = { grant: 0n, reserve: 0n, charge: 0n, release: 0n, refund: 0n };
   for (const row of rows) sums[row.kind] += row.amount_credits;
   return sums;
@@ -59,20 +73,38 @@ describe('credit reservations', () => {
     expect(await reserveCredits(db, charged)).toEqual({ reserved: true });
     expect(await reserveCredits(db, released)).toEqual({ reserved: true });
     expect(await organisationBalance(db, account.organisationId)).toBe(45n);
-    const keySpend = { scope: 'api_key', scopeId: String(account.apiKeyId), networkClass: 'all', day: '2026-11-21' } as const;
+    const keySpend = {
+      scope: 'api_key',
+      scopeId: String(account.apiKeyId),
+      networkClass: 'all',
+      day: '2026-11-21',
+    } as const;
     expect(await spentOn(db, keySpend)).toBe(55n);
 
-    const [first, second] = await Promise.all([chargeReservation(db, charged.reference), chargeReservation(db, charged.reference)]);
+    const [first, second] = await Promise.all([
+      chargeReservation(db, charged.reference),
+      chargeReservation(db, charged.reference),
+    ]);
     expect([first, second].sort()).toEqual([false, true]);
     expect(await releaseReservation(db, charged.reference)).toBe(false); // already charged
     expect(await organisationBalance(db, account.organisationId)).toBe(45n);
 
-    const releases = await Promise.all([releaseReservation(db, released.reference), releaseReservation(db, released.reference)]);
+    const releases = await Promise.all([
+      releaseReservation(db, released.reference),
+      releaseReservation(db, released.reference),
+    ]);
     expect(releases.sort()).toEqual([false, true]);
     expect(await chargeReservation(db, released.reference)).toBe(false);
     expect(await organisationBalance(db, account.organisationId)).toBe(70n);
     expect(await spentOn(db, keySpend)).toBe(30n);
-    expect(await spentOn(db, { scope: 'proxy_account', scopeId: String(account.accountId), networkClass: 'testnet', day: '2026-11-21' })).toBe(30n);
+    expect(
+      await spentOn(db, {
+        scope: 'proxy_account',
+        scopeId: String(account.accountId),
+        networkClass: 'testnet',
+        day: '2026-11-21',
+      }),
+    ).toBe(30n);
 
     const sums = await ledgerSums(account.organisationId);
     expect(sums).toEqual({ grant: 100n, reserve: 55n, charge: 30n, release: 25n, refund: 0n });
@@ -85,9 +117,14 @@ describe('credit reservations', () => {
     ['system_daily_limit', { systemDailyLimitCredits: 10n }],
   ] as const)('refuses past the %s and changes nothing', async (reason, overrides) => {
     const account = await createTestAccount(db, { credits: 100n });
-    const ok = await reserveCredits(db, request(account, 6n, { ...overrides, networkClass: 'mainnet', day: `2027-01-0${counter % 9 + 1}` }));
+    const ok = await reserveCredits(
+      db,
+      request(account, 6n, { ...overrides, networkClass: 'mainnet', day: `2027-01-0${(counter % 9) + 1}` }),
+    );
     expect(ok.reserved).toBe(true);
-    const day = (await db.selectFrom('credit_reservations').select('day').orderBy('id', 'desc').executeTakeFirstOrThrow()).day;
+    const day = (
+      await db.selectFrom('credit_reservations').select('day').orderBy('id', 'desc').executeTakeFirstOrThrow()
+    ).day;
     const refused = await reserveCredits(db, request(account, 6n, { ...overrides, networkClass: 'mainnet', day }));
     expect(refused).toMatchObject({ reserved: false, reason, spentCredits: 6n, limitCredits: 10n });
     expect(await organisationBalance(db, account.organisationId)).toBe(94n);

@@ -46,21 +46,54 @@ describe('daily spend counters', () => {
 
   it('opens a new day at zero and prunes rows past retention', async () => {
     const { db } = database.handle;
-    await db.insertInto('daily_spend').values({ scope: 'relay_system', scope_id: 'system', network_class: 'mainnet', day: '2026-09-01', spent_micro_usdc: 5n }).execute();
-    await db.insertInto('daily_spend').values({ scope: 'relay_system', scope_id: 'system', network_class: 'mainnet', day: '2026-11-01', spent_micro_usdc: 5n }).execute();
+    await db
+      .insertInto('daily_spend')
+      .values({
+        scope: 'relay_system',
+        scope_id: 'system',
+        network_class: 'mainnet',
+        day: '2026-09-01',
+        spent_micro_usdc: 5n,
+      })
+      .execute();
+    await db
+      .insertInto('daily_spend')
+      .values({
+        scope: 'relay_system',
+        scope_id: 'system',
+        network_class: 'mainnet',
+        day: '2026-11-01',
+        spent_micro_usdc: 5n,
+      })
+      .execute();
     const { prunedRows } = await startDay(db, '2026-11-23');
     expect(prunedRows).toBe(1);
-    const rows = await db.selectFrom('daily_spend').select(['scope', 'network_class', 'spent_micro_usdc', 'spent_credits']).where('day', '=', '2026-11-23').orderBy('scope').orderBy('network_class').execute();
+    const rows = await db
+      .selectFrom('daily_spend')
+      .select(['scope', 'network_class', 'spent_micro_usdc', 'spent_credits'])
+      .where('day', '=', '2026-11-23')
+      .orderBy('scope')
+      .orderBy('network_class')
+      .execute();
     expect(rows).toEqual([
       { scope: 'proxy_system', network_class: 'mainnet', spent_micro_usdc: 0n, spent_credits: 0n },
       { scope: 'proxy_system', network_class: 'testnet', spent_micro_usdc: 0n, spent_credits: 0n },
       { scope: 'relay_system', network_class: 'mainnet', spent_micro_usdc: 0n, spent_credits: 0n },
       { scope: 'relay_system', network_class: 'testnet', spent_micro_usdc: 0n, spent_credits: 0n },
     ]);
-    expect(await spentOn(db, { scope: 'relay_system', scopeId: 'system', networkClass: 'mainnet', day: '2026-11-01' })).toBe(5n);
+    expect(
+      await spentOn(db, { scope: 'relay_system', scopeId: 'system', networkClass: 'mainnet', day: '2026-11-01' }),
+    ).toBe(5n);
     // Opening the same day again keeps what was spent.
-    await db.updateTable('daily_spend').set({ spent_micro_usdc: 9n }).where('day', '=', '2026-11-23').where('scope', '=', 'relay_system').execute();
+    await db
+      .updateTable('daily_spend')
+      .set({ spent_micro_usdc: 9n })
+      .where('day', '=', '2026-11-23')
+      .where('scope', '=', 'relay_system')
+      .execute();
     await startDay(db, '2026-11-23');
-    expect(await spentOn(db, { scope: 'relay_system', scopeId: 'system', networkClass: 'testnet', day: '2026-11-23' })).toBe(9n);
+    expect(
+      await spentOn(db, { scope: 'relay_system', scopeId: 'system', networkClass: 'testnet', day: '2026-11-23' }),
+    ).toBe(9n);
   });
 });

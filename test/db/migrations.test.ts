@@ -32,7 +32,9 @@ describe('migrations', () => {
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
-        select table_name from information_schema.tables where table_schema = 'public' and table_name not like 'kysely%' order by table_name`.execute(handle.db);
+        select table_name from information_schema.tables where table_schema = 'public' and table_name not like 'kysely%' order by table_name`.execute(
+        handle.db,
+      );
       expect(tables.rows.map((row) => row.table_name)).toEqual([
         'accounts',
         'api_keys',
@@ -47,21 +49,34 @@ describe('migrations', () => {
       ]);
       // The database functions are their files' source, re-applied on every migrate (also by
       // several processes at once): a definition left by an older release is replaced.
-      await sql`create or replace function settle_reservation(p_reference text, p_to text) returns boolean language sql as 'select false'`.execute(handle.db);
+      await sql`create or replace function settle_reservation(p_reference text, p_to text) returns boolean language sql as 'select false'`.execute(
+        handle.db,
+      );
       const concurrent = Array.from({ length: 3 }, () => createDb(url.toString(), { maxConnections: 2 }));
       try {
         expect(await Promise.all(concurrent.map((other) => migrateToLatest(other.db)))).toEqual([[], [], []]);
       } finally {
         await Promise.all(concurrent.map((other) => other.close()));
       }
-      const sqlFiles = readdirSync(new URL('../../db/functions/', import.meta.url)).filter((file) => file.endsWith('.sql'));
+      const sqlFiles = readdirSync(new URL('../../db/functions/', import.meta.url)).filter((file) =>
+        file.endsWith('.sql'),
+      );
       expect(sqlFiles.map((file) => file.replace(/\.sql$/, '')).sort()).toEqual([...DATABASE_FUNCTIONS].sort());
       for (const name of DATABASE_FUNCTIONS) {
-        const { rows } = await sql<{ prosrc: string }>`select prosrc from pg_proc where proname = ${name}`.execute(handle.db);
-        expect(rows.map((row) => row.prosrc), name).toEqual([functionSource(name).split('$fn$')[1]]);
+        const { rows } = await sql<{ prosrc: string }>`select prosrc from pg_proc where proname = ${name}`.execute(
+          handle.db,
+        );
+        expect(
+          rows.map((row) => row.prosrc),
+          name,
+        ).toEqual([functionSource(name).split('$fn$')[1]]);
       }
       // The balance can never go negative, whatever code runs.
-      const organisation = await handle.db.insertInto('organisations').values({ name: 'x' }).returning('id').executeTakeFirstOrThrow();
+      const organisation = await handle.db
+        .insertInto('organisations')
+        .values({ name: 'x' })
+        .returning('id')
+        .executeTakeFirstOrThrow();
       await expect(
         handle.db.updateTable('organisations').set({ credit_balance: -1n }).where('id', '=', organisation.id).execute(),
       ).rejects.toThrow(/credit_balance/);

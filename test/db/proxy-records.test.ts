@@ -6,7 +6,12 @@ import { randomBytes } from 'node:crypto';
 import { Kysely, PostgresDialect } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database, Db } from '../../db/index';
-import { chargeReservation, organisationBalance, reserveCredits, type ReservationRequest } from '../../payments/credits';
+import {
+  chargeReservation,
+  organisationBalance,
+  reserveCredits,
+  type ReservationRequest,
+} from '../../payments/credits';
 import { spentOn, type SpendKey } from '../../payments/limits';
 import { usdcText } from '../../payments/money';
 import {
@@ -62,7 +67,11 @@ function reference(): string {
   return `0x${randomBytes(32).toString('hex')}`;
 }
 
-function request(account: TestAccount, credits: bigint, overrides: Partial<ReservationRequest> = {}): ReservationRequest {
+function request(
+  account: TestAccount,
+  credits: bigint,
+  overrides: Partial<ReservationRequest> = {},
+): ReservationRequest {
   return {
     reference: reference(),
     organisationId: account.organisationId,
@@ -78,7 +87,11 @@ function request(account: TestAccount, credits: bigint, overrides: Partial<Reser
   };
 }
 
-function counters(account: TestAccount, day: string, networkClass: 'mainnet' | 'testnet' = 'testnet'): Record<'key' | 'account' | 'system', SpendKey> {
+function counters(
+  account: TestAccount,
+  day: string,
+  networkClass: 'mainnet' | 'testnet' = 'testnet',
+): Record<'key' | 'account' | 'system', SpendKey> {
   return {
     key: { scope: 'api_key', scopeId: String(account.apiKeyId), networkClass: 'all', day },
     account: { scope: 'proxy_account', scopeId: String(account.accountId), networkClass, day },
@@ -88,9 +101,24 @@ function counters(account: TestAccount, day: string, networkClass: 'mainnet' | '
 
 async function snapshot(account: TestAccount, day: string) {
   const keys = counters(account, day);
-  const ledger = await db.selectFrom('credit_ledger').select(['kind', 'amount_credits', 'reference']).where('organisation_id', '=', account.organisationId).orderBy('id').execute();
-  const reservations = await db.selectFrom('credit_reservations').select(['reference', 'state', 'credits']).where('organisation_id', '=', account.organisationId).orderBy('id').execute();
-  const payments = await db.selectFrom('proxy_payments').select(['reference', 'state']).where('organisation_id', '=', account.organisationId).orderBy('id').execute();
+  const ledger = await db
+    .selectFrom('credit_ledger')
+    .select(['kind', 'amount_credits', 'reference'])
+    .where('organisation_id', '=', account.organisationId)
+    .orderBy('id')
+    .execute();
+  const reservations = await db
+    .selectFrom('credit_reservations')
+    .select(['reference', 'state', 'credits'])
+    .where('organisation_id', '=', account.organisationId)
+    .orderBy('id')
+    .execute();
+  const payments = await db
+    .selectFrom('proxy_payments')
+    .select(['reference', 'state'])
+    .where('organisation_id', '=', account.organisationId)
+    .orderBy('id')
+    .execute();
   return {
     balance: await organisationBalance(db, account.organisationId),
     key: await spentOn(db, keys.key),
@@ -142,12 +170,23 @@ describe('reserve_credits: all or nothing', () => {
   it('a refusal by the account limit after the key cap admitted leaves the key counter, balance and ledger unchanged', async () => {
     const account = await createTestAccount(db, { credits: 100n });
     const day = nextDay();
-    expect(await reserveCredits(db, request(account, 6n, { day, accountDailyLimitCredits: 10n, keyDailyCapCredits: 50n }))).toEqual({ reserved: true });
+    expect(
+      await reserveCredits(db, request(account, 6n, { day, accountDailyLimitCredits: 10n, keyDailyCapCredits: 50n })),
+    ).toEqual({ reserved: true });
     const before = await snapshot(account, day);
     expect(before).toMatchObject({ balance: 94n, key: 6n, account: 6n, system: 6n });
 
-    const refused = await reserveCredits(db, request(account, 6n, { day, accountDailyLimitCredits: 10n, keyDailyCapCredits: 50n }));
-    expect(refused).toEqual({ reserved: false, reason: 'account_daily_limit', spentCredits: 6n, limitCredits: 10n, balanceCredits: 94n });
+    const refused = await reserveCredits(
+      db,
+      request(account, 6n, { day, accountDailyLimitCredits: 10n, keyDailyCapCredits: 50n }),
+    );
+    expect(refused).toEqual({
+      reserved: false,
+      reason: 'account_daily_limit',
+      spentCredits: 6n,
+      limitCredits: 10n,
+      balanceCredits: 94n,
+    });
     expect(await snapshot(account, day)).toEqual(before);
   });
 
@@ -156,16 +195,30 @@ describe('reserve_credits: all or nothing', () => {
     const day = nextDay();
     // The system counter of this day already holds 95 of 100 from other accounts.
     const other = await createTestAccount(db, { credits: 1_000n });
-    expect(await reserveCredits(db, request(other, 95n, { day, systemDailyLimitCredits: 100n }))).toEqual({ reserved: true });
+    expect(await reserveCredits(db, request(other, 95n, { day, systemDailyLimitCredits: 100n }))).toEqual({
+      reserved: true,
+    });
     const before = await snapshot(account, day);
     expect(before).toMatchObject({ balance: 100n, key: 0n, account: 0n, system: 95n, ledger: [{ kind: 'grant' }] });
 
     const refused = await reserveCredits(db, request(account, 6n, { day, systemDailyLimitCredits: 100n }));
-    expect(refused).toEqual({ reserved: false, reason: 'system_daily_limit', spentCredits: 95n, limitCredits: 100n, balanceCredits: 100n });
+    expect(refused).toEqual({
+      reserved: false,
+      reason: 'system_daily_limit',
+      spentCredits: 95n,
+      limitCredits: 100n,
+      balanceCredits: 100n,
+    });
     const after = await snapshot(account, day);
     expect(after).toEqual(before);
     // The counters that admitted were rolled back, not left at zero-value rows: none was written.
-    const rows = await db.selectFrom('daily_spend').selectAll().where('day', '=', day).where('scope', 'in', ['api_key', 'proxy_account']).where('scope_id', 'in', [String(account.apiKeyId), String(account.accountId)]).execute();
+    const rows = await db
+      .selectFrom('daily_spend')
+      .selectAll()
+      .where('day', '=', day)
+      .where('scope', 'in', ['api_key', 'proxy_account'])
+      .where('scope_id', 'in', [String(account.apiKeyId), String(account.accountId)])
+      .execute();
     expect(rows).toEqual([]);
   });
 
@@ -173,27 +226,54 @@ describe('reserve_credits: all or nothing', () => {
     const account = await createTestAccount(db, { credits: 100n });
     const day = nextDay();
     const refused = await reserveCredits(db, request(account, 6n, { day, keyDailyCapCredits: 5n }));
-    expect(refused).toEqual({ reserved: false, reason: 'key_daily_cap', spentCredits: 0n, limitCredits: 5n, balanceCredits: 100n });
-    expect(await snapshot(account, day)).toMatchObject({ balance: 100n, key: 0n, account: 0n, system: 0n, reservations: [] });
+    expect(refused).toEqual({
+      reserved: false,
+      reason: 'key_daily_cap',
+      spentCredits: 0n,
+      limitCredits: 5n,
+      balanceCredits: 100n,
+    });
+    expect(await snapshot(account, day)).toMatchObject({
+      balance: 100n,
+      key: 0n,
+      account: 0n,
+      system: 0n,
+      reservations: [],
+    });
   });
 
   it('insufficient credits: the balance as both limit and balance, nothing spent, nothing written', async () => {
     const account = await createTestAccount(db, { credits: 5n });
     const day = nextDay();
     const refused = await reserveCredits(db, request(account, 6n, { day }));
-    expect(refused).toEqual({ reserved: false, reason: 'insufficient_credits', spentCredits: 0n, limitCredits: 5n, balanceCredits: 5n });
-    expect(await snapshot(account, day)).toMatchObject({ balance: 5n, key: 0n, account: 0n, system: 0n, reservations: [] });
+    expect(refused).toEqual({
+      reserved: false,
+      reason: 'insufficient_credits',
+      spentCredits: 0n,
+      limitCredits: 5n,
+      balanceCredits: 5n,
+    });
+    expect(await snapshot(account, day)).toMatchObject({
+      balance: 5n,
+      key: 0n,
+      account: 0n,
+      system: 0n,
+      reservations: [],
+    });
   });
 
   it('30 at once against an account limit for 10: exactly 10 hold; refusals leave no trace on the key, balance or ledger', async () => {
     const account = await createTestAccount(db, { credits: 1_000n });
     const day = nextDay();
     const results = await Promise.all(
-      Array.from({ length: 30 }, () => reserveCredits(db, request(account, 3n, { day, accountDailyLimitCredits: 30n, keyDailyCapCredits: 1_000n }))),
+      Array.from({ length: 30 }, () =>
+        reserveCredits(db, request(account, 3n, { day, accountDailyLimitCredits: 30n, keyDailyCapCredits: 1_000n })),
+      ),
     );
     expect(results.filter((result) => result.reserved)).toHaveLength(10);
     for (const result of results) {
-      if (!result.reserved) expect(result).toMatchObject({ reason: 'account_daily_limit', spentCredits: 30n, limitCredits: 30n });
+      if (!result.reserved)
+        expect(result).toMatchObject({ reason: 'account_daily_limit', spentCredits: 30n, limitCredits: 30n });
     }
     const after = await snapshot(account, day);
     expect(after).toMatchObject({ balance: 970n, key: 30n, account: 30n, system: 30n });
@@ -230,16 +310,30 @@ describe('proxy payment rows: one round trip per step', () => {
       amount_micro_usdc: 12_345n,
       credits: 13n,
     });
-    expect(await db.selectFrom('credit_reservations').select(['state', 'credits']).where('reference', '=', payment.reference).executeTakeFirst()).toEqual({ state: 'reserved', credits: 13n });
+    expect(
+      await db
+        .selectFrom('credit_reservations')
+        .select(['state', 'credits'])
+        .where('reference', '=', payment.reference)
+        .executeTakeFirst(),
+    ).toEqual({ state: 'reserved', credits: 13n });
 
     const signed = await roundTrips(() => recordSigned(counted, payment.reference, SIGNED));
     expect(signed).toMatchObject({ value: true, count: 1 });
     const signedRow = (await findProxyPayment(db, held.value.id))!;
-    expect(signedTargetPaymentOf(signedRecordOf(held.value.id, payment.reference, CHOICE, SIGNED))).toEqual(signedTargetPaymentOf(signedRow));
+    expect(signedTargetPaymentOf(signedRecordOf(held.value.id, payment.reference, CHOICE, SIGNED))).toEqual(
+      signedTargetPaymentOf(signedRow),
+    );
 
-    const charged = await roundTrips(() => chargeProxyPayment(counted, payment.reference, { txHash: '0xabc', outcome: 'on chain' }));
+    const charged = await roundTrips(() =>
+      chargeProxyPayment(counted, payment.reference, { txHash: '0xabc', outcome: 'on chain' }),
+    );
     expect(charged).toMatchObject({ value: true, count: 1 });
-    expect(await findProxyPayment(db, held.value.id)).toMatchObject({ state: 'charged', tx_hash: '0xabc', outcome: 'on chain' });
+    expect(await findProxyPayment(db, held.value.id)).toMatchObject({
+      state: 'charged',
+      tx_hash: '0xabc',
+      outcome: 'on chain',
+    });
     const after = await snapshot(account, payment.day);
     expect(after.balance).toBe(87n);
     expect(after.ledger.map((entry) => [entry.kind, entry.amount_credits])).toEqual([
@@ -252,24 +346,52 @@ describe('proxy payment rows: one round trip per step', () => {
 
   it('a Solana payment read back equals the one built in memory', async () => {
     const account = await createTestAccount(db, { credits: 100n });
-    const choice: PaymentChoice = { ...CHOICE, network: 'solana-devnet', chainType: 'solana', requirements: { ...CHOICE.requirements, network: 'solana-devnet' } };
+    const choice: PaymentChoice = {
+      ...CHOICE,
+      network: 'solana-devnet',
+      chainType: 'solana',
+      requirements: { ...CHOICE.requirements, network: 'solana-devnet' },
+    };
     const payment = newPayment(account, 13n, { choice });
     const held = await holdProxyPayment(db, payment);
     if (!held.reserved) throw new Error('not reserved');
-    const facts = { payer: 'So1anaPayer1111111111111111111111111111111', payerSignature: '5sig', lastValidBlockHeight: 123_456n, validBefore: null };
+    const facts = {
+      payer: 'So1anaPayer1111111111111111111111111111111',
+      payerSignature: '5sig',
+      lastValidBlockHeight: 123_456n,
+      validBefore: null,
+    };
     expect(await recordSigned(db, payment.reference, facts)).toBe(true);
     const row = (await findProxyPayment(db, held.id))!;
-    expect(signedTargetPaymentOf(signedRecordOf(held.id, payment.reference, choice, facts))).toEqual(signedTargetPaymentOf(row));
+    expect(signedTargetPaymentOf(signedRecordOf(held.id, payment.reference, choice, facts))).toEqual(
+      signedTargetPaymentOf(row),
+    );
   });
 
   it('a refused reservation writes no row, in one round trip', async () => {
     const account = await createTestAccount(db, { credits: 100n });
     const payment = newPayment(account, 13n, { accountDailyLimitCredits: 12n });
     const refused = await roundTrips(() => reserveProxyPayment(counted, payment));
-    expect(refused).toMatchObject({ count: 1, value: { reserved: false, reason: 'account_daily_limit', spentCredits: 0n, limitCredits: 12n, balanceCredits: 100n } });
-    expect(await snapshot(account, payment.day)).toMatchObject({ balance: 100n, key: 0n, reservations: [], payments: [] });
+    expect(refused).toMatchObject({
+      count: 1,
+      value: {
+        reserved: false,
+        reason: 'account_daily_limit',
+        spentCredits: 0n,
+        limitCredits: 12n,
+        balanceCredits: 100n,
+      },
+    });
+    expect(await snapshot(account, payment.day)).toMatchObject({
+      balance: 100n,
+      key: 0n,
+      reservations: [],
+      payments: [],
+    });
     // The figures are the ones reserveCredits reports for the same request.
-    expect(await reserveCredits(db, request(account, 13n, { day: payment.day, accountDailyLimitCredits: 12n }))).toEqual(refused.value);
+    expect(
+      await reserveCredits(db, request(account, 13n, { day: payment.day, accountDailyLimitCredits: 12n })),
+    ).toEqual(refused.value);
   });
 
   it('a reference used twice is an error and leaves the first reservation alone', async () => {
@@ -277,7 +399,12 @@ describe('proxy payment rows: one round trip per step', () => {
     const payment = newPayment(account, 13n);
     expect(await reserveProxyPayment(db, payment)).toEqual({ reserved: true });
     await expect(reserveProxyPayment(db, payment)).rejects.toThrow(/duplicate key/);
-    expect(await snapshot(account, payment.day)).toMatchObject({ balance: 87n, key: 13n, reservations: [{ state: 'reserved' }], payments: [{ state: 'reserved' }] });
+    expect(await snapshot(account, payment.day)).toMatchObject({
+      balance: 87n,
+      key: 13n,
+      reservations: [{ state: 'reserved' }],
+      payments: [{ state: 'reserved' }],
+    });
   });
 });
 
@@ -293,7 +420,10 @@ describe('charge and release: once only, with the webhook record', () => {
   it('charges once when two charges race; a release after it does nothing; the record says success as before', async () => {
     const account = await createTestAccount(db, { credits: 100n });
     const { payment, id } = await signedPayment(account);
-    const { webhookId } = await watchProxyPayment(db, payment.reference, { openRecord: true, reportedTxHash: '0xreported' });
+    const { webhookId } = await watchProxyPayment(db, payment.reference, {
+      openRecord: true,
+      reportedTxHash: '0xreported',
+    });
     const results = await Promise.all([
       chargeProxyPayment(db, payment.reference, { outcome: 'first' }),
       chargeProxyPayment(db, payment.reference, { outcome: 'second' }),
@@ -324,16 +454,28 @@ describe('charge and release: once only, with the webhook record', () => {
       expect(await recordSigned(db, payment.reference, SIGNED)).toBe(true);
       const { webhookId } = await watchProxyPayment(db, payment.reference, { openRecord: true });
       expect(await chargeProxyPayment(db, payment.reference, { txHash: '0xdef', outcome: 'on chain' })).toBe(true);
-      const record = await db.selectFrom('webhooks').select(['message', 'tx_hash']).where('id', '=', webhookId!).executeTakeFirstOrThrow();
-      expect(record).toEqual({ message: `Payment of ${usdcText(amount)} to the target confirmed on-chain; 13 credits charged`, tx_hash: '0xdef' });
+      const record = await db
+        .selectFrom('webhooks')
+        .select(['message', 'tx_hash'])
+        .where('id', '=', webhookId!)
+        .executeTakeFirstOrThrow();
+      expect(record).toEqual({
+        message: `Payment of ${usdcText(amount)} to the target confirmed on-chain; 13 credits charged`,
+        tx_hash: '0xdef',
+      });
     }
   });
 
   it('a release gives back credits and counters once, in one round trip; the record says payment_failed as before', async () => {
     const account = await createTestAccount(db, { credits: 100n });
     const { payment, id } = await signedPayment(account, 20n);
-    const { webhookId } = await watchProxyPayment(db, payment.reference, { openRecord: true, reportedTxHash: '0xseen' });
-    const released = await roundTrips(() => releaseProxyPayment(counted, payment.reference, { outcome: 'expired unused' }));
+    const { webhookId } = await watchProxyPayment(db, payment.reference, {
+      openRecord: true,
+      reportedTxHash: '0xseen',
+    });
+    const released = await roundTrips(() =>
+      releaseProxyPayment(counted, payment.reference, { outcome: 'expired unused' }),
+    );
     expect(released).toMatchObject({ value: true, count: 1 });
     expect(await releaseProxyPayment(db, payment.reference, { outcome: 'again' })).toBe(false);
     expect(await chargeProxyPayment(db, payment.reference, { outcome: 'late' })).toBe(false);
@@ -361,16 +503,25 @@ describe('charge and release: once only, with the webhook record', () => {
     expect(await reserveProxyPayment(db, payment)).toEqual({ reserved: true });
     expect(await chargeProxyPayment(db, payment.reference, { outcome: 'no' })).toBe(false);
     expect(await releaseProxyPayment(db, payment.reference, { outcome: 'not signed' })).toBe(true);
-    expect(await snapshot(account, payment.day)).toMatchObject({ balance: 100n, key: 0n, payments: [{ state: 'released' }], reservations: [{ state: 'released' }] });
+    expect(await snapshot(account, payment.day)).toMatchObject({
+      balance: 100n,
+      key: 0n,
+      payments: [{ state: 'released' }],
+      reservations: [{ state: 'released' }],
+    });
   });
 
-  it('a reservation settled behind the row\'s back: the charge fails and changes nothing', async () => {
+  it("a reservation settled behind the row's back: the charge fails and changes nothing", async () => {
     const account = await createTestAccount(db, { credits: 100n });
     const { payment, id } = await signedPayment(account);
     expect(await chargeReservation(db, payment.reference)).toBe(true);
-    await expect(chargeProxyPayment(db, payment.reference, { txHash: '0x1', outcome: 'on chain' })).rejects.toThrow(/reservation was already settled/);
+    await expect(chargeProxyPayment(db, payment.reference, { txHash: '0x1', outcome: 'on chain' })).rejects.toThrow(
+      /reservation was already settled/,
+    );
     expect(await findProxyPayment(db, id)).toMatchObject({ state: 'signed', tx_hash: null, outcome: null });
-    await expect(releaseProxyPayment(db, payment.reference, { outcome: 'expired' })).rejects.toThrow(/reservation was already settled/);
+    await expect(releaseProxyPayment(db, payment.reference, { outcome: 'expired' })).rejects.toThrow(
+      /reservation was already settled/,
+    );
     expect(await findProxyPayment(db, id)).toMatchObject({ state: 'signed' });
   });
 });

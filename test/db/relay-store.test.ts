@@ -34,11 +34,15 @@ afterAll(async () => {
   await database.drop();
 });
 
-
 describe('recordClientPayment', () => {
   it('records the payment with its request, exact amounts and the payment it can be settled from', async () => {
     const verified = verifiedPayment();
-    const recorded = await recordClientPayment(db, verified, { targetUrl: 'https://api.example/x', targetMethod: 'GET', targetNetwork: 'solana-devnet', targetAmountMicroUsdc: 10_000n });
+    const recorded = await recordClientPayment(db, verified, {
+      targetUrl: 'https://api.example/x',
+      targetMethod: 'GET',
+      targetNetwork: 'solana-devnet',
+      targetAmountMicroUsdc: 10_000n,
+    });
     expect(recorded.ok).toBe(true);
     if (!recorded.ok) return;
     const row = recorded.value;
@@ -69,7 +73,11 @@ describe('recordClientPayment', () => {
     const again = await recordClientPayment(db, verified);
     expect(again).toMatchObject({ ok: false, reason: 'nonce_already_used' });
     // The same nonce on another network is another payment.
-    const elsewhere = { ...verified, network: 'skale-base-sepolia' as const, idempotencyKey: { ...verified.idempotencyKey, network: 'skale-base-sepolia' as const } };
+    const elsewhere = {
+      ...verified,
+      network: 'skale-base-sepolia' as const,
+      idempotencyKey: { ...verified.idempotencyKey, network: 'skale-base-sepolia' as const },
+    };
     expect((await recordClientPayment(db, elsewhere)).ok).toBe(true);
   });
 
@@ -77,8 +85,14 @@ describe('recordClientPayment', () => {
     const verified = verifiedPayment();
     const results = await Promise.all(Array.from({ length: 8 }, () => recordClientPayment(db, verified)));
     expect(results.filter((result) => result.ok)).toHaveLength(1);
-    expect(results.filter((result) => !result.ok).map((result) => !result.ok && result.reason)).toEqual(Array(7).fill('nonce_already_used'));
-    const rows = await db.selectFrom('relay_transactions').select('id').where('nonce_key', '=', verified.idempotencyKey.nonceKey).execute();
+    expect(results.filter((result) => !result.ok).map((result) => !result.ok && result.reason)).toEqual(
+      Array(7).fill('nonce_already_used'),
+    );
+    const rows = await db
+      .selectFrom('relay_transactions')
+      .select('id')
+      .where('nonce_key', '=', verified.idempotencyKey.nonceKey)
+      .execute();
     expect(rows).toHaveLength(1);
   });
 
@@ -100,7 +114,11 @@ describe('state moves', () => {
     expect(claims.filter(Boolean)).toHaveLength(1);
     expect(await storeClientTxHash(db, id, '0xaaa')).toBe(true);
     expect(await storeClientTxHash(db, id, '0xbbb')).toBe(false);
-    expect(await findRelayTransaction(db, id)).toMatchObject({ state: 'settling', settle_method: 'direct', client_tx_hash: '0xaaa' });
+    expect(await findRelayTransaction(db, id)).toMatchObject({
+      state: 'settling',
+      settle_method: 'direct',
+      client_tx_hash: '0xaaa',
+    });
     const settled = await markSettled(db, id, '0xaaa');
     expect(settled).toMatchObject({ state: 'settled', client_tx_hash: '0xaaa' });
     expect(settled?.settled_at).toBeInstanceOf(Date);
@@ -110,23 +128,33 @@ describe('state moves', () => {
 
   it('fails a settlement only before it settled', async () => {
     const id = await newRow();
-    expect(await markSettleFailed(db, id, 'simulation_failed', 'reverted')).toMatchObject({ state: 'settle_failed', failure_reason: 'simulation_failed' });
+    expect(await markSettleFailed(db, id, 'simulation_failed', 'reverted')).toMatchObject({
+      state: 'settle_failed',
+      failure_reason: 'simulation_failed',
+    });
     expect(await markSettled(db, id, '0x1')).toBeUndefined();
     expect(await markRefundPending(db, id)).toBeUndefined();
   });
 
   it('records the target payment on a settled row, then delivers or refunds it', async () => {
     const id = await newRow();
-    expect(await recordTargetPayment(db, id, { network: 'solana-devnet', amountMicroUsdc: 10_000n, paymentRef: 'sig' })).toBeUndefined();
+    expect(
+      await recordTargetPayment(db, id, { network: 'solana-devnet', amountMicroUsdc: 10_000n, paymentRef: 'sig' }),
+    ).toBeUndefined();
     await claimSettlement(db, id, 'facilitator');
     await markSettled(db, id, '0xabc');
-    expect(await recordTargetPayment(db, id, { network: 'solana-devnet', amountMicroUsdc: 10_000n, paymentRef: 'sig' })).toMatchObject({
+    expect(
+      await recordTargetPayment(db, id, { network: 'solana-devnet', amountMicroUsdc: 10_000n, paymentRef: 'sig' }),
+    ).toMatchObject({
       state: 'settled',
       target_network: 'solana-devnet',
       target_amount_micro: 10_000n,
       target_payment_ref: 'sig',
     });
-    expect(await markDelivered(db, id, { txHash: 'target-tx' })).toMatchObject({ state: 'delivered', target_tx_hash: 'target-tx' });
+    expect(await markDelivered(db, id, { txHash: 'target-tx' })).toMatchObject({
+      state: 'delivered',
+      target_tx_hash: 'target-tx',
+    });
     expect(await markDelivered(db, id)).toBeUndefined();
     expect(await markRefunded(db, id)).toBeUndefined();
     expect(await markRefundPending(db, id)).toMatchObject({ state: 'refund_pending' });
@@ -146,7 +174,13 @@ describe('state moves', () => {
 
   it('rejects a state the check constraint does not know', async () => {
     const id = await newRow();
-    await expect(db.updateTable('relay_transactions').set({ state: 'paid' as never }).where('id', '=', id).execute()).rejects.toThrow(/state/);
+    await expect(
+      db
+        .updateTable('relay_transactions')
+        .set({ state: 'paid' as never })
+        .where('id', '=', id)
+        .execute(),
+    ).rejects.toThrow(/state/);
   });
 });
 
@@ -154,7 +188,15 @@ describe('refunds table', () => {
   async function insertRefund(relayTransactionId: bigint, status: 'pending' | 'confirmed' | 'failed') {
     return db
       .insertInto('refunds')
-      .values({ relay_transaction_id: relayTransactionId, network: 'base-sepolia', asset: USDC, recipient: PAYER, amount_micro: 1n, method: 'direct', status })
+      .values({
+        relay_transaction_id: relayTransactionId,
+        network: 'base-sepolia',
+        asset: USDC,
+        recipient: PAYER,
+        amount_micro: 1n,
+        method: 'direct',
+        status,
+      })
       .returning('id')
       .executeTakeFirstOrThrow();
   }

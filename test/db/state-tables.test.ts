@@ -7,7 +7,13 @@ import { readFileSync } from 'node:fs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
-import type { ProxyPaymentState, RefundStatus, RelayTransactionState, ReservationState, StoredWebhookStatus } from '../../db/schema';
+import type {
+  ProxyPaymentState,
+  RefundStatus,
+  RelayTransactionState,
+  ReservationState,
+  StoredWebhookStatus,
+} from '../../db/schema';
 import { reserveCredits } from '../../payments/credits';
 import { holdProxyPayment } from '../../payments/proxy/records';
 import { moveProxyPayment, PROXY_MOVES, type ProxyMove } from '../../payments/proxy/states';
@@ -80,7 +86,10 @@ function documentedDiagrams(): Map<string, string[]> {
     const names = [...match[1]!.matchAll(/`([A-Z_]+_MOVES)`/g)].map((name) => name[1]!);
     const name = names.at(-1);
     if (name === undefined) throw new Error(`a diagram of section 3 names no table: ${match[2]}`);
-    diagrams.set(name, match[2]!.split('\n').filter((line) => line.includes('->')));
+    diagrams.set(
+      name,
+      match[2]!.split('\n').filter((line) => line.includes('->')),
+    );
   }
   return diagrams;
 }
@@ -122,7 +131,6 @@ function hex32(): string {
 const USDC = FIXTURE_USDC;
 const PAYER = FIXTURE_PAYER;
 
-
 async function newRelayTransaction(): Promise<bigint> {
   const recorded = await recordClientPayment(db, verifiedPayment(), { mode: 'relay' });
   if (!recorded.ok) throw new Error(recorded.details);
@@ -152,7 +160,11 @@ describe('relay transactions: moveRelayTransaction', () => {
       }
       const moved = await moveRelayTransaction(db, id, to);
       expect(moved !== undefined, `${from} -> ${to}`).toBe(allowed);
-      const row = await db.selectFrom('relay_transactions').select('state').where('id', '=', id).executeTakeFirstOrThrow();
+      const row = await db
+        .selectFrom('relay_transactions')
+        .select('state')
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
       expect(row.state, `${from} -> ${to}`).toBe(allowed ? to : from);
     }
   });
@@ -164,7 +176,11 @@ describe('relay transactions: moveRelayTransaction', () => {
       /settle_failed -> settled is not an allowed move/,
     );
     await expect(moveRelayTransaction(db, id, 'settled', {}, { from: [] })).rejects.toThrow(/not an allowed move/);
-    const row = await db.selectFrom('relay_transactions').select('state').where('id', '=', id).executeTakeFirstOrThrow();
+    const row = await db
+      .selectFrom('relay_transactions')
+      .select('state')
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
     expect(row.state).toBe('settle_failed');
   });
 
@@ -177,14 +193,30 @@ describe('relay transactions: moveRelayTransaction', () => {
     await db.updateTable('relay_transactions').set({ state: 'settled' }).where('id', '=', paid).execute();
     await recordTargetPayment(db, paid, { network: 'base-sepolia', amountMicroUsdc: 10_000n, paymentRef: hex32() });
     expect(await scheduleRefund(db, paid, { reason: 'test' })).toBeUndefined();
-    let row = await db.selectFrom('relay_transactions').select(['state', 'webhook_id']).where('id', '=', paid).executeTakeFirstOrThrow();
+    let row = await db
+      .selectFrom('relay_transactions')
+      .select(['state', 'webhook_id'])
+      .where('id', '=', paid)
+      .executeTakeFirstOrThrow();
     expect(row).toEqual({ state: 'settled', webhook_id: null });
 
-    const scheduled = await scheduleRefund(db, paid, { reason: 'the target never charged', targetStatus: 402, targetNeverCharged: true });
+    const scheduled = await scheduleRefund(db, paid, {
+      reason: 'the target never charged',
+      targetStatus: 402,
+      targetNeverCharged: true,
+    });
     expect(scheduled?.webhookId).toBeDefined();
-    row = await db.selectFrom('relay_transactions').select(['state', 'webhook_id']).where('id', '=', paid).executeTakeFirstOrThrow();
+    row = await db
+      .selectFrom('relay_transactions')
+      .select(['state', 'webhook_id'])
+      .where('id', '=', paid)
+      .executeTakeFirstOrThrow();
     expect(row).toEqual({ state: 'refund_pending', webhook_id: scheduled!.webhookId });
-    const full = await db.selectFrom('relay_transactions').select(['outcome', 'target_status']).where('id', '=', paid).executeTakeFirstOrThrow();
+    const full = await db
+      .selectFrom('relay_transactions')
+      .select(['outcome', 'target_status'])
+      .where('id', '=', paid)
+      .executeTakeFirstOrThrow();
     expect(full).toEqual({ outcome: 'the target never charged', target_status: 402 });
     // Decided once: a second decision finds the row gone from settled.
     expect(await scheduleRefund(db, paid, { reason: 'again', targetNeverCharged: true })).toBeUndefined();
@@ -196,7 +228,14 @@ describe('refunds: moveRefund', () => {
     const relayId = await newRelayTransaction();
     const refund = await db
       .insertInto('refunds')
-      .values({ relay_transaction_id: relayId, network: 'base-sepolia', asset: USDC, recipient: PAYER, amount_micro: 10_300n, method: 'direct' })
+      .values({
+        relay_transaction_id: relayId,
+        network: 'base-sepolia',
+        asset: USDC,
+        recipient: PAYER,
+        amount_micro: 10_300n,
+        method: 'direct',
+      })
       .returning('id')
       .executeTakeFirstOrThrow();
     const targets = reachable<RefundStatus>(REFUND_MOVES);
@@ -303,17 +342,29 @@ describe('credit reservations and proxy payments: the write functions and the da
       if (!targets.has(to)) {
         await expect(moveReservation(db, reference, to)).rejects.toThrow(/nothing may move to/);
         // The database function refuses it too.
-        await expect(sql`select settle_reservation(${reference}::text, ${to}::text)`.execute(db)).rejects.toThrow(/charged or released/);
+        await expect(sql`select settle_reservation(${reference}::text, ${to}::text)`.execute(db)).rejects.toThrow(
+          /charged or released/,
+        );
         continue;
       }
       expect(await moveReservation(db, reference, to), `${from} -> ${to}`).toBe(allowed);
-      const row = await db.selectFrom('credit_reservations').select('state').where('reference', '=', reference).executeTakeFirstOrThrow();
+      const row = await db
+        .selectFrom('credit_reservations')
+        .select('state')
+        .where('reference', '=', reference)
+        .executeTakeFirstOrThrow();
       expect(row.state, `${from} -> ${to}`).toBe(allowed ? to : from);
     }
   });
 
   const MOVES: Record<Exclude<ProxyPaymentState, 'reserved'>, ProxyMove> = {
-    signed: { to: 'signed', payer: PAYER, payerSignature: null, validBefore: 1_900_000_000n, lastValidBlockHeight: null },
+    signed: {
+      to: 'signed',
+      payer: PAYER,
+      payerSignature: null,
+      validBefore: 1_900_000_000n,
+      lastValidBlockHeight: null,
+    },
     charged: { to: 'charged', txHash: `0x${'cd'.repeat(32)}`, outcome: 'on chain' },
     released: { to: 'released', outcome: 'expired' },
   };
@@ -324,29 +375,52 @@ describe('credit reservations and proxy payments: the write functions and the da
     for (const { from, to, allowed } of everyPair<ProxyPaymentState>(PROXY_MOVES)) {
       await db.updateTable('proxy_payments').set({ state: from }).where('reference', '=', reference).execute();
       // The reservation stays open, so only the payment's own state decides.
-      await db.updateTable('credit_reservations').set({ state: 'reserved' }).where('reference', '=', reference).execute();
+      await db
+        .updateTable('credit_reservations')
+        .set({ state: 'reserved' })
+        .where('reference', '=', reference)
+        .execute();
       if (to === 'reserved') {
         expect(targets.has(to)).toBe(false);
-        await expect(moveProxyPayment(db, reference, { to: 'reserved' } as never)).rejects.toThrow(/nothing may move to/);
+        await expect(moveProxyPayment(db, reference, { to: 'reserved' } as never)).rejects.toThrow(
+          /nothing may move to/,
+        );
         continue;
       }
       expect(await moveProxyPayment(db, reference, MOVES[to]), `${from} -> ${to}`).toBe(allowed);
-      const row = await db.selectFrom('proxy_payments').select('state').where('reference', '=', reference).executeTakeFirstOrThrow();
+      const row = await db
+        .selectFrom('proxy_payments')
+        .select('state')
+        .where('reference', '=', reference)
+        .executeTakeFirstOrThrow();
       expect(row.state, `${from} -> ${to}`).toBe(allowed ? to : from);
     }
   });
 
   it('charge_proxy_payment and release_proxy_payment end the record only from the statuses WEBHOOK_MOVES allows', async () => {
-    const ends: Record<'charged' | 'released', StoredWebhookStatus> = { charged: 'success', released: 'payment_failed' };
+    const ends: Record<'charged' | 'released', StoredWebhookStatus> = {
+      charged: 'success',
+      released: 'payment_failed',
+    };
     for (const to of ['charged', 'released'] as const) {
       for (const status of Object.keys(WEBHOOK_MOVES) as StoredWebhookStatus[]) {
         const reference = await newProxyPayment();
         await db.updateTable('proxy_payments').set({ state: 'signed' }).where('reference', '=', reference).execute();
-        const webhookId = await db.transaction().execute((tx) => openWebhook(tx, { kind: 'proxy_payment', message: 'watching' }));
+        const webhookId = await db
+          .transaction()
+          .execute((tx) => openWebhook(tx, { kind: 'proxy_payment', message: 'watching' }));
         await db.updateTable('webhooks').set({ status }).where('id', '=', webhookId).execute();
-        await db.updateTable('proxy_payments').set({ webhook_id: webhookId }).where('reference', '=', reference).execute();
+        await db
+          .updateTable('proxy_payments')
+          .set({ webhook_id: webhookId })
+          .where('reference', '=', reference)
+          .execute();
         expect(await moveProxyPayment(db, reference, MOVES[to])).toBe(true);
-        const row = await db.selectFrom('webhooks').select('status').where('id', '=', webhookId).executeTakeFirstOrThrow();
+        const row = await db
+          .selectFrom('webhooks')
+          .select('status')
+          .where('id', '=', webhookId)
+          .executeTakeFirstOrThrow();
         const allowed = (WEBHOOK_MOVES[status] as readonly StoredWebhookStatus[]).includes(ends[to]);
         expect(row.status, `${status} -> ${ends[to]}`).toBe(allowed ? ends[to] : status);
       }

@@ -18,29 +18,39 @@ afterAll(async () => {
 });
 
 describe.concurrent('an idle local chain', () => {
-  it('keeps its latest block within the lag bound of the wall clock, so a recent validAfter passes the dry run', { timeout: 60_000 }, async () => {
-    const network = 'base-sepolia';
-    const peers: Peers = await startPeers({ networks: [network] });
-    cleanups.push(() => peers.stop());
-    const chains: Chains = await createChains({
-      networks: [{ name: network, rpcUrl: peers.rpcUrls[network]!, usdc: NETWORK_TABLE[network].usdc }],
-      evmPrivateKey: peers.wallets.service.evm.privateKey,
-      solanaPrivateKey: undefined,
-    });
-    cleanups.push(() => chains.close());
+  it(
+    'keeps its latest block within the lag bound of the wall clock, so a recent validAfter passes the dry run',
+    { timeout: 60_000 },
+    async () => {
+      const network = 'base-sepolia';
+      const peers: Peers = await startPeers({ networks: [network] });
+      cleanups.push(() => peers.stop());
+      const chains: Chains = await createChains({
+        networks: [{ name: network, rpcUrl: peers.rpcUrls[network]!, usdc: NETWORK_TABLE[network].usdc }],
+        evmPrivateKey: peers.wallets.service.evm.privateKey,
+        solanaPrivateKey: undefined,
+      });
+      cleanups.push(() => chains.close());
 
-    // Longer than the bound and its check interval: a chain that mines only on transactions is
-    // now further behind than the authorization's validAfter.
-    await idle(MAX_CLOCK_LAG_SECONDS + 6);
-    const now = nowSeconds();
-    const latest = await peers.evmChains[network]!.publicClient.getBlock({ blockTag: 'latest' });
-    expect(latest.timestamp).toBeGreaterThanOrEqual(now - BigInt(MAX_CLOCK_LAG_SECONDS) - 1n);
-    expect(latest.timestamp).toBeLessThanOrEqual(nowSeconds());
+      // Longer than the bound and its check interval: a chain that mines only on transactions is
+      // now further behind than the authorization's validAfter.
+      await idle(MAX_CLOCK_LAG_SECONDS + 6);
+      const now = nowSeconds();
+      const latest = await peers.evmChains[network]!.publicClient.getBlock({ blockTag: 'latest' });
+      expect(latest.timestamp).toBeGreaterThanOrEqual(now - BigInt(MAX_CLOCK_LAG_SECONDS) - 1n);
+      expect(latest.timestamp).toBeLessThanOrEqual(nowSeconds());
 
-    const offer = relayRequirements(chains, network, { amountMicroUsdc: 10_300n, resource: 'http://127.0.0.1/paid' });
-    if (!offer.ok) throw new Error(offer.details);
-    const { header } = await peers.signEvmPayment(offer.value as PeerRequirements, { validAfter: now - BigInt(MAX_CLOCK_LAG_SECONDS) - 3n });
-    const verified = await verifyClientPayment(header, [offer.value], { chains, clock: systemClock, relayLimits: DEFAULT_RELAY_LIMITS });
-    expect(verified).toMatchObject({ ok: true, value: { network, amountMicroUsdc: 10_300n } });
-  });
+      const offer = relayRequirements(chains, network, { amountMicroUsdc: 10_300n, resource: 'http://127.0.0.1/paid' });
+      if (!offer.ok) throw new Error(offer.details);
+      const { header } = await peers.signEvmPayment(offer.value as PeerRequirements, {
+        validAfter: now - BigInt(MAX_CLOCK_LAG_SECONDS) - 3n,
+      });
+      const verified = await verifyClientPayment(header, [offer.value], {
+        chains,
+        clock: systemClock,
+        relayLimits: DEFAULT_RELAY_LIMITS,
+      });
+      expect(verified).toMatchObject({ ok: true, value: { network, amountMicroUsdc: 10_300n } });
+    },
+  );
 });

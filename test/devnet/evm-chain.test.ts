@@ -26,10 +26,12 @@ beforeAll(async () => {
   // A third party pays the gas, as a facilitator does: the payer needs none.
   for (const network of NETWORKS) {
     const chain = peers.evmChains[network]!;
-    await createTestClient({ mode: 'hardhat', chain: chain.chain, transport: localTransport(chain.rpcUrl) }).setBalance({
-      address: relayer.address,
-      value: 10n ** 18n,
-    });
+    await createTestClient({ mode: 'hardhat', chain: chain.chain, transport: localTransport(chain.rpcUrl) }).setBalance(
+      {
+        address: relayer.address,
+        value: 10n ** 18n,
+      },
+    );
   }
 });
 
@@ -89,7 +91,10 @@ describe.each(NETWORKS)('on %s', (network) => {
     const { address: service, nonce } = { address: signed.authorization.from, nonce: signed.authorization.nonce };
 
     expect(await chains.authorizationState(network, service, nonce)).toEqual({ ok: true, value: false });
-    expect(await chains.findAuthorizationUse(network, service, nonce)).toEqual({ ok: true, value: { state: 'unused' } });
+    expect(await chains.findAuthorizationUse(network, service, nonce)).toEqual({
+      ok: true,
+      value: { state: 'unused' },
+    });
 
     const hash = await settle(network, signed);
 
@@ -99,14 +104,19 @@ describe.each(NETWORKS)('on %s', (network) => {
     expect(await peers.usdcBalance(network, peers.wallets.target.evm.address)).toBe(after.target);
     expect(await chains.authorizationState(network, service, nonce)).toEqual({ ok: true, value: true });
     const use = await chains.findAuthorizationUse(network, service, nonce);
-    expect(use).toEqual({ ok: true, value: { state: 'settled', transactionHash: hash, blockNumber: expect.any(BigInt) } });
+    expect(use).toEqual({
+      ok: true,
+      value: { state: 'settled', transactionHash: hash, blockNumber: expect.any(BigInt) },
+    });
   });
 
   it('finds the settling transaction behind later blocks, scanning in small chunks', async () => {
     const signed = await sign(network, 1n);
     const hash = await settle(network, signed);
     const chain = peers.evmChains[network]!;
-    await createTestClient({ mode: 'hardhat', chain: chain.chain, transport: localTransport(chain.rpcUrl) }).mine({ blocks: 25 });
+    await createTestClient({ mode: 'hardhat', chain: chain.chain, transport: localTransport(chain.rpcUrl) }).mine({
+      blocks: 25,
+    });
     const { from, nonce } = signed.authorization;
     expect(await chains.findAuthorizationUse(network, from, nonce, { chunkBlocks: 4n })).toMatchObject({
       ok: true,
@@ -165,12 +175,19 @@ describe('reading our target payment back from the chain', () => {
 
     // Another payment's transaction does not prove ours: the full reading runs, and finds nothing.
     const other = await sign(network, 1_000n);
-    const unused = await readPaymentOnChain(registry, { ...payment, nonce: other.authorization.nonce }, { now: new Date(), reportedTxHash: hash });
+    const unused = await readPaymentOnChain(
+      registry,
+      { ...payment, nonce: other.authorization.nonce },
+      { now: new Date(), reportedTxHash: hash },
+    );
     expect(unused.state).toBe('open');
     expect(fullReadings).toBe(1);
 
     // A hash that names no transaction falls back too, and the full reading finds the real one.
-    const found = await readPaymentOnChain(registry, payment, { now: new Date(), reportedTxHash: `0x${'1'.repeat(64)}` });
+    const found = await readPaymentOnChain(registry, payment, {
+      now: new Date(),
+      reportedTxHash: `0x${'1'.repeat(64)}`,
+    });
     expect(found).toMatchObject({ state: 'settled', txHash: hash });
     expect(fullReadings).toBe(2);
   });

@@ -28,7 +28,11 @@ async function requirementsOf(url: string): Promise<PaymentRequirements> {
   return body.accepts[0]!;
 }
 
-async function post<Answer>(path: '/verify' | '/settle', payment: unknown, requirements: unknown): Promise<{ status: number; answer: Answer }> {
+async function post<Answer>(
+  path: '/verify' | '/settle',
+  payment: unknown,
+  requirements: unknown,
+): Promise<{ status: number; answer: Answer }> {
   const response = await fetch(`${peers.facilitator.url}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -37,14 +41,20 @@ async function post<Answer>(path: '/verify' | '/settle', payment: unknown, requi
   return { status: response.status, answer: (await response.json()) as Answer };
 }
 
-async function verify(payment: PaymentPayload, requirements: PaymentRequirements = evmRequirements): Promise<VerifyResponse> {
+async function verify(
+  payment: PaymentPayload,
+  requirements: PaymentRequirements = evmRequirements,
+): Promise<VerifyResponse> {
   const { status, answer } = await post<VerifyResponse>('/verify', payment, requirements);
   expect(status).toBe(200);
   return answer;
 }
 
 beforeAll(async () => {
-  peers = await startPeers({ networks: ['base-sepolia', 'skale-base', 'solana-devnet'], pricesMicroUsdc: { paid: PRICE } });
+  peers = await startPeers({
+    networks: ['base-sepolia', 'skale-base', 'solana-devnet'],
+    pricesMicroUsdc: { paid: PRICE },
+  });
   evmRequirements = await requirementsOf(peers.targets['base-sepolia'].routes.paid.url);
   skaleRequirements = await requirementsOf(peers.targets['skale-base'].routes.paid.url);
   solanaRequirements = await requirementsOf(peers.targets['solana-devnet'].routes.paid.url);
@@ -61,7 +71,12 @@ describe('GET /supported', () => {
       kinds: [
         { x402Version: 1, scheme: 'exact', network: 'base-sepolia' },
         { x402Version: 1, scheme: 'exact', network: 'skale-base' },
-        { x402Version: 1, scheme: 'exact', network: 'solana-devnet', extra: { feePayer: peers.facilitator.solanaFeePayer } },
+        {
+          x402Version: 1,
+          scheme: 'exact',
+          network: 'solana-devnet',
+          extra: { feePayer: peers.facilitator.solanaFeePayer },
+        },
       ],
     });
   });
@@ -73,7 +88,9 @@ describe('EVM verification', () => {
     const before = await peers.usdcBalance('base-sepolia', payer);
     const { payment } = await peers.signEvmPayment(evmRequirements);
     expect(await verify(payment)).toEqual({ isValid: true, payer });
-    expect((await verify((await peers.signEvmPayment(skaleRequirements)).payment, skaleRequirements)).isValid).toBe(true);
+    expect((await verify((await peers.signEvmPayment(skaleRequirements)).payment, skaleRequirements)).isValid).toBe(
+      true,
+    );
     expect(await peers.usdcBalance('base-sepolia', payer)).toBe(before);
   });
 
@@ -81,12 +98,32 @@ describe('EVM verification', () => {
   it.each([
     ['more than the price', () => ({ value: PRICE + 1n }), 'invalid_exact_evm_payload_authorization_value'],
     ['less than the price', () => ({ value: PRICE - 1n }), 'invalid_exact_evm_payload_authorization_value'],
-    ['another recipient', () => ({ to: privateKeyToAccount(generatePrivateKey()).address }), 'invalid_exact_evm_payload_recipient_mismatch'],
-    ['a validAfter not yet passed', () => ({ validAfter: nowSeconds() + 30n }), 'invalid_exact_evm_payload_authorization_valid_after'],
-    ['a validBefore too close', () => ({ validBefore: nowSeconds() + 3n }), 'invalid_exact_evm_payload_authorization_valid_before'],
-    ['an expired authorization', () => ({ validBefore: nowSeconds() - 1n }), 'invalid_exact_evm_payload_authorization_valid_before'],
+    [
+      'another recipient',
+      () => ({ to: privateKeyToAccount(generatePrivateKey()).address }),
+      'invalid_exact_evm_payload_recipient_mismatch',
+    ],
+    [
+      'a validAfter not yet passed',
+      () => ({ validAfter: nowSeconds() + 30n }),
+      'invalid_exact_evm_payload_authorization_valid_after',
+    ],
+    [
+      'a validBefore too close',
+      () => ({ validBefore: nowSeconds() + 3n }),
+      'invalid_exact_evm_payload_authorization_valid_before',
+    ],
+    [
+      'an expired authorization',
+      () => ({ validBefore: nowSeconds() - 1n }),
+      'invalid_exact_evm_payload_authorization_valid_before',
+    ],
     ['a signature for another chain', () => ({ domain: { chainId: 8453 } }), 'invalid_exact_evm_payload_signature'],
-    ['a signature for another token name', () => ({ domain: { name: 'USD Coin' } }), 'invalid_exact_evm_payload_signature'],
+    [
+      'a signature for another token name',
+      () => ({ domain: { name: 'USD Coin' } }),
+      'invalid_exact_evm_payload_signature',
+    ],
     ['a payment naming another network', () => ({ network: 'base' }), 'invalid_network'],
   ] as const)('refuses %s', async (_case, overrides, reason) => {
     const { payment } = await peers.signEvmPayment(evmRequirements, overrides());
@@ -96,13 +133,19 @@ describe('EVM verification', () => {
   it('refuses a signature made by someone other than `from`', async () => {
     const { payment } = await peers.signEvmPayment(evmRequirements, {}, generatePrivateKey());
     payment.payload.authorization.from = peers.wallets.client.evm.address;
-    expect(await verify(payment)).toMatchObject({ isValid: false, invalidReason: 'invalid_exact_evm_payload_signature' });
+    expect(await verify(payment)).toMatchObject({
+      isValid: false,
+      invalidReason: 'invalid_exact_evm_payload_signature',
+    });
   });
 
   it('refuses requirements for another asset', async () => {
     const { payment } = await peers.signEvmPayment(evmRequirements);
     const otherAsset = { ...evmRequirements, asset: skaleRequirements.asset };
-    expect(await verify(payment, otherAsset)).toMatchObject({ isValid: false, invalidReason: 'invalid_payment_requirements' });
+    expect(await verify(payment, otherAsset)).toMatchObject({
+      isValid: false,
+      invalidReason: 'invalid_payment_requirements',
+    });
   });
 
   it('refuses a payer without the funds', async () => {
@@ -112,16 +155,25 @@ describe('EVM verification', () => {
 
   it('refuses malformed bodies with 400 and unknown networks as invalid', async () => {
     expect((await post('/verify', undefined, evmRequirements)).status).toBe(400);
-    expect((await post('/settle', { x402Version: 1 }, { network: 'base-sepolia', maxAmountRequired: '1.5' })).status).toBe(400);
+    expect(
+      (await post('/settle', { x402Version: 1 }, { network: 'base-sepolia', maxAmountRequired: '1.5' })).status,
+    ).toBe(400);
     const { payment } = await peers.signEvmPayment(evmRequirements);
-    const unknown = await post<VerifyResponse>('/verify', { ...payment, network: 'polygon' }, { ...evmRequirements, network: 'polygon' });
+    const unknown = await post<VerifyResponse>(
+      '/verify',
+      { ...payment, network: 'polygon' },
+      { ...evmRequirements, network: 'polygon' },
+    );
     expect(unknown.answer).toMatchObject({ isValid: false, invalidReason: 'invalid_network' });
   });
 
   it('settles a valid payment once; the second settlement and a later verification are refused', async () => {
     const payer = peers.wallets.client.evm.address;
     const payee = evmRequirements.payTo;
-    const [payerBefore, payeeBefore] = await Promise.all([peers.usdcBalance('base-sepolia', payer), peers.usdcBalance('base-sepolia', payee)]);
+    const [payerBefore, payeeBefore] = await Promise.all([
+      peers.usdcBalance('base-sepolia', payer),
+      peers.usdcBalance('base-sepolia', payee),
+    ]);
     const { payment } = await peers.signEvmPayment(evmRequirements, { nonce: randomNonce() });
 
     const first = await post<SettleResponse>('/settle', payment, evmRequirements);
@@ -139,7 +191,9 @@ describe('EVM verification', () => {
     const payer = peers.wallets.client.evm.address;
     const before = await peers.usdcBalance('base-sepolia', payer);
     const payments = await Promise.all(Array.from({ length: 10 }, () => peers.signEvmPayment(evmRequirements)));
-    const answers = await Promise.all(payments.map(({ payment }) => post<SettleResponse>('/settle', payment, evmRequirements)));
+    const answers = await Promise.all(
+      payments.map(({ payment }) => post<SettleResponse>('/settle', payment, evmRequirements)),
+    );
     expect(answers.map(({ answer }) => answer.success)).toEqual(Array(10).fill(true));
     expect(new Set(answers.map(({ answer }) => answer.transaction)).size).toBe(10);
     expect(await peers.usdcBalance('base-sepolia', payer)).toBe(before - 10n * PRICE);
@@ -160,19 +214,29 @@ describe('Solana verification', () => {
     ['more than the price', () => ({ amount: PRICE + 1n }), 'invalid_exact_svm_payload_transaction_amount_mismatch'],
     ['less than the price', () => ({ amount: PRICE - 1n }), 'invalid_exact_svm_payload_transaction_amount_mismatch'],
     ['other decimals', () => ({ decimals: 9 }), 'invalid_exact_svm_payload_transaction_decimals_mismatch'],
-    ['a compute unit price above the ceiling', () => ({ computeUnitPriceMicroLamports: 5_000_001n }), 'invalid_exact_svm_payload_transaction_instructions_compute_price_instruction_too_high'],
+    [
+      'a compute unit price above the ceiling',
+      () => ({ computeUnitPriceMicroLamports: 5_000_001n }),
+      'invalid_exact_svm_payload_transaction_instructions_compute_price_instruction_too_high',
+    ],
     ['another network named in X-PAYMENT', () => ({ network: 'solana' }), 'invalid_network'],
     [
       'a payment into an account that is not the payTo’s associated account',
       async () => {
-        const [own] = await findAssociatedTokenPda({ mint: mint(), owner: peers.wallets.client.solana.address, tokenProgram: TOKEN_PROGRAM_ADDRESS });
+        const [own] = await findAssociatedTokenPda({
+          mint: mint(),
+          owner: peers.wallets.client.solana.address,
+          tokenProgram: TOKEN_PROGRAM_ADDRESS,
+        });
         return { destination: own };
       },
       'invalid_exact_svm_payload_transaction_transfer_to_incorrect_ata',
     ],
     [
       'a fourth instruction',
-      () => ({ instructions: (standard: never[]) => [...standard, getSetComputeUnitPriceInstruction({ microLamports: 1n })] }),
+      () => ({
+        instructions: (standard: never[]) => [...standard, getSetComputeUnitPriceInstruction({ microLamports: 1n })],
+      }),
       'invalid_exact_svm_payload_transaction_instructions_length',
     ],
     [
@@ -192,8 +256,16 @@ describe('Solana verification', () => {
 
   it('refuses a transfer whose authority is the fee payer', async () => {
     const feePayer = peers.facilitator.solanaFeePayer as SolanaAddress;
-    const [feePayerAccount] = await findAssociatedTokenPda({ mint: mint(), owner: feePayer, tokenProgram: TOKEN_PROGRAM_ADDRESS });
-    const [payToAccount] = await findAssociatedTokenPda({ mint: mint(), owner: solanaRequirements.payTo as SolanaAddress, tokenProgram: TOKEN_PROGRAM_ADDRESS });
+    const [feePayerAccount] = await findAssociatedTokenPda({
+      mint: mint(),
+      owner: feePayer,
+      tokenProgram: TOKEN_PROGRAM_ADDRESS,
+    });
+    const [payToAccount] = await findAssociatedTokenPda({
+      mint: mint(),
+      owner: solanaRequirements.payTo as SolanaAddress,
+      tokenProgram: TOKEN_PROGRAM_ADDRESS,
+    });
     const drain = getTransferCheckedInstruction({
       source: feePayerAccount,
       mint: mint(),
@@ -202,7 +274,9 @@ describe('Solana verification', () => {
       amount: PRICE,
       decimals: 6,
     });
-    const { payment } = await peers.createSolanaPayment(solanaRequirements, { instructions: (standard) => [standard[0]!, standard[1]!, drain] });
+    const { payment } = await peers.createSolanaPayment(solanaRequirements, {
+      instructions: (standard) => [standard[0]!, standard[1]!, drain],
+    });
     expect(await verify(payment, solanaRequirements)).toMatchObject({
       isValid: false,
       invalidReason: 'invalid_exact_svm_payload_transaction_fee_payer_included_in_instruction_accounts',
@@ -213,11 +287,18 @@ describe('Solana verification', () => {
     const poor = await generateSolanaKey();
     await peers.mint('solana-devnet', poor.address, PRICE - 1n);
     const { payment: short } = await peers.createSolanaPayment(solanaRequirements, {}, poor.secretKey);
-    expect(await verify(short, solanaRequirements)).toMatchObject({ isValid: false, invalidReason: 'insufficient_funds', payer: poor.address });
+    expect(await verify(short, solanaRequirements)).toMatchObject({
+      isValid: false,
+      invalidReason: 'insufficient_funds',
+      payer: poor.address,
+    });
 
     const nowhere = { ...solanaRequirements, payTo: (await generateSolanaKey()).address };
     const { payment: lost } = await peers.createSolanaPayment(nowhere);
-    expect(await verify(lost, nowhere)).toMatchObject({ isValid: false, invalidReason: 'invalid_exact_svm_payload_transaction_receiver_ata_not_found' });
+    expect(await verify(lost, nowhere)).toMatchObject({
+      isValid: false,
+      invalidReason: 'invalid_exact_svm_payload_transaction_receiver_ata_not_found',
+    });
   });
 
   it('refuses a transaction the payer did not sign', async () => {
@@ -226,7 +307,10 @@ describe('Solana verification', () => {
     // Wire layout: signature count, then 64-byte signatures; the payer's is the second.
     wire.fill(0, 1 + 64, 1 + 128);
     payment.payload.transaction = wire.toString('base64');
-    expect(await verify(payment, solanaRequirements)).toMatchObject({ isValid: false, invalidReason: 'invalid_exact_svm_payload_transaction_signatures' });
+    expect(await verify(payment, solanaRequirements)).toMatchObject({
+      isValid: false,
+      invalidReason: 'invalid_exact_svm_payload_transaction_signatures',
+    });
   });
 
   it('refuses a signature that does not match the message, in simulation', async () => {

@@ -22,7 +22,12 @@ beforeAll(async () => {
     networks: ['base-sepolia', 'skale-base', 'solana-devnet'],
     pricesMicroUsdc: { paid: PRICE, paidEcho: PRICE, neverSettles: PRICE, error: PRICE, slow: null },
     targets: [
-      { name: 'express', network: 'base-sepolia', slowDelayMs: SLOW_DELAY_MS, routes: { error: { payTo: OTHER_PAYEE } } },
+      {
+        name: 'express',
+        network: 'base-sepolia',
+        slowDelayMs: SLOW_DELAY_MS,
+        routes: { error: { payTo: OTHER_PAYEE } },
+      },
       { name: 'own', network: 'base-sepolia', paymentLayer: 'own' },
       { name: 'skale', network: 'skale-base', pricesMicroUsdc: { hold: 1_000n } },
       { name: 'solana', network: 'solana-devnet' },
@@ -86,12 +91,18 @@ describe('paid routes', () => {
     const [first, retry] = express().requests.filter((request) => request.route === 'paidEcho');
     expect(first).toMatchObject({ status: 402, payment: null, paymentResponse: null });
     expect(retry!.status).toBe(200);
-    expect(decodePaymentResponseHeader(retry!.paymentResponse!)).toMatchObject({ success: true, network: 'base-sepolia' });
+    expect(decodePaymentResponseHeader(retry!.paymentResponse!)).toMatchObject({
+      success: true,
+      network: 'base-sepolia',
+    });
   });
 
   it('use the payTo and price set for the route', async () => {
     const body = await paymentRequired(express().routes.error.url);
-    expect(body.accepts[0]).toMatchObject({ payTo: '0x00000000000000000000000000000000000A11cE', maxAmountRequired: PRICE.toString() });
+    expect(body.accepts[0]).toMatchObject({
+      payTo: '0x00000000000000000000000000000000000A11cE',
+      maxAmountRequired: PRICE.toString(),
+    });
     expect((await paymentRequired(express().routes.paid.url)).accepts[0]!.payTo).toBe(peers.wallets.target.evm.address);
   });
 });
@@ -211,7 +222,10 @@ describe('our own payment layer', () => {
     const before = await peers.usdcBalance('base-sepolia', payer);
     const response = await peers.x402Fetch('base-sepolia')(peers.targets.own.routes.paid.url);
     expect(response.status).toBe(200);
-    expect(decodePaymentResponseHeader(response.headers.get('x-payment-response')!)).toMatchObject({ success: true, payer });
+    expect(decodePaymentResponseHeader(response.headers.get('x-payment-response')!)).toMatchObject({
+      success: true,
+      payer,
+    });
     expect(await peers.usdcBalance('base-sepolia', payer)).toBe(before - PRICE);
   });
 

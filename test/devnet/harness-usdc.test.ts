@@ -77,7 +77,15 @@ describe('LocalUsdc on the local chains', () => {
 
   async function authorization(
     signer: LocalAccount,
-    overrides: Partial<{ to: Address; value: bigint; validAfter: bigint; validBefore: bigint; nonce: Hex; chainId: number; primaryType: 'TransferWithAuthorization' | 'ReceiveWithAuthorization' }> = {},
+    overrides: Partial<{
+      to: Address;
+      value: bigint;
+      validAfter: bigint;
+      validBefore: bigint;
+      nonce: Hex;
+      chainId: number;
+      primaryType: 'TransferWithAuthorization' | 'ReceiveWithAuthorization';
+    }> = {},
   ) {
     const now = BigInt(Math.floor(Date.now() / 1000));
     const message = {
@@ -100,12 +108,25 @@ describe('LocalUsdc on the local chains', () => {
       message,
     } as never);
     const { r, s, v } = parseSignature(signature);
-    const fields = [message.from, message.to, message.value, message.validAfter, message.validBefore, message.nonce] as const;
+    const fields = [
+      message.from,
+      message.to,
+      message.value,
+      message.validAfter,
+      message.validBefore,
+      message.nonce,
+    ] as const;
     return { message, signature, fields, vrs: [Number(v), r, s] as const };
   }
 
   async function send(from: LocalAccount, data: Hex): Promise<'success' | 'reverted'> {
-    const hash = await wallet(from).sendTransaction({ account: from, chain: chain.chain, to: token, data, gas: 300_000n });
+    const hash = await wallet(from).sendTransaction({
+      account: from,
+      chain: chain.chain,
+      to: token,
+      data,
+      gas: 300_000n,
+    });
     return (await chain.publicClient.waitForTransactionReceipt({ hash, timeout: 10_000, pollingInterval: 20 })).status;
   }
 
@@ -138,11 +159,20 @@ describe('LocalUsdc on the local chains', () => {
   it('moves funds with transferWithAuthorization, bytes form, signed by the payer; a second use reverts', async () => {
     const { fields, signature, message } = await authorization(payer);
     const before = (await read('balanceOf', [payee.address])) as bigint;
-    const data = encodeFunctionData({ abi: usdcAbi, functionName: 'transferWithAuthorization', args: [...fields, signature] });
+    const data = encodeFunctionData({
+      abi: usdcAbi,
+      functionName: 'transferWithAuthorization',
+      args: [...fields, signature],
+    });
     expect(await send(relayer, data)).toBe('success');
     expect(await read('balanceOf', [payee.address])).toBe(before + message.value);
     expect(
-      await chain.publicClient.readContract({ address: token, abi: usdcAbi, functionName: 'authorizationState', args: [payer.address, message.nonce] }),
+      await chain.publicClient.readContract({
+        address: token,
+        abi: usdcAbi,
+        functionName: 'authorizationState',
+        args: [payer.address, message.nonce],
+      }),
     ).toBe(true);
     expect(await revertReason(relayer, data)).toContain('authorization is used or canceled');
   });
@@ -150,7 +180,11 @@ describe('LocalUsdc on the local chains', () => {
   it('moves funds with transferWithAuthorization, (v, r, s) form', async () => {
     const { fields, vrs, message } = await authorization(payer, { value: 2_500_000n });
     const before = (await read('balanceOf', [payer.address])) as bigint;
-    const data = encodeFunctionData({ abi: usdcAbi, functionName: 'transferWithAuthorization', args: [...fields, ...vrs] });
+    const data = encodeFunctionData({
+      abi: usdcAbi,
+      functionName: 'transferWithAuthorization',
+      args: [...fields, ...vrs],
+    });
     expect(await send(relayer, data)).toBe('success');
     expect(await read('balanceOf', [payer.address])).toBe(before - message.value);
   });
@@ -168,14 +202,25 @@ describe('LocalUsdc on the local chains', () => {
     ];
     for (const [pending, reason] of cases) {
       const { fields, signature } = await pending;
-      const data = encodeFunctionData({ abi: usdcAbi, functionName: 'transferWithAuthorization', args: [...fields, signature] as never });
+      const data = encodeFunctionData({
+        abi: usdcAbi,
+        functionName: 'transferWithAuthorization',
+        args: [...fields, signature] as never,
+      });
       expect(await revertReason(relayer, data)).toContain(reason);
     }
   });
 
   it('lets only the payee submit receiveWithAuthorization', async () => {
-    const { fields, signature, message } = await authorization(payer, { primaryType: 'ReceiveWithAuthorization', value: 3n });
-    const data = encodeFunctionData({ abi: usdcAbi, functionName: 'receiveWithAuthorization', args: [...fields, signature] });
+    const { fields, signature, message } = await authorization(payer, {
+      primaryType: 'ReceiveWithAuthorization',
+      value: 3n,
+    });
+    const data = encodeFunctionData({
+      abi: usdcAbi,
+      functionName: 'receiveWithAuthorization',
+      args: [...fields, signature],
+    });
     expect(await revertReason(relayer, data)).toContain('caller must be the payee');
     const before = (await read('balanceOf', [payee.address])) as bigint;
     expect(await send(payee, data)).toBe('success');
@@ -186,18 +231,35 @@ describe('LocalUsdc on the local chains', () => {
     const { fields, signature, message } = await authorization(payer);
     const cancel = await payer.signTypedData({
       domain: { name: 'USDC', version: '2', chainId: 84532, verifyingContract: token },
-      types: { CancelAuthorization: [{ name: 'authorizer', type: 'address' }, { name: 'nonce', type: 'bytes32' }] },
+      types: {
+        CancelAuthorization: [
+          { name: 'authorizer', type: 'address' },
+          { name: 'nonce', type: 'bytes32' },
+        ],
+      },
       primaryType: 'CancelAuthorization',
       message: { authorizer: payer.address, nonce: message.nonce },
     });
-    const cancelData = encodeFunctionData({ abi: usdcAbi, functionName: 'cancelAuthorization', args: [payer.address, message.nonce, cancel] });
+    const cancelData = encodeFunctionData({
+      abi: usdcAbi,
+      functionName: 'cancelAuthorization',
+      args: [payer.address, message.nonce, cancel],
+    });
     expect(await send(relayer, cancelData)).toBe('success');
-    const data = encodeFunctionData({ abi: usdcAbi, functionName: 'transferWithAuthorization', args: [...fields, signature] });
+    const data = encodeFunctionData({
+      abi: usdcAbi,
+      functionName: 'transferWithAuthorization',
+      args: [...fields, signature],
+    });
     expect(await revertReason(relayer, data)).toContain('authorization is used or canceled');
   });
 
   it('can be initialized once, and minted only by its owner', async () => {
-    const initialize = encodeFunctionData({ abi: usdcAbi, functionName: 'initialize', args: ['X', 'X', '9', relayer.address] });
+    const initialize = encodeFunctionData({
+      abi: usdcAbi,
+      functionName: 'initialize',
+      args: ['X', 'X', '9', relayer.address],
+    });
     expect(await revertReason(relayer, initialize)).toContain('already initialized');
     const mint = encodeFunctionData({ abi: usdcAbi, functionName: 'mint', args: [relayer.address, 1n] });
     expect(await revertReason(relayer, mint)).toContain('caller is not the owner');
@@ -206,11 +268,19 @@ describe('LocalUsdc on the local chains', () => {
   it('transfers, approves and transfers from an allowance', async () => {
     const payeeBefore = (await read('balanceOf', [payee.address])) as bigint;
     const relayerBefore = (await read('balanceOf', [relayer.address])) as bigint;
-    expect(await send(payee, encodeFunctionData({ abi: usdcAbi, functionName: 'approve', args: [relayer.address, 5n] }))).toBe('success');
-    const pull = encodeFunctionData({ abi: usdcAbi, functionName: 'transferFrom', args: [payee.address, relayer.address, 5n] });
+    expect(
+      await send(payee, encodeFunctionData({ abi: usdcAbi, functionName: 'approve', args: [relayer.address, 5n] })),
+    ).toBe('success');
+    const pull = encodeFunctionData({
+      abi: usdcAbi,
+      functionName: 'transferFrom',
+      args: [payee.address, relayer.address, 5n],
+    });
     expect(await send(relayer, pull)).toBe('success');
     expect(await revertReason(relayer, pull)).toContain('exceeds allowance');
-    expect(await send(relayer, encodeFunctionData({ abi: usdcAbi, functionName: 'transfer', args: [payee.address, 2n] }))).toBe('success');
+    expect(
+      await send(relayer, encodeFunctionData({ abi: usdcAbi, functionName: 'transfer', args: [payee.address, 2n] })),
+    ).toBe('success');
     expect(await read('balanceOf', [payee.address])).toBe(payeeBefore - 3n);
     expect(await read('balanceOf', [relayer.address])).toBe(relayerBefore + 3n);
   });

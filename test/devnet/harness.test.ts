@@ -47,7 +47,14 @@ describe('start-up', () => {
   it(`brings every peer up in under ${STARTUP_BUDGET_MS} ms`, () => {
     console.info(`startPeers: ${peers.startupMs} ms (wall clock in the test: ${Math.round(startupWallMs)} ms)`);
     expect(startupWallMs).toBeLessThan(STARTUP_BUDGET_MS);
-    expect(peers.networks).toEqual(['base', 'base-sepolia', 'skale-base', 'skale-base-sepolia', 'solana', 'solana-devnet']);
+    expect(peers.networks).toEqual([
+      'base',
+      'base-sepolia',
+      'skale-base',
+      'skale-base-sepolia',
+      'solana',
+      'solana-devnet',
+    ]);
     expect(Object.keys(peers.targets).sort()).toEqual([...peers.networks].sort());
   });
 
@@ -112,7 +119,9 @@ describe.each([
     const target = peers.targets[network];
     const [paid] = paidRequests(target);
     const replayed = paid!.payment!;
-    const { authorization } = decodePaymentHeader(replayed).payload as { authorization: { from: `0x${string}`; nonce: Hash } };
+    const { authorization } = decodePaymentHeader(replayed).payload as {
+      authorization: { from: `0x${string}`; nonce: Hash };
+    };
     const chain = peers.evmChains[network as EvmNetworkName]!;
     const used = await chain.publicClient.readContract({
       address: EVM_NETWORKS[network].usdc,
@@ -123,7 +132,10 @@ describe.each([
     expect(used).toBe(true);
     const payer = peers.wallets.client.evm.address;
     const payee = target.routes.paid.payTo;
-    const [payerBefore, payeeBefore] = await Promise.all([peers.usdcBalance(network, payer), peers.usdcBalance(network, payee)]);
+    const [payerBefore, payeeBefore] = await Promise.all([
+      peers.usdcBalance(network, payer),
+      peers.usdcBalance(network, payee),
+    ]);
     const settlementsBefore = peers.facilitator.calls.filter((call) => call.path === '/settle').length;
 
     const response = await fetch(target.routes.paid.url, { headers: { 'X-PAYMENT': replayed } });
@@ -157,7 +169,11 @@ describe('skale-base (unknown to x402 1.2.0)', () => {
 
     const paid = await fetch(target.routes.paid.url, { headers: { 'X-PAYMENT': header } });
     expect(paid.status).toBe(200);
-    expect(decodePaymentResponseHeader(paid.headers.get('x-payment-response')!)).toMatchObject({ success: true, network: 'skale-base', payer });
+    expect(decodePaymentResponseHeader(paid.headers.get('x-payment-response')!)).toMatchObject({
+      success: true,
+      network: 'skale-base',
+      payer,
+    });
 
     const replay = await fetch(target.routes.paid.url, { headers: { 'X-PAYMENT': header } });
     expect(replay.status).toBe(402);
@@ -167,7 +183,9 @@ describe('skale-base (unknown to x402 1.2.0)', () => {
   });
 
   it('makes x402-fetch reject the whole 402, as docs/decisions.md relies on', async () => {
-    await expect(peers.x402Fetch('skale-base')(peers.targets['skale-base'].routes.paid.url)).rejects.toThrow(/skale-base|invalid_enum_value/);
+    await expect(peers.x402Fetch('skale-base')(peers.targets['skale-base'].routes.paid.url)).rejects.toThrow(
+      /skale-base|invalid_enum_value/,
+    );
   });
 });
 
@@ -235,14 +253,19 @@ describe.each(['solana-devnet', 'solana'] as const)('Solana exact payment on %s'
     const response = await peers.x402Fetch(network)(target.routes.paid.url);
 
     expect(response.status).toBe(200);
-    expect(decodePaymentResponseHeader(response.headers.get('x-payment-response')!)).toMatchObject({ success: true, network, payer });
+    expect(decodePaymentResponseHeader(response.headers.get('x-payment-response')!)).toMatchObject({
+      success: true,
+      network,
+      payer,
+    });
     expect(await peers.usdcBalance(network, payer)).toBe(payerBefore - PRICE);
   });
 });
 
 describe('the two Solana clusters are separate ledgers', () => {
   it('refuses a devnet payment offered to the mainnet target and moves nothing', async () => {
-    const devnetRequirements = (await paymentRequirementsOf(peers.targets['solana-devnet'].routes.paid.url)).accepts[0]!;
+    const devnetRequirements = (await paymentRequirementsOf(peers.targets['solana-devnet'].routes.paid.url))
+      .accepts[0]!;
     const { header } = await peers.createSolanaPayment(devnetRequirements);
     const payer = peers.wallets.client.solana.address;
     const before = await Promise.all([peers.usdcBalance('solana', payer), peers.usdcBalance('solana-devnet', payer)]);
@@ -250,6 +273,8 @@ describe('the two Solana clusters are separate ledgers', () => {
     const response = await fetch(peers.targets.solana.routes.paid.url, { headers: { 'X-PAYMENT': header } });
 
     expect(response.status).toBe(402);
-    expect(await Promise.all([peers.usdcBalance('solana', payer), peers.usdcBalance('solana-devnet', payer)])).toEqual(before);
+    expect(await Promise.all([peers.usdcBalance('solana', payer), peers.usdcBalance('solana-devnet', payer)])).toEqual(
+      before,
+    );
   });
 });

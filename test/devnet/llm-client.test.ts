@@ -16,7 +16,11 @@ afterAll(async () => {
 describe('chat backend client', () => {
   it('sends the fixed model, caps max_tokens and passes temperature on', async () => {
     llm.requests.length = 0;
-    const result = await chatCompletion(config, { messages: [{ role: 'user', content: 'hello there' }], maxTokens: 5000, temperature: 0.3 });
+    const result = await chatCompletion(config, {
+      messages: [{ role: 'user', content: 'hello there' }],
+      maxTokens: 5000,
+      temperature: 0.3,
+    });
     expect(result).toEqual({ ok: true, response: 'Echo: hello there', model: llm.model });
     expect(llm.requests).toHaveLength(1);
     expect(llm.requests[0]).toMatchObject({ model: llm.model, max_tokens: 64, temperature: 0.3 });
@@ -27,12 +31,21 @@ describe('chat backend client', () => {
 
   it('reports a failing backend, a wrong key and an unreachable one as typed failures', async () => {
     llm.failWith = 503;
-    expect(await chatCompletion(config, { messages: [{ role: 'user', content: 'x' }] })).toMatchObject({ ok: false, reason: 'backend_error' });
+    expect(await chatCompletion(config, { messages: [{ role: 'user', content: 'x' }] })).toMatchObject({
+      ok: false,
+      reason: 'backend_error',
+    });
     llm.failWith = undefined;
     const wrongKey = { llm: { ...config.llm, apiKey: 'wrong' } };
-    expect(await chatCompletion(wrongKey, { messages: [{ role: 'user', content: 'x' }] })).toMatchObject({ ok: false, reason: 'backend_error' });
+    expect(await chatCompletion(wrongKey, { messages: [{ role: 'user', content: 'x' }] })).toMatchObject({
+      ok: false,
+      reason: 'backend_error',
+    });
     const unreachable = { llm: { ...config.llm, baseUrl: 'http://127.0.0.1:1' } };
-    expect(await chatCompletion(unreachable, { messages: [{ role: 'user', content: 'x' }] })).toMatchObject({ ok: false, reason: 'backend_error' });
+    expect(await chatCompletion(unreachable, { messages: [{ role: 'user', content: 'x' }] })).toMatchObject({
+      ok: false,
+      reason: 'backend_error',
+    });
     expect((await llmHealth(unreachable)).ok).toBe(false);
   });
 

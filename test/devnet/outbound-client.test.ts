@@ -89,7 +89,12 @@ async function startPeer(
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
-      const record = { method: request.method ?? '', url: request.url ?? '', headers: request.headers, body: Buffer.concat(chunks) };
+      const record = {
+        method: request.method ?? '',
+        url: request.url ?? '',
+        headers: request.headers,
+        body: Buffer.concat(chunks),
+      };
       received.push(record);
       answer(record, response);
     });
@@ -145,7 +150,13 @@ const sharedConnections = new TargetConnections();
 afterAll(() => sharedConnections.close());
 
 function send(target: TargetRequest, options: Partial<SendOptions> & Pick<SendOptions, 'allowHosts'>) {
-  return sendTargetRequest(target, { timeoutMs: 5_000, resolver: tableResolver({}), transport: loopbackOnly, connections: sharedConnections, ...options });
+  return sendTargetRequest(target, {
+    timeoutMs: 5_000,
+    resolver: tableResolver({}),
+    transport: loopbackOnly,
+    connections: sharedConnections,
+    ...options,
+  });
 }
 
 async function failure(promise: Promise<unknown>): Promise<OutboundError> {
@@ -170,7 +181,9 @@ const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
 describe('each body form arrives at the target as specified', () => {
   it('json', async () => {
     const peer = await startPeer();
-    await send(request({ api_url: `${peer.origin}/pay`, method: 'POST', json: { amount: '0.10', note: 'café' } }), { allowHosts: allow(peer.hostPort) });
+    await send(request({ api_url: `${peer.origin}/pay`, method: 'POST', json: { amount: '0.10', note: 'café' } }), {
+      allowHosts: allow(peer.hostPort),
+    });
     const [received] = peer.received;
     expect(received.method).toBe('POST');
     expect(received.headers['content-type']).toBe('application/json');
@@ -180,24 +193,33 @@ describe('each body form arrives at the target as specified', () => {
 
   it('payload, the deprecated alias of json', async () => {
     const peer = await startPeer();
-    await send(request({ api_url: peer.origin, method: 'PUT', payload: { a: 1 } }), { allowHosts: allow(peer.hostPort) });
+    await send(request({ api_url: peer.origin, method: 'PUT', payload: { a: 1 } }), {
+      allowHosts: allow(peer.hostPort),
+    });
     expect(peer.received[0]).toMatchObject({ method: 'PUT', headers: { 'content-type': 'application/json' } });
     expect(peer.received[0].body.toString()).toBe('{"a":1}');
   });
 
   it('data object as a form', async () => {
     const peer = await startPeer();
-    await send(request({ api_url: peer.origin, method: 'POST', data: { a: 'x y', b: ['1', '2'] } }), { allowHosts: allow(peer.hostPort) });
+    await send(request({ api_url: peer.origin, method: 'POST', data: { a: 'x y', b: ['1', '2'] } }), {
+      allowHosts: allow(peer.hostPort),
+    });
     expect(peer.received[0].headers['content-type']).toBe('application/x-www-form-urlencoded');
     expect(peer.received[0].body.toString()).toBe('a=x+y&b=1&b=2');
   });
 
   it('data string raw, with the caller content type only', async () => {
     const peer = await startPeer();
-    await send(request({ api_url: peer.origin, method: 'POST', data: 'raw\u00e9 bytes' }), { allowHosts: allow(peer.hostPort) });
-    await send(request({ api_url: peer.origin, method: 'POST', data: '<a/>', headers: { 'Content-Type': 'application/xml' } }), {
+    await send(request({ api_url: peer.origin, method: 'POST', data: 'raw\u00e9 bytes' }), {
       allowHosts: allow(peer.hostPort),
     });
+    await send(
+      request({ api_url: peer.origin, method: 'POST', data: '<a/>', headers: { 'Content-Type': 'application/xml' } }),
+      {
+        allowHosts: allow(peer.hostPort),
+      },
+    );
     expect(peer.received[0].headers['content-type']).toBeUndefined();
     expect(peer.received[0].body).toEqual(Buffer.from('raw\u00e9 bytes', 'utf8'));
     expect(peer.received[1].headers['content-type']).toBe('application/xml');
@@ -206,17 +228,24 @@ describe('each body form arrives at the target as specified', () => {
 
   it('body string as-is and body object as JSON text, neither with a content type of ours', async () => {
     const peer = await startPeer();
-    await send(request({ api_url: peer.origin, method: 'PATCH', body: '{"pre":"serialised"}' }), { allowHosts: allow(peer.hostPort) });
-    await send(request({ api_url: peer.origin, method: 'POST', body: { k: ['v'] } }), { allowHosts: allow(peer.hostPort) });
+    await send(request({ api_url: peer.origin, method: 'PATCH', body: '{"pre":"serialised"}' }), {
+      allowHosts: allow(peer.hostPort),
+    });
+    await send(request({ api_url: peer.origin, method: 'POST', body: { k: ['v'] } }), {
+      allowHosts: allow(peer.hostPort),
+    });
     expect(peer.received.map((received) => received.body.toString())).toEqual(['{"pre":"serialised"}', '{"k":["v"]}']);
     expect(peer.received.map((received) => received.headers['content-type'])).toEqual([undefined, undefined]);
   });
 
   it('params appended to the existing query', async () => {
     const peer = await startPeer();
-    await send(request({ api_url: `${peer.origin}/search?q=a%20b&x=1`, method: 'GET', params: { page: 2, tag: ['p', 'q r'] } }), {
-      allowHosts: allow(peer.hostPort),
-    });
+    await send(
+      request({ api_url: `${peer.origin}/search?q=a%20b&x=1`, method: 'GET', params: { page: 2, tag: ['p', 'q r'] } }),
+      {
+        allowHosts: allow(peer.hostPort),
+      },
+    );
     expect(peer.received[0]).toMatchObject({ method: 'GET', url: '/search?q=a%20b&x=1&page=2&tag=p&tag=q+r' });
     expect(peer.received[0].headers['content-length']).toBeUndefined();
     expect(peer.received[0].body.length).toBe(0);
@@ -229,7 +258,13 @@ describe('each body form arrives at the target as specified', () => {
       method: 'DELETE',
       auth: { username: 'ana', password: 's3cret:x' },
       cookies: { session: 'abc', theme: 'dark' },
-      headers: { Cookie: 'lang=en; theme=light', 'X-Trace': 't-1', Host: 'evil.example', 'X-Payment': 'forged', 'Accept-Encoding': 'gzip' },
+      headers: {
+        Cookie: 'lang=en; theme=light',
+        'X-Trace': 't-1',
+        Host: 'evil.example',
+        'X-Payment': 'forged',
+        'Accept-Encoding': 'gzip',
+      },
     };
     await send(request(call, 'our-signed-payment'), { allowHosts: allow(peer.hostPort) });
     const { headers } = peer.received[0];
@@ -243,21 +278,34 @@ describe('each body form arrives at the target as specified', () => {
 
   it('returns status, lower-cased headers without hop-by-hop ones, the body and the final URL', async () => {
     const peer = await startPeer((_request, response) => {
-      response.writeHead(201, { 'X-Custom': 'v', Connection: 'close, X-Conn-Only', 'X-Conn-Only': '1', 'Keep-Alive': 'timeout=1', 'Set-Cookie': ['a=1', 'b=2'] });
+      response.writeHead(201, {
+        'X-Custom': 'v',
+        Connection: 'close, X-Conn-Only',
+        'X-Conn-Only': '1',
+        'Keep-Alive': 'timeout=1',
+        'Set-Cookie': ['a=1', 'b=2'],
+      });
       response.end('created');
     });
-    const response = await send(request({ api_url: `${peer.origin}/r`, method: 'GET' }), { allowHosts: allow(peer.hostPort) });
+    const response = await send(request({ api_url: `${peer.origin}/r`, method: 'GET' }), {
+      allowHosts: allow(peer.hostPort),
+    });
     expect(response.status).toBe(201);
     expect(response.body.toString()).toBe('created');
     expect(response.url).toBe(`${peer.origin}/r`);
     expect(response.headers['x-custom']).toBe('v');
     expect(response.headers['set-cookie']).toEqual(['a=1', 'b=2']);
-    for (const name of ['connection', 'x-conn-only', 'keep-alive', 'transfer-encoding']) expect(response.headers).not.toHaveProperty(name);
+    for (const name of ['connection', 'x-conn-only', 'keep-alive', 'transfer-encoding'])
+      expect(response.headers).not.toHaveProperty(name);
   });
 
   it('works through the default transport for a literal loopback target', async () => {
     const peer = await startPeer();
-    const response = await sendTargetRequest(request({ api_url: peer.origin, method: 'GET' }), { timeoutMs: 5_000, allowHosts: allow(peer.hostPort), connections: sharedConnections });
+    const response = await sendTargetRequest(request({ api_url: peer.origin, method: 'GET' }), {
+      timeoutMs: 5_000,
+      allowHosts: allow(peer.hostPort),
+      connections: sharedConnections,
+    });
     expect(response.body.toString()).toBe('ok');
   });
 });
@@ -291,8 +339,12 @@ describe('the SSRF corpus is refused with nothing sent', () => {
 
   it('the listeners do see a connection when their pair is allow-listed (the probe works)', async () => {
     const allowHosts = allow(`127.0.0.1:${guarded.port}`, `[::1]:${guarded.port}`);
-    expect((await send(request({ api_url: `http://127.1:${guarded.port}/`, method: 'GET' }), { allowHosts })).status).toBe(204);
-    expect((await send(request({ api_url: `http://[::1]:${guarded.port}/`, method: 'GET' }), { allowHosts })).status).toBe(204);
+    expect(
+      (await send(request({ api_url: `http://127.1:${guarded.port}/`, method: 'GET' }), { allowHosts })).status,
+    ).toBe(204);
+    expect(
+      (await send(request({ api_url: `http://[::1]:${guarded.port}/`, method: 'GET' }), { allowHosts })).status,
+    ).toBe(204);
     expect(guarded.connections).toBe(1);
     expect(guardedV6.connections).toBe(1);
   });
@@ -300,7 +352,10 @@ describe('the SSRF corpus is refused with nothing sent', () => {
   it('every literal loopback form of an un-allowed port', async () => {
     const allowHosts = allow('127.0.0.1:1', '[::1]:1');
     for (const url of corpus(guarded.port)) {
-      const error = await expectCode(send(request({ api_url: url, method: 'POST', json: { x: 1 } }), { allowHosts }), 'ssrf_blocked');
+      const error = await expectCode(
+        send(request({ api_url: url, method: 'POST', json: { x: 1 } }), { allowHosts }),
+        'ssrf_blocked',
+      );
       expect(error.details).toMatch(/loopback|unspecified/);
     }
     await settle();
@@ -310,7 +365,13 @@ describe('the SSRF corpus is refused with nothing sent', () => {
 
   it('a host name that resolves to 127.0.0.1', async () => {
     const resolver = tableResolver({ 'internal.example': ['127.0.0.1'] });
-    await expectCode(send(request({ api_url: `http://internal.example:${guarded.port}/`, method: 'GET' }), { allowHosts: NO_ALLOW_HOSTS, resolver }), 'ssrf_blocked');
+    await expectCode(
+      send(request({ api_url: `http://internal.example:${guarded.port}/`, method: 'GET' }), {
+        allowHosts: NO_ALLOW_HOSTS,
+        resolver,
+      }),
+      'ssrf_blocked',
+    );
     await settle();
     expect(resolver.calls).toEqual(['internal.example']);
     expect(guarded.connections).toBe(0);
@@ -342,21 +403,43 @@ describe('the SSRF corpus is refused with nothing sent', () => {
       response.writeHead(307, { Location: `http://sneaky.example:${guarded.port}/` }).end();
     });
     const resolver = tableResolver({ 'sneaky.example': ['127.0.0.1'] });
-    await expectCode(send(request({ api_url: redirector.origin, method: 'GET' }), { allowHosts: allow(redirector.hostPort), resolver }), 'ssrf_blocked');
+    await expectCode(
+      send(request({ api_url: redirector.origin, method: 'GET' }), {
+        allowHosts: allow(redirector.hostPort),
+        resolver,
+      }),
+      'ssrf_blocked',
+    );
     await settle();
     expect(guarded.connections).toBe(0);
   });
 
   it('file: and gopher: URLs, directly and as redirect targets', async () => {
     const allowHosts = allow(`127.0.0.1:${guarded.port}`);
-    await expectCode(send(request({ api_url: 'file:///etc/passwd', method: 'GET' }), { allowHosts }), 'unsupported_scheme');
-    await expectCode(send(request({ api_url: `gopher://127.0.0.1:${guarded.port}/`, method: 'GET' }), { allowHosts }), 'unsupported_scheme');
+    await expectCode(
+      send(request({ api_url: 'file:///etc/passwd', method: 'GET' }), { allowHosts }),
+      'unsupported_scheme',
+    );
+    await expectCode(
+      send(request({ api_url: `gopher://127.0.0.1:${guarded.port}/`, method: 'GET' }), { allowHosts }),
+      'unsupported_scheme',
+    );
     const redirector = await startPeer((received, response) => {
-      response.writeHead(301, { Location: received.url === '/file' ? 'file:///etc/passwd' : `gopher://127.0.0.1:${guarded.port}/_x` }).end();
+      response
+        .writeHead(301, {
+          Location: received.url === '/file' ? 'file:///etc/passwd' : `gopher://127.0.0.1:${guarded.port}/_x`,
+        })
+        .end();
     });
     const redirected = { allowHosts: allow(redirector.hostPort, `127.0.0.1:${guarded.port}`) };
-    await expectCode(send(request({ api_url: `${redirector.origin}/file`, method: 'GET' }), redirected), 'unsupported_scheme');
-    await expectCode(send(request({ api_url: `${redirector.origin}/gopher`, method: 'GET' }), redirected), 'unsupported_scheme');
+    await expectCode(
+      send(request({ api_url: `${redirector.origin}/file`, method: 'GET' }), redirected),
+      'unsupported_scheme',
+    );
+    await expectCode(
+      send(request({ api_url: `${redirector.origin}/gopher`, method: 'GET' }), redirected),
+      'unsupported_scheme',
+    );
     await settle();
     expect(guarded.connections).toBe(0);
   });
@@ -386,10 +469,31 @@ describe('private and public ranges through sendTargetRequest, with the connecti
   }
 
   const blocked = [
-    '10.0.0.1', '10.255.0.9', '172.16.0.1', '172.31.255.254', '192.168.0.1', '192.168.255.255', '169.254.169.254', '169.254.0.1',
-    '100.64.0.1', '100.127.255.255', 'fc00::1', 'fdff:ffff::1', 'fe80::1', 'febf::1', '::ffff:10.0.0.1', '::ffff:172.16.0.1',
-    '::ffff:192.168.1.1', '::ffff:169.254.169.254', '::ffff:100.64.0.1', '::ffff:a00:1', '64:ff9b::10.0.0.1', '64:ff9b::ac10:1',
-    '64:ff9b::c0a8:101', '64:ff9b::a9fe:a9fe', '64:ff9b::6440:1',
+    '10.0.0.1',
+    '10.255.0.9',
+    '172.16.0.1',
+    '172.31.255.254',
+    '192.168.0.1',
+    '192.168.255.255',
+    '169.254.169.254',
+    '169.254.0.1',
+    '100.64.0.1',
+    '100.127.255.255',
+    'fc00::1',
+    'fdff:ffff::1',
+    'fe80::1',
+    'febf::1',
+    '::ffff:10.0.0.1',
+    '::ffff:172.16.0.1',
+    '::ffff:192.168.1.1',
+    '::ffff:169.254.169.254',
+    '::ffff:100.64.0.1',
+    '::ffff:a00:1',
+    '64:ff9b::10.0.0.1',
+    '64:ff9b::ac10:1',
+    '64:ff9b::c0a8:101',
+    '64:ff9b::a9fe:a9fe',
+    '64:ff9b::6440:1',
   ];
   const publicAddresses = ['8.8.8.8', '1.1.1.1', '2606:4700::1111', '::ffff:8.8.8.8', '64:ff9b::808:808'];
 
@@ -397,7 +501,14 @@ describe('private and public ranges through sendTargetRequest, with the connecti
     const echo = await startPeer();
     const { attempts, transport } = recorder(echo);
     const resolver = tableResolver({ 'target.example': ['8.8.4.4', address] });
-    await expectCode(send(request({ api_url: 'https://target.example/pay', method: 'POST', json: {} }), { allowHosts: NO_ALLOW_HOSTS, resolver, transport }), 'ssrf_blocked');
+    await expectCode(
+      send(request({ api_url: 'https://target.example/pay', method: 'POST', json: {} }), {
+        allowHosts: NO_ALLOW_HOSTS,
+        resolver,
+        transport,
+      }),
+      'ssrf_blocked',
+    );
     expect(attempts).toEqual([]);
     expect(echo.connections).toBe(0);
   });
@@ -406,7 +517,10 @@ describe('private and public ranges through sendTargetRequest, with the connecti
     const echo = await startPeer();
     const { attempts, transport } = recorder(echo);
     const host = isIP(address) === 6 ? `[${address}]` : address;
-    await expectCode(send(request({ api_url: `http://${host}:8080/`, method: 'GET' }), { allowHosts: NO_ALLOW_HOSTS, transport }), 'ssrf_blocked');
+    await expectCode(
+      send(request({ api_url: `http://${host}:8080/`, method: 'GET' }), { allowHosts: NO_ALLOW_HOSTS, transport }),
+      'ssrf_blocked',
+    );
     expect(attempts).toEqual([]);
   });
 
@@ -414,7 +528,11 @@ describe('private and public ranges through sendTargetRequest, with the connecti
     const echo = await startPeer();
     const { attempts, transport } = recorder(echo);
     const resolver = tableResolver({ 'public.example': [address] });
-    const response = await send(request({ api_url: 'https://public.example:8443/x', method: 'GET' }), { allowHosts: NO_ALLOW_HOSTS, resolver, transport });
+    const response = await send(request({ api_url: 'https://public.example:8443/x', method: 'GET' }), {
+      allowHosts: NO_ALLOW_HOSTS,
+      resolver,
+      transport,
+    });
     expect(response.body.toString()).toBe('ok');
     expect(attempts).toEqual([{ hostname: 'public.example', addresses: [address] }]);
     expect(echo.received[0].headers.host).toBe('public.example:8443');
@@ -426,7 +544,9 @@ describe('private and public ranges through sendTargetRequest, with the connecti
     const { attempts, transport } = recorder(echo);
     const host = isIP(address) === 6 ? `[${address}]` : address;
     await send(request({ api_url: `http://${host}/`, method: 'GET' }), { allowHosts: NO_ALLOW_HOSTS, transport });
-    expect(attempts).toEqual([{ hostname: new URL(`http://${host}/`).hostname.replace(/^\[|\]$/g, ''), addresses: [expect.any(String)] }]);
+    expect(attempts).toEqual([
+      { hostname: new URL(`http://${host}/`).hostname.replace(/^\[|\]$/g, ''), addresses: [expect.any(String)] },
+    ]);
     expect(isIP(attempts[0].addresses[0])).not.toBe(0);
   });
 
@@ -439,10 +559,22 @@ describe('private and public ranges through sendTargetRequest, with the connecti
       return http.request({ ...rest, protocol: 'http:', hostname: '127.0.0.1', port: echo.port, agent: false });
     };
     const resolver = tableResolver({ 'two.example': ['8.8.8.8', '2606:4700::1111'] });
-    await send(request({ api_url: 'https://two.example/', method: 'GET' }), { allowHosts: NO_ALLOW_HOSTS, resolver, transport });
+    await send(request({ api_url: 'https://two.example/', method: 'GET' }), {
+      allowHosts: NO_ALLOW_HOSTS,
+      resolver,
+      transport,
+    });
     const ask = (host: string, options: Parameters<LookupFunction>[1]) =>
-      new Promise<unknown>((resolve) => lookup!(host, options, (error, address, family) => resolve(error ? 'error' : { address, family })));
-    expect(await ask('two.example', { all: true })).toEqual({ address: [{ address: '8.8.8.8', family: 4 }, { address: '2606:4700::1111', family: 6 }], family: undefined });
+      new Promise<unknown>((resolve) =>
+        lookup!(host, options, (error, address, family) => resolve(error ? 'error' : { address, family })),
+      );
+    expect(await ask('two.example', { all: true })).toEqual({
+      address: [
+        { address: '8.8.8.8', family: 4 },
+        { address: '2606:4700::1111', family: 6 },
+      ],
+      family: undefined,
+    });
     expect(await ask('two.example', {})).toEqual({ address: '8.8.8.8', family: 4 });
     expect(await ask('two.example', { family: 6 })).toEqual({ address: '2606:4700::1111', family: 6 });
     expect(await ask('other.example', { all: true })).toBe('error');
@@ -454,7 +586,8 @@ describe('connections use the checked address', () => {
     const peer = await startPeer();
     let calls = 0;
     // A rebinding resolver: the first answer is the allowed peer, any later one a forbidden address.
-    const resolver: Resolver = async () => (calls++ === 0 ? [{ address: '127.0.0.1', family: 4 }] : [{ address: '10.0.0.1', family: 4 }]);
+    const resolver: Resolver = async () =>
+      calls++ === 0 ? [{ address: '127.0.0.1', family: 4 }] : [{ address: '10.0.0.1', family: 4 }];
     const response = await send(request({ api_url: `http://pinned.example:${peer.port}/x`, method: 'GET' }), {
       allowHosts: allow(`pinned.example:${peer.port}`),
       resolver,
@@ -585,8 +718,12 @@ describe('reused connections', () => {
 describe('redirects', () => {
   it('303 after POST becomes GET without body or body headers, and reports the final URL', async () => {
     const final = await startPeer();
-    const start = await startPeer((_received, response) => response.writeHead(303, { Location: `${final.origin}/done?x=1` }).end());
-    const response = await send(request({ api_url: `${start.origin}/pay`, method: 'POST', json: { a: 1 } }), { allowHosts: allow(start.hostPort, final.hostPort) });
+    const start = await startPeer((_received, response) =>
+      response.writeHead(303, { Location: `${final.origin}/done?x=1` }).end(),
+    );
+    const response = await send(request({ api_url: `${start.origin}/pay`, method: 'POST', json: { a: 1 } }), {
+      allowHosts: allow(start.hostPort, final.hostPort),
+    });
     expect(response.url).toBe(`${final.origin}/done?x=1`);
     expect(start.received[0].method).toBe('POST');
     expect(final.received[0]).toMatchObject({ method: 'GET', url: '/done?x=1' });
@@ -606,7 +743,9 @@ describe('redirects', () => {
       if (received.url === '/start') response.writeHead(status, { Location: '/next' }).end();
       else response.end('done');
     });
-    await send(request({ api_url: `${peer.origin}/start`, method, json: { a: 1 } }), { allowHosts: allow(peer.hostPort) });
+    await send(request({ api_url: `${peer.origin}/start`, method, json: { a: 1 } }), {
+      allowHosts: allow(peer.hostPort),
+    });
     expect(peer.received[1]).toMatchObject({ method: followedMethod, url: '/next' });
     expect(peer.received[1].body.toString()).toBe(followedBody);
   });
@@ -629,7 +768,11 @@ describe('redirects', () => {
     await send(request(call('/same'), 'pay'), { allowHosts });
     await send(request(call('/cross'), 'pay'), { allowHosts });
     const sameOrigin = start.received.find((received) => received.url === '/landed')!;
-    expect(sameOrigin.headers).toMatchObject({ authorization: expect.stringMatching(/^Basic /), cookie: 'session=s', 'x-payment': 'pay' });
+    expect(sameOrigin.headers).toMatchObject({
+      authorization: expect.stringMatching(/^Basic /),
+      cookie: 'session=s',
+      'x-payment': 'pay',
+    });
     const crossOrigin = other.received[0];
     expect(crossOrigin.headers['x-trace']).toBe('t');
     expect(crossOrigin.headers.authorization).toBeUndefined();
@@ -638,14 +781,27 @@ describe('redirects', () => {
   });
 
   it('follows at most maxRedirects hops', async () => {
-    const peer = await startPeer((received, response) => response.writeHead(302, { Location: `/hop${received.url.length}` }).end());
-    await expectCode(send(request({ api_url: `${peer.origin}/`, method: 'GET' }), { allowHosts: allow(peer.hostPort), maxRedirects: 3 }), 'too_many_redirects');
+    const peer = await startPeer((received, response) =>
+      response.writeHead(302, { Location: `/hop${received.url.length}` }).end(),
+    );
+    await expectCode(
+      send(request({ api_url: `${peer.origin}/`, method: 'GET' }), {
+        allowHosts: allow(peer.hostPort),
+        maxRedirects: 3,
+      }),
+      'too_many_redirects',
+    );
     expect(peer.received).toHaveLength(4);
   });
 
   it('returns the redirect itself when maxRedirects is 0', async () => {
-    const peer = await startPeer((_received, response) => response.writeHead(302, { Location: '/elsewhere' }).end('moved'));
-    const response = await send(request({ api_url: peer.origin, method: 'GET' }), { allowHosts: allow(peer.hostPort), maxRedirects: 0 });
+    const peer = await startPeer((_received, response) =>
+      response.writeHead(302, { Location: '/elsewhere' }).end('moved'),
+    );
+    const response = await send(request({ api_url: peer.origin, method: 'GET' }), {
+      allowHosts: allow(peer.hostPort),
+      maxRedirects: 0,
+    });
     expect(response).toMatchObject({ status: 302, headers: { location: '/elsewhere' } });
     expect(response.body.toString()).toBe('moved');
     expect(peer.received).toHaveLength(1);
@@ -656,7 +812,10 @@ describe('bounds and failures', () => {
   it('times out on a target that accepts and never answers, within the bound', async () => {
     const silent = await startRawPeer(() => {});
     const started = performance.now();
-    await expectCode(send(request({ api_url: silent.origin, method: 'GET' }), { allowHosts: allow(silent.hostPort), timeoutMs: 300 }), 'timeout');
+    await expectCode(
+      send(request({ api_url: silent.origin, method: 'GET' }), { allowHosts: allow(silent.hostPort), timeoutMs: 300 }),
+      'timeout',
+    );
     const elapsed = performance.now() - started;
     expect(elapsed).toBeGreaterThanOrEqual(290);
     expect(elapsed).toBeLessThan(1_500);
@@ -669,13 +828,26 @@ describe('bounds and failures', () => {
       response.write('partial');
     });
     const started = performance.now();
-    await expectCode(send(request({ api_url: stalling.origin, method: 'GET' }), { allowHosts: allow(stalling.hostPort), timeoutMs: 300 }), 'timeout');
+    await expectCode(
+      send(request({ api_url: stalling.origin, method: 'GET' }), {
+        allowHosts: allow(stalling.hostPort),
+        timeoutMs: 300,
+      }),
+      'timeout',
+    );
     expect(performance.now() - started).toBeLessThan(1_500);
   });
 
   it('counts name resolution inside the timeout', async () => {
     const resolver: Resolver = () => new Promise(() => {});
-    await expectCode(send(request({ api_url: 'http://slow-dns.example/', method: 'GET' }), { allowHosts: NO_ALLOW_HOSTS, resolver, timeoutMs: 200 }), 'timeout');
+    await expectCode(
+      send(request({ api_url: 'http://slow-dns.example/', method: 'GET' }), {
+        allowHosts: NO_ALLOW_HOSTS,
+        resolver,
+        timeoutMs: 200,
+      }),
+      'timeout',
+    );
   });
 
   it('refuses a streamed response larger than maxResponseBytes', async () => {
@@ -685,12 +857,20 @@ describe('bounds and failures', () => {
       for (let index = 0; index < 32; index += 1) response.write(chunk);
       response.end();
     });
-    const error = await expectCode(send(request({ api_url: big.origin, method: 'GET' }), { allowHosts: allow(big.hostPort), maxResponseBytes: 1024 * 1024 }), 'response_too_large');
+    const error = await expectCode(
+      send(request({ api_url: big.origin, method: 'GET' }), {
+        allowHosts: allow(big.hostPort),
+        maxResponseBytes: 1024 * 1024,
+      }),
+      'response_too_large',
+    );
     expect(error.details).toContain('1048576');
   });
 
   it('refuses a declared Content-Length above the bound before reading it, and accepts exactly the bound', async () => {
-    const sized = await startPeer((received, response) => response.end(Buffer.alloc(received.url === '/over' ? 1001 : 1000)));
+    const sized = await startPeer((received, response) =>
+      response.end(Buffer.alloc(received.url === '/over' ? 1001 : 1000)),
+    );
     const options = { allowHosts: allow(sized.hostPort), maxResponseBytes: 1000 };
     await expectCode(send(request({ api_url: `${sized.origin}/over`, method: 'GET' }), options), 'response_too_large');
     const response = await send(request({ api_url: `${sized.origin}/exact`, method: 'GET' }), options);
@@ -702,43 +882,66 @@ describe('bounds and failures', () => {
       response.writeHead(200, { 'Content-Length': String(10 * 1024 * 1024 + 1) });
       response.end();
     });
-    await expectCode(send(request({ api_url: huge.origin, method: 'GET' }), { allowHosts: allow(huge.hostPort) }), 'response_too_large');
+    await expectCode(
+      send(request({ api_url: huge.origin, method: 'GET' }), { allowHosts: allow(huge.hostPort) }),
+      'response_too_large',
+    );
   });
 
   it('reports a refused connection as unreachable', async () => {
     const closed = await startPeer();
     await closed.close();
-    await expectCode(send(request({ api_url: closed.origin, method: 'GET' }), { allowHosts: allow(closed.hostPort) }), 'unreachable');
+    await expectCode(
+      send(request({ api_url: closed.origin, method: 'GET' }), { allowHosts: allow(closed.hostPort) }),
+      'unreachable',
+    );
   });
 
   it('reports a name that does not resolve as unreachable', async () => {
-    await expectCode(send(request({ api_url: 'http://missing.example/', method: 'GET' }), { allowHosts: NO_ALLOW_HOSTS }), 'unreachable');
+    await expectCode(
+      send(request({ api_url: 'http://missing.example/', method: 'GET' }), { allowHosts: NO_ALLOW_HOSTS }),
+      'unreachable',
+    );
   });
 
   it('reports a response that is not HTTP as malformed', async () => {
     const garbage = await startRawPeer((socket) => socket.end('SSH-2.0-OpenSSH_9.6\r\n\r\n'));
-    await expectCode(send(request({ api_url: garbage.origin, method: 'GET' }), { allowHosts: allow(garbage.hostPort) }), 'malformed_response');
+    await expectCode(
+      send(request({ api_url: garbage.origin, method: 'GET' }), { allowHosts: allow(garbage.hostPort) }),
+      'malformed_response',
+    );
   });
 
   it('reports a connection closed before any response as malformed', async () => {
     const hangUp = await startRawPeer((socket) => socket.once('data', () => socket.destroy()));
-    await expectCode(send(request({ api_url: hangUp.origin, method: 'GET' }), { allowHosts: allow(hangUp.hostPort) }), 'malformed_response');
+    await expectCode(
+      send(request({ api_url: hangUp.origin, method: 'GET' }), { allowHosts: allow(hangUp.hostPort) }),
+      'malformed_response',
+    );
   });
 
   it('reports a body cut short of its Content-Length as malformed', async () => {
     const truncated = await startRawPeer((socket) =>
       socket.once('data', () => socket.end('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly a little')),
     );
-    await expectCode(send(request({ api_url: truncated.origin, method: 'GET' }), { allowHosts: allow(truncated.hostPort) }), 'malformed_response');
+    await expectCode(
+      send(request({ api_url: truncated.origin, method: 'GET' }), { allowHosts: allow(truncated.hostPort) }),
+      'malformed_response',
+    );
   });
 
   it('refuses a redirect to a URL that cannot be parsed', async () => {
     const peer = await startPeer((_received, response) => response.writeHead(302, { Location: 'http://[bad' }).end());
-    await expectCode(send(request({ api_url: peer.origin, method: 'GET' }), { allowHosts: allow(peer.hostPort) }), 'malformed_response');
+    await expectCode(
+      send(request({ api_url: peer.origin, method: 'GET' }), { allowHosts: allow(peer.hostPort) }),
+      'malformed_response',
+    );
   });
 
   it('needs a positive timeout', async () => {
-    await expect(send(request({ api_url: 'http://127.0.0.1:1/', method: 'GET' }), { allowHosts: NO_ALLOW_HOSTS, timeoutMs: 0 })).rejects.toThrow(RangeError);
+    await expect(
+      send(request({ api_url: 'http://127.0.0.1:1/', method: 'GET' }), { allowHosts: NO_ALLOW_HOSTS, timeoutMs: 0 }),
+    ).rejects.toThrow(RangeError);
   });
 });
 
@@ -760,6 +963,11 @@ describe('safeResponseHeaders', () => {
       'alt-svc': 'h3=":443"',
       vary: undefined,
     });
-    expect(headers).toEqual({ 'content-type': 'text/plain', 'content-encoding': 'gzip', 'set-cookie': ['a=1', 'b=2'], 'x-payment-response': 'e30=' });
+    expect(headers).toEqual({
+      'content-type': 'text/plain',
+      'content-encoding': 'gzip',
+      'set-cookie': ['a=1', 'b=2'],
+      'x-payment-response': 'e30=',
+    });
   });
 });

@@ -20,7 +20,11 @@ let chains: Chains;
 
 beforeAll(async () => {
   peers = await startPeers({ networks: [...NETWORKS], pricesMicroUsdc: { paid: PRICE_MICRO_USDC } });
-  const networks: NetworkSettings[] = NETWORKS.map((name) => ({ name, rpcUrl: peers.rpcUrls[name]!, usdc: NETWORK_TABLE[name].usdc }));
+  const networks: NetworkSettings[] = NETWORKS.map((name) => ({
+    name,
+    rpcUrl: peers.rpcUrls[name]!,
+    usdc: NETWORK_TABLE[name].usdc,
+  }));
   chains = await createChains({
     networks,
     evmPrivateKey: peers.wallets.service.evm.privateKey,
@@ -34,7 +38,9 @@ afterAll(async () => {
 });
 
 function serviceAddress(network: NetworkName): string {
-  return NETWORK_TABLE[network].chainType === 'evm' ? peers.wallets.service.evm.address : peers.wallets.service.solana.address;
+  return NETWORK_TABLE[network].chainType === 'evm'
+    ? peers.wallets.service.evm.address
+    : peers.wallets.service.solana.address;
 }
 
 /** The paying flow, with plain fetch to the local target. */
@@ -44,7 +50,10 @@ async function payTarget(url: string, maxAmountMicroUsdc = CEILING_MICRO_USDC) {
   const parsed = parsePaymentRequired(await unpaid.text());
   if (!parsed.ok) throw new Error(`402 body refused: ${parsed.reason}`);
   expect(parsed.value.skipped).toEqual([]);
-  const choice = chooseRequirement(parsed.value.body.accepts, { networks: chains.payingNetworks(), maxAmountMicroUsdc });
+  const choice = chooseRequirement(parsed.value.body.accepts, {
+    networks: chains.payingNetworks(),
+    maxAmountMicroUsdc,
+  });
   if (!choice.ok) return { choice, paid: undefined };
   const prepared = await chains.createPayment(choice.value, { now: new Date() });
   if (!prepared.ok) throw new Error(`payment not prepared: ${prepared.reason}: ${prepared.details}`);
@@ -68,7 +77,9 @@ describe.each(NETWORKS)('paying a %s target', (network) => {
     expect(await paid!.json()).toMatchObject({ ok: true, route: 'paid', network });
 
     // The target received exactly our header, and it decodes as the payment we built.
-    const received = target.requests.filter((request) => request.route === 'paid' && request.payment === prepared!.header);
+    const received = target.requests.filter(
+      (request) => request.route === 'paid' && request.payment === prepared!.header,
+    );
     expect(received).toHaveLength(1);
     expect(decodePaymentHeader(prepared!.header)).toEqual({ ok: true, value: prepared!.payment });
 
@@ -92,7 +103,10 @@ describe.each(NETWORKS)('paying a %s target', (network) => {
         value: { state: 'settled', transactionHash: settlement.value.transaction, blockNumber: expect.any(BigInt) },
       });
     } else {
-      const status = await chains.svm.waitForSignature(network, settlement.value.transaction, { timeoutMs: 5_000, pollMs: 20 });
+      const status = await chains.svm.waitForSignature(network, settlement.value.transaction, {
+        timeoutMs: 5_000,
+        pollMs: 20,
+      });
       expect(status).toMatchObject({ ok: true, value: { found: true, failed: false } });
     }
     const ourBalance = network.startsWith('solana')
@@ -117,7 +131,11 @@ describe.each(NETWORKS)('paying a %s target', (network) => {
     const before = await peers.usdcBalance(network, serviceAddress(network));
     const { choice, paid } = await payTarget(target.routes.paid.url, PRICE_MICRO_USDC - 1n);
     expect(paid).toBeUndefined();
-    expect(choice).toMatchObject({ ok: false, reason: 'no_payable_requirement', refusals: [{ reason: 'amount_over_ceiling' }] });
+    expect(choice).toMatchObject({
+      ok: false,
+      reason: 'no_payable_requirement',
+      refusals: [{ reason: 'amount_over_ceiling' }],
+    });
     expect(await peers.usdcBalance(network, serviceAddress(network))).toBe(before);
   });
 });
@@ -128,15 +146,37 @@ describe('our balance before signing', () => {
     const unpaid = await fetch(peers.targets['base-sepolia']!.routes.paid.url);
     const parsed = parsePaymentRequired(await unpaid.text());
     if (!parsed.ok) throw new Error(parsed.details);
-    const choice = chooseRequirement(parsed.value.body.accepts, { networks: chains.payingNetworks(), maxAmountMicroUsdc: CEILING_MICRO_USDC });
+    const choice = chooseRequirement(parsed.value.body.accepts, {
+      networks: chains.payingNetworks(),
+      maxAmountMicroUsdc: CEILING_MICRO_USDC,
+    });
     if (!choice.ok) throw new Error(choice.details);
     const balance = await peers.usdcBalance('base-sepolia', peers.wallets.service.evm.address);
     const reads: bigint[] = [];
     const read = chains.evm.usdcBalance.bind(chains.evm);
-    const counted = { ...chains, evm: { ...chains.evm, usdcBalance: async (...args: Parameters<typeof read>) => { const result = await read(...args); if (result.ok) reads.push(result.value); return result; } } } as Chains;
+    const counted = {
+      ...chains,
+      evm: {
+        ...chains.evm,
+        usdcBalance: async (...args: Parameters<typeof read>) => {
+          const result = await read(...args);
+          if (result.ok) reads.push(result.value);
+          return result;
+        },
+      },
+    } as Chains;
     let now = Date.now();
     const deps = { chains: counted, clock: { now: () => new Date(now) }, balances: new WalletBalances() };
-    const sign = (amount: bigint) => signTargetPayment(deps, { ...choice.value, amountMicroUsdc: amount, requirements: { ...choice.value.requirements, maxAmountRequired: String(amount) } }, { windowSeconds: 60 });
+    const sign = (amount: bigint) =>
+      signTargetPayment(
+        deps,
+        {
+          ...choice.value,
+          amountMicroUsdc: amount,
+          requirements: { ...choice.value.requirements, maxAmountRequired: String(amount) },
+        },
+        { windowSeconds: 60 },
+      );
 
     expect((await sign(PRICE_MICRO_USDC)).ok).toBe(true);
     expect((await sign(PRICE_MICRO_USDC)).ok).toBe(true);

@@ -32,7 +32,12 @@ afterAll(async () => {
   await new Promise((resolve) => server.close(resolve));
 });
 
-const payment: PaymentPayload = { x402Version: 1, scheme: 'exact', network: 'base-sepolia', payload: { transaction: 'AA==' } };
+const payment: PaymentPayload = {
+  x402Version: 1,
+  scheme: 'exact',
+  network: 'base-sepolia',
+  payload: { transaction: 'AA==' },
+};
 const requirements = { network: 'base-sepolia', maxAmountRequired: '1' } as PaymentRequirements;
 
 async function settle(next: Reply, timeoutMs = 2_000) {
@@ -43,33 +48,69 @@ async function settle(next: Reply, timeoutMs = 2_000) {
 
 describe('settleWithFacilitator', () => {
   it('posts x402Version 1 with the payment and the requirements to /settle', async () => {
-    const answer = await settle({ status: 200, body: JSON.stringify({ success: true, transaction: '0xabc', network: 'base-sepolia', payer: '0x1' }) });
+    const answer = await settle({
+      status: 200,
+      body: JSON.stringify({ success: true, transaction: '0xabc', network: 'base-sepolia', payer: '0x1' }),
+    });
     expect(answer).toEqual({ kind: 'settled', transaction: '0xabc', payer: '0x1' });
-    expect(received).toEqual([{ method: 'POST', path: '/settle', body: { x402Version: 1, paymentPayload: payment, paymentRequirements: requirements } }]);
+    expect(received).toEqual([
+      {
+        method: 'POST',
+        path: '/settle',
+        body: { x402Version: 1, paymentPayload: payment, paymentRequirements: requirements },
+      },
+    ]);
   });
 
   it('sorts every answer into settled, unconfirmed, refused or unknown', async () => {
-    expect(await settle({ status: 200, body: JSON.stringify({ success: false, errorReason: 'receipt_timeout', transaction: '0xdef' }) })).toEqual({
+    expect(
+      await settle({
+        status: 200,
+        body: JSON.stringify({ success: false, errorReason: 'receipt_timeout', transaction: '0xdef' }),
+      }),
+    ).toEqual({
       kind: 'unconfirmed',
       transaction: '0xdef',
       errorReason: 'receipt_timeout',
     });
-    expect(await settle({ status: 200, body: JSON.stringify({ success: false, errorReason: 'insufficient_funds', transaction: '' }) })).toEqual({
+    expect(
+      await settle({
+        status: 200,
+        body: JSON.stringify({ success: false, errorReason: 'insufficient_funds', transaction: '' }),
+      }),
+    ).toEqual({
       kind: 'refused',
       errorReason: 'insufficient_funds',
     });
-    expect(await settle({ status: 400, body: JSON.stringify({ success: false, errorReason: 'invalid_payload' }) })).toEqual({ kind: 'refused', errorReason: 'invalid_payload' });
-    expect(await settle({ status: 400, body: 'nope' })).toEqual({ kind: 'refused', errorReason: 'facilitator_http_400' });
+    expect(
+      await settle({ status: 400, body: JSON.stringify({ success: false, errorReason: 'invalid_payload' }) }),
+    ).toEqual({ kind: 'refused', errorReason: 'invalid_payload' });
+    expect(await settle({ status: 400, body: 'nope' })).toEqual({
+      kind: 'refused',
+      errorReason: 'facilitator_http_400',
+    });
     // Success without a transaction, a server error, an unreadable body: the payment may or may not have moved.
-    expect(await settle({ status: 200, body: JSON.stringify({ success: true, transaction: '' }) })).toMatchObject({ kind: 'unknown' });
-    expect(await settle({ status: 502, body: JSON.stringify({ success: false, transaction: '' }) })).toMatchObject({ kind: 'unknown' });
+    expect(await settle({ status: 200, body: JSON.stringify({ success: true, transaction: '' }) })).toMatchObject({
+      kind: 'unknown',
+    });
+    expect(await settle({ status: 502, body: JSON.stringify({ success: false, transaction: '' }) })).toMatchObject({
+      kind: 'unknown',
+    });
     expect(await settle({ status: 200, body: '<html>' })).toMatchObject({ kind: 'unknown' });
-    expect(await settle({ status: 200, body: JSON.stringify({ success: 'yes', transaction: '0x1' }) })).toMatchObject({ kind: 'unknown' });
+    expect(await settle({ status: 200, body: JSON.stringify({ success: 'yes', transaction: '0x1' }) })).toMatchObject({
+      kind: 'unknown',
+    });
   });
 
   it('gives up at the timeout and on an answer larger than a settlement response can be, as unknown', async () => {
-    expect(await settle({ status: 200, body: JSON.stringify({ success: true, transaction: '0x1' }), delayMs: 500 }, 50)).toMatchObject({ kind: 'unknown' });
-    const huge = JSON.stringify({ success: true, transaction: '0x1', padding: 'x'.repeat(MAX_FACILITATOR_RESPONSE_BYTES) });
+    expect(
+      await settle({ status: 200, body: JSON.stringify({ success: true, transaction: '0x1' }), delayMs: 500 }, 50),
+    ).toMatchObject({ kind: 'unknown' });
+    const huge = JSON.stringify({
+      success: true,
+      transaction: '0x1',
+      padding: 'x'.repeat(MAX_FACILITATOR_RESPONSE_BYTES),
+    });
     expect(await settle({ status: 200, body: huge })).toMatchObject({ kind: 'unknown' });
   });
 
@@ -78,7 +119,9 @@ describe('settleWithFacilitator', () => {
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const port = (closed.address() as { port: number }).port;
     await new Promise((resolve) => closed.close(resolve));
-    expect(await settleWithFacilitator(`http://127.0.0.1:${port}`, payment, requirements, { timeoutMs: 1_000 })).toMatchObject({ kind: 'unknown' });
+    expect(
+      await settleWithFacilitator(`http://127.0.0.1:${port}`, payment, requirements, { timeoutMs: 1_000 }),
+    ).toMatchObject({ kind: 'unknown' });
   });
 });
 
@@ -92,7 +135,11 @@ describe('SubmissionQueue', () => {
       events.push(`end ${name}`);
       return name;
     };
-    const results = await Promise.all([queue.run('a', work('a1', 30)), queue.run('a', work('a2', 1)), queue.run('b', work('b1', 1))]);
+    const results = await Promise.all([
+      queue.run('a', work('a1', 30)),
+      queue.run('a', work('a2', 1)),
+      queue.run('b', work('b1', 1)),
+    ]);
     expect(results).toEqual(['a1', 'a2', 'b1']);
     expect(events.indexOf('end a1')).toBeLessThan(events.indexOf('start a2'));
     expect(events.indexOf('end b1')).toBeLessThan(events.indexOf('end a1'));

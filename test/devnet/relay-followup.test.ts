@@ -15,9 +15,22 @@ import { admitClientPayment } from '../../payments/relay/admit';
 import { followUpRefund, followUpRelay, MAX_REFUND_ATTEMPTS } from '../../payments/relay/followUp';
 import { scheduleRefund, targetPaymentOf, watchTargetPayment } from '../../payments/relay/outcome';
 import { SubmissionQueue } from '../../payments/networks/submissions';
-import { claimSettlement, findRelayTransaction, markSettled, recordClientPayment, recordTargetPayment } from '../../payments/incoming/store';
+import {
+  claimSettlement,
+  findRelayTransaction,
+  markSettled,
+  recordClientPayment,
+  recordTargetPayment,
+} from '../../payments/incoming/store';
 import { DEFAULT_RELAY_LIMITS, relayRequirements, verifyClientPayment } from '../../payments/incoming/index';
-import { decidePayment, paymentRequiredOf, signedFacts, signTargetPayment, readPaymentOnChain, WalletBalances } from '../../payments/outgoing/index';
+import {
+  decidePayment,
+  paymentRequiredOf,
+  signedFacts,
+  signTargetPayment,
+  readPaymentOnChain,
+  WalletBalances,
+} from '../../payments/outgoing/index';
 import { findWebhook } from '../../payments/webhooks';
 import { startPeers, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
 import { generateSolanaKey } from '../../devnet/svm/keys';
@@ -34,7 +47,11 @@ let deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'submissions' | 'config' | 'rel
 beforeAll(async () => {
   peers = await startPeers({ networks: ['base-sepolia', 'solana-devnet'] });
   chains = await createChains({
-    networks: (['base-sepolia', 'solana-devnet'] as const).map((name) => ({ name, rpcUrl: peers.rpcUrls[name]!, usdc: NETWORK_TABLE[name].usdc })),
+    networks: (['base-sepolia', 'solana-devnet'] as const).map((name) => ({
+      name,
+      rpcUrl: peers.rpcUrls[name]!,
+      usdc: NETWORK_TABLE[name].usdc,
+    })),
     evmPrivateKey: peers.wallets.service.evm.privateKey,
     solanaPrivateKey: peers.wallets.service.solana.secretKeyBase58,
   });
@@ -85,26 +102,47 @@ async function settledRow(network: 'base-sepolia' | 'solana-devnet', payer: stri
 
 describe('a payment whose request died before it was settled', () => {
   it('is given up once the request must be over; its daily spend is taken back; nothing moved', async () => {
-    const offer = relayRequirements(chains, 'base-sepolia', { amountMicroUsdc: 10_300n, resource: 'http://127.0.0.1/relay' });
+    const offer = relayRequirements(chains, 'base-sepolia', {
+      amountMicroUsdc: 10_300n,
+      resource: 'http://127.0.0.1/relay',
+    });
     if (!offer.ok) throw new Error(offer.details);
     const { header, payment } = await peers.signEvmPayment(offer.value as PeerRequirements);
     const verified = await verifyClientPayment(header, [offer.value], deps);
     if (!verified.ok) throw new Error(verified.details);
     const day = utcDay(new Date());
-    const admitted = await admitClientPayment(db, verified.value, { mode: 'relay', spendDay: day }, { perWalletMicro: 100_000_000n, systemMicro: 1_000_000_000n, finishBy: new Date() });
+    const admitted = await admitClientPayment(
+      db,
+      verified.value,
+      { mode: 'relay', spendDay: day },
+      { perWalletMicro: 100_000_000n, systemMicro: 1_000_000_000n, finishBy: new Date() },
+    );
     if (!admitted.ok) throw new Error(admitted.reason);
-    const wallet = { scope: 'relay_wallet' as const, scopeId: verified.value.payer, networkClass: 'testnet' as const, day };
+    const wallet = {
+      scope: 'relay_wallet' as const,
+      scopeId: verified.value.payer,
+      networkClass: 'testnet' as const,
+      day,
+    };
     expect(await spentOn(db, wallet)).toBe(10_300n);
 
     expect(await followUpRelay(admitted.value.id, deps)).toMatchObject({ done: false });
     expect((await findRelayTransaction(db, admitted.value.id))!.state).toBe('received');
     const abandoned = { ...deps, clock: later(ABANDONED_AFTER_MS + 1) };
     expect(await followUpRelay(admitted.value.id, abandoned)).toMatchObject({ done: true });
-    expect(await findRelayTransaction(db, admitted.value.id)).toMatchObject({ state: 'settle_failed', failure_reason: 'abandoned', spend_day: null });
+    expect(await findRelayTransaction(db, admitted.value.id)).toMatchObject({
+      state: 'settle_failed',
+      failure_reason: 'abandoned',
+      spend_day: null,
+    });
     expect(await spentOn(db, wallet)).toBe(0n);
     expect(await followUpRelay(admitted.value.id, abandoned)).toMatchObject({ done: true });
     expect(await spentOn(db, wallet)).toBe(0n);
-    const nonceUsed = await chains.evm.authorizationState('base-sepolia', payment.payload.authorization.from, payment.payload.authorization.nonce);
+    const nonceUsed = await chains.evm.authorizationState(
+      'base-sepolia',
+      payment.payload.authorization.from,
+      payment.payload.authorization.nonce,
+    );
     expect(nonceUsed).toEqual({ ok: true, value: false });
   });
 });
@@ -113,12 +151,22 @@ describe('a target that charged after its request was gone', () => {
   it('the watch reads our payment on-chain: delivered, and the record says no_refund_needed', async () => {
     const id = await settledRow('base-sepolia', peers.wallets.client.evm.address, `0x${'ab'.repeat(32)}`);
     const url = peers.targets['base-sepolia']!.routes.paid.url;
-    const required = paymentRequiredOf({ status: 402, headers: {}, body: Buffer.from(await (await fetch(url)).text()), url });
+    const required = paymentRequiredOf({
+      status: 402,
+      headers: {},
+      body: Buffer.from(await (await fetch(url)).text()),
+      url,
+    });
     const decision = decidePayment(required!, { chains, maxAmountMicroUsdc: 1_000_000n });
     if (!decision.ok) throw new Error(decision.details);
     const signed = await signTargetPayment(deps, decision.choice, { windowSeconds: 60 });
     if (!signed.ok) throw new Error(signed.details);
-    await recordTargetPayment(db, id, { network: 'base-sepolia', amountMicroUsdc: decision.choice.amountMicroUsdc, paymentRef: signed.value.reference, ...signedFacts(signed.value) });
+    await recordTargetPayment(db, id, {
+      network: 'base-sepolia',
+      amountMicroUsdc: decision.choice.amountMicroUsdc,
+      paymentRef: signed.value.reference,
+      ...signedFacts(signed.value),
+    });
     const watched = await watchTargetPayment(db, id, { targetStatus: 402 });
     expect(await followUpRelay(id, deps)).toMatchObject({ done: false });
 
@@ -128,9 +176,18 @@ describe('a target that charged after its request was gone', () => {
     expect(done).toMatchObject({ done: true, details: expect.stringContaining('the target charged') });
     const row = (await findRelayTransaction(db, id))!;
     expect(row).toMatchObject({ state: 'delivered', target_tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
-    expect(await readPaymentOnChain(chains, targetPaymentOf(row), { now: new Date() })).toMatchObject({ state: 'settled' });
-    expect(await findWebhook(db, watched!.webhookId)).toMatchObject({ status: 'no_refund_needed', txHash: row.target_tx_hash, relayTxId: Number(id) });
-    expect(await followUpRelay(id, deps)).toMatchObject({ done: true, details: expect.stringContaining('nothing to do') });
+    expect(await readPaymentOnChain(chains, targetPaymentOf(row), { now: new Date() })).toMatchObject({
+      state: 'settled',
+    });
+    expect(await findWebhook(db, watched!.webhookId)).toMatchObject({
+      status: 'no_refund_needed',
+      txHash: row.target_tx_hash,
+      relayTxId: Number(id),
+    });
+    expect(await followUpRelay(id, deps)).toMatchObject({
+      done: true,
+      details: expect.stringContaining('nothing to do'),
+    });
   });
 });
 
@@ -145,8 +202,15 @@ describe('a refund that cannot be made', () => {
 
     const steps = [];
     for (let attempt = 1; attempt <= MAX_REFUND_ATTEMPTS + 1; attempt += 1) steps.push(await followUpRefund(id, deps));
-    expect(steps.slice(0, MAX_REFUND_ATTEMPTS - 1).every((step) => !step.done && step.details.includes('destination_account_missing'))).toBe(true);
-    expect(steps[MAX_REFUND_ATTEMPTS - 1]).toMatchObject({ done: true, details: `refund given up after ${MAX_REFUND_ATTEMPTS} attempts` });
+    expect(
+      steps
+        .slice(0, MAX_REFUND_ATTEMPTS - 1)
+        .every((step) => !step.done && step.details.includes('destination_account_missing')),
+    ).toBe(true);
+    expect(steps[MAX_REFUND_ATTEMPTS - 1]).toMatchObject({
+      done: true,
+      details: `refund given up after ${MAX_REFUND_ATTEMPTS} attempts`,
+    });
     const refunds = await db.selectFrom('refunds').selectAll().where('relay_transaction_id', '=', id).execute();
     expect(refunds.map((refund) => refund.status)).toEqual(Array(MAX_REFUND_ATTEMPTS).fill('failed'));
     expect((await findRelayTransaction(db, id))!.state).toBe('refund_failed');

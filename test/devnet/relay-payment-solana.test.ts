@@ -32,7 +32,12 @@ import {
   DEFAULT_RELAY_LIMITS,
 } from '../../payments/incoming/index';
 import type { PaymentRequirements } from '../../payments/x402/types';
-import { startPeers, type Peers, type PaymentRequirements as PeerRequirements, type SolanaPaymentOverrides } from '../../devnet/index';
+import {
+  startPeers,
+  type Peers,
+  type PaymentRequirements as PeerRequirements,
+  type SolanaPaymentOverrides,
+} from '../../devnet/index';
 import { generateSolanaKey } from '../../devnet/svm/keys';
 import { memoInstruction } from '../../devnet/svm/payment-client';
 import { createTestDatabase, type TestDatabase } from '../support/database';
@@ -62,7 +67,13 @@ beforeAll(async () => {
   database = await createTestDatabase();
   db = database.handle.db;
   const submissions = new SubmissionQueue();
-  direct = { chains, clock: systemClock, submissions, relayLimits: { ...DEFAULT_RELAY_LIMITS, confirmationTimeoutMs: 10_000, confirmationPollMs: 20 }, config: loadConfig({}) };
+  direct = {
+    chains,
+    clock: systemClock,
+    submissions,
+    relayLimits: { ...DEFAULT_RELAY_LIMITS, confirmationTimeoutMs: 10_000, confirmationPollMs: 20 },
+    config: loadConfig({}),
+  };
   viaFacilitator = { ...direct, config: { ...direct.config, facilitatorUrl: peers.facilitator.url } };
 });
 
@@ -76,7 +87,11 @@ const service = () => peers.wallets.service.solana.address;
 const client = () => peers.wallets.client.solana.address;
 
 function offer(solanaFeePayer?: string): PaymentRequirements {
-  const requirements = relayRequirements(chains, NETWORK, { amountMicroUsdc: PRICE_MICRO_USDC, resource: 'http://127.0.0.1/relay', solanaFeePayer });
+  const requirements = relayRequirements(chains, NETWORK, {
+    amountMicroUsdc: PRICE_MICRO_USDC,
+    resource: 'http://127.0.0.1/relay',
+    solanaFeePayer,
+  });
   if (!requirements.ok) throw new Error(requirements.details);
   return requirements.value;
 }
@@ -86,7 +101,10 @@ function offer(solanaFeePayer?: string): PaymentRequirements {
 let paymentCount = 0;
 function pay(requirements: PaymentRequirements, overrides?: SolanaPaymentOverrides) {
   paymentCount += 1;
-  return peers.createSolanaPayment(requirements as PeerRequirements, { computeUnitLimit: 20_000 + paymentCount, ...overrides });
+  return peers.createSolanaPayment(requirements as PeerRequirements, {
+    computeUnitLimit: 20_000 + paymentCount,
+    ...overrides,
+  });
 }
 
 async function balances() {
@@ -117,7 +135,11 @@ async function httpayerPayment(requirements: PaymentRequirements, signer = peers
 async function landedAs(signature: string, sentBase64: string) {
   const found = await chains.svm.networks
     .get(NETWORK)!
-    .rpc.getTransaction(signature as Signature, { encoding: 'base64', maxSupportedTransactionVersion: 0, commitment: 'confirmed' })
+    .rpc.getTransaction(signature as Signature, {
+      encoding: 'base64',
+      maxSupportedTransactionVersion: 0,
+      commitment: 'confirmed',
+    })
     .send();
   if (!found) throw new Error(`${signature} has not landed`);
   const landed = getTransactionDecoder().decode(getBase64Encoder().encode(found.transaction[0]));
@@ -137,7 +159,12 @@ async function landedAs(signature: string, sentBase64: string) {
 describe('a client paying us on solana-devnet', () => {
   it('verifies a payment with our wallet as fee payer: payer, exact amount, the payer signature as idempotency key', async () => {
     const requirements = offer();
-    expect(requirements).toMatchObject({ network: NETWORK, payTo: service(), asset: USDC, extra: { feePayer: service() } });
+    expect(requirements).toMatchObject({
+      network: NETWORK,
+      payTo: service(),
+      asset: USDC,
+      extra: { feePayer: service() },
+    });
     const { header, payment } = await pay(requirements);
     const result = await verifyClientPayment(header, [requirements], direct);
     expect(result).toEqual({
@@ -149,7 +176,11 @@ describe('a client paying us on solana-devnet', () => {
         payTo: service(),
         asset: USDC,
         amountMicroUsdc: PRICE_MICRO_USDC,
-        idempotencyKey: { network: NETWORK, asset: USDC, nonceKey: expect.stringMatching(/^[1-9A-HJ-NP-Za-km-z]{64,88}$/) },
+        idempotencyKey: {
+          network: NETWORK,
+          asset: USDC,
+          nonceKey: expect.stringMatching(/^[1-9A-HJ-NP-Za-km-z]{64,88}$/),
+        },
         payment,
         requirements,
       },
@@ -164,7 +195,14 @@ describe('a client paying us on solana-devnet', () => {
     const feePayerAsAuthority = (standard: Instruction[]) => [
       standard[0]!,
       standard[1]!,
-      getTransferCheckedInstruction({ source: serviceAccount, mint: USDC, destination: serviceAccount, authority: service(), amount: PRICE_MICRO_USDC, decimals: 6 }),
+      getTransferCheckedInstruction({
+        source: serviceAccount,
+        mint: USDC,
+        destination: serviceAccount,
+        authority: service(),
+        amount: PRICE_MICRO_USDC,
+        decimals: 6,
+      }),
     ];
     const cases: Array<[string, SolanaPaymentOverrides]> = [
       ['wrong_recipient', { destination: targetAccount }],
@@ -179,8 +217,27 @@ describe('a client paying us on solana-devnet', () => {
       ['invalid_transaction', { instructions: (standard) => [standard[1]!, standard[0]!, standard[2]!] }],
       ['network_not_offered', { network: 'solana' }],
       ['invalid_transaction', { memo: 'one', instructions: (standard) => [...standard, memoInstruction('two')] }],
-      ['fee_payer_in_instruction', { version: 'legacy', instructions: (standard) => [...standard, memoInstruction('ours', { signers: [service()] })] }],
-      ['invalid_transaction', { memo: 'x', instructions: (standard) => [...standard, getTransferSolInstruction({ source: peers.wallets.client.solana.signer, destination: service(), amount: 1n })] }],
+      [
+        'fee_payer_in_instruction',
+        {
+          version: 'legacy',
+          instructions: (standard) => [...standard, memoInstruction('ours', { signers: [service()] })],
+        },
+      ],
+      [
+        'invalid_transaction',
+        {
+          memo: 'x',
+          instructions: (standard) => [
+            ...standard,
+            getTransferSolInstruction({
+              source: peers.wallets.client.solana.signer,
+              destination: service(),
+              amount: 1n,
+            }),
+          ],
+        },
+      ],
       ['invalid_transaction', { addressLookupTables: { [peers.wallets.target.solana.address]: [USDC] } }],
       ['wrong_amount', { version: 'legacy', memo: 'x', amount: PRICE_MICRO_USDC - 1n }],
       ['wrong_recipient', { version: 'legacy', destination: targetAccount }],
@@ -198,7 +255,10 @@ describe('a client paying us on solana-devnet', () => {
     const stranger = await generateSolanaKey();
     await peers.createUsdcAccount(NETWORK, stranger.address);
     const poor = await peers.createSolanaPayment(requirements as PeerRequirements, undefined, stranger.secretKey);
-    expect(await verifyClientPayment(poor.header, [requirements], direct)).toMatchObject({ ok: false, reason: 'insufficient_funds' });
+    expect(await verifyClientPayment(poor.header, [requirements], direct)).toMatchObject({
+      ok: false,
+      reason: 'insufficient_funds',
+    });
 
     const { payment } = await pay(requirements);
     const wire = Buffer.from(payment.payload.transaction, 'base64');
@@ -206,7 +266,10 @@ describe('a client paying us on solana-devnet', () => {
     wire[1 + 64 + 10] ^= 0xff;
     const tampered = { ...payment, payload: { transaction: wire.toString('base64') } };
     const header = Buffer.from(JSON.stringify(tampered)).toString('base64');
-    expect(await verifyClientPayment(header, [requirements], direct)).toMatchObject({ ok: false, reason: 'invalid_signature' });
+    expect(await verifyClientPayment(header, [requirements], direct)).toMatchObject({
+      ok: false,
+      reason: 'invalid_signature',
+    });
   });
 
   it('settles with our wallet as fee payer while the payer holds no SOL: exact balances, signature stored', async () => {
@@ -223,12 +286,19 @@ describe('a client paying us on solana-devnet', () => {
     expect(after.service).toBe(before.service + PRICE_MICRO_USDC);
     expect(after.clientLamports).toBe(0n);
     expect(after.serviceLamports).toBeLessThan(before.serviceLamports);
-    expect(await findRelayTransaction(db, row.id)).toMatchObject({ state: 'settled', settle_method: 'direct', client_tx_hash: outcome.settled && outcome.txHash });
+    expect(await findRelayTransaction(db, row.id)).toMatchObject({
+      state: 'settled',
+      settle_method: 'direct',
+      client_tx_hash: outcome.settled && outcome.txHash,
+    });
     const status = await chains.svm.signatureStatus(NETWORK, outcome.settled ? outcome.txHash : '');
     expect(status).toMatchObject({ ok: true, value: { found: true, failed: false } });
 
     // The same X-PAYMENT again: refused by the database before anything, and by the cluster check too.
-    expect(await verifyClientPayment(header, [requirements], direct)).toMatchObject({ ok: false, reason: 'nonce_already_used' });
+    expect(await verifyClientPayment(header, [requirements], direct)).toMatchObject({
+      ok: false,
+      reason: 'nonce_already_used',
+    });
     expect(await balances()).toEqual(after);
   });
 
@@ -261,7 +331,11 @@ describe('a client paying us on solana-devnet', () => {
         feePayerSignature: outcome.txHash,
         payerSignatureKept: true,
       });
-      expect(await findRelayTransaction(db, row.id)).toMatchObject({ state: 'settled', settle_method: 'direct', client_tx_hash: outcome.txHash });
+      expect(await findRelayTransaction(db, row.id)).toMatchObject({
+        state: 'settled',
+        settle_method: 'direct',
+        client_tx_hash: outcome.txHash,
+      });
     }
   });
 
@@ -306,7 +380,7 @@ describe('a client paying us on solana-devnet', () => {
     expect(await balances()).toEqual(before);
   });
 
-  it("settles through the facilitator when its fee payer is the one offered; we pay no fee", async () => {
+  it('settles through the facilitator when its fee payer is the one offered; we pay no fee', async () => {
     const requirements = offer(peers.facilitator.solanaFeePayer);
     const { header } = await pay(requirements);
     const before = await balances();
@@ -326,7 +400,11 @@ describe('a client paying us on solana-devnet', () => {
     const before = await balances();
     const row = await record(header, [requirements], viaFacilitator);
     expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ settled: false, reason: 'invalid_offer' });
-    expect(await findRelayTransaction(db, row.id)).toMatchObject({ state: 'settle_failed', failure_reason: 'invalid_offer', client_tx_hash: null });
+    expect(await findRelayTransaction(db, row.id)).toMatchObject({
+      state: 'settle_failed',
+      failure_reason: 'invalid_offer',
+      client_tx_hash: null,
+    });
     expect(await refundClientPayment(db, row.id, direct)).toMatchObject({ refunded: false, reason: 'not_refundable' });
     expect(await balances()).toEqual(before);
   });

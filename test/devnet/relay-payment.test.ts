@@ -26,7 +26,13 @@ import {
 import { claimSettlement } from '../../payments/incoming/store';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { localTransport } from '../../devnet/evm/chain';
-import { encodePaymentHeader, startPeers, type AuthorizationOverrides, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
+import {
+  encodePaymentHeader,
+  startPeers,
+  type AuthorizationOverrides,
+  type Peers,
+  type PaymentRequirements as PeerRequirements,
+} from '../../devnet/index';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 
 const EVM_NETWORKS = ['base-sepolia', 'skale-base-sepolia'] as const;
@@ -44,12 +50,26 @@ let viaFacilitator: Settling;
 
 beforeAll(async () => {
   peers = await startPeers({ networks: [...EVM_NETWORKS] });
-  const networks: NetworkSettings[] = EVM_NETWORKS.map((name) => ({ name, rpcUrl: peers.rpcUrls[name]!, usdc: NETWORK_TABLE[name].usdc }));
-  chains = await createChains({ networks, evmPrivateKey: peers.wallets.service.evm.privateKey, solanaPrivateKey: undefined });
+  const networks: NetworkSettings[] = EVM_NETWORKS.map((name) => ({
+    name,
+    rpcUrl: peers.rpcUrls[name]!,
+    usdc: NETWORK_TABLE[name].usdc,
+  }));
+  chains = await createChains({
+    networks,
+    evmPrivateKey: peers.wallets.service.evm.privateKey,
+    solanaPrivateKey: undefined,
+  });
   database = await createTestDatabase();
   db = database.handle.db;
   const submissions = new SubmissionQueue();
-  direct = { chains, clock: systemClock, submissions, relayLimits: { ...DEFAULT_RELAY_LIMITS, confirmationTimeoutMs: 10_000, confirmationPollMs: 20 }, config: loadConfig({}) };
+  direct = {
+    chains,
+    clock: systemClock,
+    submissions,
+    relayLimits: { ...DEFAULT_RELAY_LIMITS, confirmationTimeoutMs: 10_000, confirmationPollMs: 20 },
+    config: loadConfig({}),
+  };
   viaFacilitator = { ...direct, config: { ...direct.config, facilitatorUrl: peers.facilitator.url } };
 });
 
@@ -82,14 +102,21 @@ async function balances(network: NetworkName) {
   };
 }
 
-async function verified(network: NetworkName, header: string, offered = [offer(network)]): Promise<VerifiedClientPayment> {
+async function verified(
+  network: NetworkName,
+  header: string,
+  offered = [offer(network)],
+): Promise<VerifiedClientPayment> {
   const result = await verifyClientPayment(header, offered, direct);
   if (!result.ok) throw new Error(`refused: ${result.reason}: ${result.details}`);
   return result.value;
 }
 
 async function recorded(network: NetworkName, header: string) {
-  const result = await recordClientPayment(db, await verified(network, header), { targetUrl: 'http://127.0.0.1/paid', targetMethod: 'GET' });
+  const result = await recordClientPayment(db, await verified(network, header), {
+    targetUrl: 'http://127.0.0.1/paid',
+    targetMethod: 'GET',
+  });
   if (!result.ok) throw new Error(result.reason);
   return result.value;
 }
@@ -99,7 +126,13 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
 
   it('verifies: payer, network, exact amount, our payTo and USDC, the nonce as idempotency key', async () => {
     const requirements = offer(network);
-    expect(requirements).toMatchObject({ scheme: 'exact', network, payTo: service(), asset: getAddress(NETWORK_TABLE[network].usdc), maxAmountRequired: '10300' });
+    expect(requirements).toMatchObject({
+      scheme: 'exact',
+      network,
+      payTo: service(),
+      asset: getAddress(NETWORK_TABLE[network].usdc),
+      maxAmountRequired: '10300',
+    });
     const { header, payment } = await sign(requirements);
     const result = await verifyClientPayment(header, [offer(other), requirements], direct);
     expect(result).toEqual({
@@ -111,7 +144,11 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
         payTo: service(),
         asset: getAddress(NETWORK_TABLE[network].usdc),
         amountMicroUsdc: PRICE_MICRO_USDC,
-        idempotencyKey: { network, asset: getAddress(NETWORK_TABLE[network].usdc), nonceKey: payment.payload.authorization.nonce.toLowerCase() },
+        idempotencyKey: {
+          network,
+          asset: getAddress(NETWORK_TABLE[network].usdc),
+          nonceKey: payment.payload.authorization.nonce.toLowerCase(),
+        },
         payment,
         requirements,
         validBefore: BigInt(payment.payload.authorization.validBefore),
@@ -148,8 +185,16 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
       ['invalid_offer', (await sign(elsewhere)).header, [elsewhere]],
       ['invalid_header', 'not base64 at all!', [requirements]],
       ['invalid_header', Buffer.from('{"x402Version":1').toString('base64'), [requirements]],
-      ['invalid_scheme', Buffer.from(JSON.stringify({ ...tampered.payment, scheme: 'upto' })).toString('base64'), [requirements]],
-      ['unsupported_version', Buffer.from(JSON.stringify({ ...tampered.payment, x402Version: 2 })).toString('base64'), [requirements]],
+      [
+        'invalid_scheme',
+        Buffer.from(JSON.stringify({ ...tampered.payment, scheme: 'upto' })).toString('base64'),
+        [requirements],
+      ],
+      [
+        'unsupported_version',
+        Buffer.from(JSON.stringify({ ...tampered.payment, x402Version: 2 })).toString('base64'),
+        [requirements],
+      ],
     ];
     for (const [reason, header, offered] of cases) {
       const result = await verifyClientPayment(header, offered, direct);
@@ -169,7 +214,10 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     }).then((response) => response.json());
     expect(settled).toMatchObject({ success: true });
     const before = await balances(network);
-    expect(await verifyClientPayment(header, [requirements], direct)).toMatchObject({ ok: false, reason: 'nonce_already_used' });
+    expect(await verifyClientPayment(header, [requirements], direct)).toMatchObject({
+      ok: false,
+      reason: 'nonce_already_used',
+    });
     expect(await balances(network)).toEqual(before);
   });
 
@@ -187,13 +235,20 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     expect(after.service).toBe(before.service + PRICE_MICRO_USDC);
     expect(after.clientWei).toBe(0n);
     expect(after.serviceWei).toBeLessThan(before.serviceWei);
-    expect(await findRelayTransaction(db, row.id)).toMatchObject({ state: 'settled', settle_method: 'direct', client_tx_hash: outcome.txHash });
+    expect(await findRelayTransaction(db, row.id)).toMatchObject({
+      state: 'settled',
+      settle_method: 'direct',
+      client_tx_hash: outcome.txHash,
+    });
     const use = await chains.evm.findAuthorizationUse(network, client(), payment.payload.authorization.nonce);
     expect(use).toMatchObject({ ok: true, value: { state: 'settled', transactionHash: outcome.txHash } });
 
     // A second call settles nothing more and answers the stored outcome; the payment is now spent on chain.
     expect(await settleClientPayment(db, row.id, direct)).toEqual(outcome);
-    expect(await verifyClientPayment(header, [requirements], direct)).toMatchObject({ ok: false, reason: 'nonce_already_used' });
+    expect(await verifyClientPayment(header, [requirements], direct)).toMatchObject({
+      ok: false,
+      reason: 'nonce_already_used',
+    });
     expect(await balances(network)).toEqual(after);
   });
 
@@ -213,7 +268,11 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     const settleCalls = peers.facilitator.calls.slice(calls).filter((call) => call.path === '/settle');
     expect(settleCalls).toHaveLength(1);
     expect(settleCalls[0]!.answer).toMatchObject({ success: true, transaction: outcome.settled ? outcome.txHash : '' });
-    expect(await findRelayTransaction(db, row.id)).toMatchObject({ state: 'settled', settle_method: 'facilitator', client_tx_hash: outcome.settled && outcome.txHash });
+    expect(await findRelayTransaction(db, row.id)).toMatchObject({
+      state: 'settled',
+      settle_method: 'facilitator',
+      client_tx_hash: outcome.settled && outcome.txHash,
+    });
   });
 
   it('refuses a replayed X-PAYMENT before any settlement, by the unique index', async () => {
@@ -241,7 +300,11 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     };
     const results = await Promise.all([attempt(), attempt()]);
     expect(results.sort()).toEqual(['nonce_already_used', 'recorded']);
-    const rows = await db.selectFrom('relay_transactions').select('id').where('nonce_key', '=', payment.payload.authorization.nonce.toLowerCase()).execute();
+    const rows = await db
+      .selectFrom('relay_transactions')
+      .select('id')
+      .where('nonce_key', '=', payment.payload.authorization.nonce.toLowerCase())
+      .execute();
     expect(rows).toHaveLength(1);
   });
 
@@ -250,7 +313,10 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     const { header } = await sign(requirements);
     const before = await balances(network);
     const row = await recorded(network, header);
-    const impatient: Settling = { ...direct, relayLimits: { ...DEFAULT_RELAY_LIMITS, confirmationTimeoutMs: 1, confirmationPollMs: 1_000 } };
+    const impatient: Settling = {
+      ...direct,
+      relayLimits: { ...DEFAULT_RELAY_LIMITS, confirmationTimeoutMs: 1, confirmationPollMs: 1_000 },
+    };
 
     // The chain holds the settlement in its mempool, so its receipt cannot arrive within the wait.
     const txHash = await withMempoolHeld(network, async () => {
@@ -278,7 +344,10 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ x402Version: 1, paymentPayload: first.payment, paymentRequirements: requirements }),
     }).then((response) => response.json() as Promise<{ transaction: string }>);
-    expect(await reconcileSettlement(db, row.id, direct)).toEqual({ settled: true, txHash: settledElsewhere.transaction });
+    expect(await reconcileSettlement(db, row.id, direct)).toEqual({
+      settled: true,
+      txHash: settledElsewhere.transaction,
+    });
 
     // An authorization that expired unused can never move money: settle_failed.
     const now = nowSeconds();
@@ -293,8 +362,14 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     const staleRow = await recordClientPayment(db, staleVerified);
     if (!staleRow.ok) throw new Error('not recorded');
     await claimSettlement(db, staleRow.value.id, 'direct');
-    expect(await reconcileSettlement(db, staleRow.value.id, direct)).toMatchObject({ settled: false, reason: 'expired' });
-    expect(await findRelayTransaction(db, staleRow.value.id)).toMatchObject({ state: 'settle_failed', failure_reason: 'expired' });
+    expect(await reconcileSettlement(db, staleRow.value.id, direct)).toMatchObject({
+      settled: false,
+      reason: 'expired',
+    });
+    expect(await findRelayTransaction(db, staleRow.value.id)).toMatchObject({
+      state: 'settle_failed',
+      failure_reason: 'expired',
+    });
   });
 
   it('refunds a settled payment exactly (we pay gas), once; a second attempt returns the same hash and moves nothing', async () => {
@@ -303,7 +378,10 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     const before = await balances(network);
     const row = await recorded(network, header);
     expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ settled: true });
-    expect(await refundClientPayment(db, row.id + 1_000_000n, direct)).toMatchObject({ refunded: false, reason: 'not_found' });
+    expect(await refundClientPayment(db, row.id + 1_000_000n, direct)).toMatchObject({
+      refunded: false,
+      reason: 'not_found',
+    });
 
     const refund = await refundClientPayment(db, row.id, direct);
     expect(refund).toEqual({
@@ -325,7 +403,15 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     expect(again).toEqual({ ...refund, alreadyRequested: true });
     expect(await balances(network)).toEqual(afterRefund);
     const refunds = await db.selectFrom('refunds').selectAll().where('relay_transaction_id', '=', row.id).execute();
-    expect(refunds).toMatchObject([{ status: 'confirmed', method: 'direct', recipient: client(), amount_micro: PRICE_MICRO_USDC, tx_hash: refund.refunded && refund.txHash }]);
+    expect(refunds).toMatchObject([
+      {
+        status: 'confirmed',
+        method: 'direct',
+        recipient: client(),
+        amount_micro: PRICE_MICRO_USDC,
+        tx_hash: refund.refunded && refund.txHash,
+      },
+    ]);
   });
 
   it('sends one refund when two attempts start at once', async () => {
@@ -334,10 +420,19 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     const before = await balances(network);
     const row = await recorded(network, header);
     expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ settled: true });
-    const [first, second] = await Promise.all([refundClientPayment(db, row.id, direct), refundClientPayment(db, row.id, direct)]);
-    expect([first, second].filter((outcome) => 'alreadyRequested' in outcome && !outcome.alreadyRequested)).toHaveLength(1);
+    const [first, second] = await Promise.all([
+      refundClientPayment(db, row.id, direct),
+      refundClientPayment(db, row.id, direct),
+    ]);
+    expect(
+      [first, second].filter((outcome) => 'alreadyRequested' in outcome && !outcome.alreadyRequested),
+    ).toHaveLength(1);
     expect((await balances(network)).client).toBe(before.client);
-    const refunds = await db.selectFrom('refunds').select(['status']).where('relay_transaction_id', '=', row.id).execute();
+    const refunds = await db
+      .selectFrom('refunds')
+      .select(['status'])
+      .where('relay_transaction_id', '=', row.id)
+      .execute();
     expect(refunds).toEqual([{ status: 'confirmed' }]);
   });
 
@@ -347,17 +442,29 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     const before = await balances(network);
     const row = await recorded(network, header);
     expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ settled: true });
-    const impatient: Settling = { ...direct, relayLimits: { ...DEFAULT_RELAY_LIMITS, confirmationTimeoutMs: 1, confirmationPollMs: 1_000 } };
+    const impatient: Settling = {
+      ...direct,
+      relayLimits: { ...DEFAULT_RELAY_LIMITS, confirmationTimeoutMs: 1, confirmationPollMs: 1_000 },
+    };
     // The chain holds the refund in its mempool, so its receipt cannot arrive within the wait.
     const refund = await withMempoolHeld(network, async () => {
       const pending = await refundClientPayment(db, row.id, impatient);
-      expect(pending).toMatchObject({ refunded: false, pending: true, txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/), alreadyRequested: false });
+      expect(pending).toMatchObject({
+        refunded: false,
+        pending: true,
+        txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+        alreadyRequested: false,
+      });
       // While pending, another attempt sends nothing and answers the same transaction.
       expect(await refundClientPayment(db, row.id, impatient)).toEqual({ ...pending, alreadyRequested: true });
       return pending;
     });
     if (!('pending' in refund) || refund.pending !== true) throw new Error('the refund was not pending');
-    expect(await reconcileRefund(db, refund.refundId, direct)).toMatchObject({ refunded: true, txHash: refund.txHash, refundId: refund.refundId });
+    expect(await reconcileRefund(db, refund.refundId, direct)).toMatchObject({
+      refunded: true,
+      txHash: refund.txHash,
+      refundId: refund.refundId,
+    });
     expect(await findRelayTransaction(db, row.id)).toMatchObject({ state: 'refunded' });
     expect((await balances(network)).client).toBe(before.client);
   });
@@ -368,10 +475,11 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     const before = await balances(network);
     expect(await refundClientPayment(db, row.id, direct)).toMatchObject({ refunded: false, reason: 'not_refundable' });
     expect(await balances(network)).toEqual(before);
-    expect(await db.selectFrom('refunds').select('id').where('relay_transaction_id', '=', row.id).execute()).toEqual([]);
+    expect(await db.selectFrom('refunds').select('id').where('relay_transaction_id', '=', row.id).execute()).toEqual(
+      [],
+    );
   });
 });
-
 
 /** Runs `work` while the local chain keeps new transactions in its mempool, then mines them. */
 async function withMempoolHeld<T>(network: NetworkName, work: () => Promise<T>): Promise<T> {

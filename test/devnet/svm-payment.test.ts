@@ -114,7 +114,9 @@ describe('buildExactPayment', () => {
     expect(() => solanaSecretKeyBytes('[1,2,300]')).toThrow(ConfigError);
     const mismatched = new Uint8Array(payer.secretKey);
     mismatched.set(feePayer.secretKey.slice(32), 32);
-    await expect(createSvmChains({ networks: [], solanaPrivateKey: JSON.stringify([...mismatched]) })).rejects.toThrow(ConfigError);
+    await expect(createSvmChains({ networks: [], solanaPrivateKey: JSON.stringify([...mismatched]) })).rejects.toThrow(
+      ConfigError,
+    );
   });
 
   it('builds the exact-scheme shape: fee payer = facilitator, budget instructions, one TransferChecked of exactly the amount', async () => {
@@ -150,7 +152,12 @@ describe('buildExactPayment', () => {
     expect(transfer.accounts.authority.address).toBe(payer.address);
     expect(transfer.accounts.source.address).toBe(await usdcAccountOf(payer.address, MINT));
     expect(transfer.accounts.destination.address).toBe(await usdcAccountOf(payTo.address, MINT));
-    expect(built).toMatchObject({ network: NETWORK, payer: payer.address, feePayer: feePayer.address, amount: 250_000n });
+    expect(built).toMatchObject({
+      network: NETWORK,
+      payer: payer.address,
+      feePayer: feePayer.address,
+      amount: 250_000n,
+    });
     expect(built.payment).toMatchObject({ x402Version: 1, scheme: 'exact', network: NETWORK });
   });
 
@@ -180,7 +187,10 @@ describe('buildExactPayment', () => {
     const first = await build({ maxAmountRequired: '1000' });
     const second = await build({ maxAmountRequired: '1000' });
     expect(second.payment.payload.transaction).not.toBe(first.payment.payload.transaction);
-    const signatures = [await coSignAndSend(first.payment.payload.transaction), await coSignAndSend(second.payment.payload.transaction)];
+    const signatures = [
+      await coSignAndSend(first.payment.payload.transaction),
+      await coSignAndSend(second.payment.payload.transaction),
+    ];
     expect(new Set(signatures).size).toBe(2);
     expect(await ledger.usdcBalance(payTo.address)).toBe(before + 2_000n);
   });
@@ -193,7 +203,10 @@ describe('buildExactPayment', () => {
     expect(await facilitator.verify(built.payment, asked)).toEqual({ isValid: true, payer: payer.address });
     const settled = await facilitator.settle(built.payment, asked);
     expect(settled).toMatchObject({ success: true, network: NETWORK, payer: payer.address });
-    expect(await chains.signatureStatus(NETWORK, settled.transaction)).toMatchObject({ ok: true, value: { found: true, failed: false } });
+    expect(await chains.signatureStatus(NETWORK, settled.transaction)).toMatchObject({
+      ok: true,
+      value: { found: true, failed: false },
+    });
     expect(await ledger.usdcBalance(payTo.address)).toBe(before + 7n);
   });
 
@@ -209,7 +222,9 @@ describe('buildExactPayment', () => {
 
   it('refuses an amount over our balance, and a payer without a USDC account', async () => {
     const balance = await ledger.usdcBalance(payer.address);
-    expect(await chains.buildExactPayment(requirements({ maxAmountRequired: (balance + 1n).toString() }))).toMatchObject({
+    expect(
+      await chains.buildExactPayment(requirements({ maxAmountRequired: (balance + 1n).toString() })),
+    ).toMatchObject({
       ok: false,
       reason: 'insufficient_funds',
     });
@@ -219,7 +234,10 @@ describe('buildExactPayment', () => {
       networks: [{ name: NETWORK, rpcUrl: server.url, usdc: MINT }],
       solanaPrivateKey: empty.secretKeyBase58,
     });
-    expect(await emptyChains.buildExactPayment(requirements({ maxAmountRequired: '1' }))).toMatchObject({ ok: false, reason: 'insufficient_funds' });
+    expect(await emptyChains.buildExactPayment(requirements({ maxAmountRequired: '1' }))).toMatchObject({
+      ok: false,
+      reason: 'insufficient_funds',
+    });
     expect(await emptyChains.usdcBalance(NETWORK, empty.address)).toEqual({ ok: true, value: 0n });
   });
 
@@ -238,7 +256,10 @@ describe('buildExactPayment', () => {
     for (const [changes, reason] of cases) {
       expect(await chains.buildExactPayment(requirements(changes)), reason).toMatchObject({ ok: false, reason });
     }
-    const keyless = await createSvmChains({ networks: [{ name: NETWORK, rpcUrl: server.url, usdc: MINT }], solanaPrivateKey: undefined });
+    const keyless = await createSvmChains({
+      networks: [{ name: NETWORK, rpcUrl: server.url, usdc: MINT }],
+      solanaPrivateKey: undefined,
+    });
     expect(await keyless.buildExactPayment(requirements())).toMatchObject({ ok: false, reason: 'no_wallet' });
   });
 
@@ -247,17 +268,29 @@ describe('buildExactPayment', () => {
     expect(await chains.signatureStatus(NETWORK, unknown)).toEqual({ ok: true, value: { found: false } });
     expect(await chains.signatureStatus(NETWORK, 'nope')).toMatchObject({ ok: false, reason: 'invalid_argument' });
     const started = Date.now();
-    expect(await chains.waitForSignature(NETWORK, unknown, { timeoutMs: 200, pollMs: 20 })).toEqual({ ok: true, value: { found: false } });
+    expect(await chains.waitForSignature(NETWORK, unknown, { timeoutMs: 200, pollMs: 20 })).toEqual({
+      ok: true,
+      value: { found: false },
+    });
     expect(Date.now() - started).toBeLessThan(2_000);
   });
 
   it('answers rpc_error or rpc_timeout when the endpoint is unreachable', async () => {
     const offline = await createSvmChains(
-      { networks: [{ name: NETWORK, rpcUrl: 'http://127.0.0.1:9', usdc: MINT }], solanaPrivateKey: payer.secretKeyBase58 },
+      {
+        networks: [{ name: NETWORK, rpcUrl: 'http://127.0.0.1:9', usdc: MINT }],
+        solanaPrivateKey: payer.secretKeyBase58,
+      },
       { rpcTimeoutMs: 500 },
     );
-    expect(await offline.buildExactPayment(requirements())).toMatchObject({ ok: false, reason: expect.stringMatching(/^rpc_(error|timeout)$/) });
-    expect(await offline.usdcBalance(NETWORK, payer.address)).toMatchObject({ ok: false, reason: expect.stringMatching(/^rpc_/) });
+    expect(await offline.buildExactPayment(requirements())).toMatchObject({
+      ok: false,
+      reason: expect.stringMatching(/^rpc_(error|timeout)$/),
+    });
+    expect(await offline.usdcBalance(NETWORK, payer.address)).toMatchObject({
+      ok: false,
+      reason: expect.stringMatching(/^rpc_/),
+    });
   });
 });
 
@@ -268,7 +301,10 @@ describe('payments from clients: the shapes we accept and refuse', () => {
   let paymentCount = 0;
   async function clientPayment(overrides: SolanaPaymentOverrides = {}) {
     paymentCount += 1;
-    const built = await createSolanaPayment(payer.signer, offered() as HarnessRequirements, server.url, { computeUnitLimit: 30_000 + paymentCount, ...overrides });
+    const built = await createSolanaPayment(payer.signer, offered() as HarnessRequirements, server.url, {
+      computeUnitLimit: 30_000 + paymentCount,
+      ...overrides,
+    });
     return built.payment as PaymentPayload & typeof built.payment;
   }
   function layoutOf(payment: { payload: { transaction: string } }) {
@@ -286,12 +322,33 @@ describe('payments from clients: the shapes we accept and refuse', () => {
     const cases: Array<[string, SolanaPaymentOverrides, 'legacy' | 0, Address[]]> = [
       ['v0', {}, 0, [BUDGET, BUDGET, TOKEN]],
       ['legacy (as HTTPayer builds it)', { version: 'legacy' }, 'legacy', [BUDGET, BUDGET, TOKEN]],
-      ['v0 with a Memo after the transfer (as @x402/svm builds it)', { memo: 'f0e1d2c3b4a5968778695a4b3c2d1e0f' }, 0, [BUDGET, BUDGET, TOKEN, MEMO_PROGRAM_ADDRESS]],
-      ['legacy with a Memo', { version: 'legacy', memo: 'order 42' }, 'legacy', [BUDGET, BUDGET, TOKEN, MEMO_PROGRAM_ADDRESS]],
-      ['a Memo before the transfer', { instructions: (s) => [s[0]!, s[1]!, memoInstruction('before'), s[2]!] }, 0, [BUDGET, BUDGET, MEMO_PROGRAM_ADDRESS, TOKEN]],
+      [
+        'v0 with a Memo after the transfer (as @x402/svm builds it)',
+        { memo: 'f0e1d2c3b4a5968778695a4b3c2d1e0f' },
+        0,
+        [BUDGET, BUDGET, TOKEN, MEMO_PROGRAM_ADDRESS],
+      ],
+      [
+        'legacy with a Memo',
+        { version: 'legacy', memo: 'order 42' },
+        'legacy',
+        [BUDGET, BUDGET, TOKEN, MEMO_PROGRAM_ADDRESS],
+      ],
+      [
+        'a Memo before the transfer',
+        { instructions: (s) => [s[0]!, s[1]!, memoInstruction('before'), s[2]!] },
+        0,
+        [BUDGET, BUDGET, MEMO_PROGRAM_ADDRESS, TOKEN],
+      ],
       [
         'a first-version Memo signed by the payer',
-        { version: 'legacy', instructions: (s) => [...s, memoInstruction('signed', { programAddress: MEMO_V1_PROGRAM_ADDRESS, signers: [payer.address] })] },
+        {
+          version: 'legacy',
+          instructions: (s) => [
+            ...s,
+            memoInstruction('signed', { programAddress: MEMO_V1_PROGRAM_ADDRESS, signers: [payer.address] }),
+          ],
+        },
         'legacy',
         [BUDGET, BUDGET, TOKEN, MEMO_V1_PROGRAM_ADDRESS],
       ],
@@ -303,27 +360,58 @@ describe('payments from clients: the shapes we accept and refuse', () => {
       expect(layoutOf(payment), name).toEqual({ version, programs });
       const inspected = await inspect(payment);
       expect(inspected.ok ? undefined : inspected, name).toBeUndefined();
-      expect(inspected.ok && inspected.value, name).toMatchObject({ feePayer: feePayer.address, payer: payer.address, source, destination, amount: 4321n });
+      expect(inspected.ok && inspected.value, name).toMatchObject({
+        feePayer: feePayer.address,
+        payer: payer.address,
+        source,
+        destination,
+        amount: 4321n,
+      });
     }
   });
 
   it('refuses two Memos, a Memo signed by the fee payer or a third party, any other instruction, lookup tables; legacy as strictly as v0', async () => {
     const stranger = await generateSolanaKey();
-    const solTransfer = () => getTransferSolInstruction({ source: payer.signer, destination: payTo.address, amount: 1n });
+    const solTransfer = () =>
+      getTransferSolInstruction({ source: payer.signer, destination: payTo.address, amount: 1n });
     const cases: Array<[string, SolanaPaymentOverrides, RegExp]> = [
       ['invalid_transaction', { memo: 'one', instructions: (s) => [...s, memoInstruction('two')] }, /found 5/],
-      ['invalid_transaction', { instructions: (s) => [s[0]!, s[1]!, memoInstruction('one'), memoInstruction('two')] }, /more than one Memo/],
-      ['fee_payer_in_instruction', { instructions: (s) => [...s, memoInstruction('ours', { signers: [feePayer.address] })] }, /fee payer/],
-      ['invalid_transaction', { version: 'legacy', instructions: (s) => [...s, memoInstruction('theirs', { signers: [stranger.address] })] }, /other than the payer/],
+      [
+        'invalid_transaction',
+        { instructions: (s) => [s[0]!, s[1]!, memoInstruction('one'), memoInstruction('two')] },
+        /more than one Memo/,
+      ],
+      [
+        'fee_payer_in_instruction',
+        { instructions: (s) => [...s, memoInstruction('ours', { signers: [feePayer.address] })] },
+        /fee payer/,
+      ],
+      [
+        'invalid_transaction',
+        { version: 'legacy', instructions: (s) => [...s, memoInstruction('theirs', { signers: [stranger.address] })] },
+        /other than the payer/,
+      ],
       ['invalid_transaction', { instructions: (s) => [...s, solTransfer()] }, /instruction 4 is neither/],
       ['invalid_transaction', { version: 'legacy', memo: 'x', instructions: (s) => [...s, solTransfer()] }, /found 5/],
-      ['invalid_transaction', { instructions: (s) => [s[0]!, s[1]!, memoInstruction('no transfer')] }, /TransferChecked/],
+      [
+        'invalid_transaction',
+        { instructions: (s) => [s[0]!, s[1]!, memoInstruction('no transfer')] },
+        /TransferChecked/,
+      ],
       ['invalid_transaction', { addressLookupTables: { [stranger.address]: [MINT] } }, /lookup tables/],
-      ['invalid_transaction', { instructions: (s) => [...s, { programAddress: MEMO_PROGRAM_ADDRESS, data: new Uint8Array([0xff, 0xfe]) }] }, /UTF-8/],
+      [
+        'invalid_transaction',
+        { instructions: (s) => [...s, { programAddress: MEMO_PROGRAM_ADDRESS, data: new Uint8Array([0xff, 0xfe]) }] },
+        /UTF-8/,
+      ],
       ['invalid_transaction', { version: 'legacy', instructions: (s) => [s[1]!, s[0]!, s[2]!] }, /SetComputeUnitLimit/],
       ['compute_budget_too_high', { version: 'legacy', memo: 'x', computeUnitPriceMicroLamports: 5_000_001n }, /price/],
       ['wrong_amount', { version: 'legacy', memo: 'x', amount: 4320n }, /4320/],
-      ['wrong_recipient', { version: 'legacy', destination: await usdcAccountOf(payer.address, MINT) }, /not the USDC account/],
+      [
+        'wrong_recipient',
+        { version: 'legacy', destination: await usdcAccountOf(payer.address, MINT) },
+        /not the USDC account/,
+      ],
       ['wrong_asset', { version: 'legacy', decimals: 9 }, /decimals/],
       ['wrong_fee_payer', { version: 'legacy', memo: 'x', feePayer: stranger.address }, /fee payer/],
     ];
@@ -337,18 +425,46 @@ describe('payments from clients: the shapes we accept and refuse', () => {
   it('the harness facilitator verifies and settles legacy and Memo payments exactly, and refuses what we refuse', async () => {
     const facilitator = createSvmFacilitator(new Map([[NETWORK, server.url]]), feePayer.signer, new KeyedQueue());
     const asked = offered() as HarnessRequirements;
-    for (const overrides of [{ version: 'legacy' }, { memo: 'v0' }, { version: 'legacy', memo: 'legacy' }] as SolanaPaymentOverrides[]) {
-      expect(await facilitator.verify(await clientPayment(overrides), asked), JSON.stringify(overrides)).toEqual({ isValid: true, payer: payer.address });
+    for (const overrides of [
+      { version: 'legacy' },
+      { memo: 'v0' },
+      { version: 'legacy', memo: 'legacy' },
+    ] as SolanaPaymentOverrides[]) {
+      expect(await facilitator.verify(await clientPayment(overrides), asked), JSON.stringify(overrides)).toEqual({
+        isValid: true,
+        payer: payer.address,
+      });
     }
     const refusals: Array<[string, SolanaPaymentOverrides]> = [
-      ['invalid_exact_svm_payload_transaction_instructions_length', { memo: 'one', instructions: (s) => [...s, memoInstruction('two')] }],
-      ['invalid_exact_svm_payload_transaction_instructions_duplicate_memo', { instructions: (s) => [s[0]!, s[1]!, memoInstruction('a'), memoInstruction('b')] }],
-      ['invalid_exact_svm_payload_transaction_fee_payer_included_in_instruction_accounts', { instructions: (s) => [...s, memoInstruction('x', { signers: [feePayer.address] })] }],
-      ['invalid_exact_svm_payload_transaction_instructions_length', { version: 'legacy', instructions: (s) => [...s, getTransferSolInstruction({ source: payer.signer, destination: payTo.address, amount: 1n })] }],
+      [
+        'invalid_exact_svm_payload_transaction_instructions_length',
+        { memo: 'one', instructions: (s) => [...s, memoInstruction('two')] },
+      ],
+      [
+        'invalid_exact_svm_payload_transaction_instructions_duplicate_memo',
+        { instructions: (s) => [s[0]!, s[1]!, memoInstruction('a'), memoInstruction('b')] },
+      ],
+      [
+        'invalid_exact_svm_payload_transaction_fee_payer_included_in_instruction_accounts',
+        { instructions: (s) => [...s, memoInstruction('x', { signers: [feePayer.address] })] },
+      ],
+      [
+        'invalid_exact_svm_payload_transaction_instructions_length',
+        {
+          version: 'legacy',
+          instructions: (s) => [
+            ...s,
+            getTransferSolInstruction({ source: payer.signer, destination: payTo.address, amount: 1n }),
+          ],
+        },
+      ],
       ['invalid_exact_svm_payload_transaction', { addressLookupTables: { [payTo.address]: [MINT] } }],
     ];
     for (const [invalidReason, overrides] of refusals) {
-      expect(await facilitator.verify(await clientPayment(overrides), asked)).toMatchObject({ isValid: false, invalidReason });
+      expect(await facilitator.verify(await clientPayment(overrides), asked)).toMatchObject({
+        isValid: false,
+        invalidReason,
+      });
     }
 
     const before = { payer: await ledger.usdcBalance(payer.address), payTo: await ledger.usdcBalance(payTo.address) };

@@ -5,7 +5,11 @@ import { revokeApiKey } from '../../payments/accounts';
 import { createTestAccount } from '../support/accounts';
 import { startTestService, type TestService } from '../support/service';
 
-async function within<T>(ms: number, probe: () => Promise<T>, done: (value: T) => boolean): Promise<{ value: T; elapsedMs: number }> {
+async function within<T>(
+  ms: number,
+  probe: () => Promise<T>,
+  done: (value: T) => boolean,
+): Promise<{ value: T; elapsedMs: number }> {
   const started = Date.now();
   for (;;) {
     const value = await probe();
@@ -29,9 +33,17 @@ describe('the API key cache through the service', () => {
     expect((await t.client.get('/balance', { headers })).status).toBe(200);
     expect((await t.client.get('/balance', { headers })).status).toBe(200);
     await revokeApiKey(t.database.handle.db, account.prefix);
-    const { value, elapsedMs } = await within(2_000, () => t.client.get('/balance', { headers }), (response) => response.status === 401);
+    const { value, elapsedMs } = await within(
+      2_000,
+      () => t.client.get('/balance', { headers }),
+      (response) => response.status === 401,
+    );
     expect(value.status).toBe(401);
-    expect(value.body).toEqual({ code: 'unauthorized', error: 'Unauthorized', details: 'The API key has been revoked.' });
+    expect(value.body).toEqual({
+      code: 'unauthorized',
+      error: 'Unauthorized',
+      details: 'The API key has been revoked.',
+    });
     expect(elapsedMs).toBeLessThan(2_000);
   });
 });

@@ -24,7 +24,10 @@ let t: TestService;
 let db: Db;
 
 beforeAll(async () => {
-  peers = await startPeers({ networks: [NETWORK, 'solana'], pricesMicroUsdc: { paid: PRICE, paidEcho: PRICE, slow: null } });
+  peers = await startPeers({
+    networks: [NETWORK, 'solana'],
+    pricesMicroUsdc: { paid: PRICE, paidEcho: PRICE, slow: null },
+  });
   t = await startProxyService(peers);
   db = t.database.handle.db;
 });
@@ -61,7 +64,12 @@ async function balances(client: string) {
 }
 
 async function relayRowsOf(payer: string) {
-  return db.selectFrom('relay_transactions').select(['nonce_key', 'state', 'amount_micro']).where('payer', '=', payer).orderBy('id').execute();
+  return db
+    .selectFrom('relay_transactions')
+    .select(['nonce_key', 'state', 'amount_micro'])
+    .where('payer', '=', payer)
+    .orderBy('id')
+    .execute();
 }
 
 describe('GET /config as the SDK reads it', () => {
@@ -69,7 +77,8 @@ describe('GET /config as the SDK reads it', () => {
     const client = await sdk({ apiKey: 'unused' });
     expect(client.supportedNetworks).toEqual([NETWORK, 'solana', 'solana-mainnet', 'solana-mainnet-beta']);
     // The SDK refuses a network missing from networks.v1 before sending anything.
-    for (const name of ['solana', 'solana-mainnet', 'solana-mainnet-beta', NETWORK]) expect(() => client.validateNetwork(name)).not.toThrow();
+    for (const name of ['solana', 'solana-mainnet', 'solana-mainnet-beta', NETWORK])
+      expect(() => client.validateNetwork(name)).not.toThrow();
     expect(() => client.validateNetwork('base-sepolia')).toThrow(/Unsupported network/);
   });
 });
@@ -97,7 +106,9 @@ describe('POST /relay paid by the SDK (EVM)', () => {
       service: before.service + RELAY_TOTAL - PRICE,
       target: before.target + PRICE,
     });
-    expect(await relayRowsOf(wallet.address)).toEqual([{ nonce_key: authorization.nonce.toLowerCase(), state: 'delivered', amount_micro: RELAY_TOTAL }]);
+    expect(await relayRowsOf(wallet.address)).toEqual([
+      { nonce_key: authorization.nonce.toLowerCase(), state: 'delivered', amount_micro: RELAY_TOTAL },
+    ]);
   });
 
   it('a refused payment is a 402 that moved nothing; the resend 1 s later with a fresh authorization is the only charge', async () => {
@@ -122,9 +133,15 @@ describe('POST /relay paid by the SDK (EVM)', () => {
     expect(performance.now() - started).toBeGreaterThanOrEqual(1_000);
     const [first, second] = client.attempts.map((attempt) => attempt.payment!.payload.authorization.nonce);
     expect(first).not.toBe(second);
-    expect(await balances(wallet.address)).toEqual({ client: 0n, service: before.service + RELAY_TOTAL - PRICE, target: before.target + PRICE });
+    expect(await balances(wallet.address)).toEqual({
+      client: 0n,
+      service: before.service + RELAY_TOTAL - PRICE,
+      target: before.target + PRICE,
+    });
     // Only the paid attempt left a row; the refused one was stopped before anything was recorded.
-    expect(await relayRowsOf(wallet.address)).toEqual([{ nonce_key: second!.toLowerCase(), state: 'delivered', amount_micro: RELAY_TOTAL }]);
+    expect(await relayRowsOf(wallet.address)).toEqual([
+      { nonce_key: second!.toLowerCase(), state: 'delivered', amount_micro: RELAY_TOTAL },
+    ]);
   });
 
   it('a payment refused every time: five attempts, each with a fresh authorization, and nothing moves', async () => {
@@ -147,7 +164,11 @@ describe('POST /relay paid by the SDK (EVM)', () => {
     const client = await sdk({ privateKey: wallet.privateKey, responseMode: 'json', retryDelayMs: 10 });
     const before = await balances(wallet.address);
 
-    const res = await client.payInvoice({ method: 'POST', url: target().routes.paidEcho.url, payload: { city: 'Lisbon' } });
+    const res = await client.payInvoice({
+      method: 'POST',
+      url: target().routes.paidEcho.url,
+      payload: { city: 'Lisbon' },
+    });
 
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ success: true, result: { method: 'POST', contentType: 'application/json' } });
@@ -165,7 +186,11 @@ describe('POST /relay paid by the SDK (Solana)', () => {
   it('a legacy transaction, sent once without a retry loop: the chain moves exactly the price and the fee', async () => {
     const solanaTarget = peers.targets.solana!;
     const client = await sdk({ solana: { signer: peers.wallets.client.solana.signer, rpcUrl: peers.rpcUrls.solana! } });
-    const owners = { client: peers.wallets.client.solana.address, service: peers.wallets.service.solana.address, target: solanaTarget.routes.paid.payTo };
+    const owners = {
+      client: peers.wallets.client.solana.address,
+      service: peers.wallets.service.solana.address,
+      target: solanaTarget.routes.paid.payTo,
+    };
     const read = async () => ({
       client: await peers.usdcBalance('solana', owners.client),
       service: await peers.usdcBalance('solana', owners.service),
@@ -175,10 +200,17 @@ describe('POST /relay paid by the SDK (Solana)', () => {
 
     const res = await client.payInvoice({ method: 'GET', url: solanaTarget.routes.paid.url });
 
-    expect({ status: res.status, body: res.status === 200 ? undefined : res.body }).toEqual({ status: 200, body: undefined });
+    expect({ status: res.status, body: res.status === 200 ? undefined : res.body }).toEqual({
+      status: 200,
+      body: undefined,
+    });
     expect(res.body).toEqual({ ok: true, route: 'paid', target: 'solana', network: 'solana' });
     expect(client.attempts.map((attempt) => attempt.status)).toEqual([402, 200]);
-    expect(await read()).toEqual({ client: before.client - RELAY_TOTAL, service: before.service + RELAY_TOTAL - PRICE, target: before.target + PRICE });
+    expect(await read()).toEqual({
+      client: before.client - RELAY_TOTAL,
+      service: before.service + RELAY_TOTAL - PRICE,
+      target: before.target + PRICE,
+    });
   });
 });
 
@@ -187,7 +219,10 @@ describe('POST /proxy and /proxy/sim called by the SDK', () => {
     const { key, organisationId } = await createTestAccount(db, { credits: 1_000n });
     const client = await sdk({ apiKey: key });
     const payTo = target().routes.paid.payTo;
-    const before = { service: await peers.usdcBalance(NETWORK, service()), target: await peers.usdcBalance(NETWORK, payTo) };
+    const before = {
+      service: await peers.usdcBalance(NETWORK, service()),
+      target: await peers.usdcBalance(NETWORK, payTo),
+    };
 
     const res = await client.payInvoice({ method: 'GET', url: target().routes.paid.url, params: { city: 'Lisbon' } });
 
@@ -196,18 +231,32 @@ describe('POST /proxy and /proxy/sim called by the SDK', () => {
     expect(await peers.usdcBalance(NETWORK, service())).toBe(before.service - PRICE);
     expect(await peers.usdcBalance(NETWORK, payTo)).toBe(before.target + PRICE);
     expect(await organisationBalance(db, organisationId)).toBe(1_000n - CREDITS);
-    expect(await ledgerSums(db, organisationId)).toEqual({ grant: 1_000n, reserve: CREDITS, charge: CREDITS, release: 0n, refund: 0n });
+    expect(await ledgerSums(db, organisationId)).toEqual({
+      grant: 1_000n,
+      reserve: CREDITS,
+      charge: CREDITS,
+      release: 0n,
+      refund: 0n,
+    });
   });
 
   it('the capped timeout still yields to a shorter X-TIMEOUT, and a null timeout counts as none', async () => {
     const { key } = await createTestAccount(db, { credits: 100n });
     const slow = `${target().routes.slow.url}?delayMs=3000`;
     const started = performance.now();
-    const res = await t.client.post('/proxy', { api_url: slow, method: 'GET', timeout: 600 }, { headers: { 'x-api-key': key, 'x-timeout': '300' } });
+    const res = await t.client.post(
+      '/proxy',
+      { api_url: slow, method: 'GET', timeout: 600 },
+      { headers: { 'x-api-key': key, 'x-timeout': '300' } },
+    );
     expect(res.status).toBe(502);
     expect(res.body.details).toMatch(/within 300 ms/);
     expect(performance.now() - started).toBeLessThan(2_000);
-    const free = await t.client.post('/proxy', { api_url: target().routes.free.url, method: 'GET', timeout: null }, { headers: { 'x-api-key': key } });
+    const free = await t.client.post(
+      '/proxy',
+      { api_url: target().routes.free.url, method: 'GET', timeout: null },
+      { headers: { 'x-api-key': key } },
+    );
     expect(free.status).toBe(200);
     expect(callTimeoutMs(600, undefined, 30_000)).toBe(120_000);
     expect(callTimeoutMs(600, '300', 30_000)).toBe(300);
@@ -221,7 +270,10 @@ describe('POST /proxy and /proxy/sim called by the SDK', () => {
     const paid = await client.payInvoice({ method: 'GET', url: target().routes.paid.url });
     expect(paid.status).toBe(200);
     expect(paid.headers.get('content-type')).toMatch(/^application\/json/);
-    expect(paid.body).toEqual({ success: true, result: { ok: true, route: 'paid', target: NETWORK, network: NETWORK } });
+    expect(paid.body).toEqual({
+      success: true,
+      result: { ok: true, route: 'paid', target: NETWORK, network: NETWORK },
+    });
     expect(await organisationBalance(db, organisationId)).toBe(1_000n - CREDITS);
 
     const missing = await client.payInvoice({ method: 'GET', url: `${target().url}/missing` });
@@ -229,7 +281,10 @@ describe('POST /proxy and /proxy/sim called by the SDK', () => {
     expect(missing.body).toEqual({ success: false, status: 404, result: expect.anything() });
 
     const free = await client.payInvoice({ method: 'GET', url: target().routes.free.url });
-    expect(free.body).toEqual({ success: true, result: { ok: true, route: 'free', target: NETWORK, network: NETWORK } });
+    expect(free.body).toEqual({
+      success: true,
+      result: { ok: true, route: 'free', target: NETWORK, network: NETWORK },
+    });
     expect(await organisationBalance(db, organisationId)).toBe(1_000n - CREDITS);
   });
 
@@ -248,6 +303,12 @@ describe('POST /proxy and /proxy/sim called by the SDK', () => {
       });
     }
     expect(await peers.usdcBalance(NETWORK, service())).toBe(before);
-    expect(await ledgerSums(db, organisationId)).toEqual({ grant: 1_000n, reserve: 0n, charge: 0n, release: 0n, refund: 0n });
+    expect(await ledgerSums(db, organisationId)).toEqual({
+      grant: 1_000n,
+      reserve: 0n,
+      charge: 0n,
+      release: 0n,
+      refund: 0n,
+    });
   });
 });

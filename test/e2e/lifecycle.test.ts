@@ -51,7 +51,9 @@ describe('worker', () => {
     const t = await startTestService();
     try {
       const { db } = t.database.handle;
-      await sql`select graphile_worker.add_job('day_rollover', ${JSON.stringify({ _cron: { ts: '2030-01-02T00:00:00.000Z' } })}::json)`.execute(db);
+      await sql`select graphile_worker.add_job('day_rollover', ${JSON.stringify({ _cron: { ts: '2030-01-02T00:00:00.000Z' } })}::json)`.execute(
+        db,
+      );
       const deadline = Date.now() + 10_000;
       let rows: unknown[] = [];
       while (rows.length < 4 && Date.now() < deadline) {

@@ -67,7 +67,12 @@ describe('POST /llm/chat', () => {
     const res = await pay(`${t.service.url}/llm/chat`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ messages: [{ role: 'user', content: 'hello model' }], model: 'someone-elses-model', max_tokens: 5000, temperature: 0.5 }),
+      body: JSON.stringify({
+        messages: [{ role: 'user', content: 'hello model' }],
+        model: 'someone-elses-model',
+        max_tokens: 5000,
+        temperature: 0.5,
+      }),
     });
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ response: 'Echo: hello model', model: llm.model });
@@ -98,9 +103,17 @@ describe('POST /llm/chat', () => {
     const before = await balances();
     llm.failWith = 500;
     try {
-      const res = await t.client.post('/llm/chat', { messages: [{ role: 'user', content: 'fail' }] }, { headers: { 'X-Payment': header } });
+      const res = await t.client.post(
+        '/llm/chat',
+        { messages: [{ role: 'user', content: 'fail' }] },
+        { headers: { 'X-Payment': header } },
+      );
       expect(res.status).toBe(500);
-      expect(res.body).toEqual({ code: 'llm_failed', error: 'Chat request failed', message: expect.stringContaining('nothing was charged') });
+      expect(res.body).toEqual({
+        code: 'llm_failed',
+        error: 'Chat request failed',
+        message: expect.stringContaining('nothing was charged'),
+      });
     } finally {
       llm.failWith = undefined;
     }
@@ -111,7 +124,11 @@ describe('POST /llm/chat', () => {
     const [accept] = await offered();
     const before = await balances();
     const cheaper = await peers.signEvmPayment({ ...accept, maxAmountRequired: (PRICE_MICRO - 1n).toString() });
-    const res = await t.client.post('/llm/chat', { messages: [{ role: 'user', content: 'x' }] }, { headers: { 'X-Payment': cheaper.header } });
+    const res = await t.client.post(
+      '/llm/chat',
+      { messages: [{ role: 'user', content: 'x' }] },
+      { headers: { 'X-Payment': cheaper.header } },
+    );
     expect(res.status).toBe(402);
     expect(res.body.error).toMatch(/wrong_amount/);
     expect(await balances()).toEqual(before);
@@ -156,7 +173,11 @@ describe('GET /llm/health and a service without a backend', () => {
       const [accept] = await offered();
       const { header } = await peers.signEvmPayment(accept);
       const before = await balances();
-      const res = await bare.client.post('/llm/chat', { messages: [{ role: 'user', content: 'x' }] }, { headers: { 'X-Payment': header } });
+      const res = await bare.client.post(
+        '/llm/chat',
+        { messages: [{ role: 'user', content: 'x' }] },
+        { headers: { 'X-Payment': header } },
+      );
       expect(res.status).toBe(503);
       expect(await balances()).toEqual(before);
     } finally {
@@ -175,11 +196,19 @@ describe('a chat payment its request left half-way', () => {
     const { header } = await peers.signEvmPayment(accept);
     const verified = await verifyClientPayment(header, [accept], deps);
     if (!verified.ok) throw new Error(verified.details);
-    const recorded = await recordClientPayment(deps.db, verified.value, { mode: 'chat', targetUrl: accept.resource, targetMethod: 'POST' });
+    const recorded = await recordClientPayment(deps.db, verified.value, {
+      mode: 'chat',
+      targetUrl: accept.resource,
+      targetMethod: 'POST',
+    });
     if (!recorded.ok) throw new Error(recorded.details);
     if (settle) expect((await settleClientPayment(deps.db, recorded.value.id, deps)).settled).toBe(true);
     // Its request is long gone.
-    await deps.db.updateTable('relay_transactions').set({ created_at: new Date(Date.now() - 11 * 60_000) }).where('id', '=', recorded.value.id).execute();
+    await deps.db
+      .updateTable('relay_transactions')
+      .set({ created_at: new Date(Date.now() - 11 * 60_000) })
+      .where('id', '=', recorded.value.id)
+      .execute();
     return recorded.value.id;
   }
 
@@ -203,7 +232,11 @@ describe('a chat payment its request left half-way', () => {
     const id = await recordedPayment(false);
     expect(await followUpChatPayment(t.service.deps, id)).toBe('closed_unsettled');
     expect(await balances()).toEqual(before);
-    const row = await t.service.deps.db.selectFrom('relay_transactions').select(['state', 'failure_reason']).where('id', '=', id).executeTakeFirstOrThrow();
+    const row = await t.service.deps.db
+      .selectFrom('relay_transactions')
+      .select(['state', 'failure_reason'])
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
     expect(row).toEqual({ state: 'settle_failed', failure_reason: 'abandoned' });
   });
 
@@ -211,7 +244,11 @@ describe('a chat payment its request left half-way', () => {
     const { followUpChatPayment } = await import('../../payments/chat');
     const before = await balances();
     const id = await recordedPayment(true);
-    await t.service.deps.db.updateTable('relay_transactions').set({ responded_at: new Date() }).where('id', '=', id).execute();
+    await t.service.deps.db
+      .updateTable('relay_transactions')
+      .set({ responded_at: new Date() })
+      .where('id', '=', id)
+      .execute();
     expect(await followUpChatPayment(t.service.deps, id)).toBe('delivered');
     expect(await balances()).toEqual([before[0] - PRICE_MICRO, before[1] + PRICE_MICRO]);
   });
@@ -233,31 +270,45 @@ describe('with FACILITATOR_URL set', () => {
     await viaFacilitator?.stop();
   });
 
-  it.each(['/llm/chat', '/llm/translate'])('%s settles the payment through the facilitator: once, exact amounts, no gas from our wallet', async (path) => {
-    const body = path === '/llm/chat' ? { messages: [{ role: 'user', content: 'via facilitator' }] } : { text: 'via facilitator' };
-    const asked = await viaFacilitator.client.post(path, body);
-    expect(asked.status).toBe(402);
-    const { header, payment } = await peers.signEvmPayment(asked.body.accepts[0]);
-    const before = await balances();
-    const serviceWei = await peers.nativeBalance('base', service);
-    const calls = peers.facilitator.calls.length;
+  it.each(['/llm/chat', '/llm/translate'])(
+    '%s settles the payment through the facilitator: once, exact amounts, no gas from our wallet',
+    async (path) => {
+      const body =
+        path === '/llm/chat'
+          ? { messages: [{ role: 'user', content: 'via facilitator' }] }
+          : { text: 'via facilitator' };
+      const asked = await viaFacilitator.client.post(path, body);
+      expect(asked.status).toBe(402);
+      const { header, payment } = await peers.signEvmPayment(asked.body.accepts[0]);
+      const before = await balances();
+      const serviceWei = await peers.nativeBalance('base', service);
+      const calls = peers.facilitator.calls.length;
 
-    const res = await viaFacilitator.client.post(path, body, { headers: { 'X-Payment': header } });
+      const res = await viaFacilitator.client.post(path, body, { headers: { 'X-Payment': header } });
 
-    expect(res.status).toBe(200);
-    const settleCalls = peers.facilitator.calls.slice(calls).filter((call) => call.path === '/settle');
-    expect(settleCalls).toHaveLength(1);
-    expect(settleCalls[0]!.payment).toMatchObject({ network: 'base', payload: { authorization: { nonce: payment.payload.authorization.nonce } } });
-    const settlement = decodePaymentResponseHeader(res.headers.get('x-payment-response'));
-    expect(settlement.ok && settlement.value).toMatchObject({ success: true, network: 'base', payer: client, transaction: (settleCalls[0]!.answer as { transaction: string }).transaction });
-    expect(await balances()).toEqual([before[0] - PRICE_MICRO, before[1] + PRICE_MICRO]);
-    // The facilitator paid the gas, not our wallet.
-    expect(await peers.nativeBalance('base', service)).toBe(serviceWei);
-    const row = await viaFacilitator.database.handle.db
-      .selectFrom('relay_transactions')
-      .select(['state', 'settle_method', 'mode'])
-      .where('nonce_key', '=', payment.payload.authorization.nonce.toLowerCase())
-      .executeTakeFirstOrThrow();
-    expect(row).toEqual({ state: 'delivered', settle_method: 'facilitator', mode: 'chat' });
-  });
+      expect(res.status).toBe(200);
+      const settleCalls = peers.facilitator.calls.slice(calls).filter((call) => call.path === '/settle');
+      expect(settleCalls).toHaveLength(1);
+      expect(settleCalls[0]!.payment).toMatchObject({
+        network: 'base',
+        payload: { authorization: { nonce: payment.payload.authorization.nonce } },
+      });
+      const settlement = decodePaymentResponseHeader(res.headers.get('x-payment-response'));
+      expect(settlement.ok && settlement.value).toMatchObject({
+        success: true,
+        network: 'base',
+        payer: client,
+        transaction: (settleCalls[0]!.answer as { transaction: string }).transaction,
+      });
+      expect(await balances()).toEqual([before[0] - PRICE_MICRO, before[1] + PRICE_MICRO]);
+      // The facilitator paid the gas, not our wallet.
+      expect(await peers.nativeBalance('base', service)).toBe(serviceWei);
+      const row = await viaFacilitator.database.handle.db
+        .selectFrom('relay_transactions')
+        .select(['state', 'settle_method', 'mode'])
+        .where('nonce_key', '=', payment.payload.authorization.nonce.toLowerCase())
+        .executeTakeFirstOrThrow();
+      expect(row).toEqual({ state: 'delivered', settle_method: 'facilitator', mode: 'chat' });
+    },
+  );
 });

@@ -33,17 +33,26 @@ describe('concurrent paid calls', () => {
     const target = peers.targets['base-sepolia']!;
     const { key, organisationId } = await createTestAccount(db, { credits: AFFORDABLE * CREDITS });
     const service = peers.wallets.service.evm.address;
-    const before = { service: await peers.usdcBalance('base-sepolia', service), target: await peers.usdcBalance('base-sepolia', target.routes.paid.payTo) };
+    const before = {
+      service: await peers.usdcBalance('base-sepolia', service),
+      target: await peers.usdcBalance('base-sepolia', target.routes.paid.payTo),
+    };
 
     const responses = await Promise.all(
-      Array.from({ length: CALLS }, () => t.client.post('/proxy', { api_url: target.routes.paid.url, method: 'GET' }, { headers: { 'x-api-key': key } })),
+      Array.from({ length: CALLS }, () =>
+        t.client.post('/proxy', { api_url: target.routes.paid.url, method: 'GET' }, { headers: { 'x-api-key': key } }),
+      ),
     );
 
     const statuses = responses.map((response) => response.status);
     expect(statuses.filter((status) => status === 200)).toHaveLength(Number(AFFORDABLE));
     expect(statuses.filter((status) => status === 402)).toHaveLength(CALLS - Number(AFFORDABLE));
     for (const refused of responses.filter((response) => response.status === 402)) {
-      expect(refused.body).toEqual({ code: 'insufficient_credits', error: 'Insufficient credits', details: expect.any(String) });
+      expect(refused.body).toEqual({
+        code: 'insufficient_credits',
+        error: 'Insufficient credits',
+        details: expect.any(String),
+      });
     }
     expect(await organisationBalance(db, organisationId)).toBe(0n);
     expect(await ledgerSums(db, organisationId)).toEqual({
@@ -53,7 +62,11 @@ describe('concurrent paid calls', () => {
       release: 0n,
       refund: 0n,
     });
-    const rows = await db.selectFrom('proxy_payments').select(['state']).where('organisation_id', '=', organisationId).execute();
+    const rows = await db
+      .selectFrom('proxy_payments')
+      .select(['state'])
+      .where('organisation_id', '=', organisationId)
+      .execute();
     expect(rows.map((row) => row.state)).toEqual(Array(Number(AFFORDABLE)).fill('charged'));
     // Only the 20 reserved calls signed a payment, and each was paid once.
     expect(target.requests.filter((request) => request.payment !== null)).toHaveLength(Number(AFFORDABLE));

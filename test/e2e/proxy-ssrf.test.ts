@@ -74,7 +74,7 @@ beforeAll(async () => {
   redirectorHost = `127.0.0.1:${(redirector.address() as net.AddressInfo).port}`;
   t = await startTestService(
     { SSRF_ALLOW_HOSTS: redirectorHost, NETWORKS: 'base-sepolia' },
-    { resolver: tableResolver({ 'internal.example': ['127.0.0.1'], 'sneaky.example': ['127.0.0.1']}) },
+    { resolver: tableResolver({ 'internal.example': ['127.0.0.1'], 'sneaky.example': ['127.0.0.1'] }) },
   );
   key = (await createTestAccount(t.database.handle.db, { credits: 1_000n })).key;
 });
@@ -111,9 +111,17 @@ describe.each(['/proxy', '/proxy/sim'])('SSRF through %s', (path) => {
   it('refuses every form with 400 {error, details}, and nothing reaches the guarded listener', async () => {
     guarded.connections = 0;
     for (const [form, url] of refusedUrls()) {
-      const res = await t.client.post(path, { api_url: url, method: 'POST', json: { secret: 1 } }, { headers: { 'x-api-key': key } });
+      const res = await t.client.post(
+        path,
+        { api_url: url, method: 'POST', json: { secret: 1 } },
+        { headers: { 'x-api-key': key } },
+      );
       expect(res.status, `${form}: ${url}`).toBe(400);
-      expect(res.body, form).toEqual({ code: 'validation_failed', error: 'Bad Request', details: expect.stringMatching(/address|scheme/) });
+      expect(res.body, form).toEqual({
+        code: 'validation_failed',
+        error: 'Bad Request',
+        details: expect.stringMatching(/address|scheme/),
+      });
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(guarded.connections).toBe(0);
@@ -122,15 +130,26 @@ describe.each(['/proxy', '/proxy/sim'])('SSRF through %s', (path) => {
 
 describe('the probe', () => {
   it('does see a connection when its port is allow-listed, so a 0 above means nothing was sent', async () => {
-    const open = await startTestService({ SSRF_ALLOW_HOSTS: `127.0.0.1:${guarded.port}`, NETWORKS: 'base-sepolia' }, { resolver: tableResolver() });
+    const open = await startTestService(
+      { SSRF_ALLOW_HOSTS: `127.0.0.1:${guarded.port}`, NETWORKS: 'base-sepolia' },
+      { resolver: tableResolver() },
+    );
     try {
       const { key: openKey } = await createTestAccount(open.database.handle.db);
       guarded.connections = 0;
-      const res = await open.client.post('/proxy/sim', { api_url: `http://127.0.0.1:${guarded.port}/`, method: 'GET' }, { headers: { 'x-api-key': openKey } });
+      const res = await open.client.post(
+        '/proxy/sim',
+        { api_url: `http://127.0.0.1:${guarded.port}/`, method: 'GET' },
+        { headers: { 'x-api-key': openKey } },
+      );
       expect(res.body).toEqual({ requiresPayment: false, status: 204, response: '' });
       expect(guarded.connections).toBe(1);
       // The allow list names that exact host and port: another loopback address on that port is refused.
-      const other = await open.client.post('/proxy/sim', { api_url: `http://127.0.0.2:${guarded.port}/`, method: 'GET' }, { headers: { 'x-api-key': openKey } });
+      const other = await open.client.post(
+        '/proxy/sim',
+        { api_url: `http://127.0.0.2:${guarded.port}/`, method: 'GET' },
+        { headers: { 'x-api-key': openKey } },
+      );
       expect(other.status).toBe(400);
       expect(guarded.connections).toBe(1);
     } finally {

@@ -29,7 +29,10 @@ let t: TestService;
 let db: Db;
 
 beforeAll(async () => {
-  peers = await startPeers({ networks: ['base-sepolia'], pricesMicroUsdc: { paid: PRICE, neverSettles: PRICE, error: PRICE } });
+  peers = await startPeers({
+    networks: ['base-sepolia'],
+    pricesMicroUsdc: { paid: PRICE, neverSettles: PRICE, error: PRICE },
+  });
   t = await startProxyService(peers, { PROXY_PAYMENT_WINDOW_SECONDS: String(WINDOW_SECONDS) });
   db = t.database.handle.db;
 });
@@ -92,7 +95,11 @@ describe('a payment the target never settles', () => {
 
     const validBefore = validBeforeOf(seen[1]!.payment);
     expect(Number(validBefore) * 1000 - Date.now()).toBeLessThanOrEqual(WINDOW_SECONDS * 1000);
-    const lastValidBefore = validBeforeOf(target().requests.filter((request) => request.route === 'error').at(-1)!.payment);
+    const lastValidBefore = validBeforeOf(
+      target()
+        .requests.filter((request) => request.route === 'error')
+        .at(-1)!.payment,
+    );
     const expiry = lastValidBefore > validBefore ? lastValidBefore : validBefore;
     await waitUntil(expiry);
     // A live chain keeps producing blocks; the local one is asked to, until one passes the expiry.
@@ -110,7 +117,13 @@ describe('a payment the target never settles', () => {
       });
     }
     expect(await organisationBalance(db, account.organisationId)).toBe(1_000n);
-    expect(await ledgerSums(db, account.organisationId)).toEqual({ grant: 1_000n, reserve: 2n * CREDITS, charge: 0n, release: 2n * CREDITS, refund: 0n });
+    expect(await ledgerSums(db, account.organisationId)).toEqual({
+      grant: 1_000n,
+      reserve: 2n * CREDITS,
+      charge: 0n,
+      release: 2n * CREDITS,
+      refund: 0n,
+    });
     expect(await peers.usdcBalance('base-sepolia', serviceWallet())).toBe(walletBefore);
   });
 });
@@ -122,7 +135,10 @@ describe('a process that stopped between two steps', () => {
     const unpaid = await fetch(target().routes.paid.url);
     const parsed = parsePaymentRequired(await unpaid.text());
     if (!parsed.ok) throw new Error(parsed.details);
-    const choice = chooseRequirement(parsed.value.body.accepts, { networks: t.service.deps.chains.payingNetworks(), maxAmountMicroUsdc: PRICE });
+    const choice = chooseRequirement(parsed.value.body.accepts, {
+      networks: t.service.deps.chains.payingNetworks(),
+      maxAmountMicroUsdc: PRICE,
+    });
     if (!choice.ok) throw new Error(choice.details);
     const reference = randomNonce();
     const reserved = await reserveProxyPayment(db, {
@@ -137,7 +153,11 @@ describe('a process that stopped between two steps', () => {
       systemDailyLimitCredits: 1_000_000n,
     });
     expect(reserved).toEqual({ reserved: true });
-    const row = await db.selectFrom('proxy_payments').selectAll().where('reference', '=', reference).executeTakeFirstOrThrow();
+    const row = await db
+      .selectFrom('proxy_payments')
+      .selectAll()
+      .where('reference', '=', reference)
+      .executeTakeFirstOrThrow();
     return { reference, choice: choice.value, row };
   }
 
@@ -146,7 +166,12 @@ describe('a process that stopped between two steps', () => {
     const { reference, choice, row } = await reserve(account);
     const prepared = await t.service.deps.chains.createPayment(choice, { now: new Date(), nonce: reference });
     if (!prepared.ok) throw new Error(prepared.details);
-    expect(await recordSigned(db, reference, { payer: prepared.value.payer, validBefore: (prepared.value.expiresAt as { unixSeconds: bigint }).unixSeconds })).toBe(true);
+    expect(
+      await recordSigned(db, reference, {
+        payer: prepared.value.payer,
+        validBefore: (prepared.value.expiresAt as { unixSeconds: bigint }).unixSeconds,
+      }),
+    ).toBe(true);
     const paid = await fetch(target().routes.paid.url, { headers: { 'X-PAYMENT': prepared.value.header } });
     expect(paid.status).toBe(200);
     // ...and here the process stopped: no charge, no job.
@@ -159,21 +184,36 @@ describe('a process that stopped between two steps', () => {
     const settled = await findProxyPayment(db, row.id);
     expect(settled).toMatchObject({ state: 'charged', tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
     expect(await organisationBalance(db, account.organisationId)).toBe(1_000n - CREDITS);
-    expect(await ledgerSums(db, account.organisationId)).toMatchObject({ reserve: CREDITS, charge: CREDITS, release: 0n });
+    expect(await ledgerSums(db, account.organisationId)).toMatchObject({
+      reserve: CREDITS,
+      charge: CREDITS,
+      release: 0n,
+    });
 
     // A second look changes nothing: the job is safe to repeat.
     await proxyPaymentWatch(t.service.deps)({ proxyPaymentId: String(row.id) }, undefined as never);
-    expect(await ledgerSums(db, account.organisationId)).toMatchObject({ reserve: CREDITS, charge: CREDITS, release: 0n });
+    expect(await ledgerSums(db, account.organisationId)).toMatchObject({
+      reserve: CREDITS,
+      charge: CREDITS,
+      release: 0n,
+    });
   });
 
   it('credits reserved but never signed: released once the request must be over, and not before', async () => {
     const account = await createTestAccount(db, { credits: 1_000n });
     const { row } = await reserve(account);
-    const watch = (minutes: number) => proxyPaymentWatch({ ...t.service.deps, clock: later(minutes) })({ proxyPaymentId: String(row.id) }, undefined as never);
+    const watch = (minutes: number) =>
+      proxyPaymentWatch({ ...t.service.deps, clock: later(minutes) })(
+        { proxyPaymentId: String(row.id) },
+        undefined as never,
+      );
     await watch(1);
     expect((await findProxyPayment(db, row.id))!.state).toBe('reserved');
     await watch(11);
-    expect(await findProxyPayment(db, row.id)).toMatchObject({ state: 'released', outcome: expect.stringContaining('never signed') });
+    expect(await findProxyPayment(db, row.id)).toMatchObject({
+      state: 'released',
+      outcome: expect.stringContaining('never signed'),
+    });
     expect(await organisationBalance(db, account.organisationId)).toBe(1_000n);
     await watch(12);
     expect(await ledgerSums(db, account.organisationId)).toMatchObject({ reserve: CREDITS, release: CREDITS });

@@ -7,7 +7,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { organisationBalance } from '../../payments/credits';
 import { decodePaymentHeader, decodePaymentResponseHeader } from '../../payments/x402/headers';
-import { NETWORK_NAMES, isEvmNetwork, startPeers, type EchoedRequest, type NetworkName, type Peers } from '../../devnet/index';
+import {
+  NETWORK_NAMES,
+  isEvmNetwork,
+  startPeers,
+  type EchoedRequest,
+  type NetworkName,
+  type Peers,
+} from '../../devnet/index';
 import { createTestAccount } from '../support/accounts';
 import { ledgerSums, peersEnv, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
@@ -33,7 +40,9 @@ beforeAll(async () => {
     ],
   });
   closedPort = await unusedPort();
-  t = await startProxyService(peers, { SSRF_ALLOW_HOSTS: peersEnv(peers, [`127.0.0.1:${closedPort}`]).SSRF_ALLOW_HOSTS });
+  t = await startProxyService(peers, {
+    SSRF_ALLOW_HOSTS: peersEnv(peers, [`127.0.0.1:${closedPort}`]).SSRF_ALLOW_HOSTS,
+  });
   db = t.database.handle.db;
 });
 
@@ -72,7 +81,10 @@ describe.each([...NETWORK_NAMES])('a paid call on %s', (network) => {
     target.reset();
     const payTo = target.routes.paid.payTo;
     const { key, organisationId } = await createTestAccount(db, { credits: 1_000n });
-    const before = { service: await peers.usdcBalance(network, serviceAddress(network)), target: await peers.usdcBalance(network, payTo) };
+    const before = {
+      service: await peers.usdcBalance(network, serviceAddress(network)),
+      target: await peers.usdcBalance(network, payTo),
+    };
 
     const res = await proxy(key, { api_url: target.routes.paid.url, method: 'GET' });
 
@@ -86,10 +98,22 @@ describe.each([...NETWORK_NAMES])('a paid call on %s', (network) => {
     expect(await peers.usdcBalance(network, serviceAddress(network))).toBe(before.service - PRICE);
     expect(await peers.usdcBalance(network, payTo)).toBe(before.target + PRICE);
     expect(await organisationBalance(db, organisationId)).toBe(1_000n - CREDITS);
-    expect(await ledgerSums(db, organisationId)).toEqual({ grant: 1_000n, reserve: CREDITS, charge: CREDITS, release: 0n, refund: 0n });
+    expect(await ledgerSums(db, organisationId)).toEqual({
+      grant: 1_000n,
+      reserve: CREDITS,
+      charge: CREDITS,
+      release: 0n,
+      refund: 0n,
+    });
 
     const [row] = await paymentRows(organisationId);
-    expect(row).toMatchObject({ state: 'charged', network, amount_micro_usdc: PRICE, credits: CREDITS, webhook_id: null });
+    expect(row).toMatchObject({
+      state: 'charged',
+      network,
+      amount_micro_usdc: PRICE,
+      credits: CREDITS,
+      webhook_id: null,
+    });
     expect(row!.tx_hash).toBe(settlement.ok ? settlement.value.transaction : undefined);
     // One unpaid request, then one paid request carrying our payment.
     const seen = target.requests.filter((request) => request.route === 'paid');
@@ -97,7 +121,9 @@ describe.each([...NETWORK_NAMES])('a paid call on %s', (network) => {
     const payment = decodePaymentHeader(seen[1]!.payment);
     expect(payment).toMatchObject({ ok: true, value: { network, scheme: 'exact' } });
     if (payment.ok && isEvmNetwork(network)) {
-      expect((payment.value.payload as { authorization: { nonce: string; value: string } }).authorization).toMatchObject({
+      expect(
+        (payment.value.payload as { authorization: { nonce: string; value: string } }).authorization,
+      ).toMatchObject({
         nonce: row!.reference,
         value: PRICE.toString(),
       });
@@ -112,7 +138,13 @@ describe('answers passed through', () => {
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ ok: true, route: 'free', target: 'base-sepolia', network: 'base-sepolia' });
     expect(res.headers.get('x-payment-response')).toBeNull();
-    expect(await ledgerSums(db, organisationId)).toEqual({ grant: 100n, reserve: 0n, charge: 0n, release: 0n, refund: 0n });
+    expect(await ledgerSums(db, organisationId)).toEqual({
+      grant: 100n,
+      reserve: 0n,
+      charge: 0n,
+      release: 0n,
+      refund: 0n,
+    });
     expect(await paymentRows(organisationId)).toEqual([]);
   });
 
@@ -133,7 +165,13 @@ describe('answers passed through', () => {
     const url = peers.targets.plain!.routes.error.url;
     const res = await proxy(key, { api_url: url, method: 'GET' });
     expect(res.status).toBe(502);
-    expect(res.body).toEqual({ code: 'upstream_error', error: 'Bad Gateway', message: expect.any(String), details: expect.stringContaining('500'), upstreamStatus: 500 });
+    expect(res.body).toEqual({
+      code: 'upstream_error',
+      error: 'Bad Gateway',
+      message: expect.any(String),
+      details: expect.stringContaining('500'),
+      upstreamStatus: 500,
+    });
     const other = await proxy(key, { api_url: `${url}?status=503`, method: 'GET' });
     expect(other.body.upstreamStatus).toBe(503);
     expect(await ledgerSums(db, organisationId)).toMatchObject({ reserve: 0n, charge: 0n });
@@ -143,7 +181,12 @@ describe('answers passed through', () => {
     const { key } = await createTestAccount(db, { credits: 100n });
     const res = await proxy(key, { api_url: `http://127.0.0.1:${closedPort}/`, method: 'GET' });
     expect(res.status).toBe(502);
-    expect(res.body).toEqual({ code: 'target_unreachable', error: 'Bad Gateway', message: expect.any(String), details: expect.stringContaining('could not be reached') });
+    expect(res.body).toEqual({
+      code: 'target_unreachable',
+      error: 'Bad Gateway',
+      message: expect.any(String),
+      details: expect.stringContaining('could not be reached'),
+    });
   });
 
   it('the body timeout and X-TIMEOUT bound the call: a slow target is a 502 in time', async () => {
@@ -160,7 +203,11 @@ describe('answers passed through', () => {
       expect(res.body.details).toMatch(/within 300 ms/);
       expect(performance.now() - started).toBeLessThan(2_000);
     }
-    const quick = await proxy(key, { api_url: `${peers.targets.plain!.routes.slow.url}?delayMs=50`, method: 'GET', timeout: 5 });
+    const quick = await proxy(key, {
+      api_url: `${peers.targets.plain!.routes.slow.url}?delayMs=50`,
+      method: 'GET',
+      timeout: 5,
+    });
     expect(quick.status).toBe(200);
   });
 });
@@ -171,7 +218,10 @@ describe('each body form arrives at the target as specified', () => {
     key = (await createTestAccount(db, { credits: 1_000n })).key;
   });
 
-  async function echoed(call: Record<string, unknown>, path = peers.targets['base-sepolia']!.routes.echo.url): Promise<EchoedRequest> {
+  async function echoed(
+    call: Record<string, unknown>,
+    path = peers.targets['base-sepolia']!.routes.echo.url,
+  ): Promise<EchoedRequest> {
     const res = await proxy(key, { api_url: path, method: 'POST', ...call });
     expect(res.status, res.text).toBe(200);
     return res.body as EchoedRequest;
@@ -180,7 +230,11 @@ describe('each body form arrives at the target as specified', () => {
   it('json, and payload its deprecated alias: JSON text with Content-Type application/json', async () => {
     for (const field of ['json', 'payload']) {
       const echo = await echoed({ [field]: { city: 'Lisbon', days: [1, 2] } });
-      expect(echo).toMatchObject({ method: 'POST', body: '{"city":"Lisbon","days":[1,2]}', contentType: 'application/json' });
+      expect(echo).toMatchObject({
+        method: 'POST',
+        body: '{"city":"Lisbon","days":[1,2]}',
+        contentType: 'application/json',
+      });
     }
   });
 
@@ -209,7 +263,14 @@ describe('each body form arrives at the target as specified', () => {
       {
         method: 'PUT',
         params: { y: 'two', z: 3 },
-        headers: { 'X-Custom': 'kept', Connection: 'x-hop', 'x-hop': 'dropped', 'Keep-Alive': 'timeout=5', 'X-Payment': 'forged', Cookie: 'b=2' },
+        headers: {
+          'X-Custom': 'kept',
+          Connection: 'x-hop',
+          'x-hop': 'dropped',
+          'Keep-Alive': 'timeout=5',
+          'X-Payment': 'forged',
+          Cookie: 'b=2',
+        },
         auth: { username: 'user', password: 'pa:ss' },
         cookies: { a: '1' },
       },
@@ -242,7 +303,11 @@ describe('each body form arrives at the target as specified', () => {
     target.reset();
     const res = await proxy(key, { api_url: target.routes.echo.url, method: 'POST', json: {}, data: 'x' });
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ code: 'validation_failed', error: 'Bad Request', details: expect.stringMatching(/json and data/) });
+    expect(res.body).toEqual({
+      code: 'validation_failed',
+      error: 'Bad Request',
+      details: expect.stringMatching(/json and data/),
+    });
     expect(target.requests).toHaveLength(0);
   });
 });
@@ -255,7 +320,11 @@ describe('credits and limits', () => {
     const before = await peers.usdcBalance('base-sepolia', serviceAddress('base-sepolia'));
     const res = await proxy(key, { api_url: target.routes.paid.url, method: 'GET' });
     expect(res.status).toBe(402);
-    expect(res.body).toEqual({ code: 'insufficient_credits', error: 'Insufficient credits', details: `This call needs ${CREDITS} credits; ${CREDITS - 1n} are available` });
+    expect(res.body).toEqual({
+      code: 'insufficient_credits',
+      error: 'Insufficient credits',
+      details: `This call needs ${CREDITS} credits; ${CREDITS - 1n} are available`,
+    });
     expect(target.requests.map((request) => request.payment)).toEqual([null]);
     expect(await peers.usdcBalance('base-sepolia', serviceAddress('base-sepolia'))).toBe(before);
     expect(await ledgerSums(db, organisationId)).toMatchObject({ reserve: 0n });
@@ -297,34 +366,65 @@ describe('configuration and unpayable targets', () => {
 
   it('no wallet key for the network the target accepts: 500 with the reason, nothing reserved', async () => {
     const { key, organisationId } = await createTestAccount(limited.database.handle.db, { credits: 1_000n });
-    const res = await proxy(key, { api_url: peers.targets['solana-devnet']!.routes.paid.url, method: 'GET' }, {}, limited);
+    const res = await proxy(
+      key,
+      { api_url: peers.targets['solana-devnet']!.routes.paid.url, method: 'GET' },
+      {},
+      limited,
+    );
     expect(res.status).toBe(500);
-    expect(res.body).toEqual({ code: 'configuration_error', error: 'Internal Server Error', message: expect.any(String), details: expect.stringContaining('solana-devnet') });
+    expect(res.body).toEqual({
+      code: 'configuration_error',
+      error: 'Internal Server Error',
+      message: expect.any(String),
+      details: expect.stringContaining('solana-devnet'),
+    });
     expect(await ledgerSums(limited.database.handle.db, organisationId)).toMatchObject({ reserve: 0n });
   });
 
   it('a price over PROXY_MAX_PAYMENT_USDC, or a network we do not run: 502, nothing paid', async () => {
     const { key } = await createTestAccount(limited.database.handle.db, { credits: 1_000n });
-    const dear = await proxy(key, { api_url: peers.targets['base-sepolia']!.routes.paid.url, method: 'GET' }, {}, limited);
+    const dear = await proxy(
+      key,
+      { api_url: peers.targets['base-sepolia']!.routes.paid.url, method: 'GET' },
+      {},
+      limited,
+    );
     expect(dear.status).toBe(502);
-    expect(dear.body).toMatchObject({ error: 'Bad Gateway', upstreamStatus: 402, details: expect.stringContaining('amount_over_ceiling') });
+    expect(dear.body).toMatchObject({
+      error: 'Bad Gateway',
+      upstreamStatus: 402,
+      details: expect.stringContaining('amount_over_ceiling'),
+    });
     const elsewhere = await proxy(key, { api_url: peers.targets.base!.routes.paid.url, method: 'GET' }, {}, limited);
     expect(elsewhere.status).toBe(502);
     expect(elsewhere.body.details).toContain('network_not_enabled');
   });
 
   it('a service wallet short of USDC: 500 before anything is sent, and the reserved credits come back', async () => {
-    const unfunded = await startProxyService(peers, { NETWORKS: 'base-sepolia', EVM_PRIVATE_KEY: generatePrivateKey() });
+    const unfunded = await startProxyService(peers, {
+      NETWORKS: 'base-sepolia',
+      EVM_PRIVATE_KEY: generatePrivateKey(),
+    });
     try {
       const target = peers.targets['base-sepolia']!;
       target.reset();
       const { key, organisationId } = await createTestAccount(unfunded.database.handle.db, { credits: 1_000n });
       const res = await proxy(key, { api_url: target.routes.paid.url, method: 'GET' }, {}, unfunded);
       expect(res.status).toBe(500);
-      expect(res.body).toEqual({ code: 'configuration_error', error: 'Internal Server Error', message: expect.any(String), details: expect.stringMatching(/USDC balance on base-sepolia is 0/) });
+      expect(res.body).toEqual({
+        code: 'configuration_error',
+        error: 'Internal Server Error',
+        message: expect.any(String),
+        details: expect.stringMatching(/USDC balance on base-sepolia is 0/),
+      });
       expect(target.requests.map((request) => request.payment)).toEqual([null]);
       expect(await organisationBalance(unfunded.database.handle.db, organisationId)).toBe(1_000n);
-      expect(await ledgerSums(unfunded.database.handle.db, organisationId)).toMatchObject({ reserve: CREDITS, release: CREDITS, charge: 0n });
+      expect(await ledgerSums(unfunded.database.handle.db, organisationId)).toMatchObject({
+        reserve: CREDITS,
+        release: CREDITS,
+        charge: 0n,
+      });
     } finally {
       await unfunded.stop();
     }
@@ -334,7 +434,12 @@ describe('configuration and unpayable targets', () => {
     const { key } = await createTestAccount(limited.database.handle.db, { credits: 1_000n });
     const res = await proxy(key, { api_url: peers.targets.plain!.routes.paid.url, method: 'GET' }, {}, limited);
     expect(res.status).toBe(429);
-    expect(res.body).toMatchObject({ error: 'Daily account proxy limit exceeded', currentSpend: 0, limit: 0, requestedAmount: 0.006 });
+    expect(res.body).toMatchObject({
+      error: 'Daily account proxy limit exceeded',
+      currentSpend: 0,
+      limit: 0,
+      requestedAmount: 0.006,
+    });
   });
 });
 
@@ -358,23 +463,43 @@ describe('POST /proxy/sim', () => {
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ requiresPayment: true, status: 402, response: { x402Version: 1 } });
     expect(res.body.paymentRequirements).toEqual(res.body.response.accepts[0]);
-    expect(res.body.paymentRequirements).toMatchObject({ network: 'base-sepolia', maxAmountRequired: PRICE.toString() });
+    expect(res.body.paymentRequirements).toMatchObject({
+      network: 'base-sepolia',
+      maxAmountRequired: PRICE.toString(),
+    });
     // 12,345 micro-USDC + 3% = 12,715.35, rounded up to 12,716 micro-USDC; 13 credits.
-    expect(res.body.feeBreakdown).toEqual({ targetAmount: 0.012345, proxyFee: 0.000371, totalAmount: 0.012716, totalCredits: Number(CREDITS) });
+    expect(res.body.feeBreakdown).toEqual({
+      targetAmount: 0.012345,
+      proxyFee: 0.000371,
+      totalAmount: 0.012716,
+      totalCredits: Number(CREDITS),
+    });
     expect(target.requests.map((request) => request.payment)).toEqual([null]);
     expect(await ledgerSums(db, organisationId)).toMatchObject({ reserve: 0n });
   });
 
   it('a named network the target does not accept is a 400; a 5xx is a 502', async () => {
     const { key } = await createTestAccount(db);
-    const wrong = await simulate(key, { api_url: peers.targets['base-sepolia']!.routes.paid.url, method: 'GET', network: 'solana-devnet' });
+    const wrong = await simulate(key, {
+      api_url: peers.targets['base-sepolia']!.routes.paid.url,
+      method: 'GET',
+      network: 'solana-devnet',
+    });
     expect(wrong.status).toBe(400);
     expect(wrong.body.details).toContain('solana-devnet');
-    const named = await simulate(key, { api_url: peers.targets['solana-devnet']!.routes.paid.url, method: 'GET', network: 'solana-devnet' });
+    const named = await simulate(key, {
+      api_url: peers.targets['solana-devnet']!.routes.paid.url,
+      method: 'GET',
+      network: 'solana-devnet',
+    });
     expect(named.body.paymentRequirements.network).toBe('solana-devnet');
     const failing = await simulate(key, { api_url: peers.targets.plain!.routes.error.url, method: 'GET' });
     expect(failing.status).toBe(502);
-    expect(failing.body).toEqual({ code: 'upstream_error', error: 'Bad Gateway', details: expect.stringContaining('500') });
+    expect(failing.body).toEqual({
+      code: 'upstream_error',
+      error: 'Bad Gateway',
+      details: expect.stringContaining('500'),
+    });
   });
 });
 
@@ -393,7 +518,10 @@ describe('latency', () => {
       expect((await proxy(key, { api_url: url, method: 'GET' })).status).toBe(200);
       timings.proxy.push(performance.now() - started);
     }
-    const report = { proxyMedianMs: Math.round(median(timings.proxy)), directMedianMs: Math.round(median(timings.direct)) };
+    const report = {
+      proxyMedianMs: Math.round(median(timings.proxy)),
+      directMedianMs: Math.round(median(timings.direct)),
+    };
     console.info(`paid call latency on base-sepolia (median of 5): ${JSON.stringify(report)}`);
     expect(report.proxyMedianMs).toBeLessThan(report.directMedianMs + 1_000);
   });

@@ -46,7 +46,13 @@ afterAll(async () => {
 });
 
 function serviceEnv(): Record<string, string> {
-  return { ...peersEnv(peers), DATABASE_URL: database.url, HOST: '127.0.0.1', PORT: '0', RELAY_ABANDONED_AFTER_MS: String(ABANDONED_AFTER_MS) };
+  return {
+    ...peersEnv(peers),
+    DATABASE_URL: database.url,
+    HOST: '127.0.0.1',
+    PORT: '0',
+    RELAY_ABANDONED_AFTER_MS: String(ABANDONED_AFTER_MS),
+  };
 }
 
 /**
@@ -79,7 +85,11 @@ function startChild(env: Record<string, string>, markerFile: string): Promise<{ 
   });
 }
 
-async function waitFor<T>(what: string, read: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
+async function waitFor<T>(
+  what: string,
+  read: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 20_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await read();
@@ -105,13 +115,24 @@ describe('a service killed between settling the client and paying the target', (
     const running = await startChild(serviceEnv(), marker);
     child = running.process;
 
-    const paying = payingFetch(peers, network)(`${running.url}/relay`, relayRequest({ api_url: target.routes.paid.url, method: 'GET' })).then(
+    const paying = payingFetch(peers, network)(
+      `${running.url}/relay`,
+      relayRequest({ api_url: target.routes.paid.url, method: 'GET' }),
+    ).then(
       (response) => ({ status: response.status }),
       (error: unknown) => ({ error }),
     );
-    const relayTxId = BigInt(await waitFor('the settlement', () => (existsSync(marker) ? readFileSync(marker, 'utf8') || undefined : undefined)));
+    const relayTxId = BigInt(
+      await waitFor('the settlement', () =>
+        existsSync(marker) ? readFileSync(marker, 'utf8') || undefined : undefined,
+      ),
+    );
     const { db } = database.handle;
-    const settled = await db.selectFrom('relay_transactions').selectAll().where('id', '=', relayTxId).executeTakeFirstOrThrow();
+    const settled = await db
+      .selectFrom('relay_transactions')
+      .selectAll()
+      .where('id', '=', relayTxId)
+      .executeTakeFirstOrThrow();
     expect(settled).toMatchObject({ state: 'settled', target_payment_ref: null, amount_micro: TOTAL });
     expect(await peers.usdcBalance(network, client)).toBe(before.client - TOTAL);
 
@@ -123,23 +144,43 @@ describe('a service killed between settling the client and paying the target', (
     expect(await paying).toMatchObject({ error: expect.anything() });
     expect(target.requests.filter((request) => request.route === 'paid' && request.payment !== null)).toEqual([]);
 
-    restarted = await startService(loadConfig({ ...serviceEnv(), LOG_LEVEL: 'silent' }), { logger: pino({ level: 'silent' }) });
+    restarted = await startService(loadConfig({ ...serviceEnv(), LOG_LEVEL: 'silent' }), {
+      logger: pino({ level: 'silent' }),
+    });
     const webhookId = await waitFor('the refund decision', async () => {
-      const row = await db.selectFrom('relay_transactions').select('webhook_id').where('id', '=', relayTxId).executeTakeFirst();
+      const row = await db
+        .selectFrom('relay_transactions')
+        .select('webhook_id')
+        .where('id', '=', relayTxId)
+        .executeTakeFirst();
       return row?.webhook_id ?? undefined;
     });
     const record = await pollWebhook({ client: contractClient(restarted.url) } as never, webhookId, 20_000);
     expect(record.status).toBe(200);
-    expect(record.body).toMatchObject({ status: 'refund_confirmed', network, method: 'direct', relayTxId: Number(relayTxId) });
+    expect(record.body).toMatchObject({
+      status: 'refund_confirmed',
+      network,
+      method: 'direct',
+      relayTxId: Number(relayTxId),
+    });
     expect(record.body.message).toContain('the request ended before the target was paid');
 
     expect(await peers.usdcBalance(network, client)).toBe(before.client);
     expect(await peers.usdcBalance(network, service)).toBe(before.service);
     expect(await peers.usdcBalance(network, payTo)).toBe(before.target);
-    const row = await db.selectFrom('relay_transactions').selectAll().where('id', '=', relayTxId).executeTakeFirstOrThrow();
+    const row = await db
+      .selectFrom('relay_transactions')
+      .selectAll()
+      .where('id', '=', relayTxId)
+      .executeTakeFirstOrThrow();
     expect(row.state).toBe('refunded');
     const refunds = await db.selectFrom('refunds').selectAll().where('relay_transaction_id', '=', relayTxId).execute();
     expect(refunds).toHaveLength(1);
-    expect(refunds[0]).toMatchObject({ status: 'confirmed', amount_micro: TOTAL, recipient: client, tx_hash: record.body.txHash });
+    expect(refunds[0]).toMatchObject({
+      status: 'confirmed',
+      amount_micro: TOTAL,
+      recipient: client,
+      tx_hash: record.body.txHash,
+    });
   }, 90_000);
 });

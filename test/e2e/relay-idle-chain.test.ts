@@ -18,28 +18,32 @@ afterAll(async () => {
 });
 
 describe('an idle local chain', () => {
-  it('after more than a minute without traffic, a relay paid as HTTPayer\'s SDK pays (validAfter = now - 60) settles', { timeout: 120_000 }, async () => {
-    const network = 'base';
-    const price = 10_000n;
-    const peers: Peers = await startPeers({ networks: [network], pricesMicroUsdc: { paid: price } });
-    cleanups.push(() => peers.stop());
-    const t: TestService = await startProxyService(peers);
-    cleanups.push(() => t.stop());
-    const privateKey = generatePrivateKey();
-    const payer = privateKeyToAccount(privateKey).address;
-    await peers.mint(network, payer, 1_000_000n);
-    const client = new HttpayerSdkClient({ routerUrl: t.service.url, privateKey, maxRetries: 1 });
-    expect((await client.loadConfig()).status).toBe(200);
+  it(
+    "after more than a minute without traffic, a relay paid as HTTPayer's SDK pays (validAfter = now - 60) settles",
+    { timeout: 120_000 },
+    async () => {
+      const network = 'base';
+      const price = 10_000n;
+      const peers: Peers = await startPeers({ networks: [network], pricesMicroUsdc: { paid: price } });
+      cleanups.push(() => peers.stop());
+      const t: TestService = await startProxyService(peers);
+      cleanups.push(() => t.stop());
+      const privateKey = generatePrivateKey();
+      const payer = privateKeyToAccount(privateKey).address;
+      await peers.mint(network, payer, 1_000_000n);
+      const client = new HttpayerSdkClient({ routerUrl: t.service.url, privateKey, maxRetries: 1 });
+      expect((await client.loadConfig()).status).toBe(200);
 
-    await idle(65);
-    const target = peers.targets[network]!.routes.paid;
-    const answer = await client.payInvoice({ method: 'GET', url: target.url });
+      await idle(65);
+      const target = peers.targets[network]!.routes.paid;
+      const answer = await client.payInvoice({ method: 'GET', url: target.url });
 
-    expect(answer.status, answer.text).toBe(200);
-    const validAfter = BigInt(client.attempts[0]!.payment!.payload.authorization.validAfter);
-    expect(validAfter).toBeGreaterThanOrEqual(nowSeconds() - 61n);
-    const total = (price * 103n) / 100n;
-    expect(await peers.usdcBalance(network, payer)).toBe(1_000_000n - total);
-    expect(await peers.usdcBalance(network, getAddress(target.payTo))).toBe(price);
-  });
+      expect(answer.status, answer.text).toBe(200);
+      const validAfter = BigInt(client.attempts[0]!.payment!.payload.authorization.validAfter);
+      expect(validAfter).toBeGreaterThanOrEqual(nowSeconds() - 61n);
+      const total = (price * 103n) / 100n;
+      expect(await peers.usdcBalance(network, payer)).toBe(1_000_000n - total);
+      expect(await peers.usdcBalance(network, getAddress(target.payTo))).toBe(price);
+    },
+  );
 });

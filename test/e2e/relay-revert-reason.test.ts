@@ -46,7 +46,10 @@ describe('a reverted dry run', () => {
     const unpaid = await t.client.post('/relay', call);
     expect(unpaid.status).toBe(402);
     const offer = unpaid.body.accepts[0] as PeerRequirements;
-    const { header } = await peers.signEvmPayment(offer, { validAfter: nowSeconds() + 60n, validBefore: nowSeconds() + 900n });
+    const { header } = await peers.signEvmPayment(offer, {
+      validAfter: nowSeconds() + 60n,
+      validBefore: nowSeconds() + 900n,
+    });
     const before = await peers.usdcBalance(NETWORK, peers.wallets.client.evm.address);
 
     const paid = await t.client.post('/relay', call, { headers: { 'X-PAYMENT': header } });
@@ -73,16 +76,28 @@ describe('a reverted dry run', () => {
     const used = await publicClient.call({ account: service, to: USDC, data }).catch((error: unknown) => error);
     expect(revertReason(used)).toBe('FiatTokenV2: authorization is used or canceled');
     const again = await submitEvmTransaction(deps, NETWORK, { to: USDC, data }, async () => true);
-    expect(again).toEqual({ ok: false, reason: 'simulation_failed', details: 'the transfer reverts: FiatTokenV2: authorization is used or canceled' });
+    expect(again).toEqual({
+      ok: false,
+      reason: 'simulation_failed',
+      details: 'the transfer reverts: FiatTokenV2: authorization is used or canceled',
+    });
 
-    const tooMuch = await peers.signEvmPayment({ ...(offer.value as PeerRequirements), maxAmountRequired: (1_000_000_000n).toString() });
+    const tooMuch = await peers.signEvmPayment({
+      ...(offer.value as PeerRequirements),
+      maxAmountRequired: 1_000_000_000n.toString(),
+    });
     const tooMuchData = transferWithAuthorizationData(authorizationOf(tooMuch.payment as PaymentPayload));
-    const poor = await publicClient.call({ account: service, to: USDC, data: tooMuchData }).catch((error: unknown) => error);
+    const poor = await publicClient
+      .call({ account: service, to: USDC, data: tooMuchData })
+      .catch((error: unknown) => error);
     expect(revertReason(poor)).toBe('ERC20: transfer amount exceeds balance');
 
     // A revert without a reason, and an error that is no revert at all, have none.
     const bare = await publicClient
-      .call({ to: USDC, data: encodeFunctionData({ abi: parseAbi(['function nothingHere()']), functionName: 'nothingHere' }) as Hex })
+      .call({
+        to: USDC,
+        data: encodeFunctionData({ abi: parseAbi(['function nothingHere()']), functionName: 'nothingHere' }) as Hex,
+      })
       .catch((error: unknown) => error);
     expect(bare).toBeInstanceOf(Error);
     expect(revertReason(bare)).toBeUndefined();

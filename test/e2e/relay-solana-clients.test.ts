@@ -34,7 +34,10 @@ describe('POST /relay paid on solana-devnet by the standard clients', () => {
     peers = await startPeers({ networks: [NETWORK] });
     payer = await generateSolanaKey();
     await peers.mint(NETWORK, payer.address, 1_000_000n);
-    [t, viaFacilitatorService] = await Promise.all([startProxyService(peers), startProxyService(peers, { FACILITATOR_URL: peers.facilitator.url })]);
+    [t, viaFacilitatorService] = await Promise.all([
+      startProxyService(peers),
+      startProxyService(peers, { FACILITATOR_URL: peers.facilitator.url }),
+    ]);
   });
 
   afterAll(async () => {
@@ -73,7 +76,10 @@ describe('POST /relay paid on solana-devnet by the standard clients', () => {
       expect({ kind, status: res.status }).toEqual({ kind, status: 200 });
       expect(res.body, kind).toEqual({ ok: true, route: 'paid', target: NETWORK, network: NETWORK });
       const after = await legs();
-      expect({ client: after.client, service: after.service, target: after.target, clientLamports: after.clientLamports }, kind).toEqual({
+      expect(
+        { client: after.client, service: after.service, target: after.target, clientLamports: after.clientLamports },
+        kind,
+      ).toEqual({
         client: before.client - PRICE_MICRO_USDC,
         service: before.service + PRICE_MICRO_USDC - TARGET_PRICE,
         target: before.target + TARGET_PRICE,

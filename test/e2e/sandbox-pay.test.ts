@@ -48,7 +48,12 @@ afterAll(async () => {
 async function usdcBalance(network: NetworkName, owner: string): Promise<bigint> {
   if (isEvmNetwork(network)) {
     const client = createPublicClient({ transport: localTransport(state.rpc[network]!) });
-    return client.readContract({ address: EVM_NETWORKS[network].usdc, abi: balanceOfAbi, functionName: 'balanceOf', args: [getAddress(owner)] });
+    return client.readContract({
+      address: EVM_NETWORKS[network].usdc,
+      abi: balanceOfAbi,
+      functionName: 'balanceOf',
+      args: [getAddress(owner)],
+    });
   }
   const [account] = await findAssociatedTokenPda({
     mint: SOLANA_NETWORKS[network].usdc as SolanaAddress,
@@ -65,7 +70,9 @@ async function confirmed(network: NetworkName, transaction: string): Promise<boo
     const client = createPublicClient({ transport: localTransport(state.rpc[network]!) });
     return (await client.getTransactionReceipt({ hash: transaction as Hash })).status === 'success';
   }
-  const { value } = await createSolanaRpc(state.rpc[network]!).getSignatureStatuses([transaction as Signature]).send();
+  const { value } = await createSolanaRpc(state.rpc[network]!)
+    .getSignatureStatuses([transaction as Signature])
+    .send();
   return value[0] !== null && value[0].err === null;
 }
 
@@ -78,33 +85,42 @@ async function targetOffer(targetUrl: string) {
 }
 
 describe('sandbox:pay relay', () => {
-  it.each(NETWORK_NAMES)('pays the %s target on its own network with the client wallet of that chain; the chain moves exactly', async (network) => {
-    const targetUrl = `${state.targets[network]}/paid`;
-    expect(sandboxTargetNetwork(state, targetUrl)).toBe(network);
-    const { payTo, price } = await targetOffer(targetUrl);
-    const payer = isEvmNetwork(network) ? getAddress(state.client.evmAddress) : state.client.solanaAddress;
-    const ours = isEvmNetwork(network) ? service.evm : service.solana;
-    const before = { client: await usdcBalance(network, payer), service: await usdcBalance(network, ours), target: await usdcBalance(network, payTo) };
+  it.each(NETWORK_NAMES)(
+    'pays the %s target on its own network with the client wallet of that chain; the chain moves exactly',
+    async (network) => {
+      const targetUrl = `${state.targets[network]}/paid`;
+      expect(sandboxTargetNetwork(state, targetUrl)).toBe(network);
+      const { payTo, price } = await targetOffer(targetUrl);
+      const payer = isEvmNetwork(network) ? getAddress(state.client.evmAddress) : state.client.solanaAddress;
+      const ours = isEvmNetwork(network) ? service.evm : service.solana;
+      const before = {
+        client: await usdcBalance(network, payer),
+        service: await usdcBalance(network, ours),
+        target: await usdcBalance(network, payTo),
+      };
 
-    const result = await sandboxPay(state, { mode: 'relay', targetUrl }, contractFetch());
+      const result = await sandboxPay(state, { mode: 'relay', targetUrl }, contractFetch());
 
-    expect(result.status, result.text).toBe(200);
-    const total = (price * 103n + 99n) / 100n;
-    expect(result.paid).toMatchObject({ network, amountMicroUsdc: total, payer });
-    expect(result.paid!.transaction).toBe(result.headers.get('x-client-payment'));
-    expect(await confirmed(network, result.paid!.transaction!)).toBe(true);
-    expect(result.targetPayment).toMatchObject({ success: true, network });
-    expect(await confirmed(network, result.targetPayment!.transaction)).toBe(true);
-    expect(decodePaymentResponseHeader(result.headers.get('x-payment-response')!).transaction).toBe(result.targetPayment!.transaction);
+      expect(result.status, result.text).toBe(200);
+      const total = (price * 103n + 99n) / 100n;
+      expect(result.paid).toMatchObject({ network, amountMicroUsdc: total, payer });
+      expect(result.paid!.transaction).toBe(result.headers.get('x-client-payment'));
+      expect(await confirmed(network, result.paid!.transaction!)).toBe(true);
+      expect(result.targetPayment).toMatchObject({ success: true, network });
+      expect(await confirmed(network, result.targetPayment!.transaction)).toBe(true);
+      expect(decodePaymentResponseHeader(result.headers.get('x-payment-response')!).transaction).toBe(
+        result.targetPayment!.transaction,
+      );
 
-    expect(await usdcBalance(network, payer)).toBe(before.client - total);
-    expect(await usdcBalance(network, payTo)).toBe(before.target + price);
-    expect(await usdcBalance(network, ours)).toBe(before.service + total - price);
+      expect(await usdcBalance(network, payer)).toBe(before.client - total);
+      expect(await usdcBalance(network, payTo)).toBe(before.target + price);
+      expect(await usdcBalance(network, ours)).toBe(before.service + total - price);
 
-    const printed = describeResult(result);
-    expect(printed).toContain('HTTP 200');
-    expect(printed).toContain(`on ${network} from ${payer}, transaction ${result.paid!.transaction}`);
-  });
+      const printed = describeResult(result);
+      expect(printed).toContain('HTTP 200');
+      expect(printed).toContain(`on ${network} from ${payer}, transaction ${result.paid!.transaction}`);
+    },
+  );
 
   it('pays the first offer it can for a URL that is not one of the sandbox targets (the chat), and proxy calls charge credits', async () => {
     const chat = await sandboxPay(state, { mode: 'chat', message: 'hello' }, contractFetch());
@@ -112,14 +128,21 @@ describe('sandbox:pay relay', () => {
     expect(chat.paid).toMatchObject({ network: 'base', payer: getAddress(state.client.evmAddress) });
     expect(await confirmed('base', chat.paid!.transaction!)).toBe(true);
 
-    const proxy = await sandboxPay(state, { mode: 'proxy', targetUrl: `${state.targets['solana-devnet']}/paid` }, contractFetch());
+    const proxy = await sandboxPay(
+      state,
+      { mode: 'proxy', targetUrl: `${state.targets['solana-devnet']}/paid` },
+      contractFetch(),
+    );
     expect(proxy.status, proxy.text).toBe(200);
     expect(proxy.paid).toBeUndefined();
     expect(proxy.targetPayment).toMatchObject({ success: true, network: 'solana-devnet' });
   });
 
   it('reads its command line', () => {
-    expect(parseCommand(['relay', 'http://127.0.0.1:1/paid'])).toEqual({ mode: 'relay', targetUrl: 'http://127.0.0.1:1/paid' });
+    expect(parseCommand(['relay', 'http://127.0.0.1:1/paid'])).toEqual({
+      mode: 'relay',
+      targetUrl: 'http://127.0.0.1:1/paid',
+    });
     expect(parseCommand(['chat', 'two', 'words'])).toEqual({ mode: 'chat', message: 'two words' });
     expect(parseCommand(['relay'])).toBeUndefined();
     expect(parseCommand(['pay', 'x'])).toBeUndefined();

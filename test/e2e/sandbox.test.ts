@@ -22,32 +22,60 @@ describe('sandbox', () => {
 
   it('brings up the peers, a funded demo organisation, sandbox.json and a banner with working commands; a restart keeps keys and API key', async () => {
     // A target of the user's own on 127.0.0.1, allow-listed by the user's SSRF_ALLOW_HOSTS.
-    const own = createServer((_request, response) => response.writeHead(200, { 'content-type': 'application/json' }).end('{"own":true}'));
+    const own = createServer((_request, response) =>
+      response.writeHead(200, { 'content-type': 'application/json' }).end('{"own":true}'),
+    );
     await new Promise<void>((resolve) => own.listen(0, '127.0.0.1', resolve));
     const ownHost = `127.0.0.1:${(own.address() as AddressInfo).port}`;
     const printed: string[] = [];
     const log = pino({ level: 'silent' });
-    const sandbox = await startSandbox({ dataDir, reset: false, log, env: { SSRF_ALLOW_HOSTS: ` ${ownHost} ,` }, print: (text) => printed.push(text) });
+    const sandbox = await startSandbox({
+      dataDir,
+      reset: false,
+      log,
+      env: { SSRF_ALLOW_HOSTS: ` ${ownHost} ,` },
+      print: (text) => printed.push(text),
+    });
     const t = await startTestService(sandbox.env);
     let first: SandboxState;
     try {
       first = await sandbox.ready(t.service.url, t.database.handle.db);
       const onDisk = JSON.parse(readFileSync(path.join(dataDir, 'sandbox.json'), 'utf8'));
       expect(onDisk).toEqual(first);
-      expect(Object.keys(first).sort()).toEqual(['apiKey', 'baseUrl', 'client', 'facilitatorUrl', 'llmUrl', 'rpc', 'ssrfAllowHosts', 'targets']);
+      expect(Object.keys(first).sort()).toEqual([
+        'apiKey',
+        'baseUrl',
+        'client',
+        'facilitatorUrl',
+        'llmUrl',
+        'rpc',
+        'ssrfAllowHosts',
+        'targets',
+      ]);
 
       // The user's allow-list is kept beside the sandbox's targets, and the banner tells them apart.
       const targetHosts = [...new Set(Object.values(first.targets).map((url) => new URL(url).host))];
       expect(first.ssrfAllowHosts).toEqual({ sandbox: targetHosts, user: [ownHost] });
       expect(sandbox.env.SSRF_ALLOW_HOSTS!.split(',')).toEqual([...targetHosts, ownHost]);
       expect([...t.config.ssrfAllowHosts].sort()).toEqual([...targetHosts, ownHost].sort());
-      const allowLines = printed.join('').split('\n').filter((line) => line.includes('127.0.0.1:') && !line.includes('SSRF_ALLOW_HOSTS='));
-      for (const [network, url] of Object.entries(first.targets)) expect(printed.join('')).toContain(`${new URL(url).host} (${network})`);
+      const allowLines = printed
+        .join('')
+        .split('\n')
+        .filter((line) => line.includes('127.0.0.1:') && !line.includes('SSRF_ALLOW_HOSTS='));
+      for (const [network, url] of Object.entries(first.targets))
+        expect(printed.join('')).toContain(`${new URL(url).host} (${network})`);
       expect(allowLines.find((line) => line.includes('yours'))).toMatch(new RegExp(`^ +yours +${ownHost}$`));
       const ownCall = await t.client.post('/relay', { api_url: `http://${ownHost}/anything`, method: 'GET' });
       expect(ownCall.status, ownCall.text).toBe(200);
       expect(ownCall.text).toBe('{"own":true}');
-      expect(Object.keys(first.rpc).sort()).toEqual(['base', 'base-sepolia', 'skale-base', 'skale-base-sepolia', 'solana', 'solana-devnet']);
+      expect(Object.keys(first.rpc).sort()).toEqual([
+        'base',
+        'base-sepolia',
+        'skale-base',
+        'skale-base-sepolia',
+        'solana',
+        'solana-devnet',
+      ]);
       for (const url of [...Object.values(first.rpc), ...Object.values(first.targets), first.facilitatorUrl]) {
         expect(new URL(url).hostname).toBe('127.0.0.1');
       }
@@ -66,7 +94,8 @@ describe('sandbox', () => {
       expect(balance.status).toBe(200);
       expect(balance.body.effective_available).toBe(100000);
       const config = await t.client.get('/config');
-      for (const network of Object.values<any>(config.body.networks.configs)) expect(network.rpcHost).toMatch(/^127\.0\.0\.1:\d+$/);
+      for (const network of Object.values<any>(config.body.networks.configs))
+        expect(network.rpcHost).toMatch(/^127\.0\.0\.1:\d+$/);
       expect([...t.config.ssrfAllowHosts].length).toBeGreaterThan(0);
       // The sandbox's local model backs a paid chat.
       expect(banner).toContain('npm run sandbox:pay -- chat');

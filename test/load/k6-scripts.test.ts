@@ -32,7 +32,10 @@ beforeAll(async () => {
   directory = mkdtempSync(path.join(ROOT, '.tmp', 'load-k6-'));
   // What the sandbox of `npm start` writes, as far as the scripts read it.
   sandboxFile = path.join(directory, 'sandbox.json');
-  writeFileSync(sandboxFile, JSON.stringify({ baseUrl: t.service.url, apiKey: account.key, targets: { 'base-sepolia': target.url } }));
+  writeFileSync(
+    sandboxFile,
+    JSON.stringify({ baseUrl: t.service.url, apiKey: account.key, targets: { 'base-sepolia': target.url } }),
+  );
 });
 
 afterAll(async () => {
@@ -61,16 +64,22 @@ async function play(script: string, plays: string[], env: Record<string, string>
   const record = path.join(directory, `exchanges-${(runs += 1)}.jsonl`);
   writeFileSync(record, '');
   // Only the sandbox file says where things are (vitest sets BASE_URL for its own use).
-  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !['BASE_URL', 'API_KEY', 'TARGET_URL'].includes(name)));
+  const inherited = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !['BASE_URL', 'API_KEY', 'TARGET_URL'].includes(name)),
+  );
   const output = await new Promise<string>((resolve, reject) => {
     execFile(
       process.execPath,
       ['--import', './load/runner/k6-standin/register.mjs', 'load/runner/k6-standin/run.mjs', script, ...plays],
       { cwd: ROOT, env: { ...inherited, SANDBOX: sandboxFile, K6_STANDIN_RECORD: record, ...env }, timeout: 60_000 },
-      (error, stdout, stderr) => (error ? reject(new Error(`${script}: ${error.message}\n${stderr}`)) : resolve(stdout)),
+      (error, stdout, stderr) =>
+        error ? reject(new Error(`${script}: ${error.message}\n${stderr}`)) : resolve(stdout),
     );
   });
-  const exchanges = readFileSync(record, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line));
+  const exchanges = readFileSync(record, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line));
   for (const exchange of exchanges) {
     const headers = new Headers(exchange.headers);
     const isJson = (headers.get('content-type') ?? '').startsWith('application/json');
@@ -115,14 +124,17 @@ async function activeOf(group: 'proxy' | 'relay' | 'webhooks'): Promise<number> 
 
 async function waitForActive(group: 'proxy' | 'relay' | 'webhooks', expected: number): Promise<void> {
   const deadline = Date.now() + 5_000;
-  while ((await activeOf(group)) !== expected && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+  while ((await activeOf(group)) !== expected && Date.now() < deadline)
+    await new Promise((resolve) => setTimeout(resolve, 10));
   expect(await activeOf(group)).toBe(expected);
 }
 
 describe('the k6 scripts under a k6 stand-in', () => {
   it('throughput.js: /config, pass-through and paid /proxy answer 200 and meet their thresholds', async () => {
     const run = await play('load/throughput.js', ['config:2', 'proxyFree:2', 'proxyPaid:1'], LATENCY_BOUNDS);
-    expect(thresholdsWith(run, 'pass')).toEqual(expect.arrayContaining(['http_req_duration{scenario:config} p(99)<15000']));
+    expect(thresholdsWith(run, 'pass')).toEqual(
+      expect.arrayContaining(['http_req_duration{scenario:config} p(99)<15000']),
+    );
     expect(failedChecks(run)).toEqual([]);
     expect(run.checks['status is 200']).toEqual({ passes: 5, fails: 0 });
     expect(thresholdsWith(run, 'fail')).toEqual([]);
@@ -149,7 +161,9 @@ describe('the k6 scripts under a k6 stand-in', () => {
       ...Array.from({ length: CAP }, () => t.client.post('/relay', call)),
     ];
     await target.hold.waitForWaiting(2 * CAP, 5_000);
-    const held: HeldRequest[] = Array.from({ length: CAP }, () => holdRequest(t.service.url, 'GET', '/webhooks/6f1c1f4e-0000-4000-8000-00000000cafe', {}));
+    const held: HeldRequest[] = Array.from({ length: CAP }, () =>
+      holdRequest(t.service.url, 'GET', '/webhooks/6f1c1f4e-0000-4000-8000-00000000cafe', {}),
+    );
     await waitForActive('proxy', CAP);
     await waitForActive('relay', CAP);
     await waitForActive('webhooks', CAP);
@@ -180,7 +194,9 @@ describe('the k6 scripts under a k6 stand-in', () => {
     target.hold.release();
     const run = await running;
     expect(count(run, 'admitted_held{"scenario":"proxy","group":"proxy"}')).toBe(1);
-    expect(run.thresholds['admitted_held{group:proxy}']).toEqual([{ expression: `count<=${CAP}`, value: 1, result: 'pass' }]);
+    expect(run.thresholds['admitted_held{group:proxy}']).toEqual([
+      { expression: `count<=${CAP}`, value: 1, result: 'pass' },
+    ]);
   });
 
   it('caps.js: setup stops the run when the caps it is told differ from the service', async () => {

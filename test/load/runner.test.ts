@@ -27,9 +27,18 @@ beforeAll(async () => {
   peers = await startPeers({ networks: ['base-sepolia'], holdTimeoutMs: 30_000 });
   target = peers.targets['base-sepolia']!;
   // Targets are named by address: the test resolver never needs to resolve a name.
-  t = await startProxyService(peers, { CAP_PROXY: String(CAPS.proxy), CAP_RELAY: String(CAPS.relay), CAP_WEBHOOKS: String(CAPS.webhooks) });
+  t = await startProxyService(peers, {
+    CAP_PROXY: String(CAPS.proxy),
+    CAP_RELAY: String(CAPS.relay),
+    CAP_WEBHOOKS: String(CAPS.webhooks),
+  });
   const account = await createTestAccount(t.database.handle.db, { credits: 1_000n });
-  bindings = { holdUrl: target.routes.hold.url, freeUrl: target.routes.free.url, paidUrl: target.routes.paid.url, apiKey: account.key };
+  bindings = {
+    holdUrl: target.routes.hold.url,
+    freeUrl: target.routes.free.url,
+    paidUrl: target.routes.paid.url,
+    apiKey: account.key,
+  };
   // One call of each kind first, so that no first-call work lands in the middle of an overload.
   const call = { api_url: target.routes.free.url, method: 'GET' };
   expect((await t.client.post('/proxy', call, { headers: { 'x-api-key': account.key } })).status).toBe(200);
@@ -43,7 +52,11 @@ afterAll(async () => {
 });
 
 /** autocannon against the service; every answer is checked against the document (failures collected). */
-function contractLoad(request: LoadRequest, connections: number, limits: { durationS?: number; amount?: number }): { stop(): void; done: Promise<LoadResult & { statuses: Record<number, number>; violations: string[] }> } {
+function contractLoad(
+  request: LoadRequest,
+  connections: number,
+  limits: { durationS?: number; amount?: number },
+): { stop(): void; done: Promise<LoadResult & { statuses: Record<number, number>; violations: string[] }> } {
   const checks: Array<Promise<void>> = [];
   const violations: string[] = [];
   const statuses: Record<number, number> = {};
@@ -58,12 +71,25 @@ function contractLoad(request: LoadRequest, connections: number, limits: { durat
     onResponse: (status, body, rawHeaders) => {
       statuses[status] = (statuses[status] ?? 0) + 1;
       const headers = new Headers();
-      for (const [name, value] of Object.entries(rawHeaders)) headers.set(name, Array.isArray(value) ? value.join(', ') : value);
+      for (const [name, value] of Object.entries(rawHeaders))
+        headers.set(name, Array.isArray(value) ? value.join(', ') : value);
       const isJson = (headers.get('content-type') ?? '').startsWith('application/json');
-      const response: ContractResponse = { status, headers, text: body, body: isJson && body ? JSON.parse(body) : body, operationId: undefined };
-      checks.push(checkResponse(request.method, request.path, response).catch((error: Error) => void violations.push(error.message)));
+      const response: ContractResponse = {
+        status,
+        headers,
+        text: body,
+        body: isJson && body ? JSON.parse(body) : body,
+        operationId: undefined,
+      };
+      checks.push(
+        checkResponse(request.method, request.path, response).catch(
+          (error: Error) => void violations.push(error.message),
+        ),
+      );
       if (status === 429) {
-        const lowered = Object.fromEntries(Object.entries(rawHeaders).map(([name, value]) => [name.toLowerCase(), value]));
+        const lowered = Object.fromEntries(
+          Object.entries(rawHeaders).map(([name, value]) => [name.toLowerCase(), value]),
+        );
         bad429.push(...problemsOf429(body, lowered));
       }
     },
@@ -72,7 +98,14 @@ function contractLoad(request: LoadRequest, connections: number, limits: { durat
     stop: running.stop,
     done: running.done.then(async (result) => {
       await Promise.all(checks);
-      return { ...result, statuses, violations, checked429: statuses[429] ?? 0, bad429: bad429.length, bad429Samples: bad429.slice(0, 5) };
+      return {
+        ...result,
+        statuses,
+        violations,
+        checked429: statuses[429] ?? 0,
+        bad429: bad429.length,
+        bad429Samples: bad429.slice(0, 5),
+      };
     }),
   };
 }
@@ -89,9 +122,17 @@ function clientHolds(request: LoadRequest, group: CapGroup): ClientHolds {
   let held: HeldRequest[] = [];
   return {
     async hold(count) {
-      held = Array.from({ length: count }, () => holdRequest(t.service.url, request.method, request.path, request.body === undefined ? {} : JSON.parse(request.body)));
+      held = Array.from({ length: count }, () =>
+        holdRequest(
+          t.service.url,
+          request.method,
+          request.path,
+          request.body === undefined ? {} : JSON.parse(request.body),
+        ),
+      );
       const deadline = Date.now() + 5_000;
-      while ((await activeOf(group)) < count && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+      while ((await activeOf(group)) < count && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 10));
     },
     async release() {
       const answers = await Promise.all(held.map((request) => request.release()));
@@ -100,7 +141,10 @@ function clientHolds(request: LoadRequest, group: CapGroup): ClientHolds {
   };
 }
 
-async function overload(group: CapGroup, options: { request: LoadRequest; heldBy: 'target' | 'client'; holders?: LoadRequest }): Promise<CapsReport & { violations: string[] }> {
+async function overload(
+  group: CapGroup,
+  options: { request: LoadRequest; heldBy: 'target' | 'client'; holders?: LoadRequest },
+): Promise<CapsReport & { violations: string[] }> {
   const violations: string[] = [];
   const report = await runCapsScenario({
     group,
@@ -111,7 +155,11 @@ async function overload(group: CapGroup, options: { request: LoadRequest; heldBy
     heldBy: options.heldBy,
     target: {
       reset: async () => target.reset(),
-      stats: async () => ({ arrivals: target.hold.arrivals, waiting: target.hold.waiting, maxWaiting: target.hold.maxWaiting }),
+      stats: async () => ({
+        arrivals: target.hold.arrivals,
+        waiting: target.hold.waiting,
+        maxWaiting: target.hold.maxWaiting,
+      }),
       release: async () => target.hold.release(),
     },
     clients: clientHolds(options.holders ?? options.request, group),

@@ -68,7 +68,10 @@ async function startRunDatabase(): Promise<RunDatabase> {
     templateDatabase,
     runId,
     async close() {
-      const databases = await admin.query<{ datname: string }>(`select datname from pg_database where datname like $1`, [`prs_${runId}_%`]);
+      const databases = await admin.query<{ datname: string }>(
+        `select datname from pg_database where datname like $1`,
+        [`prs_${runId}_%`],
+      );
       for (const { datname } of databases.rows) {
         await admin.query(`drop database if exists "${datname}" with (force)`);
       }

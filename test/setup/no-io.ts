@@ -10,7 +10,9 @@ import net from 'node:net';
 const require = createRequire(import.meta.url);
 
 function refuse(what: string): never {
-  throw new Error(`${what} in a unit test: a test that needs the network, a database or a process belongs to another project (see vitest.config.ts)`);
+  throw new Error(
+    `${what} in a unit test: a test that needs the network, a database or a process belongs to another project (see vitest.config.ts)`,
+  );
 }
 
 net.Socket.prototype.connect = function connect() {

@@ -11,7 +11,10 @@ export interface TestAccount {
   prefix: string;
 }
 
-export async function createTestAccount(db: Db, options: { credits?: bigint; dailyCapCredits?: bigint } = {}): Promise<TestAccount> {
+export async function createTestAccount(
+  db: Db,
+  options: { credits?: bigint; dailyCapCredits?: bigint } = {},
+): Promise<TestAccount> {
   const organisation = await createOrganisation(db, 'Test organisation');
   const apiKey = await createApiKey(db, organisation.accountId, options.dailyCapCredits ?? 100_000n);
   if (options.credits) await grantCredits(db, organisation.organisationId, options.credits, 'test grant');

@@ -57,9 +57,12 @@ function checkDeclared(api: OpenAPIBackend, operation: any, response: ContractRe
   const content: Record<string, any> = declared.content ?? {};
   const type = mediaType(response.headers.get('content-type'));
   const listed = Object.keys(content);
-  if (response.text.length > 0 && listed.length === 0) problems.push(`${operationId} ${response.status} declares no body but one was sent`);
+  if (response.text.length > 0 && listed.length === 0)
+    problems.push(`${operationId} ${response.status} declares no body but one was sent`);
   if (listed.length > 0 && !listed.includes(type) && !listed.includes('*/*')) {
-    problems.push(`${operationId} ${response.status} does not list content type "${type}" (lists ${listed.join(', ')})`);
+    problems.push(
+      `${operationId} ${response.status} does not list content type "${type}" (lists ${listed.join(', ')})`,
+    );
   }
   if (type === 'application/json' && content['application/json']) {
     const result = api.validateResponse(response.body, operationId, response.status);
@@ -70,7 +73,8 @@ function checkDeclared(api: OpenAPIBackend, operation: any, response: ContractRe
     headers[name] = value;
   });
   const headerResult = api.validateResponseHeaders(headers, operationId, { statusCode: response.status });
-  if (headerResult.errors) problems.push(`${operationId} ${response.status} headers: ${JSON.stringify(headerResult.errors)}`);
+  if (headerResult.errors)
+    problems.push(`${operationId} ${response.status} headers: ${JSON.stringify(headerResult.errors)}`);
 }
 
 export async function checkResponse(method: string, path: string, response: ContractResponse): Promise<void> {
@@ -78,7 +82,8 @@ export async function checkResponse(method: string, path: string, response: Cont
   const problems: string[] = [];
   if (!response.headers.get('x-request-id')) problems.push('no X-Request-Id header');
   const url = new URL(path, 'http://service.invalid');
-  const match = (routeMethod: string) => api.router.matchOperation({ method: routeMethod, path: url.pathname, headers: {}, query: {} });
+  const match = (routeMethod: string) =>
+    api.router.matchOperation({ method: routeMethod, path: url.pathname, headers: {}, query: {} });
   const operation = match(method);
   if (operation) {
     response.operationId = operation.operationId!;
@@ -88,23 +93,34 @@ export async function checkResponse(method: string, path: string, response: Cont
     if (onThisPath.length > 0 && response.status === 405) {
       // The path exists under other methods: the 405 is the one its operations document, with
       // exactly those methods in Allow.
-      const allowed = ROUTABLE_METHODS.filter((routeMethod) => match(routeMethod) !== undefined).map((routeMethod) => routeMethod.toUpperCase());
-      if (response.headers.get('allow') !== allowed.join(', ')) problems.push(`Allow is ${response.headers.get('allow')}, expected ${allowed.join(', ')}`);
+      const allowed = ROUTABLE_METHODS.filter((routeMethod) => match(routeMethod) !== undefined).map((routeMethod) =>
+        routeMethod.toUpperCase(),
+      );
+      if (response.headers.get('allow') !== allowed.join(', '))
+        problems.push(`Allow is ${response.headers.get('allow')}, expected ${allowed.join(', ')}`);
       for (const sibling of onThisPath) checkDeclared(api, sibling, response, problems);
     } else {
       // Refusals before routing (an unknown path, a body too large, a cap) carry the error body.
-      if (![404, 405, 413, 429].includes(response.status)) problems.push(`status ${response.status} for a path of no operation`);
-      if (onThisPath.length > 0 && response.status === 404) problems.push('404 for a path the document has (under another method)');
+      if (![404, 405, 413, 429].includes(response.status))
+        problems.push(`status ${response.status} for a path of no operation`);
+      if (onThisPath.length > 0 && response.status === 404)
+        problems.push('404 for a path the document has (under another method)');
       if (!isGenericError(response.body)) problems.push('error body is not {error, details}');
     }
   }
   if (problems.length > 0) {
-    throw new ContractViolation(`${method} ${path} -> ${response.status} breaks the document:\n- ${problems.join('\n- ')}\nbody: ${response.text.slice(0, 500)}`);
+    throw new ContractViolation(
+      `${method} ${path} -> ${response.status} breaks the document:\n- ${problems.join('\n- ')}\nbody: ${response.text.slice(0, 500)}`,
+    );
   }
 }
 
 export function contractClient(baseUrl: string) {
-  async function request<T = any>(method: string, path: string, options: RequestOptions = {}): Promise<ContractResponse<T>> {
+  async function request<T = any>(
+    method: string,
+    path: string,
+    options: RequestOptions = {},
+  ): Promise<ContractResponse<T>> {
     const headers: Record<string, string> = { ...(options.headers ?? {}) };
     let body: string | Buffer | undefined;
     if (options.rawBody !== undefined) {
@@ -113,18 +129,31 @@ export function contractClient(baseUrl: string) {
       body = JSON.stringify(options.body);
       headers['content-type'] ??= 'application/json';
     }
-    const res = await fetch(new URL(path, baseUrl), { method, headers, body, signal: options.signal, redirect: 'manual' });
+    const res = await fetch(new URL(path, baseUrl), {
+      method,
+      headers,
+      body,
+      signal: options.signal,
+      redirect: 'manual',
+    });
     const text = await res.text();
     let parsed: unknown = text;
     if (mediaType(res.headers.get('content-type')) === 'application/json' && text.length > 0) parsed = JSON.parse(text);
-    const response: ContractResponse<T> = { status: res.status, headers: res.headers, body: parsed as T, text, operationId: undefined };
+    const response: ContractResponse<T> = {
+      status: res.status,
+      headers: res.headers,
+      body: parsed as T,
+      text,
+      operationId: undefined,
+    };
     await checkResponse(method, path, response);
     return response;
   }
   return {
     request,
     get: <T = any>(path: string, options?: RequestOptions) => request<T>('GET', path, options),
-    post: <T = any>(path: string, body?: unknown, options?: RequestOptions) => request<T>('POST', path, { ...options, body }),
+    post: <T = any>(path: string, body?: unknown, options?: RequestOptions) =>
+      request<T>('POST', path, { ...options, body }),
   };
 }
 

@@ -15,7 +15,10 @@ export interface TestDatabase {
  */
 export function pgAdminUrl(): string {
   const adminUrl = inject('pgAdminUrl');
-  if (!adminUrl) throw new Error('no Postgres in this test project: a test that needs the database belongs to a project with test/setup/global.ts (see vitest.config.ts)');
+  if (!adminUrl)
+    throw new Error(
+      'no Postgres in this test project: a test that needs the database belongs to a project with test/setup/global.ts (see vitest.config.ts)',
+    );
   return adminUrl;
 }
 

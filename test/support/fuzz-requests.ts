@@ -30,7 +30,13 @@ export interface Operation {
   method: string;
   /** The path template, e.g. /webhooks/{id}. */
   template: string;
-  parameters: Array<{ name: string; in: 'path' | 'query' | 'header'; required: boolean; schema: Record<string, any>; examples: unknown[] }>;
+  parameters: Array<{
+    name: string;
+    in: 'path' | 'query' | 'header';
+    required: boolean;
+    schema: Record<string, any>;
+    examples: unknown[];
+  }>;
   body?: { required: boolean; schema: Record<string, any> };
   apiKey: boolean;
   responses: Record<string, any>;
@@ -47,7 +53,11 @@ export interface FuzzSettings {
 
 export function operationsOf(document: Record<string, any>): Operation[] {
   const deref = (node: any) => {
-    while (node && typeof node.$ref === 'string') node = node.$ref.slice(2).split('/').reduce((at: any, part: string) => at?.[part], document);
+    while (node && typeof node.$ref === 'string')
+      node = node.$ref
+        .slice(2)
+        .split('/')
+        .reduce((at: any, part: string) => at?.[part], document);
     return node;
   };
   const operations: Operation[] = [];
@@ -60,7 +70,10 @@ export function operationsOf(document: Record<string, any>): Operation[] {
         in: p.in,
         required: p.required === true,
         schema: p.schema ?? {},
-        examples: [...(p.example !== undefined ? [p.example] : []), ...Object.values<any>(p.examples ?? {}).map((example) => deref(example)?.value)].filter((v) => v !== undefined),
+        examples: [
+          ...(p.example !== undefined ? [p.example] : []),
+          ...Object.values<any>(p.examples ?? {}).map((example) => deref(example)?.value),
+        ].filter((v) => v !== undefined),
       }));
       const requestBody = deref(operation.requestBody);
       const jsonBody = requestBody?.content?.['application/json'];
@@ -81,7 +94,11 @@ export function operationsOf(document: Record<string, any>): Operation[] {
 
 /** Header values HTTP can carry: visible ASCII with inner spaces, never blank at either end. */
 const headerText = fc
-  .string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((code) => String.fromCharCode(code)), minLength: 1, maxLength: 40 })
+  .string({
+    unit: fc.integer({ min: 0x20, max: 0x7e }).map((code) => String.fromCharCode(code)),
+    minLength: 1,
+    maxLength: 40,
+  })
   .map((value) => value.trim())
   .filter((value) => value.length > 0);
 
@@ -90,7 +107,15 @@ export const malformedPayment: fc.Arbitrary<string> = fc.oneof(
   headerText,
   fc.jsonValue({ maxDepth: 2 }).map((value) => Buffer.from(JSON.stringify(value)).toString('base64')),
   fc
-    .record({ x402Version: fc.constantFrom(1, 2, '1', 0), scheme: fc.constantFrom('exact', 'upto', ''), network: fc.constantFrom('base-sepolia', 'solana-devnet', 'base', 'nowhere'), payload: fc.jsonValue({ maxDepth: 1 }) }, { requiredKeys: [] })
+    .record(
+      {
+        x402Version: fc.constantFrom(1, 2, '1', 0),
+        scheme: fc.constantFrom('exact', 'upto', ''),
+        network: fc.constantFrom('base-sepolia', 'solana-devnet', 'base', 'nowhere'),
+        payload: fc.jsonValue({ maxDepth: 1 }),
+      },
+      { requiredKeys: [] },
+    )
     .map((value) => Buffer.from(JSON.stringify(value)).toString('base64')),
 );
 
@@ -101,13 +126,16 @@ function pathSegment(value: unknown): string | null {
 }
 
 export function requestArbitraries(document: Record<string, any>, operation: Operation, settings: FuzzSettings) {
-  const arbitraries: SchemaArbitraries = schemaArbitraries(document, { overrides: { '#/components/schemas/CallApiUrl': settings.apiUrls } });
+  const arbitraries: SchemaArbitraries = schemaArbitraries(document, {
+    overrides: { '#/components/schemas/CallApiUrl': settings.apiUrls },
+  });
 
   function parameterValue(parameter: Operation['parameters'][number]): fc.Arbitrary<unknown> {
     const name = parameter.name.toLowerCase();
     if (name === 'x-payment') return malformedPayment;
     const schema = arbitraries.resolve(parameter.schema) as Record<string, any>;
-    if (parameter.in === 'header' && schema.type === 'string' && !schema.enum && !schema.format && !schema.pattern) return headerText;
+    if (parameter.in === 'header' && schema.type === 'string' && !schema.enum && !schema.format && !schema.pattern)
+      return headerText;
     const drawn = arbitraries.valid(parameter.schema);
     // The document's own examples are values a real client sends: they reach past checks the schema does not state.
     const examples = parameter.examples.filter((example) => arbitraries.accepts(parameter.schema, example));
@@ -117,20 +145,32 @@ export function requestArbitraries(document: Record<string, any>, operation: Ope
   type Parts = { params: Record<string, unknown>; body: unknown; hasBody: boolean };
 
   const paramModel: Record<string, fc.Arbitrary<unknown>> = {};
-  for (const parameter of operation.parameters) paramModel[`${parameter.in}:${parameter.name}`] = parameterValue(parameter);
+  for (const parameter of operation.parameters)
+    paramModel[`${parameter.in}:${parameter.name}`] = parameterValue(parameter);
   const requiredParams = operation.parameters.filter((p) => p.required).map((p) => `${p.in}:${p.name}`);
   const params = fc.record(paramModel, { requiredKeys: requiredParams });
   // An optional body is sent nine times in ten: without it there is little to look at.
   const optionalBodyPresent = fc.integer({ min: 0, max: 9 }).map((n) => n > 0);
   const body = operation.body
-    ? fc.record({ value: arbitraries.valid(operation.body.schema), present: operation.body.required ? fc.constant(true) : optionalBodyPresent })
+    ? fc.record({
+        value: arbitraries.valid(operation.body.schema),
+        present: operation.body.required ? fc.constant(true) : optionalBodyPresent,
+      })
     : fc.constant({ value: undefined, present: false });
   const validParts: fc.Arbitrary<Parts> = fc
     .tuple(params, body)
     .map(([p, b]) => ({ params: p as Record<string, unknown>, body: b.value, hasBody: b.present }))
-    .filter((parts) => Object.entries(parts.params).every(([key, value]) => key.startsWith('path:') ? pathSegment(value) !== null : true));
+    .filter((parts) =>
+      Object.entries(parts.params).every(([key, value]) =>
+        key.startsWith('path:') ? pathSegment(value) !== null : true,
+      ),
+    );
 
-  function build(parts: Parts, extra: Partial<FuzzRequest> & { valid: boolean }, apiKey: string | null = settings.apiKey): FuzzRequest {
+  function build(
+    parts: Parts,
+    extra: Partial<FuzzRequest> & { valid: boolean },
+    apiKey: string | null = settings.apiKey,
+  ): FuzzRequest {
     let path = operation.template;
     const query = new URLSearchParams();
     const headers: Record<string, string> = {};
@@ -142,7 +182,13 @@ export function requestArbitraries(document: Record<string, any>, operation: Ope
     }
     if (operation.apiKey && apiKey !== null) headers['x-api-key'] = apiKey;
     const search = query.toString();
-    const request: FuzzRequest = { operationId: operation.operationId, method: operation.method, path: search ? `${path}?${search}` : path, headers, ...extra };
+    const request: FuzzRequest = {
+      operationId: operation.operationId,
+      method: operation.method,
+      path: search ? `${path}?${search}` : path,
+      headers,
+      ...extra,
+    };
     if (parts.hasBody) request.body = parts.body;
     return request;
   }
@@ -153,15 +199,23 @@ export function requestArbitraries(document: Record<string, any>, operation: Ope
   if (operation.body) {
     const badBody = arbitraries.invalid(operation.body.schema);
     if (badBody) {
-      broken.push(fc.tuple(validParts, badBody).map(([parts, { value, why }]) => build({ ...parts, body: value, hasBody: true }, { valid: false, why: `body ${why}` })));
+      broken.push(
+        fc
+          .tuple(validParts, badBody)
+          .map(([parts, { value, why }]) =>
+            build({ ...parts, body: value, hasBody: true }, { valid: false, why: `body ${why}` }),
+          ),
+      );
     }
     if (operation.body.required) {
       broken.push(validParts.map((parts) => build({ ...parts, hasBody: false }, { valid: false, why: 'no body' })));
     }
     broken.push(
-      fc.tuple(validParts, fc.constantFrom('{"api_url": ', '{', 'not json', '{"a":1}}', '[1,]')).map(([parts, raw]) =>
-        build({ ...parts, hasBody: false }, { valid: false, why: 'malformed JSON', rawBody: raw }),
-      ),
+      fc
+        .tuple(validParts, fc.constantFrom('{"api_url": ', '{', 'not json', '{"a":1}}', '[1,]'))
+        .map(([parts, raw]) =>
+          build({ ...parts, hasBody: false }, { valid: false, why: 'malformed JSON', rawBody: raw }),
+        ),
     );
   }
   for (const parameter of operation.parameters) {
@@ -178,11 +232,26 @@ export function requestArbitraries(document: Record<string, any>, operation: Ope
       if (parameter.in === 'header') return /^[\x21-\x7e]*$/.test(textValue);
       return true;
     });
-    broken.push(fc.tuple(validParts, bad).map(([parts, { value, why }]) => build({ ...parts, params: { ...parts.params, [key]: value } }, { valid: false, why: `${parameter.in} ${parameter.name} ${why}` })));
+    broken.push(
+      fc
+        .tuple(validParts, bad)
+        .map(([parts, { value, why }]) =>
+          build(
+            { ...parts, params: { ...parts.params, [key]: value } },
+            { valid: false, why: `${parameter.in} ${parameter.name} ${why}` },
+          ),
+        ),
+    );
   }
   if (operation.apiKey) {
-    broken.push(validParts.map((parts) => build(parts, { valid: false, why: 'no x-api-key', expectStatus: 401 }, null)));
-    broken.push(fc.tuple(validParts, fc.constantFrom(...settings.refusedKeys)).map(([parts, key]) => build(parts, { valid: false, why: `x-api-key ${key} refused`, expectStatus: 401 }, key)));
+    broken.push(
+      validParts.map((parts) => build(parts, { valid: false, why: 'no x-api-key', expectStatus: 401 }, null)),
+    );
+    broken.push(
+      fc
+        .tuple(validParts, fc.constantFrom(...settings.refusedKeys))
+        .map(([parts, key]) => build(parts, { valid: false, why: `x-api-key ${key} refused`, expectStatus: 401 }, key)),
+    );
   }
   const invalid = broken.length > 0 ? fc.oneof(...broken) : null;
   return { valid, invalid, accepts: arbitraries.accepts };
@@ -195,7 +264,12 @@ export function examplePath(document: Record<string, any>, template: string): st
   const arbitraries = schemaArbitraries(document);
   let path = template;
   for (const parameter of operation.parameters.filter((p) => p.in === 'path')) {
-    const value = parameter.examples[0] ?? fc.sample(arbitraries.valid(parameter.schema).filter((v) => pathSegment(v) !== null), { seed: 1, numRuns: 1 })[0];
+    const value =
+      parameter.examples[0] ??
+      fc.sample(
+        arbitraries.valid(parameter.schema).filter((v) => pathSegment(v) !== null),
+        { seed: 1, numRuns: 1 },
+      )[0];
     path = path.replace(`{${parameter.name}}`, pathSegment(value)!);
   }
   return path;

@@ -35,9 +35,16 @@ export function holdRequest(baseUrl: string, method: string, path: string, body:
       res.once('end', () => {
         const text = Buffer.concat(chunks).toString('utf8');
         const headers = new Headers();
-        for (const [name, value] of Object.entries(res.headers)) if (typeof value === 'string') headers.set(name, value);
+        for (const [name, value] of Object.entries(res.headers))
+          if (typeof value === 'string') headers.set(name, value);
         const isJson = (res.headers['content-type'] ?? '').startsWith('application/json');
-        const contract: ContractResponse = { status: res.statusCode ?? 0, headers, text, body: isJson && text ? JSON.parse(text) : text, operationId: undefined };
+        const contract: ContractResponse = {
+          status: res.statusCode ?? 0,
+          headers,
+          text,
+          body: isJson && text ? JSON.parse(text) : text,
+          operationId: undefined,
+        };
         checkResponse(method, path, contract).then(() => resolve(contract), reject);
       });
     });

@@ -66,7 +66,10 @@ export function pythonJson(value: unknown): string {
       .map(([key, item]) => `${pythonJson(key)}: ${pythonJson(item)}`)
       .join(', ')}}`;
   }
-  return JSON.stringify(value).replace(/[\u007f-\uffff]/g, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return JSON.stringify(value).replace(
+    /[\u007f-\uffff]/g,
+    (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 export interface SdkAttempt {
@@ -166,10 +169,20 @@ export class HttpayerSdkClient {
   }
 
   private async callRouter(endpoint: string, call: SdkCall): Promise<ContractResponse> {
-    const data: Record<string, unknown> = { api_url: call.url, method: call.method, payload: call.payload ?? {}, timeout: this.timeout };
+    const data: Record<string, unknown> = {
+      api_url: call.url,
+      method: call.method,
+      payload: call.payload ?? {},
+      timeout: this.timeout,
+    };
     if (call.params && Object.keys(call.params).length > 0) data.params = call.params;
     if (call.headers && Object.keys(call.headers).length > 0) data.headers = call.headers;
-    return send('POST', endpoint, [...REQUESTS_HEADERS, ['x-api-key', this.options.apiKey ?? ''], ['Content-Type', 'application/json']], pythonJson(data));
+    return send(
+      'POST',
+      endpoint,
+      [...REQUESTS_HEADERS, ['x-api-key', this.options.apiKey ?? ''], ['Content-Type', 'application/json']],
+      pythonJson(data),
+    );
   }
 
   private async callRelay(endpoint: string, call: SdkCall): Promise<ContractResponse> {
@@ -199,7 +212,11 @@ export class HttpayerSdkClient {
   }
 
   /** The vendored x402HTTPAdapter.send: one unpaid request, and on 402 one resend with X-Payment. */
-  private async x402Post(endpoint: string, body: string, index: number): Promise<{ response: ContractResponse; record: SdkAttempt }> {
+  private async x402Post(
+    endpoint: string,
+    body: string,
+    index: number,
+  ): Promise<{ response: ContractResponse; record: SdkAttempt }> {
     const headers: Array<[string, string]> = [...REQUESTS_HEADERS, ['Content-Type', 'application/json']];
     const first = await send('POST', endpoint, headers, body);
     if (first.status !== 402) return { response: first, record: { index, status: first.status } };
@@ -208,12 +225,21 @@ export class HttpayerSdkClient {
     if (!selected) throw new Error('No supported payment scheme found');
     const payment = await this.sign(selected, first.body.x402Version);
     const header = Buffer.from(pythonJson(payment)).toString('base64');
-    const paid = await send('POST', endpoint, [...headers, ['X-Payment', header], ['Access-Control-Expose-Headers', 'X-Payment-Response']], body);
+    const paid = await send(
+      'POST',
+      endpoint,
+      [...headers, ['X-Payment', header], ['Access-Control-Expose-Headers', 'X-Payment-Response']],
+      body,
+    );
     return { response: paid, record: { index, payment, status: paid.status } };
   }
 
   /** X402SolanaSession.post: wallet-signed headers, and on 402 one resend with X-PAYMENT. */
-  private async solanaPost(endpoint: string, body: string, solana: { signer: KeyPairSigner; rpcUrl: string }): Promise<ContractResponse> {
+  private async solanaPost(
+    endpoint: string,
+    body: string,
+    solana: { signer: KeyPairSigner; rpcUrl: string },
+  ): Promise<ContractResponse> {
     const timestamp = String(Date.now());
     const bodyHash = createHash('sha256').update(body).digest('hex');
     const message = getUtf8Encoder().encode(['POST', endpoint, timestamp, bodyHash].join(':'));
@@ -231,7 +257,9 @@ export class HttpayerSdkClient {
     const accept = first.body?.accepts?.[0] as Record<string, any> | undefined;
     if (!accept) return first;
     const transaction = await legacyTransfer(solana, accept);
-    const header = Buffer.from(pythonJson({ x402Version: 1, scheme: accept.scheme, network: accept.network, payload: { transaction } })).toString('base64');
+    const header = Buffer.from(
+      pythonJson({ x402Version: 1, scheme: accept.scheme, network: accept.network, payload: { transaction } }),
+    ).toString('base64');
     const paid = await send('POST', endpoint, [...headers, ['X-PAYMENT', header]], body);
     this.attempts.push({ index: 0, status: paid.status });
     return paid;
@@ -252,7 +280,12 @@ export class HttpayerSdkClient {
       nonce: `0x${randomBytes(32).toString('hex')}` as Hex,
     };
     const signature = await this.account.signTypedData({
-      domain: { name: requirements.extra.name, version: requirements.extra.version, chainId, verifyingContract: getAddress(requirements.asset) },
+      domain: {
+        name: requirements.extra.name,
+        version: requirements.extra.version,
+        chainId,
+        verifyingContract: getAddress(requirements.asset),
+      },
       types: transferWithAuthorizationTypes,
       primaryType: 'TransferWithAuthorization',
       message: {
@@ -264,7 +297,12 @@ export class HttpayerSdkClient {
         nonce: authorization.nonce,
       },
     });
-    return { x402Version, scheme: requirements.scheme, network: requirements.network, payload: { signature, authorization } };
+    return {
+      x402Version,
+      scheme: requirements.scheme,
+      network: requirements.network,
+      payload: { signature, authorization },
+    };
   }
 }
 
@@ -273,7 +311,10 @@ export class HttpayerSdkClient {
  * ones): SetComputeUnitLimit 50,000, SetComputeUnitPrice 1, TransferChecked, in a legacy message
  * from solders' Message.new_with_blockhash, partially signed by the payer.
  */
-export async function legacyTransfer(solana: { signer: KeyPairSigner; rpcUrl: string }, accept: Record<string, any>): Promise<string> {
+export async function legacyTransfer(
+  solana: { signer: KeyPairSigner; rpcUrl: string },
+  accept: Record<string, any>,
+): Promise<string> {
   const mint = accept.asset as Address;
   const feePayer = accept.extra.feePayer as Address;
   const [[source], [destination]] = await Promise.all([
@@ -286,7 +327,14 @@ export async function legacyTransfer(solana: { signer: KeyPairSigner; rpcUrl: st
     [
       getSetComputeUnitLimitInstruction({ units: 50_000 }),
       getSetComputeUnitPriceInstruction({ microLamports: 1n }),
-      getTransferCheckedInstruction({ source, mint, destination, authority: solana.signer, amount: BigInt(accept.maxAmountRequired), decimals: 6 }),
+      getTransferCheckedInstruction({
+        source,
+        mint,
+        destination,
+        authority: solana.signer,
+        amount: BigInt(accept.maxAmountRequired),
+        decimals: 6,
+      }),
     ],
     blockhash.blockhash,
   );
@@ -307,17 +355,29 @@ export async function legacyTransfer(solana: { signer: KeyPairSigner; rpcUrl: st
 function soldersLegacyMessage(feePayer: Address, instructions: Instruction[], blockhash: Blockhash): Uint8Array {
   const metas = new Map<Address, { signer: boolean; writable: boolean }>();
   for (const instruction of instructions) {
-    if (!metas.has(instruction.programAddress)) metas.set(instruction.programAddress, { signer: false, writable: false });
+    if (!metas.has(instruction.programAddress))
+      metas.set(instruction.programAddress, { signer: false, writable: false });
     for (const account of instruction.accounts ?? []) {
       const meta = metas.get(account.address) ?? { signer: false, writable: false };
-      metas.set(account.address, { signer: meta.signer || isSignerRole(account.role), writable: meta.writable || isWritableRole(account.role) });
+      metas.set(account.address, {
+        signer: meta.signer || isSignerRole(account.role),
+        writable: meta.writable || isWritableRole(account.role),
+      });
     }
   }
   metas.delete(feePayer);
   const bytesOf = getAddressEncoder();
-  const sorted = [...metas].sort(([left], [right]) => Buffer.compare(Buffer.from(bytesOf.encode(left)), Buffer.from(bytesOf.encode(right))));
-  const group = (signer: boolean, writable: boolean) => sorted.filter(([, meta]) => meta.signer === signer && meta.writable === writable).map(([address]) => address);
-  const [writableSigners, readonlySigners, writable, readonly] = [group(true, true), group(true, false), group(false, true), group(false, false)];
+  const sorted = [...metas].sort(([left], [right]) =>
+    Buffer.compare(Buffer.from(bytesOf.encode(left)), Buffer.from(bytesOf.encode(right))),
+  );
+  const group = (signer: boolean, writable: boolean) =>
+    sorted.filter(([, meta]) => meta.signer === signer && meta.writable === writable).map(([address]) => address);
+  const [writableSigners, readonlySigners, writable, readonly] = [
+    group(true, true),
+    group(true, false),
+    group(false, true),
+    group(false, false),
+  ];
   const staticAccounts = [feePayer, ...writableSigners, ...readonlySigners, ...writable, ...readonly];
   const indexOf = (address: Address) => staticAccounts.indexOf(address);
   return new Uint8Array(
@@ -347,26 +407,36 @@ const REQUESTS_HEADERS: Array<[string, string]> = [
   ['Connection', 'keep-alive'],
 ];
 
-async function send(method: string, url: string, headers: Array<[string, string]>, body: string | undefined): Promise<ContractResponse> {
+async function send(
+  method: string,
+  url: string,
+  headers: Array<[string, string]>,
+  body: string | undefined,
+): Promise<ContractResponse> {
   const target = new URL(url);
-  const raw = await new Promise<{ status: number; headers: http.IncomingHttpHeaders; bytes: Buffer }>((resolve, reject) => {
-    const request = http.request(
-      { method, host: target.hostname, port: target.port, path: `${target.pathname}${target.search}`, agent: false },
-      (response) => {
-        const chunks: Buffer[] = [];
-        response.on('data', (chunk: Buffer) => chunks.push(chunk));
-        response.on('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, bytes: Buffer.concat(chunks) }));
-        response.on('error', reject);
-      },
-    );
-    request.on('error', reject);
-    // setHeader keeps the name's case on the wire.
-    for (const [name, value] of headers) request.setHeader(name, value);
-    if (body !== undefined) request.setHeader('Content-Length', Buffer.byteLength(body));
-    request.end(body);
-  });
+  const raw = await new Promise<{ status: number; headers: http.IncomingHttpHeaders; bytes: Buffer }>(
+    (resolve, reject) => {
+      const request = http.request(
+        { method, host: target.hostname, port: target.port, path: `${target.pathname}${target.search}`, agent: false },
+        (response) => {
+          const chunks: Buffer[] = [];
+          response.on('data', (chunk: Buffer) => chunks.push(chunk));
+          response.on('end', () =>
+            resolve({ status: response.statusCode ?? 0, headers: response.headers, bytes: Buffer.concat(chunks) }),
+          );
+          response.on('error', reject);
+        },
+      );
+      request.on('error', reject);
+      // setHeader keeps the name's case on the wire.
+      for (const [name, value] of headers) request.setHeader(name, value);
+      if (body !== undefined) request.setHeader('Content-Length', Buffer.byteLength(body));
+      request.end(body);
+    },
+  );
   const encoding = String(raw.headers['content-encoding'] ?? '');
-  const bytes = encoding === 'gzip' ? gunzipSync(raw.bytes) : encoding === 'deflate' ? inflateSync(raw.bytes) : raw.bytes;
+  const bytes =
+    encoding === 'gzip' ? gunzipSync(raw.bytes) : encoding === 'deflate' ? inflateSync(raw.bytes) : raw.bytes;
   const text = bytes.toString('utf8');
   const responseHeaders = new Headers();
   for (const [name, value] of Object.entries(raw.headers)) {
@@ -375,7 +445,13 @@ async function send(method: string, url: string, headers: Array<[string, string]
   }
   const contentType = (responseHeaders.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
   const parsed = contentType === 'application/json' && text !== '' ? JSON.parse(text) : text;
-  const response: ContractResponse = { status: raw.status, headers: responseHeaders, body: parsed, text, operationId: undefined };
+  const response: ContractResponse = {
+    status: raw.status,
+    headers: responseHeaders,
+    body: parsed,
+    text,
+    operationId: undefined,
+  };
   await checkResponse(method, `${target.pathname}${target.search}`, response);
   return response;
 }

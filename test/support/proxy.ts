@@ -23,7 +23,10 @@ export function peersEnv(peers: Peers, extraAllowHosts: string[] = []): Record<s
     NETWORKS: peers.networks.join(','),
     EVM_PRIVATE_KEY: peers.wallets.service.evm.privateKey,
     SOLANA_PRIVATE_KEY: peers.wallets.service.solana.secretKeyBase58,
-    SSRF_ALLOW_HOSTS: [...Object.values(peers.targets).map((target) => new URL(target.url).host), ...extraAllowHosts].join(','),
+    SSRF_ALLOW_HOSTS: [
+      ...Object.values(peers.targets).map((target) => new URL(target.url).host),
+      ...extraAllowHosts,
+    ].join(','),
   };
   for (const network of peers.networks) env[RPC_VARIABLES[network]] = peers.rpcUrls[network]!;
   return env;
@@ -41,7 +44,11 @@ export function tableResolver(table: Record<string, string[]> = {}): Resolver & 
   return Object.assign(resolver, { calls });
 }
 
-export async function startProxyService(peers: Peers, env: Record<string, string> = {}, options: ServiceOptions = {}): Promise<TestService> {
+export async function startProxyService(
+  peers: Peers,
+  env: Record<string, string> = {},
+  options: ServiceOptions = {},
+): Promise<TestService> {
   return startTestService({ ...peersEnv(peers), ...env }, { resolver: tableResolver(), ...options });
 }
 
@@ -54,7 +61,11 @@ export interface LedgerSums {
 }
 
 export async function ledgerSums(db: Db, organisationId: bigint): Promise<LedgerSums> {
-  const rows = await db.selectFrom('credit_ledger').select(['kind', 'amount_credits']).where('organisation_id', '=', organisationId).execute();
+  const rows = await db
+    .selectFrom('credit_ledger')
+    .select(['kind', 'amount_credits'])
+    .where('organisation_id', '=', organisationId)
+    .execute();
   const sums: LedgerSums = { grant: 0n, reserve: 0n, charge: 0n, release: 0n, refund: 0n };
   for (const row of rows) sums[row.kind] += row.amount_credits;
   return sums;

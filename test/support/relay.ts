@@ -16,19 +16,39 @@ export function contractFetch(): typeof fetch {
     const url = new URL(String(input instanceof Request ? input.url : input));
     const contentType = (response.headers.get('content-type') ?? '').split(';')[0]!.trim();
     const body = contentType === 'application/json' && text !== '' ? JSON.parse(text) : text;
-    await checkResponse(init?.method ?? 'GET', `${url.pathname}${url.search}`, { status: response.status, headers: response.headers, body, text, operationId: undefined });
+    await checkResponse(init?.method ?? 'GET', `${url.pathname}${url.search}`, {
+      status: response.status,
+      headers: response.headers,
+      body,
+      text,
+      operationId: undefined,
+    });
     return new Response(text === '' ? null : text, { status: response.status, headers: response.headers });
   };
 }
 
 /** The unmodified x402-fetch paying as the harness's client (or the given key) over contractFetch. */
-export function payingFetch(peers: Peers, network: EvmNetworkName | SolanaNetworkName, maxValueMicroUsdc = 1_000_000n): typeof fetch {
+export function payingFetch(
+  peers: Peers,
+  network: EvmNetworkName | SolanaNetworkName,
+  maxValueMicroUsdc = 1_000_000n,
+): typeof fetch {
   if (network === 'solana' || network === 'solana-devnet') {
-    return wrapFetchWithPayment(contractFetch(), peers.wallets.client.solana.signer as never, maxValueMicroUsdc, undefined, {
-      svmConfig: { rpcUrl: peers.rpcUrls[network]! },
-    }) as typeof fetch;
+    return wrapFetchWithPayment(
+      contractFetch(),
+      peers.wallets.client.solana.signer as never,
+      maxValueMicroUsdc,
+      undefined,
+      {
+        svmConfig: { rpcUrl: peers.rpcUrls[network]! },
+      },
+    ) as typeof fetch;
   }
-  return wrapFetchWithPayment(contractFetch(), peers.evmWalletClient(network) as never, maxValueMicroUsdc) as typeof fetch;
+  return wrapFetchWithPayment(
+    contractFetch(),
+    peers.evmWalletClient(network) as never,
+    maxValueMicroUsdc,
+  ) as typeof fetch;
 }
 
 export function relayRequest(body: Record<string, unknown>, headers: Record<string, string> = {}): RequestInit {

@@ -36,10 +36,14 @@ export interface ArbitraryOptions {
   overrides?: Record<string, fc.Arbitrary<unknown>>;
 }
 
-const Ajv2020 = ((Ajv2020Module as unknown as { default?: unknown }).default ?? Ajv2020Module) as unknown as new (options: object) => {
+const Ajv2020 = ((Ajv2020Module as unknown as { default?: unknown }).default ?? Ajv2020Module) as unknown as new (
+  options: object,
+) => {
   compile(schema: object): ((value: unknown) => boolean) & { errors?: unknown };
 };
-const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as unknown as (ajv: object) => void;
+const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as unknown as (
+  ajv: object,
+) => void;
 
 /**
  * Short strings, mostly of the letters, digits and punctuation real clients send, sometimes of any
@@ -48,7 +52,14 @@ const addFormats = ((addFormatsModule as unknown as { default?: unknown }).defau
  */
 const text = (minLength = 0, maxLength = 24) =>
   fc.oneof(
-    { weight: 3, arbitrary: fc.string({ unit: fc.constantFrom(...'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.'), minLength, maxLength }) },
+    {
+      weight: 3,
+      arbitrary: fc.string({
+        unit: fc.constantFrom(...'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.'),
+        minLength,
+        maxLength,
+      }),
+    },
     { weight: 1, arbitrary: fc.string({ unit: 'binary', minLength, maxLength }) },
   );
 
@@ -94,10 +105,13 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
 
   function typesOf(schema: Record<string, any>): JsonType[] {
     if (schema.type !== undefined) return (Array.isArray(schema.type) ? schema.type : [schema.type]) as JsonType[];
-    if (schema.properties || schema.required || schema.additionalProperties !== undefined || schema.propertyNames) return ['object'];
+    if (schema.properties || schema.required || schema.additionalProperties !== undefined || schema.propertyNames)
+      return ['object'];
     if (schema.items || schema.minItems !== undefined || schema.maxItems !== undefined) return ['array'];
-    if (schema.minLength !== undefined || schema.maxLength !== undefined || schema.pattern || schema.format) return ['string'];
-    if (['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'].some((k) => schema[k] !== undefined)) return ['number'];
+    if (schema.minLength !== undefined || schema.maxLength !== undefined || schema.pattern || schema.format)
+      return ['string'];
+    if (['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'].some((k) => schema[k] !== undefined))
+      return ['number'];
     return [];
   }
 
@@ -124,10 +138,13 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
   function forbiddenSets(not: Schema | undefined): string[][] {
     if (!not || typeof not !== 'object') return [];
     const schema = resolve(not) as Record<string, any>;
-    if (Array.isArray(schema.required) && Object.keys(schema).every((k) => k === 'required' || k === 'description')) return [schema.required];
+    if (Array.isArray(schema.required) && Object.keys(schema).every((k) => k === 'required' || k === 'description'))
+      return [schema.required];
     const branches = schema.anyOf ?? schema.oneOf;
     if (!Array.isArray(branches)) return [];
-    const sets = branches.map((branch: Schema) => (typeof branch === 'object' ? (resolve(branch) as Record<string, any>).required : undefined));
+    const sets = branches.map((branch: Schema) =>
+      typeof branch === 'object' ? (resolve(branch) as Record<string, any>).required : undefined,
+    );
     return sets.every(Array.isArray) ? (sets as string[][]) : [];
   }
 
@@ -135,11 +152,14 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
     const min: number = schema.minLength ?? 0;
     const max: number = Math.min(schema.maxLength ?? min + 24, min + 24);
     if (schema.format === 'uuid') return fc.uuid();
-    if (schema.format === 'uri') return fc.webUrl().filter((url) => url.length >= min && url.length <= (schema.maxLength ?? Infinity));
+    if (schema.format === 'uri')
+      return fc.webUrl().filter((url) => url.length >= min && url.length <= (schema.maxLength ?? Infinity));
     if (schema.format === 'date-time') return fc.date({ noInvalidDate: true }).map((date) => date.toISOString());
     if (schema.pattern) {
       const pattern = new RegExp(schema.pattern, 'u');
-      return fc.stringMatching(pattern).filter((value) => value.length >= min && value.length <= (schema.maxLength ?? Infinity));
+      return fc
+        .stringMatching(pattern)
+        .filter((value) => value.length >= min && value.length <= (schema.maxLength ?? Infinity));
     }
     return text(min, max);
   }
@@ -157,8 +177,12 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
     const min = low ?? -1e9;
     const max = high ?? 1e9;
     return fc.oneof(
-      fc.integer({ min: Math.ceil(min), max: Math.floor(max) }).filter((n) => (!minExcluded || n > min) && (!maxExcluded || n < max)),
-      fc.double({ min, max, minExcluded, maxExcluded, noNaN: true, noDefaultInfinity: true }).map((n) => (Object.is(n, -0) ? 0 : n)),
+      fc
+        .integer({ min: Math.ceil(min), max: Math.floor(max) })
+        .filter((n) => (!minExcluded || n > min) && (!maxExcluded || n < max)),
+      fc
+        .double({ min, max, minExcluded, maxExcluded, noNaN: true, noDefaultInfinity: true })
+        .map((n) => (Object.is(n, -0) ? 0 : n)),
     );
   }
 
@@ -168,22 +192,36 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
     const model: Record<string, fc.Arbitrary<unknown>> = {};
     for (const [name, property] of Object.entries(properties)) {
       const arb = validAt(property, depth + 1);
-      model[name] = required.includes(name) ? arb : fc.oneof({ weight: 2, arbitrary: fc.constant(ABSENT) }, { weight: 1, arbitrary: arb });
+      model[name] = required.includes(name)
+        ? arb
+        : fc.oneof({ weight: 2, arbitrary: fc.constant(ABSENT) }, { weight: 1, arbitrary: arb });
     }
     for (const name of required) model[name] ??= fc.jsonValue({ maxDepth: 1 });
-    const declared = fc.record(model).map((record) => Object.fromEntries(Object.entries(record).filter(([, value]) => value !== ABSENT)));
+    const declared = fc
+      .record(model)
+      .map((record) => Object.fromEntries(Object.entries(record).filter(([, value]) => value !== ABSENT)));
     const additional = schema.additionalProperties;
     if (additional === false || (additional === undefined && Object.keys(properties).length > 0)) return declared;
-    const keyArb = schema.propertyNames ? (validAt(schema.propertyNames, depth + 1) as fc.Arbitrary<string>) : text(1, 12);
-    const valueArb = additional === undefined || additional === true ? fc.jsonValue({ maxDepth: 1 }) : validAt(additional, depth + 1);
-    const extra = fc.dictionary(keyArb.filter((key) => !(key in properties) && key !== '__proto__'), valueArb, { maxKeys: 3 });
+    const keyArb = schema.propertyNames
+      ? (validAt(schema.propertyNames, depth + 1) as fc.Arbitrary<string>)
+      : text(1, 12);
+    const valueArb =
+      additional === undefined || additional === true ? fc.jsonValue({ maxDepth: 1 }) : validAt(additional, depth + 1);
+    const extra = fc.dictionary(
+      keyArb.filter((key) => !(key in properties) && key !== '__proto__'),
+      valueArb,
+      { maxKeys: 3 },
+    );
     return fc.tuple(declared, extra).map(([own, more]) => ({ ...more, ...own }));
   }
 
   function arrayArb(schema: Record<string, any>, depth: number): fc.Arbitrary<unknown[]> {
     const minLength: number = schema.minItems ?? 0;
     const maxLength: number = Math.min(schema.maxItems ?? minLength + 3, minLength + 3);
-    return fc.array(schema.items === undefined ? fc.jsonValue({ maxDepth: 1 }) : validAt(schema.items, depth + 1), { minLength, maxLength });
+    return fc.array(schema.items === undefined ? fc.jsonValue({ maxDepth: 1 }) : validAt(schema.items, depth + 1), {
+      minLength,
+      maxLength,
+    });
   }
 
   function validAt(raw: Schema, depth = 0): fc.Arbitrary<unknown> {
@@ -195,7 +233,8 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
     let arb = validShape(schema, depth);
     const forbidden = forbiddenSets(schema.not);
     if (schema.not) arb = arb.filter((value) => !accepts(schema.not, value));
-    else if (forbidden.length > 0) arb = arb.filter((value) => !forbidden.some((set) => isObject(value) && set.every((k) => k in value)));
+    else if (forbidden.length > 0)
+      arb = arb.filter((value) => !forbidden.some((set) => isObject(value) && set.every((k) => k in value)));
     return arb;
   }
 
@@ -205,7 +244,9 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
     const branches = schema.oneOf ?? schema.anyOf;
     if (Array.isArray(branches)) {
       const { oneOf: _oneOf, anyOf: _anyOf, ...rest } = schema;
-      const options = branches.map((branch: Schema) => validAt(typeof branch === 'object' ? { allOf: [rest, branch] } : branch, depth + 1));
+      const options = branches.map((branch: Schema) =>
+        validAt(typeof branch === 'object' ? { allOf: [rest, branch] } : branch, depth + 1),
+      );
       // oneOf: a value two branches accept is not valid, so the whole schema has the last word.
       return fc.oneof(...options).filter((value) => accepts(schema, value));
     }
@@ -250,7 +291,8 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
   }
 
   function invalidAt(raw: Schema, depth = 0): fc.Arbitrary<Invalid> | null {
-    if (depth > 8 || typeof raw === 'boolean') return raw === false ? fc.constant({ value: null, why: 'any value' }) : null;
+    if (depth > 8 || typeof raw === 'boolean')
+      return raw === false ? fc.constant({ value: null, why: 'any value' }) : null;
     const schema = merged(resolve(raw) as Record<string, any>);
     const candidates: Array<fc.Arbitrary<Invalid>> = [];
     const add = (why: string, arb: fc.Arbitrary<unknown>) => candidates.push(arb.map((value) => ({ value, why })));
@@ -261,52 +303,130 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
       const branchTypes = branches.map((branch) => typesOf(merged(resolve(branch) as Record<string, any>)));
       if (branchTypes.every((list) => list.length > 0)) types = [...new Set(branchTypes.flat())];
     }
-    if (types.length > 0 && types.length < JSON_TYPES.length) add(`not of type ${types.join(' or ')}`, fc.constantFrom(...wrongTypes(types)));
+    if (types.length > 0 && types.length < JSON_TYPES.length)
+      add(`not of type ${types.join(' or ')}`, fc.constantFrom(...wrongTypes(types)));
     if (Array.isArray(schema.enum)) {
       const strings = schema.enum.filter((v: unknown): v is string => typeof v === 'string');
       const near = strings.flatMap((v: string) => [v.toLowerCase(), v.toUpperCase(), `${v}-x`, ` ${v}`]);
-      add(`not one of ${schema.enum.join(', ')}`, fc.constantFrom('UNKNOWN', '', ...near).filter((v) => !schema.enum.includes(v)));
+      add(
+        `not one of ${schema.enum.join(', ')}`,
+        fc.constantFrom('UNKNOWN', '', ...near).filter((v) => !schema.enum.includes(v)),
+      );
     }
-    if ('const' in schema) add(`not ${JSON.stringify(schema.const)}`, fc.constant(typeof schema.const === 'string' ? `${schema.const}x` : 'other'));
+    if ('const' in schema)
+      add(
+        `not ${JSON.stringify(schema.const)}`,
+        fc.constant(typeof schema.const === 'string' ? `${schema.const}x` : 'other'),
+      );
     if (types.includes('string') && !Array.isArray(schema.enum)) {
       if (schema.minLength > 0) add(`shorter than ${schema.minLength}`, fc.constant('x'.repeat(schema.minLength - 1)));
       if (schema.maxLength !== undefined) {
         // A too long URI keeps a host under .invalid: should it get through, it still goes nowhere.
         const base = schema.format === 'uri' ? 'http://target.invalid/' : '';
-        add(`longer than ${schema.maxLength}`, fc.integer({ min: 1, max: 16 }).map((extra) => base + 'a'.repeat(schema.maxLength + extra - base.length)));
+        add(
+          `longer than ${schema.maxLength}`,
+          fc.integer({ min: 1, max: 16 }).map((extra) => base + 'a'.repeat(schema.maxLength + extra - base.length)),
+        );
       }
       if (schema.pattern) {
         const pattern = new RegExp(schema.pattern, 'u');
-        add(`not matching ${schema.pattern}`, text(1, 24).filter((value) => !pattern.test(value)));
+        add(
+          `not matching ${schema.pattern}`,
+          text(1, 24).filter((value) => !pattern.test(value)),
+        );
       }
-      if (schema.format === 'uri') add('not a URI', fc.constantFrom('not a url', '//target.invalid/x', 'target.invalid/path', '/relative/path', 'http://target .invalid/', ''));
-      if (schema.format === 'uuid') add('not a UUID', fc.constantFrom('not-a-uuid', '1234', '0f8fad5b-d9cb-469f-a165-70867728950z', '0f8fad5bd9cb469fa16570867728950e1', 'null'));
+      if (schema.format === 'uri')
+        add(
+          'not a URI',
+          fc.constantFrom(
+            'not a url',
+            '//target.invalid/x',
+            'target.invalid/path',
+            '/relative/path',
+            'http://target .invalid/',
+            '',
+          ),
+        );
+      if (schema.format === 'uuid')
+        add(
+          'not a UUID',
+          fc.constantFrom(
+            'not-a-uuid',
+            '1234',
+            '0f8fad5b-d9cb-469f-a165-70867728950z',
+            '0f8fad5bd9cb469fa16570867728950e1',
+            'null',
+          ),
+        );
     }
     if (types.includes('number') || types.includes('integer')) {
       const only = types.includes('number') ? 'number' : 'integer';
-      if (schema.minimum !== undefined) add(`below ${schema.minimum}`, fc.integer({ min: 1, max: 1000 }).map((d) => schema.minimum - d));
-      if (schema.maximum !== undefined) add(`above ${schema.maximum}`, fc.integer({ min: 1, max: 1000 }).map((d) => schema.maximum + d));
-      if (schema.exclusiveMinimum !== undefined) add(`not above ${schema.exclusiveMinimum}`, fc.constantFrom(schema.exclusiveMinimum, schema.exclusiveMinimum - 1));
-      if (schema.exclusiveMaximum !== undefined) add(`not below ${schema.exclusiveMaximum}`, fc.constantFrom(schema.exclusiveMaximum, schema.exclusiveMaximum + 1));
+      if (schema.minimum !== undefined)
+        add(
+          `below ${schema.minimum}`,
+          fc.integer({ min: 1, max: 1000 }).map((d) => schema.minimum - d),
+        );
+      if (schema.maximum !== undefined)
+        add(
+          `above ${schema.maximum}`,
+          fc.integer({ min: 1, max: 1000 }).map((d) => schema.maximum + d),
+        );
+      if (schema.exclusiveMinimum !== undefined)
+        add(
+          `not above ${schema.exclusiveMinimum}`,
+          fc.constantFrom(schema.exclusiveMinimum, schema.exclusiveMinimum - 1),
+        );
+      if (schema.exclusiveMaximum !== undefined)
+        add(
+          `not below ${schema.exclusiveMaximum}`,
+          fc.constantFrom(schema.exclusiveMaximum, schema.exclusiveMaximum + 1),
+        );
       if (only === 'integer') add('not an integer', fc.constantFrom(1.5, 0.25, -2.75));
     }
     if (types.includes('object')) {
       // The rest of the object stays valid, so that each value breaks one thing only.
-      const base = (objectArb(schema, depth) as fc.Arbitrary<Record<string, unknown>>).filter((value) => !schema.not || !accepts(schema.not, value));
+      const base = (objectArb(schema, depth) as fc.Arbitrary<Record<string, unknown>>).filter(
+        (value) => !schema.not || !accepts(schema.not, value),
+      );
       // A JSON string that holds a valid object: a parser that looks inside strings would take it.
-      if (!types.includes('string')) add('a string holding JSON', base.map((value) => JSON.stringify(value)));
+      if (!types.includes('string'))
+        add(
+          'a string holding JSON',
+          base.map((value) => JSON.stringify(value)),
+        );
       for (const name of schema.required ?? []) {
-        add(`missing required "${name}"`, base.map(({ [name]: _dropped, ...rest }) => rest));
+        add(
+          `missing required "${name}"`,
+          base.map(({ [name]: _dropped, ...rest }) => rest),
+        );
       }
       if (schema.additionalProperties === false) {
-        add('with an unknown property', fc.tuple(base, fc.constantFrom('unexpected', 'colour', 'apiUrl', 'extra_field')).map(([value, key]) => ({ ...value, [key]: 1 })));
+        add(
+          'with an unknown property',
+          fc
+            .tuple(base, fc.constantFrom('unexpected', 'colour', 'apiUrl', 'extra_field'))
+            .map(([value, key]) => ({ ...value, [key]: 1 })),
+        );
       } else if (typeof schema.additionalProperties === 'object') {
         const bad = invalidAt(schema.additionalProperties, depth + 1);
-        if (bad) candidates.push(fc.tuple(base, bad).map(([value, { value: inner, why }]) => ({ value: { ...value, zz_extra: inner }, why: `zz_extra ${why}` })));
+        if (bad)
+          candidates.push(
+            fc
+              .tuple(base, bad)
+              .map(([value, { value: inner, why }]) => ({
+                value: { ...value, zz_extra: inner },
+                why: `zz_extra ${why}`,
+              })),
+          );
       }
       for (const [name, property] of Object.entries<Schema>(schema.properties ?? {})) {
         const bad = invalidAt(property, depth + 1);
-        if (bad) candidates.push(fc.tuple(base, bad).map(([value, { value: inner, why }]) => ({ value: { ...value, [name]: inner }, why: `${name} ${why}` })));
+        if (bad)
+          candidates.push(
+            fc
+              .tuple(base, bad)
+              .map(([value, { value: inner, why }]) => ({ value: { ...value, [name]: inner }, why: `${name} ${why}` })),
+          );
       }
       for (const set of forbiddenSets(schema.not)) {
         const widened = { ...schema, not: undefined, required: [...new Set([...(schema.required ?? []), ...set])] };
@@ -316,7 +436,12 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
     if (types.includes('array')) {
       if (schema.minItems > 0) add(`fewer than ${schema.minItems} items`, fc.constant([]));
       const bad = schema.items === undefined ? null : invalidAt(schema.items, depth + 1);
-      if (bad) candidates.push(fc.tuple(arrayArb(schema, depth), bad).map(([items, { value, why }]) => ({ value: [...items, value], why: `an item ${why}` })));
+      if (bad)
+        candidates.push(
+          fc
+            .tuple(arrayArb(schema, depth), bad)
+            .map(([items, { value, why }]) => ({ value: [...items, value], why: `an item ${why}` })),
+        );
     }
     if (candidates.length === 0) return null;
     return fc.oneof(...candidates).filter(({ value }) => !accepts(raw, value));

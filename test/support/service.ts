@@ -13,10 +13,23 @@ export interface TestService {
   stop(): Promise<void>;
 }
 
-export async function startTestService(env: Record<string, string> = {}, options: ServiceOptions = {}): Promise<TestService> {
+export async function startTestService(
+  env: Record<string, string> = {},
+  options: ServiceOptions = {},
+): Promise<TestService> {
   const database = await createTestDatabase();
-  const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', SHUTDOWN_GRACE_MS: '2000', ...env, DATABASE_URL: database.url });
-  const service = await startService(config, { logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }), ...options });
+  const config = loadConfig({
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'silent',
+    SHUTDOWN_GRACE_MS: '2000',
+    ...env,
+    DATABASE_URL: database.url,
+  });
+  const service = await startService(config, {
+    logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
+    ...options,
+  });
   return {
     service,
     client: contractClient(service.url),

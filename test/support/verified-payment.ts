@@ -9,7 +9,10 @@ export const FIXTURE_USDC = '0x036CbD53842c5426634e7929541eC2318f3dCF7e';
 export const FIXTURE_PAYER = '0x1111111111111111111111111111111111111111';
 export const FIXTURE_PAY_TO = '0x2222222222222222222222222222222222222222';
 
-export function verifiedPayment(nonce = `0x${randomBytes(32).toString('hex')}`, amount = 10_300n): VerifiedClientPayment {
+export function verifiedPayment(
+  nonce = `0x${randomBytes(32).toString('hex')}`,
+  amount = 10_300n,
+): VerifiedClientPayment {
   const requirements = {
     scheme: 'exact',
     network: 'base-sepolia',
@@ -28,7 +31,14 @@ export function verifiedPayment(nonce = `0x${randomBytes(32).toString('hex')}`, 
     network: 'base-sepolia',
     payload: {
       signature: `0x${'ab'.repeat(65)}`,
-      authorization: { from: FIXTURE_PAYER, to: FIXTURE_PAY_TO, value: amount.toString(), validAfter: '1', validBefore: '4000000000', nonce },
+      authorization: {
+        from: FIXTURE_PAYER,
+        to: FIXTURE_PAY_TO,
+        value: amount.toString(),
+        validAfter: '1',
+        validBefore: '4000000000',
+        nonce,
+      },
     },
   };
   return {

@@ -6,7 +6,14 @@ describe('configuration', () => {
     const config = loadConfig({});
     expect(config.port).toBe(3000);
     expect(config.host).toBe('127.0.0.1');
-    expect(config.networks.map((network) => network.name)).toEqual(['base', 'base-sepolia', 'skale-base', 'skale-base-sepolia', 'solana', 'solana-devnet']);
+    expect(config.networks.map((network) => network.name)).toEqual([
+      'base',
+      'base-sepolia',
+      'skale-base',
+      'skale-base-sepolia',
+      'solana',
+      'solana-devnet',
+    ]);
     expect(config.relayFeePercent).toBe(3);
     expect(config.relayFeeMinUsdc).toBe('0');
     expect([config.relayDailyPerWalletUsd, config.relayDailyTotalUsd]).toEqual([100, 1000]);
@@ -50,7 +57,11 @@ describe('configuration', () => {
     });
     expect(config.networks).toEqual([
       { name: 'base-sepolia', rpcUrl: 'http://127.0.0.1:8545', usdc: '0x0000000000000000000000000000000000000001' },
-      { name: 'solana-devnet', rpcUrl: 'https://api.devnet.solana.com', usdc: '4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU' },
+      {
+        name: 'solana-devnet',
+        rpcUrl: 'https://api.devnet.solana.com',
+        usdc: '4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU',
+      },
     ]);
     expect([...config.ssrfAllowHosts]).toEqual(['127.0.0.1:4010', 'localhost:4011']);
   });

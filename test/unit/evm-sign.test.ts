@@ -4,7 +4,11 @@ import { verifyTypedData, type Address, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, it } from 'vitest';
 import type { NetworkSettings } from '../../payments/config';
-import { createEvmChains, transferWithAuthorizationTypes, type TransferAuthorization } from '../../payments/networks/evm';
+import {
+  createEvmChains,
+  transferWithAuthorizationTypes,
+  type TransferAuthorization,
+} from '../../payments/networks/evm';
 import { decodePaymentHeader } from '../../payments/x402/headers';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { EVM_NETWORKS, type EvmNetworkName } from '../../devnet/networks';
@@ -50,7 +54,12 @@ async function signOn(network: EvmNetworkName, changes: Partial<PaymentRequireme
   return signed.value;
 }
 
-function verify(network: EvmNetworkName, signature: Hex, message: TransferAuthorization, domain = referenceDomain(network)) {
+function verify(
+  network: EvmNetworkName,
+  signature: Hex,
+  message: TransferAuthorization,
+  domain = referenceDomain(network),
+) {
   return verifyTypedData({
     address: SERVICE,
     domain,
@@ -100,19 +109,30 @@ describe('signTransferAuthorization', () => {
     const signature = payment.payload.signature as Hex;
     expect(await verify('base-sepolia', signature, { ...authorization, value: authorization.value + 1n })).toBe(false);
     expect(await verify('base-sepolia', signature, { ...authorization, to: SERVICE })).toBe(false);
-    expect(await verify('base-sepolia', signature, { ...authorization, validBefore: authorization.validBefore + 1n })).toBe(false);
+    expect(
+      await verify('base-sepolia', signature, { ...authorization, validBefore: authorization.validBefore + 1n }),
+    ).toBe(false);
     // The same message under another network's domain: a signature for base-sepolia is not valid on skale-base-sepolia.
     expect(await verify('skale-base-sepolia', signature, authorization)).toBe(false);
-    expect(await verify('base-sepolia', signature, authorization, { ...referenceDomain('base-sepolia'), chainId: 8453 })).toBe(false);
+    expect(
+      await verify('base-sepolia', signature, authorization, { ...referenceDomain('base-sepolia'), chainId: 8453 }),
+    ).toBe(false);
   });
 
   it('falls back to our table when extra has no name or version, and follows extra when it has one', async () => {
     const fallback = await signOn('skale-base-sepolia', { extra: {} });
-    expect(await verify('skale-base-sepolia', fallback.payment.payload.signature as Hex, fallback.authorization)).toBe(true);
+    expect(await verify('skale-base-sepolia', fallback.payment.payload.signature as Hex, fallback.authorization)).toBe(
+      true,
+    );
     const renamed = await signOn('base-sepolia', { extra: { name: 'USD Coin', version: '2' } });
     const signature = renamed.payment.payload.signature as Hex;
     expect(await verify('base-sepolia', signature, renamed.authorization)).toBe(false);
-    expect(await verify('base-sepolia', signature, renamed.authorization, { ...referenceDomain('base-sepolia'), name: 'USD Coin' })).toBe(true);
+    expect(
+      await verify('base-sepolia', signature, renamed.authorization, {
+        ...referenceDomain('base-sepolia'),
+        name: 'USD Coin',
+      }),
+    ).toBe(true);
   });
 
   it('uses a fresh nonce for every authorization', async () => {
@@ -132,20 +152,37 @@ describe('signTransferAuthorization', () => {
   it('refuses what it must not sign', async () => {
     const chains = createEvmChains({ networks, evmPrivateKey: TEST_KEY });
     const sign = (requirements: PaymentRequirements) => chains.signTransferAuthorization(requirements, { now: NOW });
-    expect(await sign(requirementsOn('base-sepolia', { asset: EVM_NETWORKS.base.usdc }))).toMatchObject({ ok: false, reason: 'asset_mismatch' });
-    expect(await sign(requirementsOn('base-sepolia', { payTo: '0x0000000000000000000000000000000000000000' }))).toMatchObject({
+    expect(await sign(requirementsOn('base-sepolia', { asset: EVM_NETWORKS.base.usdc }))).toMatchObject({
+      ok: false,
+      reason: 'asset_mismatch',
+    });
+    expect(
+      await sign(requirementsOn('base-sepolia', { payTo: '0x0000000000000000000000000000000000000000' })),
+    ).toMatchObject({
       ok: false,
       reason: 'invalid_requirements',
     });
-    expect(await sign(requirementsOn('base-sepolia', { maxAmountRequired: '0' }))).toMatchObject({ ok: false, reason: 'invalid_requirements' });
-    expect(await sign({ ...requirementsOn('base-sepolia'), network: 'solana-devnet' })).toMatchObject({ ok: false, reason: 'not_evm_network' });
-    const onlyBase = createEvmChains({ networks: networks.filter((settings) => settings.name === 'base'), evmPrivateKey: TEST_KEY });
+    expect(await sign(requirementsOn('base-sepolia', { maxAmountRequired: '0' }))).toMatchObject({
+      ok: false,
+      reason: 'invalid_requirements',
+    });
+    expect(await sign({ ...requirementsOn('base-sepolia'), network: 'solana-devnet' })).toMatchObject({
+      ok: false,
+      reason: 'not_evm_network',
+    });
+    const onlyBase = createEvmChains({
+      networks: networks.filter((settings) => settings.name === 'base'),
+      evmPrivateKey: TEST_KEY,
+    });
     expect(await onlyBase.signTransferAuthorization(requirementsOn('base-sepolia'), { now: NOW })).toMatchObject({
       ok: false,
       reason: 'network_not_enabled',
     });
     const keyless = createEvmChains({ networks, evmPrivateKey: undefined });
-    expect(await keyless.signTransferAuthorization(requirementsOn('base-sepolia'), { now: NOW })).toMatchObject({ ok: false, reason: 'no_wallet' });
+    expect(await keyless.signTransferAuthorization(requirementsOn('base-sepolia'), { now: NOW })).toMatchObject({
+      ok: false,
+      reason: 'no_wallet',
+    });
   });
 
   it('builds each network client on our chain id and the configured RPC URL', () => {

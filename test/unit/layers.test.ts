@@ -37,8 +37,10 @@ export interface ImportSite {
 export function importsOf(file: string, source: string): ImportSite[] {
   const sites: ImportSite[] = [];
   const statement = /^\s*(import|export)\s+(type\s+)?[^;]*?\sfrom\s+['"]([^'"]+)['"]/gm;
-  for (const match of source.matchAll(statement)) sites.push({ file, specifier: match[3]!, typeOnly: Boolean(match[2]), dynamic: false });
-  for (const match of source.matchAll(/^\s*import\s+['"]([^'"]+)['"]/gm)) sites.push({ file, specifier: match[1]!, typeOnly: false, dynamic: false });
+  for (const match of source.matchAll(statement))
+    sites.push({ file, specifier: match[3]!, typeOnly: Boolean(match[2]), dynamic: false });
+  for (const match of source.matchAll(/^\s*import\s+['"]([^'"]+)['"]/gm))
+    sites.push({ file, specifier: match[1]!, typeOnly: false, dynamic: false });
   for (const match of source.matchAll(/(?:\bimport|\brequire)\(\s*['"]([^'"]+)['"]\s*\)/g)) {
     const typeOnly = /typeof\s+$/.test(source.slice(0, match.index));
     sites.push({ file, specifier: match[1]!, typeOnly, dynamic: !typeOnly });
@@ -62,7 +64,8 @@ function problems(sites: ImportSite[]): string[] {
       if (top === 'test') found.push(`${where}: test code`);
       if (top === 'devnet') {
         const guarded = site.file === SANDBOX_LOADER.file && site.specifier === SANDBOX_LOADER.specifier;
-        if (!guarded && !site.typeOnly) found.push(`${where}: the local peers (devnet/) are loaded only by ${SANDBOX_LOADER.file}`);
+        if (!guarded && !site.typeOnly)
+          found.push(`${where}: the local peers (devnet/) are loaded only by ${SANDBOX_LOADER.file}`);
       }
       continue;
     }
@@ -70,18 +73,26 @@ function problems(sites: ImportSite[]): string[] {
     if (site.typeOnly && site.specifier.startsWith('@types/')) continue;
     const name = packageName(site.specifier);
     if (manifest.dependencies[name] === undefined) {
-      found.push(`${where}: ${name} is ${manifest.devDependencies[name] ? 'a development package' : 'not a declared dependency'}`);
+      found.push(
+        `${where}: ${name} is ${manifest.devDependencies[name] ? 'a development package' : 'not a declared dependency'}`,
+      );
     }
   }
   return found;
 }
 
 describe('production layers', () => {
-  const sites = PRODUCTION_FOLDERS.flatMap(sourceFiles).flatMap((file) => importsOf(file, readFileSync(path.join(ROOT, file), 'utf8')));
+  const sites = PRODUCTION_FOLDERS.flatMap(sourceFiles).flatMap((file) =>
+    importsOf(file, readFileSync(path.join(ROOT, file), 'utf8')),
+  );
 
   it('read the imports of every production file', () => {
     expect(sites.length).toBeGreaterThan(100);
-    expect(sites.some((site) => site.file === SANDBOX_LOADER.file && site.specifier === SANDBOX_LOADER.specifier && site.dynamic)).toBe(true);
+    expect(
+      sites.some(
+        (site) => site.file === SANDBOX_LOADER.file && site.specifier === SANDBOX_LOADER.specifier && site.dynamic,
+      ),
+    ).toBe(true);
   });
 
   it('import nothing from test/ or devnet/ and no development package', () => {
@@ -93,11 +104,21 @@ describe('production layers', () => {
       { file: 'server/main.ts', specifier: '../test/support/service', typeOnly: false, dynamic: false },
       { file: 'payments/incoming/settle.ts', specifier: '../../devnet/index', typeOnly: false, dynamic: true },
       { file: 'server/app.ts', specifier: 'x402-fetch', typeOnly: false, dynamic: true },
-      { file: 'db/index.ts', specifier: 'hardhat/internal/core/providers/construction', typeOnly: false, dynamic: false },
+      {
+        file: 'db/index.ts',
+        specifier: 'hardhat/internal/core/providers/construction',
+        typeOnly: false,
+        dynamic: false,
+      },
       { file: 'worker/index.ts', specifier: 'left-pad', typeOnly: false, dynamic: false },
     ];
     expect(problems(leaks)).toHaveLength(leaks.length);
-    expect(importsOf('x.ts', "import { a } from 'x402';\nconst b = await import('litesvm');\nexport { c } from '../test/c';")).toEqual([
+    expect(
+      importsOf(
+        'x.ts',
+        "import { a } from 'x402';\nconst b = await import('litesvm');\nexport { c } from '../test/c';",
+      ),
+    ).toEqual([
       { file: 'x.ts', specifier: 'x402', typeOnly: false, dynamic: false },
       { file: 'x.ts', specifier: '../test/c', typeOnly: false, dynamic: false },
       { file: 'x.ts', specifier: 'litesvm', typeOnly: false, dynamic: true },
@@ -111,7 +132,9 @@ describe('production code carries no test hooks', () => {
   const HOOK_TRACES = /RELAY_PAUSE_AFTER_SETTLEMENT_FILE|relayPauseAfterSettlement|pauseForTest|testHook/;
 
   it('no production file mentions the former file-based pause', () => {
-    const mentions = PRODUCTION_FOLDERS.flatMap(sourceFiles).filter((file) => HOOK_TRACES.test(readFileSync(path.join(ROOT, file), 'utf8')));
+    const mentions = PRODUCTION_FOLDERS.flatMap(sourceFiles).filter((file) =>
+      HOOK_TRACES.test(readFileSync(path.join(ROOT, file), 'utf8')),
+    );
     expect(mentions).toEqual([]);
   });
 
@@ -119,7 +142,9 @@ describe('production code carries no test hooks', () => {
     const base = { NODE_ENV: 'production', NETWORKS: 'base-sepolia' };
     const config = loadConfig({ ...base, RELAY_PAUSE_AFTER_SETTLEMENT_FILE: '/tmp/settled' });
     expect(config).toEqual(loadConfig(base));
-    expect(JSON.stringify(config, (_key, value: unknown) => (typeof value === 'bigint' ? String(value) : value))).not.toContain('/tmp/settled');
+    expect(
+      JSON.stringify(config, (_key, value: unknown) => (typeof value === 'bigint' ? String(value) : value)),
+    ).not.toContain('/tmp/settled');
   });
 
   it("the service's own hooks do nothing, and `npm start` passes none", async () => {
@@ -127,7 +152,6 @@ describe('production code carries no test hooks', () => {
     expect(readFileSync(path.join(ROOT, 'server/main.ts'), 'utf8')).not.toMatch(/\bhooks\b/);
   });
 });
-
 
 /**
  * The folders of payments/ (and each of its top-level files) form a graph without cycles, type
@@ -236,9 +260,10 @@ describe('the folders of payments/', () => {
       { file: 'payments/config.ts', specifier: './x402/types', typeOnly: true, dynamic: false },
       { file: 'payments/proxy/call.ts', specifier: '../outgoing/index', typeOnly: false, dynamic: false },
     ]);
-    expect(cyclesOf(looped).map((members) => cyclePath(looped, members)).sort()).toEqual([
-      'config.ts -> x402/ -> networks/ -> config.ts',
-      'deps.ts -> incoming/ -> deps.ts',
-    ]);
+    expect(
+      cyclesOf(looped)
+        .map((members) => cyclePath(looped, members))
+        .sort(),
+    ).toEqual(['config.ts -> x402/ -> networks/ -> config.ts', 'deps.ts -> incoming/ -> deps.ts']);
   });
 });

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { formatUnits, microToUsdc, mulDivCeil, parseUsdc, percentageText, percentToBasisPoints } from '../../payments/money';
+import {
+  formatUnits,
+  microToUsdc,
+  mulDivCeil,
+  parseUsdc,
+  percentageText,
+  percentToBasisPoints,
+} from '../../payments/money';
 import { proxyCredits, relayFee, relayFeeModelText } from '../../payments/fees';
 
 describe('money arithmetic', () => {
@@ -41,7 +48,11 @@ describe('money arithmetic', () => {
 
 describe('fees', () => {
   it('charges 3% on top of the target amount: 0.10 costs 0.103', () => {
-    expect(relayFee(100_000n, { percent: 3, minUsdc: '0' })).toEqual({ targetMicro: 100_000n, feeMicro: 3_000n, totalMicro: 103_000n });
+    expect(relayFee(100_000n, { percent: 3, minUsdc: '0' })).toEqual({
+      targetMicro: 100_000n,
+      feeMicro: 3_000n,
+      totalMicro: 103_000n,
+    });
   });
 
   it('rounds the relay fee up to the next micro-USDC', () => {
@@ -50,7 +61,11 @@ describe('fees', () => {
   });
 
   it('applies the minimum fee when it is larger', () => {
-    expect(relayFee(10_000n, { percent: 3, minUsdc: '0.002' })).toEqual({ targetMicro: 10_000n, feeMicro: 2_000n, totalMicro: 12_000n });
+    expect(relayFee(10_000n, { percent: 3, minUsdc: '0.002' })).toEqual({
+      targetMicro: 10_000n,
+      feeMicro: 2_000n,
+      totalMicro: 12_000n,
+    });
     expect(relayFee(1_000_000n, { percent: 3, minUsdc: '0.002' }).feeMicro).toBe(30_000n);
     expect(relayFeeModelText({ percent: 3, minUsdc: '0.002' })).toContain('0.002');
     expect(relayFeeModelText({ percent: 3, minUsdc: '0' })).toMatch(/^flat 3%/);

@@ -23,7 +23,10 @@ function networks(withSolanaKey = true): ChainNetwork[] {
 }
 
 function chains(list: ChainNetwork[]): Chains {
-  return { networks: list, network: (name: string) => list.find((network) => network.name === canonicalNetwork(name)) } as unknown as Chains;
+  return {
+    networks: list,
+    network: (name: string) => list.find((network) => network.name === canonicalNetwork(name)),
+  } as unknown as Chains;
 }
 
 const base: OffersRequest = {
@@ -39,8 +42,18 @@ describe('our 402 offers', () => {
   it('offers every network of the class, the preferred one first, with its asset, payTo and extra', () => {
     const offers = buildOffers(chains(networks()), { ...base, preferredNetwork: 'solana-devnet' });
     expect(offers.map((offer) => offer.network)).toEqual(['solana-devnet', 'base-sepolia', 'skale-base-sepolia']);
-    expect(offers[0]).toMatchObject({ payTo: SOLANA_ADDRESS, asset: NETWORK_TABLE['solana-devnet'].usdc, extra: { feePayer: SOLANA_ADDRESS }, maxAmountRequired: '10300', scheme: 'exact' });
-    expect(offers[1]).toMatchObject({ payTo: EVM_ADDRESS, asset: NETWORK_TABLE['base-sepolia'].usdc, extra: { name: 'USDC', version: '2' } });
+    expect(offers[0]).toMatchObject({
+      payTo: SOLANA_ADDRESS,
+      asset: NETWORK_TABLE['solana-devnet'].usdc,
+      extra: { feePayer: SOLANA_ADDRESS },
+      maxAmountRequired: '10300',
+      scheme: 'exact',
+    });
+    expect(offers[1]).toMatchObject({
+      payTo: EVM_ADDRESS,
+      asset: NETWORK_TABLE['base-sepolia'].usdc,
+      extra: { name: 'USDC', version: '2' },
+    });
     expect(offers[2].extra).toEqual({ name: 'Bridged USDC (SKALE Bridge)', version: '2' });
   });
 

@@ -48,12 +48,20 @@ describe('parseIpv4 reads every legacy IPv4 form', () => {
     expect(parseIpv4(dotted)).not.toBeNull();
   });
 
-  it.each(['4294967296', '256.0.0.1', '1.2.3.4.5', '08.0.0.1', '1.2.3.256', '127.0.0.1..', '', 'example.com', '1.2.3.x', '0x1g'])(
-    '%j is not an IPv4 address',
-    (text) => {
-      expect(parseIpv4(text)).toBeNull();
-    },
-  );
+  it.each([
+    '4294967296',
+    '256.0.0.1',
+    '1.2.3.4.5',
+    '08.0.0.1',
+    '1.2.3.256',
+    '127.0.0.1..',
+    '',
+    'example.com',
+    '1.2.3.x',
+    '0x1g',
+  ])('%j is not an IPv4 address', (text) => {
+    expect(parseIpv4(text)).toBeNull();
+  });
 
   it('matches what the URL parser makes of the same hosts', () => {
     for (const host of ['2130706433', '0177.0.0.1', '0x7f.0.0.1', '0x7f000001', '127.1']) {
@@ -132,12 +140,20 @@ describe('classifyAddress', () => {
     expect(classifyAddress(address)).toMatchObject({ allowed: false, reason });
   });
 
-  it.each(['8.8.8.8', '1.1.1.1', '172.32.0.1', '100.128.0.1', '192.169.0.1', '2606:4700::1111', '2a00:1450:4001::200e', '::ffff:8.8.8.8', '64:ff9b::808:808', '2002:808:808::1'])(
-    'allows the public address %s',
-    (address) => {
-      expect(classifyAddress(address)).toMatchObject({ allowed: true, reason: 'public' });
-    },
-  );
+  it.each([
+    '8.8.8.8',
+    '1.1.1.1',
+    '172.32.0.1',
+    '100.128.0.1',
+    '192.169.0.1',
+    '2606:4700::1111',
+    '2a00:1450:4001::200e',
+    '::ffff:8.8.8.8',
+    '64:ff9b::808:808',
+    '2002:808:808::1',
+  ])('allows the public address %s', (address) => {
+    expect(classifyAddress(address)).toMatchObject({ allowed: true, reason: 'public' });
+  });
 
   it('names the IPv4 address an IPv6 address embeds', () => {
     expect(classifyAddress('::ffff:7f00:1').embeddedIpv4).toEqual({ kind: 'ipv4_mapped', address: '127.0.0.1' });
@@ -193,7 +209,11 @@ describe('checkUrl', () => {
     ['64:ff9b::c0a8:1', 'private'],
     ['64:ff9b::10.0.0.1', 'private'],
   ])('refuses a host name that resolves to %s (%s)', async (address, reason) => {
-    const check = await checkUrl('https://target.example/pay', tableResolver({ 'target.example': [address] }), NO_ALLOW_HOSTS);
+    const check = await checkUrl(
+      'https://target.example/pay',
+      tableResolver({ 'target.example': [address] }),
+      NO_ALLOW_HOSTS,
+    );
     expect(check).toMatchObject({ allowed: false, address, reason, error: { code: 'ssrf_blocked' } });
   });
 
@@ -249,7 +269,11 @@ describe('checkUrl', () => {
   });
 
   it('refuses a resolver answer that is not an IP address', async () => {
-    const check = await checkUrl('http://odd.example/', tableResolver({ 'odd.example': ['localhost'] }), NO_ALLOW_HOSTS);
+    const check = await checkUrl(
+      'http://odd.example/',
+      tableResolver({ 'odd.example': ['localhost'] }),
+      NO_ALLOW_HOSTS,
+    );
     expect(check).toMatchObject({ allowed: false, reason: 'not_an_ip_address' });
   });
 
@@ -274,7 +298,10 @@ describe('checkUrl', () => {
   it('marks an allow-listed target and still resolves it, so the connection uses the checked address', async () => {
     const resolver = tableResolver({ localhost: ['127.0.0.1'] });
     const check = await checkUrl('http://localhost:4011/', resolver, allow('localhost:4011'));
-    expect(check).toMatchObject({ allowed: true, target: { allowListed: true, addresses: [{ address: '127.0.0.1', family: 4 }] } });
+    expect(check).toMatchObject({
+      allowed: true,
+      target: { allowListed: true, addresses: [{ address: '127.0.0.1', family: 4 }] },
+    });
     expect(resolver.calls).toEqual(['localhost']);
   });
 });
@@ -282,17 +309,27 @@ describe('checkUrl', () => {
 describe('parseAllowHosts', () => {
   it('normalises entries the way the URL parser writes hosts', () => {
     const parsed = parseAllowHosts(' LOCALHOST:4011 , [0:0::1]:4012,2130706433:80,127.0.0.1:4010 ');
-    expect(parsed).toEqual({ ok: true, value: new Set(['localhost:4011', '[::1]:4012', '127.0.0.1:80', '127.0.0.1:4010']) });
+    expect(parsed).toEqual({
+      ok: true,
+      value: new Set(['localhost:4011', '[::1]:4012', '127.0.0.1:80', '127.0.0.1:4010']),
+    });
     expect(parseAllowHosts('')).toEqual({ ok: true, value: new Set() });
     expect(parseAllowHosts(['a.example:1'])).toEqual({ ok: true, value: new Set(['a.example:1']) });
   });
 
-  it.each(['127.0.0.1', 'localhost', 'host:0', 'host:65536', 'http://host:80', '::1:80', 'user@host:80', 'host:80/path', '[::1]'])(
-    'refuses %j: every entry names one port',
-    (entry) => {
-      const parsed = parseAllowHosts(`127.0.0.1:4010,${entry}`);
-      expect(parsed).toMatchObject({ ok: false, error: { code: 'invalid_allow_host' } });
-      if (!parsed.ok) expect(parsed.error.details).toContain(JSON.stringify(entry));
-    },
-  );
+  it.each([
+    '127.0.0.1',
+    'localhost',
+    'host:0',
+    'host:65536',
+    'http://host:80',
+    '::1:80',
+    'user@host:80',
+    'host:80/path',
+    '[::1]',
+  ])('refuses %j: every entry names one port', (entry) => {
+    const parsed = parseAllowHosts(`127.0.0.1:4010,${entry}`);
+    expect(parsed).toMatchObject({ ok: false, error: { code: 'invalid_allow_host' } });
+    if (!parsed.ok) expect(parsed.error.details).toContain(JSON.stringify(entry));
+  });
 });

@@ -29,7 +29,11 @@ describe('buildTargetRequest bodies', () => {
   });
 
   it('form-encodes a data object', () => {
-    const request = built({ api_url: target, method: 'POST', data: { a: 1, b: 'x y&z', list: ['p', 'q'], skipped: null } });
+    const request = built({
+      api_url: target,
+      method: 'POST',
+      data: { a: 1, b: 'x y&z', list: ['p', 'q'], skipped: null },
+    });
     expect(request.headers['content-type']).toBe('application/x-www-form-urlencoded');
     expect(request.body?.toString()).toBe('a=1&b=x+y%26z&list=p&list=q');
   });
@@ -38,7 +42,12 @@ describe('buildTargetRequest bodies', () => {
     const bare = built({ api_url: target, method: 'POST', data: '<x>1</x>' });
     expect(bare.body?.toString()).toBe('<x>1</x>');
     expect(bare.headers['content-type']).toBeUndefined();
-    const typed = built({ api_url: target, method: 'POST', data: '<x>1</x>', headers: { 'Content-Type': 'application/xml' } });
+    const typed = built({
+      api_url: target,
+      method: 'POST',
+      data: '<x>1</x>',
+      headers: { 'Content-Type': 'application/xml' },
+    });
     expect(typed.headers['content-type']).toBe('application/xml');
   });
 
@@ -75,9 +84,15 @@ describe('buildTargetRequest bodies', () => {
 
 describe('buildTargetRequest URL, headers and credentials', () => {
   it('appends params to the query and keeps the existing query bytes', () => {
-    const request = built({ api_url: 'http://api.example/p?x=1&y=%20z#frag', method: 'GET', params: { a: 'b c', list: [1, true], n: null } });
+    const request = built({
+      api_url: 'http://api.example/p?x=1&y=%20z#frag',
+      method: 'GET',
+      params: { a: 'b c', list: [1, true], n: null },
+    });
     expect(request.url).toBe('http://api.example/p?x=1&y=%20z&a=b+c&list=1&list=true');
-    expect(built({ api_url: 'http://api.example/p', method: 'GET', params: { a: '1' } }).url).toBe('http://api.example/p?a=1');
+    expect(built({ api_url: 'http://api.example/p', method: 'GET', params: { a: '1' } }).url).toBe(
+      'http://api.example/p?a=1',
+    );
     expect(built({ api_url: 'http://api.example/p?x', method: 'GET', params: {} }).url).toBe('http://api.example/p?x');
   });
 
@@ -107,20 +122,37 @@ describe('buildTargetRequest URL, headers and credentials', () => {
       },
       'our-payment',
     );
-    expect(request.headers).toEqual({ 'x-trace': 'abc', accept: 'application/json', 'accept-encoding': 'identity', 'x-payment': 'our-payment' });
+    expect(request.headers).toEqual({
+      'x-trace': 'abc',
+      accept: 'application/json',
+      'accept-encoding': 'identity',
+      'x-payment': 'our-payment',
+    });
   });
 
   it('never forwards the caller X-PAYMENT, also when we have none', () => {
-    expect(built({ api_url: target, method: 'GET', headers: { 'x-payment': 'theirs' } }).headers['x-payment']).toBeUndefined();
+    expect(
+      built({ api_url: target, method: 'GET', headers: { 'x-payment': 'theirs' } }).headers['x-payment'],
+    ).toBeUndefined();
   });
 
   it('turns auth into a Basic Authorization header', () => {
-    const request = built({ api_url: target, method: 'GET', auth: { username: 'ana', password: 'p:ss wörd' }, headers: { Authorization: 'Bearer x' } });
+    const request = built({
+      api_url: target,
+      method: 'GET',
+      auth: { username: 'ana', password: 'p:ss wörd' },
+      headers: { Authorization: 'Bearer x' },
+    });
     expect(request.headers.authorization).toBe(`Basic ${Buffer.from('ana:p:ss wörd').toString('base64')}`);
   });
 
   it('merges cookies into the Cookie header, the cookies field winning on a shared name', () => {
-    const request = built({ api_url: target, method: 'GET', headers: { Cookie: 'a=1; b=2' }, cookies: { b: 3, c: 'x y' } });
+    const request = built({
+      api_url: target,
+      method: 'GET',
+      headers: { Cookie: 'a=1; b=2' },
+      cookies: { b: 3, c: 'x y' },
+    });
     expect(request.headers.cookie).toBe('a=1; b=3; c=x y');
     expect(built({ api_url: target, method: 'GET', cookies: { s: 'v' } }).headers.cookie).toBe('s=v');
   });
@@ -148,7 +180,10 @@ describe('buildTargetRequest URL, headers and credentials', () => {
   });
 
   it('refuses our own payment header when it carries a line break', () => {
-    expect(buildTargetRequest({ api_url: target, method: 'GET' }, { paymentHeader: 'a\r\nb: c' })).toMatchObject({ ok: false, error: { code: 'invalid_header' } });
+    expect(buildTargetRequest({ api_url: target, method: 'GET' }, { paymentHeader: 'a\r\nb: c' })).toMatchObject({
+      ok: false,
+      error: { code: 'invalid_header' },
+    });
   });
 
   it('upper-cases the method', () => {

@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { callTimeoutMs } from '../../handlers/postProxy';
-import { EXPIRED_RECHECK_MS, MAX_RECHECK_MS, MIN_RECHECK_MS, nextLookAt, parseWatchPayload, UNTIMED_RECHECK_MS } from '../../worker/tasks/proxyPaymentWatch';
+import {
+  EXPIRED_RECHECK_MS,
+  MAX_RECHECK_MS,
+  MIN_RECHECK_MS,
+  nextLookAt,
+  parseWatchPayload,
+  UNTIMED_RECHECK_MS,
+} from '../../worker/tasks/proxyPaymentWatch';
 
 describe('the bound on a /proxy call', () => {
   it('is the smaller of the body timeout (s) and X-TIMEOUT (ms), else TARGET_TIMEOUT_MS', () => {
@@ -29,7 +36,14 @@ describe('the watch job', () => {
 
   it('takes only an id as a decimal string', () => {
     expect(parseWatchPayload({ proxyPaymentId: '42' })).toBe(42n);
-    for (const payload of [null, {}, { proxyPaymentId: 42 }, { proxyPaymentId: '0' }, { proxyPaymentId: '4x' }, { proxyPaymentId: '1'.repeat(20) }]) {
+    for (const payload of [
+      null,
+      {},
+      { proxyPaymentId: 42 },
+      { proxyPaymentId: '0' },
+      { proxyPaymentId: '4x' },
+      { proxyPaymentId: '1'.repeat(20) },
+    ]) {
       expect(() => parseWatchPayload(payload)).toThrow(/proxyPaymentId/);
     }
   });

@@ -13,9 +13,21 @@ const EVM_ADDRESS = privateKeyToAccount(EVM_KEY).address;
 describe('createChains', () => {
   it('describes every enabled network with its chain type, class and our address there', async () => {
     const solana = await generateSolanaKey();
-    const config = loadConfig({ EVM_PRIVATE_KEY: EVM_KEY, SOLANA_PRIVATE_KEY: solana.secretKeyBase58, RPC_URL_BASE: 'http://127.0.0.1:8545' });
+    const config = loadConfig({
+      EVM_PRIVATE_KEY: EVM_KEY,
+      SOLANA_PRIVATE_KEY: solana.secretKeyBase58,
+      RPC_URL_BASE: 'http://127.0.0.1:8545',
+    });
     const chains = await createChains(config);
-    expect(chains.networks.map(({ name, chainType, networkClass, chainId, serviceAddress }) => [name, chainType, networkClass, chainId, serviceAddress])).toEqual([
+    expect(
+      chains.networks.map(({ name, chainType, networkClass, chainId, serviceAddress }) => [
+        name,
+        chainType,
+        networkClass,
+        chainId,
+        serviceAddress,
+      ]),
+    ).toEqual([
       ['base', 'evm', 'mainnet', 8453, EVM_ADDRESS],
       ['base-sepolia', 'evm', 'testnet', 84532, EVM_ADDRESS],
       ['skale-base', 'evm', 'mainnet', 1187947933, EVM_ADDRESS],
@@ -55,11 +67,18 @@ describe('createChains', () => {
     // Asked directly, the Solana side answers that it has no wallet rather than failing later.
     const enabled = chooseRequirement([solanaEntry], { networks: config.networks, maxAmountMicroUsdc: 100n });
     if (!enabled.ok) throw new Error(enabled.details);
-    expect(await chains.createPayment(enabled.value, { now: new Date() })).toMatchObject({ ok: false, reason: 'no_wallet' });
+    expect(await chains.createPayment(enabled.value, { now: new Date() })).toMatchObject({
+      ok: false,
+      reason: 'no_wallet',
+    });
   });
 
   it('stops with a message naming the variable when a key is unusable', async () => {
-    await expect(createChains(loadConfig({ SOLANA_PRIVATE_KEY: '1'.repeat(88) }))).rejects.toThrow(/SOLANA_PRIVATE_KEY/);
-    await expect(createChains(loadConfig({ EVM_PRIVATE_KEY: `0x${'0'.repeat(64)}` }))).rejects.toThrow(/EVM_PRIVATE_KEY/);
+    await expect(createChains(loadConfig({ SOLANA_PRIVATE_KEY: '1'.repeat(88) }))).rejects.toThrow(
+      /SOLANA_PRIVATE_KEY/,
+    );
+    await expect(createChains(loadConfig({ EVM_PRIVATE_KEY: `0x${'0'.repeat(64)}` }))).rejects.toThrow(
+      /EVM_PRIVATE_KEY/,
+    );
   });
 });

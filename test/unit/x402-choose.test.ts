@@ -12,7 +12,8 @@ const networks: NetworkSettings[] = [
 ];
 
 function evm(network: string, amount: string, changes: Partial<PaymentRequirements> = {}): PaymentRequirements {
-  const usdc = networks.find((settings) => settings.name === network)?.usdc ?? '0x036CbD53842c5426634e7929541eC2318f3dCF7e';
+  const usdc =
+    networks.find((settings) => settings.name === network)?.usdc ?? '0x036CbD53842c5426634e7929541eC2318f3dCF7e';
   return {
     scheme: 'exact',
     network,
@@ -29,7 +30,10 @@ function evm(network: string, amount: string, changes: Partial<PaymentRequiremen
 }
 
 function svm(network: string, amount: string, changes: Partial<PaymentRequirements> = {}): PaymentRequirements {
-  const usdc = network === 'solana-devnet' ? '4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU' : 'EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v';
+  const usdc =
+    network === 'solana-devnet'
+      ? '4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU'
+      : 'EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v';
   return {
     scheme: 'exact',
     network,
@@ -95,22 +99,36 @@ describe('chooseRequirement', () => {
   });
 
   it('matches EVM assets case-insensitively, Solana mints exactly', () => {
-    expect(chooseRequirement([evm('base-sepolia', '1', { asset: '0x036cbd53842c5426634e7929541ec2318f3dcf7e' })], options).ok).toBe(true);
-    expect(refusalsOf([svm('solana', '1', { asset: 'epjfwdd5aufqssqem2qn1xzybapc8g4wegGkZwyTDt1v' })])).toEqual([[0, 'asset_mismatch']]);
+    expect(
+      chooseRequirement([evm('base-sepolia', '1', { asset: '0x036cbd53842c5426634e7929541ec2318f3dcf7e' })], options)
+        .ok,
+    ).toBe(true);
+    expect(refusalsOf([svm('solana', '1', { asset: 'epjfwdd5aufqssqem2qn1xzybapc8g4wegGkZwyTDt1v' })])).toEqual([
+      [0, 'asset_mismatch'],
+    ]);
   });
 
   it('refuses an asset that is not the configured USDC', () => {
-    expect(refusalsOf([evm('base-sepolia', '1', { asset: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913' })])).toEqual([[0, 'asset_mismatch']]);
-    expect(refusalsOf([svm('solana-devnet', '1', { asset: 'EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v' })])).toEqual([[0, 'asset_mismatch']]);
+    expect(refusalsOf([evm('base-sepolia', '1', { asset: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913' })])).toEqual([
+      [0, 'asset_mismatch'],
+    ]);
+    expect(refusalsOf([svm('solana-devnet', '1', { asset: 'EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v' })])).toEqual([
+      [0, 'asset_mismatch'],
+    ]);
   });
 
   it('uses the configured USDC address, not the table default', () => {
     const overridden = networks.map((settings) =>
       settings.name === 'base-sepolia' ? { ...settings, usdc: '0x1111111111111111111111111111111111111111' } : settings,
     );
-    expect(refusalsOf([evm('base-sepolia', '1')], { ...options, networks: overridden })).toEqual([[0, 'asset_mismatch']]);
+    expect(refusalsOf([evm('base-sepolia', '1')], { ...options, networks: overridden })).toEqual([
+      [0, 'asset_mismatch'],
+    ]);
     expect(
-      chooseRequirement([evm('base-sepolia', '1', { asset: '0x1111111111111111111111111111111111111111' })], { ...options, networks: overridden }).ok,
+      chooseRequirement([evm('base-sepolia', '1', { asset: '0x1111111111111111111111111111111111111111' })], {
+        ...options,
+        networks: overridden,
+      }).ok,
     ).toBe(true);
   });
 
@@ -128,13 +146,17 @@ describe('chooseRequirement', () => {
   });
 
   it('refuses disabled and unknown networks and other schemes', () => {
-    expect(refusalsOf([evm('skale-base', '1'), evm('polygon', '1'), evm('base-sepolia', '1', { scheme: 'upto' })])).toEqual([
+    expect(
+      refusalsOf([evm('skale-base', '1'), evm('polygon', '1'), evm('base-sepolia', '1', { scheme: 'upto' })]),
+    ).toEqual([
       [0, 'network_not_enabled'],
       [1, 'unknown_network'],
       [2, 'unsupported_scheme'],
     ]);
     const withoutBase = networks.filter((settings) => settings.name !== 'base-sepolia');
-    expect(refusalsOf([evm('base-sepolia', '1')], { ...options, networks: withoutBase })).toEqual([[0, 'network_not_enabled']]);
+    expect(refusalsOf([evm('base-sepolia', '1')], { ...options, networks: withoutBase })).toEqual([
+      [0, 'network_not_enabled'],
+    ]);
   });
 
   it('refuses Solana entries without a usable fee payer', () => {
@@ -169,11 +191,19 @@ describe('chooseRequirement', () => {
 
   it('refuses authorizations that would stay valid too long', () => {
     expect(refusalsOf([evm('base-sepolia', '1', { maxTimeoutSeconds: 3601 })])).toEqual([[0, 'timeout_too_long']]);
-    expect(chooseRequirement([evm('base-sepolia', '1', { maxTimeoutSeconds: 7200 })], { ...options, maxTimeoutSeconds: 7200 }).ok).toBe(true);
+    expect(
+      chooseRequirement([evm('base-sepolia', '1', { maxTimeoutSeconds: 7200 })], {
+        ...options,
+        maxTimeoutSeconds: 7200,
+      }).ok,
+    ).toBe(true);
   });
 
   it('lists why each entry was refused, and says when there was nothing to choose from', () => {
-    const choice = chooseRequirement([evm('base-sepolia', '5000000'), svm('solana-devnet', '1', { extra: {} })], options);
+    const choice = chooseRequirement(
+      [evm('base-sepolia', '5000000'), svm('solana-devnet', '1', { extra: {} })],
+      options,
+    );
     expect(choice).toMatchObject({
       ok: false,
       reason: 'no_payable_requirement',

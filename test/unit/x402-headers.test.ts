@@ -34,7 +34,10 @@ const svmPayment: PaymentPayload = {
 
 const base64Json = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64');
 const withAuthorization = (changes: Record<string, unknown>) =>
-  base64Json({ ...evmPayment, payload: { ...evmPayment.payload, authorization: { ...(evmPayment.payload as any).authorization, ...changes } } });
+  base64Json({
+    ...evmPayment,
+    payload: { ...evmPayment.payload, authorization: { ...(evmPayment.payload as any).authorization, ...changes } },
+  });
 
 describe('X-PAYMENT', () => {
   it('round-trips EVM and Solana payments, keeping the network name as sent', () => {
@@ -93,9 +96,20 @@ describe('X-PAYMENT', () => {
 
 describe('X-PAYMENT-RESPONSE', () => {
   it('round-trips a settlement and keeps only its fields', () => {
-    const settlement = { success: true, transaction: `0x${'12'.repeat(32)}`, network: 'base-sepolia', payer: '0x857b06519E91e3A54538791bDbb0E22373e36b66' };
-    expect(decodePaymentResponseHeader(encodePaymentResponseHeader(settlement))).toEqual({ ok: true, value: settlement });
-    expect(decodePaymentResponseHeader(base64Json({ ...settlement, errorReason: null, extra: 1 }))).toEqual({ ok: true, value: settlement });
+    const settlement = {
+      success: true,
+      transaction: `0x${'12'.repeat(32)}`,
+      network: 'base-sepolia',
+      payer: '0x857b06519E91e3A54538791bDbb0E22373e36b66',
+    };
+    expect(decodePaymentResponseHeader(encodePaymentResponseHeader(settlement))).toEqual({
+      ok: true,
+      value: settlement,
+    });
+    expect(decodePaymentResponseHeader(base64Json({ ...settlement, errorReason: null, extra: 1 }))).toEqual({
+      ok: true,
+      value: settlement,
+    });
   });
 
   it('keeps an errorReason of a failed settlement', () => {

@@ -18,6 +18,10 @@ export function proxyPaymentSweep(deps: WorkerDeps): Task {
     const now = deps.clock.now();
     const stale = await openPaymentsBefore(deps.db, new Date(now.getTime() - NEVER_SIGNED_AFTER_MS), SWEEP_BATCH);
     for (const payment of stale) await enqueueWatch(deps.db, payment.id, undefined, { keepSchedule: true });
-    if (stale.length > 0) deps.log.info({ task: PROXY_PAYMENT_SWEEP, payments: stale.length }, 'open proxy payments handed to the watch job');
+    if (stale.length > 0)
+      deps.log.info(
+        { task: PROXY_PAYMENT_SWEEP, payments: stale.length },
+        'open proxy payments handed to the watch job',
+      );
   };
 }

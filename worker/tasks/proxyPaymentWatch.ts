@@ -19,7 +19,14 @@ import type { WorkerDeps } from '../deps';
 export const PROXY_PAYMENT_WATCH = PROXY_PAYMENT_WATCH_TASK;
 
 // The schedule of looks is shared with the relay's watch of its target payments.
-export { EXPIRED_RECHECK_MS, MAX_RECHECK_MS, MIN_RECHECK_MS, nextLookAt, UNREADABLE_RECHECK_MS, UNTIMED_RECHECK_MS } from '../../payments/outgoing/index';
+export {
+  EXPIRED_RECHECK_MS,
+  MAX_RECHECK_MS,
+  MIN_RECHECK_MS,
+  nextLookAt,
+  UNREADABLE_RECHECK_MS,
+  UNTIMED_RECHECK_MS,
+} from '../../payments/outgoing/index';
 /** A row still `reserved` this long after it was written was never signed: its request is gone. */
 export const NEVER_SIGNED_AFTER_MS = 10 * 60_000;
 
@@ -41,14 +48,21 @@ export function proxyPaymentWatch(deps: WorkerDeps): Task {
     if (payment.state === 'reserved') {
       // Nothing was signed, so nothing can have been paid; a request still running keeps its row.
       if (now.getTime() - payment.created_at.getTime() >= NEVER_SIGNED_AFTER_MS) {
-        await releaseProxyPayment(deps.db, payment.reference, { outcome: 'never signed: the request stopped before the payment was made' });
+        await releaseProxyPayment(deps.db, payment.reference, {
+          outcome: 'never signed: the request stopped before the payment was made',
+        });
       }
       return;
     }
     const reading = await readPaymentOnChain(deps.chains, signedTargetPaymentOf(payment), { now });
     switch (reading.state) {
       case 'settled':
-        if (await chargeProxyPayment(deps.db, payment.reference, { ...(reading.txHash ? { txHash: reading.txHash } : {}), outcome: reading.details })) {
+        if (
+          await chargeProxyPayment(deps.db, payment.reference, {
+            ...(reading.txHash ? { txHash: reading.txHash } : {}),
+            outcome: reading.details,
+          })
+        ) {
           log.info({ txHash: reading.txHash }, 'proxy payment confirmed on chain; credits charged');
         }
         return;

@@ -9,7 +9,8 @@ import type { WorkerDeps } from '../deps';
 
 export function parseRelayPayload(task: string, payload: unknown): bigint {
   const id = (payload as { relayTransactionId?: unknown } | null)?.relayTransactionId;
-  if (typeof id !== 'string' || !/^[1-9][0-9]{0,18}$/.test(id)) throw new Error(`${task}: payload needs relayTransactionId as a decimal string`);
+  if (typeof id !== 'string' || !/^[1-9][0-9]{0,18}$/.test(id))
+    throw new Error(`${task}: payload needs relayTransactionId as a decimal string`);
   return BigInt(id);
 }
 
@@ -27,7 +28,10 @@ export function followUpTask(
       log.info({ details: result.details }, 'relay transaction followed up');
       return;
     }
-    log.debug({ details: result.details, lookAgainAt: result.lookAgainAt.toISOString() }, 'relay transaction still open');
+    log.debug(
+      { details: result.details, lookAgainAt: result.lookAgainAt.toISOString() },
+      'relay transaction still open',
+    );
     await again(deps, id, result.lookAgainAt);
   };
 }

@@ -12,4 +12,5 @@ import { followUpTask } from './relayFollowUp';
 
 export const RELAY_REFUND = RELAY_REFUND_TASK;
 
-export const relayRefund = (deps: WorkerDeps): Task => followUpTask(RELAY_REFUND, deps, followUpRefund, (d, id, at) => enqueueRelayRefund(d.db, id, at));
+export const relayRefund = (deps: WorkerDeps): Task =>
+  followUpTask(RELAY_REFUND, deps, followUpRefund, (d, id, at) => enqueueRelayRefund(d.db, id, at));

@@ -15,9 +15,18 @@ export const RELAY_SWEEP_BATCH = 500;
 
 export function relaySweep(deps: WorkerDeps): Task {
   return async () => {
-    const { open, refunding } = await strandedRelayTransactions(deps.db, deps.clock.now(), deps.config.relayAbandonedAfterMs, RELAY_SWEEP_BATCH);
+    const { open, refunding } = await strandedRelayTransactions(
+      deps.db,
+      deps.clock.now(),
+      deps.config.relayAbandonedAfterMs,
+      RELAY_SWEEP_BATCH,
+    );
     for (const id of open) await enqueueRelayWatch(deps.db, id, undefined, { keepSchedule: true });
     for (const id of refunding) await enqueueRelayRefund(deps.db, id, undefined, { keepSchedule: true });
-    if (open.length + refunding.length > 0) deps.log.info({ task: RELAY_SWEEP, open: open.length, refunding: refunding.length }, 'stranded relay transactions handed to their jobs');
+    if (open.length + refunding.length > 0)
+      deps.log.info(
+        { task: RELAY_SWEEP, open: open.length, refunding: refunding.length },
+        'stranded relay transactions handed to their jobs',
+      );
   };
 }

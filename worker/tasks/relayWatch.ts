@@ -13,4 +13,5 @@ import { followUpTask } from './relayFollowUp';
 
 export const RELAY_WATCH = RELAY_WATCH_TASK;
 
-export const relayWatch = (deps: WorkerDeps): Task => followUpTask(RELAY_WATCH, deps, followUpRelay, (d, id, at) => enqueueRelayWatch(d.db, id, at));
+export const relayWatch = (deps: WorkerDeps): Task =>
+  followUpTask(RELAY_WATCH, deps, followUpRelay, (d, id, at) => enqueueRelayWatch(d.db, id, at));

@@ -17,8 +17,12 @@ export function summarize(name: string, runs: CpuRun[], expectedStatus = 200): M
     rps: median(runs.map((run) => run.rps)),
     p50: median(runs.map((run) => run.latency.p50)),
     p99: median(runs.map((run) => run.latency.p99)),
-    ...(runs.some((run) => run.cpuUsPerAnswer !== undefined) ? { cpuUs: median(runs.map((run) => run.cpuUsPerAnswer ?? NaN)) } : {}),
-    ...(runs.some((run) => run.dbCpuUsPerAnswer !== undefined) ? { dbCpuUs: median(runs.map((run) => run.dbCpuUsPerAnswer ?? NaN)) } : {}),
+    ...(runs.some((run) => run.cpuUsPerAnswer !== undefined)
+      ? { cpuUs: median(runs.map((run) => run.cpuUsPerAnswer ?? NaN)) }
+      : {}),
+    ...(runs.some((run) => run.dbCpuUsPerAnswer !== undefined)
+      ? { dbCpuUs: median(runs.map((run) => run.dbCpuUsPerAnswer ?? NaN)) }
+      : {}),
   };
   const unexpected = runs.reduce((sum, run) => sum + notOk(run, expectedStatus), 0);
   if (unexpected > 0) row.note = `${unexpected} answers not ${expectedStatus}!`;
@@ -27,7 +31,8 @@ export function summarize(name: string, runs: CpuRun[], expectedStatus = 200): M
 
 export function notOk(run: RunResult, expectedStatus = 200): number {
   let count = run.errors + run.timeouts;
-  for (const [status, summary] of Object.entries(run.byStatus)) if (status !== String(expectedStatus)) count += summary.count;
+  for (const [status, summary] of Object.entries(run.byStatus))
+    if (status !== String(expectedStatus)) count += summary.count;
   return count;
 }
 
@@ -60,7 +65,9 @@ export async function alternate(contenders: Contender[], rounds: number): Promis
       const after = contender.pid === undefined ? undefined : cpuMs(contender.pid);
       const dbAfter = contender.dbParentPid === undefined ? undefined : descendantsCpuMs(contender.dbParentPid);
       const perAnswer = (from: number | undefined, to: number | undefined) =>
-        from === undefined || to === undefined || result.responses === 0 ? undefined : ((to - from) * 1000) / result.responses;
+        from === undefined || to === undefined || result.responses === 0
+          ? undefined
+          : ((to - from) * 1000) / result.responses;
       const cpuUsPerAnswer = perAnswer(before, after);
       const dbCpuUsPerAnswer = perAnswer(dbBefore, dbAfter);
       results.get(contender.name)!.push({
@@ -70,11 +77,16 @@ export async function alternate(contenders: Contender[], rounds: number): Promis
       });
     }
   }
-  return contenders.map((contender) => summarize(contender.name, results.get(contender.name)!, contender.expectedStatus));
+  return contenders.map((contender) =>
+    summarize(contender.name, results.get(contender.name)!, contender.expectedStatus),
+  );
 }
 
 /** Runs a load and adds the CPU time the server process spent per answer. */
-export async function withCpu<T extends RunResult>(pid: number, load: () => Promise<T>): Promise<T & { cpuUsPerAnswer?: number }> {
+export async function withCpu<T extends RunResult>(
+  pid: number,
+  load: () => Promise<T>,
+): Promise<T & { cpuUsPerAnswer?: number }> {
   const before = cpuMs(pid);
   const result = await load();
   const after = cpuMs(pid);
@@ -83,7 +95,11 @@ export async function withCpu<T extends RunResult>(pid: number, load: () => Prom
 }
 
 /** RSS of a process, sampled until `during` settles. */
-export async function sampleRss(pid: number, during: Promise<unknown>, everyMs = 100): Promise<{ maxMiB: number; samples: number[] }> {
+export async function sampleRss(
+  pid: number,
+  during: Promise<unknown>,
+  everyMs = 100,
+): Promise<{ maxMiB: number; samples: number[] }> {
   const samples: number[] = [];
   let running = true;
   const settled = during.then(

@@ -12,7 +12,14 @@ export function progress(text: string): void {
 
 export const fmt = {
   rps: (value: number) => (Number.isFinite(value) ? Math.round(value).toLocaleString('en-US') : '-'),
-  ms: (value: number) => (Number.isFinite(value) ? (value >= 100 ? value.toFixed(0) : value >= 10 ? value.toFixed(1) : value.toFixed(2)) : '-'),
+  ms: (value: number) =>
+    Number.isFinite(value)
+      ? value >= 100
+        ? value.toFixed(0)
+        : value >= 10
+          ? value.toFixed(1)
+          : value.toFixed(2)
+      : '-',
   pct: (value: number) => (Number.isFinite(value) ? `${(value * 100).toFixed(0)}%` : '-'),
 };
 
@@ -32,7 +39,8 @@ export function table(rows: Row[]): string {
   const width = Math.max(...rows.map((row) => row.name.length), 10);
   const cpu = rows.some((row) => row.cpuUs !== undefined);
   const db = rows.some((row) => row.dbCpuUs !== undefined);
-  const micro = (value: number | undefined, width: number) => (value === undefined || !Number.isFinite(value) ? '-' : value.toFixed(0)).padStart(width);
+  const micro = (value: number | undefined, width: number) =>
+    (value === undefined || !Number.isFinite(value) ? '-' : value.toFixed(0)).padStart(width);
   const header =
     `  ${'scenario'.padEnd(width)}  ${'req/s'.padStart(8)}  ${'p50 ms'.padStart(7)}  ${'p99 ms'.padStart(7)}` +
     (cpu ? `  ${'CPU us/req'.padStart(10)}` : '') +

@@ -56,5 +56,9 @@ export interface Bench {
   startService(name: string, overrides?: Record<string, string>, nodeFlags?: string[]): Promise<ServiceChild>;
   stopService(service: ServiceChild): Promise<void>;
   /** autocannon from the load generator: options.connections for options.durationS unless given. */
-  autocannon(baseUrl: string, request: LoadRequest, extra?: Partial<AutocannonRun> & { check429?: { limit: number } }): Promise<LoadResult>;
+  autocannon(
+    baseUrl: string,
+    request: LoadRequest,
+    extra?: Partial<AutocannonRun> & { check429?: { limit: number } },
+  ): Promise<LoadResult>;
 }

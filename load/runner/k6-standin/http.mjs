@@ -25,7 +25,9 @@ function seconds(timeout) {
 
 function expected(callback, status) {
   if (callback?.expectedStatuses) {
-    return callback.expectedStatuses.some((entry) => (typeof entry === 'number' ? entry === status : status >= entry.min && status <= entry.max));
+    return callback.expectedStatuses.some((entry) =>
+      typeof entry === 'number' ? entry === status : status >= entry.min && status <= entry.max,
+    );
   }
   return status >= 200 && status < 400;
 }
@@ -35,7 +37,11 @@ function request(method, url, body, params = {}) {
   const data = new SharedArrayBuffer(BUFFER_BYTES);
   const timeoutMs = seconds(params.timeout) * 1000;
   const startedAt = performance.now();
-  worker.postMessage({ request: { method, url, body: body ?? null, headers: params.headers ?? {}, timeoutMs }, flag, data });
+  worker.postMessage({
+    request: { method, url, body: body ?? null, headers: params.headers ?? {}, timeoutMs },
+    flag,
+    data,
+  });
   Atomics.wait(flag, 0, 0, timeoutMs + 5_000);
   const length = new DataView(data).getUint32(0);
   const answer = JSON.parse(new TextDecoder().decode(new Uint8Array(data).slice(4, 4 + length)));
@@ -47,7 +53,10 @@ function request(method, url, body, params = {}) {
   // K6_STANDIN_RECORD names a file that gets every exchange as a JSON line (the test checks each
   // answer against the OpenAPI document).
   if (process.env.K6_STANDIN_RECORD) {
-    appendFileSync(process.env.K6_STANDIN_RECORD, `${JSON.stringify({ method, url, status: answer.status, headers: answer.headers, body: answer.body })}\n`);
+    appendFileSync(
+      process.env.K6_STANDIN_RECORD,
+      `${JSON.stringify({ method, url, status: answer.status, headers: answer.headers, body: answer.body })}\n`,
+    );
   }
   const headers = {};
   for (const [name, value] of Object.entries(answer.headers)) headers[canonical(name)] = value;

@@ -36,7 +36,9 @@ function selected(selector) {
   const match = /^([a-zA-Z0-9_]+)(?:\{(.*)\})?$/.exec(selector);
   const [, metric, filter] = match;
   const wanted = filter ? filter.split(',').map((pair) => pair.split(':')) : [];
-  return samples.filter((sample) => sample.metric === metric && wanted.every(([key, value]) => sample.tags[key] === value)).map((sample) => sample.value);
+  return samples
+    .filter((sample) => sample.metric === metric && wanted.every(([key, value]) => sample.tags[key] === value))
+    .map((sample) => sample.value);
 }
 
 function aggregate(values, name) {
@@ -57,11 +59,20 @@ const thresholds = {};
 for (const [selector, expressions] of Object.entries(module.options?.thresholds ?? {})) {
   const values = selected(selector);
   thresholds[selector] = expressions.map((expression) => {
-    const [, name, operator, bound] = /^\s*([a-z]+(?:\([0-9.]+\))?)\s*(<=|>=|==|!=|<|>)\s*([0-9.]+)\s*$/.exec(expression);
+    const [, name, operator, bound] = /^\s*([a-z]+(?:\([0-9.]+\))?)\s*(<=|>=|==|!=|<|>)\s*([0-9.]+)\s*$/.exec(
+      expression,
+    );
     if (values.length === 0) return { expression, result: 'no data' };
     const value = aggregate(values, name);
     const limit = Number(bound);
-    const passed = { '<=': value <= limit, '>=': value >= limit, '==': value === limit, '!=': value !== limit, '<': value < limit, '>': value > limit }[operator];
+    const passed = {
+      '<=': value <= limit,
+      '>=': value >= limit,
+      '==': value === limit,
+      '!=': value !== limit,
+      '<': value < limit,
+      '>': value > limit,
+    }[operator];
     return { expression, value, result: passed ? 'pass' : 'fail' };
   });
 }

@@ -8,7 +8,9 @@ export const usdcAbi = parseAbi([
   'event Transfer(address indexed from, address indexed to, uint256 value)',
 ]);
 
-export const authorizationUsedEvent = parseAbiItem('event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)');
+export const authorizationUsedEvent = parseAbiItem(
+  'event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)',
+);
 
 export const transferWithAuthorizationTypes = {
   TransferWithAuthorization: [

@@ -32,14 +32,18 @@ export interface SignedAuthorization {
   authorization: TransferAuthorization;
 }
 
-export type SignFailureReason = 'not_evm_network' | 'network_not_enabled' | 'no_wallet' | 'asset_mismatch' | 'invalid_requirements';
+export type SignFailureReason =
+  'not_evm_network' | 'network_not_enabled' | 'no_wallet' | 'asset_mismatch' | 'invalid_requirements';
 
 export function randomNonce(): Hex {
   return toHex(new Uint8Array(randomBytes(32)));
 }
 
 /** The EIP-712 domain of USDC for these requirements: name and version from extra when given, else our table. */
-export function usdcDomain(network: NetworkName, requirements: Pick<PaymentRequirements, 'asset' | 'extra'>): TypedDataDomain {
+export function usdcDomain(
+  network: NetworkName,
+  requirements: Pick<PaymentRequirements, 'asset' | 'extra'>,
+): TypedDataDomain {
   const entry = NETWORK_TABLE[network];
   if (entry.chainType !== 'evm' || entry.chainId === undefined || entry.eip712 === undefined) {
     throw new RangeError(`${network} is not an EVM network`);
@@ -70,7 +74,11 @@ export function buildTransferAuthorization(
   };
 }
 
-export function evmPaymentPayload(network: string, signature: Hex, authorization: TransferAuthorization): PaymentPayload<ExactEvmPayload> {
+export function evmPaymentPayload(
+  network: string,
+  signature: Hex,
+  authorization: TransferAuthorization,
+): PaymentPayload<ExactEvmPayload> {
   return {
     x402Version: X402_VERSION,
     scheme: 'exact',
@@ -91,12 +99,17 @@ export function evmPaymentPayload(network: string, signature: Hex, authorization
 
 /** Our signed authorization for a target's requirements, once they are checked against our configuration. */
 export async function signTransferAuthorization(
-  { clientsOf, account, nextNonce }: { clientsOf: ClientsOf; account: PrivateKeyAccount | undefined; nextNonce: () => Hex },
+  {
+    clientsOf,
+    account,
+    nextNonce,
+  }: { clientsOf: ClientsOf; account: PrivateKeyAccount | undefined; nextNonce: () => Hex },
   requirements: PaymentRequirements,
   { now, nonce }: { now: Date; nonce?: Hex },
 ): Promise<Result<SignedAuthorization, SignFailureReason>> {
   const network = canonicalNetwork(requirements.network);
-  if (network === undefined || NETWORK_TABLE[network].chainType !== 'evm') return fail('not_evm_network', `${requirements.network} is not an EVM network`);
+  if (network === undefined || NETWORK_TABLE[network].chainType !== 'evm')
+    return fail('not_evm_network', `${requirements.network} is not an EVM network`);
   const clients = clientsOf(network);
   if (!clients.ok) return clients;
   if (account === undefined) return fail('no_wallet', 'EVM_PRIVATE_KEY is not configured');
@@ -107,12 +120,18 @@ export async function signTransferAuthorization(
   if (!isAddress(requirements.payTo) || requirements.payTo.toLowerCase() === zeroAddress) {
     return fail('invalid_requirements', `payTo ${requirements.payTo} is not an EVM address`);
   }
-  if (!/^[1-9][0-9]*$/.test(requirements.maxAmountRequired)) return fail('invalid_requirements', 'maxAmountRequired is not a positive integer');
+  if (!/^[1-9][0-9]*$/.test(requirements.maxAmountRequired))
+    return fail('invalid_requirements', 'maxAmountRequired is not a positive integer');
   if (!Number.isSafeInteger(requirements.maxTimeoutSeconds) || requirements.maxTimeoutSeconds <= 0) {
     return fail('invalid_requirements', 'maxTimeoutSeconds is not a positive whole number');
   }
-  if (nonce !== undefined && !/^0x[0-9a-fA-F]{64}$/.test(nonce)) return fail('invalid_requirements', 'nonce is not 32 bytes of hex');
-  const authorization = buildTransferAuthorization(requirements, { from: account.address, now, nonce: nonce ?? nextNonce() });
+  if (nonce !== undefined && !/^0x[0-9a-fA-F]{64}$/.test(nonce))
+    return fail('invalid_requirements', 'nonce is not 32 bytes of hex');
+  const authorization = buildTransferAuthorization(requirements, {
+    from: account.address,
+    now,
+    nonce: nonce ?? nextNonce(),
+  });
   const signature = await account.signTypedData({
     domain: usdcDomain(network, requirements),
     types: transferWithAuthorizationTypes,

@@ -7,7 +7,8 @@ export type ReadFailureReason = 'network_not_enabled' | 'invalid_argument' | 'rp
 /** Revert data as nodes attach it: a hex string, or (hardhat, some providers) `{message, data}`. */
 function revertDataOf(value: unknown): Hex | undefined {
   if (isHex(value, { strict: true }) && value.length >= 10) return value;
-  if (value !== null && typeof value === 'object' && 'data' in value) return revertDataOf((value as { data: unknown }).data);
+  if (value !== null && typeof value === 'object' && 'data' in value)
+    return revertDataOf((value as { data: unknown }).data);
   return undefined;
 }
 
@@ -42,8 +43,11 @@ export function revertReason(error: unknown): string | undefined {
   }
   // No data, but some nodes still say the reason in the message.
   for (const cause of causes) {
-    const message = [(cause as { details?: unknown })?.details, (cause as { message?: unknown })?.message].filter((text) => typeof text === 'string').join('\n');
-    const said = /reverted with reason string '([^']*)'/.exec(message)?.[1] ?? /execution reverted: ([^\n]+)/.exec(message)?.[1];
+    const message = [(cause as { details?: unknown })?.details, (cause as { message?: unknown })?.message]
+      .filter((text) => typeof text === 'string')
+      .join('\n');
+    const said =
+      /reverted with reason string '([^']*)'/.exec(message)?.[1] ?? /execution reverted: ([^\n]+)/.exec(message)?.[1];
     if (said) return said.trim();
   }
   return undefined;
@@ -52,6 +56,7 @@ export function revertReason(error: unknown): string | undefined {
 export function readFailure(error: unknown): { ok: false; reason: ReadFailureReason; details: string } {
   const timedOut = error instanceof BaseError ? error.walk((cause) => cause instanceof TimeoutError) !== null : false;
   if (timedOut) return fail('rpc_timeout', 'the RPC endpoint did not answer in time');
-  const message = error instanceof BaseError ? error.shortMessage : error instanceof Error ? error.message : String(error);
+  const message =
+    error instanceof BaseError ? error.shortMessage : error instanceof Error ? error.message : String(error);
   return fail('rpc_error', message);
 }

@@ -14,8 +14,19 @@ import type { Config } from '../../config';
 import type { PaymentRequirements } from '../../x402/types';
 import type { Result } from '../../result';
 import type { NetworkName } from '../../networkTable';
-import { randomNonce, signTransferAuthorization, type SignedAuthorization, type SignFailureReason } from './authorization';
-import { clientsLookup, DEFAULT_RPC_TIMEOUT_MS, evmNetworkClients, parsePrivateKey, type EvmNetworkClients } from './clients';
+import {
+  randomNonce,
+  signTransferAuthorization,
+  type SignedAuthorization,
+  type SignFailureReason,
+} from './authorization';
+import {
+  clientsLookup,
+  DEFAULT_RPC_TIMEOUT_MS,
+  evmNetworkClients,
+  parsePrivateKey,
+  type EvmNetworkClients,
+} from './clients';
 import { createEvmReads, type EvmReads } from './reads';
 
 export { authorizationUsedEvent, transferWithAuthorizationTypes, usdcAbi } from './abi';
@@ -50,7 +61,10 @@ export interface EvmOptions {
   randomNonce?: () => Hex;
 }
 
-export function createEvmChains(config: Pick<Config, 'networks' | 'evmPrivateKey'>, options: EvmOptions = {}): EvmChains {
+export function createEvmChains(
+  config: Pick<Config, 'networks' | 'evmPrivateKey'>,
+  options: EvmOptions = {},
+): EvmChains {
   const timeout = options.rpcTimeoutMs ?? DEFAULT_RPC_TIMEOUT_MS;
   const nextNonce = options.randomNonce ?? randomNonce;
   const account = config.evmPrivateKey === undefined ? undefined : parsePrivateKey(config.evmPrivateKey);
@@ -60,7 +74,8 @@ export function createEvmChains(config: Pick<Config, 'networks' | 'evmPrivateKey
   return {
     account,
     networks,
-    signTransferAuthorization: (requirements, signing) => signTransferAuthorization({ clientsOf, account, nextNonce }, requirements, signing),
+    signTransferAuthorization: (requirements, signing) =>
+      signTransferAuthorization({ clientsOf, account, nextNonce }, requirements, signing),
     usdcBalance,
     authorizationState,
     findAuthorizationUse,

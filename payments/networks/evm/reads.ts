@@ -20,7 +20,11 @@ export type AuthorizationUse =
 
 export interface EvmReads {
   usdcBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>>;
-  authorizationState(network: NetworkName, authorizer: string, nonce: string): Promise<Result<boolean, ReadFailureReason>>;
+  authorizationState(
+    network: NetworkName,
+    authorizer: string,
+    nonce: string,
+  ): Promise<Result<boolean, ReadFailureReason>>;
   findAuthorizationUse(
     network: NetworkName,
     authorizer: string,
@@ -38,16 +42,28 @@ export function createEvmReads(clientsOf: ClientsOf): EvmReads {
     if (!isAddress(owner, { strict: false })) return fail('invalid_argument', `${owner} is not an EVM address`);
     try {
       const { publicClient, usdc } = clients.value;
-      return ok(await publicClient.readContract({ address: usdc, abi: usdcAbi, functionName: 'balanceOf', args: [getAddress(owner)] }));
+      return ok(
+        await publicClient.readContract({
+          address: usdc,
+          abi: usdcAbi,
+          functionName: 'balanceOf',
+          args: [getAddress(owner)],
+        }),
+      );
     } catch (error) {
       return readFailure(error);
     }
   }
 
-  async function authorizationState(network: NetworkName, authorizer: string, nonce: string): Promise<Result<boolean, ReadFailureReason>> {
+  async function authorizationState(
+    network: NetworkName,
+    authorizer: string,
+    nonce: string,
+  ): Promise<Result<boolean, ReadFailureReason>> {
     const clients = clientsOf(network);
     if (!clients.ok) return clients;
-    if (!isAddress(authorizer, { strict: false })) return fail('invalid_argument', `${authorizer} is not an EVM address`);
+    if (!isAddress(authorizer, { strict: false }))
+      return fail('invalid_argument', `${authorizer} is not an EVM address`);
     if (!/^0x[0-9a-fA-F]{64}$/.test(nonce)) return fail('invalid_argument', 'nonce is not 32 bytes of hex');
     try {
       const { publicClient, usdc } = clients.value;
@@ -76,7 +92,8 @@ export function createEvmReads(clientsOf: ClientsOf): EvmReads {
     const { publicClient, usdc } = (clientsOf(network) as { ok: true; value: EvmNetworkClients }).value;
     const maxBlocks = scan.maxBlocks ?? DEFAULT_MAX_SCAN_BLOCKS;
     const chunkBlocks = scan.chunkBlocks ?? DEFAULT_LOG_CHUNK_BLOCKS;
-    if (maxBlocks <= 0n || chunkBlocks <= 0n) return fail('invalid_argument', 'maxBlocks and chunkBlocks must be positive');
+    if (maxBlocks <= 0n || chunkBlocks <= 0n)
+      return fail('invalid_argument', 'maxBlocks and chunkBlocks must be positive');
     try {
       const latest = await publicClient.getBlockNumber({ cacheTime: 0 });
       const oldestInWindow = latest - maxBlocks + 1n > 0n ? latest - maxBlocks + 1n : 0n;
@@ -101,7 +118,9 @@ export function createEvmReads(clientsOf: ClientsOf): EvmReads {
     }
   }
 
-  async function latestBlock(network: NetworkName): Promise<Result<{ number: bigint; timestamp: bigint }, ReadFailureReason>> {
+  async function latestBlock(
+    network: NetworkName,
+  ): Promise<Result<{ number: bigint; timestamp: bigint }, ReadFailureReason>> {
     const clients = clientsOf(network);
     if (!clients.ok) return clients;
     try {

@@ -43,7 +43,10 @@ export interface SvmOptions {
   rpcTimeoutMs?: number;
 }
 
-export async function createSvmChains(config: Pick<Config, 'networks' | 'solanaPrivateKey'>, options: SvmOptions = {}): Promise<SvmChains> {
+export async function createSvmChains(
+  config: Pick<Config, 'networks' | 'solanaPrivateKey'>,
+  options: SvmOptions = {},
+): Promise<SvmChains> {
   const signer = config.solanaPrivateKey === undefined ? undefined : await solanaSignerFromKey(config.solanaPrivateKey);
   const rpc = createSvmRpc(config, options.rpcTimeoutMs ?? DEFAULT_RPC_TIMEOUT_MS);
   const { usdcBalance, signatureStatus, transactionSignatures, blockHeight, waitForSignature } = createSvmReads(rpc);

@@ -98,14 +98,18 @@ async function planPayment(
   if (!clients.ok) return clients;
   if (signer === undefined) return fail('no_wallet', 'SOLANA_PRIVATE_KEY is not configured');
   const { usdc } = clients.value;
-  if (requirements.asset !== usdc) return fail('asset_mismatch', `asset ${requirements.asset} is not USDC on ${network}`);
-  if (!isAddress(requirements.payTo)) return fail('invalid_requirements', `payTo ${requirements.payTo} is not a Solana address`);
+  if (requirements.asset !== usdc)
+    return fail('asset_mismatch', `asset ${requirements.asset} is not USDC on ${network}`);
+  if (!isAddress(requirements.payTo))
+    return fail('invalid_requirements', `payTo ${requirements.payTo} is not a Solana address`);
   if (!/^[1-9][0-9]*$/.test(requirements.maxAmountRequired) || BigInt(requirements.maxAmountRequired) > MAX_U64) {
     return fail('invalid_requirements', 'maxAmountRequired is not a positive 64-bit integer');
   }
   const feePayer = requirements.extra?.feePayer;
-  if (feePayer === undefined || feePayer === null || feePayer === '') return fail('missing_fee_payer', 'extra.feePayer is missing');
-  if (typeof feePayer !== 'string' || !isAddress(feePayer)) return fail('invalid_fee_payer', 'extra.feePayer is not a Solana address');
+  if (feePayer === undefined || feePayer === null || feePayer === '')
+    return fail('missing_fee_payer', 'extra.feePayer is missing');
+  if (typeof feePayer !== 'string' || !isAddress(feePayer))
+    return fail('invalid_fee_payer', 'extra.feePayer is not a Solana address');
   // Our key as fee payer would make us pay the fee and be both payer and authority, which facilitators refuse.
   if (feePayer === signer.address) return fail('invalid_fee_payer', 'extra.feePayer is our own address');
 
@@ -131,7 +135,10 @@ async function checkAccountsAndFetchBlockhash(
       commitment: 'confirmed',
     });
     if (!destinationAccount.exists) {
-      return fail('destination_account_missing', `the USDC account of ${payTo} on ${network} does not exist; we never pay into a missing account`);
+      return fail(
+        'destination_account_missing',
+        `the USDC account of ${payTo} on ${network} does not exist; we never pay into a missing account`,
+      );
     }
     const destinationToken = readTokenAccount(destinationAccount);
     if (destinationToken === undefined || destinationToken.mint !== usdc || destinationToken.owner !== payTo) {
@@ -142,7 +149,8 @@ async function checkAccountsAndFetchBlockhash(
     }
     const sourceToken = sourceAccount.exists ? readTokenAccount(sourceAccount) : undefined;
     const balance = sourceToken?.amount ?? 0n;
-    if (balance < amount) return fail('insufficient_funds', `our USDC balance on ${network} is ${balance}, the payment needs ${amount}`);
+    if (balance < amount)
+      return fail('insufficient_funds', `our USDC balance on ${network} is ${balance}, the payment needs ${amount}`);
     const { value: blockhash } = await client.getLatestBlockhash({ commitment: 'confirmed' }).send(rpc.bounded());
     return ok(blockhash);
   } catch (error) {

@@ -18,9 +18,16 @@ export const DEFAULT_CONFIRMATION_POLL_MS = 400;
 
 export type SignatureStatus =
   | { found: false }
-  | { found: true; slot: bigint; confirmationStatus: 'processed' | 'confirmed' | 'finalized' | null; failed: boolean; err: unknown };
+  | {
+      found: true;
+      slot: bigint;
+      confirmationStatus: 'processed' | 'confirmed' | 'finalized' | null;
+      failed: boolean;
+      err: unknown;
+    };
 
-export type TransactionSignatures = { found: false } | { found: true; failed: boolean; signatures: Record<string, string | null> };
+export type TransactionSignatures =
+  { found: false } | { found: true; failed: boolean; signatures: Record<string, string | null> };
 
 export interface SvmReads {
   usdcBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>>;
@@ -29,7 +36,10 @@ export interface SvmReads {
    * A confirmed transaction's signatures by signer (base58), and whether it failed: the proof that
    * a transaction a target names is the one we signed. Not found while unconfirmed or unknown.
    */
-  transactionSignatures(network: NetworkName, signature: string): Promise<Result<TransactionSignatures, ReadFailureReason>>;
+  transactionSignatures(
+    network: NetworkName,
+    signature: string,
+  ): Promise<Result<TransactionSignatures, ReadFailureReason>>;
   /** The cluster's block height (confirmed): a transaction whose lastValidBlockHeight is below it can no longer land. */
   blockHeight(network: NetworkName): Promise<Result<bigint, ReadFailureReason>>;
   /** Polls until the signature is confirmed (or finalized) or the time is up; a timeout answers the last status seen. */
@@ -47,14 +57,20 @@ export function createSvmReads({ clientsOf, bounded }: SvmRpc): SvmReads {
     if (!isAddress(owner)) return fail('invalid_argument', `${owner} is not a Solana address`);
     try {
       const account = await usdcAccountOf(owner, clients.value.usdc);
-      const [encoded] = await fetchEncodedAccounts(clients.value.rpc, [account], { ...bounded(), commitment: 'confirmed' });
+      const [encoded] = await fetchEncodedAccounts(clients.value.rpc, [account], {
+        ...bounded(),
+        commitment: 'confirmed',
+      });
       return ok(encoded.exists ? (readTokenAccount(encoded)?.amount ?? 0n) : 0n);
     } catch (error) {
       return rpcFailure(error);
     }
   }
 
-  async function signatureStatus(network: NetworkName, signature: string): Promise<Result<SignatureStatus, ReadFailureReason>> {
+  async function signatureStatus(
+    network: NetworkName,
+    signature: string,
+  ): Promise<Result<SignatureStatus, ReadFailureReason>> {
     const clients = clientsOf(network);
     if (!clients.ok) return clients;
     if (!isSignature(signature)) return fail('invalid_argument', 'not a transaction signature');
@@ -64,26 +80,40 @@ export function createSvmReads({ clientsOf, bounded }: SvmRpc): SvmReads {
         .send(bounded());
       const status = value[0];
       if (!status) return ok({ found: false });
-      return ok({ found: true, slot: status.slot, confirmationStatus: status.confirmationStatus, failed: status.err !== null, err: status.err });
+      return ok({
+        found: true,
+        slot: status.slot,
+        confirmationStatus: status.confirmationStatus,
+        failed: status.err !== null,
+        err: status.err,
+      });
     } catch (error) {
       return rpcFailure(error);
     }
   }
 
-  async function transactionSignatures(network: NetworkName, signature: string): Promise<Result<TransactionSignatures, ReadFailureReason>> {
+  async function transactionSignatures(
+    network: NetworkName,
+    signature: string,
+  ): Promise<Result<TransactionSignatures, ReadFailureReason>> {
     const clients = clientsOf(network);
     if (!clients.ok) return clients;
     if (!isSignature(signature)) return fail('invalid_argument', 'not a transaction signature');
     try {
       const found = await clients.value.rpc
-        .getTransaction(signature as Signature, { encoding: 'base64', maxSupportedTransactionVersion: 0, commitment: 'confirmed' })
+        .getTransaction(signature as Signature, {
+          encoding: 'base64',
+          maxSupportedTransactionVersion: 0,
+          commitment: 'confirmed',
+        })
         .send(bounded());
       if (!found) return ok({ found: false });
       const wire = getBase64Encoder().encode(found.transaction[0]);
       const transaction = getTransactionDecoder().decode(wire);
       const decoder = getBase58Decoder();
       const signatures: Record<string, string | null> = {};
-      for (const [address, bytes] of Object.entries(transaction.signatures)) signatures[address] = bytes ? decoder.decode(bytes) : null;
+      for (const [address, bytes] of Object.entries(transaction.signatures))
+        signatures[address] = bytes ? decoder.decode(bytes) : null;
       return ok({ found: true, failed: found.meta?.err != null, signatures });
     } catch (error) {
       return rpcFailure(error);
@@ -103,13 +133,18 @@ export function createSvmReads({ clientsOf, bounded }: SvmRpc): SvmReads {
   async function waitForSignature(
     network: NetworkName,
     signature: string,
-    { timeoutMs = DEFAULT_CONFIRMATION_TIMEOUT_MS, pollMs = DEFAULT_CONFIRMATION_POLL_MS }: { timeoutMs?: number; pollMs?: number } = {},
+    {
+      timeoutMs = DEFAULT_CONFIRMATION_TIMEOUT_MS,
+      pollMs = DEFAULT_CONFIRMATION_POLL_MS,
+    }: { timeoutMs?: number; pollMs?: number } = {},
   ): Promise<Result<SignatureStatus, ReadFailureReason>> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const status = await signatureStatus(network, signature);
       if (!status.ok) return status;
-      const settled = status.value.found && (status.value.confirmationStatus === 'confirmed' || status.value.confirmationStatus === 'finalized');
+      const settled =
+        status.value.found &&
+        (status.value.confirmationStatus === 'confirmed' || status.value.confirmationStatus === 'finalized');
       if (settled || Date.now() + pollMs > deadline) return status;
       await new Promise((resolve) => setTimeout(resolve, pollMs));
     }

@@ -32,7 +32,11 @@ export function createSvmRpc(config: Pick<Config, 'networks'>, timeoutMs: number
   const networks = new Map<NetworkName, SvmNetworkClients>();
   for (const settings of config.networks) {
     if (NETWORK_TABLE[settings.name].chainType !== 'solana') continue;
-    networks.set(settings.name, { network: settings.name, usdc: settings.usdc as Address, rpc: createSolanaRpc(settings.rpcUrl) });
+    networks.set(settings.name, {
+      network: settings.name,
+      usdc: settings.usdc as Address,
+      rpc: createSolanaRpc(settings.rpcUrl),
+    });
   }
   return {
     networks,

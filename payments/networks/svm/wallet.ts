@@ -24,7 +24,8 @@ export function solanaSecretKeyBytes(key: string): Uint8Array {
       throw new ConfigError('SOLANA_PRIVATE_KEY', 'not base58');
     }
   }
-  if (bytes.length !== 64) throw new ConfigError('SOLANA_PRIVATE_KEY', `expected a 64-byte secret key, got ${bytes.length} bytes`);
+  if (bytes.length !== 64)
+    throw new ConfigError('SOLANA_PRIVATE_KEY', `expected a 64-byte secret key, got ${bytes.length} bytes`);
   return bytes;
 }
 

@@ -8,7 +8,14 @@ import http from 'node:http';
 import path from 'node:path';
 import { holdRequest, type HeldRequest } from '../../../../test/support/held-request';
 import type { LoadRequest } from '../../autocannon';
-import { runCapsScenario, runDisconnectScenario, type CapsReport, type DisconnectReport, type HoldControl, type LoadResult } from '../../caps';
+import {
+  runCapsScenario,
+  runDisconnectScenario,
+  type CapsReport,
+  type DisconnectReport,
+  type HoldControl,
+  type LoadResult,
+} from '../../caps';
 import { spawnChild } from '../../children';
 import { requestOf, scenarios, UNKNOWN_WEBHOOK_ID, type CapGroup } from '../../scenarios';
 import type { ServiceChild } from '../../serviceChild';
@@ -44,8 +51,15 @@ export async function caps(bench: Bench): Promise<void> {
   const cap = options.overloadCap;
   const factor = scenarios.caps.benchOverloadFactor;
   say();
-  say(`## Caps under ${factor}x overload: CAP_PROXY=CAP_RELAY=CAP_WEBHOOKS=${cap}, ${factor * cap} concurrent clients per group`);
-  const service = await bench.startService('service-caps', { CAP_PROXY: String(cap), CAP_RELAY: String(cap), CAP_WEBHOOKS: String(cap), RUN_WORKER: 'false' });
+  say(
+    `## Caps under ${factor}x overload: CAP_PROXY=CAP_RELAY=CAP_WEBHOOKS=${cap}, ${factor * cap} concurrent clients per group`,
+  );
+  const service = await bench.startService('service-caps', {
+    CAP_PROXY: String(cap),
+    CAP_RELAY: String(cap),
+    CAP_WEBHOOKS: String(cap),
+    RUN_WORKER: 'false',
+  });
   const rig: CapsRig = {
     bench,
     service,
@@ -67,7 +81,9 @@ export async function caps(bench: Bench): Promise<void> {
   const runs = await overloadRuns(rig);
   progress('caps: POST /proxy, clients that disconnect');
   const disconnect = await clientsThatDisconnect(rig);
-  const warnings = readFileSync(path.join(bench.dataDir, 'service-caps.log'), 'utf8').split('\n').filter((line) => line.includes('concurrency cap reached')).length;
+  const warnings = readFileSync(path.join(bench.dataDir, 'service-caps.log'), 'utf8')
+    .split('\n')
+    .filter((line) => line.includes('concurrency cap reached')).length;
   await bench.stopService(service);
   reportCaps(rig, runs, disconnect, warnings);
 }
@@ -87,13 +103,20 @@ function record({ cap, reports, rows }: CapsRig, name: string, report: CapsRepor
       `admitted ${report.admitted}/${cap}` +
       (report.maxWaiting === undefined ? '' : `, most waiting at the target ${report.maxWaiting}`) +
       `, over the cap ${report.overCap}, surplus not 429 ${report.notRefused}, bad 429s ${report.load.bad429}` +
-      (report.lateArrivals === undefined ? '' : `; once the clients left: ${report.lateArrivals} more reached the target (${report.maxWaitingWithTeardown} waiting at once)`),
+      (report.lateArrivals === undefined
+        ? ''
+        : `; once the clients left: ${report.lateArrivals} more reached the target (${report.maxWaitingWithTeardown} waiting at once)`),
   });
   return report;
 }
 
 /** /proxy and /relay: the held requests wait at the target's /hold route, which counts them. */
-function heldAtTarget({ bench, service, cap, factor, durationS, target, active }: CapsRig, group: 'proxy' | 'relay', request: LoadRequest, ratePerSecond?: number) {
+function heldAtTarget(
+  { bench, service, cap, factor, durationS, target, active }: CapsRig,
+  group: 'proxy' | 'relay',
+  request: LoadRequest,
+  ratePerSecond?: number,
+) {
   return runCapsScenario({
     group,
     cap,
@@ -104,7 +127,9 @@ function heldAtTarget({ bench, service, cap, factor, durationS, target, active }
     target,
     load: (clients, seconds) => ({
       done: withCpu(service.pid, () =>
-        bench.loadgen.call<LoadResult>('clients', { run: { baseUrl: service.url, request, clients, durationS: seconds, ratePerSecond, check429: { limit: cap } } }),
+        bench.loadgen.call<LoadResult>('clients', {
+          run: { baseUrl: service.url, request, clients, durationS: seconds, ratePerSecond, check429: { limit: cap } },
+        }),
       ),
       stop: () => void bench.loadgen.call('stop'),
     }),
@@ -125,9 +150,12 @@ function heldByClients({ bench, service, cap, factor, durationS, active }: CapsR
     heldBy: 'client',
     clients: {
       async hold(count) {
-        held = Array.from({ length: count }, () => holdRequest(service.url, 'GET', `/webhooks/${UNKNOWN_WEBHOOK_ID}`, {}));
+        held = Array.from({ length: count }, () =>
+          holdRequest(service.url, 'GET', `/webhooks/${UNKNOWN_WEBHOOK_ID}`, {}),
+        );
         const deadline = Date.now() + 10_000;
-        while ((await active('webhooks')) < count && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+        while ((await active('webhooks')) < count && Date.now() < deadline)
+          await new Promise((resolve) => setTimeout(resolve, 20));
       },
       async release() {
         return (await Promise.all(held.map((request) => request.release()))).map((answer) => answer.status);
@@ -138,9 +166,20 @@ function heldByClients({ bench, service, cap, factor, durationS, active }: CapsR
     load: (connections, seconds) => ({
       done: withCpu(service.pid, () =>
         paced === undefined
-          ? bench.autocannon(service.url, requestOf('webhook', bindings), { connections, duration: seconds, check429: { limit: cap } })
+          ? bench.autocannon(service.url, requestOf('webhook', bindings), {
+              connections,
+              duration: seconds,
+              check429: { limit: cap },
+            })
           : bench.loadgen.call<LoadResult>('clients', {
-              run: { baseUrl: service.url, request: requestOf('webhook', bindings), clients: connections, durationS: seconds, ratePerSecond: paced, check429: { limit: cap } },
+              run: {
+                baseUrl: service.url,
+                request: requestOf('webhook', bindings),
+                clients: connections,
+                durationS: seconds,
+                ratePerSecond: paced,
+                check429: { limit: cap },
+              },
             }),
       ),
       stop: () => void bench.loadgen.call('stop'),
@@ -158,27 +197,64 @@ async function overloadRuns(rig: CapsRig): Promise<OverloadRuns> {
   const { bench, service, cap, factor, durationS, rows } = rig;
   const { bindings } = bench;
   progress('caps: POST /proxy, closed loop');
-  const proxy = record(rig, 'POST /proxy, closed loop (saturated)', await heldAtTarget(rig, 'proxy', requestOf('proxyHold', bindings)));
+  const proxy = record(
+    rig,
+    'POST /proxy, closed loop (saturated)',
+    await heldAtTarget(rig, 'proxy', requestOf('proxyHold', bindings)),
+  );
   progress(`caps: POST /proxy, paced at ${quarter(proxy)} req/s`);
-  const proxyPaced = record(rig, `POST /proxy, paced at ${quarter(proxy)} req/s`, await heldAtTarget(rig, 'proxy', requestOf('proxyHold', bindings), quarter(proxy)));
-  const probe = await fetch(`${service.url}/relay`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ api_url: bindings.freeUrl, method: 'GET' }) });
+  const proxyPaced = record(
+    rig,
+    `POST /proxy, paced at ${quarter(proxy)} req/s`,
+    await heldAtTarget(rig, 'proxy', requestOf('proxyHold', bindings), quarter(proxy)),
+  );
+  const probe = await fetch(`${service.url}/relay`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ api_url: bindings.freeUrl, method: 'GET' }),
+  });
   await probe.text();
   if (probe.status === 501) {
-    rows.push({ name: 'POST /relay', rps: NaN, p50: NaN, p99: NaN, note: 'skipped: /relay answers 501 Not Implemented on this build' });
+    rows.push({
+      name: 'POST /relay',
+      rps: NaN,
+      p50: NaN,
+      p99: NaN,
+      note: 'skipped: /relay answers 501 Not Implemented on this build',
+    });
   } else {
     progress('caps: POST /relay, closed loop');
-    record(rig, 'POST /relay, closed loop (saturated)', await heldAtTarget(rig, 'relay', requestOf('relayHold', bindings)));
+    record(
+      rig,
+      'POST /relay, closed loop (saturated)',
+      await heldAtTarget(rig, 'relay', requestOf('relayHold', bindings)),
+    );
   }
   progress('caps: GET /webhooks/{id}, keep-alive');
   const webhooks = record(rig, 'GET /webhooks/{id}, keep-alive (saturated)', await heldByClients(rig));
   progress(`caps: GET /webhooks/{id}, paced at ${quarter(webhooks)} req/s`);
-  const webhooksPaced = record(rig, `GET /webhooks/{id}, keep-alive, paced at ${quarter(webhooks)} req/s`, await heldByClients(rig, quarter(webhooks)));
+  const webhooksPaced = record(
+    rig,
+    `GET /webhooks/{id}, keep-alive, paced at ${quarter(webhooks)} req/s`,
+    await heldByClients(rig, quarter(webhooks)),
+  );
   // Control: what this machine gives a trivial express answer at the same pace and concurrency.
   progress('caps: control, plain express at the same pace');
-  const plainExpress = await spawnChild({ name: 'plain-express', core: SERVER_CORE, script: 'load/runner/plainExpress.ts', ipc: true });
+  const plainExpress = await spawnChild({
+    name: 'plain-express',
+    core: SERVER_CORE,
+    script: 'load/runner/plainExpress.ts',
+    ipc: true,
+  });
   const control = await withCpu(plainExpress.pid, () =>
     bench.loadgen.call<LoadResult>('clients', {
-      run: { baseUrl: plainExpress.info.url, request: requestOf('config', bindings), clients: (factor - 1) * cap, durationS, ratePerSecond: quarter(webhooks) },
+      run: {
+        baseUrl: plainExpress.info.url,
+        request: requestOf('config', bindings),
+        clients: (factor - 1) * cap,
+        durationS,
+        ratePerSecond: quarter(webhooks),
+      },
     }),
   );
   await plainExpress.stop();
@@ -187,8 +263,10 @@ async function overloadRuns(rig: CapsRig): Promise<OverloadRuns> {
     rps: control.rps,
     p50: control.latency.p50,
     p99: control.latency.p99,
-    ...((control as LoadResult & { cpuUsPerAnswer?: number }).cpuUsPerAnswer === undefined ? {} : { cpuUs: (control as LoadResult & { cpuUsPerAnswer?: number }).cpuUsPerAnswer }),
-    note: 'the same clients and pace against a bare express app: the machine\'s own tail',
+    ...((control as LoadResult & { cpuUsPerAnswer?: number }).cpuUsPerAnswer === undefined
+      ? {}
+      : { cpuUs: (control as LoadResult & { cpuUsPerAnswer?: number }).cpuUsPerAnswer }),
+    note: "the same clients and pace against a bare express app: the machine's own tail",
   });
   return { proxy, proxyPaced, webhooks, webhooksPaced, control };
 }
@@ -206,7 +284,11 @@ function clientsThatDisconnect({ bench, service, cap, target, active }: CapsRig)
       const request = http.request(url, {
         method: 'POST',
         agent: false,
-        headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), 'x-api-key': bindings.apiKey! },
+        headers: {
+          'content-type': 'application/json',
+          'content-length': String(Buffer.byteLength(body)),
+          'x-api-key': bindings.apiKey!,
+        },
       });
       request.on('error', () => undefined);
       request.end(body);
@@ -216,7 +298,12 @@ function clientsThatDisconnect({ bench, service, cap, target, active }: CapsRig)
 }
 
 /** The table, and the two goals: no request over a cap, 429s answered fast. */
-function reportCaps({ bench, cap, reports, rows }: CapsRig, { proxy, proxyPaced, webhooks, webhooksPaced, control }: OverloadRuns, disconnect: DisconnectReport, warnings: number): void {
+function reportCaps(
+  { bench, cap, reports, rows }: CapsRig,
+  { proxy, proxyPaced, webhooks, webhooksPaced, control }: OverloadRuns,
+  disconnect: DisconnectReport,
+  warnings: number,
+): void {
   say(table(rows));
   say('  POST 429s carry Connection: close (the body is not read): each costs the client a new connection.');
   say(`  The service wrote ${warnings.toLocaleString('en-US')} "concurrency cap reached" warn lines (one per 429).`);
@@ -225,7 +312,10 @@ function reportCaps({ bench, cap, reports, rows }: CapsRig, { proxy, proxyPaced,
     `  Clients that disconnect: ${cap} /proxy calls held at the target, their clients gone -> the service reports ${disconnect.activeAfterDisconnect} active; ` +
       `${cap} more admitted -> ${disconnect.waitingAtTarget} calls at the target at once (cap ${cap}).`,
   );
-  if (late > 0) say(`  ${late} requests of the runs above reached the target after their clients had disconnected (counted apart).`);
+  if (late > 0)
+    say(
+      `  ${late} requests of the runs above reached the target after their clients had disconnected (counted apart).`,
+    );
   const overCap = reports.reduce((sum, report) => sum + report.overCap, 0);
   const notRefused = reports.reduce((sum, report) => sum + report.notRefused, 0);
   const bad429 = reports.reduce((sum, report) => sum + report.load.bad429, 0);
@@ -235,7 +325,12 @@ function reportCaps({ bench, cap, reports, rows }: CapsRig, { proxy, proxyPaced,
     figure:
       `${overCap} over while clients stay connected (${refusedTotal.toLocaleString('en-US')} 429s checked: ${bad429} without Retry-After or the documented body, ` +
       `${notRefused} surplus answers not 429); but with clients that disconnect, ${disconnect.waitingAtTarget} calls reached the target at once (cap ${cap})`,
-    met: overCap === 0 && bad429 === 0 && notRefused === 0 && reports.every((report) => (report.maxWaitingWithTeardown ?? 0) <= cap) && disconnect.waitingAtTarget <= cap,
+    met:
+      overCap === 0 &&
+      bad429 === 0 &&
+      notRefused === 0 &&
+      reports.every((report) => (report.maxWaitingWithTeardown ?? 0) <= cap) &&
+      disconnect.waitingAtTarget <= cap,
   });
   const p99 = Math.max(proxyPaced.load.byStatus['429']?.p99 ?? NaN, webhooksPaced.load.byStatus['429']?.p99 ?? NaN);
   bench.goals.push({

@@ -11,17 +11,32 @@ export async function config(bench: Bench, service: ServiceChild): Promise<void>
   say();
   say(`## GET /config vs plain express 5 answering the same JSON (${options.connections} connections)`);
   const body = await (await fetch(`${service.url}/config`)).text();
-  const plainExpress = await spawnChild({ name: 'plain-express', core: SERVER_CORE, script: 'load/runner/plainExpress.ts', ipc: true, env: { BENCH_CONFIG_BODY: body } });
+  const plainExpress = await spawnChild({
+    name: 'plain-express',
+    core: SERVER_CORE,
+    script: 'load/runner/plainExpress.ts',
+    ipc: true,
+    env: { BENCH_CONFIG_BODY: body },
+  });
   const duration = (warmup: boolean) => ({ duration: warmup ? options.warmupS : options.durationS });
   const rows = await alternate(
     [
-      { name: 'plain express 5, same JSON', pid: plainExpress.pid, run: (warmup) => bench.autocannon(plainExpress.info.url, requestOf('config', bindings), duration(warmup)) },
-      { name: 'GET /config', pid: service.pid, run: (warmup) => bench.autocannon(service.url, requestOf('config', bindings), duration(warmup)) },
+      {
+        name: 'plain express 5, same JSON',
+        pid: plainExpress.pid,
+        run: (warmup) => bench.autocannon(plainExpress.info.url, requestOf('config', bindings), duration(warmup)),
+      },
+      {
+        name: 'GET /config',
+        pid: service.pid,
+        run: (warmup) => bench.autocannon(service.url, requestOf('config', bindings), duration(warmup)),
+      },
     ],
     options.rounds,
   );
   await plainExpress.stop();
-  rows[1]!.row.note = `${fmt.pct(rows[1]!.row.rps / rows[0]!.row.rps)} of plain express ${rows[1]!.row.note ?? ''}`.trim();
+  rows[1]!.row.note =
+    `${fmt.pct(rows[1]!.row.rps / rows[0]!.row.rps)} of plain express ${rows[1]!.row.note ?? ''}`.trim();
   say(table(rows.map((measured) => measured.row)));
   bench.results.config = rows;
 }

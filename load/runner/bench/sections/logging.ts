@@ -14,10 +14,26 @@ export async function logging(bench: Bench, service: ServiceChild): Promise<void
   const duration = (warmup: boolean) => ({ duration: warmup ? options.warmupS : options.durationS });
   const rows = await alternate(
     [
-      { name: `GET /config, LOG_LEVEL=${options.logLevel}`, pid: service.pid, run: (warmup) => bench.autocannon(service.url, requestOf('config', bindings), duration(warmup)) },
-      { name: 'GET /config, LOG_LEVEL=info', pid: verbose.pid, run: (warmup) => bench.autocannon(verbose.url, requestOf('config', bindings), duration(warmup)) },
-      { name: `POST /proxy pass-through, LOG_LEVEL=${options.logLevel}`, pid: service.pid, run: (warmup) => bench.autocannon(service.url, requestOf('proxyFree', bindings), duration(warmup)) },
-      { name: 'POST /proxy pass-through, LOG_LEVEL=info', pid: verbose.pid, run: (warmup) => bench.autocannon(verbose.url, requestOf('proxyFree', bindings), duration(warmup)) },
+      {
+        name: `GET /config, LOG_LEVEL=${options.logLevel}`,
+        pid: service.pid,
+        run: (warmup) => bench.autocannon(service.url, requestOf('config', bindings), duration(warmup)),
+      },
+      {
+        name: 'GET /config, LOG_LEVEL=info',
+        pid: verbose.pid,
+        run: (warmup) => bench.autocannon(verbose.url, requestOf('config', bindings), duration(warmup)),
+      },
+      {
+        name: `POST /proxy pass-through, LOG_LEVEL=${options.logLevel}`,
+        pid: service.pid,
+        run: (warmup) => bench.autocannon(service.url, requestOf('proxyFree', bindings), duration(warmup)),
+      },
+      {
+        name: 'POST /proxy pass-through, LOG_LEVEL=info',
+        pid: verbose.pid,
+        run: (warmup) => bench.autocannon(verbose.url, requestOf('proxyFree', bindings), duration(warmup)),
+      },
     ],
     Math.max(1, options.rounds - 1),
   );

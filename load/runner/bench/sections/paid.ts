@@ -11,7 +11,9 @@ export type PaidRun = PaidResult & { phases: { toTarget: number[]; toPaidRequest
 export async function paid(bench: Bench, service: ServiceChild): Promise<void> {
   const { options, bindings, peers } = bench;
   say();
-  say(`## Paid call: x402-fetch straight to the paid target vs paid POST /proxy to it (one call at a time, ${options.paidCalls} calls per run)`);
+  say(
+    `## Paid call: x402-fetch straight to the paid target vs paid POST /proxy to it (one call at a time, ${options.paidCalls} calls per run)`,
+  );
   // Each call reaches the target twice (unpaid, then paid): the target's arrival times split a
   // call in three: until the target is first called, from its 402 to the paid request, and from
   // the paid request to the answer.
@@ -34,7 +36,10 @@ export async function paid(bench: Bench, service: ServiceChild): Promise<void> {
       },
       600_000,
     );
-    const arrivals = await bench.peersChild.call<Array<{ route: string; paid: boolean; receivedAtMs: number }>>('requests', { last: 2 * count });
+    const arrivals = await bench.peersChild.call<Array<{ route: string; paid: boolean; receivedAtMs: number }>>(
+      'requests',
+      { last: 2 * count },
+    );
     const phases = { toTarget: [] as number[], toPaidRequest: [] as number[], toAnswer: [] as number[] };
     if (arrivals.length === 2 * result.calls.length) {
       result.calls.forEach(([start, end], index) => {
@@ -51,7 +56,12 @@ export async function paid(bench: Bench, service: ServiceChild): Promise<void> {
   const rows = await alternate(
     [
       { name: 'x402-fetch -> paid target (direct)', run: (warmup) => run('direct', count(warmup)) },
-      { name: 'POST /proxy -> paid target', pid: service.pid, ...(bench.embeddedDatabase ? { dbParentPid: service.pid } : {}), run: (warmup) => run('proxy', count(warmup)) },
+      {
+        name: 'POST /proxy -> paid target',
+        pid: service.pid,
+        ...(bench.embeddedDatabase ? { dbParentPid: service.pid } : {}),
+        run: (warmup) => run('proxy', count(warmup)),
+      },
     ],
     options.rounds,
   );
@@ -62,18 +72,30 @@ export async function paid(bench: Bench, service: ServiceChild): Promise<void> {
   const delta = rows[1]!.row.p50 - rows[0]!.row.p50;
   rows[1]!.row.note = `+${fmt.ms(delta)} ms p50 over the direct call ${rows[1]!.row.note ?? ''}`.trim();
   say(table(rows.map((measured) => measured.row)));
-  const phase = (measured: Measured, name: keyof PaidRun['phases']) => median((measured.runs as PaidRun[]).flatMap((result) => result.phases[name]));
+  const phase = (measured: Measured, name: keyof PaidRun['phases']) =>
+    median((measured.runs as PaidRun[]).flatMap((result) => result.phases[name]));
   const [direct, proxied] = rows as [Measured, Measured];
-  say('  Where the time goes (medians over every call, from the target\'s arrival times; ms):');
-  say(`    ${''.padEnd(30)} ${'to the target'.padStart(14)} ${'402 -> paid call'.padStart(17)} ${'paid call -> answer'.padStart(20)}`);
-  for (const [name, measured] of [['x402-fetch (direct)', direct], ['POST /proxy', proxied]] as const) {
-    say(`    ${name.padEnd(30)} ${fmt.ms(phase(measured, 'toTarget')).padStart(14)} ${fmt.ms(phase(measured, 'toPaidRequest')).padStart(17)} ${fmt.ms(phase(measured, 'toAnswer')).padStart(20)}`);
+  say("  Where the time goes (medians over every call, from the target's arrival times; ms):");
+  say(
+    `    ${''.padEnd(30)} ${'to the target'.padStart(14)} ${'402 -> paid call'.padStart(17)} ${'paid call -> answer'.padStart(20)}`,
+  );
+  for (const [name, measured] of [
+    ['x402-fetch (direct)', direct],
+    ['POST /proxy', proxied],
+  ] as const) {
+    say(
+      `    ${name.padEnd(30)} ${fmt.ms(phase(measured, 'toTarget')).padStart(14)} ${fmt.ms(phase(measured, 'toPaidRequest')).padStart(17)} ${fmt.ms(phase(measured, 'toAnswer')).padStart(20)}`,
+    );
   }
   say(
     `    /proxy adds ${fmt.ms(phase(proxied, 'toTarget') - phase(direct, 'toTarget'))} ms before the target is called (request in, key, validation, the SSRF check), ` +
       `${fmt.ms(phase(proxied, 'toPaidRequest') - phase(direct, 'toPaidRequest'))} ms between the 402 and the paid request (credits reserved, signing, the row marked signed), ` +
       `${fmt.ms(phase(proxied, 'toAnswer') - phase(direct, 'toAnswer'))} ms after the paid request (the chain read back, credits charged).`,
   );
-  bench.goals.push({ goal: 'paid /proxy adds <= 10 ms p50 over the direct call', figure: `+${fmt.ms(delta)} ms (${fmt.ms(rows[1]!.row.p50)} vs ${fmt.ms(rows[0]!.row.p50)} ms)`, met: delta <= 10 });
+  bench.goals.push({
+    goal: 'paid /proxy adds <= 10 ms p50 over the direct call',
+    figure: `+${fmt.ms(delta)} ms (${fmt.ms(rows[1]!.row.p50)} vs ${fmt.ms(rows[0]!.row.p50)} ms)`,
+    met: delta <= 10,
+  });
   bench.results.paid = rows;
 }

@@ -30,11 +30,27 @@ export async function profiles(bench: Bench): Promise<void> {
       600_000,
     );
   const loads: Array<[string, string, (url: string, warmup: boolean) => Promise<RunResult>]> = [
-    ['proxy-pass-through', `POST /proxy pass-through (${options.connections} connections)`, (url, warmup) =>
-      bench.autocannon(url, requestOf('proxyFree', bindings), { duration: warmup ? options.warmupS : Math.max(5, options.durationS) })],
-    ['config', `GET /config (${options.connections} connections)`, (url, warmup) =>
-      bench.autocannon(url, requestOf('config', bindings), { duration: warmup ? options.warmupS : Math.max(5, options.durationS) })],
-    ['proxy-paid', `paid POST /proxy (one call at a time, ${options.paidCalls} calls)`, (url, warmup) => paidCalls(warmup ? 5 : options.paidCalls, url)],
+    [
+      'proxy-pass-through',
+      `POST /proxy pass-through (${options.connections} connections)`,
+      (url, warmup) =>
+        bench.autocannon(url, requestOf('proxyFree', bindings), {
+          duration: warmup ? options.warmupS : Math.max(5, options.durationS),
+        }),
+    ],
+    [
+      'config',
+      `GET /config (${options.connections} connections)`,
+      (url, warmup) =>
+        bench.autocannon(url, requestOf('config', bindings), {
+          duration: warmup ? options.warmupS : Math.max(5, options.durationS),
+        }),
+    ],
+    [
+      'proxy-paid',
+      `paid POST /proxy (one call at a time, ${options.paidCalls} calls)`,
+      (url, warmup) => paidCalls(warmup ? 5 : options.paidCalls, url),
+    ],
   ];
   for (const [name, title, load] of loads) {
     const dir = path.join(directory, name);
@@ -56,7 +72,10 @@ export async function profiles(bench: Bench): Promise<void> {
       continue;
     }
     say(`  ${path.relative(ROOT, path.join(dir, file))}`);
-    const summary = summarizeProfile(path.join(dir, file), 20, { fromMsBeforeEnd: exitedAt - loadStart, toMsBeforeEnd: exitedAt - loadEnd });
+    const summary = summarizeProfile(path.join(dir, file), 20, {
+      fromMsBeforeEnd: exitedAt - loadStart,
+      toMsBeforeEnd: exitedAt - loadEnd,
+    });
     say(formatProfile(summary, run.responses).replace(/^/gm, '  '));
   }
 }

@@ -12,8 +12,16 @@ export async function soak(bench: Bench, service: ServiceChild): Promise<void> {
   const { options, bindings } = bench;
   const { ratePerSecond, mix } = scenarios.soak;
   say();
-  say(`## Soak: ${ratePerSecond} req/s of the soak mix for ${options.soakS} s (${Object.entries(mix).map(([name, weight]) => `${name} ${weight}`).join(', ')})`);
-  const entries = Object.entries(mix).map(([name, weight]) => ({ name, request: requestOf(name as RequestName, bindings), weight: weight! }));
+  say(
+    `## Soak: ${ratePerSecond} req/s of the soak mix for ${options.soakS} s (${Object.entries(mix)
+      .map(([name, weight]) => `${name} ${weight}`)
+      .join(', ')})`,
+  );
+  const entries = Object.entries(mix).map(([name, weight]) => ({
+    name,
+    request: requestOf(name as RequestName, bindings),
+    weight: weight!,
+  }));
   const rssBefore = rssMiB(service.pid) ?? NaN;
   type SoakResult = RunResult & { byRequest: Record<string, LatencySummary & { statuses: Record<string, number> }> };
   const running = bench.loadgen.call<SoakResult>(
@@ -30,7 +38,9 @@ export async function soak(bench: Bench, service: ServiceChild): Promise<void> {
         rps: summary.count / result.durationS,
         p50: summary.p50,
         p99: summary.p99,
-        note: Object.entries(summary.statuses).map(([status, count]) => `${status} x${count}`).join(', '),
+        note: Object.entries(summary.statuses)
+          .map(([status, count]) => `${status} x${count}`)
+          .join(', '),
       })),
     ),
   );
