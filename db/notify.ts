@@ -35,6 +35,13 @@ export function listenTo(connectionString: string, channel: string, options: Lis
     options.onState(next);
   };
 
+  /** A failed connect ends in `lost`, which schedules the next one: nothing is left to await. */
+  const reconnect = () => {
+    retry = undefined;
+    if (stopped) return;
+    void connect();
+  };
+
   const lost = (error?: Error) => {
     if (error) options.onError?.(error);
     setLive(false);
@@ -43,12 +50,10 @@ export function listenTo(connectionString: string, channel: string, options: Lis
     gone?.removeAllListeners();
     gone?.on('error', () => {});
     void gone?.end().catch(() => {});
-    if (!stopped && !retry) retry = setTimeout(connect, retryMs);
+    if (!stopped && !retry) retry = setTimeout(reconnect, retryMs);
   };
 
   async function connect(): Promise<void> {
-    retry = undefined;
-    if (stopped) return;
     const next = new pg.Client({ connectionString, connectionTimeoutMillis: 10_000 });
     client = next;
     next.on('error', (error) => client === next && lost(error));

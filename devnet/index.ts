@@ -21,6 +21,7 @@ import { peerMethods } from './peers/methods.js';
 import { startTargets } from './peers/targets.js';
 import type { Peers, StartPeersOptions } from './peers/types.js';
 import { createPeerKeys } from './peers/wallets.js';
+import { required } from './required.js';
 import type { SolanaLedger } from './svm/ledger.js';
 import type { SolanaRpcServer } from './svm/rpc-server.js';
 
@@ -80,25 +81,28 @@ export async function startPeers(options: StartPeersOptions = {}): Promise<Peers
       }),
     ]);
 
+    const evmChain = (network: EvmNetworkName) => required(evmChains[network], `the local chain of ${network}`);
+    const rpcServer = (network: SolanaNetworkName) =>
+      required(rpcServers[network], `the JSON-RPC server of ${network}`);
     const rpcUrls: Partial<Record<NetworkName, string>> = {};
-    for (const network of evmNetworks) rpcUrls[network] = evmChains[network]!.rpcUrl;
-    for (const network of solanaNetworks) rpcUrls[network] = rpcServers[network]!.url;
+    for (const network of evmNetworks) rpcUrls[network] = evmChain(network).rpcUrl;
+    for (const network of solanaNetworks) rpcUrls[network] = rpcServer(network).url;
 
     const facilitatorServer = await startFacilitator({
       evm: createEvmFacilitator(
-        new Map(evmNetworks.map((network) => [network, evmChains[network]!])),
+        new Map(evmNetworks.map((network) => [network, evmChain(network)])),
         facilitatorEvm.account,
         queue,
       ),
       svm: createSvmFacilitator(
-        new Map(solanaNetworks.map((network) => [network, rpcServers[network]!.url])),
+        new Map(solanaNetworks.map((network) => [network, rpcServer(network).url])),
         feePayer.signer,
         queue,
       ),
       evmNetworks,
       solanaNetworks,
     });
-    onStop(facilitatorServer.close);
+    onStop(() => facilitatorServer.close());
 
     const targets = await startTargets(
       { networks, options, wallets, facilitator: facilitatorServer, solanaLedgers },

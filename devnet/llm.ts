@@ -1,7 +1,7 @@
 // A small OpenAI-compatible chat completions server on 127.0.0.1 with deterministic answers, for
 // the tests and the sandbox's paid chat. It records every request it receives (so tests can check
 // what reached the backend, e.g. a capped max_tokens) and can be told to fail.
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export interface ChatCompletionRequest {
@@ -47,26 +47,39 @@ export async function startLocalLlm(options: { apiKey?: string; model?: string }
   const apiKey = options.apiKey ?? 'local-llm-key';
   const model = options.model ?? 'local-echo-1';
   const state: LocalLlm = { url: '', apiKey, model, requests: [], failWith: undefined, close: async () => {} };
-  const server: Server = createServer(async (request, response) => {
+  async function answer(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const send = (status: number, body: unknown) => {
       response.writeHead(status, { 'content-type': 'application/json' });
       response.end(JSON.stringify(body));
     };
-    if (request.method === 'GET' && request.url === '/models')
-      return send(200, { object: 'list', data: [{ id: model, object: 'model' }] });
-    if (request.method !== 'POST' || request.url !== '/chat/completions')
-      return send(404, { error: { message: 'not found' } });
-    if (request.headers.authorization !== `Bearer ${apiKey}`)
-      return send(401, { error: { message: 'invalid api key' } });
+    if (request.method === 'GET' && request.url === '/models') {
+      send(200, { object: 'list', data: [{ id: model, object: 'model' }] });
+      return;
+    }
+    if (request.method !== 'POST' || request.url !== '/chat/completions') {
+      send(404, { error: { message: 'not found' } });
+      return;
+    }
+    if (request.headers.authorization !== `Bearer ${apiKey}`) {
+      send(401, { error: { message: 'invalid api key' } });
+      return;
+    }
     let body: ChatCompletionRequest;
     try {
       body = JSON.parse(await readBody(request)) as ChatCompletionRequest;
     } catch {
-      return send(400, { error: { message: 'invalid JSON' } });
+      send(400, { error: { message: 'invalid JSON' } });
+      return;
     }
     state.requests.push(body);
-    if (state.failWith !== undefined) return send(state.failWith, { error: { message: 'the model is unavailable' } });
-    if (body.model !== model) return send(404, { error: { message: `unknown model ${body.model}` } });
+    if (state.failWith !== undefined) {
+      send(state.failWith, { error: { message: 'the model is unavailable' } });
+      return;
+    }
+    if (body.model !== model) {
+      send(404, { error: { message: `unknown model ${body.model}` } });
+      return;
+    }
     const content = localAnswer(body.messages ?? []);
     const tokens = content
       .split(/\s+/)
@@ -79,6 +92,11 @@ export async function startLocalLlm(options: { apiKey?: string; model?: string }
       model,
       choices: [{ index: 0, message: { role: 'assistant', content: tokens }, finish_reason: 'stop' }],
       usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+    });
+  }
+  const server: Server = createServer((request, response) => {
+    answer(request, response).catch((error: unknown) => {
+      console.error('local LLM:', error);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -9,13 +9,13 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Hex } from 'viem';
-import type { Logger } from 'pino';
 import type { Db } from '../db/index';
 import { authenticateKey, createApiKey, createOrganisation } from '../payments/accounts';
 import { grantCredits } from '../payments/credits';
 import { NETWORK_NAMES } from '../payments/networkTable';
 import { startPeers } from './index';
 import { startLocalLlm } from './llm';
+import { required } from './required';
 import type { Sandbox, SandboxOptions } from '../server/sandbox';
 
 const SANDBOX_FILE = 'sandbox.json';
@@ -95,17 +95,18 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
     .map((entry) => entry.trim())
     .filter((entry) => entry !== '' && !sandboxHosts.includes(entry.toLowerCase()));
   const allowHosts = { sandbox: sandboxHosts, user: [...new Set(userHosts)] };
+  const ssrfAllowHosts = [...allowHosts.sandbox, ...allowHosts.user].join(',');
   const env: Record<string, string> = {
     EVM_PRIVATE_KEY: wallets.service.evm.privateKey,
     SOLANA_PRIVATE_KEY: JSON.stringify([...wallets.service.solana.secretKey]),
     FACILITATOR_URL: peers.facilitator.url,
-    SSRF_ALLOW_HOSTS: [...allowHosts.sandbox, ...allowHosts.user].join(','),
+    SSRF_ALLOW_HOSTS: ssrfAllowHosts,
     LLM_BASE_URL: llm.url,
     LLM_API_KEY: llm.apiKey,
     LLM_MODEL: llm.model,
   };
   for (const [network, url] of Object.entries(peers.rpcUrls)) {
-    env[`RPC_URL_${network.toUpperCase().replace(/-/g, '_')}`] = url!;
+    env[`RPC_URL_${network.toUpperCase().replace(/-/g, '_')}`] = required(url, `the RPC URL of ${network}`);
   }
 
   async function demoApiKey(db: Db, previous: string | undefined): Promise<string> {
@@ -135,13 +136,13 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
           solanaAddress: wallets.client.solana.address,
         },
         targets: Object.fromEntries(Object.values(peers.targets).map((target) => [target.name, target.url])),
-        rpc: Object.fromEntries(Object.entries(peers.rpcUrls).map(([network, url]) => [network, url!])),
+        rpc: Object.fromEntries(Object.entries(peers.rpcUrls)),
         facilitatorUrl: peers.facilitator.url,
         llmUrl: llm.url,
         ssrfAllowHosts: allowHosts,
       };
       writeFileSync(stateFile, JSON.stringify(state, null, 2) + '\n', { mode: 0o600 });
-      print(banner(state, stateFile, env.SSRF_ALLOW_HOSTS));
+      print(banner(state, stateFile, ssrfAllowHosts));
       return state;
     },
     async stop() {

@@ -86,6 +86,7 @@ async function payingFetch(
   const account = privateKeyToAccount(state.client.evmPrivateKey as Hex);
   if ((SupportedEVMNetworks as readonly string[]).includes(network)) {
     const rpcUrl = state.rpc[network];
+    if (rpcUrl === undefined) throw new Error(`the sandbox state has no RPC URL for ${network}`);
     const chain = defineChain({
       id: EVM_NETWORKS[network].chainId,
       name: network,
@@ -100,7 +101,7 @@ async function payingFetch(
   return async (input, init) => {
     const response = await fetchFunction(input, init);
     if (response.status !== 402) return response;
-    const body = (await response.json()) as PaymentRequiredBody;
+    const body = (await response.json()) as Partial<PaymentRequiredBody>;
     const offer = body.accepts?.find((candidate) => candidate.scheme === 'exact' && candidate.network === network);
     if (!offer) throw new Error(`the 402 offers no exact payment on ${network}`);
     if (BigInt(offer.maxAmountRequired) > MAX_PAYMENT_MICRO_USDC)
@@ -130,7 +131,7 @@ async function chooseOffer(
   state: SandboxState,
   ask: (network?: NetworkName) => Promise<Response>,
   preferred: NetworkName | undefined,
-): Promise<{ offer?: PaymentRequirements; unpaid?: Response }> {
+): Promise<{ offer: PaymentRequirements; unpaid?: undefined } | { offer?: undefined; unpaid: Response }> {
   const first = await ask();
   if (first.status !== 402) return { unpaid: first };
   const offers = await offersOf(first);
@@ -186,12 +187,9 @@ export async function sandboxPay(
       ? (network?: NetworkName) => ({ api_url: command.targetUrl, method: 'GET', ...(network ? { network } : {}) })
       : () => ({ messages: [{ role: 'user', content: command.message }] });
   const preferred = command.mode === 'relay' ? sandboxTargetNetwork(state, command.targetUrl) : undefined;
-  const { offer, unpaid } = await chooseOffer(
-    state,
-    (network) => fetchFunction(url, postJson(body(network))),
-    preferred,
-  );
-  if (!offer) return settled(unpaid!);
+  const chosen = await chooseOffer(state, (network) => fetchFunction(url, postJson(body(network))), preferred);
+  if (!chosen.offer) return settled(chosen.unpaid);
+  const { offer } = chosen;
 
   // A relay names the chosen network, so the 402 the payer sees holds that one offer only.
   const pay = await payingFetch(state, offer.network as NetworkName, fetchFunction);
@@ -258,7 +256,7 @@ async function main(): Promise<void> {
   const stateFile = path.resolve(process.env.DATA_DIR ?? './.data', 'sandbox.json');
   let state: SandboxState;
   try {
-    state = JSON.parse(readFileSync(stateFile, 'utf8'));
+    state = JSON.parse(readFileSync(stateFile, 'utf8')) as SandboxState;
   } catch {
     process.stderr.write(`no sandbox state at ${stateFile}: start the sandbox with \`npm start\` first\n`);
     process.exit(1);

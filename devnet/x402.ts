@@ -5,7 +5,8 @@ import type { Address, Hex } from 'viem';
 export const X402_VERSION = 1;
 
 export interface PaymentRequirements {
-  scheme: 'exact';
+  /** 'exact', the one scheme of these peers; a string as received, checked where it matters. */
+  scheme: string;
   network: string;
   maxAmountRequired: string;
   resource: string;
@@ -37,7 +38,8 @@ export interface ExactSvmPayload {
 
 export interface PaymentPayload<Payload = ExactEvmPayload | ExactSvmPayload> {
   x402Version: number;
-  scheme: 'exact';
+  /** 'exact', as PaymentRequirements.scheme. */
+  scheme: string;
   network: string;
   payload: Payload;
 }

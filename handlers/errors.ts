@@ -6,6 +6,7 @@
  * built here: they are the target's and carry no code.
  */
 import type { components } from '../codegen/api';
+import type { AuthenticatedKey } from '../payments/accounts';
 import type { OperationId } from './types';
 
 export type ErrorCode = components['schemas']['ErrorCode'];
@@ -140,6 +141,18 @@ export function internalErrorBody(operationId: string | undefined, requestId: st
     default:
       return unreachable(shape);
   }
+}
+
+/**
+ * The key of an operation secured by x-api-key: the router authenticates it before the handler
+ * runs (server/app.ts), so its absence is a bug of ours, answered as an internal error.
+ */
+export function requireApiKey(ctx: {
+  operationId: OperationId;
+  apiKey: AuthenticatedKey | undefined;
+}): AuthenticatedKey {
+  if (ctx.apiKey === undefined) throw new Error(`${ctx.operationId} ran without an authenticated API key`);
+  return ctx.apiKey;
 }
 
 /** The default of an exhaustive switch: a new case of the union fails to compile here instead of answering nothing. */

@@ -1,4 +1,5 @@
 import type { Handler } from './types';
+import { requireApiKey } from './errors';
 import { utcDay } from '../payments/clock';
 import { organisationBalance } from '../payments/credits';
 import { spentOn } from '../payments/limits';
@@ -6,7 +7,7 @@ import { CREDITS_PER_USDC, creditsToUsdc } from '../payments/money';
 
 /** mainnet daily_* figures are in credits; testnet figures are in USD, as their names say. */
 export const getBalance: Handler<'getBalance'> = async (ctx, { db, config, clock }) => {
-  const key = ctx.apiKey!;
+  const key = requireApiKey(ctx);
   const day = utcDay(clock.now());
   const limitCredits = BigInt(config.proxyDailyPerAccountUsd) * CREDITS_PER_USDC;
   const scopeId = String(key.accountId);

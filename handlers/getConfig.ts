@@ -11,7 +11,7 @@ function namesOf(network: NetworkName): ApiNetworkName[] {
   return [network, ...(aliasesOf(network) as ApiNetworkName[])];
 }
 
-export const getConfig: Handler<'getConfig'> = async (_ctx, { config, baseUrl }) => {
+export const getConfig: Handler<'getConfig'> = (_ctx, { config, baseUrl }) => {
   const enabled = config.networks.map((network) => network.name);
   const configs = Object.fromEntries(
     config.networks.map((network) => {
@@ -28,7 +28,7 @@ export const getConfig: Handler<'getConfig'> = async (_ctx, { config, baseUrl })
     }),
   );
   const fees = { percent: config.relayFeePercent, minUsdc: config.relayFeeMinUsdc };
-  return {
+  return Promise.resolve({
     status: 200,
     body: {
       protocol: { versions: ['1'], current: '1' },
@@ -64,5 +64,5 @@ export const getConfig: Handler<'getConfig'> = async (_ctx, { config, baseUrl })
         },
       },
     },
-  };
+  });
 };

@@ -1,10 +1,11 @@
 import type { Handler } from './types';
+import { requireApiKey } from './errors';
 import { utcDay } from '../payments/clock';
 import { organisationBalance } from '../payments/credits';
 import { spentOn } from '../payments/limits';
 
 export const getCreditsBalance: Handler<'getCreditsBalance'> = async (ctx, { db, clock }) => {
-  const key = ctx.apiKey!;
+  const key = requireApiKey(ctx);
   const [balance, spent] = await Promise.all([
     organisationBalance(db, key.organisationId),
     spentOn(db, { scope: 'api_key', scopeId: String(key.apiKeyId), networkClass: 'all', day: utcDay(clock.now()) }),

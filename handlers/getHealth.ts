@@ -16,10 +16,11 @@ function bounded(check: () => Promise<void>): Promise<string> {
 }
 
 export const getHealth: Handler<'getHealth'> = async (ctx, { healthChecks }) => {
-  const names = Object.keys(healthChecks);
-  const results = await Promise.all(names.map((name) => bounded(healthChecks[name])));
-  const checks = Object.fromEntries(names.map((name, index) => [name, results[index]]));
-  const failed = names.filter((_name, index) => results[index] !== 'ok');
+  const results = await Promise.all(
+    Object.entries(healthChecks).map(async ([name, check]) => [name, await bounded(check)] as const),
+  );
+  const checks = Object.fromEntries(results);
+  const failed = results.filter(([, result]) => result !== 'ok');
   if (failed.length > 0) {
     ctx.log.warn({ checks }, 'health check failed');
     return { status: 503, body: { status: 'unavailable', checks } };

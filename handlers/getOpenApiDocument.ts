@@ -1,6 +1,7 @@
 import type { Handler } from './types';
 
-export const getOpenApiDocument: Handler<'getOpenApiDocument'> = async (_ctx, { document }) => ({
-  status: 200,
-  body: document as never,
-});
+export const getOpenApiDocument: Handler<'getOpenApiDocument'> = (_ctx, { document }) =>
+  Promise.resolve({
+    status: 200,
+    body: document as never,
+  });

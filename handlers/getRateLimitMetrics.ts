@@ -1,6 +1,7 @@
 import type { Handler } from './types';
 
-export const getRateLimitMetrics: Handler<'getRateLimitMetrics'> = async (_ctx, { capMetrics }) => ({
-  status: 200,
-  body: capMetrics(),
-});
+export const getRateLimitMetrics: Handler<'getRateLimitMetrics'> = (_ctx, { capMetrics }) =>
+  Promise.resolve({
+    status: 200,
+    body: capMetrics(),
+  });

@@ -12,6 +12,7 @@ export function resourceUrl(baseUrl: string, path: string): string {
 }
 
 /** The answers every paid chat operation shares, whatever its success body. */
+// eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- E is also the inferred return type's 500 `error` (each operation's own title), inside errorReply's NoInfer, where the rule does not look
 export function chatFailureReply<E extends string>(
   outcome: Exclude<PaidChatOutcome, { kind: 'answered' }>,
   failedError: E,

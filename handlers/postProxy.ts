@@ -1,7 +1,7 @@
 import type { Handler, RawReply } from './types';
 import type { CallRequest, TargetResponse } from '../payments/outbound/index';
 import { proxyCall } from '../payments/proxy/call';
-import { errorReply, unreachable } from './errors';
+import { errorReply, requireApiKey, unreachable } from './errors';
 import { callTimeoutMs, spendLimitReply, targetReply } from './targetReply';
 
 export { callTimeoutMs, MAX_CLIENT_TIMEOUT_MS } from './targetReply';
@@ -23,7 +23,7 @@ export const postProxy: Handler<'postProxy'> = async (ctx, deps) => {
   const call = ctx.body as CallRequest;
   const outcome = await proxyCall(deps, {
     call,
-    key: ctx.apiKey!,
+    key: requireApiKey(ctx),
     timeoutMs: callTimeoutMs(call.timeout, ctx.headers['x-timeout'], deps.config.targetTimeoutMs),
     requestId: ctx.requestId,
   });

@@ -17,7 +17,7 @@ function randomText(length: number): string {
   // Rejection sampling keeps every character equally likely.
   for (const byte of bytes) {
     if (byte >= 256 - (256 % KEY_ALPHABET.length)) continue;
-    out += KEY_ALPHABET[byte % KEY_ALPHABET.length];
+    out += KEY_ALPHABET.charAt(byte % KEY_ALPHABET.length);
     if (out.length === length) return out;
   }
   return out + randomText(length - out.length);

@@ -5,6 +5,7 @@
  */
 import { sql, type RawBuilder } from 'kysely';
 import type { Db, Tx } from '../db/index';
+import { firstRow } from '../db/rows';
 import { moveReservation } from './reservationStates';
 
 export async function grantCredits(
@@ -89,12 +90,16 @@ export function reserveCreditsCall(request: ReservationRequest): RawBuilder<Rese
 
 export function reservationResultOf(row: ReservationRow): ReservationResult {
   if (row.reserved) return { reserved: true };
+  const { reason, spent_credits, limit_credits, balance_credits } = row;
+  // reserve_credits fills every column of a refusal; a null is a broken function, not a refusal.
+  if (reason === null || spent_credits === null || limit_credits === null || balance_credits === null)
+    throw new Error(`reserve_credits refused without its figures: ${JSON.stringify({ reason })}`);
   return {
     reserved: false,
-    reason: row.reason!,
-    spentCredits: row.spent_credits!,
-    limitCredits: row.limit_credits!,
-    balanceCredits: row.balance_credits!,
+    reason,
+    spentCredits: spent_credits,
+    limitCredits: limit_credits,
+    balanceCredits: balance_credits,
   };
 }
 
@@ -106,7 +111,7 @@ export function reservationResultOf(row: ReservationRow): ReservationResult {
  */
 export async function reserveCredits(db: Db | Tx, request: ReservationRequest): Promise<ReservationResult> {
   const { rows } = await sql<ReservationRow>`select * from ${reserveCreditsCall(request)}`.execute(db);
-  return reservationResultOf(rows[0]!);
+  return reservationResultOf(firstRow(rows, 'reserve_credits'));
 }
 
 /** The payment went through: the held credits are spent (reserved -> charged, RESERVATION_MOVES). Returns false when already settled. One statement. */

@@ -6,6 +6,7 @@
  */
 import { sql } from 'kysely';
 import type { Db, Tx } from '../db/index';
+import { firstRow } from '../db/rows';
 import type { SpendClass, SpendScope } from '../db/schema';
 import { addDays } from './clock';
 import { MICRO_PER_CREDIT } from './money';
@@ -60,7 +61,7 @@ export async function tryAddSpend(tx: Tx, key: SpendKey, amount: bigint, limit: 
     from try_add_spend(${key.scope}::text, ${key.scopeId}::text, ${key.networkClass}::text, ${key.day}::date, ${amount}::bigint, ${limit}::bigint)`.execute(
     tx,
   );
-  const row = rows[0]!;
+  const row = firstRow(rows, 'try_add_spend');
   return { admitted: row.admitted, spent: row.spent };
 }
 

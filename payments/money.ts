@@ -10,9 +10,10 @@ export const CREDITS_PER_USDC = 1_000n;
 /** Parses a non-negative decimal USDC amount ("0.01", "100") into micro-USDC; more than 6 decimals is refused. */
 export function parseUsdc(value: string): bigint {
   const match = /^([0-9]+)(?:\.([0-9]{1,6}))?$/.exec(value.trim());
-  if (!match) throw new RangeError(`not a USDC amount with at most 6 decimals: "${value}"`);
-  const whole = BigInt(match[1]);
-  const fraction = BigInt((match[2] ?? '').padEnd(6, '0'));
+  const [, wholeDigits, fractionDigits] = match ?? [];
+  if (wholeDigits === undefined) throw new RangeError(`not a USDC amount with at most 6 decimals: "${value}"`);
+  const whole = BigInt(wholeDigits);
+  const fraction = BigInt((fractionDigits ?? '').padEnd(6, '0'));
   return whole * MICRO_PER_USDC + fraction;
 }
 

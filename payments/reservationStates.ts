@@ -11,6 +11,7 @@
  */
 import { sql } from 'kysely';
 import type { Db, Tx } from '../db/index';
+import { firstRow } from '../db/rows';
 import type { ReservationState } from '../db/schema';
 import { allowedFrom, type MoveTable } from './states';
 
@@ -26,5 +27,5 @@ export async function moveReservation(db: Db | Tx, reference: string, to: Reserv
   const { rows } = await sql<{
     settled: boolean;
   }>`select settle_reservation(${reference}::text, ${to}::text) as settled`.execute(db);
-  return rows[0]!.settled;
+  return firstRow(rows, 'settle_reservation').settled;
 }

@@ -25,14 +25,17 @@ async function main(): Promise<void> {
   }
   let url = config.databaseUrl ?? runningEmbeddedUrl(config.dataDir);
   const embedded = url ? undefined : await startEmbeddedPostgres({ dataDir: config.dataDir });
-  url ??= embedded!.url;
+  if (url === undefined) {
+    if (!embedded) throw new Error('no database URL, and the embedded Postgres was not started');
+    url = embedded.url;
+  }
   const handle = createDb(url);
   try {
     await migrateToLatest(handle.db);
     await runAdminCommand(handle.db, argv, (line) => process.stdout.write(`${line}\n`));
   } catch (error) {
     if (error instanceof UsageError) {
-      process.stderr.write(`${(error as Error).message}\n\n${USAGE}`);
+      process.stderr.write(`${error.message}\n\n${USAGE}`);
       process.exitCode = 2;
     } else {
       throw error;

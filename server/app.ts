@@ -28,7 +28,12 @@ const KEY_REJECTION_DETAILS: Record<KeyRejection, string> = {
 interface Locals {
   log: Logger;
   requestId: string;
+  /** Set once the request reached an operation's handler. */
+  operationId?: string;
 }
+
+/** The request as dispatchToOperations hands it over: body, query and params are checked before use, not trusted. */
+type ApiContext = Context<unknown, unknown, unknown, Record<string, string | string[] | undefined>>;
 
 function locals(res: Response): Locals {
   return res.locals as Locals;
@@ -100,7 +105,7 @@ export async function createApp({ deps, handlers, caps, logger }: AppOptions): P
 
 /** The x-api-key security scheme: the key looked up (through the cache), or why it was refused. */
 function registerAuthentication(api: OpenAPIBackend, deps: Deps): void {
-  api.registerSecurityHandler('ApiKeyAuth', async (c: Context) => {
+  api.registerSecurityHandler('ApiKeyAuth', async (c: ApiContext) => {
     const header = c.request.headers['x-api-key'];
     const result = await authenticateKey(deps.db, Array.isArray(header) ? header[0] : header, deps.apiKeyCache);
     // openapi-backend counts a result with a truthy `error` as a failed authentication.
@@ -111,9 +116,9 @@ function registerAuthentication(api: OpenAPIBackend, deps: Deps): void {
 /** What openapi-backend answers before any handler runs: unknown path or method, no key, invalid request. */
 function registerRefusals(api: OpenAPIBackend): void {
   api.register({
-    notFound: (_c: Context, _req: Request, res: Response) =>
+    notFound: (_c: ApiContext, _req: Request, res: Response) =>
       sendError(res, 'not_found', 'No operation of this service has this path.'),
-    methodNotAllowed: (c: Context, req: Request, res: Response) => {
+    methodNotAllowed: (c: ApiContext, req: Request, res: Response) => {
       const allowed = allowedMethods(api, req.path);
       res.setHeader('Allow', allowed.join(', '));
       sendError(
@@ -122,16 +127,16 @@ function registerRefusals(api: OpenAPIBackend): void {
         `The method ${c.request.method.toUpperCase()} is not allowed on this path; it supports ${allowed.join(', ')}.`,
       );
     },
-    notImplemented: (c: Context, _req: Request, res: Response) =>
+    notImplemented: (c: ApiContext, _req: Request, res: Response) =>
       sendError(res, 'not_implemented', `${c.operation.operationId} is not enabled on this server yet.`),
-    unauthorizedHandler: (c: Context, _req: Request, res: Response) => {
-      const result = c.security?.ApiKeyAuth as { error?: KeyRejection } | undefined;
+    unauthorizedHandler: (c: ApiContext, _req: Request, res: Response) => {
+      const result = c.security.ApiKeyAuth as { error?: KeyRejection } | undefined;
       sendError(res, 'unauthorized', KEY_REJECTION_DETAILS[result?.error ?? 'missing']);
     },
-    validationFail: (c: Context, _req: Request, res: Response) => {
+    validationFail: (c: ApiContext, _req: Request, res: Response) => {
       if (
         c.operation.operationId === 'postLlmChat' &&
-        !Array.isArray((c.request.requestBody as { messages?: unknown })?.messages)
+        !Array.isArray((c.request.requestBody as { messages?: unknown } | null | undefined)?.messages)
       ) {
         // The interface answers this one case with the error field alone.
         sendError(res, 'validation_failed', undefined, { error: 'messages is required and must be an array' });
@@ -149,14 +154,14 @@ function registerRefusals(api: OpenAPIBackend): void {
 /** Each operation's handler, given the typed request and an abort signal that fires when the client goes away. */
 function registerOperations(api: OpenAPIBackend, handlers: HandlerMap, deps: Deps): void {
   for (const [operationId, handler] of Object.entries(handlers)) {
-    api.register(operationId, async (c: Context, req: Request, res: Response) => {
+    api.register(operationId, async (c: ApiContext, req: Request, res: Response) => {
       const { log, requestId } = locals(res);
-      res.locals.operationId = operationId;
+      locals(res).operationId = operationId;
       const controller = new AbortController();
       res.once('close', () => {
         if (!res.writableFinished) controller.abort();
       });
-      const security = c.security?.ApiKeyAuth as { key?: AuthenticatedKey } | undefined;
+      const security = c.security.ApiKeyAuth as { key?: AuthenticatedKey } | undefined;
       const ctx: RequestContext<OperationId> = {
         operationId: operationId as OperationId,
         body: c.request.requestBody as never,
@@ -234,6 +239,7 @@ function answerErrors(
   error: Error & { type?: string; status?: number },
   _req: Request,
   res: Response,
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars -- express takes a middleware for an error handler only when it declares four parameters
   _next: NextFunction,
 ): void {
   if (res.headersSent) {
@@ -242,22 +248,21 @@ function answerErrors(
     return;
   }
   if (error.type === 'entity.too.large') {
-    return sendError(
-      res,
-      'payload_too_large',
-      `The request body is over the limit of ${MAX_REQUEST_BODY_BYTES} bytes.`,
-    );
+    sendError(res, 'payload_too_large', `The request body is over the limit of ${MAX_REQUEST_BODY_BYTES} bytes.`);
+    return;
   }
   if (error.type === 'entity.parse.failed') {
-    return sendError(res, 'validation_failed', `The request body is not valid JSON: ${error.message}`);
+    sendError(res, 'validation_failed', `The request body is not valid JSON: ${error.message}`);
+    return;
   }
   if (error.type === 'encoding.unsupported' || error.type === 'charset.unsupported') {
-    return sendError(res, 'validation_failed', error.message);
+    sendError(res, 'validation_failed', error.message);
+    return;
   }
   if (error.type === 'request.aborted') {
     res.destroy();
     return;
   }
   locals(res).log.error({ err: error }, 'unhandled error');
-  res.status(ERROR_CODES.internal_error.status).json(internalErrorBody(res.locals.operationId, locals(res).requestId));
+  res.status(ERROR_CODES.internal_error.status).json(internalErrorBody(locals(res).operationId, locals(res).requestId));
 }

@@ -6,6 +6,7 @@
  * its client left, and keeps its slot until it ends, so the work in flight never passes the cap).
  */
 import type { NextFunction, Request, Response } from 'express';
+import type { Logger } from 'pino';
 import { errorReply } from '../handlers/errors';
 
 export type CapGroup = 'relay' | 'proxy' | 'webhooks';
@@ -65,7 +66,10 @@ export function capsMiddleware(caps: ConcurrencyCaps) {
   };
   return (req: Request, res: Response, next: NextFunction): void => {
     const group = capGroupOf(req.path);
-    if (!group) return next();
+    if (!group) {
+      next();
+      return;
+    }
     const release = caps.tryAcquire(group);
     if (!release) {
       const { active, limit } = caps.metric(group);
@@ -73,7 +77,8 @@ export function capsMiddleware(caps: ConcurrencyCaps) {
       refused.count += 1;
       const now = Date.now();
       if (now - refused.loggedAt >= REFUSAL_LOG_INTERVAL_MS) {
-        res.locals.log?.warn(
+        // The request's logger, when requestLogging ran before this middleware.
+        (res.locals.log as Logger | undefined)?.warn(
           { capGroup: group, active, limit, refusedSinceLastLine: refused.count },
           'concurrency cap reached',
         );

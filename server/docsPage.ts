@@ -3,11 +3,67 @@
  * scripts, fonts or styles from elsewhere): every operation with its parameters, body and
  * responses, then every schema.
  */
-type Json = Record<string, any>;
 
-const METHODS = ['get', 'post', 'put', 'patch', 'delete'];
+const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
 
-function escapeHtml(text: unknown): string {
+/**
+ * The parts of the document read here. The document is bundled from the one redocly lints; every
+ * field is optional all the same, as a $ref object (a parameter or a response) has none of them.
+ */
+interface Schema {
+  $ref?: string;
+  oneOf?: Schema[];
+  anyOf?: Schema[];
+  allOf?: Schema[];
+  type?: string | string[];
+  items?: Schema;
+  const?: unknown;
+  enum?: unknown[];
+  format?: string;
+  pattern?: string;
+  description?: string;
+  properties?: Record<string, Schema>;
+  required?: string[];
+}
+
+interface Parameter {
+  name?: string;
+  in?: string;
+  required?: boolean;
+  description?: string;
+  schema?: Schema;
+}
+
+interface MediaType {
+  schema?: Schema;
+}
+
+interface ResponseObject {
+  description?: string;
+  content?: Record<string, MediaType>;
+  headers?: Record<string, unknown>;
+}
+
+interface Operation {
+  operationId?: string;
+  summary?: string;
+  description?: string;
+  deprecated?: boolean;
+  parameters?: Parameter[];
+  requestBody?: { content?: Record<string, MediaType> };
+  responses?: Record<string, ResponseObject>;
+  security?: unknown[];
+}
+
+type PathItem = Partial<Record<(typeof METHODS)[number], Operation>> & { parameters?: Parameter[] };
+
+interface OpenApiDocument {
+  info?: { title?: string; version?: string; description?: string };
+  paths?: Record<string, PathItem>;
+  components?: { schemas?: Record<string, Schema> };
+}
+
+function escapeHtml(text: string | string[] | undefined): string {
   return String(text ?? '')
     .replace(/&/g, '&amp;')
     .replace(/</g, '&lt;')
@@ -19,14 +75,15 @@ function refName(ref: string): string {
   return ref.split('/').pop() ?? ref;
 }
 
-function schemaSummary(schema: Json | undefined): string {
+function schemaSummary(schema: Schema | undefined): string {
   if (!schema) return '';
   if (schema.$ref) {
     const name = refName(schema.$ref);
     return `<a href="#schema-${escapeHtml(name)}">${escapeHtml(name)}</a>`;
   }
-  for (const keyword of ['oneOf', 'anyOf', 'allOf']) {
-    if (Array.isArray(schema[keyword])) return `${keyword}(${schema[keyword].map(schemaSummary).join(', ')})`;
+  for (const keyword of ['oneOf', 'anyOf', 'allOf'] as const) {
+    const schemas = schema[keyword];
+    if (Array.isArray(schemas)) return `${keyword}(${schemas.map(schemaSummary).join(', ')})`;
   }
   if (schema.type === 'array') return `array of ${schemaSummary(schema.items)}`;
   if (schema.const !== undefined) return `const ${escapeHtml(JSON.stringify(schema.const))}`;
@@ -40,21 +97,21 @@ function schemaSummary(schema: Json | undefined): string {
   );
 }
 
-function propertiesTable(schema: Json): string {
-  const properties: Json = schema.properties ?? {};
+function propertiesTable(schema: Schema): string {
+  const properties = schema.properties ?? {};
   const required = new Set<string>(schema.required ?? []);
   if (Object.keys(properties).length === 0) return '';
   const rows = Object.entries(properties)
     .map(
       ([name, property]) =>
-        `<tr><td><code>${escapeHtml(name)}</code>${required.has(name) ? ' <b>required</b>' : ''}</td><td>${schemaSummary(property as Json)}</td><td>${escapeHtml((property as Json).description ?? '')}</td></tr>`,
+        `<tr><td><code>${escapeHtml(name)}</code>${required.has(name) ? ' <b>required</b>' : ''}</td><td>${schemaSummary(property)}</td><td>${escapeHtml(property.description ?? '')}</td></tr>`,
     )
     .join('');
   return `<table><tr><th>field</th><th>type</th><th>meaning</th></tr>${rows}</table>`;
 }
 
-function renderOperation(path: string, method: string, operation: Json, pathItem: Json): string {
-  const parameters: Json[] = [...(pathItem.parameters ?? []), ...(operation.parameters ?? [])];
+function renderOperation(path: string, method: string, operation: Operation, pathItem: PathItem): string {
+  const parameters = [...(pathItem.parameters ?? []), ...(operation.parameters ?? [])];
   const parameterRows = parameters
     .map(
       (parameter) =>
@@ -63,17 +120,17 @@ function renderOperation(path: string, method: string, operation: Json, pathItem
     .join('');
   const body = operation.requestBody?.content ?? {};
   const bodyRows = Object.entries(body)
-    .map(([type, media]) => `<li><code>${escapeHtml(type)}</code>: ${schemaSummary((media as Json).schema)}</li>`)
+    .map(([type, media]) => `<li><code>${escapeHtml(type)}</code>: ${schemaSummary(media.schema)}</li>`)
     .join('');
   const responses = Object.entries(operation.responses ?? {})
     .map(([status, response]) => {
-      const content = Object.entries((response as Json).content ?? {})
-        .map(([type, media]) => `<code>${escapeHtml(type)}</code> ${schemaSummary((media as Json).schema)}`)
+      const content = Object.entries(response.content ?? {})
+        .map(([type, media]) => `<code>${escapeHtml(type)}</code> ${schemaSummary(media.schema)}`)
         .join('; ');
-      const headers = Object.keys((response as Json).headers ?? {})
+      const headers = Object.keys(response.headers ?? {})
         .map((name) => `<code>${escapeHtml(name)}</code>`)
         .join(', ');
-      return `<tr><td>${escapeHtml(status)}</td><td>${escapeHtml((response as Json).description ?? '')}</td><td>${content}</td><td>${headers}</td></tr>`;
+      return `<tr><td>${escapeHtml(status)}</td><td>${escapeHtml(response.description ?? '')}</td><td>${content}</td><td>${headers}</td></tr>`;
     })
     .join('');
   const security =
@@ -88,11 +145,12 @@ ${bodyRows ? `<h4>Request body</h4><ul>${bodyRows}</ul>` : ''}
 </section>`;
 }
 
-export function renderDocsPage(document: Json): string {
+export function renderDocsPage(bundled: object): string {
+  const document = bundled as OpenApiDocument;
   const info = document.info ?? {};
   const sections: string[] = [];
   const index: string[] = [];
-  for (const [path, pathItem] of Object.entries<Json>(document.paths ?? {})) {
+  for (const [path, pathItem] of Object.entries(document.paths ?? {})) {
     for (const method of METHODS) {
       const operation = pathItem[method];
       if (!operation) continue;
@@ -102,7 +160,7 @@ export function renderDocsPage(document: Json): string {
       sections.push(renderOperation(path, method, operation, pathItem));
     }
   }
-  const schemas = Object.entries<Json>(document.components?.schemas ?? {})
+  const schemas = Object.entries(document.components?.schemas ?? {})
     .map(
       ([name, schema]) =>
         `<section id="schema-${escapeHtml(name)}"><h3>${escapeHtml(name)}</h3><p>${escapeHtml(schema.description ?? '')}</p><p>${schemaSummary({ ...schema, description: undefined, properties: undefined })}</p>${propertiesTable(schema)}</section>`,

@@ -25,7 +25,8 @@ const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormat
 export const DOCUMENT_PATH = fileURLToPath(new URL('../openapi/dist/openapi.json', import.meta.url));
 
 export function loadDocument(): Document & Record<string, unknown> {
-  return JSON.parse(readFileSync(DOCUMENT_PATH, 'utf8'));
+  // Bundled by `npm run bundle` from the document redocly lints: read as the document it is.
+  return JSON.parse(readFileSync(DOCUMENT_PATH, 'utf8')) as Document & Record<string, unknown>;
 }
 
 class Backend extends OpenAPIBackend {
@@ -54,7 +55,7 @@ export async function createBackend(document: Document): Promise<OpenAPIBackend>
     quick: false,
     coerceTypes: true,
     ajvOpts: { allErrors: true, strict: true },
-    customizeAjv: (ajv) => addFormats(ajv as unknown as Ajv) as unknown as typeof ajv,
+    customizeAjv: (ajv) => addFormats(ajv),
   });
   await api.init();
   return api;
@@ -64,9 +65,18 @@ interface AjvLikeError {
   instancePath?: string;
   message?: string;
   keyword?: string;
-  params?: Record<string, unknown>;
+  params?: AjvLikeParams;
   /** Set by Ajv on errors of a propertyNames schema: the offending name. */
   propertyName?: string;
+}
+
+/** The params of the keywords described in words, as Ajv sets them; other keywords have their own. */
+interface AjvLikeParams {
+  additionalProperty?: string;
+  missingProperty?: string;
+  allowedValues?: unknown;
+  pattern?: string;
+  [param: string]: unknown;
 }
 
 /** The document's patterns in words: each is the same expression the server checks with. */
@@ -103,18 +113,18 @@ export function describeValidationErrors(errors: AjvLikeError[] | null | undefin
       const where = (error.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.') || 'request';
       const params = error.params ?? {};
       let message = error.message ?? 'is invalid';
+      const patternWords = PATTERN_WORDS.get(String(params.pattern));
       if (error.keyword === 'additionalProperties' && params.additionalProperty) {
-        message = `has an unknown property "${String(params.additionalProperty)}"`;
+        message = `has an unknown property "${params.additionalProperty}"`;
       } else if (error.keyword === 'enum' && Array.isArray(params.allowedValues)) {
         message = `must be one of ${params.allowedValues.join(', ')}`;
       } else if (error.keyword === 'required' && params.missingProperty) {
-        message = `is missing the required property "${String(params.missingProperty)}"`;
-      } else if (error.keyword === 'pattern' && PATTERN_WORDS.has(String(params.pattern))) {
-        message = PATTERN_WORDS.get(String(params.pattern))!;
+        message = `is missing the required property "${params.missingProperty}"`;
+      } else if (error.keyword === 'pattern' && patternWords !== undefined) {
+        message = patternWords;
       } else if (error.keyword === 'not') {
         const value = valueAt(input, error.instancePath ?? '');
-        const given =
-          typeof value === 'object' && value !== null ? givenBodyFields(value as Record<string, unknown>) : [];
+        const given = typeof value === 'object' && value !== null ? givenBodyFields(value) : [];
         // CallBodyFieldConflict is the only `not` of the document's requests.
         if (given.length > 1) message = `gives ${given.join(' and ')}: give at most one of ${BODY_FIELDS.join(', ')}`;
       }

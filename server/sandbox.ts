@@ -42,7 +42,7 @@ export class SandboxUnavailableError extends Error {}
 function missingPackage(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') return undefined;
-  const message = String((error as Error).message);
+  const message = String((error as { message?: unknown }).message);
   return /(?:Cannot find (?:package|module) )['"]([^'"]+)['"]/.exec(message)?.[1] ?? 'a development package';
 }
 

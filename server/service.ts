@@ -76,7 +76,13 @@ export async function startService(config: Config, options: ServiceOptions = {})
     cleanups.push(() => chains.close());
     const connections = new TargetConnections();
     // Idle connections to targets close at stop rather than after their idle time.
-    cleanups.push(async () => connections.close());
+    cleanups.push(
+      () =>
+        new Promise<void>((resolve) => {
+          connections.close();
+          resolve();
+        }),
+    );
     const apiKeyCache = new ApiKeyCache(config.apiKeyCacheMs);
     const stopListening = listenForKeyChanges(config, databaseUrl, apiKeyCache, log, options);
     if (stopListening) cleanups.push(stopListening);

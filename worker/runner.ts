@@ -16,7 +16,9 @@ export interface WorkerHandle {
 
 function workerLogger(log: Logger): WorkerLogger {
   return new WorkerLogger((scope) => (level, message, meta) => {
-    const method = level === 'error' ? 'error' : level === 'warning' ? 'warn' : level === 'debug' ? 'debug' : 'info';
+    // LogLevel is a const enum, which isolatedModules cannot read: its values are compared as the strings they are.
+    const name: string = level;
+    const method = name === 'error' ? 'error' : name === 'warning' ? 'warn' : name === 'debug' ? 'debug' : 'info';
     log[method]({ worker: scope, ...(meta ?? {}) }, message);
   });
 }

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { sql, type Kysely } from 'kysely';
+import type { Database } from '../schema';
 
 /**
  * The database functions whose rules change with the program (the credit and proxy payment moves
@@ -29,7 +30,7 @@ export function functionSource(name: (typeof DATABASE_FUNCTIONS)[number]): strin
 }
 
 /** Replaces every function with its file's source, in one transaction under an advisory lock. Idempotent. */
-export async function applyDatabaseFunctions(db: Kysely<any>): Promise<void> {
+export async function applyDatabaseFunctions(db: Kysely<Database>): Promise<void> {
   const sources = DATABASE_FUNCTIONS.map(functionSource);
   await db.transaction().execute(async (tx) => {
     await sql`select pg_advisory_xact_lock(${APPLY_LOCK})`.execute(tx);

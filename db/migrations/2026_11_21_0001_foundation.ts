@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 
 /** Organisations, accounts, API keys, the credit ledger, daily spend counters and webhook records. */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
     create table organisations (
       id bigserial primary key,
@@ -72,6 +72,6 @@ export async function up(db: Kysely<any>): Promise<void> {
   `.execute(db);
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`drop table webhooks, daily_spend, credit_ledger, api_keys, accounts, organisations`.execute(db);
 }

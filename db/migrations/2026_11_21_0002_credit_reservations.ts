@@ -4,7 +4,7 @@ import { sql, type Kysely } from 'kysely';
  * Credits held for a proxy payment while it is in flight. A reservation is charged or released
  * exactly once: the state moves only from reserved, in a guarded update.
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
     create table credit_reservations (
       id bigserial primary key,
@@ -23,6 +23,6 @@ export async function up(db: Kysely<any>): Promise<void> {
   `.execute(db);
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`drop table credit_reservations`.execute(db);
 }

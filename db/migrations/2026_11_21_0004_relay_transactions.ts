@@ -12,7 +12,7 @@ import { sql, type Kysely } from 'kysely';
  * refunds: at most one pending or confirmed refund per relay transaction (a partial unique index);
  * a failed refund may be followed by a new attempt.
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
     create table relay_transactions (
       id bigserial primary key,
@@ -67,6 +67,6 @@ export async function up(db: Kysely<any>): Promise<void> {
   `.execute(db);
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`drop table refunds, relay_transactions`.execute(db);
 }

@@ -6,7 +6,7 @@ import { sql, type Kysely } from 'kysely';
  * finish by reading the chain. `reference` is the payment's idempotency key (on EVM the
  * authorization nonce) and the reference of its credit reservation.
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
     create table proxy_payments (
       id bigserial primary key,
@@ -38,6 +38,6 @@ export async function up(db: Kysely<any>): Promise<void> {
   `.execute(db);
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`drop table proxy_payments`.execute(db);
 }

@@ -9,7 +9,7 @@ import { sql, type Kysely } from 'kysely';
  * `mode` says which endpoint took the payment: only rows of /relay are finished by the relay's jobs
  * (a /llm/chat payment pays for an answer already given, never for a target call).
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
     alter table relay_transactions
       add column target_payer text,
@@ -27,7 +27,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   `.execute(db);
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`
     drop index relay_transactions_unfinished;
     drop index relay_transactions_webhook;

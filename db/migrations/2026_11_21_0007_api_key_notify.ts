@@ -5,7 +5,7 @@ import { sql, type Kysely } from 'kysely';
  * on the channel `api_keys_changed`, after commit, so that a process holding keys in memory drops
  * them at once. The payload is the key's prefix, or '*' when every cached key may be affected.
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
     create function notify_api_key_change() returns trigger language plpgsql as $$
     begin
@@ -20,7 +20,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   `.execute(db);
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`
     drop trigger accounts_changed on accounts;
     drop trigger api_keys_changed on api_keys;

@@ -17,7 +17,7 @@ import { sql, type Kysely } from 'kysely';
  * the key, the account and the system, in that order (a release takes its reservation row first).
  * Every function runs inside the caller's statement, so it is one transaction with it.
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
     create function try_add_spend(
       p_scope text, p_scope_id text, p_network_class text, p_day date, p_amount bigint, p_limit bigint,
@@ -208,7 +208,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   `.execute(db);
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`
     drop function release_proxy_payment(text, text);
     drop function charge_proxy_payment(text, text, text);

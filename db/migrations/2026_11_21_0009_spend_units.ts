@@ -6,7 +6,7 @@ import { sql, type Kysely } from 'kysely';
  * credits in spent_credits. The column of the other unit stays zero (a check), so no reader can
  * take one unit for the other. Every row keeps its amount exactly (bigint to bigint).
  */
-export async function up(db: Kysely<any>): Promise<void> {
+export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
     alter table daily_spend
       add column spent_micro_usdc bigint not null default 0 check (spent_micro_usdc >= 0),
@@ -21,7 +21,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   `.execute(db);
 }
 
-export async function down(db: Kysely<any>): Promise<void> {
+export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`
     alter table daily_spend add column spent bigint not null default 0 check (spent >= 0);
     update daily_spend set spent = spent_micro_usdc + spent_credits;

@@ -21,7 +21,5 @@ const MIGRATIONS: Record<string, Migration> = {
 };
 
 export const migrationProvider: MigrationProvider = {
-  async getMigrations() {
-    return MIGRATIONS;
-  },
+  getMigrations: () => Promise.resolve(MIGRATIONS),
 };

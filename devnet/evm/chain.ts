@@ -79,8 +79,8 @@ function keepChainClock(provider: EthereumProvider): () => void {
 interface Hardhat {
   /** Hardhat's one EDR context per process, made ready once before any chain starts. */
   edrReady: Promise<unknown>;
-  resolveConfig(configPath: string, userConfig: unknown): unknown;
-  createProvider(config: unknown, networkName: string): Promise<unknown>;
+  resolveConfig: (configPath: string, userConfig: unknown) => unknown;
+  createProvider: (config: unknown, networkName: string) => Promise<unknown>;
   JsonRpcServer: new (config: { hostname: string; port: number; provider: unknown }) => {
     listen(): Promise<{ address: string; port: number }>;
     close(): Promise<void>;
@@ -108,11 +108,16 @@ function loadHardhat(): Hardhat {
     // getGlobalEdrContext publishes its context before registering the provider factory: two
     // chains started at the same moment in a fresh process race ("Provider for provided chain type
     // does not exist"). Awaiting it once, before any chain, closes the race.
-    edrReady: require('hardhat/internal/hardhat-network/provider/provider').getGlobalEdrContext(),
-    resolveConfig: require('hardhat/internal/core/config/config-resolution').resolveConfig,
-    createProvider: require('hardhat/internal/core/providers/construction').createProvider,
-    JsonRpcServer: require('hardhat/internal/hardhat-network/jsonrpc/server').JsonRpcServer,
-    userConfig: require(HARDHAT_CONFIG_PATH),
+    edrReady: (
+      require('hardhat/internal/hardhat-network/provider/provider') as { getGlobalEdrContext: () => Promise<unknown> }
+    ).getGlobalEdrContext(),
+    resolveConfig: (require('hardhat/internal/core/config/config-resolution') as Pick<Hardhat, 'resolveConfig'>)
+      .resolveConfig,
+    createProvider: (require('hardhat/internal/core/providers/construction') as Pick<Hardhat, 'createProvider'>)
+      .createProvider,
+    JsonRpcServer: (require('hardhat/internal/hardhat-network/jsonrpc/server') as Pick<Hardhat, 'JsonRpcServer'>)
+      .JsonRpcServer,
+    userConfig: require(HARDHAT_CONFIG_PATH) as Hardhat['userConfig'],
   };
   return hardhat;
 }

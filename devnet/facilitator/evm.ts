@@ -143,19 +143,19 @@ function checkStatically(
     throw new InvalidPayment('invalid_payment_requirements');
   if (!isAddress(requirements.payTo)) throw new InvalidPayment('invalid_payment_requirements');
 
-  const { signature, authorization } = (payment.payload ?? {}) as Partial<ExactEvmPayload>;
+  // The payload is the client's, unchecked until here: it may be missing or of another scheme.
+  const { signature, authorization } = (payment.payload as Partial<ExactEvmPayload> | undefined) ?? {};
   if (!authorization || !isHex(signature) || !isAddress(authorization.from) || !isAddress(authorization.to)) {
     throw new InvalidPayment('invalid_payload');
   }
   if (!isHex(authorization.nonce) || authorization.nonce.length !== 66) throw new InvalidPayment('invalid_payload');
-  const [value, validAfter, validBefore] = [
-    authorization.value,
-    authorization.validAfter,
-    authorization.validBefore,
-  ].map((field) => {
+  const amount = (field: unknown): bigint => {
     if (typeof field !== 'string' || !/^\d+$/.test(field)) throw new InvalidPayment('invalid_payload');
     return BigInt(field);
-  });
+  };
+  const value = amount(authorization.value);
+  const validAfter = amount(authorization.validAfter);
+  const validBefore = amount(authorization.validBefore);
   const checked: CheckedAuthorization = {
     chain,
     usdc,

@@ -34,6 +34,7 @@ import {
   TokenInstruction,
 } from '@solana-program/token';
 import type { KeyedQueue } from '../key-queue.js';
+import { required } from '../required.js';
 import { checkVersionSchemeAndNetwork, InvalidPayment } from './invalid.js';
 import { SOLANA_NETWORKS, USDC_DECIMALS, type SolanaNetworkName } from '../networks.js';
 import {
@@ -126,7 +127,7 @@ async function settle(
     throw error;
   }
   const { rpcs, feePayer, queue } = context;
-  const rpc = rpcs.get(checked.network)!;
+  const rpc = required(rpcs.get(checked.network), `the RPC of ${checked.network}`);
   return queue.run(`${checked.network}:${feePayer.address}`, async () => {
     let signed: Transaction;
     try {
@@ -187,10 +188,10 @@ async function checkShape(
   const memos = rest.filter(isMemo);
   const transfers = rest.filter((instruction) => !isMemo(instruction));
   if (memos.length > 1) throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_duplicate_memo');
-  if (transfers.length === 0) throw new InvalidPayment('invalid_exact_svm_payload_no_transfer_instruction');
+  const transfer = transfers[0];
+  if (!transfer) throw new InvalidPayment('invalid_exact_svm_payload_no_transfer_instruction');
   // Four instructions are allowed only when one is a Memo.
   if (transfers.length > 1) throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_length');
-  const transfer = transfers[0]!;
   if (
     instructions.some((instruction) => instruction.accounts?.some((account) => account.address === feePayer.address))
   ) {
@@ -238,7 +239,7 @@ async function checkShape(
 
 /** Co-signs and asks the cluster: accounts, balance, not yet processed, simulation with signature checks. */
 async function checkWithCluster({ rpcs, feePayer }: SvmContext, checked: CheckedTransaction): Promise<Transaction> {
-  const rpc = rpcs.get(checked.network)!;
+  const rpc = required(rpcs.get(checked.network), `the RPC of ${checked.network}`);
   const fail = (reason: string) => new InvalidPayment(reason, checked.payer);
   const { value: accounts } = await rpc
     .getMultipleAccounts([checked.source, checked.payToAccount], { encoding: 'base64' })
@@ -284,7 +285,7 @@ function checkComputeBudget(limit: Instruction, price: Instruction): void {
   const { microLamports } = parseSetComputeUnitPriceInstruction(
     price as Parameters<typeof parseSetComputeUnitPriceInstruction>[0],
   ).data;
-  if (BigInt(microLamports) > MAX_COMPUTE_UNIT_PRICE_MICRO_LAMPORTS) {
+  if (microLamports > MAX_COMPUTE_UNIT_PRICE_MICRO_LAMPORTS) {
     throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_compute_price_instruction_too_high');
   }
 }

@@ -32,7 +32,7 @@ export async function startEvmNetwork(
     { privateKey: facilitatorEvm.privateKey, balanceWei: gas },
     { privateKey: wallets.service.evm.privateKey, balanceWei: gas },
   ]);
-  onStop(chain.close);
+  onStop(() => chain.close());
   const usdc = await installUsdc(chain, minter.account, queue);
   // The token refuses to mint nothing, as FiatToken does.
   if (funding.serviceMicroUsdc > 0n) await usdc.mint(wallets.service.evm.address, funding.serviceMicroUsdc);
@@ -53,6 +53,6 @@ export async function startSolanaCluster(
   await ledger.mintUsdc(wallets.client.solana.address, funding.clientMicroUsdc);
   await ledger.createUsdcAccount(wallets.target.solana.address);
   const server = await startSolanaRpcServer(ledger);
-  onStop(server.close);
+  onStop(() => server.close());
   return { ledger, server };
 }

@@ -54,6 +54,12 @@ export function peerMethods({
     if (!chain) throw new Error(`no local EVM chain for ${network}`);
     return chain;
   };
+  const usdcOf = (network: EvmNetworkName) => {
+    evmChain(network);
+    const usdc = usdcContracts[network];
+    if (!usdc) throw new Error(`no USDC contract on the local chain of ${network}`);
+    return usdc;
+  };
   const ledgerOf = (network: NetworkName) => {
     const ledger = isSolanaNetwork(network) ? solanaLedgers[network] : undefined;
     if (!ledger) throw new Error(`no local Solana cluster for ${network}`);
@@ -72,10 +78,7 @@ export function peerMethods({
 
   return {
     async usdcBalance(network, owner) {
-      if (isEvmNetwork(network)) {
-        evmChain(network);
-        return usdcContracts[network]!.balanceOf(owner as Address);
-      }
+      if (isEvmNetwork(network)) return usdcOf(network).balanceOf(owner as Address);
       return ledgerOf(network).usdcBalance(owner as SolanaAddress);
     },
     async nativeBalance(network, owner) {
@@ -84,8 +87,7 @@ export function peerMethods({
     },
     async mint(network, owner, amountMicroUsdc) {
       if (isEvmNetwork(network)) {
-        evmChain(network);
-        await usdcContracts[network]!.mint(owner as Address, amountMicroUsdc);
+        await usdcOf(network).mint(owner as Address, amountMicroUsdc);
         return;
       }
       await ledgerOf(network).mintUsdc(owner as SolanaAddress, amountMicroUsdc);
@@ -101,12 +103,14 @@ export function peerMethods({
         ) as typeof fetch;
       }
       ledgerOf(network);
+      const rpcUrl = rpcUrls[network];
+      if (!rpcUrl) throw new Error(`no local Solana RPC URL for ${network}`);
       // Making a signer from a secret key is asynchronous: the fetch function awaits it.
       const signer = solanaSigner(secretKey);
-      return (async (input: Parameters<typeof fetch>[0], init?: RequestInit) =>
-        wrapFetchWithPayment(fetch, (await signer) as never, maxValueMicroUsdc, undefined, {
-          svmConfig: { rpcUrl: rpcUrls[network]! },
-        })(input as never, init)) as typeof fetch;
+      return async (input: Parameters<typeof fetch>[0], init?: RequestInit) =>
+        wrapFetchWithPayment(fetch, await signer, maxValueMicroUsdc, undefined, {
+          svmConfig: { rpcUrl },
+        })(input, init);
     },
     async solanaFetch({ secretKey, maxAmountMicroUsdc = 100_000n } = {}) {
       const urls: Partial<Record<SolanaNetworkName, string>> = {};

@@ -2,6 +2,7 @@
 // target's options over startPeers' defaults, then a USDC account for every payTo on Solana.
 import type { Address as SolanaAddress } from '@solana/kit';
 import { isEvmNetwork, isSolanaNetwork, type NetworkName, type SolanaNetworkName } from '../networks.js';
+import { required } from '../required.js';
 import type { SolanaLedger } from '../svm/ledger.js';
 import { DEFAULT_PRICES_MICRO_USDC, ROUTE_NAMES, type RouteName } from '../targets/routes.js';
 import { startTarget, type RouteSettings, type Target } from '../targets/target.js';
@@ -54,7 +55,7 @@ export async function startTargets(
       facilitator.url,
       facilitator.solanaFeePayer,
     );
-    onStop(started.close);
+    onStop(() => started.close());
     targets[target.name] = started;
   }
   // A payTo on Solana must hold a USDC account before anyone is asked to pay into it.
@@ -63,7 +64,10 @@ export async function startTargets(
       Object.values(target.routes)
         .filter((route) => isSolanaNetwork(route.network))
         .map((route) =>
-          solanaLedgers[route.network as SolanaNetworkName]!.createUsdcAccount(route.payTo as SolanaAddress),
+          required(
+            solanaLedgers[route.network as SolanaNetworkName],
+            `the ledger of ${route.network}`,
+          ).createUsdcAccount(route.payTo as SolanaAddress),
         ),
     ),
   );

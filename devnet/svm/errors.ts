@@ -68,6 +68,6 @@ export function isRejectedBeforeExecution(error: SolanaTransactionError): boolea
   return typeof error === 'string';
 }
 
-export function isFailure<Success>(result: Success | FailedTransactionMetadata): result is FailedTransactionMetadata {
+export function isFailure(result: unknown): result is FailedTransactionMetadata {
   return result instanceof FailedTransactionMetadata;
 }

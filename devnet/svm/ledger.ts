@@ -103,7 +103,7 @@ export class SolanaLedger {
   }
 
   latestBlockhash(): Blockhash {
-    return this.svm.latestBlockhash() as Blockhash;
+    return this.svm.latestBlockhash();
   }
 
   lamports(address: Address): bigint {

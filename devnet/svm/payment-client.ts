@@ -145,7 +145,7 @@ export function wrapFetchWithSolanaPayment(
   return async (input, init) => {
     const response = await fetchFunction(input, init);
     if (response.status !== 402) return response;
-    const body = (await response.json()) as PaymentRequiredBody;
+    const body = (await response.json()) as Partial<PaymentRequiredBody>;
     const requirements = body.accepts?.find(
       (candidate) =>
         candidate.scheme === 'exact' && isSolanaNetwork(candidate.network) && options.rpcUrls[candidate.network],
@@ -153,7 +153,8 @@ export function wrapFetchWithSolanaPayment(
     if (!requirements) throw new Error('the 402 offers no Solana exact payment this client can make');
     if (BigInt(requirements.maxAmountRequired) > options.maxAmountMicroUsdc)
       throw new Error('Payment amount exceeds maximum allowed');
-    const rpcUrl = options.rpcUrls[requirements.network as SolanaNetworkName]!;
+    const rpcUrl = options.rpcUrls[requirements.network as SolanaNetworkName];
+    if (!rpcUrl) throw new Error(`no RPC URL for ${requirements.network}`);
     const { header } = await createSolanaPayment(payer, requirements, rpcUrl);
     const headers = new Headers(init?.headers);
     headers.set('X-PAYMENT', header);

@@ -9,7 +9,7 @@ import {
   TOKEN_PROGRAM_ADDRESS,
 } from '@solana-program/token';
 import type { SolanaLedger } from './ledger.js';
-import { INVALID_PARAMS, RpcError, type Config } from './rpc-error.js';
+import { unsupportedEncoding, type Config } from './rpc-error.js';
 
 const RENT_EPOCH_EXEMPT = 18_446_744_073_709_551_615n;
 
@@ -38,7 +38,7 @@ function encodeAccountData(ledger: SolanaLedger, account: EncodedAccount, encodi
   }
   if (encoding === 'base64') return [getBase64Decoder().decode(account.data), 'base64'];
   if (encoding === 'base58') return [getBase58Decoder().decode(account.data), 'base58'];
-  throw new RpcError(INVALID_PARAMS, `Invalid params: unsupported encoding ${String(encoding)}`);
+  throw unsupportedEncoding(encoding);
 }
 
 /** The jsonParsed form of SPL token accounts and mints; other accounts fall back to base64 as on a node. */

@@ -18,5 +18,10 @@ export class RpcError extends Error {
   }
 }
 
+/** The refusal of an encoding a node does not accept there. */
+export function unsupportedEncoding(encoding: unknown): RpcError {
+  return new RpcError(INVALID_PARAMS, `Invalid params: unsupported encoding ${String(encoding)}`);
+}
+
 export type Params = unknown[];
 export type Config = Record<string, unknown>;

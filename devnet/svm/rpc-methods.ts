@@ -46,8 +46,7 @@ function clusterMethods(ledger: SolanaLedger, withContext: WithContext): Methods
       }),
     isBlockhashValid: ([blockhash]) => withContext(blockhash === ledger.latestBlockhash()),
     getMinimumBalanceForRentExemption: ([size]) => ledger.svm.minimumBalanceForRentExemption(BigInt(size as number)),
-    getFeeForMessage: ([message]) =>
-      withContext(feeOfMessage(getBase64Encoder().encode(message as string) as Uint8Array)),
+    getFeeForMessage: ([message]) => withContext(feeOfMessage(getBase64Encoder().encode(message as string))),
   };
 }
 

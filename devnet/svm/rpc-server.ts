@@ -10,7 +10,7 @@
 //
 // The method handlers are in rpc-methods.ts (the table, by kind), rpc-accounts.ts and
 // rpc-transactions.ts.
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RpcError } from './rpc-error.js';
 import { rpcMethods } from './rpc-methods.js';
 import type { SolanaLedger } from './ledger.js';
@@ -29,10 +29,13 @@ export async function startSolanaRpcServer(ledger: SolanaLedger): Promise<Solana
   const callCounts = new Map<string, number>();
 
   async function answer(call: unknown): Promise<unknown> {
-    const request = call as { jsonrpc?: string; id?: unknown; method?: unknown; params?: unknown };
+    const request =
+      typeof call === 'object' && call !== null
+        ? (call as { jsonrpc?: unknown; id?: unknown; method?: unknown; params?: unknown })
+        : undefined;
     const id = request?.id ?? null;
     try {
-      if (typeof request !== 'object' || request === null || typeof request.method !== 'string') {
+      if (request === undefined || typeof request.method !== 'string') {
         throw new RpcError(INVALID_REQUEST, 'Invalid request');
       }
       const method = methods[request.method];
@@ -47,7 +50,7 @@ export async function startSolanaRpcServer(ledger: SolanaLedger): Promise<Solana
     }
   }
 
-  const server: Server = createServer(async (request, response) => {
+  async function serve(request: IncomingMessage, response: ServerResponse): Promise<void> {
     let body: unknown;
     try {
       body = JSON.parse(await readBody(request));
@@ -59,6 +62,12 @@ export async function startSolanaRpcServer(ledger: SolanaLedger): Promise<Solana
     const result = Array.isArray(body) ? await Promise.all(body.map(answer)) : await answer(body);
     response.writeHead(200, { 'content-type': 'application/json' });
     response.end(stringify(result));
+  }
+
+  const server: Server = createServer((request, response) => {
+    serve(request, response).catch((error: unknown) => {
+      console.error('local Solana JSON-RPC:', error);
+    });
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -89,8 +98,7 @@ async function readBody(request: IncomingMessage): Promise<string> {
 
 /** JSON with u64 values as bare numbers, as a node writes them (kit reads every number as a bigint). */
 function stringify(value: unknown): string {
-  return JSON.stringify(value, (_key, item) => (typeof item === 'bigint' ? `__u64__${item}` : item)).replace(
-    /"__u64__(\d+)"/g,
-    '$1',
-  );
+  return JSON.stringify(value, (_key: string, item: unknown) =>
+    typeof item === 'bigint' ? `__u64__${item}` : item,
+  ).replace(/"__u64__(\d+)"/g, '$1');
 }

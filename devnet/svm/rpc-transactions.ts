@@ -19,6 +19,7 @@ import {
   RpcError,
   SIGNATURE_VERIFICATION_FAILURE,
   UNSUPPORTED_TRANSACTION_VERSION,
+  unsupportedEncoding,
   type Config,
 } from './rpc-error.js';
 
@@ -26,7 +27,7 @@ export const BLOCKHASH_VALIDITY_BLOCKS = 150n;
 
 function decodeWireTransaction(wire: string, encoding: unknown): Transaction {
   if (encoding !== undefined && encoding !== 'base64' && encoding !== 'base58') {
-    throw new RpcError(INVALID_PARAMS, `Invalid params: unsupported encoding ${String(encoding)}`);
+    throw unsupportedEncoding(encoding);
   }
   const bytes = encoding === 'base64' ? getBase64Encoder().encode(wire) : getBase58Encoder().encode(wire);
   try {

@@ -94,7 +94,7 @@ export function x402ExpressLayer(route: PaidRoute, facilitatorUrl: string): Requ
     },
     { url: facilitatorUrl as `${string}://${string}` },
   );
-  return middleware as unknown as RequestHandler;
+  return middleware;
 }
 
 /**
@@ -142,7 +142,7 @@ export function createOwnLayer(facilitatorUrl: string, solanaFeePayer: string) {
     try {
       const settlement = await facilitator.settle(payment as never, requirements as never);
       if (!settlement.success) return void refuse(settlement.errorReason ?? 'settlement_failed');
-      response.setHeader('X-PAYMENT-RESPONSE', encodePaymentResponseHeader(settlement as never));
+      response.setHeader('X-PAYMENT-RESPONSE', encodePaymentResponseHeader(settlement));
     } catch (error) {
       return void refuse(error instanceof Error ? error.message : 'Payment settlement failed');
     }

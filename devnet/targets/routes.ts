@@ -67,7 +67,7 @@ export function echoOf(request: Request): EchoedRequest {
   return {
     method: request.method,
     path: request.path,
-    query: request.query as Record<string, unknown>,
+    query: request.query,
     headers: request.headers,
     body: requestBodyText(request),
     contentType: request.headers['content-type'] ?? null,

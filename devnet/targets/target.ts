@@ -149,7 +149,7 @@ class RequestRecorder {
       route: this.routeByPath.get(request.path) ?? null,
       method: request.method,
       path: request.path,
-      query: request.query as Record<string, unknown>,
+      query: request.query,
       headers: request.headers,
       body: requestBodyText(request),
       contentType: request.headers['content-type'] ?? null,

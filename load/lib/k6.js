@@ -77,7 +77,7 @@ export function send(request, params) {
 function parsed(response) {
   try {
     return response.json();
-  } catch (error) {
+  } catch {
     return undefined;
   }
 }

@@ -40,7 +40,7 @@ export interface RunResult {
 
 export interface RunningLoad {
   /** Ends the run early (the result covers what was answered until then). */
-  stop(): void;
+  stop: () => void;
   /** Responses so far, by status. */
   statuses(): Record<string, number>;
   done: Promise<RunResult>;
@@ -53,6 +53,7 @@ export function startAutocannon(run: AutocannonRun): RunningLoad {
   const startedAt = performance.now();
   let lastAnswerAt = startedAt;
   let instance: ReturnType<typeof autocannon>;
+  const onResponse = run.onResponse;
   const done = new Promise<RunResult>((resolve, reject) => {
     instance = autocannon(
       {
@@ -71,14 +72,17 @@ export function startAutocannon(run: AutocannonRun): RunningLoad {
               ...run.request.headers,
             },
             ...(run.request.body === undefined ? {} : { body: run.request.body }),
-            ...(run.onResponse
-              ? { onResponse: (status, body, _context, headers) => run.onResponse!(status, body, headers) }
+            ...(onResponse
+              ? { onResponse: (status, body, _context, headers) => onResponse(status, body, headers) }
               : {}),
           },
         ],
       },
       (error, result) => {
-        if (error) return reject(error);
+        if (error) {
+          reject(error);
+          return;
+        }
         // autocannon's own elapsed time, in seconds; an early stop ends at the last answer.
         const durationS = Math.min(result.duration || Infinity, (lastAnswerAt - startedAt) / 1000 || Infinity);
         const responses = all.count;

@@ -256,7 +256,7 @@ function writeResults({ options, runId, startedAt, command }: Run, bench: Bench)
     jsonFile,
     JSON.stringify(
       { ...bench.results, goals: bench.goals },
-      (_key, value) => (typeof value === 'bigint' ? String(value) : value),
+      (_key, value: unknown) => (typeof value === 'bigint' ? String(value) : value),
       2,
     ),
   );

@@ -121,27 +121,30 @@ export async function runCapsScenario(scenario: CapsScenario): Promise<CapsRepor
   let load: LoadResult;
   let heldStatuses: number[] = [];
   if (scenario.heldBy === 'target') {
-    const target = scenario.target!;
+    const target = scenario.target;
+    if (!target) throw new Error(`the ${scenario.group} scenario is held by the target but has no target`);
     await drain(target);
     await target.reset();
-    let loading = true;
+    // Cleared when the load ends (a property: TypeScript would narrow a local flag to `true`).
+    const progress = { loading: true };
     const startedAt = Date.now();
     const running = scenario.load(concurrency, scenario.durationS + ARRIVAL_GRACE_MS / 1000 + 5);
     const done = running.done.finally(() => {
-      loading = false;
+      progress.loading = false;
     });
     // The overload lasts the scenario's duration, and at least until the cap's worth of requests
     // waits at the target (under a flood of 429s the admitted ones may take a while to get there).
     let during = await target.stats();
     while (
-      loading &&
+      progress.loading &&
       (Date.now() - startedAt < scenario.durationS * 1000 || during.waiting < scenario.cap) &&
       Date.now() - startedAt < scenario.durationS * 1000 + ARRIVAL_GRACE_MS
     ) {
       await sleep(25);
       during = await target.stats();
     }
-    if (!loading) throw new Error('the load ended before the target was read: the counts would include its teardown');
+    if (!progress.loading)
+      throw new Error('the load ended before the target was read: the counts would include its teardown');
     running.stop();
     load = await done;
     // Requests already on their way when the clients left arrive within this.
@@ -153,7 +156,8 @@ export async function runCapsScenario(scenario: CapsScenario): Promise<CapsRepor
     maxWaitingWithTeardown = after.maxWaiting;
     await drain(target);
   } else {
-    const clients = scenario.clients!;
+    const clients = scenario.clients;
+    if (!clients) throw new Error(`the ${scenario.group} scenario is held by its clients but has no clients`);
     await clients.hold(scenario.cap);
     admitted = await scenario.active();
     load = await scenario.load(concurrency - scenario.cap, scenario.durationS).done;

@@ -13,28 +13,36 @@ export function problemsOf429(body: string, headers: Record<string, unknown>, li
   const retryAfter = headers['retry-after'];
   if (typeof retryAfter !== 'string' || !/^[1-9][0-9]*$/.test(retryAfter))
     problems.push(`Retry-After is ${JSON.stringify(retryAfter)}`);
-  let parsed: any;
+  let parsed: unknown;
   try {
     parsed = JSON.parse(body);
   } catch {
     return [...problems, 'body is not JSON'];
   }
+  // The body's fields; none when it is not an object.
+  const fields = typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, unknown>) : {};
   const keys = Object.keys(parsed ?? {})
     .sort()
     .join(',');
   if (keys !== 'code,details,error,message,retryAfter') problems.push(`body fields are ${keys}`);
-  if (parsed?.code !== 'capacity_exceeded') problems.push(`code is ${JSON.stringify(parsed?.code)}`);
-  if (parsed?.error !== 'Too Many Requests') problems.push(`error is ${JSON.stringify(parsed?.error)}`);
-  if (typeof parsed?.message !== 'string') problems.push('message is not a string');
-  const details = /^([0-9]+)\/([0-9]+)$/.exec(String(parsed?.details));
-  if (!details) problems.push(`details is ${JSON.stringify(parsed?.details)}`);
+  if (fields.code !== 'capacity_exceeded') problems.push(`code is ${JSON.stringify(fields.code)}`);
+  if (fields.error !== 'Too Many Requests') problems.push(`error is ${JSON.stringify(fields.error)}`);
+  if (typeof fields.message !== 'string') problems.push('message is not a string');
+  const details = /^([0-9]+)\/([0-9]+)$/.exec(String(fields.details));
+  if (!details) problems.push(`details is ${JSON.stringify(fields.details)}`);
   else if (Number(details[1]) > Number(details[2]))
-    problems.push(`details ${parsed.details}: more active than the limit`);
+    problems.push(`details ${String(fields.details)}: more active than the limit`);
   else if (limit !== undefined && Number(details[2]) !== limit)
-    problems.push(`details ${parsed.details}: the limit is ${limit}`);
-  if (!Number.isInteger(parsed?.retryAfter) || parsed.retryAfter < 1 || String(parsed.retryAfter) !== retryAfter) {
+    problems.push(`details ${String(fields.details)}: the limit is ${limit}`);
+  const retryAfterField = fields.retryAfter;
+  if (
+    typeof retryAfterField !== 'number' ||
+    !Number.isInteger(retryAfterField) ||
+    retryAfterField < 1 ||
+    String(retryAfterField) !== retryAfter
+  ) {
     problems.push(
-      `retryAfter ${JSON.stringify(parsed?.retryAfter)} does not match Retry-After ${JSON.stringify(retryAfter)}`,
+      `retryAfter ${JSON.stringify(retryAfterField)} does not match Retry-After ${JSON.stringify(retryAfter)}`,
     );
   }
   return problems;

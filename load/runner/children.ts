@@ -35,8 +35,9 @@ export interface Child {
   process: ChildProcess;
   pid: number;
   /** What the child announced with its ready message (IPC children only). */
-  info: any;
-  call<T = any>(type: string, payload?: Record<string, unknown>, timeoutMs?: number): Promise<T>;
+  info: unknown;
+  /** Resolves with what the child's handler returned; T is taken on trust (it crossed IPC). */
+  call<T = unknown>(type: string, payload?: Record<string, unknown>, timeoutMs?: number): Promise<T>;
   /** SIGTERM, then SIGKILL after graceMs; resolves once the process has exited. */
   stop(graceMs?: number): Promise<void>;
   exited: Promise<number | null>;
@@ -92,28 +93,33 @@ export async function spawnChild(options: SpawnOptions): Promise<Child> {
     if (tail.length > 40) tail.splice(0, tail.length - 40);
   };
   child.stdout?.on('data', keep);
-  child.stderr!.on('data', (chunk: Buffer) => {
+  child.stderr?.on('data', (chunk: Buffer) => {
     keep(chunk);
     if (options.echoStderr) process.stderr.write(chunk.toString('utf8').replace(/^(?=.)/gm, `[${options.name}] `));
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const pending = new Map<
     number,
-    { resolve: (value: any) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }
+    { resolve: (value: unknown) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }
   >();
   let nextId = 1;
   let readyResolve: (info: unknown) => void = () => {};
   const ready = new Promise<unknown>((resolve) => {
     readyResolve = resolve;
   });
-  child.on('message', (message: any) => {
-    if (message?.type === 'ready') return readyResolve(message.info);
-    const waiter = pending.get(message?.id);
+  child.on('message', (message: unknown) => {
+    if (!isRecord(message)) return;
+    if (message.type === 'ready') {
+      readyResolve(message.info);
+      return;
+    }
+    if (typeof message.id !== 'number') return;
+    const waiter = pending.get(message.id);
     if (!waiter) return;
     pending.delete(message.id);
     clearTimeout(waiter.timer);
     if (message.ok) waiter.resolve(message.result);
-    else waiter.reject(new Error(`${options.name}: ${message.error}`));
+    else waiter.reject(new Error(`${options.name}: ${String(message.error)}`));
   });
   void exited.then((code) => {
     for (const waiter of pending.values()) {
@@ -123,21 +129,23 @@ export async function spawnChild(options: SpawnOptions): Promise<Child> {
     pending.clear();
   });
 
+  const pid = child.pid;
+  if (pid === undefined) throw new Error(`${options.name} did not start (${command} ${args.join(' ')})`);
   const handle: Child = {
     name: options.name,
     process: child,
-    pid: child.pid!,
+    pid,
     info: undefined,
     exited,
     output: () => tail.join('\n'),
-    call(type, payload = {}, timeoutMs = 120_000) {
-      return new Promise((resolve, reject) => {
+    call<T>(type: string, payload: Record<string, unknown> = {}, timeoutMs = 120_000) {
+      return new Promise<T>((resolve, reject) => {
         const id = nextId++;
         const timer = setTimeout(() => {
           pending.delete(id);
           reject(new Error(`${options.name}: ${type} did not answer within ${timeoutMs} ms`));
         }, timeoutMs);
-        pending.set(id, { resolve, reject, timer });
+        pending.set(id, { resolve: (value) => resolve(value as T), reject, timer });
         child.send({ id, type, ...payload });
       });
     },
@@ -177,10 +185,29 @@ export async function stopAllChildren(): Promise<void> {
   for (const child of [...children].reverse()) await child.stop().catch(() => {});
 }
 
-type Handler = (message: any) => unknown;
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null;
+}
+
+/** The url a server child announced in its ready message ({url, ...}). */
+export function announcedUrl(child: Child): string {
+  const info = child.info;
+  if (isRecord(info) && typeof info.url === 'string') return info.url;
+  throw new Error(`${child.name} announced no url (it announced ${JSON.stringify(info)})`);
+}
+
+/**
+ * Answers the calls of one type: the message is the call's payload with its id and type, as the
+ * bench sent it (each handler declares the payload it reads; it crossed IPC and is taken on trust).
+ */
+type Handler = (message: never) => unknown;
 
 /** For child scripts: announce readiness and answer the bench's calls; exits when the bench goes away. */
-export function serveChild(handlers: Record<string, Handler>, info: unknown = {}, onStop?: () => Promise<void>): void {
+export function serveChild(
+  handlers: Record<string, Handler>,
+  info: unknown = {},
+  onStop?: () => void | Promise<void>,
+): void {
   const stop = async () => {
     try {
       await onStop?.();
@@ -195,19 +222,21 @@ export function serveChild(handlers: Record<string, Handler>, info: unknown = {}
     process.on('SIGINT', () => void stop());
     return;
   }
-  process.on('message', (message: any) => {
-    const handler = handlers[message?.type];
+  const send = process.send.bind(process);
+  process.on('message', (message: unknown) => {
+    const call: Record<string, unknown> = isRecord(message) ? message : {};
+    const handler = typeof call.type === 'string' ? handlers[call.type] : undefined;
     if (!handler) {
-      process.send!({ id: message?.id, ok: false, error: `unknown call ${message?.type}` });
+      send({ id: call.id, ok: false, error: `unknown call ${String(call.type)}` });
       return;
     }
     Promise.resolve()
-      .then(() => handler(message))
+      .then(() => handler(call as never))
       .then(
-        (result) => process.send!({ id: message.id, ok: true, result }),
+        (result: unknown) => send({ id: call.id, ok: true, result }),
         (error: unknown) =>
-          process.send!({
-            id: message.id,
+          send({
+            id: call.id,
             ok: false,
             error: error instanceof Error ? (error.stack ?? error.message) : String(error),
           }),
@@ -234,7 +263,9 @@ const TICKS_PER_SECOND = 100;
 
 function statOf(pid: number): { ppid: number; cpuMs: number } | undefined {
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    const afterName = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1];
+    if (afterName === undefined) return undefined;
+    const fields = afterName.split(' ');
     // After "pid (comm) ": state is field 3, ppid 4, utime 14 and stime 15 (1-based, as in proc(5)).
     return { ppid: Number(fields[1]), cpuMs: ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND };
   } catch {
@@ -259,14 +290,13 @@ export function descendantsCpuMs(pid: number): number {
     if (stat) parents.set(Number(entry), stat);
   }
   let total = 0;
-  for (const [candidate, stat] of parents) {
+  for (const stat of parents.values()) {
     for (let ancestor = stat.ppid; ancestor > 1; ancestor = parents.get(ancestor)?.ppid ?? 0) {
       if (ancestor === pid) {
         total += stat.cpuMs;
         break;
       }
     }
-    void candidate;
   }
   return total;
 }

@@ -23,11 +23,15 @@ const server = http.createServer((req, res) => {
   req.on('end', () => {
     let call: { api_url?: string; method?: string };
     try {
-      call = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      call = JSON.parse(Buffer.concat(chunks).toString('utf8')) as typeof call;
     } catch {
-      return fail(res, 400, 'invalid JSON');
+      fail(res, 400, 'invalid JSON');
+      return;
     }
-    if (typeof call.api_url !== 'string') return fail(res, 400, 'api_url is required');
+    if (typeof call.api_url !== 'string') {
+      fail(res, 400, 'api_url is required');
+      return;
+    }
     const outbound = http.request(call.api_url, { method: call.method ?? 'GET', agent }, (answer) => {
       const body: Buffer[] = [];
       answer.on('data', (chunk: Buffer) => body.push(chunk));

@@ -4,6 +4,7 @@
  */
 import http from 'node:http';
 import type { LoadRequest } from './autocannon';
+import { itemAt } from './checked';
 import { checker, type Check429, type CheckedResult } from './checks';
 import { Samples, type LatencySummary } from './stats';
 
@@ -37,13 +38,24 @@ function random(seed: number): () => number {
   };
 }
 
-type MixEntry = ReturnType<typeof prepareMix>['prepared'][number];
+/** A request of the mix ready to send, with its own tallies. */
+interface MixEntry {
+  name: string;
+  request: LoadRequest;
+  weight: number;
+  url: URL;
+  body: Buffer | undefined;
+  headers: Record<string, string>;
+  samples: Samples;
+  statuses: Record<string, number>;
+}
 
 /** The mix's requests ready to send, each with its own tallies, and a weighted pick among them. */
 function prepareMix(run: ClientsRun) {
-  const mix = run.mix ?? [{ name: 'request', request: run.request!, weight: 1 }];
+  const mix = run.mix ?? (run.request ? [{ name: 'request', request: run.request, weight: 1 }] : undefined);
+  if (!mix) throw new Error('a clients run needs a request or a mix');
   const totalWeight = mix.reduce((sum, entry) => sum + entry.weight, 0);
-  const prepared = mix.map((entry) => {
+  const prepared = mix.map((entry): MixEntry => {
     const body = entry.request.body === undefined ? undefined : Buffer.from(entry.request.body);
     return {
       ...entry,
@@ -52,9 +64,9 @@ function prepareMix(run: ClientsRun) {
       headers: {
         ...(body ? { 'content-type': 'application/json', 'content-length': String(body.length) } : {}),
         ...entry.request.headers,
-      } as Record<string, string>,
+      },
       samples: new Samples(),
-      statuses: {} as Record<string, number>,
+      statuses: {},
     };
   });
   const pick = random(7);
@@ -64,7 +76,7 @@ function prepareMix(run: ClientsRun) {
       point -= entry.weight;
       if (point < 0) return entry;
     }
-    return prepared[prepared.length - 1]!;
+    return itemAt(prepared, prepared.length - 1, 'the mix');
   };
   return { prepared, choose };
 }
@@ -150,16 +162,18 @@ export async function clientsRun(run: ClientsRun, stoppers: Set<() => void>): Pr
   const endTimer = setTimeout(end, run.durationS * 1000);
   stoppers.add(end);
 
+  // A function, so that the check after a wait reads state.ended again (TypeScript would keep it narrowed).
+  const running = () => !state.ended && performance.now() < endAt;
   const client = async (index: number) => {
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     // Paced clients start spread over one interval, so that the overall rate is even.
     let next = startedAt + (intervalMs * index) / run.clients;
     try {
-      while (!state.ended && performance.now() < endAt) {
+      while (running()) {
         if (intervalMs > 0) {
           const wait = next - performance.now();
           if (wait > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(wait, endAt - performance.now())));
-          if (state.ended || performance.now() >= endAt) break;
+          if (!running()) break;
           next += intervalMs;
         }
         await sendOne(state, choose(), agent);

@@ -50,7 +50,21 @@ export interface PaidResult extends RunResult {
 const wallClock = () => performance.timeOrigin + performance.now();
 
 export async function paidRun(run: PaidRun): Promise<PaidResult> {
-  const pay = run.mode === 'direct' ? await paidFetch(run) : undefined;
+  // One call: direct with the paying client, or POST /proxy with the API key.
+  let send: () => Promise<Response>;
+  if (run.mode === 'direct') {
+    const pay = await paidFetch(run);
+    send = () => pay(run.targetUrl);
+  } else {
+    const apiKey = run.apiKey;
+    if (apiKey === undefined) throw new Error('a paid run through /proxy needs an API key');
+    send = () =>
+      fetch(new URL('/proxy', run.url), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
+        body: JSON.stringify({ api_url: run.targetUrl, method: 'GET' }),
+      });
+  }
   const all = new Samples();
   const byStatus = new Map<number, Samples>();
   const failures: string[] = [];
@@ -61,16 +75,9 @@ export async function paidRun(run: PaidRun): Promise<PaidResult> {
   const one = async () => {
     const sentAt = performance.now();
     const startedWall = wallClock();
-    let status = 0;
+    let status: number;
     try {
-      const response =
-        run.mode === 'direct'
-          ? await pay!(run.targetUrl)
-          : await fetch(new URL('/proxy', run.url), {
-              method: 'POST',
-              headers: { 'content-type': 'application/json', 'x-api-key': run.apiKey! },
-              body: JSON.stringify({ api_url: run.targetUrl, method: 'GET' }),
-            });
+      const response = await send();
       const text = await response.text();
       status = response.status;
       if (status !== 200 && failures.length < 5) failures.push(`${status} ${text.slice(0, 200)}`);

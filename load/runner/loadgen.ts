@@ -11,9 +11,9 @@
 import { startAutocannon, type AutocannonRun } from './autocannon';
 import { checker, type Check429, type CheckedResult } from './checks';
 import { serveChild } from './children';
-import { clientsRun } from './loadgen-clients';
+import { clientsRun, type ClientsRun } from './loadgen-clients';
 import { closeConnections, openConnections } from './loadgen-connections';
-import { paidRun } from './loadgen-paid';
+import { paidRun, type PaidRun } from './loadgen-paid';
 
 export type { CheckedResult } from './checks';
 export type { ClientsResult } from './loadgen-clients';
@@ -46,10 +46,10 @@ async function autocannonRun(message: {
 
 serveChild(
   {
-    autocannon: (message) => autocannonRun(message),
-    clients: (message) => clientsRun(message.run, stoppers),
-    paid: (message) => paidRun(message.run),
-    open: (message) => openConnections(message),
+    autocannon: (message: Parameters<typeof autocannonRun>[0]) => autocannonRun(message),
+    clients: (message: { run: ClientsRun }) => clientsRun(message.run, stoppers),
+    paid: (message: { run: PaidRun }) => paidRun(message.run),
+    open: (message: Parameters<typeof openConnections>[0]) => openConnections(message),
     stop: () => {
       for (const stop of stoppers) stop();
       return { stopped: stoppers.size };
@@ -57,7 +57,7 @@ serveChild(
     close: () => closeConnections(),
   },
   { pid: process.pid },
-  async () => {
+  () => {
     closeConnections();
   },
 );

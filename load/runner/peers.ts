@@ -4,11 +4,12 @@
  * The bench controls the /hold gate over IPC: stats, release, reset.
  */
 import { startPeers } from '../../devnet/index';
+import { defined } from './checked';
 import { serveChild } from './children';
 
 const holdTimeoutMs = Number(process.env.BENCH_HOLD_TIMEOUT_MS ?? 60_000);
 const peers = await startPeers({ networks: ['base-sepolia'], holdTimeoutMs });
-const target = peers.targets['base-sepolia']!;
+const target = defined(peers.targets['base-sepolia'], 'the base-sepolia target of the peers');
 
 function stats() {
   return {
@@ -23,13 +24,16 @@ function stats() {
 serveChild(
   {
     holdStats: () => stats(),
-    holdRelease: (message) => ({ released: target.hold.release(message.count ?? undefined), ...stats() }),
-    holdWaitFor: async (message) => {
+    holdRelease: (message: { count?: number | null }) => ({
+      released: target.hold.release(message.count ?? undefined),
+      ...stats(),
+    }),
+    holdWaitFor: async (message: { count: number; timeoutMs?: number }) => {
       await target.hold.waitForWaiting(message.count, message.timeoutMs ?? 10_000);
       return stats();
     },
     /** When the target received its latest requests (for timelines of paid calls). */
-    requests: (message) =>
+    requests: (message: { last?: number }) =>
       target.requests.slice(-(message.last ?? 100)).map((request) => ({
         route: request.route,
         paid: request.payment !== null,

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { serveChild } from './children';
 
-const body = JSON.parse(process.env.BENCH_CONFIG_BODY ?? '{"ok":true}');
+const body: unknown = JSON.parse(process.env.BENCH_CONFIG_BODY ?? '{"ok":true}');
 const app = express();
 app.disable('x-powered-by');
 app.set('etag', false);

@@ -6,6 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { entryOf, itemAt } from './checked';
 import { ROOT } from './children';
 
 interface ProfileNode {
@@ -40,7 +41,8 @@ export function originOf(url: string): string {
   const modules = file.lastIndexOf('/node_modules/');
   if (modules >= 0) {
     const rest = file.slice(modules + '/node_modules/'.length).split('/');
-    return `dep: ${rest[0]!.startsWith('@') ? `${rest[0]}/${rest[1]}` : rest[0]}`;
+    const first = itemAt(rest, 0, 'the path under node_modules');
+    return `dep: ${first.startsWith('@') ? `${first}/${rest[1]}` : first}`;
   }
   const relative = path.relative(ROOT, file);
   if (relative.startsWith('..')) return 'other';
@@ -66,7 +68,7 @@ export function summarizeProfile(file: string, top = 25, window?: ProfileWindow)
   for (let index = 0; index < profile.samples.length; index += 1) {
     at += profile.timeDeltas[index] ?? 0;
     if (at < from || at > to) continue;
-    const id = profile.samples[index]!;
+    const id = itemAt(profile.samples, index, 'the samples of the profile');
     selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[index] ?? 0));
   }
   // Inclusive time of our own functions (synchronous part: awaited continuations run elsewhere).
@@ -78,7 +80,7 @@ export function summarizeProfile(file: string, top = 25, window?: ProfileWindow)
   for (const [id, us] of selfUs) {
     const seen = new Set<string>();
     for (let current: number | undefined = id; current !== undefined; current = parent.get(current)) {
-      const node = byId.get(current)!;
+      const node = entryOf(byId, current, 'the nodes of the profile');
       if (!originOf(node.callFrame.url).startsWith('ours')) continue;
       const key = keyOf(node);
       if (seen.has(key)) continue;
@@ -91,7 +93,7 @@ export function summarizeProfile(file: string, top = 25, window?: ProfileWindow)
   const origins = new Map<string, number>();
   const functions = new Map<string, { origin: string; us: number }>();
   for (const [id, us] of selfUs) {
-    const node = byId.get(id)!;
+    const node = entryOf(byId, id, 'the nodes of the profile');
     const name = node.callFrame.functionName;
     if (name === '(idle)' || name === '(program)') {
       idleUs += name === '(idle)' ? us : 0;

@@ -26,7 +26,7 @@ export interface Scenarios {
   soak: { ratePerSecond: number; mix: Partial<Record<RequestName, number>> };
 }
 
-export const scenarios: Scenarios = JSON.parse(readFileSync(path.join(ROOT, 'load/scenarios.json'), 'utf8'));
+export const scenarios = JSON.parse(readFileSync(path.join(ROOT, 'load/scenarios.json'), 'utf8')) as Scenarios;
 
 export interface Bindings {
   holdUrl?: string;
@@ -60,11 +60,15 @@ function substitute(value: unknown, bindings: Bindings): unknown {
 
 export function requestOf(name: RequestName, bindings: Bindings): LoadRequest {
   const template = scenarios.requests[name];
-  if (template.apiKey && !bindings.apiKey) throw new Error(`${name} needs an API key`);
+  let headers: Record<string, string> | undefined;
+  if (template.apiKey) {
+    if (!bindings.apiKey) throw new Error(`${name} needs an API key`);
+    headers = { 'x-api-key': bindings.apiKey };
+  }
   return {
     method: template.method,
     path: substitute(template.path, bindings) as string,
-    ...(template.apiKey ? { headers: { 'x-api-key': bindings.apiKey! } } : {}),
+    ...(headers ? { headers } : {}),
     ...(template.body === undefined ? {} : { body: JSON.stringify(substitute(template.body, bindings)) }),
   };
 }

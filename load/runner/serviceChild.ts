@@ -71,8 +71,9 @@ export async function startServiceChild(options: ServiceChildOptions): Promise<S
   }
   let databaseUrl = options.env.DATABASE_URL;
   if (!databaseUrl) {
-    databaseUrl = JSON.parse(readFileSync(path.join(options.dataDir, 'postgres-connection.json'), 'utf8'))
-      .url as string;
+    databaseUrl = (
+      JSON.parse(readFileSync(path.join(options.dataDir, 'postgres-connection.json'), 'utf8')) as { url: string }
+    ).url;
   }
   return { child, url, pid: child.pid, databaseUrl, stop: () => child.stop(30_000) };
 }

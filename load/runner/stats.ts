@@ -1,4 +1,6 @@
 /** Latency samples (milliseconds, sub-millisecond precision) and their summary. */
+import { itemAt } from './checked';
+
 export interface LatencySummary {
   count: number;
   p50: number;
@@ -28,7 +30,8 @@ export class Samples {
   summary(): LatencySummary {
     if (this.size === 0) return { count: 0, p50: NaN, p90: NaN, p99: NaN, max: NaN, mean: NaN };
     const sorted = this.values.slice(0, this.size).sort();
-    const at = (q: number) => sorted[Math.min(this.size - 1, Math.max(0, Math.ceil(q * this.size) - 1))]!;
+    const at = (q: number) =>
+      itemAt(sorted, Math.min(this.size - 1, Math.max(0, Math.ceil(q * this.size) - 1)), 'the samples');
     let total = 0;
     for (const value of sorted) total += value;
     return {
@@ -36,7 +39,7 @@ export class Samples {
       p50: at(0.5),
       p90: at(0.9),
       p99: at(0.99),
-      max: sorted[this.size - 1]!,
+      max: itemAt(sorted, this.size - 1, 'the samples'),
       mean: total / this.size,
     };
   }
@@ -46,5 +49,6 @@ export function median(values: number[]): number {
   const finite = values.filter((value) => Number.isFinite(value)).sort((a, b) => a - b);
   if (finite.length === 0) return NaN;
   const middle = Math.floor(finite.length / 2);
-  return finite.length % 2 === 1 ? finite[middle]! : (finite[middle - 1]! + finite[middle]!) / 2;
+  const at = (index: number) => itemAt(finite, index, 'median');
+  return finite.length % 2 === 1 ? at(middle) : (at(middle - 1) + at(middle)) / 2;
 }

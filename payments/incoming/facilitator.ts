@@ -18,7 +18,8 @@ export type FacilitatorSettlement =
 
 async function readBounded(response: Response, maxBytes: number): Promise<string | undefined> {
   if (!response.body) return '';
-  const reader = response.body.getReader();
+  // A fetch body is a stream of bytes (Fetch standard), which undici types as ReadableStream<any>.
+  const reader = (response.body as ReadableStream<Uint8Array>).getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
   for (;;) {

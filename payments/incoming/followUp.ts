@@ -16,7 +16,7 @@ import type { RelayTransactionState } from '../../db/schema';
 import type { Db } from '../../db/index';
 import type { Deps } from '../deps';
 import { reconcileSettlement } from './settle';
-import { findRelayTransaction, markSettleFailed, type RelayTransaction } from './store';
+import { findRelayTransaction, getRelayTransaction, markSettleFailed, type RelayTransaction } from './store';
 
 type Step<R> = (row: RelayTransaction) => R | Promise<R>;
 
@@ -53,7 +53,7 @@ export async function followUpOpenPayment<R>(
     const wait = rules.requestActive?.(row, 'received');
     if (wait !== undefined) return wait;
     await markSettleFailed(db, relayTxId, 'abandoned', rules.abandonedDetails);
-    row = (await findRelayTransaction(db, relayTxId))!;
+    row = await getRelayTransaction(db, relayTxId);
     if (row.state === 'settle_failed') return rules.neverSettled(row);
   }
   if (row.state === 'settling') {
@@ -61,7 +61,7 @@ export async function followUpOpenPayment<R>(
     if (wait !== undefined) return wait;
     const settlement = await reconcileSettlement(db, relayTxId, deps);
     if (!settlement.settled && settlement.pending) return rules.settlementPending(row);
-    row = (await findRelayTransaction(db, relayTxId))!;
+    row = await getRelayTransaction(db, relayTxId);
     if (!settlement.settled && row.state === 'settle_failed') return rules.neverSettled(row);
   }
   if (row.state === 'settled') return rules.settled(row);

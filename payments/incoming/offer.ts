@@ -23,6 +23,13 @@ export interface OfferOptions {
   solanaFeePayer?: string;
 }
 
+/** The EIP-712 domain clients sign with: every EVM network of NETWORK_TABLE has one. */
+function eip712Extra(network: NetworkName): { name: string; version: string } {
+  const { eip712 } = NETWORK_TABLE[network];
+  if (eip712 === undefined) throw new Error(`NETWORK_TABLE gives ${network} no EIP-712 domain`);
+  return { name: eip712.name, version: eip712.version };
+}
+
 export function relayRequirements(
   chains: Chains,
   networkName: string,
@@ -35,7 +42,7 @@ export function relayRequirements(
   const entry = NETWORK_TABLE[network.name];
   const extra =
     entry.chainType === 'evm'
-      ? { name: entry.eip712!.name, version: entry.eip712!.version }
+      ? eip712Extra(network.name)
       : { feePayer: options.solanaFeePayer ?? network.serviceAddress };
   return ok({
     scheme: 'exact',

@@ -36,7 +36,7 @@ export interface RelayRequest {
 
 /** Runs `work` in the caller's transaction, or in a new one. */
 export function inTransaction<T>(db: Db | Tx, work: (tx: Tx) => Promise<T>): Promise<T> {
-  return db.isTransaction ? work(db as Tx) : (db as Db).transaction().execute(work);
+  return db.isTransaction ? work(db as Tx) : db.transaction().execute(work);
 }
 
 /**
@@ -79,6 +79,13 @@ export async function recordClientPayment(
 
 export async function findRelayTransaction(db: Db | Tx, id: bigint): Promise<RelayTransaction | undefined> {
   return db.selectFrom('relay_transactions').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** A row known to exist (read or written earlier): relay transactions are never deleted, so its absence is a bug. */
+export async function getRelayTransaction(db: Db | Tx, id: bigint): Promise<RelayTransaction> {
+  const row = await findRelayTransaction(db, id);
+  if (!row) throw new Error(`relay transaction ${id} is missing`);
+  return row;
 }
 
 export function storedPayment(row: RelayTransaction): { payment: PaymentPayload; requirements: PaymentRequirements } {

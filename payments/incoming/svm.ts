@@ -58,7 +58,10 @@ const REFUND_COMPUTE_UNIT_LIMIT_SPREAD = 100_000n;
 type Failure = { ok: false; reason: VerifyFailureReason; details: string };
 
 function describe(value: unknown): string {
-  return JSON.stringify(value, (_key, item) => (typeof item === 'bigint' ? item.toString() : item)) ?? String(value);
+  // JSON.stringify answers undefined for undefined (and functions), whatever its declared type.
+  const json = JSON.stringify(value, (_key, item: unknown) => (typeof item === 'bigint' ? item.toString() : item)) as
+    string | undefined;
+  return json ?? String(value);
 }
 
 function rpcUnavailable(error: unknown): Failure {
@@ -104,10 +107,15 @@ export async function checkWithCluster(
       .isBlockhashValid(inspected.blockhash, { commitment: 'confirmed' })
       .send(bounded(limits));
     if (!blockhashValid) return fail('expired', 'the transaction blockhash is no longer valid');
-    const [source, destination] = await fetchEncodedAccounts(rpc, [inspected.source, inspected.destination], {
-      ...bounded(limits),
-      commitment: 'confirmed',
-    });
+    // One account per address asked, in order.
+    const [source, destination] = await fetchEncodedAccounts<[string, string]>(
+      rpc,
+      [inspected.source, inspected.destination],
+      {
+        ...bounded(limits),
+        commitment: 'confirmed',
+      },
+    );
     const sourceToken = readTokenAccount(source);
     if (!sourceToken) return fail('insufficient_funds', `the payer's token account ${inspected.source} does not exist`);
     if (
@@ -285,10 +293,14 @@ export async function buildSolanaRefund(
   const source = await usdcAccountOf(signer.address, usdc);
   const destination = await usdcAccountOf(input.recipient, usdc);
   try {
-    const [sourceAccount, destinationAccount] = await fetchEncodedAccounts(rpc, [source, destination], {
-      ...bounded(limits),
-      commitment: 'confirmed',
-    });
+    const [sourceAccount, destinationAccount] = await fetchEncodedAccounts<[string, string]>(
+      rpc,
+      [source, destination],
+      {
+        ...bounded(limits),
+        commitment: 'confirmed',
+      },
+    );
     const destinationToken = readTokenAccount(destinationAccount);
     if (
       !destinationToken ||

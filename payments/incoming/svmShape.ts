@@ -22,7 +22,6 @@ import {
   type Address,
   type Blockhash,
   type Instruction,
-  type SignatureBytes,
   type Transaction,
 } from '@solana/kit';
 import {
@@ -178,7 +177,7 @@ export async function inspectSolanaPayment(
   ).data;
   if (units > limits.maxComputeUnitLimit)
     return fail('compute_budget_too_high', `compute unit limit ${units} is over ${limits.maxComputeUnitLimit}`);
-  if (BigInt(microLamports) > limits.maxComputeUnitPriceMicroLamports) {
+  if (microLamports > limits.maxComputeUnitPriceMicroLamports) {
     return fail(
       'compute_budget_too_high',
       `compute unit price ${microLamports} is over ${limits.maxComputeUnitPriceMicroLamports} micro-lamports`,
@@ -199,7 +198,7 @@ export async function inspectSolanaPayment(
   const amount = BigInt(offered.maxAmountRequired);
   if (parsed.data.amount !== amount)
     return fail('wrong_amount', `the transfer is of ${parsed.data.amount}, the price is ${amount}`);
-  const destination = await usdcAccountOf(offered.payTo as Address, mint);
+  const destination = await usdcAccountOf(offered.payTo, mint);
   if (parsed.accounts.destination.address !== destination) {
     return fail(
       'wrong_recipient',
@@ -221,11 +220,11 @@ export async function inspectSolanaPayment(
     return invalid('the fee payer has already signed');
   const payerSignature = transaction.signatures[payer];
   if (!payerSignature) return fail('invalid_signature', 'the payer has not signed');
-  let signatureValid = false;
+  let signatureValid: boolean;
   try {
     signatureValid = await verifySignature(
       await getPublicKeyFromAddress(payer),
-      payerSignature as SignatureBytes,
+      payerSignature,
       transaction.messageBytes,
     );
   } catch {
@@ -235,7 +234,7 @@ export async function inspectSolanaPayment(
 
   return ok({
     transaction,
-    feePayer: feePayer as Address,
+    feePayer,
     payer,
     source: parsed.accounts.source.address,
     destination,

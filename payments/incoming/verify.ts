@@ -39,7 +39,10 @@ export async function verifyPayment(
   deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
   options: { minValiditySeconds?: number } = {},
 ): Promise<Result<VerifiedClientPayment, VerifyFailureReason>> {
-  if (payment.scheme !== 'exact') return fail('invalid_scheme', `scheme "${String(payment.scheme)}" is not exact`);
+  // A stored payment (reverify before settling) is database JSON read back as a PaymentPayload: the
+  // scheme is checked again here, whatever the type says.
+  const scheme: string = payment.scheme;
+  if (scheme !== 'exact') return fail('invalid_scheme', `scheme "${scheme}" is not exact`);
   const network = canonicalNetwork(payment.network);
   const requirements =
     network === undefined ? undefined : offered.find((entry) => canonicalNetwork(entry.network) === network);
@@ -53,6 +56,11 @@ export async function verifyPayment(
   }
   const verified = await verifySolanaPayment(payment, requirements, network, deps);
   if (!verified.ok) return verified;
-  const { inspected: _inspected, coSigned: _coSigned, ...publicPart } = verified.value;
+  // The decoded transaction and our signature stay inside: settle.ts asks verifySolanaPayment for them.
+  const publicPart: VerifiedClientPayment & Partial<Pick<typeof verified.value, 'inspected' | 'coSigned'>> = {
+    ...verified.value,
+  };
+  delete publicPart.inspected;
+  delete publicPart.coSigned;
   return ok(publicPart);
 }

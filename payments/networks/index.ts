@@ -87,33 +87,37 @@ export async function createChains(
     choice: PaymentChoice,
     { now, nonce }: { now: Date; nonce?: `0x${string}` },
   ): Promise<Result<PreparedPayment, SignFailureReason | BuildFailureReason>> {
-    if (choice.chainType === 'evm') {
-      const signed = await evm.signTransferAuthorization(choice.requirements, { now, nonce });
-      if (!signed.ok) return signed;
-      const { network, payment, header, authorization } = signed.value;
-      return ok({
-        network,
-        payment,
-        header,
-        payer: authorization.from,
-        reference: authorization.nonce,
-        expiresAt: { unixSeconds: authorization.validBefore },
-      });
+    switch (choice.chainType) {
+      case 'evm': {
+        const signed = await evm.signTransferAuthorization(choice.requirements, { now, nonce });
+        if (!signed.ok) return signed;
+        const { network, payment, header, authorization } = signed.value;
+        return ok({
+          network,
+          payment,
+          header,
+          payer: authorization.from,
+          reference: authorization.nonce,
+          expiresAt: { unixSeconds: authorization.validBefore },
+        });
+      }
+      case 'solana': {
+        const built = await svm.buildExactPayment(choice.requirements);
+        if (!built.ok) return built;
+        const { network, payment, header, payer, payerSignature, lastValidBlockHeight } = built.value;
+        return ok({
+          network,
+          payment,
+          header,
+          payer,
+          reference: payerSignature,
+          expiresAt: { blockHeight: lastValidBlockHeight },
+        });
+      }
+      default:
+        // A choice is plain data a caller may have built itself: its chain type is checked, not trusted.
+        return fail('invalid_requirements', `unknown chain type of ${choice.network}`);
     }
-    if (choice.chainType === 'solana') {
-      const built = await svm.buildExactPayment(choice.requirements);
-      if (!built.ok) return built;
-      const { network, payment, header, payer, payerSignature, lastValidBlockHeight } = built.value;
-      return ok({
-        network,
-        payment,
-        header,
-        payer,
-        reference: payerSignature,
-        expiresAt: { blockHeight: lastValidBlockHeight },
-      });
-    }
-    return fail('invalid_requirements', `unknown chain type of ${choice.network}`);
   }
 
   // viem's http transport and kit's RPC hold no sockets of their own between requests.

@@ -120,7 +120,7 @@ export function parseIpv6(text: string): bigint | null {
   const [head, tail] = withHexTail(bare).split('::') as [string, string | undefined];
   const headGroups = head === '' ? [] : head.split(':');
   const tailGroups = tail === undefined || tail === '' ? [] : tail.split(':');
-  const zeros = tail === undefined ? [] : Array(8 - headGroups.length - tailGroups.length).fill('0');
+  const zeros = tail === undefined ? [] : Array<string>(8 - headGroups.length - tailGroups.length).fill('0');
   return [...headGroups, ...zeros, ...tailGroups].reduce(
     (sum, group) => (sum << 16n) | BigInt(parseInt(group, 16)),
     0n,

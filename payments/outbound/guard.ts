@@ -47,10 +47,10 @@ export function parseAllowHosts(list: string | readonly string[]): OutboundResul
   const entries = (typeof list === 'string' ? list.split(',') : list).map((entry) => entry.trim()).filter(Boolean);
   const allowHosts = new Set<string>();
   for (const entry of entries) {
-    const match = ALLOW_HOST_ENTRY.exec(entry);
-    const port = match ? Number(match[2]) : 0;
-    const hostname = match ? normaliseHostname(match[1]) : null;
-    if (!match || hostname === null || port < 1 || port > 65535) {
+    const [, host, portDigits] = ALLOW_HOST_ENTRY.exec(entry) ?? [];
+    const port = portDigits === undefined ? 0 : Number(portDigits);
+    const hostname = host === undefined ? null : normaliseHostname(host);
+    if (hostname === null || port < 1 || port > 65535) {
       const details = `allow-list entry ${JSON.stringify(entry)} is not host:port (for example 127.0.0.1:4010)`;
       return { ok: false, error: new OutboundError('invalid_allow_host', details) };
     }
@@ -79,14 +79,15 @@ export async function checkUrl(url: string | URL, resolver: Resolver, allowHosts
   } catch {
     return refuse('invalid_url', `api_url ${JSON.stringify(String(url))} is not an absolute URL`);
   }
-  if (!(parsed.protocol in DEFAULT_PORTS)) {
+  const defaultPort = DEFAULT_PORTS[parsed.protocol];
+  if (defaultPort === undefined) {
     return refuse('unsupported_scheme', `api_url scheme ${parsed.protocol} is not allowed; use http or https`);
   }
   if (parsed.username !== '' || parsed.password !== '') {
     return refuse('invalid_url', 'api_url must not carry credentials; use the auth field');
   }
   const hostname = parsed.hostname.replace(/^\[(.*)\]$/, '$1');
-  const port = parsed.port === '' ? DEFAULT_PORTS[parsed.protocol] : Number(parsed.port);
+  const port = parsed.port === '' ? defaultPort : Number(parsed.port);
   const allowListed = allowHosts.has(`${parsed.hostname}:${port}`);
 
   const resolution = await resolve(hostname, resolver);

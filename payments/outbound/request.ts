@@ -7,7 +7,8 @@ export type TargetMethod = (typeof TARGET_METHODS)[number];
 /** The call request of spec section 2.1, as received (already schema-validated, checked again here). */
 export interface CallRequest {
   api_url: string;
-  method: string;
+  /** A method name; unknown like the fields below until checked (build). */
+  method: unknown;
   json?: unknown;
   data?: unknown;
   body?: unknown;
@@ -193,6 +194,12 @@ function basicAuthorization(auth: unknown): string {
   return `Basic ${Buffer.from(`${username}:${password}`, 'utf8').toString('base64')}`;
 }
 
+/** The name of a `name=value` pair of a Cookie header: all of it when there is no `=`. */
+function cookieName(pair: string): string {
+  const [name = ''] = pair.split('=');
+  return name.trim();
+}
+
 /** Cookies from the cookies field replace same-named ones from a Cookie header. */
 function mergedCookies(cookieHeader: string | undefined, cookies: unknown): string {
   const added = new Map<string, string>();
@@ -210,6 +217,6 @@ function mergedCookies(cookieHeader: string | undefined, cookies: unknown): stri
   const kept = (cookieHeader ?? '')
     .split(';')
     .map((pair) => pair.trim())
-    .filter((pair) => pair !== '' && !added.has(pair.split('=')[0].trim()));
+    .filter((pair) => pair !== '' && !added.has(cookieName(pair)));
   return [...kept, ...[...added].map(([name, value]) => `${name}=${value}`)].join('; ');
 }

@@ -103,7 +103,10 @@ export async function sendTargetRequest(request: TargetRequest, options: SendOpt
 function beforeDeadline<T>(work: Promise<T>, exchange: Pick<Exchange, 'signal' | 'timeoutMs'>): Promise<T> {
   return new Promise((resolve, reject) => {
     const onAbort = () => reject(timeoutError(exchange.timeoutMs));
-    if (exchange.signal.aborted) return onAbort();
+    if (exchange.signal.aborted) {
+      onAbort();
+      return;
+    }
     exchange.signal.addEventListener('abort', onAbort, { once: true });
     work.then(resolve, reject).finally(() => exchange.signal.removeEventListener('abort', onAbort));
   });
@@ -117,7 +120,7 @@ function redirected(previous: TargetRequest, previousUrl: URL, response: TargetR
   } catch {
     throw new OutboundError('malformed_response', 'target redirected to an invalid URL');
   }
-  const headers = { ...previous.headers };
+  let headers = { ...previous.headers };
   let method: TargetMethod = previous.method;
   let body = previous.body;
   if (
@@ -126,12 +129,16 @@ function redirected(previous: TargetRequest, previousUrl: URL, response: TargetR
   ) {
     method = 'GET';
     body = undefined;
-    for (const name of BODY_HEADERS) delete headers[name];
+    headers = withoutHeaders(headers, BODY_HEADERS);
   }
   if (next.origin !== previousUrl.origin) {
-    for (const name of CREDENTIAL_HEADERS) delete headers[name];
+    headers = withoutHeaders(headers, CREDENTIAL_HEADERS);
   }
   return { url: next.href, method, headers, ...(body ? { body } : {}) };
+}
+
+function withoutHeaders(headers: Record<string, string>, names: readonly string[]): Record<string, string> {
+  return Object.fromEntries(Object.entries(headers).filter(([name]) => !names.includes(name)));
 }
 
 /** Resolves to `addresses` only, whatever the host: the connection cannot reach an unchecked address. */
@@ -139,8 +146,9 @@ function pinnedLookup(target: VettedTarget): LookupFunction {
   return (hostname, options, callback) => {
     const family = options.family === 4 || options.family === 6 ? options.family : 0;
     const candidates = target.addresses.filter((candidate) => family === 0 || candidate.family === family);
+    const [first] = candidates;
     process.nextTick(() => {
-      if (hostname !== target.hostname || candidates.length === 0) {
+      if (hostname !== target.hostname || first === undefined) {
         const error = Object.assign(new Error(`no vetted address for ${hostname}`), { code: 'ENOTFOUND' });
         callback(error, '');
       } else if (options.all) {
@@ -149,7 +157,7 @@ function pinnedLookup(target: VettedTarget): LookupFunction {
           candidates.map(({ address, family }) => ({ address, family })),
         );
       } else {
-        callback(null, candidates[0].address, candidates[0].family);
+        callback(null, first.address, first.family);
       }
     });
   };
@@ -225,13 +233,17 @@ function exchangeOnce(
       else resolve(response as TargetResponse);
     };
     const onAbort = () => finish(timeoutError(exchange.timeoutMs));
-    if (exchange.signal.aborted) return onAbort();
+    if (exchange.signal.aborted) {
+      onAbort();
+      return;
+    }
     exchange.signal.addEventListener('abort', onAbort, { once: true });
 
     try {
       outgoing = exchange.transport(target.url.protocol as 'http:' | 'https:', requestOptions(target, request, agent));
     } catch (cause) {
-      return finish(new OutboundError('invalid_header', 'the request cannot be sent as HTTP', { cause }));
+      finish(new OutboundError('invalid_header', 'the request cannot be sent as HTTP', { cause }));
+      return;
     }
     const sent = outgoing;
     sent.on('socket', (socket) => {
@@ -248,10 +260,14 @@ function exchangeOnce(
       const headers = withoutHopByHop(incoming.headers);
       const status = incoming.statusCode ?? 0;
       const url = target.url.href;
-      if (exchange.follows(status, headers)) return finish(null, { status, headers, body: Buffer.alloc(0), url });
+      if (exchange.follows(status, headers)) {
+        finish(null, { status, headers, body: Buffer.alloc(0), url });
+        return;
+      }
       readBody(incoming, exchange.maxResponseBytes).then(
         (body) => finish(null, { status, headers, body, url }, { keepConnection: true }),
-        (error: OutboundError) => finish(error),
+        // readBody rejects with an OutboundError only.
+        (error: unknown) => finish(error as OutboundError),
       );
     });
     sent.end(request.body);
@@ -262,7 +278,10 @@ function readBody(incoming: http.IncomingMessage, maxBytes: number): Promise<Buf
   return new Promise((resolve, reject) => {
     const tooLarge = () => new OutboundError('response_too_large', `target response is larger than ${maxBytes} bytes`);
     const declared = Number(incoming.headers['content-length']);
-    if (declared > maxBytes) return reject(tooLarge());
+    if (declared > maxBytes) {
+      reject(tooLarge());
+      return;
+    }
     const chunks: Buffer[] = [];
     let size = 0;
     incoming.on('data', (chunk: Buffer) => {

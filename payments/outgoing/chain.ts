@@ -62,13 +62,20 @@ export type ChainReading =
   /** The chain could not be read; try again later. */
   | { state: 'unknown'; details: string };
 
+/** A payment whose payer is recorded: the only kind the chain can be asked about. */
+type PaymentWithPayer = SignedTargetPayment & { payer: string };
+
+function hasPayer(payment: SignedTargetPayment): payment is PaymentWithPayer {
+  return payment.payer !== null;
+}
+
 export async function readPaymentOnChain(
   chains: Chains,
   payment: SignedTargetPayment,
   { now, reportedTxHash }: { now: Date; reportedTxHash?: string },
 ): Promise<ChainReading> {
   const network = canonicalNetwork(payment.network);
-  if (network === undefined || payment.payer === null)
+  if (network === undefined || !hasPayer(payment))
     return { state: 'unknown', details: `${payment.label} has no network or payer` };
   if (payment.chainType === 'solana')
     return readSolanaPayment(chains, network, payment, reportedTxHash ?? payment.txHash ?? undefined);
@@ -89,11 +96,12 @@ const authorizationUsedEvent = parseAbiItem(
 async function receiptProvesUse(
   chains: Chains,
   network: NetworkName,
-  payment: SignedTargetPayment,
+  payment: PaymentWithPayer,
   hash: string,
 ): Promise<boolean> {
   const clients = chains.evm.networks.get(network);
-  if (!clients || payment.nonce === null || payment.payer === null || !/^0x[0-9a-fA-F]{64}$/.test(hash)) return false;
+  const { payer, nonce } = payment;
+  if (!clients || nonce === null || !/^0x[0-9a-fA-F]{64}$/.test(hash)) return false;
   try {
     const receipt = await clients.publicClient.getTransactionReceipt({ hash: hash as Hex });
     if (receipt.status !== 'success') return false;
@@ -101,8 +109,8 @@ async function receiptProvesUse(
     const events = parseEventLogs({ abi: [authorizationUsedEvent], logs: usdcLogs, strict: true });
     return events.some(
       (event) =>
-        getAddress(event.args.authorizer) === getAddress(payment.payer!) &&
-        event.args.nonce.toLowerCase() === payment.nonce!.toLowerCase(),
+        getAddress(event.args.authorizer) === getAddress(payer) &&
+        event.args.nonce.toLowerCase() === nonce.toLowerCase(),
     );
   } catch {
     // Not found yet, or the node did not answer: the full reading decides.
@@ -113,7 +121,7 @@ async function receiptProvesUse(
 async function readEvmPayment(
   chains: Chains,
   network: NetworkName,
-  payment: SignedTargetPayment,
+  payment: PaymentWithPayer,
   now: Date,
 ): Promise<ChainReading> {
   // The block is read before the authorization: if this block is already past validBefore and the
@@ -121,7 +129,7 @@ async function readEvmPayment(
   if (payment.nonce === null) return { state: 'unknown', details: `${payment.label} has no authorization nonce` };
   const block = await chains.evm.latestBlock(network);
   if (!block.ok) return { state: 'unknown', details: block.details };
-  const use = await chains.evm.findAuthorizationUse(network, payment.payer!, payment.nonce);
+  const use = await chains.evm.findAuthorizationUse(network, payment.payer, payment.nonce);
   if (!use.ok) return { state: 'unknown', details: use.details };
   if (use.value.state === 'settled') {
     return {
@@ -157,7 +165,7 @@ async function readEvmPayment(
 async function readSolanaPayment(
   chains: Chains,
   network: NetworkName,
-  payment: SignedTargetPayment,
+  payment: PaymentWithPayer,
   candidate: string | undefined,
 ): Promise<ChainReading> {
   // Height first, for the same reason as the EVM block: a later "not found" is then final.
@@ -185,7 +193,7 @@ async function readSolanaPayment(
 async function ourTransaction(
   chains: Chains,
   network: NetworkName,
-  payment: SignedTargetPayment,
+  payment: PaymentWithPayer,
   signature: string,
 ): Promise<ChainReading> {
   const status = await chains.svm.signatureStatus(network, signature);
@@ -196,7 +204,7 @@ async function ourTransaction(
   if (!confirmed) return { state: 'open', details: `transaction ${signature} not confirmed yet` };
   const transaction = await chains.svm.transactionSignatures(network, signature);
   if (!transaction.ok) return { state: 'unknown', details: transaction.details };
-  if (!transaction.value.found || transaction.value.signatures[payment.payer!] !== payment.payerSignature) {
+  if (!transaction.value.found || transaction.value.signatures[payment.payer] !== payment.payerSignature) {
     // Not our transfer: the report is ignored and the payment's own expiry decides.
     return { state: 'open', details: `transaction ${signature} does not carry our signature` };
   }

@@ -5,7 +5,7 @@
  * it concludes afterwards, is its own.
  */
 import type { Deps } from '../deps';
-import type { Chains, PreparedPayment } from '../networks/index';
+import type { PreparedPayment } from '../networks/index';
 import { buildTargetRequest, type CallRequest, type TargetRequest, type TargetResponse } from '../outbound/index';
 import type { PaymentChoice } from '../x402/choose';
 import { decodePaymentResponseHeader } from '../x402/headers';

@@ -127,7 +127,7 @@ async function payAndRetry(
   choice: PaymentChoice,
   remainingMs: () => number,
 ): Promise<ProxyOutcome> {
-  const { db, config, chains, clock, log } = deps;
+  const { db, config, clock, log } = deps;
   const { totalCredits } = proxyCredits(choice.amountMicroUsdc, config.proxyFeePercent);
   const reference = randomNonce();
   const holding = holdProxyPayment(db, {

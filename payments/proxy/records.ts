@@ -7,6 +7,7 @@
  */
 import { sql, type Selectable } from 'kysely';
 import type { Db, Tx } from '../../db/index';
+import { firstRow } from '../../db/rows';
 import type { ProxyPaymentsTable } from '../../db/schema';
 import type { AuthenticatedKey } from '../accounts';
 import { reservationResultOf, reserveCreditsCall, type ReservationResult, type ReservationRow } from '../credits';
@@ -73,7 +74,7 @@ export async function holdProxyPayment(db: Db, payment: NewProxyPayment): Promis
       returning id
     )
     select r.*, (select p.id from p) as id from r`.execute(db);
-  const row = rows[0]!;
+  const row = firstRow(rows, `proxy payment ${payment.reference}: reserve_credits`);
   const result = reservationResultOf(row);
   if (!result.reserved) return result;
   if (row.id === null) throw new Error(`proxy payment ${payment.reference}: reserved, but no row was written`);

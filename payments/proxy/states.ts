@@ -18,6 +18,7 @@
  */
 import { sql } from 'kysely';
 import type { Db, Tx } from '../../db/index';
+import { firstRow } from '../../db/rows';
 import type { ProxyPaymentState } from '../../db/schema';
 import { allowedFrom, type MoveTable } from '../states';
 
@@ -67,12 +68,12 @@ export async function moveProxyPayment(db: Db | Tx, reference: string, move: Pro
         select charge_proxy_payment(${reference}::text, ${move.txHash}::text, ${move.outcome}::text) as charged`.execute(
         db,
       );
-      return rows[0]!.charged;
+      return firstRow(rows, 'charge_proxy_payment').charged;
     }
     case 'released': {
       const { rows } = await sql<{ released: boolean }>`
         select release_proxy_payment(${reference}::text, ${move.outcome}::text) as released`.execute(db);
-      return rows[0]!.released;
+      return firstRow(rows, 'release_proxy_payment').released;
     }
   }
 }

@@ -32,7 +32,12 @@ import { admitClientPayment, type RelayLimitRefusal } from './admit';
 import { deliver, handOver, scheduleRefund, targetPaymentOf, watchTargetPayment } from './outcome';
 import { quoteRelay, relayOffers, type RelayQuote } from './quote';
 import { settleClientPayment, type SettleFailureReason } from '../incoming/settle';
-import { findRelayTransaction, recordTargetPayment, type RelayTransaction } from '../incoming/store';
+import {
+  findRelayTransaction,
+  getRelayTransaction,
+  recordTargetPayment,
+  type RelayTransaction,
+} from '../incoming/store';
 import type { Deps } from '../deps';
 import { verifyPayment } from '../incoming/verify';
 
@@ -327,7 +332,7 @@ async function payTarget(
 
   const { response } = answer;
   const reportedTxHash = reportedSettlement(response);
-  const current = (await findRelayTransaction(db, row.id))!;
+  const current = await getRelayTransaction(db, row.id);
   const reading = await readPaymentOnChain(
     deps.chains,
     { ...targetPaymentOf(current), txHash: reportedTxHash ?? null },

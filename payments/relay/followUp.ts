@@ -17,7 +17,7 @@ import { usdcText } from '../money';
 import { closeRecord, deliver, refundedOutcome, scheduleRefund, targetPaymentOf } from './outcome';
 import { reconcileRefund, refundClientPayment, type RefundOutcome } from '../incoming/refund';
 import { followUpOpenPayment } from '../incoming/followUp';
-import { findRelayTransaction, liveRefund, type RelayTransaction } from '../incoming/store';
+import { findRelayTransaction, getRelayTransaction, liveRefund, type RelayTransaction } from '../incoming/store';
 
 /** A failed refund is tried again after 5 s, 10 s, 20 s, ...; after this many failures the record says refund_failed. */
 export const MAX_REFUND_ATTEMPTS = 5;
@@ -141,14 +141,14 @@ export async function followUpRefund(
   } else {
     outcome = await refundClientPayment(db, id, deps);
   }
-  if (outcome.refunded) return finishRefunded((await findRelayTransaction(db, id))!, deps);
+  if (outcome.refunded) return finishRefunded(await getRelayTransaction(db, id), deps);
   if (outcome.pending)
     return later(
       new Date(now.getTime() + UNCONFIRMED_RECHECK_MS),
       `refund ${outcome.txHash ?? '(not sent yet)'} not confirmed yet`,
     );
   const attempts = await failedRefundCount(db, id);
-  if (attempts >= MAX_REFUND_ATTEMPTS) return giveUp((await findRelayTransaction(db, id))!, attempts, deps);
+  if (attempts >= MAX_REFUND_ATTEMPTS) return giveUp(await getRelayTransaction(db, id), attempts, deps);
   const delayMs = REFUND_RETRY_BASE_MS * 2 ** Math.max(0, attempts - 1);
   return later(
     new Date(now.getTime() + delayMs),

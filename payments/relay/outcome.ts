@@ -75,8 +75,9 @@ export async function closeRecord(
   row: Pick<RelayTransaction, 'id' | 'webhook_id'>,
   outcome: WebhookOutcome,
 ): Promise<boolean> {
-  if (!row.webhook_id) return false;
-  return inTransaction(db, (tx) => completeWebhook(tx, row.webhook_id!, outcome));
+  const webhookId = row.webhook_id;
+  if (!webhookId) return false;
+  return inTransaction(db, (tx) => completeWebhook(tx, webhookId, outcome));
 }
 
 export interface RefundDecision {

@@ -69,13 +69,6 @@ export function chooseRequirement(
     if ('reason' in judged) refusals.push({ index, network: requirements.network, ...judged });
     else payable.push(judged);
   });
-  if (payable.length === 0) {
-    const details =
-      accepts.length === 0
-        ? 'the target offers no payment option'
-        : `no payable option: ${refusals.map((refusal) => `#${refusal.index} ${refusal.network}: ${refusal.reason}`).join('; ')}`;
-    return { ok: false, reason: 'no_payable_requirement', details, refusals };
-  }
   const preference = options.preferredNetworks ?? [];
   const rank = (network: NetworkName) => {
     const position = preference.indexOf(network);
@@ -87,7 +80,15 @@ export function chooseRequirement(
       (a.amountMicroUsdc < b.amountMicroUsdc ? -1 : a.amountMicroUsdc > b.amountMicroUsdc ? 1 : 0) ||
       a.index - b.index,
   );
-  return ok(payable[0]);
+  const [best] = payable;
+  if (best === undefined) {
+    const details =
+      accepts.length === 0
+        ? 'the target offers no payment option'
+        : `no payable option: ${refusals.map((refusal) => `#${refusal.index} ${refusal.network}: ${refusal.reason}`).join('; ')}`;
+    return { ok: false, reason: 'no_payable_requirement', details, refusals };
+  }
+  return ok(best);
 }
 
 function judgeRequirement(

@@ -47,10 +47,9 @@ export function parsePaymentRequired(input: unknown): Result<ParsedPaymentRequir
   }
   if (!isPlainObject(value)) return fail('not_an_object', '402 body is not a JSON object');
   if (value.x402Version !== X402_VERSION) {
-    return fail(
-      'unsupported_x402_version',
-      `x402Version ${JSON.stringify(value.x402Version) ?? 'missing'}; only version 1 is supported`,
-    );
+    // JSON.stringify answers undefined for a missing field, whatever its declared type.
+    const given = JSON.stringify(value.x402Version) as string | undefined;
+    return fail('unsupported_x402_version', `x402Version ${given ?? 'missing'}; only version 1 is supported`);
   }
   if (!Array.isArray(value.accepts)) return fail('missing_accepts', '402 body has no accepts array');
 

@@ -1,13 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService } from '../support/service';
 import { holdRequest, type HeldRequest } from '../support/held-request';
+import { ifStarted } from '../support/teardown';
 
 let t: TestService;
 beforeAll(async () => {
   t = await startTestService({ CAP_RELAY: '3', CAP_PROXY: '2', CAP_WEBHOOKS: '2' });
 });
 afterAll(async () => {
-  await t?.stop();
+  await ifStarted(t)?.stop();
 });
 
 // /relay* and /proxy make real outbound calls: a loopback address outside the allow list is refused
@@ -50,15 +51,15 @@ describe('concurrency caps', () => {
     expect(metrics.body.relay).toEqual({ active: 3, limit: 3, utilization: '100.0%' });
     expect(metrics.body.proxy).toEqual({ active: 0, limit: 2, utilization: '0.0%' });
 
-    const finished = await held[0].release();
+    const finished = await held[0]!.release();
     expect(finished.status).toBe(400);
     await waitForActive('relay', 2);
     expect((await t.client.post('/relay/sim', simBody)).status).toBe(400);
 
     // A client that goes away frees its slot too.
-    held[1].abort();
+    held[1]!.abort();
     await waitForActive('relay', 1);
-    await held[2].release();
+    await held[2]!.release();
     await waitForActive('relay', 0);
   });
 

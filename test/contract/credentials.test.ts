@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService } from '../support/service';
 import { createTestAccount, revokedKey, type TestAccount } from '../support/accounts';
+import { ifStarted } from '../support/teardown';
 
 let t: TestService;
 let revoked: string;
@@ -18,7 +19,7 @@ beforeAll(async () => {
   theirs = await createTestAccount(db, { credits: 7_777n, dailyCapCredits: 9_000n });
 });
 afterAll(async () => {
-  await t?.stop();
+  await ifStarted(t)?.stop();
 });
 
 // A loopback address that is not allow-listed: an admitted call is refused by the SSRF guard (400)
@@ -59,7 +60,7 @@ const ACCOUNT_OPERATIONS: Array<[string, string, AccountOperation]> = [
   ['POST', '/proxy/sim', { method: 'POST', path: '/proxy/sim', body: callBody }],
 ];
 
-describe.each(ACCOUNT_OPERATIONS)('%s %s credentials', (_method, _path, { method, path, body, ownAccount }) => {
+describe.each(ACCOUNT_OPERATIONS)('%s %s credentials', (_method, _path, { method, path, body }) => {
   it('refuses a missing key with 401', async () => {
     const res = await t.client.request(method, path, { body });
     expect(res.status).toBe(401);

@@ -12,11 +12,11 @@ import {
   COOKIE_VALUE,
   HEADER_VALUE,
   TOKEN,
-  type CallRequest,
 } from '../../payments/outbound/request';
 import { answerClientError } from '../../server/service';
 import { contractBackend } from '../support/contract';
 import { startTestService, type TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
 
 const HTTP_METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'] as const;
 const CALL_OPERATIONS = [
@@ -44,7 +44,7 @@ beforeAll(async () => {
   document = t.service.deps.document as Record<string, any>;
 });
 afterAll(async () => {
-  await t?.stop();
+  await ifStarted(t)?.stop();
 });
 
 /** Whether the server's own validator (the document through openapi-backend's Ajv) accepts a call body. */
@@ -58,7 +58,7 @@ async function documentAccepts(operation: (typeof CALL_OPERATIONS)[number], body
 }
 
 function serverAccepts(call: Record<string, unknown>): boolean {
-  return buildTargetRequest({ ...BASE_CALL, ...call } as CallRequest).ok;
+  return buildTargetRequest({ ...BASE_CALL, ...call }).ok;
 }
 
 function examplePath(template: string): string {

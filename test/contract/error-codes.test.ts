@@ -11,6 +11,7 @@ import type { ContractResponse } from '../support/contract';
 import { holdRequest } from '../support/held-request';
 import { peersEnv, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
 
 const document = loadDocument() as unknown as {
   info: { description: string };
@@ -85,13 +86,13 @@ beforeAll(async () => {
   // No LLM backend: the chat operations answer 503.
   t = await startProxyService(peers, {
     CAP_WEBHOOKS: '1',
-    SSRF_ALLOW_HOSTS: peersEnv(peers, [`127.0.0.1:${closedPort}`]).SSRF_ALLOW_HOSTS,
+    SSRF_ALLOW_HOSTS: peersEnv(peers, [`127.0.0.1:${closedPort}`]).SSRF_ALLOW_HOSTS!,
   });
 });
 
 afterAll(async () => {
-  await t?.stop();
-  await peers?.stop();
+  await ifStarted(t)?.stop();
+  await ifStarted(peers)?.stop();
 });
 
 function expectCode(response: ContractResponse, code: ErrorCode): void {
@@ -196,9 +197,7 @@ describe('each kind of error carries its code', () => {
 
 describe('500 internal_error', () => {
   it('an unexpected exception answers the 500 each operation declares, with the code', async () => {
-    const failing = async () => {
-      throw new Error('unexpected');
-    };
+    const failing = () => Promise.reject(new Error('unexpected'));
     const { handlers } = await import('../../handlers/index');
     const broken = await startProxyService(
       peers,

@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
 
 let t: TestService;
 beforeAll(async () => {
   t = await startTestService();
 });
 afterAll(async () => {
-  await t?.stop();
+  await ifStarted(t)?.stop();
 });
 
 // A loopback target outside the allow list: refused (400) before any name is resolved or byte sent.
@@ -106,9 +107,7 @@ describe('request validation', () => {
 
 describe('internal errors', () => {
   it('answer 500 with the body each operation declares, and the cause stays in the logs', async () => {
-    const failing = async () => {
-      throw new Error('database password leaked in this message');
-    };
+    const failing = () => Promise.reject(new Error('database password leaked in this message'));
     const { handlers } = await import('../../handlers/index');
     const { createTestAccount } = await import('../support/accounts');
     const broken = await startTestService({}, { handlers: { ...handlers, getConfig: failing, postProxy: failing } });

@@ -24,6 +24,7 @@ import {
 } from '../support/fuzz-requests';
 import { peersEnv, tableResolver } from '../support/proxy';
 import { startTestService, type TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 402_2024);
 /** Requests per operation and class; FUZZ_RUNS raises it for a longer search. */
@@ -58,9 +59,9 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await t?.stop();
-  await llm?.close();
-  await peers?.stop();
+  await ifStarted(t)?.stop();
+  await ifStarted(llm)?.close();
+  await ifStarted(peers)?.stop();
 });
 
 function apiUrls(): fc.Arbitrary<string> {
@@ -108,15 +109,17 @@ afterAll(() => {
 });
 
 async function send(request: FuzzRequest): Promise<ContractResponse> {
-  const response = await sendUnrecorded(request).catch((error: Error) => {
+  const response = await sendUnrecorded(request).catch((error: unknown) => {
     // A contract violation or a failed exchange: name the request that caused it.
-    throw new Error(`${error.message}\nseed ${SEED} (FUZZ_SEED)\nrequest: ${describeRequest(request)}`);
+    throw new Error(
+      `${error instanceof Error ? error.message : String(error)}\nseed ${SEED} (FUZZ_SEED)\nrequest: ${describeRequest(request)}`,
+    );
   });
   const name = `${request.valid ? 'valid' : 'invalid'} ${request.operationId}`;
   const counts = seen.get(name) ?? new Map<string, number>();
   const key =
     process.env.FUZZ_STATS === 'details'
-      ? `${response.status} ${String((response.body as { details?: unknown })?.details ?? '')
+      ? `${response.status} ${String(response.body?.details ?? '')
           .replace(/"[^"]*"/g, '"…"')
           .slice(0, 100)}`
       : String(response.status);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService } from '../support/service';
 import { createTestAccount } from '../support/accounts';
+import { ifStarted } from '../support/teardown';
 import { loadDocument } from '../../server/openapi';
 
 let t: TestService;
@@ -19,7 +20,7 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => {
-  await t?.stop();
+  await ifStarted(t)?.stop();
 });
 
 function today(): string {

@@ -21,10 +21,10 @@ describe('operator commands', () => {
   it('create an organisation, a key shown once, grant credits, show balances, revoke', async () => {
     const { db } = database.handle;
     const [created] = await run('create-org', '--name', 'Acme');
-    const organisationId = /organisation (\d+) created/.exec(created)![1];
+    const organisationId = /organisation (\d+) created/.exec(created!)![1]!;
 
     const keyLines = await run('create-key', '--org', organisationId, '--daily-cap', '5000');
-    const key = keyLines[1];
+    const key = keyLines[1]!;
     expect(key).toMatch(/^prs_[A-Za-z0-9]{10}_[A-Za-z0-9]{32}$/);
     const prefix = key.slice(0, 14);
     expect(keyLines[0]).toContain(prefix);

@@ -12,6 +12,7 @@ import {
 } from '../../payments/accounts';
 import { createTestAccount } from '../support/accounts';
 import { createTestDatabase, type TestDatabase } from '../support/database';
+import { ifStarted } from '../support/teardown';
 
 let database: TestDatabase;
 let db: Db;
@@ -21,7 +22,7 @@ beforeAll(async () => {
   db = database.handle.db;
 });
 afterAll(async () => {
-  await database?.drop();
+  await ifStarted(database)?.drop();
 });
 
 /** A database handle that fails the test if anything reads it: proof that an answer came from memory. */
@@ -32,7 +33,7 @@ const unreachableDb = new Proxy(
       throw new Error('the database was read');
     },
   },
-) as Db;
+) as unknown as Db;
 
 async function listeningCache(ttlMs = 60_000): Promise<{ cache: ApiKeyCache; listener: ChannelListener }> {
   const cache = new ApiKeyCache(ttlMs);

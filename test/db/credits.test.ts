@@ -10,6 +10,7 @@ import {
 } from '../../payments/credits';
 import { spentOn } from '../../payments/limits';
 import type { Db } from '../../db/index';
+import type { LedgerKind } from '../../db/schema';
 
 let database: TestDatabase;
 let db: Db;
@@ -43,13 +44,13 @@ function request(
   };
 }
 
-async function ledgerSums(organisationId: bigint): Promise<Record<string, bigint>> {
+async function ledgerSums(organisationId: bigint): Promise<Record<LedgerKind, bigint>> {
   const rows = await db
     .selectFrom('credit_ledger')
     .select(['kind', 'amount_credits'])
     .where('organisation_id', '=', organisationId)
     .execute();
-  const sums: Record<string, bigint> = { grant: 0n, reserve: 0n, charge: 0n, release: 0n, refund: 0n };
+  const sums: Record<LedgerKind, bigint> = { grant: 0n, reserve: 0n, charge: 0n, release: 0n, refund: 0n };
   for (const row of rows) sums[row.kind] += row.amount_credits;
   return sums;
 }

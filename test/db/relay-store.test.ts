@@ -85,7 +85,7 @@ describe('recordClientPayment', () => {
     const verified = verifiedPayment();
     const results = await Promise.all(Array.from({ length: 8 }, () => recordClientPayment(db, verified)));
     expect(results.filter((result) => result.ok)).toHaveLength(1);
-    expect(results.filter((result) => !result.ok).map((result) => !result.ok && result.reason)).toEqual(
+    expect(results.filter((result) => !result.ok).map((result) => result.reason)).toEqual(
       Array(7).fill('nonce_already_used'),
     );
     const rows = await db

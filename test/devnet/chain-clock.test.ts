@@ -3,7 +3,7 @@
 // nothing for a while every authorization with a recent validAfter reverted in the dry run.
 import { afterAll, describe, expect, it } from 'vitest';
 import { MAX_CLOCK_LAG_SECONDS } from '../../devnet/evm/chain';
-import { startPeers, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
+import { startPeers, type Peers } from '../../devnet/index';
 import { systemClock } from '../../payments/clock';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import { createChains, type Chains } from '../../payments/networks/index';
@@ -42,7 +42,7 @@ describe.concurrent('an idle local chain', () => {
 
       const offer = relayRequirements(chains, network, { amountMicroUsdc: 10_300n, resource: 'http://127.0.0.1/paid' });
       if (!offer.ok) throw new Error(offer.details);
-      const { header } = await peers.signEvmPayment(offer.value as PeerRequirements, {
+      const { header } = await peers.signEvmPayment(offer.value, {
         validAfter: now - BigInt(MAX_CLOCK_LAG_SECONDS) - 3n,
       });
       const verified = await verifyClientPayment(header, [offer.value], {

@@ -9,6 +9,7 @@ import { createEvmChains, usdcAbi, type EvmChains } from '../../payments/network
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { localTransport } from '../../devnet/evm/chain';
 import { startPeers, type Peers } from '../../devnet/index';
+import { ifStarted } from '../support/teardown';
 
 const NETWORKS = ['base-sepolia', 'skale-base-sepolia'] as const;
 type Network = (typeof NETWORKS)[number];
@@ -36,7 +37,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await peers?.stop();
+  await ifStarted(peers)?.stop();
 });
 
 function requirementsOn(network: Network, amount: bigint): PaymentRequirements {
@@ -148,7 +149,7 @@ describe('reading our target payment back from the chain', () => {
     const signed = await sign(network, 1_000n);
     const hash = await settle(network, signed);
     let fullReadings = 0;
-    const counting = {
+    const counting: EvmChains = {
       ...chains,
       networks: chains.networks,
       findAuthorizationUse: (...args: Parameters<EvmChains['findAuthorizationUse']>) => {
@@ -156,7 +157,7 @@ describe('reading our target payment back from the chain', () => {
         return chains.findAuthorizationUse(...args);
       },
       latestBlock: (...args: Parameters<EvmChains['latestBlock']>) => chains.latestBlock(...args),
-    } as EvmChains;
+    };
     const registry = { evm: counting } as unknown as import('../../payments/networks/index').Chains;
     const payment = {
       label: 'test payment',

@@ -16,6 +16,7 @@ import {
   type VerifyResponse,
 } from '../../devnet/index.js';
 import { generateSolanaKey } from '../../devnet/svm/keys.js';
+import { ifStarted } from '../support/teardown';
 
 const PRICE = 25_000n;
 let peers: Peers;
@@ -28,24 +29,29 @@ async function requirementsOf(url: string): Promise<PaymentRequirements> {
   return body.accepts[0]!;
 }
 
-async function post<Answer>(
-  path: '/verify' | '/settle',
+interface Answers {
+  '/verify': VerifyResponse;
+  '/settle': SettleResponse;
+}
+
+async function post<Path extends keyof Answers>(
+  path: Path,
   payment: unknown,
   requirements: unknown,
-): Promise<{ status: number; answer: Answer }> {
+): Promise<{ status: number; answer: Answers[Path] }> {
   const response = await fetch(`${peers.facilitator.url}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ x402Version: 1, paymentPayload: payment, paymentRequirements: requirements }),
   });
-  return { status: response.status, answer: (await response.json()) as Answer };
+  return { status: response.status, answer: (await response.json()) as Answers[Path] };
 }
 
 async function verify(
   payment: PaymentPayload,
   requirements: PaymentRequirements = evmRequirements,
 ): Promise<VerifyResponse> {
-  const { status, answer } = await post<VerifyResponse>('/verify', payment, requirements);
+  const { status, answer } = await post('/verify', payment, requirements);
   expect(status).toBe(200);
   return answer;
 }
@@ -55,13 +61,13 @@ beforeAll(async () => {
     networks: ['base-sepolia', 'skale-base', 'solana-devnet'],
     pricesMicroUsdc: { paid: PRICE },
   });
-  evmRequirements = await requirementsOf(peers.targets['base-sepolia'].routes.paid.url);
-  skaleRequirements = await requirementsOf(peers.targets['skale-base'].routes.paid.url);
-  solanaRequirements = await requirementsOf(peers.targets['solana-devnet'].routes.paid.url);
+  evmRequirements = await requirementsOf(peers.targets['base-sepolia']!.routes.paid.url);
+  skaleRequirements = await requirementsOf(peers.targets['skale-base']!.routes.paid.url);
+  solanaRequirements = await requirementsOf(peers.targets['solana-devnet']!.routes.paid.url);
 });
 
 afterAll(async () => {
-  await peers?.stop();
+  await ifStarted(peers)?.stop();
 });
 
 describe('GET /supported', () => {
@@ -159,7 +165,7 @@ describe('EVM verification', () => {
       (await post('/settle', { x402Version: 1 }, { network: 'base-sepolia', maxAmountRequired: '1.5' })).status,
     ).toBe(400);
     const { payment } = await peers.signEvmPayment(evmRequirements);
-    const unknown = await post<VerifyResponse>(
+    const unknown = await post(
       '/verify',
       { ...payment, network: 'polygon' },
       { ...evmRequirements, network: 'polygon' },
@@ -176,8 +182,8 @@ describe('EVM verification', () => {
     ]);
     const { payment } = await peers.signEvmPayment(evmRequirements, { nonce: randomNonce() });
 
-    const first = await post<SettleResponse>('/settle', payment, evmRequirements);
-    const second = await post<SettleResponse>('/settle', payment, evmRequirements);
+    const first = await post('/settle', payment, evmRequirements);
+    const second = await post('/settle', payment, evmRequirements);
 
     expect(first.answer).toMatchObject({ success: true, network: 'base-sepolia', payer });
     expect(first.answer.transaction).toMatch(/^0x[0-9a-f]{64}$/);
@@ -191,9 +197,7 @@ describe('EVM verification', () => {
     const payer = peers.wallets.client.evm.address;
     const before = await peers.usdcBalance('base-sepolia', payer);
     const payments = await Promise.all(Array.from({ length: 10 }, () => peers.signEvmPayment(evmRequirements)));
-    const answers = await Promise.all(
-      payments.map(({ payment }) => post<SettleResponse>('/settle', payment, evmRequirements)),
-    );
+    const answers = await Promise.all(payments.map(({ payment }) => post('/settle', payment, evmRequirements)));
     expect(answers.map(({ answer }) => answer.success)).toEqual(Array(10).fill(true));
     expect(new Set(answers.map(({ answer }) => answer.transaction)).size).toBe(10);
     expect(await peers.usdcBalance('base-sepolia', payer)).toBe(before - 10n * PRICE);
@@ -316,7 +320,7 @@ describe('Solana verification', () => {
   it('refuses a signature that does not match the message, in simulation', async () => {
     const { payment } = await peers.createSolanaPayment(solanaRequirements);
     const wire = Buffer.from(payment.payload.transaction, 'base64');
-    wire[1 + 64] ^= 0xff;
+    wire[1 + 64]! ^= 0xff;
     payment.payload.transaction = wire.toString('base64');
     expect(await verify(payment, solanaRequirements)).toMatchObject({
       isValid: false,
@@ -329,8 +333,8 @@ describe('Solana verification', () => {
     const before = await peers.usdcBalance('solana-devnet', payer);
     const { payment } = await peers.createSolanaPayment(solanaRequirements);
     const [first, second] = await Promise.all([
-      post<SettleResponse>('/settle', payment, solanaRequirements),
-      post<SettleResponse>('/settle', payment, solanaRequirements),
+      post('/settle', payment, solanaRequirements),
+      post('/settle', payment, solanaRequirements),
     ]);
     expect([first.answer.success, second.answer.success].sort()).toEqual([false, true]);
     expect([first.answer.errorReason, second.answer.errorReason]).toContain('duplicate_settlement');

@@ -11,6 +11,7 @@ import {
 } from '../../devnet/index.js';
 import { usdcAbi } from '../../devnet/evm/usdc.js';
 import { decodePaymentHeader, type ExactEvmPayload } from '../../devnet/x402.js';
+import { ifStarted } from '../support/teardown';
 
 const PRICE = 7_000n;
 const SLOW_DELAY_MS = 300;
@@ -36,10 +37,10 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await peers?.stop();
+  await ifStarted(peers)?.stop();
 });
 
-const express = () => peers.targets.express;
+const express = () => peers.targets.express!;
 
 async function paymentRequired(url: string, init?: RequestInit): Promise<PaymentRequiredBody> {
   const response = await fetch(url, init);
@@ -184,7 +185,7 @@ describe('the hold route', () => {
   });
 
   it('holds paid requests only after their payment was verified', async () => {
-    const target = peers.targets.skale;
+    const target = peers.targets.skale!;
     const requirements = (await paymentRequired(target.routes.hold.url)).accepts[0]!;
     expect(target.hold.arrivals).toBe(0);
     const { header } = await peers.signEvmPayment(requirements);
@@ -200,15 +201,15 @@ describe('the hold route', () => {
 describe('our own payment layer', () => {
   it('asks with the same 402 body as x402-express', async () => {
     const standard = await paymentRequired(express().routes.paid.url);
-    const ours = await paymentRequired(peers.targets.own.routes.paid.url);
+    const ours = await paymentRequired(peers.targets.own!.routes.paid.url);
     const withoutResource = (body: PaymentRequiredBody) => ({
       ...body,
       accepts: body.accepts.map(({ resource, ...rest }) => ({ ...rest, resource: new URL(resource).pathname })),
     });
-    expect(peers.targets.own.routes.paid.paymentLayer).toBe('own');
+    expect(peers.targets.own!.routes.paid.paymentLayer).toBe('own');
     expect(withoutResource(ours)).toEqual(withoutResource(standard));
 
-    const solana = await paymentRequired(peers.targets.solana.routes.paid.url);
+    const solana = await paymentRequired(peers.targets.solana!.routes.paid.url);
     expect(solana.accepts[0]).toMatchObject({
       network: 'solana-devnet',
       asset: '4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU',
@@ -220,7 +221,7 @@ describe('our own payment layer', () => {
   it('is paid by unmodified x402-fetch', async () => {
     const payer = peers.wallets.client.evm.address;
     const before = await peers.usdcBalance('base-sepolia', payer);
-    const response = await peers.x402Fetch('base-sepolia')(peers.targets.own.routes.paid.url);
+    const response = await peers.x402Fetch('base-sepolia')(peers.targets.own!.routes.paid.url);
     expect(response.status).toBe(200);
     expect(decodePaymentResponseHeader(response.headers.get('x-payment-response')!)).toMatchObject({
       success: true,
@@ -230,9 +231,9 @@ describe('our own payment layer', () => {
   });
 
   it('refuses a payment for another network with 402', async () => {
-    const requirements = (await paymentRequired(peers.targets.own.routes.paid.url)).accepts[0]!;
+    const requirements = (await paymentRequired(peers.targets.own!.routes.paid.url)).accepts[0]!;
     const { header } = await peers.signEvmPayment(requirements, { network: 'base' });
-    const body = await paymentRequired(peers.targets.own.routes.paid.url, { headers: { 'X-PAYMENT': header } });
+    const body = await paymentRequired(peers.targets.own!.routes.paid.url, { headers: { 'X-PAYMENT': header } });
     expect(body.error).toBe('Unable to find matching payment requirements');
   });
 });

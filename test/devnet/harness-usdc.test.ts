@@ -68,12 +68,12 @@ describe('LocalUsdc on the local chains', () => {
     return createWalletClient({ account, chain: chain.chain, transport: localTransport(chain.rpcUrl) });
   }
 
-  const read = <Name extends 'balanceOf' | 'name' | 'version' | 'decimals' | 'symbol' | 'DOMAIN_SEPARATOR' | 'owner'>(
-    functionName: Name,
-    args: readonly unknown[] = [],
+  const read = (
+    functionName: 'balanceOf' | 'name' | 'version' | 'decimals' | 'symbol' | 'DOMAIN_SEPARATOR' | 'owner',
+    args: readonly [] | readonly [Address] = [],
     on: LocalEvmChain = chain,
     at: Address = token,
-  ) => on.publicClient.readContract({ address: at, abi: usdcAbi, functionName, args } as never) as Promise<unknown>;
+  ): Promise<unknown> => on.publicClient.readContract({ address: at, abi: usdcAbi, functionName, args });
 
   async function authorization(
     signer: LocalAccount,
@@ -97,16 +97,14 @@ describe('LocalUsdc on the local chains', () => {
       nonce: overrides.nonce ?? randomNonce(),
     };
     const primaryType = overrides.primaryType ?? 'TransferWithAuthorization';
-    const types =
-      primaryType === 'TransferWithAuthorization'
-        ? transferWithAuthorizationTypes
-        : { ReceiveWithAuthorization: transferWithAuthorizationTypes.TransferWithAuthorization };
+    // Both authorizations have the fields of TransferWithAuthorization.
+    const types = { [primaryType]: transferWithAuthorizationTypes.TransferWithAuthorization };
     const signature = await signer.signTypedData({
       domain: { name: 'USDC', version: '2', chainId: overrides.chainId ?? 84532, verifyingContract: token },
       types,
       primaryType,
       message,
-    } as never);
+    });
     const { r, s, v } = parseSignature(signature);
     const fields = [
       message.from,
@@ -134,7 +132,7 @@ describe('LocalUsdc on the local chains', () => {
     try {
       await chain.publicClient.call({ account: from, to: token, data });
     } catch (error) {
-      return String((error as Error).message);
+      return error instanceof Error ? error.message : String(error);
     }
     return 'did not revert';
   }

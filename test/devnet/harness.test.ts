@@ -16,6 +16,7 @@ import {
   type Target,
 } from '../../devnet/index.js';
 import { usdcAbi } from '../../devnet/evm/usdc.js';
+import { ifStarted } from '../support/teardown';
 
 const PRICE = 10_000n;
 const STARTUP_BUDGET_MS = 10_000;
@@ -30,7 +31,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await peers?.stop();
+  await ifStarted(peers)?.stop();
 });
 
 async function paymentRequirementsOf(url: string): Promise<PaymentRequiredBody> {
@@ -89,7 +90,7 @@ describe.each([
   let settlement: ReturnType<typeof decodePaymentResponseHeader>;
 
   it('settles on chain and moves exactly the price', async () => {
-    const target = peers.targets[network];
+    const target = peers.targets[network]!;
     expect(target.routes.paid.paymentLayer).toBe(layer);
     const payer = peers.wallets.client.evm.address;
     const payee = target.routes.paid.payTo;
@@ -116,7 +117,7 @@ describe.each([
   });
 
   it('refuses the same X-PAYMENT again and moves nothing', async () => {
-    const target = peers.targets[network];
+    const target = peers.targets[network]!;
     const [paid] = paidRequests(target);
     const replayed = paid!.payment!;
     const { authorization } = decodePaymentHeader(replayed).payload as {
@@ -151,7 +152,7 @@ describe.each([
 
 describe('skale-base (unknown to x402 1.2.0)', () => {
   it('is served by our own target and paid with a signed authorization; a replay moves nothing', async () => {
-    const target = peers.targets['skale-base'];
+    const target = peers.targets['skale-base']!;
     expect(target.routes.paid.paymentLayer).toBe('own');
     const body = await paymentRequirementsOf(target.routes.paid.url);
     expect(body.accepts).toHaveLength(1);
@@ -183,7 +184,7 @@ describe('skale-base (unknown to x402 1.2.0)', () => {
   });
 
   it('makes x402-fetch reject the whole 402, as docs/decisions.md relies on', async () => {
-    await expect(peers.x402Fetch('skale-base')(peers.targets['skale-base'].routes.paid.url)).rejects.toThrow(
+    await expect(peers.x402Fetch('skale-base')(peers.targets['skale-base']!.routes.paid.url)).rejects.toThrow(
       /skale-base|invalid_enum_value/,
     );
   });
@@ -192,7 +193,7 @@ describe('skale-base (unknown to x402 1.2.0)', () => {
 describe('two uses of one authorization at the same moment', () => {
   it('settle once: one 200, one 402, the price moves once', async () => {
     const network = 'base-sepolia';
-    const target = peers.targets[network];
+    const target = peers.targets[network]!;
     const body = await paymentRequirementsOf(target.routes.paid.url);
     const { header } = await peers.signEvmPayment(body.accepts[0]!);
     const payer = peers.wallets.client.evm.address;
@@ -209,7 +210,7 @@ describe('two uses of one authorization at the same moment', () => {
 
 describe.each(['solana-devnet', 'solana'] as const)('Solana exact payment on %s', (network: SolanaNetworkName) => {
   it('settles through the JSON-RPC endpoint, the facilitator pays the fee, the payer holds no SOL', async () => {
-    const target = peers.targets[network];
+    const target = peers.targets[network]!;
     expect(target.routes.paid.paymentLayer).toBe('x402-express');
     const payer = peers.wallets.client.solana.address;
     const payee = target.routes.paid.payTo;
@@ -246,7 +247,7 @@ describe.each(['solana-devnet', 'solana'] as const)('Solana exact payment on %s'
   });
 
   it('is also paid by the reference client, x402-fetch, against the local RPC', async () => {
-    const target = peers.targets[network];
+    const target = peers.targets[network]!;
     const payer = peers.wallets.client.solana.address;
     const payerBefore = await peers.usdcBalance(network, payer);
 
@@ -264,13 +265,13 @@ describe.each(['solana-devnet', 'solana'] as const)('Solana exact payment on %s'
 
 describe('the two Solana clusters are separate ledgers', () => {
   it('refuses a devnet payment offered to the mainnet target and moves nothing', async () => {
-    const devnetRequirements = (await paymentRequirementsOf(peers.targets['solana-devnet'].routes.paid.url))
+    const devnetRequirements = (await paymentRequirementsOf(peers.targets['solana-devnet']!.routes.paid.url))
       .accepts[0]!;
     const { header } = await peers.createSolanaPayment(devnetRequirements);
     const payer = peers.wallets.client.solana.address;
     const before = await Promise.all([peers.usdcBalance('solana', payer), peers.usdcBalance('solana-devnet', payer)]);
 
-    const response = await fetch(peers.targets.solana.routes.paid.url, { headers: { 'X-PAYMENT': header } });
+    const response = await fetch(peers.targets.solana!.routes.paid.url, { headers: { 'X-PAYMENT': header } });
 
     expect(response.status).toBe(402);
     expect(await Promise.all([peers.usdcBalance('solana', payer), peers.usdcBalance('solana-devnet', payer)])).toEqual(

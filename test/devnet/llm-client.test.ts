@@ -25,7 +25,7 @@ describe('chat backend client', () => {
     expect(llm.requests).toHaveLength(1);
     expect(llm.requests[0]).toMatchObject({ model: llm.model, max_tokens: 64, temperature: 0.3 });
     await chatCompletion(config, { messages: [{ role: 'user', content: 'x' }], maxTokens: 10 });
-    expect(llm.requests[1].max_tokens).toBe(10);
+    expect(llm.requests[1]!.max_tokens).toBe(10);
     expect(llm.requests[1]).not.toHaveProperty('temperature');
   });
 

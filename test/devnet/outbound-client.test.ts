@@ -5,6 +5,7 @@
  * request was meant to go), and every resolver is a table.
  */
 import http from 'node:http';
+import type https from 'node:https';
 import net, { isIP, type LookupFunction } from 'node:net';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -37,20 +38,33 @@ const loopbackOnly: Transport = (protocol, options) => {
     vetted!(host, lookupOptions, (error, address, family) => {
       const addresses = Array.isArray(address) ? address.map((entry) => entry.address) : [address];
       if (!error && !addresses.every(isLoopback)) {
-        return callback(new Error(`test harness refused to connect to ${addresses.join(', ')}`), '');
+        callback(new Error(`test harness refused to connect to ${addresses.join(', ')}`), '');
+        return;
       }
       callback(error, address, family);
     });
   return nodeTransport(protocol, { ...options, lookup });
 };
 
+/** The options less the vetted lookup and the TLS server name, to send the request to a local peer instead. */
+function withoutNameChecks(options: https.RequestOptions): https.RequestOptions {
+  const rest = { ...options };
+  delete rest.lookup;
+  delete rest.servername;
+  return rest;
+}
+
 function tableResolver(table: Record<string, string[]>): Resolver & { calls: string[] } {
   const calls: string[] = [];
-  const resolver = async (hostname: string) => {
+  const resolver: Resolver = (hostname) => {
     calls.push(hostname);
     const addresses = table[hostname];
-    if (!addresses) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
-    return addresses.map((address) => ({ address, family: isIP(address) === 6 ? (6 as const) : (4 as const) }));
+    if (!addresses) {
+      return Promise.reject(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }));
+    }
+    return Promise.resolve(
+      addresses.map((address) => ({ address, family: isIP(address) === 6 ? (6 as const) : (4 as const) })),
+    );
   };
   return Object.assign(resolver, { calls });
 }
@@ -184,7 +198,7 @@ describe('each body form arrives at the target as specified', () => {
     await send(request({ api_url: `${peer.origin}/pay`, method: 'POST', json: { amount: '0.10', note: 'café' } }), {
       allowHosts: allow(peer.hostPort),
     });
-    const [received] = peer.received;
+    const received = peer.received[0]!;
     expect(received.method).toBe('POST');
     expect(received.headers['content-type']).toBe('application/json');
     expect(received.body.toString('utf8')).toBe('{"amount":"0.10","note":"café"}');
@@ -197,7 +211,7 @@ describe('each body form arrives at the target as specified', () => {
       allowHosts: allow(peer.hostPort),
     });
     expect(peer.received[0]).toMatchObject({ method: 'PUT', headers: { 'content-type': 'application/json' } });
-    expect(peer.received[0].body.toString()).toBe('{"a":1}');
+    expect(peer.received[0]!.body.toString()).toBe('{"a":1}');
   });
 
   it('data object as a form', async () => {
@@ -205,8 +219,8 @@ describe('each body form arrives at the target as specified', () => {
     await send(request({ api_url: peer.origin, method: 'POST', data: { a: 'x y', b: ['1', '2'] } }), {
       allowHosts: allow(peer.hostPort),
     });
-    expect(peer.received[0].headers['content-type']).toBe('application/x-www-form-urlencoded');
-    expect(peer.received[0].body.toString()).toBe('a=x+y&b=1&b=2');
+    expect(peer.received[0]!.headers['content-type']).toBe('application/x-www-form-urlencoded');
+    expect(peer.received[0]!.body.toString()).toBe('a=x+y&b=1&b=2');
   });
 
   it('data string raw, with the caller content type only', async () => {
@@ -220,10 +234,10 @@ describe('each body form arrives at the target as specified', () => {
         allowHosts: allow(peer.hostPort),
       },
     );
-    expect(peer.received[0].headers['content-type']).toBeUndefined();
-    expect(peer.received[0].body).toEqual(Buffer.from('raw\u00e9 bytes', 'utf8'));
-    expect(peer.received[1].headers['content-type']).toBe('application/xml');
-    expect(peer.received[1].body.toString()).toBe('<a/>');
+    expect(peer.received[0]!.headers['content-type']).toBeUndefined();
+    expect(peer.received[0]!.body).toEqual(Buffer.from('raw\u00e9 bytes', 'utf8'));
+    expect(peer.received[1]!.headers['content-type']).toBe('application/xml');
+    expect(peer.received[1]!.body.toString()).toBe('<a/>');
   });
 
   it('body string as-is and body object as JSON text, neither with a content type of ours', async () => {
@@ -247,8 +261,8 @@ describe('each body form arrives at the target as specified', () => {
       },
     );
     expect(peer.received[0]).toMatchObject({ method: 'GET', url: '/search?q=a%20b&x=1&page=2&tag=p&tag=q+r' });
-    expect(peer.received[0].headers['content-length']).toBeUndefined();
-    expect(peer.received[0].body.length).toBe(0);
+    expect(peer.received[0]!.headers['content-length']).toBeUndefined();
+    expect(peer.received[0]!.body.length).toBe(0);
   });
 
   it('basic auth, merged cookies, forwarded headers, our host, payment and encoding headers', async () => {
@@ -267,7 +281,7 @@ describe('each body form arrives at the target as specified', () => {
       },
     };
     await send(request(call, 'our-signed-payment'), { allowHosts: allow(peer.hostPort) });
-    const { headers } = peer.received[0];
+    const { headers } = peer.received[0]!;
     expect(headers.authorization).toBe(`Basic ${Buffer.from('ana:s3cret:x').toString('base64')}`);
     expect(headers.cookie).toBe('lang=en; session=abc; theme=dark');
     expect(headers['x-trace']).toBe('t-1');
@@ -462,8 +476,13 @@ describe('private and public ranges through sendTargetRequest, with the connecti
           if (Array.isArray(addresses)) attempt.addresses.push(...addresses.map((entry) => entry.address));
         });
       }
-      const { lookup: _lookup, servername: _servername, ...rest } = options;
-      return http.request({ ...rest, protocol: 'http:', hostname: '127.0.0.1', port: echo.port, agent: false });
+      return http.request({
+        ...withoutNameChecks(options),
+        protocol: 'http:',
+        hostname: '127.0.0.1',
+        port: echo.port,
+        agent: false,
+      });
     };
     return { attempts, transport };
   }
@@ -535,7 +554,7 @@ describe('private and public ranges through sendTargetRequest, with the connecti
     });
     expect(response.body.toString()).toBe('ok');
     expect(attempts).toEqual([{ hostname: 'public.example', addresses: [address] }]);
-    expect(echo.received[0].headers.host).toBe('public.example:8443');
+    expect(echo.received[0]!.headers.host).toBe('public.example:8443');
     expect(resolver.calls).toEqual(['public.example']);
   });
 
@@ -547,16 +566,21 @@ describe('private and public ranges through sendTargetRequest, with the connecti
     expect(attempts).toEqual([
       { hostname: new URL(`http://${host}/`).hostname.replace(/^\[|\]$/g, ''), addresses: [expect.any(String)] },
     ]);
-    expect(isIP(attempts[0].addresses[0])).not.toBe(0);
+    expect(isIP(attempts[0]!.addresses[0]!)).not.toBe(0);
   });
 
   it('the vetted lookup answers only for the checked host, with only the checked addresses', async () => {
     const echo = await startPeer();
     let lookup: LookupFunction | undefined;
     const transport: Transport = (_protocol, options) => {
-      const { lookup: vetted, servername: _servername, ...rest } = options;
-      lookup = vetted;
-      return http.request({ ...rest, protocol: 'http:', hostname: '127.0.0.1', port: echo.port, agent: false });
+      lookup = options.lookup;
+      return http.request({
+        ...withoutNameChecks(options),
+        protocol: 'http:',
+        hostname: '127.0.0.1',
+        port: echo.port,
+        agent: false,
+      });
     };
     const resolver = tableResolver({ 'two.example': ['8.8.8.8', '2606:4700::1111'] });
     await send(request({ api_url: 'https://two.example/', method: 'GET' }), {
@@ -586,15 +610,15 @@ describe('connections use the checked address', () => {
     const peer = await startPeer();
     let calls = 0;
     // A rebinding resolver: the first answer is the allowed peer, any later one a forbidden address.
-    const resolver: Resolver = async () =>
-      calls++ === 0 ? [{ address: '127.0.0.1', family: 4 }] : [{ address: '10.0.0.1', family: 4 }];
+    const resolver: Resolver = () =>
+      Promise.resolve(calls++ === 0 ? [{ address: '127.0.0.1', family: 4 }] : [{ address: '10.0.0.1', family: 4 }]);
     const response = await send(request({ api_url: `http://pinned.example:${peer.port}/x`, method: 'GET' }), {
       allowHosts: allow(`pinned.example:${peer.port}`),
       resolver,
     });
     expect(response.status).toBe(200);
     expect(calls).toBe(1);
-    expect(peer.received[0].headers.host).toBe(`pinned.example:${peer.port}`);
+    expect(peer.received[0]!.headers.host).toBe(`pinned.example:${peer.port}`);
   });
 
   it('the allow list exempts exactly host:port: the same host on another port stays refused', async () => {
@@ -633,7 +657,7 @@ describe('reused connections', () => {
     // One listener on both loopback families: the same port answers 127.0.0.1 and ::1.
     const peer = await startPeer(undefined, '::');
     let answer = '127.0.0.1';
-    const resolver: Resolver = async () => [{ address: answer, family: isIP(answer) === 6 ? 6 : 4 }];
+    const resolver: Resolver = () => Promise.resolve([{ address: answer, family: isIP(answer) === 6 ? 6 : 4 }]);
     const connections = new TargetConnections();
     const call = request({ api_url: `http://moving.example:${peer.port}/`, method: 'GET' });
     const options = { allowHosts: allow(`moving.example:${peer.port}`), resolver, connections };
@@ -725,11 +749,11 @@ describe('redirects', () => {
       allowHosts: allow(start.hostPort, final.hostPort),
     });
     expect(response.url).toBe(`${final.origin}/done?x=1`);
-    expect(start.received[0].method).toBe('POST');
+    expect(start.received[0]!.method).toBe('POST');
     expect(final.received[0]).toMatchObject({ method: 'GET', url: '/done?x=1' });
-    expect(final.received[0].body.length).toBe(0);
-    expect(final.received[0].headers['content-type']).toBeUndefined();
-    expect(final.received[0].headers['content-length']).toBeUndefined();
+    expect(final.received[0]!.body.length).toBe(0);
+    expect(final.received[0]!.headers['content-type']).toBeUndefined();
+    expect(final.received[0]!.headers['content-length']).toBeUndefined();
   });
 
   it.each([
@@ -747,7 +771,7 @@ describe('redirects', () => {
       allowHosts: allow(peer.hostPort),
     });
     expect(peer.received[1]).toMatchObject({ method: followedMethod, url: '/next' });
-    expect(peer.received[1].body.toString()).toBe(followedBody);
+    expect(peer.received[1]!.body.toString()).toBe(followedBody);
   });
 
   it('keeps credentials on the same origin and strips them when the origin changes', async () => {
@@ -773,7 +797,7 @@ describe('redirects', () => {
       cookie: 'session=s',
       'x-payment': 'pay',
     });
-    const crossOrigin = other.received[0];
+    const crossOrigin = other.received[0]!;
     expect(crossOrigin.headers['x-trace']).toBe('t');
     expect(crossOrigin.headers.authorization).toBeUndefined();
     expect(crossOrigin.headers.cookie).toBeUndefined();

@@ -10,6 +10,7 @@ import { chooseRequirement } from '../../payments/x402/choose';
 import { decodePaymentHeader, decodePaymentResponseHeader } from '../../payments/x402/headers';
 import { parsePaymentRequired } from '../../payments/x402/parse';
 import { startPeers, type Peers } from '../../devnet/index';
+import { ifStarted } from '../support/teardown';
 
 const PRICE_MICRO_USDC = 12_345n;
 const CEILING_MICRO_USDC = 50_000n;
@@ -33,8 +34,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await chains?.close();
-  await peers?.stop();
+  await ifStarted(chains)?.close();
+  await ifStarted(peers)?.stop();
 });
 
 function serviceAddress(network: NetworkName): string {
@@ -154,7 +155,7 @@ describe('our balance before signing', () => {
     const balance = await peers.usdcBalance('base-sepolia', peers.wallets.service.evm.address);
     const reads: bigint[] = [];
     const read = chains.evm.usdcBalance.bind(chains.evm);
-    const counted = {
+    const counted: Chains = {
       ...chains,
       evm: {
         ...chains.evm,
@@ -164,7 +165,7 @@ describe('our balance before signing', () => {
           return result;
         },
       },
-    } as Chains;
+    };
     let now = Date.now();
     const deps = { chains: counted, clock: { now: () => new Date(now) }, balances: new WalletBalances() };
     const sign = (amount: bigint) =>

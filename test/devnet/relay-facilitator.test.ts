@@ -14,7 +14,7 @@ let url: string;
 beforeAll(async () => {
   server = createServer((request, response) => {
     let text = '';
-    request.on('data', (chunk) => (text += chunk));
+    request.on('data', (chunk: Buffer) => (text += chunk.toString()));
     request.on('end', () => {
       received.push({ method: request.method, path: request.url, body: JSON.parse(text) });
       setTimeout(() => {
@@ -147,13 +147,11 @@ describe('SubmissionQueue', () => {
 
   it('goes on after a failure, and refuses work beyond its bound', async () => {
     const queue = new SubmissionQueue(2);
-    const failing = queue.run('k', async () => {
-      throw new Error('boom');
-    });
-    const next = queue.run('k', async () => 'next');
-    await expect(queue.run('k', async () => 'third')).rejects.toBeInstanceOf(SubmissionQueueFull);
+    const failing = queue.run('k', () => Promise.reject(new Error('boom')));
+    const next = queue.run('k', () => Promise.resolve('next'));
+    await expect(queue.run('k', () => Promise.resolve('third'))).rejects.toBeInstanceOf(SubmissionQueueFull);
     await expect(failing).rejects.toThrow('boom');
     expect(await next).toBe('next');
-    expect(await queue.run('k', async () => 'after')).toBe('after');
+    expect(await queue.run('k', () => Promise.resolve('after'))).toBe('after');
   });
 });

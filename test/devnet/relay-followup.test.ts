@@ -32,9 +32,10 @@ import {
   WalletBalances,
 } from '../../payments/outgoing/index';
 import { findWebhook } from '../../payments/webhooks';
-import { startPeers, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
+import { startPeers, type Peers } from '../../devnet/index';
 import { generateSolanaKey } from '../../devnet/svm/keys';
 import { createTestDatabase, type TestDatabase } from '../support/database';
+import { ifStarted } from '../support/teardown';
 
 const ABANDONED_AFTER_MS = 60_000;
 
@@ -69,8 +70,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await database?.drop();
-  await peers?.stop();
+  await ifStarted(database)?.drop();
+  await ifStarted(peers)?.stop();
 });
 
 const later = (ms: number): Clock => ({ now: () => new Date(Date.now() + ms) });
@@ -107,7 +108,7 @@ describe('a payment whose request died before it was settled', () => {
       resource: 'http://127.0.0.1/relay',
     });
     if (!offer.ok) throw new Error(offer.details);
-    const { header, payment } = await peers.signEvmPayment(offer.value as PeerRequirements);
+    const { header, payment } = await peers.signEvmPayment(offer.value);
     const verified = await verifyClientPayment(header, [offer.value], deps);
     if (!verified.ok) throw new Error(verified.details);
     const day = utcDay(new Date());

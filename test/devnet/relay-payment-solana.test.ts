@@ -32,16 +32,12 @@ import {
   DEFAULT_RELAY_LIMITS,
 } from '../../payments/incoming/index';
 import type { PaymentRequirements } from '../../payments/x402/types';
-import {
-  startPeers,
-  type Peers,
-  type PaymentRequirements as PeerRequirements,
-  type SolanaPaymentOverrides,
-} from '../../devnet/index';
+import { startPeers, type Peers, type SolanaPaymentOverrides } from '../../devnet/index';
 import { generateSolanaKey } from '../../devnet/svm/keys';
 import { memoInstruction } from '../../devnet/svm/payment-client';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { legacyTransfer } from '../support/httpayer-sdk';
+import { ifStarted } from '../support/teardown';
 
 const NETWORK = 'solana-devnet' as const;
 const USDC = NETWORK_TABLE[NETWORK].usdc as Address;
@@ -78,9 +74,9 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await database?.drop();
-  await chains?.close();
-  await peers?.stop();
+  await ifStarted(database)?.drop();
+  await ifStarted(chains)?.close();
+  await ifStarted(peers)?.stop();
 });
 
 const service = () => peers.wallets.service.solana.address;
@@ -101,7 +97,7 @@ function offer(solanaFeePayer?: string): PaymentRequirements {
 let paymentCount = 0;
 function pay(requirements: PaymentRequirements, overrides?: SolanaPaymentOverrides) {
   paymentCount += 1;
-  return peers.createSolanaPayment(requirements as PeerRequirements, {
+  return peers.createSolanaPayment(requirements, {
     computeUnitLimit: 20_000 + paymentCount,
     ...overrides,
   });
@@ -254,7 +250,7 @@ describe('a client paying us on solana-devnet', () => {
     const requirements = offer();
     const stranger = await generateSolanaKey();
     await peers.createUsdcAccount(NETWORK, stranger.address);
-    const poor = await peers.createSolanaPayment(requirements as PeerRequirements, undefined, stranger.secretKey);
+    const poor = await peers.createSolanaPayment(requirements, undefined, stranger.secretKey);
     expect(await verifyClientPayment(poor.header, [requirements], direct)).toMatchObject({
       ok: false,
       reason: 'insufficient_funds',
@@ -263,7 +259,7 @@ describe('a client paying us on solana-devnet', () => {
     const { payment } = await pay(requirements);
     const wire = Buffer.from(payment.payload.transaction, 'base64');
     // The wire starts with the signature count (1 byte) and the fee payer's empty slot; flip a byte of the payer's signature.
-    wire[1 + 64 + 10] ^= 0xff;
+    wire[1 + 64 + 10]! ^= 0xff;
     const tampered = { ...payment, payload: { transaction: wire.toString('base64') } };
     const header = Buffer.from(JSON.stringify(tampered)).toString('base64');
     expect(await verifyClientPayment(header, [requirements], direct)).toMatchObject({

@@ -26,14 +26,9 @@ import {
 import { claimSettlement } from '../../payments/incoming/store';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { localTransport } from '../../devnet/evm/chain';
-import {
-  encodePaymentHeader,
-  startPeers,
-  type AuthorizationOverrides,
-  type Peers,
-  type PaymentRequirements as PeerRequirements,
-} from '../../devnet/index';
+import { encodePaymentHeader, startPeers, type AuthorizationOverrides, type Peers } from '../../devnet/index';
 import { createTestDatabase, type TestDatabase } from '../support/database';
+import { ifStarted } from '../support/teardown';
 
 const EVM_NETWORKS = ['base-sepolia', 'skale-base-sepolia'] as const;
 const PRICE_MICRO_USDC = 10_300n;
@@ -74,9 +69,9 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await database?.drop();
-  await chains?.close();
-  await peers?.stop();
+  await ifStarted(database)?.drop();
+  await ifStarted(chains)?.close();
+  await ifStarted(peers)?.stop();
 });
 
 const service = () => peers.wallets.service.evm.address;
@@ -90,7 +85,7 @@ function offer(network: NetworkName, amountMicroUsdc = PRICE_MICRO_USDC): Paymen
 }
 
 function sign(requirements: PaymentRequirements, overrides?: AuthorizationOverrides, privateKey?: Hex) {
-  return peers.signEvmPayment(requirements as PeerRequirements, overrides, privateKey);
+  return peers.signEvmPayment(requirements, overrides, privateKey);
 }
 
 async function balances(network: NetworkName) {

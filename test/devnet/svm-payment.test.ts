@@ -38,11 +38,11 @@ import { DEFAULT_RELAY_LIMITS } from '../../payments/incoming/types';
 import type { PaymentPayload, PaymentRequirements } from '../../payments/x402/types';
 import { createSvmFacilitator } from '../../devnet/facilitator/svm';
 import { createSolanaPayment, memoInstruction, type SolanaPaymentOverrides } from '../../devnet/svm/payment-client';
-import type { PaymentRequirements as HarnessRequirements } from '../../devnet/x402';
 import { KeyedQueue } from '../../devnet/key-queue';
 import { generateSolanaKey, type SolanaKey } from '../../devnet/svm/keys';
 import { SolanaLedger } from '../../devnet/svm/ledger';
 import { startSolanaRpcServer, type SolanaRpcServer } from '../../devnet/svm/rpc-server';
+import { ifStarted } from '../support/teardown';
 
 const NETWORK = 'solana-devnet' as const;
 const MINT = NETWORK_TABLE[NETWORK].usdc as Address;
@@ -70,7 +70,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await server?.close();
+  await ifStarted(server)?.close();
 });
 
 function requirements(changes: Partial<PaymentRequirements> = {}): PaymentRequirements {
@@ -199,7 +199,7 @@ describe('buildExactPayment', () => {
     const facilitator = createSvmFacilitator(new Map([[NETWORK, server.url]]), feePayer.signer, new KeyedQueue());
     const before = await ledger.usdcBalance(payTo.address);
     const built = await build({ maxAmountRequired: '7' });
-    const asked = requirements({ maxAmountRequired: '7' }) as HarnessRequirements;
+    const asked = requirements({ maxAmountRequired: '7' });
     expect(await facilitator.verify(built.payment, asked)).toEqual({ isValid: true, payer: payer.address });
     const settled = await facilitator.settle(built.payment, asked);
     expect(settled).toMatchObject({ success: true, network: NETWORK, payer: payer.address });
@@ -301,7 +301,7 @@ describe('payments from clients: the shapes we accept and refuse', () => {
   let paymentCount = 0;
   async function clientPayment(overrides: SolanaPaymentOverrides = {}) {
     paymentCount += 1;
-    const built = await createSolanaPayment(payer.signer, offered() as HarnessRequirements, server.url, {
+    const built = await createSolanaPayment(payer.signer, offered(), server.url, {
       computeUnitLimit: 30_000 + paymentCount,
       ...overrides,
     });
@@ -424,7 +424,7 @@ describe('payments from clients: the shapes we accept and refuse', () => {
 
   it('the harness facilitator verifies and settles legacy and Memo payments exactly, and refuses what we refuse', async () => {
     const facilitator = createSvmFacilitator(new Map([[NETWORK, server.url]]), feePayer.signer, new KeyedQueue());
-    const asked = offered() as HarnessRequirements;
+    const asked = offered();
     for (const overrides of [
       { version: 'legacy' },
       { memo: 'v0' },

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { revokeApiKey } from '../../payments/accounts';
 import { createTestAccount } from '../support/accounts';
 import { startTestService, type TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
 
 async function within<T>(
   ms: number,
@@ -24,7 +25,7 @@ describe('the API key cache through the service', () => {
     t = await startTestService();
   });
   afterAll(async () => {
-    await t?.stop();
+    await ifStarted(t)?.stop();
   });
 
   it('a key revoked while in use is refused with 401 within moments', async () => {

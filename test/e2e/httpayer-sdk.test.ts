@@ -11,6 +11,7 @@ import { createTestAccount } from '../support/accounts';
 import { HttpayerSdkClient, type SdkOptions } from '../support/httpayer-sdk';
 import { ledgerSums, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
 
 const PRICE = 12_345n;
 /** What the relay asks: ceil(12,345 x 1.03) = ceil(12,715.35). */
@@ -33,8 +34,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await t?.stop();
-  await peers?.stop();
+  await ifStarted(t)?.stop();
+  await ifStarted(peers)?.stop();
 });
 
 const target = () => peers.targets[NETWORK]!;

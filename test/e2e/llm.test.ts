@@ -4,6 +4,7 @@ import { startLocalLlm, type LocalLlm } from '../../devnet/llm';
 import { peersEnv } from '../support/proxy';
 import { startTestService, type TestService } from '../support/service';
 import { decodePaymentResponseHeader } from '../../payments/x402/headers';
+import { ifStarted } from '../support/teardown';
 
 const PRICE_MICRO = 10_000n; // LLM_PRICE_USDC 0.01
 
@@ -27,9 +28,9 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => {
-  await t?.stop();
-  await llm?.close();
-  await peers?.stop();
+  await ifStarted(t)?.stop();
+  await ifStarted(llm)?.close();
+  await ifStarted(peers)?.stop();
 });
 
 async function balances(): Promise<[bigint, bigint]> {
@@ -267,7 +268,7 @@ describe('with FACILITATOR_URL set', () => {
     });
   });
   afterAll(async () => {
-    await viaFacilitator?.stop();
+    await ifStarted(viaFacilitator)?.stop();
   });
 
   it.each(['/llm/chat', '/llm/translate'])(

@@ -13,6 +13,7 @@ import { generatePrivateKey } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { contractClient } from '../support/contract';
 import { createTestDatabase, type TestDatabase } from '../support/database';
+import { ifStarted } from '../support/teardown';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const HOOK = fileURLToPath(new URL('../support/without-dev-packages.mjs', import.meta.url));
@@ -26,7 +27,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await database?.drop();
+  await ifStarted(database)?.drop();
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 });
 

@@ -8,6 +8,7 @@ import { startPeers, type Peers } from '../../devnet/index';
 import { createTestAccount } from '../support/accounts';
 import { ledgerSums, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
 
 const PRICE = 7_000n;
 const CREDITS = proxyCredits(PRICE, 3).totalCredits;
@@ -23,8 +24,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await t?.stop();
-  await peers?.stop();
+  await ifStarted(t)?.stop();
+  await ifStarted(peers)?.stop();
 });
 
 describe('concurrent paid calls', () => {

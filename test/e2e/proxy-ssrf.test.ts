@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestAccount } from '../support/accounts';
 import { tableResolver } from '../support/proxy';
 import { startTestService, type TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
 
 interface Listener {
   connections: number;
@@ -80,10 +81,13 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await t?.stop();
-  redirector?.closeAllConnections();
-  await new Promise((resolve) => redirector?.close(resolve));
-  await guarded?.close();
+  await ifStarted(t)?.stop();
+  const redirecting = ifStarted(redirector);
+  if (redirecting) {
+    redirecting.closeAllConnections();
+    await new Promise((resolve) => redirecting.close(resolve));
+  }
+  await ifStarted(guarded)?.close();
 });
 
 const refusedUrls = () => [

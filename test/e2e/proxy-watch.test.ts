@@ -19,6 +19,7 @@ import { startPeers, type Peers } from '../../devnet/index';
 import { createTestAccount, type TestAccount } from '../support/accounts';
 import { ledgerSums, pollWebhook, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
 
 const PRICE = 20_000n;
 const CREDITS = proxyCredits(PRICE, 3).totalCredits;
@@ -38,8 +39,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await t?.stop();
-  await peers?.stop();
+  await ifStarted(t)?.stop();
+  await ifStarted(peers)?.stop();
 });
 
 const target = () => peers.targets['base-sepolia']!;

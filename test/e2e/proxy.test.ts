@@ -18,6 +18,7 @@ import {
 import { createTestAccount } from '../support/accounts';
 import { ledgerSums, peersEnv, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
 
 const PRICE = 12_345n;
 /** ceil(12,345 x 1.03 / 1000) = ceil(12.71535) */
@@ -40,15 +41,14 @@ beforeAll(async () => {
     ],
   });
   closedPort = await unusedPort();
-  t = await startProxyService(peers, {
-    SSRF_ALLOW_HOSTS: peersEnv(peers, [`127.0.0.1:${closedPort}`]).SSRF_ALLOW_HOSTS,
-  });
+  // The peers' environment, with the closed port allowed too.
+  t = await startProxyService(peers, peersEnv(peers, [`127.0.0.1:${closedPort}`]));
   db = t.database.handle.db;
 });
 
 afterAll(async () => {
-  await t?.stop();
-  await peers?.stop();
+  await ifStarted(t)?.stop();
+  await ifStarted(peers)?.stop();
 });
 
 async function unusedPort(): Promise<number> {
@@ -361,7 +361,7 @@ describe('configuration and unpayable targets', () => {
     });
   });
   afterAll(async () => {
-    await limited?.stop();
+    await ifStarted(limited)?.stop();
   });
 
   it('no wallet key for the network the target accepts: 500 with the reason, nothing reserved', async () => {

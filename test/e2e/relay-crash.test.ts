@@ -19,6 +19,7 @@ import { contractClient } from '../support/contract';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { peersEnv, pollWebhook } from '../support/proxy';
 import { payingFetch, relayRequest } from '../support/relay';
+import { ifStarted } from '../support/teardown';
 
 const PRICE = 20_000n;
 const TOTAL = 20_600n;
@@ -40,8 +41,8 @@ beforeAll(async () => {
 afterAll(async () => {
   child?.kill('SIGKILL');
   await restarted?.stop();
-  await database?.drop();
-  await peers?.stop();
+  await ifStarted(database)?.drop();
+  await ifStarted(peers)?.stop();
   if (directory) rmSync(directory, { recursive: true, force: true });
 });
 
@@ -67,11 +68,11 @@ function startChild(env: Record<string, string>, markerFile: string): Promise<{ 
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const errors: string[] = [];
-  started.stderr!.on('data', (chunk: Buffer) => errors.push(chunk.toString()));
+  started.stderr.on('data', (chunk: Buffer) => errors.push(chunk.toString()));
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`the service did not start: ${errors.join('')}`)), 30_000);
     started.once('exit', (code) => reject(new Error(`the service exited with ${code}: ${errors.join('')}`)));
-    createInterface({ input: started.stdout! }).on('line', (line) => {
+    createInterface({ input: started.stdout }).on('line', (line) => {
       try {
         const entry = JSON.parse(line) as { msg?: string; url?: string };
         if (entry.msg === 'listening' && entry.url) {

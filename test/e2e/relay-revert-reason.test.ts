@@ -1,7 +1,7 @@
 // A dry run of transferWithAuthorization that reverts is reported with the token's own reason
 // (Error(string) decoded from the revert data), not the node's generic "An internal error was
 // received": the payer learns what to fix. Against the real local chain.
-import { encodeFunctionData, getAddress, parseAbi, type Hex } from 'viem';
+import { encodeFunctionData, getAddress, parseAbi } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPeers, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
 import { createChains, type Chains } from '../../payments/networks/index';
@@ -12,6 +12,7 @@ import { relayRequirements, SubmissionQueue } from '../../payments/incoming/inde
 import type { PaymentPayload } from '../../payments/x402/types';
 import { startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
 
 const NETWORK = 'base-sepolia';
 const USDC = getAddress(NETWORK_TABLE[NETWORK].usdc);
@@ -35,9 +36,9 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await chains?.close();
-  await t?.stop();
-  await peers?.stop();
+  await ifStarted(chains)?.close();
+  await ifStarted(t)?.stop();
+  await ifStarted(peers)?.stop();
 });
 
 describe('a reverted dry run', () => {
@@ -68,14 +69,14 @@ describe('a reverted dry run', () => {
     const deps = { chains, submissions: new SubmissionQueue() };
 
     // Settled once, then simulated again: the nonce is spent.
-    const { payment } = await peers.signEvmPayment(offer.value as PeerRequirements);
+    const { payment } = await peers.signEvmPayment(offer.value);
     const data = transferWithAuthorizationData(authorizationOf(payment as PaymentPayload));
-    const settled = await submitEvmTransaction(deps, NETWORK, { to: USDC, data }, async () => true);
+    const settled = await submitEvmTransaction(deps, NETWORK, { to: USDC, data }, () => Promise.resolve(true));
     if (!settled.ok) throw new Error(settled.details);
     await publicClient.waitForTransactionReceipt({ hash: settled.value.hash });
     const used = await publicClient.call({ account: service, to: USDC, data }).catch((error: unknown) => error);
     expect(revertReason(used)).toBe('FiatTokenV2: authorization is used or canceled');
-    const again = await submitEvmTransaction(deps, NETWORK, { to: USDC, data }, async () => true);
+    const again = await submitEvmTransaction(deps, NETWORK, { to: USDC, data }, () => Promise.resolve(true));
     expect(again).toEqual({
       ok: false,
       reason: 'simulation_failed',
@@ -83,7 +84,7 @@ describe('a reverted dry run', () => {
     });
 
     const tooMuch = await peers.signEvmPayment({
-      ...(offer.value as PeerRequirements),
+      ...offer.value,
       maxAmountRequired: 1_000_000_000n.toString(),
     });
     const tooMuchData = transferWithAuthorizationData(authorizationOf(tooMuch.payment as PaymentPayload));
@@ -96,7 +97,7 @@ describe('a reverted dry run', () => {
     const bare = await publicClient
       .call({
         to: USDC,
-        data: encodeFunctionData({ abi: parseAbi(['function nothingHere()']), functionName: 'nothingHere' }) as Hex,
+        data: encodeFunctionData({ abi: parseAbi(['function nothingHere()']), functionName: 'nothingHere' }),
       })
       .catch((error: unknown) => error);
     expect(bare).toBeInstanceOf(Error);

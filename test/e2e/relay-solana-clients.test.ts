@@ -3,12 +3,13 @@
 // target is paid once and every leg moves exactly. The domain side of these payments is
 // test/devnet/relay-payment-solana.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startPeers, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
+import { startPeers, type Peers } from '../../devnet/index';
 import { generateSolanaKey, type SolanaKey } from '../../devnet/svm/keys';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { legacyTransfer } from '../support/httpayer-sdk';
 import { startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
 
 const NETWORK = 'solana-devnet' as const;
 const PRICE_MICRO_USDC = 10_300n;
@@ -41,8 +42,8 @@ describe('POST /relay paid on solana-devnet by the standard clients', () => {
   });
 
   afterAll(async () => {
-    await Promise.all([t?.stop(), viaFacilitatorService?.stop()]);
-    await peers?.stop();
+    await Promise.all([ifStarted(t)?.stop(), ifStarted(viaFacilitatorService)?.stop()]);
+    await ifStarted(peers)?.stop();
   });
 
   async function legs() {
@@ -54,7 +55,7 @@ describe('POST /relay paid on solana-devnet by the standard clients', () => {
     };
   }
   const payMemo = (memo: string) => async (requirements: PaymentRequirements) =>
-    peers.createSolanaPayment(requirements as PeerRequirements, { memo }, payer.secretKey);
+    peers.createSolanaPayment(requirements, { memo }, payer.secretKey);
   const payHttpayer = (requirements: PaymentRequirements) => httpayerPayment(requirements, payer.signer);
 
   it("pays the target once for a v0 payment with x402's Memo and for a legacy one as HTTPayer builds it, directly and through the facilitator", async () => {

@@ -2,7 +2,7 @@
 // x402-fetch (or a hand-signed X-PAYMENT where it cannot) pays the service, the service pays
 // x402-express targets from its wallet, on the same chain or across EVM and Solana. Every response
 // is checked against the document; every amount is read from the chains themselves.
-import { parseEventLogs, parseAbi, type Address, type Hash } from 'viem';
+import { parseEventLogs, parseAbi, type Hash } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { utcDay } from '../../payments/clock';
@@ -14,9 +14,10 @@ import {
   type Peers,
   type PaymentRequirements as PeerRequirements,
 } from '../../devnet/index';
-import { contractFetch, payingFetch, relayRequest, relayRows } from '../support/relay';
+import { payingFetch, relayRequest, relayRows } from '../support/relay';
 import { pollWebhook, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
 
 const PRICE = 12_345n;
 /** ceil(12,345 x 1.03) = ceil(12,715.35) */
@@ -37,8 +38,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await t?.stop();
-  await peers?.stop();
+  await ifStarted(t)?.stop();
+  await ifStarted(peers)?.stop();
 });
 
 const relayUrl = () => `${t.service.url}/relay`;
@@ -576,7 +577,7 @@ describe('with FACILITATOR_URL, the facilitator settles the client payments', ()
     viaFacilitator = await startProxyService(peers, { FACILITATOR_URL: peers.facilitator.url });
   });
   afterAll(async () => {
-    await viaFacilitator?.stop();
+    await ifStarted(viaFacilitator)?.stop();
   });
 
   it('EVM and Solana clients pay through it (the Solana entry names its fee payer); the targets are paid', async () => {

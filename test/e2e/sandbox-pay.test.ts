@@ -19,6 +19,7 @@ import { solanaKeyFromSecret } from '../../devnet/svm/keys';
 import { decodePaymentResponseHeader, type PaymentRequiredBody } from '../../devnet/x402';
 import { contractFetch } from '../support/relay';
 import { startTestService, type TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
 
 const dataDir = mkdtempSync(path.join(path.resolve('.tmp'), 'sandbox-pay-'));
 const balanceOfAbi = parseAbi(['function balanceOf(address owner) view returns (uint256)']);
@@ -39,8 +40,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await t?.stop();
-  await sandbox?.stop();
+  await ifStarted(t)?.stop();
+  await ifStarted(sandbox)?.stop();
   rmSync(dataDir, { recursive: true, force: true });
 });
 
@@ -73,7 +74,7 @@ async function confirmed(network: NetworkName, transaction: string): Promise<boo
   const { value } = await createSolanaRpc(state.rpc[network]!)
     .getSignatureStatuses([transaction as Signature])
     .send();
-  return value[0] !== null && value[0].err === null;
+  return value[0]?.err === null;
 }
 
 /** The target's own 402: its price and where it is paid. */

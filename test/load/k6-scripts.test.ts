@@ -12,6 +12,7 @@ import { checkResponse } from '../support/contract';
 import { holdRequest, type HeldRequest } from '../support/held-request';
 import { startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
 
 const CAP = 2;
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -39,9 +40,9 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  target?.hold.release();
-  await t?.stop();
-  await peers?.stop();
+  ifStarted(target)?.hold.release();
+  await ifStarted(t)?.stop();
+  await ifStarted(peers)?.stop();
   if (directory) rmSync(directory, { recursive: true, force: true });
 });
 

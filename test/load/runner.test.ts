@@ -14,6 +14,7 @@ import { checkResponse, type ContractResponse } from '../support/contract';
 import { holdRequest, type HeldRequest } from '../support/held-request';
 import { startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
 
 const CAPS: Record<CapGroup, number> = { proxy: 5, relay: 4, webhooks: 6 };
 const OVERLOAD_SECONDS = 0.5;
@@ -46,9 +47,9 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  target?.hold.release();
-  await t?.stop();
-  await peers?.stop();
+  ifStarted(target)?.hold.release();
+  await ifStarted(t)?.stop();
+  await ifStarted(peers)?.stop();
 });
 
 /** autocannon against the service; every answer is checked against the document (failures collected). */
@@ -56,7 +57,7 @@ function contractLoad(
   request: LoadRequest,
   connections: number,
   limits: { durationS?: number; amount?: number },
-): { stop(): void; done: Promise<LoadResult & { statuses: Record<number, number>; violations: string[] }> } {
+): { stop: () => void; done: Promise<LoadResult & { statuses: Record<number, number>; violations: string[] }> } {
   const checks: Array<Promise<void>> = [];
   const violations: string[] = [];
   const statuses: Record<number, number> = {};
@@ -83,7 +84,7 @@ function contractLoad(
       };
       checks.push(
         checkResponse(request.method, request.path, response).catch(
-          (error: Error) => void violations.push(error.message),
+          (error: unknown) => void violations.push(error instanceof Error ? error.message : String(error)),
         ),
       );
       if (status === 429) {
@@ -154,13 +155,17 @@ async function overload(
     request: options.request,
     heldBy: options.heldBy,
     target: {
-      reset: async () => target.reset(),
-      stats: async () => ({
-        arrivals: target.hold.arrivals,
-        waiting: target.hold.waiting,
-        maxWaiting: target.hold.maxWaiting,
-      }),
-      release: async () => target.hold.release(),
+      reset: () => {
+        target.reset();
+        return Promise.resolve();
+      },
+      stats: () =>
+        Promise.resolve({
+          arrivals: target.hold.arrivals,
+          waiting: target.hold.waiting,
+          maxWaiting: target.hold.maxWaiting,
+        }),
+      release: () => Promise.resolve(target.hold.release()),
     },
     clients: clientHolds(options.holders ?? options.request, group),
     load: (connections, durationS) => {

@@ -103,7 +103,7 @@ export default async function setup(project: TestProject) {
   return async () => {
     shared.users -= 1;
     if (shared.users > 0) return;
-    delete holder[SHARED];
+    Reflect.deleteProperty(holder, SHARED);
     await database.close();
   };
 }

@@ -35,7 +35,7 @@ function declaredResponse(responses: Record<string, any>, status: number): any {
 }
 
 function mediaType(contentType: string | null): string {
-  return (contentType ?? '').split(';')[0].trim().toLowerCase();
+  return (contentType ?? '').split(';')[0]!.trim().toLowerCase();
 }
 
 function isGenericError(body: unknown): boolean {

@@ -37,7 +37,6 @@ import {
   type Blockhash,
   type Instruction,
   type KeyPairSigner,
-  type SignatureBytes,
   type Transaction,
 } from '@solana/kit';
 import { getSetComputeUnitLimitInstruction, getSetComputeUnitPriceInstruction } from '@solana-program/compute-budget';
@@ -271,13 +270,14 @@ export class HttpayerSdkClient {
     const chainId = SDK_CHAIN_IDS[requirements.network];
     if (chainId === undefined) throw new Error(`Unsupported network: ${requirements.network}`);
     const now = Math.floor(Date.now() / 1000);
+    const nonce: Hex = `0x${randomBytes(32).toString('hex')}`;
     const authorization = {
       from: this.account.address,
       to: requirements.payTo as string,
       value: requirements.maxAmountRequired as string,
       validAfter: String(now - 60),
       validBefore: String(now + Number(requirements.maxTimeoutSeconds)),
-      nonce: `0x${randomBytes(32).toString('hex')}` as Hex,
+      nonce,
     };
     const signature = await this.account.signTypedData({
       domain: {
@@ -339,7 +339,7 @@ export async function legacyTransfer(
     blockhash.blockhash,
   );
   // Transaction.partial_sign: the payer's slot signed, the fee payer's left as zeros (the signature order is the accounts' order).
-  const signature = (await signBytes(solana.signer.keyPair.privateKey, messageBytes)) as SignatureBytes;
+  const signature = await signBytes(solana.signer.keyPair.privateKey, messageBytes);
   const transaction = {
     messageBytes: messageBytes as unknown as Transaction['messageBytes'],
     signatures: { [feePayer]: null, [solana.signer.address]: signature },
@@ -434,7 +434,7 @@ async function send(
       request.end(body);
     },
   );
-  const encoding = String(raw.headers['content-encoding'] ?? '');
+  const encoding = raw.headers['content-encoding'] ?? '';
   const bytes =
     encoding === 'gzip' ? gunzipSync(raw.bytes) : encoding === 'deflate' ? inflateSync(raw.bytes) : raw.bytes;
   const text = bytes.toString('utf8');

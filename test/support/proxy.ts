@@ -6,10 +6,10 @@ import { isIP } from 'node:net';
 import type { Db } from '../../db/index';
 import type { Resolver } from '../../payments/outbound/index';
 import type { ServiceOptions } from '../../server/service';
-import type { Peers } from '../../devnet/index';
+import type { NetworkName, Peers } from '../../devnet/index';
 import { startTestService, type TestService } from './service';
 
-const RPC_VARIABLES: Record<string, string> = {
+const RPC_VARIABLES: Record<NetworkName, string> = {
   base: 'RPC_URL_BASE',
   'base-sepolia': 'RPC_URL_BASE_SEPOLIA',
   'skale-base': 'RPC_URL_SKALE_BASE',
@@ -35,11 +35,14 @@ export function peersEnv(peers: Peers, extraAllowHosts: string[] = []): Record<s
 /** Resolves only the names in its table; every other name fails as unknown, so no test reaches a real DNS server. */
 export function tableResolver(table: Record<string, string[]> = {}): Resolver & { calls: string[] } {
   const calls: string[] = [];
-  const resolver = async (hostname: string) => {
+  const resolver = (hostname: string) => {
     calls.push(hostname);
     const addresses = table[hostname];
-    if (!addresses) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
-    return addresses.map((address) => ({ address, family: isIP(address) === 6 ? (6 as const) : (4 as const) }));
+    if (!addresses)
+      return Promise.reject(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }));
+    return Promise.resolve(
+      addresses.map((address) => ({ address, family: isIP(address) === 6 ? (6 as const) : (4 as const) })),
+    );
   };
   return Object.assign(resolver, { calls });
 }

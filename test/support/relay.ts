@@ -34,15 +34,9 @@ export function payingFetch(
   maxValueMicroUsdc = 1_000_000n,
 ): typeof fetch {
   if (network === 'solana' || network === 'solana-devnet') {
-    return wrapFetchWithPayment(
-      contractFetch(),
-      peers.wallets.client.solana.signer as never,
-      maxValueMicroUsdc,
-      undefined,
-      {
-        svmConfig: { rpcUrl: peers.rpcUrls[network]! },
-      },
-    ) as typeof fetch;
+    return wrapFetchWithPayment(contractFetch(), peers.wallets.client.solana.signer, maxValueMicroUsdc, undefined, {
+      svmConfig: { rpcUrl: peers.rpcUrls[network]! },
+    }) as typeof fetch;
   }
   return wrapFetchWithPayment(
     contractFetch(),

@@ -27,7 +27,7 @@ export interface SchemaArbitraries {
   /** Values the schema refuses, or null when the schema refuses nothing. */
   invalid(schema: Schema): fc.Arbitrary<Invalid> | null;
   /** The document's verdict on a value. */
-  accepts(schema: Schema, value: unknown): boolean;
+  accepts: (schema: Schema, value: unknown) => boolean;
   resolve(schema: Schema): Schema;
 }
 
@@ -55,7 +55,7 @@ const text = (minLength = 0, maxLength = 24) =>
     {
       weight: 3,
       arbitrary: fc.string({
-        unit: fc.constantFrom(...'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.'),
+        unit: fc.constantFrom(...'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.'.split('')),
         minLength,
         maxLength,
       }),
@@ -97,7 +97,8 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
         .reduce((node: any, part) => node?.[part], document);
       if (target === undefined) throw new Error(`unresolved reference ${pointer}`);
       // Keywords beside $ref (OpenAPI 3.1 allows them) apply as well.
-      const { $ref: _ref, ...siblings } = current;
+      const siblings = { ...current };
+      delete siblings.$ref;
       current = Object.keys(siblings).length > 0 ? { allOf: [target, siblings] } : target;
     }
     return current;
@@ -243,7 +244,9 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
     if (Array.isArray(schema.enum)) return fc.constantFrom(...schema.enum);
     const branches = schema.oneOf ?? schema.anyOf;
     if (Array.isArray(branches)) {
-      const { oneOf: _oneOf, anyOf: _anyOf, ...rest } = schema;
+      const rest = { ...schema };
+      delete rest.oneOf;
+      delete rest.anyOf;
       const options = branches.map((branch: Schema) =>
         validAt(typeof branch === 'object' ? { allOf: [rest, branch] } : branch, depth + 1),
       );
@@ -325,7 +328,9 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
         const base = schema.format === 'uri' ? 'http://target.invalid/' : '';
         add(
           `longer than ${schema.maxLength}`,
-          fc.integer({ min: 1, max: 16 }).map((extra) => base + 'a'.repeat(schema.maxLength + extra - base.length)),
+          fc
+            .integer({ min: 1, max: 16 })
+            .map((extra) => base + 'a'.repeat((schema.maxLength as number) + extra - base.length)),
         );
       }
       if (schema.pattern) {
@@ -369,7 +374,7 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
       if (schema.maximum !== undefined)
         add(
           `above ${schema.maximum}`,
-          fc.integer({ min: 1, max: 1000 }).map((d) => schema.maximum + d),
+          fc.integer({ min: 1, max: 1000 }).map((d) => (schema.maximum as number) + d),
         );
       if (schema.exclusiveMinimum !== undefined)
         add(
@@ -379,15 +384,13 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
       if (schema.exclusiveMaximum !== undefined)
         add(
           `not below ${schema.exclusiveMaximum}`,
-          fc.constantFrom(schema.exclusiveMaximum, schema.exclusiveMaximum + 1),
+          fc.constantFrom(schema.exclusiveMaximum, (schema.exclusiveMaximum as number) + 1),
         );
       if (only === 'integer') add('not an integer', fc.constantFrom(1.5, 0.25, -2.75));
     }
     if (types.includes('object')) {
       // The rest of the object stays valid, so that each value breaks one thing only.
-      const base = (objectArb(schema, depth) as fc.Arbitrary<Record<string, unknown>>).filter(
-        (value) => !schema.not || !accepts(schema.not, value),
-      );
+      const base = objectArb(schema, depth).filter((value) => !schema.not || !accepts(schema.not, value));
       // A JSON string that holds a valid object: a parser that looks inside strings would take it.
       if (!types.includes('string'))
         add(
@@ -397,7 +400,7 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
       for (const name of schema.required ?? []) {
         add(
           `missing required "${name}"`,
-          base.map(({ [name]: _dropped, ...rest }) => rest),
+          base.map((value) => Object.fromEntries(Object.entries(value).filter(([key]) => key !== name))),
         );
       }
       if (schema.additionalProperties === false) {
@@ -411,12 +414,10 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
         const bad = invalidAt(schema.additionalProperties, depth + 1);
         if (bad)
           candidates.push(
-            fc
-              .tuple(base, bad)
-              .map(([value, { value: inner, why }]) => ({
-                value: { ...value, zz_extra: inner },
-                why: `zz_extra ${why}`,
-              })),
+            fc.tuple(base, bad).map(([value, { value: inner, why }]) => ({
+              value: { ...value, zz_extra: inner },
+              why: `zz_extra ${why}`,
+            })),
           );
       }
       for (const [name, property] of Object.entries<Schema>(schema.properties ?? {})) {

@@ -31,7 +31,7 @@ describe('concurrency caps', () => {
         if (release) held.push(release);
         else refused++;
       } else if (held.length > 0) {
-        const [release] = held.splice(Math.floor(random() * held.length), 1);
+        const release = held.splice(Math.floor(random() * held.length), 1)[0]!;
         release();
         release(); // a second release of the same slot changes nothing
       }

@@ -54,7 +54,7 @@ describe('our 402 offers', () => {
       asset: NETWORK_TABLE['base-sepolia'].usdc,
       extra: { name: 'USDC', version: '2' },
     });
-    expect(offers[2].extra).toEqual({ name: 'Bridged USDC (SKALE Bridge)', version: '2' });
+    expect(offers[2]!.extra).toEqual({ name: 'Bridged USDC (SKALE Bridge)', version: '2' });
   });
 
   it('leaves out networks standard clients do not know unless named, and networks without a wallet', () => {
@@ -62,7 +62,7 @@ describe('our 402 offers', () => {
     expect(mainnet.map((offer) => offer.network)).toEqual(['base']);
     const named = buildOffers(chains(networks()), { ...base, networkClass: 'testnet', namedNetwork: 'skale-base' });
     expect(named.map((offer) => offer.network)).toEqual(['skale-base']);
-    expect(named[0].extra).toEqual({ name: 'Bridged USDC (SKALE Bridge)', version: '2' });
+    expect(named[0]!.extra).toEqual({ name: 'Bridged USDC (SKALE Bridge)', version: '2' });
     expect(buildOffers(chains(networks(false)), { ...base, namedNetwork: 'solana' })).toEqual([]);
   });
 

@@ -12,11 +12,14 @@ import {
 /** A resolver from a table; unknown names fail like getaddrinfo does. Counts its calls. */
 function tableResolver(table: Record<string, string[]>): Resolver & { calls: string[] } {
   const calls: string[] = [];
-  const resolver = async (hostname: string) => {
+  const resolver = (hostname: string) => {
     calls.push(hostname);
     const addresses = table[hostname];
-    if (!addresses) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
-    return addresses.map((address) => ({ address, family: address.includes(':') ? (6 as const) : (4 as const) }));
+    if (!addresses)
+      return Promise.reject(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }));
+    return Promise.resolve(
+      addresses.map((address) => ({ address, family: address.includes(':') ? (6 as const) : (4 as const) })),
+    );
   };
   return Object.assign(resolver, { calls });
 }

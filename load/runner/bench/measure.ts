@@ -1,5 +1,6 @@
 /** Measurement: contenders run in alternation, CPU time per answer, RSS over a run, medians. */
 import type { RunResult } from '../autocannon';
+import { entryOf } from '../checked';
 import { cpuMs, descendantsCpuMs, rssMiB } from '../children';
 import { median } from '../stats';
 import { progress, type Row } from './output';
@@ -50,7 +51,10 @@ export interface Contender {
  * Runs each contender once per round, the order reversed every other round, after one warm-up
  * each; returns the rows in the contenders' order.
  */
-export async function alternate(contenders: Contender[], rounds: number): Promise<Measured[]> {
+export async function alternate<const C extends readonly Contender[]>(
+  contenders: C,
+  rounds: number,
+): Promise<{ -readonly [K in keyof C]: Measured }> {
   const results = new Map<string, CpuRun[]>(contenders.map((contender) => [contender.name, []]));
   for (const contender of contenders) {
     progress(`warm-up: ${contender.name}`);
@@ -70,16 +74,17 @@ export async function alternate(contenders: Contender[], rounds: number): Promis
           : ((to - from) * 1000) / result.responses;
       const cpuUsPerAnswer = perAnswer(before, after);
       const dbCpuUsPerAnswer = perAnswer(dbBefore, dbAfter);
-      results.get(contender.name)!.push({
+      entryOf(results, contender.name, 'alternate').push({
         ...result,
         ...(cpuUsPerAnswer === undefined ? {} : { cpuUsPerAnswer }),
         ...(dbCpuUsPerAnswer === undefined ? {} : { dbCpuUsPerAnswer }),
       });
     }
   }
+  // One row per contender, in their order: as many rows as contenders.
   return contenders.map((contender) =>
-    summarize(contender.name, results.get(contender.name)!, contender.expectedStatus),
-  );
+    summarize(contender.name, entryOf(results, contender.name, 'alternate'), contender.expectedStatus),
+  ) as { -readonly [K in keyof C]: Measured };
 }
 
 /** Runs a load and adds the CPU time the server process spent per answer. */
@@ -101,15 +106,16 @@ export async function sampleRss(
   everyMs = 100,
 ): Promise<{ maxMiB: number; samples: number[] }> {
   const samples: number[] = [];
-  let running = true;
+  // Cleared by the callback below (a property: TypeScript would narrow a local flag to `true`).
+  const state = { running: true };
   const settled = during.then(
     () => undefined,
     () => undefined,
   );
   void settled.then(() => {
-    running = false;
+    state.running = false;
   });
-  while (running) {
+  while (state.running) {
     const rss = rssMiB(pid);
     if (rss !== undefined) samples.push(rss);
     await Promise.race([new Promise((resolve) => setTimeout(resolve, everyMs)), settled]);

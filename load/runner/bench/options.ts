@@ -1,4 +1,5 @@
 /** The options of `npm run bench` (documented at the top of load/runner/bench.ts). */
+import { itemAt } from '../checked';
 import { disablePinning } from '../children';
 
 export const SECTIONS = ['pass', 'config', 'paid', 'logging', 'soak', 'caps', 'rss', 'profile'] as const;
@@ -42,7 +43,7 @@ export function parseOptions(argv: string[]): Options {
     return value;
   };
   for (let index = 0; index < argv.length; index += 1) {
-    const option = argv[index]!;
+    const option = itemAt(argv, index, 'options');
     switch (option) {
       case '--quick':
         break;

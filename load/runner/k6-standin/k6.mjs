@@ -3,7 +3,7 @@ import { record } from './state.mjs';
 export function check(value, sets, tags = {}) {
   let all = true;
   for (const [name, predicate] of Object.entries(sets)) {
-    let passed = false;
+    let passed;
     try {
       passed = Boolean(predicate(value));
     } catch {

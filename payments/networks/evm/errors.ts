@@ -7,8 +7,7 @@ export type ReadFailureReason = 'network_not_enabled' | 'invalid_argument' | 'rp
 /** Revert data as nodes attach it: a hex string, or (hardhat, some providers) `{message, data}`. */
 function revertDataOf(value: unknown): Hex | undefined {
   if (isHex(value, { strict: true }) && value.length >= 10) return value;
-  if (value !== null && typeof value === 'object' && 'data' in value)
-    return revertDataOf((value as { data: unknown }).data);
+  if (value !== null && typeof value === 'object' && 'data' in value) return revertDataOf(value.data);
   return undefined;
 }
 
@@ -34,8 +33,8 @@ export function revertReason(error: unknown): string | undefined {
     if (data === undefined) continue;
     try {
       const decoded = decodeErrorResult({ data });
-      if (decoded.errorName === 'Error') return String(decoded.args?.[0]);
-      if (decoded.errorName === 'Panic') return `panic 0x${BigInt(decoded.args?.[0] as bigint).toString(16)}`;
+      if (decoded.errorName === 'Error') return String(decoded.args[0]);
+      if (decoded.errorName === 'Panic') return `panic 0x${(decoded.args[0] as bigint).toString(16)}`;
       return decoded.errorName;
     } catch {
       return `custom error ${data.slice(0, 10)}`;
@@ -43,9 +42,9 @@ export function revertReason(error: unknown): string | undefined {
   }
   // No data, but some nodes still say the reason in the message.
   for (const cause of causes) {
-    const message = [(cause as { details?: unknown })?.details, (cause as { message?: unknown })?.message]
-      .filter((text) => typeof text === 'string')
-      .join('\n');
+    // A cause is anything thrown, null and undefined included.
+    const described = cause as { details?: unknown; message?: unknown } | null | undefined;
+    const message = [described?.details, described?.message].filter((text) => typeof text === 'string').join('\n');
     const said =
       /reverted with reason string '([^']*)'/.exec(message)?.[1] ?? /execution reverted: ([^\n]+)/.exec(message)?.[1];
     if (said) return said.trim();

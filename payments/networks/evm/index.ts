@@ -70,15 +70,12 @@ export function createEvmChains(
   const account = config.evmPrivateKey === undefined ? undefined : parsePrivateKey(config.evmPrivateKey);
   const networks = evmNetworkClients(config, account, timeout);
   const clientsOf = clientsLookup(networks);
-  const { usdcBalance, authorizationState, findAuthorizationUse, latestBlock } = createEvmReads(clientsOf);
   return {
     account,
     networks,
     signTransferAuthorization: (requirements, signing) =>
       signTransferAuthorization({ clientsOf, account, nextNonce }, requirements, signing),
-    usdcBalance,
-    authorizationState,
-    findAuthorizationUse,
-    latestBlock,
+    // Closures over clientsOf, not methods: they need no `this`.
+    ...createEvmReads(clientsOf),
   };
 }

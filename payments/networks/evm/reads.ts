@@ -109,7 +109,11 @@ export function createEvmReads(clientsOf: ClientsOf): EvmReads {
           toBlock,
           strict: true,
         });
-        const log = logs.find((candidate) => candidate.transactionHash !== null && candidate.blockNumber !== null);
+        // RPC data: a node may answer a log of a pending block, without hash or number, whatever the types say.
+        const log = logs.find(
+          (candidate: { transactionHash: Hex | null; blockNumber: bigint | null }) =>
+            candidate.transactionHash !== null && candidate.blockNumber !== null,
+        );
         if (log) return ok({ state: 'settled', transactionHash: log.transactionHash, blockNumber: log.blockNumber });
       }
       return ok({ state: 'used_without_event', fromBlock: lowest, toBlock: latest });

@@ -49,15 +49,11 @@ export async function createSvmChains(
 ): Promise<SvmChains> {
   const signer = config.solanaPrivateKey === undefined ? undefined : await solanaSignerFromKey(config.solanaPrivateKey);
   const rpc = createSvmRpc(config, options.rpcTimeoutMs ?? DEFAULT_RPC_TIMEOUT_MS);
-  const { usdcBalance, signatureStatus, transactionSignatures, blockHeight, waitForSignature } = createSvmReads(rpc);
   return {
     signer,
     networks: rpc.networks,
     buildExactPayment: (requirements) => buildExactPayment(rpc, signer, requirements),
-    usdcBalance,
-    signatureStatus,
-    transactionSignatures,
-    blockHeight,
-    waitForSignature,
+    // Closures over rpc, not methods: they need no `this`.
+    ...createSvmReads(rpc),
   };
 }

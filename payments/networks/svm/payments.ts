@@ -130,10 +130,14 @@ async function checkAccountsAndFetchBlockhash(
 ): Promise<Result<BlockhashLifetime, BuildFailureReason>> {
   try {
     // One read at one slot for both accounts: the balance we check is the one next to the destination we saw.
-    const [destinationAccount, sourceAccount] = await fetchEncodedAccounts(client, [destination, source], {
-      ...rpc.bounded(),
-      commitment: 'confirmed',
-    });
+    const [destinationAccount, sourceAccount] = await fetchEncodedAccounts<[string, string]>(
+      client,
+      [destination, source],
+      {
+        ...rpc.bounded(),
+        commitment: 'confirmed',
+      },
+    );
     if (!destinationAccount.exists) {
       return fail(
         'destination_account_missing',

@@ -6,7 +6,6 @@ import {
   getTransactionDecoder,
   isAddress,
   isSignature,
-  type Signature,
 } from '@solana/kit';
 import { fail, ok, type Result } from '../../result';
 import type { NetworkName } from '../../networkTable';
@@ -50,14 +49,17 @@ export interface SvmReads {
   ): Promise<Result<SignatureStatus, ReadFailureReason>>;
 }
 
-export function createSvmReads({ clientsOf, bounded }: SvmRpc): SvmReads {
+export function createSvmReads(rpc: SvmRpc): SvmReads {
+  const clientsOf = (network: NetworkName) => rpc.clientsOf(network);
+  const bounded = () => rpc.bounded();
+
   async function usdcBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>> {
     const clients = clientsOf(network);
     if (!clients.ok) return clients;
     if (!isAddress(owner)) return fail('invalid_argument', `${owner} is not a Solana address`);
     try {
       const account = await usdcAccountOf(owner, clients.value.usdc);
-      const [encoded] = await fetchEncodedAccounts(clients.value.rpc, [account], {
+      const [encoded] = await fetchEncodedAccounts<[string]>(clients.value.rpc, [account], {
         ...bounded(),
         commitment: 'confirmed',
       });
@@ -76,7 +78,7 @@ export function createSvmReads({ clientsOf, bounded }: SvmRpc): SvmReads {
     if (!isSignature(signature)) return fail('invalid_argument', 'not a transaction signature');
     try {
       const { value } = await clients.value.rpc
-        .getSignatureStatuses([signature as Signature], { searchTransactionHistory: true })
+        .getSignatureStatuses([signature], { searchTransactionHistory: true })
         .send(bounded());
       const status = value[0];
       if (!status) return ok({ found: false });
@@ -101,7 +103,7 @@ export function createSvmReads({ clientsOf, bounded }: SvmRpc): SvmReads {
     if (!isSignature(signature)) return fail('invalid_argument', 'not a transaction signature');
     try {
       const found = await clients.value.rpc
-        .getTransaction(signature as Signature, {
+        .getTransaction(signature, {
           encoding: 'base64',
           maxSupportedTransactionVersion: 0,
           commitment: 'confirmed',

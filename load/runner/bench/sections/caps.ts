@@ -14,9 +14,10 @@ import {
   type CapsReport,
   type DisconnectReport,
   type HoldControl,
+  type HoldStats,
   type LoadResult,
 } from '../../caps';
-import { spawnChild } from '../../children';
+import { announcedUrl, spawnChild } from '../../children';
 import { requestOf, scenarios, UNKNOWN_WEBHOOK_ID, type CapGroup } from '../../scenarios';
 import type { ServiceChild } from '../../serviceChild';
 import { withCpu } from '../measure';
@@ -68,7 +69,7 @@ export async function caps(bench: Bench): Promise<void> {
     durationS: Math.max(3, options.durationS),
     target: {
       reset: () => bench.peersChild.call('reset'),
-      stats: () => bench.peersChild.call('holdStats'),
+      stats: () => bench.peersChild.call<HoldStats>('holdStats'),
       release: () => bench.peersChild.call('holdRelease', {}),
     },
     active: async (group: CapGroup) => {
@@ -249,7 +250,7 @@ async function overloadRuns(rig: CapsRig): Promise<OverloadRuns> {
   const control = await withCpu(plainExpress.pid, () =>
     bench.loadgen.call<LoadResult>('clients', {
       run: {
-        baseUrl: plainExpress.info.url,
+        baseUrl: announcedUrl(plainExpress),
         request: requestOf('config', bindings),
         clients: (factor - 1) * cap,
         durationS,
@@ -263,9 +264,7 @@ async function overloadRuns(rig: CapsRig): Promise<OverloadRuns> {
     rps: control.rps,
     p50: control.latency.p50,
     p99: control.latency.p99,
-    ...((control as LoadResult & { cpuUsPerAnswer?: number }).cpuUsPerAnswer === undefined
-      ? {}
-      : { cpuUs: (control as LoadResult & { cpuUsPerAnswer?: number }).cpuUsPerAnswer }),
+    ...(control.cpuUsPerAnswer === undefined ? {} : { cpuUs: control.cpuUsPerAnswer }),
     note: "the same clients and pace against a bare express app: the machine's own tail",
   });
   return { proxy, proxyPaced, webhooks, webhooksPaced, control };
@@ -279,7 +278,10 @@ function clientsThatDisconnect({ bench, service, cap, target, active }: CapsRig)
     target,
     active: () => active('proxy'),
     send() {
-      const body = requestOf('proxyHold', bindings).body!;
+      const { body } = requestOf('proxyHold', bindings);
+      if (body === undefined) throw new Error('the proxyHold request of load/scenarios.json has no body');
+      const apiKey = bindings.apiKey;
+      if (apiKey === undefined) throw new Error('the disconnect scenario needs an API key');
       const url = new URL('/proxy', service.url);
       const request = http.request(url, {
         method: 'POST',
@@ -287,7 +289,7 @@ function clientsThatDisconnect({ bench, service, cap, target, active }: CapsRig)
         headers: {
           'content-type': 'application/json',
           'content-length': String(Buffer.byteLength(body)),
-          'x-api-key': bindings.apiKey!,
+          'x-api-key': apiKey,
         },
       });
       request.on('error', () => undefined);

@@ -1,5 +1,5 @@
 /** GET /config against plain express 5 answering the same JSON. */
-import { spawnChild } from '../../children';
+import { announcedUrl, spawnChild } from '../../children';
 import { requestOf } from '../../scenarios';
 import type { ServiceChild } from '../../serviceChild';
 import { alternate } from '../measure';
@@ -24,7 +24,7 @@ export async function config(bench: Bench, service: ServiceChild): Promise<void>
       {
         name: 'plain express 5, same JSON',
         pid: plainExpress.pid,
-        run: (warmup) => bench.autocannon(plainExpress.info.url, requestOf('config', bindings), duration(warmup)),
+        run: (warmup) => bench.autocannon(announcedUrl(plainExpress), requestOf('config', bindings), duration(warmup)),
       },
       {
         name: 'GET /config',
@@ -35,8 +35,7 @@ export async function config(bench: Bench, service: ServiceChild): Promise<void>
     options.rounds,
   );
   await plainExpress.stop();
-  rows[1]!.row.note =
-    `${fmt.pct(rows[1]!.row.rps / rows[0]!.row.rps)} of plain express ${rows[1]!.row.note ?? ''}`.trim();
+  rows[1].row.note = `${fmt.pct(rows[1].row.rps / rows[0].row.rps)} of plain express ${rows[1].row.note ?? ''}`.trim();
   say(table(rows.map((measured) => measured.row)));
   bench.results.config = rows;
 }

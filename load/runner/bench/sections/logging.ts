@@ -38,8 +38,8 @@ export async function logging(bench: Bench, service: ServiceChild): Promise<void
     Math.max(1, options.rounds - 1),
   );
   await bench.stopService(verbose);
-  rows[1]!.row.note = `${fmt.pct(rows[1]!.row.rps / rows[0]!.row.rps)} of LOG_LEVEL=${options.logLevel}`;
-  rows[3]!.row.note = `${fmt.pct(rows[3]!.row.rps / rows[2]!.row.rps)} of LOG_LEVEL=${options.logLevel}`;
+  rows[1].row.note = `${fmt.pct(rows[1].row.rps / rows[0].row.rps)} of LOG_LEVEL=${options.logLevel}`;
+  rows[3].row.note = `${fmt.pct(rows[3].row.rps / rows[2].row.rps)} of LOG_LEVEL=${options.logLevel}`;
   say(table(rows.map((measured) => measured.row)));
   bench.results.logging = rows;
 }

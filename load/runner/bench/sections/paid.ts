@@ -1,4 +1,5 @@
 /** Paid call: x402-fetch straight to the paid target against paid POST /proxy to it, with where the time goes. */
+import { itemAt } from '../../checked';
 import type { PaidResult } from '../../loadgen';
 import type { ServiceChild } from '../../serviceChild';
 import { median } from '../../stats';
@@ -43,7 +44,10 @@ export async function paid(bench: Bench, service: ServiceChild): Promise<void> {
     const phases = { toTarget: [] as number[], toPaidRequest: [] as number[], toAnswer: [] as number[] };
     if (arrivals.length === 2 * result.calls.length) {
       result.calls.forEach(([start, end], index) => {
-        const [unpaid, paidRequest] = [arrivals[2 * index]!, arrivals[2 * index + 1]!];
+        const [unpaid, paidRequest] = [
+          itemAt(arrivals, 2 * index, 'arrivals'),
+          itemAt(arrivals, 2 * index + 1, 'arrivals'),
+        ];
         if (unpaid.paid || !paidRequest.paid) return;
         phases.toTarget.push(unpaid.receivedAtMs - start);
         phases.toPaidRequest.push(paidRequest.receivedAtMs - unpaid.receivedAtMs);
@@ -69,12 +73,12 @@ export async function paid(bench: Bench, service: ServiceChild): Promise<void> {
     const failure = (measured.runs as PaidRun[]).flatMap((result) => result.failures)[0];
     if (failure) measured.row.note = `${measured.row.note ?? ''} first: ${failure}`.trim();
   }
-  const delta = rows[1]!.row.p50 - rows[0]!.row.p50;
-  rows[1]!.row.note = `+${fmt.ms(delta)} ms p50 over the direct call ${rows[1]!.row.note ?? ''}`.trim();
+  const delta = rows[1].row.p50 - rows[0].row.p50;
+  rows[1].row.note = `+${fmt.ms(delta)} ms p50 over the direct call ${rows[1].row.note ?? ''}`.trim();
   say(table(rows.map((measured) => measured.row)));
   const phase = (measured: Measured, name: keyof PaidRun['phases']) =>
     median((measured.runs as PaidRun[]).flatMap((result) => result.phases[name]));
-  const [direct, proxied] = rows as [Measured, Measured];
+  const [direct, proxied] = rows;
   say("  Where the time goes (medians over every call, from the target's arrival times; ms):");
   say(
     `    ${''.padEnd(30)} ${'to the target'.padStart(14)} ${'402 -> paid call'.padStart(17)} ${'paid call -> answer'.padStart(20)}`,
@@ -94,7 +98,7 @@ export async function paid(bench: Bench, service: ServiceChild): Promise<void> {
   );
   bench.goals.push({
     goal: 'paid /proxy adds <= 10 ms p50 over the direct call',
-    figure: `+${fmt.ms(delta)} ms (${fmt.ms(rows[1]!.row.p50)} vs ${fmt.ms(rows[0]!.row.p50)} ms)`,
+    figure: `+${fmt.ms(delta)} ms (${fmt.ms(rows[1].row.p50)} vs ${fmt.ms(rows[0].row.p50)} ms)`,
     met: delta <= 10,
   });
   bench.results.paid = rows;

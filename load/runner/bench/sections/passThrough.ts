@@ -1,9 +1,9 @@
 /** Pass-through: POST /proxy to a free x402 target against a bare Node forwarder to the same target. */
 import type { LoadRequest } from '../../autocannon';
-import { spawnChild } from '../../children';
+import { announcedUrl, spawnChild } from '../../children';
 import { requestOf } from '../../scenarios';
 import type { ServiceChild } from '../../serviceChild';
-import { alternate, type Measured } from '../measure';
+import { alternate } from '../measure';
 import { fmt, say, SERVER_CORE, table } from '../output';
 import type { Bench } from '../setup';
 
@@ -48,12 +48,12 @@ export async function passThrough(bench: Bench, service: ServiceChild): Promise<
       {
         name: 'bare forwarder (keep-alive to the target)',
         pid: forwarder.pid,
-        run: (warmup) => bench.autocannon(forwarder.info.url, forwarded, duration(warmup)),
+        run: (warmup) => bench.autocannon(announcedUrl(forwarder), forwarded, duration(warmup)),
       },
       {
         name: 'bare forwarder (a connection per call)',
         pid: forwarderPerCall.pid,
-        run: (warmup) => bench.autocannon(forwarderPerCall.info.url, forwarded, duration(warmup)),
+        run: (warmup) => bench.autocannon(announcedUrl(forwarderPerCall), forwarded, duration(warmup)),
       },
       {
         name: 'POST /proxy pass-through',
@@ -76,7 +76,7 @@ export async function passThrough(bench: Bench, service: ServiceChild): Promise<
     options.rounds,
   );
   await Promise.all([forwarder.stop(), forwarderPerCall.stop()]);
-  const [keepAlive, perCall, proxy, noKey, refused] = rows as [Measured, Measured, Measured, Measured, Measured];
+  const [keepAlive, perCall, proxy, noKey, refused] = rows;
   const ratio = proxy.row.rps / keepAlive.row.rps;
   proxy.row.note =
     `${fmt.pct(ratio)} of the keep-alive forwarder, ${fmt.pct(proxy.row.rps / perCall.row.rps)} of the per-call one ${proxy.row.note ?? ''}`.trim();

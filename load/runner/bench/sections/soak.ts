@@ -20,7 +20,7 @@ export async function soak(bench: Bench, service: ServiceChild): Promise<void> {
   const entries = Object.entries(mix).map(([name, weight]) => ({
     name,
     request: requestOf(name as RequestName, bindings),
-    weight: weight!,
+    weight,
   }));
   const rssBefore = rssMiB(service.pid) ?? NaN;
   type SoakResult = RunResult & { byRequest: Record<string, LatencySummary & { statuses: Record<string, number> }> };
