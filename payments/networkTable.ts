@@ -20,6 +20,8 @@ export interface NetworkEntry {
   chainType: ChainType;
   networkClass: NetworkClass;
   chainId?: number;
+  /** The CAIP-2 id x402 version 2 names the network by (docs/architecture.md section 4). */
+  caip2: `${string}:${string}`;
   usdc: string;
   /** EIP-712 domain of the USDC contract (EVM only). */
   eip712?: { name: string; version: string };
@@ -37,6 +39,7 @@ export const NETWORK_TABLE: Record<NetworkName, NetworkEntry> = {
     chainType: 'evm',
     networkClass: 'mainnet',
     chainId: 8453,
+    caip2: 'eip155:8453',
     usdc: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
     eip712: { name: 'USD Coin', version: '2' },
     publicRpcUrl: 'https://mainnet.base.org',
@@ -46,6 +49,7 @@ export const NETWORK_TABLE: Record<NetworkName, NetworkEntry> = {
     chainType: 'evm',
     networkClass: 'testnet',
     chainId: 84532,
+    caip2: 'eip155:84532',
     usdc: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
     eip712: { name: 'USDC', version: '2' },
     publicRpcUrl: 'https://sepolia.base.org',
@@ -55,6 +59,7 @@ export const NETWORK_TABLE: Record<NetworkName, NetworkEntry> = {
     chainType: 'evm',
     networkClass: 'mainnet',
     chainId: 1187947933,
+    caip2: 'eip155:1187947933',
     usdc: '0x85889c8c714505E0c94b30fcfcF64fE3Ac8FCb20',
     eip712: { name: 'Bridged USDC (SKALE Bridge)', version: '2' },
     publicRpcUrl: 'https://skale-base.skalenodes.com/v1/base',
@@ -64,6 +69,7 @@ export const NETWORK_TABLE: Record<NetworkName, NetworkEntry> = {
     chainType: 'evm',
     networkClass: 'testnet',
     chainId: 324705682,
+    caip2: 'eip155:324705682',
     usdc: '0x2e08028E3C4c2356572E096d8EF835cD5C6030bD',
     eip712: { name: 'Bridged USDC (SKALE Bridge)', version: '2' },
     publicRpcUrl: 'https://base-sepolia-testnet.skalenodes.com/v1/jubilant-horrible-ancha',
@@ -72,6 +78,7 @@ export const NETWORK_TABLE: Record<NetworkName, NetworkEntry> = {
   solana: {
     chainType: 'solana',
     networkClass: 'mainnet',
+    caip2: 'solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp',
     usdc: 'EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v',
     publicRpcUrl: 'https://api.mainnet-beta.solana.com',
     knownToStandardClients: true,
@@ -79,6 +86,7 @@ export const NETWORK_TABLE: Record<NetworkName, NetworkEntry> = {
   'solana-devnet': {
     chainType: 'solana',
     networkClass: 'testnet',
+    caip2: 'solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1',
     usdc: '4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU',
     publicRpcUrl: 'https://api.devnet.solana.com',
     knownToStandardClients: true,
@@ -96,7 +104,15 @@ export function aliasesOf(network: NetworkName): string[] {
   return Object.keys(ALIASES).filter((alias) => ALIASES[alias] === network);
 }
 
+const BY_CAIP2 = new Map<string, NetworkName>(NETWORK_NAMES.map((name) => [NETWORK_TABLE[name].caip2, name]));
+
+/** Our name of a network given by its v1 name, an alias, or its CAIP-2 id (x402 version 2). */
 export function canonicalNetwork(name: string): NetworkName | undefined {
   if ((NETWORK_NAMES as readonly string[]).includes(name)) return name as NetworkName;
-  return ALIASES[name];
+  return ALIASES[name] ?? BY_CAIP2.get(name);
+}
+
+/** The network's CAIP-2 id, as x402 version 2 writes it. */
+export function caip2Of(network: NetworkName): `${string}:${string}` {
+  return NETWORK_TABLE[network].caip2;
 }
