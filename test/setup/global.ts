@@ -43,6 +43,8 @@ async function startRunDatabase(): Promise<RunDatabase> {
   let embedded: EmbeddedDatabase | undefined;
   let tempDir: string | undefined;
   let adminUrl: string;
+  // Test files make their scratch directories under .tmp, which a fresh clone does not have.
+  mkdirSync(path.resolve('.tmp'), { recursive: true });
   if (process.env.DATABASE_URL) {
     adminUrl = withDatabase(process.env.DATABASE_URL, 'postgres');
   } else {
