@@ -44,6 +44,8 @@ export interface EmbeddedOptions {
   /** A throwaway cluster is deleted on stop. */
   persistent?: boolean;
   log?: (message: string) => void;
+  /** Where to say that a postgres orphaned by a killed service is being stopped; `log` when not set. */
+  warn?: (message: string) => void;
 }
 
 /** Temp clusters older than this, left by killed test runs, are removed at the next start. */
@@ -103,7 +105,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     onError: (message) => log(String(message instanceof Error ? message.message : message).trim()),
   });
   if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) await server.initialise();
-  clearStalePidFile(databaseDir);
+  await clearPreviousCluster(databaseDir, options.dataDir, options.warn ?? log);
   await server.start();
   const database = options.database ?? 'payment_routing';
   const adminUrl = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
@@ -146,22 +148,93 @@ export function runningEmbeddedUrl(dataDir: string): string | undefined {
 }
 
 /**
- * A cluster killed without a clean stop leaves its pid file behind, and postgres refuses to start
- * over it. The file is removed only when no process of that pid is alive.
+ * What a previous start left in the data directory. A cluster killed without a clean stop leaves
+ * its pid file behind, and postgres refuses to start over it: the file is removed when no process
+ * of that pid is alive, or when that pid is now some other program. A postgres still running for
+ * this directory whose service (the owner named in CONNECTION_FILE) is dead was orphaned by a
+ * killed service (kill -9 does not reach the child): it is stopped, fast shutdown first (its open
+ * transactions roll back; nothing committed is lost), and then this start goes on. A postgres
+ * whose service is alive belongs to another instance, and the start is refused.
  */
-function clearStalePidFile(databaseDir: string): void {
+async function clearPreviousCluster(
+  databaseDir: string,
+  dataDir: string,
+  log: (message: string) => void,
+): Promise<void> {
   const pidFile = path.join(databaseDir, 'postmaster.pid');
   if (!existsSync(pidFile)) return;
   const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
-  if (Number.isInteger(pid) && pid > 0) {
-    try {
-      process.kill(pid, 0);
+  if (Number.isInteger(pid) && pid > 0 && isAlive(pid) && isPostgresOf(pid, databaseDir)) {
+    const owner = ownerOf(dataDir);
+    if (owner !== undefined && owner !== process.pid && isAlive(owner)) {
       throw new Error(
-        `the embedded Postgres in ${databaseDir} is already running (pid ${pid}); is another instance using this DATA_DIR?`,
+        `the embedded Postgres in ${databaseDir} is already running (pid ${pid}) for the service with pid ${owner}; is another instance using this DATA_DIR?`,
       );
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
     }
+    log(`stopping the embedded Postgres (pid ${pid}) left running by a service that no longer runs`);
+    await stopOrphan(pid);
   }
   rmSync(pidFile, { force: true });
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (error) {
+    // EPERM: alive, but not ours to signal.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  // A stopped process that nobody has reaped yet (a container without an init) is dead.
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return true;
+  }
+}
+
+/** Whether `pid` is a postgres server for `databaseDir` (read from /proc; elsewhere, assumed so). */
+function isPostgresOf(pid: number, databaseDir: string): boolean {
+  let commandLine: string;
+  try {
+    commandLine = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+  } catch {
+    return !existsSync('/proc/self');
+  }
+  const args = commandLine.split('\0');
+  const directory = args[args.indexOf('-D') + 1];
+  return (args[0] ?? '').includes('postgres') && directory !== undefined && path.resolve(directory) === databaseDir;
+}
+
+function ownerOf(dataDir: string): number | undefined {
+  try {
+    const written: unknown = JSON.parse(readFileSync(path.join(path.resolve(dataDir), CONNECTION_FILE), 'utf8'));
+    if (typeof written !== 'object' || written === null) return undefined;
+    const { pid } = written as { pid?: unknown };
+    return typeof pid === 'number' ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** How long an orphaned postgres gets for a fast shutdown, then for an immediate one. */
+const ORPHAN_FAST_SHUTDOWN_MS = 20_000;
+const ORPHAN_IMMEDIATE_SHUTDOWN_MS = 10_000;
+
+async function stopOrphan(pid: number): Promise<void> {
+  // SIGINT is postgres's fast shutdown: sessions end, open transactions roll back, a checkpoint is written.
+  process.kill(pid, 'SIGINT');
+  if (await exited(pid, ORPHAN_FAST_SHUTDOWN_MS)) return;
+  // SIGQUIT is the immediate shutdown: the next start recovers from the write-ahead log.
+  process.kill(pid, 'SIGQUIT');
+  if (await exited(pid, ORPHAN_IMMEDIATE_SHUTDOWN_MS)) return;
+  throw new Error(`the embedded Postgres left running (pid ${pid}) did not stop; stop it and start again`);
+}
+
+async function exited(pid: number, withinMs: number): Promise<boolean> {
+  const deadline = Date.now() + withinMs;
+  while (Date.now() < deadline) {
+    if (!isAlive(pid)) return true;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return !isAlive(pid);
 }

@@ -60,6 +60,7 @@ async function openDatabase(config: Config, log: Logger): Promise<{ url: string;
   const embedded = await startEmbeddedPostgres({
     dataDir: config.dataDir,
     log: (message) => log.debug({ component: 'postgres' }, message),
+    warn: (message) => log.warn({ component: 'postgres' }, message),
   });
   return { url: embedded.url, embedded };
 }

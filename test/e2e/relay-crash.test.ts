@@ -4,12 +4,10 @@
 // and the local peers; its afterClientSettled hook stops it right after settlement, where the test
 // kills it. A fresh service on the same database finishes the transaction with its jobs: the
 // client is refunded on-chain and its record says refund_confirmed. No payment is lost.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../payments/config';
@@ -19,6 +17,7 @@ import { contractClient } from '../support/contract';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { peersEnv, pollWebhook } from '../support/proxy';
 import { payingFetch, relayRequest } from '../support/relay';
+import { killChild, startChildService, waitFor } from '../support/child-service';
 import { ifStarted } from '../support/teardown';
 
 const PRICE = 20_000n;
@@ -56,50 +55,6 @@ function serviceEnv(): Record<string, string> {
   };
 }
 
-/**
- * The service in a child process with the service's environment, pausing after each settlement
- * of a client's payment until `markerFile` (which it creates) is removed; resolves with its URL
- * once it listens.
- */
-function startChild(env: Record<string, string>, markerFile: string): Promise<{ process: ChildProcess; url: string }> {
-  const started = spawn(process.execPath, ['--import', 'tsx', 'test/support/pausing-service.ts', markerFile], {
-    cwd: fileURLToPath(new URL('../..', import.meta.url)),
-    env: { ...process.env, ...env, LOG_LEVEL: 'info', NODE_ENV: 'test' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const errors: string[] = [];
-  started.stderr.on('data', (chunk: Buffer) => errors.push(chunk.toString()));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the service did not start: ${errors.join('')}`)), 30_000);
-    started.once('exit', (code) => reject(new Error(`the service exited with ${code}: ${errors.join('')}`)));
-    createInterface({ input: started.stdout }).on('line', (line) => {
-      try {
-        const entry = JSON.parse(line) as { msg?: string; url?: string };
-        if (entry.msg === 'listening' && entry.url) {
-          clearTimeout(timer);
-          resolve({ process: started, url: entry.url });
-        }
-      } catch {
-        // not a log line
-      }
-    });
-  });
-}
-
-async function waitFor<T>(
-  what: string,
-  read: () => Promise<T | undefined> | T | undefined,
-  timeoutMs = 20_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 describe('a service killed between settling the client and paying the target', () => {
   it('after a restart the job refunds the client on-chain; the record ends refund_confirmed', async () => {
     const network = 'base-sepolia';
@@ -113,7 +68,7 @@ describe('a service killed between settling the client and paying the target', (
       target: await peers.usdcBalance(network, payTo),
     };
     const marker = path.join(directory, 'settled');
-    const running = await startChild(serviceEnv(), marker);
+    const running = await startChildService(serviceEnv(), marker);
     child = running.process;
 
     const paying = payingFetch(peers, network)(
@@ -137,9 +92,7 @@ describe('a service killed between settling the client and paying the target', (
     expect(settled).toMatchObject({ state: 'settled', target_payment_ref: null, amount_micro: TOTAL });
     expect(await peers.usdcBalance(network, client)).toBe(before.client - TOTAL);
 
-    const exited = new Promise((resolve) => child!.once('exit', (_code, signal) => resolve(signal)));
-    child.kill('SIGKILL');
-    expect(await exited).toBe('SIGKILL');
+    expect(await killChild(child)).toBe('SIGKILL');
     child = undefined;
     // The client's connection died with the process; the target was never paid.
     expect(await paying).toMatchObject({ error: expect.anything() });

@@ -1,0 +1,75 @@
+/**
+ * The service as a real child process (node --import tsx test/support/pausing-service.ts, one
+ * process, so a signal reaches it), for tests that kill it: it pauses after each settlement of a
+ * client's payment until `markerFile` (which it creates) is removed.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+/** Resolves with the child and its URL once it listens; rejects when it exits first or takes over 60 s. */
+export function startChildService(
+  env: Record<string, string>,
+  markerFile: string,
+): Promise<{ process: ChildProcess; url: string; logs: string[] }> {
+  const started = spawn(process.execPath, ['--import', 'tsx', 'test/support/pausing-service.ts', markerFile], {
+    cwd: fileURLToPath(new URL('../..', import.meta.url)),
+    env: { ...process.env, ...env, LOG_LEVEL: 'info', NODE_ENV: 'test' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const errors: string[] = [];
+  const logs: string[] = [];
+  started.stderr.on('data', (chunk: Buffer) => errors.push(chunk.toString()));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      reject(new Error(`the service did not start: ${errors.join('')}`));
+    }, 60_000);
+    started.once('exit', (code) => {
+      reject(new Error(`the service exited with ${code}: ${errors.join('')} ${logs.join('\n')}`));
+    });
+    createInterface({ input: started.stdout }).on('line', (line) => {
+      logs.push(line);
+      try {
+        const entry = JSON.parse(line) as { msg?: string; url?: string };
+        if (entry.msg === 'listening' && entry.url) {
+          clearTimeout(timer);
+          resolve({ process: started, url: entry.url, logs });
+        }
+      } catch {
+        // not a log line
+      }
+    });
+  });
+}
+
+/** Kills the child with SIGKILL and resolves once it is gone. */
+export async function killChild(child: ChildProcess): Promise<NodeJS.Signals | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return child.signalCode;
+  const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+    child.once('exit', (_code, signal) => resolve(signal)),
+  );
+  child.kill('SIGKILL');
+  return exited;
+}
+
+/** Stops the child with SIGTERM (a graceful stop) and resolves once it is gone. */
+export async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+export async function waitFor<T>(
+  what: string,
+  read: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 20_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
