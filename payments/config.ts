@@ -243,3 +243,24 @@ export function rpcHost(rpcUrl: string): string {
     return '';
   }
 }
+
+/**
+ * What NODE_ENV=production demands beyond a valid configuration: a wallet key for each chain type
+ * that is enabled, and a database named by DATABASE_URL. The embedded Postgres is a convenience for
+ * development; in production it starts only when EMBEDDED_POSTGRES=allow says it is wanted.
+ */
+export function checkProductionConfig(config: Config, env: Env): void {
+  if (config.nodeEnv !== 'production') return;
+  if (!config.evmPrivateKey && config.networks.some((network) => !network.name.startsWith('solana'))) {
+    throw new ConfigError('EVM_PRIVATE_KEY', 'is required in production when an EVM network is enabled');
+  }
+  if (!config.solanaPrivateKey && config.networks.some((network) => network.name.startsWith('solana'))) {
+    throw new ConfigError('SOLANA_PRIVATE_KEY', 'is required in production when a Solana network is enabled');
+  }
+  if (!config.databaseUrl && text(env, 'EMBEDDED_POSTGRES') !== 'allow') {
+    throw new ConfigError(
+      'DATABASE_URL',
+      'is required in production (set EMBEDDED_POSTGRES=allow to run the embedded Postgres in DATA_DIR instead)',
+    );
+  }
+}

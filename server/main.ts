@@ -2,7 +2,7 @@
  * `npm start`: the API with its in-process worker. `npm run worker`: the worker alone (several API
  * instances and workers can share one Postgres). SIGTERM or SIGINT stops gracefully.
  */
-import { ConfigError, loadConfig, type Config } from '../payments/config';
+import { checkProductionConfig, ConfigError, loadConfig, type Config } from '../payments/config';
 import { createLogger } from './logger';
 import { SandboxUnavailableError, sandboxWanted, startSandbox, type Sandbox } from './sandbox';
 import { startService, type Service } from './service';
@@ -17,16 +17,10 @@ function fail(message: string): never {
 
 function configure(overrides: Record<string, string>): Config {
   try {
-    const config = loadConfig({ ...process.env, ...overrides });
+    const env = { ...process.env, ...overrides };
+    const config = loadConfig(env);
     if (workerOnly) config.runWorker = true;
-    if (config.nodeEnv === 'production') {
-      if (!config.evmPrivateKey && config.networks.some((network) => !network.name.startsWith('solana'))) {
-        throw new ConfigError('EVM_PRIVATE_KEY', 'is required in production when an EVM network is enabled');
-      }
-      if (!config.solanaPrivateKey && config.networks.some((network) => network.name.startsWith('solana'))) {
-        throw new ConfigError('SOLANA_PRIVATE_KEY', 'is required in production when a Solana network is enabled');
-      }
-    }
+    checkProductionConfig(config, env);
     return config;
   } catch (error) {
     if (error instanceof ConfigError) fail(`configuration error: ${error.message}`);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, rpcHost } from '../../payments/config';
+import { checkProductionConfig, ConfigError, loadConfig, rpcHost } from '../../payments/config';
 
 describe('configuration', () => {
   it('has the documented defaults', () => {
@@ -68,5 +68,38 @@ describe('configuration', () => {
 
   it('never shows credentials of an RPC URL', () => {
     expect(rpcHost('https://user:secret@rpc.example.org:8443/v2/API_KEY?token=x')).toBe('rpc.example.org:8443');
+  });
+});
+
+describe('NODE_ENV=production', () => {
+  const keys = {
+    NODE_ENV: 'production',
+    EVM_PRIVATE_KEY: `0x${'11'.repeat(32)}`,
+    SOLANA_PRIVATE_KEY: `[${Array.from({ length: 64 }, () => '1').join(',')}]`,
+  };
+  const check = (env: Record<string, string>) => () => {
+    checkProductionConfig(loadConfig(env), env);
+  };
+
+  it('refuses to start without DATABASE_URL, naming the variable and the way out', () => {
+    expect(check(keys)).toThrow(ConfigError);
+    expect(check(keys)).toThrow(/DATABASE_URL: is required in production .*EMBEDDED_POSTGRES=allow/);
+  });
+
+  it('starts the embedded Postgres in production only when EMBEDDED_POSTGRES=allow says so', () => {
+    expect(check({ ...keys, EMBEDDED_POSTGRES: 'allow' })).not.toThrow();
+    expect(check({ ...keys, EMBEDDED_POSTGRES: 'yes' })).toThrow(/DATABASE_URL/);
+    expect(check({ ...keys, DATABASE_URL: 'postgres://db.internal/prs' })).not.toThrow();
+  });
+
+  it('still needs the wallet key of each enabled chain type', () => {
+    const env = { ...keys, DATABASE_URL: 'postgres://db.internal/prs' };
+    expect(check({ ...env, EVM_PRIVATE_KEY: '' })).toThrow(/EVM_PRIVATE_KEY/);
+    expect(check({ ...env, SOLANA_PRIVATE_KEY: '' })).toThrow(/SOLANA_PRIVATE_KEY/);
+    expect(check({ ...env, SOLANA_PRIVATE_KEY: '', NETWORKS: 'base' })).not.toThrow();
+  });
+
+  it('asks nothing more outside production', () => {
+    expect(check({ NODE_ENV: 'development' })).not.toThrow();
   });
 });
