@@ -8,7 +8,9 @@ pragma solidity ^0.8.20;
 /// deployed: the same bytes are planted at each network's canonical USDC address, and each copy is
 /// given its network's EIP-712 name and version by a one-time initialize. The domain separator is
 /// computed on every call from block.chainid and address(this), as FiatToken does since v2.2.
-/// Not carried over from FiatToken: blacklisting, pausing, minter allowances, EIP-1271 signers.
+/// Signers are checked as FiatToken v2.2's SignatureChecker does: a signer with code is asked
+/// through ERC-1271 (isValidSignature must return 0x1626ba7e), any other by ECDSA recovery.
+/// Not carried over from FiatToken: blacklisting, pausing, minter allowances.
 contract LocalUsdc {
     bytes32 public constant TRANSFER_WITH_AUTHORIZATION_TYPEHASH = keccak256(
         "TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)"
@@ -21,6 +23,8 @@ contract LocalUsdc {
         keccak256("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)");
     // Signatures with s in the upper half of the curve order are malleable copies (EIP-2).
     uint256 private constant HALF_CURVE_ORDER = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0;
+    // ERC-1271: bytes4(keccak256("isValidSignature(bytes32,bytes)")), returned by a contract that accepts a signature.
+    bytes4 private constant ERC1271_MAGIC_VALUE = 0x1626ba7e;
 
     string public name;
     string public symbol;
@@ -206,7 +210,16 @@ contract LocalUsdc {
 
     function _requireValidSignature(address signer, bytes32 structHash, bytes memory signature) private view {
         bytes32 digest = keccak256(abi.encodePacked("\x19\x01", DOMAIN_SEPARATOR(), structHash));
-        require(_recover(digest, signature) == signer, "FiatTokenV2: invalid signature");
+        require(_isValidSignatureNow(signer, digest, signature), "FiatTokenV2: invalid signature");
+    }
+
+    /// FiatToken v2.2's SignatureChecker.isValidSignatureNow: ECDSA for an account without code,
+    /// ERC-1271 for a contract (a reverting or malformed answer is a refusal, never an error).
+    function _isValidSignatureNow(address signer, bytes32 digest, bytes memory signature) private view returns (bool) {
+        if (signer.code.length == 0) return _recover(digest, signature) == signer;
+        (bool success, bytes memory result) =
+            signer.staticcall(abi.encodeWithSelector(ERC1271_MAGIC_VALUE, digest, signature));
+        return success && result.length >= 32 && abi.decode(result, (bytes32)) == bytes32(ERC1271_MAGIC_VALUE);
     }
 
     function _recover(bytes32 digest, bytes memory signature) private pure returns (address) {

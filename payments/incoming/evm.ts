@@ -7,6 +7,14 @@
  * unused on chain, and the transfer is simulated. The EIP-712 domain is our table's (name, version,
  * chain id) with the offered asset as verifying contract, never what the client claims.
  *
+ * Signatures: the chain's public client verifies them (viem's verifyTypedData), which covers a
+ * 65-byte ECDSA signature of an EOA, an ERC-1271 contract wallet (any length: USDC v2.2 asks the
+ * wallet) and an ERC-6492 wrapper of a counterfactual wallet. A 6492 wrapper is unwrapped before
+ * simulating and settling (USDC knows nothing of it); a wrapper whose wallet is not deployed yet
+ * is refused: deploying means sending the wrapper's factory call, chosen by the payer, from our
+ * funded wallet, which we do not do. ECDSA settles with transferWithAuthorization's (v, r, s)
+ * form (every FiatToken v2); anything else with its `bytes signature` form (FiatToken v2.2).
+ *
  * Our submissions are signed locally and their hash handed to the caller before broadcasting, so
  * the hash is stored first and a crash leaves a row that names the transaction.
  */
@@ -16,13 +24,15 @@ import {
   getAddress,
   HttpRequestError,
   isAddress,
+  isErc6492Signature,
+  isErc8010Signature,
+  parseErc6492Signature,
   keccak256,
   parseAbi,
   parseEventLogs,
   parseSignature,
   TimeoutError,
   TransactionReceiptNotFoundError,
-  verifyTypedData,
   type Address,
   type Hash,
   type Hex,
@@ -41,19 +51,26 @@ import { SubmissionQueueFull } from '../networks/submissions';
 import type { Deps } from '../deps';
 import { unixSeconds, type VerifiedClientPayment, type VerifyFailureReason } from './types';
 
-/** The (v, r, s) form: every FiatToken v2 has it; the bytes form came with v2.2. */
+/** The (v, r, s) form: every FiatToken v2 has it; the bytes form (smart-wallet signatures) came with v2.2. */
 export const relayUsdcAbi = parseAbi([
   'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
+  'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, bytes signature)',
   'function transfer(address to, uint256 value) returns (bool)',
   'function balanceOf(address owner) view returns (uint256)',
   'function authorizationState(address authorizer, bytes32 nonce) view returns (bool)',
 ]);
 
-const ECDSA_SIGNATURE = /^0x[0-9a-fA-F]{130}$/;
+/** 65 bytes r || s || v with v in {0, 1, 27, 28}: what the (v, r, s) form of transferWithAuthorization takes. */
+const ECDSA_SIGNATURE = /^0x[0-9a-fA-F]{128}(00|01|1[bB]|1[cC])$/;
 
 /** A client's authorization as we check and submit it. */
 export interface CheckedAuthorization extends TransferAuthorization {
+  /** What USDC is given: the payer's signature, unwrapped when it came in an ERC-6492 wrapper. */
   signature: Hex;
+  /** The signature as the payer sent it (verified as such); differs from `signature` only for ERC-6492. */
+  sentSignature: Hex;
+  /** Set when the payer sent an ERC-6492 wrapper: the factory call that deploys the wallet. */
+  erc6492?: { factory: Address; factoryData: Hex };
 }
 
 type Failure = { ok: false; reason: VerifyFailureReason; details: string };
@@ -82,33 +99,54 @@ function clientsOf(deps: Pick<Deps, 'chains'>, network: NetworkName): EvmNetwork
 
 export function authorizationOf(payment: PaymentPayload): CheckedAuthorization {
   const { authorization, signature } = payment.payload as ExactEvmPayload;
-  return {
+  const sent = signature as Hex;
+  const common = {
     from: getAddress(authorization.from),
     to: getAddress(authorization.to),
     value: BigInt(authorization.value),
     validAfter: BigInt(authorization.validAfter),
     validBefore: BigInt(authorization.validBefore),
     nonce: authorization.nonce.toLowerCase() as Hex,
-    signature: signature as Hex,
+    sentSignature: sent,
+  };
+  if (!isErc6492Signature(sent)) return { ...common, signature: sent };
+  let unwrapped: ReturnType<typeof parseErc6492Signature>;
+  try {
+    unwrapped = parseErc6492Signature(sent);
+  } catch {
+    // The 6492 suffix on bytes that do not decode as its wrapper: no signature; verification refuses it.
+    return { ...common, signature: sent };
+  }
+  if (unwrapped.address === undefined) return { ...common, signature: unwrapped.signature };
+  return {
+    ...common,
+    signature: unwrapped.signature,
+    erc6492: { factory: getAddress(unwrapped.address), factoryData: unwrapped.data },
   };
 }
 
+/** The call our wallet submits: the (v, r, s) form for an ECDSA signature, the `bytes` form for any other. */
 export function transferWithAuthorizationData(authorization: CheckedAuthorization): Hex {
+  const head = [
+    authorization.from,
+    authorization.to,
+    authorization.value,
+    authorization.validAfter,
+    authorization.validBefore,
+    authorization.nonce,
+  ] as const;
+  if (!ECDSA_SIGNATURE.test(authorization.signature)) {
+    return encodeFunctionData({
+      abi: relayUsdcAbi,
+      functionName: 'transferWithAuthorization',
+      args: [...head, authorization.signature],
+    });
+  }
   const { r, s, v, yParity } = parseSignature(authorization.signature);
   return encodeFunctionData({
     abi: relayUsdcAbi,
     functionName: 'transferWithAuthorization',
-    args: [
-      authorization.from,
-      authorization.to,
-      authorization.value,
-      authorization.validAfter,
-      authorization.validBefore,
-      authorization.nonce,
-      Number(v ?? 27n + BigInt(yParity)),
-      r,
-      s,
-    ],
+    args: [...head, Number(v ?? 27n + BigInt(yParity)), r, s],
   });
 }
 
@@ -150,21 +188,13 @@ export async function verifyEvmPayment(
     );
   }
 
-  const signatureValid =
-    ECDSA_SIGNATURE.test(authorization.signature) &&
-    (await verifyTypedData({
-      address: authorization.from,
-      domain: { name: eip712.name, version: eip712.version, chainId, verifyingContract: clients.usdc },
-      types: transferWithAuthorizationTypes,
-      primaryType: 'TransferWithAuthorization',
-      message: authorization,
-      signature: authorization.signature,
-    }).catch(() => false));
-  if (!signatureValid)
-    return fail(
-      'invalid_signature',
-      `the signature is not ${authorization.from}'s for this authorization on ${network}`,
-    );
+  const signed = await verifySignature(clients, authorization, {
+    name: eip712.name,
+    version: eip712.version,
+    chainId,
+    verifyingContract: clients.usdc,
+  });
+  if (!signed.ok) return signed;
 
   const onChain = await checkOnChain(clients, authorization, deps.chains.evm.account?.address);
   if (!onChain.ok) return onChain;
@@ -181,6 +211,65 @@ export async function verifyEvmPayment(
     requirements: offered,
     validBefore: authorization.validBefore,
   });
+}
+
+/**
+ * The payer's signature of this authorization under our domain, as the chain sees it: ECDSA for an
+ * account without code, ERC-1271 for a contract, ERC-6492 for a wallet not deployed yet (refused).
+ */
+async function verifySignature(
+  clients: EvmNetworkClients,
+  authorization: CheckedAuthorization,
+  domain: { name: string; version: string; chainId: number; verifyingContract: Address },
+): Promise<Result<true, VerifyFailureReason>> {
+  const { publicClient } = clients;
+  const invalid = fail(
+    'invalid_signature',
+    `the signature is not ${authorization.from}'s for this authorization on ${clients.network}`,
+  );
+  // ERC-8010 (EIP-7702 delegation carried in the signature) is not something USDC can be given.
+  if (isErc8010Signature(authorization.sentSignature)) return invalid;
+  if (isErc6492Signature(authorization.sentSignature) && authorization.erc6492 === undefined) return invalid;
+  let code: Hex | undefined;
+  try {
+    // Read first: a node that is down answers here, not as a refused signature below.
+    code = await publicClient.getCode({ address: authorization.from });
+  } catch (error) {
+    return rpcUnavailable(error);
+  }
+  const deployed = code !== undefined && code !== '0x';
+  let valid: boolean;
+  try {
+    valid = await publicClient.verifyTypedData({
+      address: authorization.from,
+      domain,
+      types: transferWithAuthorizationTypes,
+      primaryType: 'TransferWithAuthorization',
+      message: {
+        from: authorization.from,
+        to: authorization.to,
+        value: authorization.value,
+        validAfter: authorization.validAfter,
+        validBefore: authorization.validBefore,
+        nonce: authorization.nonce,
+      },
+      signature: authorization.sentSignature,
+      // An account without code is checked by recovery here, without a call; anything else on chain.
+      mode: deployed ? 'auto' : 'eoa',
+    });
+  } catch (error) {
+    if (isRpcUnavailable(error)) return rpcUnavailable(error);
+    return invalid;
+  }
+  if (!valid) return invalid;
+  if (authorization.erc6492 && !deployed) {
+    return fail(
+      'invalid_signature',
+      `${authorization.from} is a counterfactual (ERC-6492) wallet that is not deployed yet; ` +
+        `we do not deploy wallets: deploy it (the wrapper's call to ${authorization.erc6492.factory}) and pay again`,
+    );
+  }
+  return ok(true);
 }
 
 /** Nonce unused, balance enough, and the transfer simulated as our wallet would submit it. */

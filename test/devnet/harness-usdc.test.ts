@@ -6,6 +6,8 @@ import {
   getAddress,
   domainSeparator,
   parseSignature,
+  size,
+  zeroHash,
   type Address,
   type Hex,
   type LocalAccount,
@@ -16,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localUsdcArtifact } from '../../contracts/LocalUsdc.artifact.js';
 import { randomNonce, transferWithAuthorizationTypes } from '../../devnet/evm/authorization.js';
 import { localTransport, startEvmChain, type LocalEvmChain } from '../../devnet/evm/chain.js';
+import { createSmartWallet, deployWalletFactory } from '../../devnet/evm/smart-wallet.js';
 import { compileUsdc, renderUsdcArtifactModule } from '../../devnet/evm/usdc-artifact.js';
 import { installUsdc, usdcAbi, type LocalUsdc } from '../../devnet/evm/usdc.js';
 import { KeyedQueue } from '../../devnet/key-queue.js';
@@ -105,7 +108,8 @@ describe('LocalUsdc on the local chains', () => {
       primaryType,
       message,
     });
-    const { r, s, v } = parseSignature(signature);
+    // A contract wallet's signature need not be 65 bytes: (v, r, s) only of one that is (the others get none).
+    const { r, s, v } = size(signature) === 65 ? parseSignature(signature) : { r: zeroHash, s: zeroHash, v: 0n };
     const fields = [
       message.from,
       message.to,
@@ -185,6 +189,46 @@ describe('LocalUsdc on the local chains', () => {
     });
     expect(await send(relayer, data)).toBe('success');
     expect(await read('balanceOf', [payer.address])).toBe(before - message.value);
+  });
+
+  it("asks a signer with code through ERC-1271, as FiatToken v2.2: only the wallet's yes moves funds", async () => {
+    const factory = await deployWalletFactory(chain);
+    const smart = await createSmartWallet(factory);
+    await tokens.get('base-sepolia')!.mint(smart.address, 5_000_000n);
+    const transfer = (fields: readonly unknown[], signature: readonly unknown[]) =>
+      encodeFunctionData({
+        abi: usdcAbi,
+        functionName: 'transferWithAuthorization',
+        args: [...fields, ...signature] as never,
+      });
+    const long = await authorization(smart.account({ encoding: 'abi' }), { value: 1_000_000n });
+    expect((long.signature.length - 2) / 2).toBe(192);
+    const short = await authorization(smart.account(), { value: 2_000_000n });
+    const refusals = [
+      // Another key signed: the wallet answers 0xffffffff.
+      await authorization(smart.account({ signer: relayer }), { value: 1n }),
+      await authorization(smart.account({ signer: relayer, encoding: 'abi' }), { value: 1n }),
+      // A 6492 wrapper is not unwrapped by the token: the wallet sees bytes it cannot decode.
+      await authorization(smart.account({ erc6492: true }), { value: 1n }),
+    ];
+    for (const refused of refusals) {
+      expect(await revertReason(relayer, transfer(refused.fields, [refused.signature]))).toContain(
+        'FiatTokenV2: invalid signature',
+      );
+    }
+    // A contract without isValidSignature (the factory) is refused, not an error.
+    const noWallet = await authorization(smart.account(), { value: 1n });
+    const noWalletFields = [factory.address, ...noWallet.fields.slice(1)];
+    expect(await revertReason(relayer, transfer(noWalletFields, [noWallet.signature]))).toContain(
+      'FiatTokenV2: invalid signature',
+    );
+    expect(await read('balanceOf', [smart.address])).toBe(5_000_000n);
+
+    const before = (await read('balanceOf', [payee.address])) as bigint;
+    expect(await send(relayer, transfer(long.fields, [long.signature]))).toBe('success');
+    expect(await send(relayer, transfer(short.fields, short.vrs))).toBe('success');
+    expect(await read('balanceOf', [smart.address])).toBe(2_000_000n);
+    expect(await read('balanceOf', [payee.address])).toBe(before + 3_000_000n);
   });
 
   it('refuses a signature by someone else, for another chain, before validAfter, at or after validBefore, above the balance', async () => {
