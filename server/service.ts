@@ -19,7 +19,7 @@ import { systemClock, type Clock } from '../payments/clock';
 import { NO_HOOKS, type Deps, type Hooks } from '../payments/deps';
 import { createChains } from '../payments/networks/index';
 import { systemResolver, TargetConnections, type Resolver } from '../payments/outbound/index';
-import { SubmissionQueue } from '../payments/networks/submissions';
+import { advisoryKeyLock, SubmissionQueue } from '../payments/networks/submissions';
 import { DEFAULT_RELAY_LIMITS } from '../payments/relayLimits';
 import { WalletBalances } from '../payments/networks/balances';
 import type { Config } from '../payments/config';
@@ -180,7 +180,7 @@ function assembleDeps({
     db: dbHandle.db,
     config,
     chains,
-    submissions: new SubmissionQueue(),
+    submissions: new SubmissionQueue(advisoryKeyLock(dbHandle.db)),
     resolver: options.resolver ?? systemResolver,
     clock: options.clock ?? systemClock,
     log,

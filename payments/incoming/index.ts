@@ -13,7 +13,7 @@
  *   reconcileRefund(db, refundId, deps)                 RefundOutcome
  */
 export * from './types';
-export { SubmissionQueue, SubmissionQueueFull, MAX_QUEUED_PER_KEY } from '../networks/submissions';
+export { IN_PROCESS_ONLY, SubmissionQueue, SubmissionQueueFull, MAX_QUEUED_PER_KEY } from '../networks/submissions';
 export {
   offers,
   relayRequirements,

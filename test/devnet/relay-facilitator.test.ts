@@ -2,7 +2,7 @@
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_FACILITATOR_RESPONSE_BYTES, settleWithFacilitator } from '../../payments/incoming/facilitator';
-import { SubmissionQueue, SubmissionQueueFull } from '../../payments/networks/submissions';
+import { IN_PROCESS_ONLY, SubmissionQueue, SubmissionQueueFull } from '../../payments/networks/submissions';
 import type { PaymentPayload, PaymentRequirements } from '../../payments/x402/types';
 
 type Reply = { status: number; body: string; delayMs?: number };
@@ -127,7 +127,7 @@ describe('settleWithFacilitator', () => {
 
 describe('SubmissionQueue', () => {
   it('runs the work of one key one at a time, in order, and other keys alongside', async () => {
-    const queue = new SubmissionQueue();
+    const queue = new SubmissionQueue(IN_PROCESS_ONLY);
     const events: string[] = [];
     const work = (name: string, ms: number) => async () => {
       events.push(`start ${name}`);
@@ -146,7 +146,7 @@ describe('SubmissionQueue', () => {
   });
 
   it('goes on after a failure, and refuses work beyond its bound', async () => {
-    const queue = new SubmissionQueue(2);
+    const queue = new SubmissionQueue(IN_PROCESS_ONLY, 2);
     const failing = queue.run('k', () => Promise.reject(new Error('boom')));
     const next = queue.run('k', () => Promise.resolve('next'));
     await expect(queue.run('k', () => Promise.resolve('third'))).rejects.toBeInstanceOf(SubmissionQueueFull);

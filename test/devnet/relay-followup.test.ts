@@ -14,7 +14,7 @@ import { NETWORK_TABLE } from '../../payments/networkTable';
 import { admitClientPayment } from '../../payments/relay/admit';
 import { followUpRefund, followUpRelay, MAX_REFUND_ATTEMPTS } from '../../payments/relay/followUp';
 import { scheduleRefund, targetPaymentOf, watchTargetPayment } from '../../payments/relay/outcome';
-import { SubmissionQueue } from '../../payments/networks/submissions';
+import { IN_PROCESS_ONLY, SubmissionQueue } from '../../payments/networks/submissions';
 import {
   claimSettlement,
   findRelayTransaction,
@@ -62,7 +62,7 @@ beforeAll(async () => {
     db,
     chains,
     clock: { now: () => new Date() },
-    submissions: new SubmissionQueue(),
+    submissions: new SubmissionQueue(IN_PROCESS_ONLY),
     config: loadConfig({ RELAY_ABANDONED_AFTER_MS: String(ABANDONED_AFTER_MS) }),
     relayLimits: DEFAULT_RELAY_LIMITS,
     balances: new WalletBalances(),

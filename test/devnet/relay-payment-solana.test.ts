@@ -27,6 +27,7 @@ import {
   refundClientPayment,
   relayRequirements,
   settleClientPayment,
+  IN_PROCESS_ONLY,
   SubmissionQueue,
   verifyClientPayment,
   DEFAULT_RELAY_LIMITS,
@@ -62,7 +63,7 @@ beforeAll(async () => {
   });
   database = await createTestDatabase();
   db = database.handle.db;
-  const submissions = new SubmissionQueue();
+  const submissions = new SubmissionQueue(IN_PROCESS_ONLY);
   direct = {
     chains,
     clock: systemClock,

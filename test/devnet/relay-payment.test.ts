@@ -18,6 +18,7 @@ import {
   refundClientPayment,
   relayRequirements,
   settleClientPayment,
+  IN_PROCESS_ONLY,
   SubmissionQueue,
   verifyClientPayment,
   DEFAULT_RELAY_LIMITS,
@@ -57,7 +58,7 @@ beforeAll(async () => {
   });
   database = await createTestDatabase();
   db = database.handle.db;
-  const submissions = new SubmissionQueue();
+  const submissions = new SubmissionQueue(IN_PROCESS_ONLY);
   direct = {
     chains,
     clock: systemClock,

@@ -9,6 +9,7 @@ import { revertReason } from '../../payments/networks/evm';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import { authorizationOf, submitEvmTransaction, transferWithAuthorizationData } from '../../payments/incoming/evm';
 import { relayRequirements, SubmissionQueue } from '../../payments/incoming/index';
+import { IN_PROCESS_ONLY } from '../../payments/networks/submissions';
 import type { PaymentPayload } from '../../payments/x402/types';
 import { startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
@@ -66,7 +67,7 @@ describe('a reverted dry run', () => {
     if (!offer.ok) throw new Error(offer.details);
     const { publicClient } = chains.evm.networks.get(NETWORK)!;
     const service = peers.wallets.service.evm.address;
-    const deps = { chains, submissions: new SubmissionQueue() };
+    const deps = { chains, submissions: new SubmissionQueue(IN_PROCESS_ONLY) };
 
     // Settled once, then simulated again: the nonce is spent.
     const { payment } = await peers.signEvmPayment(offer.value);
