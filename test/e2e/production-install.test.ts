@@ -1,9 +1,11 @@
 /**
- * The service as a production install (`npm ci --omit=dev`) runs it: every development package
- * unresolvable (test/support/without-dev-packages.mjs). A configured start serves; a zero-config
- * start, which would be the sandbox, says in one line what to install instead of a stack trace.
+ * The service as production runs it: built once (`npm run build`), then `npm run serve` (plain
+ * node on dist/main.js, no TypeScript loader) in a production install (`npm ci --omit=dev`):
+ * every development package, tsx included, unresolvable (test/support/without-dev-packages.mjs).
+ * A configured start serves; a zero-config start, which would be the sandbox, says in one line
+ * what to install instead of a stack trace.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -22,6 +24,8 @@ let database: TestDatabase;
 let dataDir: string;
 
 beforeAll(async () => {
+  const built = spawnSync(process.execPath, ['tools/build.mjs'], { cwd: ROOT, encoding: 'utf8' });
+  if (built.status !== 0) throw new Error(`npm run build failed: ${built.stderr}`);
   database = await createTestDatabase();
   dataDir = mkdtempSync(path.join(os.tmpdir(), 'production-install-'));
 });
@@ -48,7 +52,7 @@ function bareEnv(): Record<string, string> {
 }
 
 function run(env: Record<string, string>) {
-  return spawn(process.execPath, ['--import', 'tsx', '--import', HOOK, 'server/main.ts'], {
+  return spawn(process.execPath, ['--import', HOOK, 'dist/main.js'], {
     cwd: ROOT,
     env: { ...bareEnv(), DATA_DIR: dataDir, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,0 +1,38 @@
+// `npm run build`: the service as plain JavaScript in dist/, run with `npm run serve` (node
+// dist/main.js, one process, no TypeScript loader). esbuild bundles our own code; packages stay
+// in node_modules (imported at run time). The sandbox (devnet/, development packages) is split
+// into chunks loaded only when the sandbox starts, so a production install never loads them.
+// dist/ sits one level below the root, as server/ does: paths our code resolves from its own
+// location (the OpenAPI document in openapi/dist/) resolve the same from the bundle; the database
+// functions' SQL files are copied next to it.
+import { build } from 'esbuild';
+import { copyFileSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const outdir = path.join(root, 'dist');
+rmSync(outdir, { recursive: true, force: true });
+mkdirSync(outdir, { recursive: true });
+
+const started = performance.now();
+const result = await build({
+  absWorkingDir: root,
+  entryPoints: { main: 'server/main.ts', admin: 'server/admin.ts' },
+  outdir,
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node20.18',
+  packages: 'external',
+  sourcemap: 'linked',
+  chunkNames: '[name]-[hash]',
+  metafile: true,
+  logLevel: 'warning',
+});
+for (const file of readdirSync(path.join(root, 'db/functions'))) {
+  if (file.endsWith('.sql')) copyFileSync(path.join(root, 'db/functions', file), path.join(outdir, file));
+}
+const outputs = Object.keys(result.metafile.outputs).filter((file) => file.endsWith('.js'));
+console.log(`built ${outputs.length} files in dist/ in ${Math.round(performance.now() - started)} ms`);
