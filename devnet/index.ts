@@ -1,12 +1,14 @@
 // startPeers() brings up every real peer the service talks to, on 127.0.0.1 only: a local EVM chain
 // per chosen EVM network (real chain id, USDC at the canonical address), a litesvm ledger per
-// Solana cluster behind its own JSON-RPC endpoint, a facilitator, and x402-protected targets. It
+// Solana cluster behind its own JSON-RPC endpoint, an x402 version 1 facilitator and a version 2
+// one (@x402/core's), and x402-protected targets of both versions. It
 // depends on nothing from vitest: the service's sandbox mode starts it from a plain tsx process.
 import type { LocalEvmChain } from './evm/chain.js';
 import type { LocalUsdc } from './evm/usdc.js';
 import { createEvmFacilitator } from './facilitator/evm.js';
 import { startFacilitator } from './facilitator/server.js';
 import { createSvmFacilitator } from './facilitator/svm.js';
+import { startFacilitatorV2 } from './facilitator/v2.js';
 import { KeyedQueue } from './key-queue.js';
 import {
   NETWORK_NAMES,
@@ -36,6 +38,9 @@ export {
 } from './targets/routes.js';
 export type { Target, RecordedRequest, RouteSettings } from './targets/target.js';
 export type { FacilitatorCall } from './facilitator/server.js';
+export type { FacilitatorV2Call } from './facilitator/v2.js';
+export type { PaymentLayerName, X402Version } from './targets/payment.js';
+export { v2TargetName } from './peers/targets.js';
 export type { SolanaKey } from './svm/keys.js';
 export type { AuthorizationOverrides, SignedEvmPayment } from './evm/authorization.js';
 export type { SolanaPaymentOverrides, SignedSolanaPayment } from './svm/payment-client.js';
@@ -61,7 +66,7 @@ export async function startPeers(options: StartPeersOptions = {}): Promise<Peers
   };
 
   const keys = await createPeerKeys(options.keys);
-  const { wallets, facilitatorEvm, feePayer } = keys;
+  const { wallets, facilitatorEvm, facilitatorV2Evm, feePayer } = keys;
 
   try {
     const evmChains: Partial<Record<EvmNetworkName, LocalEvmChain>> = {};
@@ -103,9 +108,15 @@ export async function startPeers(options: StartPeersOptions = {}): Promise<Peers
       solanaNetworks,
     });
     onStop(() => facilitatorServer.close());
+    const facilitatorV2 = await startFacilitatorV2({
+      evmChains: new Map(evmNetworks.map((network) => [network, evmChain(network)])),
+      evmAccount: facilitatorV2Evm.account,
+      queue,
+    });
+    onStop(() => facilitatorV2.close());
 
     const targets = await startTargets(
-      { networks, options, wallets, facilitator: facilitatorServer, solanaLedgers },
+      { networks, options, wallets, facilitator: facilitatorServer, facilitatorV2, solanaLedgers },
       onStop,
     );
 
@@ -120,6 +131,7 @@ export async function startPeers(options: StartPeersOptions = {}): Promise<Peers
         evmAddress: facilitatorEvm.address,
         calls: facilitatorServer.calls,
       },
+      facilitatorV2: { url: facilitatorV2.url, evmAddress: facilitatorV2Evm.address, calls: facilitatorV2.calls },
       targets,
       wallets,
       evmChains,

@@ -55,3 +55,20 @@ export function isEvmNetwork(network: string): network is EvmNetworkName {
 export function isSolanaNetwork(network: string): network is SolanaNetworkName {
   return Object.hasOwn(SOLANA_NETWORKS, network);
 }
+
+/** CAIP-2 ids, as x402 version 2 names the networks (DESIGN.md section 6b). */
+export const CAIP2_NETWORKS = {
+  base: 'eip155:8453',
+  'base-sepolia': 'eip155:84532',
+  'skale-base': 'eip155:1187947933',
+  'skale-base-sepolia': 'eip155:324705682',
+  solana: 'solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp',
+  'solana-devnet': 'solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1',
+} as const satisfies Record<NetworkName, `${string}:${string}`>;
+
+export type Caip2Network = (typeof CAIP2_NETWORKS)[NetworkName];
+
+/** The v1 name of a CAIP-2 id, when it is one of these networks. */
+export function networkOfCaip2(caip2: string): NetworkName | undefined {
+  return NETWORK_NAMES.find((network) => CAIP2_NETWORKS[network] === caip2);
+}

@@ -1,7 +1,8 @@
 /**
  * The sandbox of `npm start` when nothing is configured (no wallet key, no RPC URL, NODE_ENV not
  * production): real local peers on 127.0.0.1 (EVM chains with the real chain ids and USDC at the
- * canonical addresses, both Solana clusters, a facilitator, x402-protected demo targets), funded
+ * canonical addresses, both Solana clusters, an x402 v1 and a v2 facilitator, x402-protected demo
+ * targets of both protocol versions: x402 v1 on every network, v2 on every EVM network), funded
  * service wallets, and a demo organisation whose API key and a funded client wallet are printed
  * with commands for a paid proxy call, a paid relay call and a paid chat. State is written to
  * DATA_DIR/sandbox.json; keys are kept in DATA_DIR so the printed commands survive a restart.
@@ -15,7 +16,9 @@ import { grantCredits } from '../payments/credits';
 import { NETWORK_NAMES } from '../payments/networkTable';
 import { startPeers } from './index';
 import { startLocalLlm } from './llm';
+import type { NetworkName } from './networks';
 import { required } from './required';
+import type { X402Version } from './targets/payment';
 import type { Sandbox, SandboxOptions } from '../server/sandbox';
 
 const SANDBOX_FILE = 'sandbox.json';
@@ -34,9 +37,15 @@ export interface SandboxState {
   baseUrl: string;
   apiKey: string;
   client: { evmPrivateKey: string; evmAddress: string; solanaSecretKey: number[]; solanaAddress: string };
+  /** Base URL of every target by name. */
   targets: Record<string, string>;
+  /** Every target's network and the x402 version it speaks (1: X-PAYMENT, 2: PAYMENT-SIGNATURE). */
+  targetDetails: Record<string, { url: string; network: NetworkName; x402Version: X402Version }>;
   rpc: Record<string, string>;
+  /** The x402 v1 facilitator, the service's FACILITATOR_URL. */
   facilitatorUrl: string;
+  /** The x402 v2 facilitator (@x402/core), which the v2 targets use. */
+  facilitatorV2Url: string;
   llmUrl: string;
   /** SSRF_ALLOW_HOSTS of the service: the sandbox's targets, and the user's own entries. */
   ssrfAllowHosts: { sandbox: string[]; user: string[] };
@@ -136,8 +145,15 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
           solanaAddress: wallets.client.solana.address,
         },
         targets: Object.fromEntries(Object.values(peers.targets).map((target) => [target.name, target.url])),
+        targetDetails: Object.fromEntries(
+          Object.values(peers.targets).map((target) => [
+            target.name,
+            { url: target.url, network: target.network, x402Version: target.x402Version },
+          ]),
+        ),
         rpc: Object.fromEntries(Object.entries(peers.rpcUrls)),
         facilitatorUrl: peers.facilitator.url,
+        facilitatorV2Url: peers.facilitatorV2.url,
         llmUrl: llm.url,
         ssrfAllowHosts: allowHosts,
       };
@@ -152,14 +168,23 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
   };
 }
 
-/** The sandbox's allow-listed hosts with the network of the target on each, two to a line. */
-function sandboxTargets(state: SandboxState): string {
-  const entries = state.ssrfAllowHosts.sandbox.map((host) => {
-    const networks = Object.entries(state.targets)
-      .filter(([, url]) => new URL(url).host === host)
-      .map(([name]) => name);
-    return networks.length > 0 ? `${host} (${networks.join(', ')})` : host;
-  });
+/**
+ * The sandbox's allow-listed hosts speaking one x402 version, with the name of the target on each,
+ * two to a line. A target's version is in sandbox.json (targetDetails); hosts of no known target
+ * are listed with version 1.
+ */
+function sandboxTargets(state: SandboxState, x402Version: X402Version): string {
+  const versionOf = (host: string) =>
+    Object.values(state.targetDetails).find((target) => new URL(target.url).host === host)?.x402Version ?? 1;
+  const entries = state.ssrfAllowHosts.sandbox
+    .filter((host) => versionOf(host) === x402Version)
+    .map((host) => {
+      const names = Object.entries(state.targets)
+        .filter(([, url]) => new URL(url).host === host)
+        .map(([name]) => name);
+      return names.length > 0 ? `${host} (${names.join(', ')})` : host;
+    });
+  if (entries.length === 0) return '(none)';
   const lines: string[] = [];
   for (let index = 0; index < entries.length; index += 2) lines.push(entries.slice(index, index + 2).join(', '));
   return lines.join(',\n                    ');
@@ -167,6 +192,7 @@ function sandboxTargets(state: SandboxState): string {
 
 function banner(state: SandboxState, stateFile: string, allowHosts: string): string {
   const paidTarget = `${state.targets['base-sepolia']}/paid`;
+  const paidV2Target = state.targets['v2-base-sepolia'] ? `${state.targets['v2-base-sepolia']}/paid` : undefined;
   const line = '='.repeat(78);
   return `
 ${line}
@@ -176,9 +202,10 @@ ${line}
  API            ${state.baseUrl}    (reference page: ${state.baseUrl}/docs)
  Demo API key   ${state.apiKey}    (organisation with ${DEMO_CREDITS} credits)
  Client wallet  EVM ${state.client.evmAddress} / Solana ${state.client.solanaAddress} (funded with USDC)
- Facilitator    ${state.facilitatorUrl}
+ Facilitator    ${state.facilitatorUrl} (x402 v1; v2: ${state.facilitatorV2Url})
  SSRF_ALLOW_HOSTS=${allowHosts}  (never set local hosts in production)
-   sandbox targets  ${sandboxTargets(state)}
+   x402 v1 targets  ${sandboxTargets(state, 1)}
+   x402 v2 targets  ${sandboxTargets(state, 2)}
    yours            ${state.ssrfAllowHosts.user.length > 0 ? state.ssrfAllowHosts.user.join(', ') : '(none: set SSRF_ALLOW_HOSTS=host:port to call a local target of your own)'}
  Everything above, and the client keys, are in ${stateFile}
 
@@ -189,7 +216,12 @@ ${line}
  A paid relay call (the client wallet pays the service with x402; the service pays the target):
    npm run sandbox:pay -- relay ${paidTarget}
    (any target above, path /paid: the client pays on the target's own network, EVM or Solana)
-
+${
+  paidV2Target
+    ? `   x402 v2 targets (@x402/express 2.27) answer the same routes: ${paidV2Target}
+`
+    : ''
+}
  A paid chat (a local deterministic model; the client wallet pays 0.01 USDC on base):
    npm run sandbox:pay -- chat "Hello there"
 

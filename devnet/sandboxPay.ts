@@ -65,7 +65,10 @@ export function sandboxTargetNetwork(state: SandboxState, targetUrl: string): Ne
     return undefined;
   }
   const name = Object.entries(state.targets).find(([, url]) => new URL(url).origin === origin)?.[0];
-  return name !== undefined && (isEvmNetwork(name) || isSolanaNetwork(name)) ? name : undefined;
+  if (name === undefined) return undefined;
+  // sandbox.json names every target's network; a state written before it did named targets after their networks.
+  const network: string = (state.targetDetails as SandboxState['targetDetails'] | undefined)?.[name]?.network ?? name;
+  return isEvmNetwork(network) || isSolanaNetwork(network) ? network : undefined;
 }
 
 function payerOf(state: SandboxState, network: NetworkName): string {

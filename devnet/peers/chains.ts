@@ -21,7 +21,7 @@ export type OnStop = (close: () => Promise<void>) => void;
 
 export async function startEvmNetwork(
   network: EvmNetworkName,
-  { wallets, minter, facilitatorEvm }: PeerKeys,
+  { wallets, minter, facilitatorEvm, facilitatorV2Evm }: PeerKeys,
   funding: Funding,
   queue: KeyedQueue,
   onStop: OnStop,
@@ -30,6 +30,7 @@ export async function startEvmNetwork(
   const chain = await startEvmChain(network, [
     { privateKey: minter.privateKey, balanceWei: gas },
     { privateKey: facilitatorEvm.privateKey, balanceWei: gas },
+    { privateKey: facilitatorV2Evm.privateKey, balanceWei: gas },
     { privateKey: wallets.service.evm.privateKey, balanceWei: gas },
   ]);
   onStop(() => chain.close());

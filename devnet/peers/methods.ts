@@ -1,5 +1,5 @@
 // The methods of the Peers object: balances and minting on any running network, wallet clients,
-// and paying clients (x402-fetch, our Solana payer, signed payments).
+// and paying clients (x402-fetch, @x402/fetch, our Solana payer, signed payments).
 import { createWalletClient, type Address, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import type { Address as SolanaAddress, KeyPairSigner } from '@solana/kit';
@@ -18,6 +18,7 @@ import { solanaKeyFromSecret } from '../svm/keys.js';
 import type { SolanaLedger } from '../svm/ledger.js';
 import { createSolanaPayment, wrapFetchWithSolanaPayment } from '../svm/payment-client.js';
 import type { Peers, PeerWallets } from './types.js';
+import { x402FetchV2 } from './v2-client.js';
 
 export type PeerMethods = Pick<
   Peers,
@@ -27,6 +28,7 @@ export type PeerMethods = Pick<
   | 'createUsdcAccount'
   | 'evmWalletClient'
   | 'x402Fetch'
+  | 'x402FetchV2'
   | 'solanaFetch'
   | 'signEvmPayment'
   | 'createSolanaPayment'
@@ -112,6 +114,8 @@ export function peerMethods({
           svmConfig: { rpcUrl },
         })(input, init);
     },
+    x402FetchV2: ({ privateKey = wallets.client.evm.privateKey, ...options } = {}) =>
+      x402FetchV2(privateKeyToAccount(privateKey), options),
     async solanaFetch({ secretKey, maxAmountMicroUsdc = 100_000n } = {}) {
       const urls: Partial<Record<SolanaNetworkName, string>> = {};
       for (const network of solanaNetworks) urls[network] = rpcUrls[network];

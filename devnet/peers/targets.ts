@@ -1,10 +1,13 @@
 // Starting the x402-protected targets: each route's price, network and payTo settled from the
-// target's options over startPeers' defaults, then a USDC account for every payTo on Solana.
+// target's options over startPeers' defaults, then a USDC account for every payTo on Solana. By
+// default one x402 version 1 target per network, named after it, and one version 2 target per
+// network the v2 peers serve, named `v2-<network>`.
 import type { Address as SolanaAddress } from '@solana/kit';
 import { isEvmNetwork, isSolanaNetwork, type NetworkName, type SolanaNetworkName } from '../networks.js';
 import { required } from '../required.js';
 import type { SolanaLedger } from '../svm/ledger.js';
 import { DEFAULT_PRICES_MICRO_USDC, ROUTE_NAMES, type RouteName } from '../targets/routes.js';
+import { x402ExpressV2Knows } from '../targets/payment-v2.js';
 import { startTarget, type RouteSettings, type Target } from '../targets/target.js';
 import type { OnStop } from './chains.js';
 import type { PeerWallets, StartPeersOptions, TargetOptions } from './types.js';
@@ -14,16 +17,17 @@ export interface TargetsSetting {
   options: StartPeersOptions;
   wallets: PeerWallets;
   facilitator: { url: string; solanaFeePayer: string };
+  facilitatorV2: { url: string };
   solanaLedgers: Partial<Record<SolanaNetworkName, SolanaLedger>>;
 }
 
 export async function startTargets(
-  { networks, options, wallets, facilitator, solanaLedgers }: TargetsSetting,
+  { networks, options, wallets, facilitator, facilitatorV2, solanaLedgers }: TargetsSetting,
   onStop: OnStop,
 ): Promise<Record<string, Target>> {
   const defaultPayTo = (network: NetworkName) =>
     isEvmNetwork(network) ? wallets.target.evm.address : wallets.target.solana.address;
-  const targetOptions = options.targets ?? networks.map((network): TargetOptions => ({ name: network, network }));
+  const targetOptions = options.targets ?? defaultTargets(networks, options.v2Targets ?? true);
   const targets: Record<string, Target> = {};
   for (const target of targetOptions) {
     if (!networks.includes(target.network))
@@ -46,14 +50,14 @@ export async function startTargets(
         name: target.name,
         network: target.network,
         payTo: target.payTo ?? defaultPayTo(target.network),
+        x402Version: target.x402Version,
         paymentLayer: target.paymentLayer,
         routes,
         slowDelayMs: target.slowDelayMs ?? options.slowDelayMs,
         errorStatus: target.errorStatus,
         holdTimeoutMs: target.holdTimeoutMs ?? options.holdTimeoutMs,
       },
-      facilitator.url,
-      facilitator.solanaFeePayer,
+      { url: facilitator.url, solanaFeePayer: facilitator.solanaFeePayer, v2Url: facilitatorV2.url },
     );
     onStop(() => started.close());
     targets[target.name] = started;
@@ -72,4 +76,18 @@ export async function startTargets(
     ),
   );
   return targets;
+}
+
+/** The name of the default x402 version 2 target of a network. */
+export function v2TargetName(network: NetworkName): string {
+  return `v2-${network}`;
+}
+
+function defaultTargets(networks: NetworkName[], withV2: boolean): TargetOptions[] {
+  const v1 = networks.map((network): TargetOptions => ({ name: network, network }));
+  if (!withV2) return v1;
+  const v2 = networks
+    .filter(x402ExpressV2Knows)
+    .map((network): TargetOptions => ({ name: v2TargetName(network), network, x402Version: 2 }));
+  return [...v1, ...v2];
 }

@@ -7,7 +7,8 @@ import type { EvmNetworkName, NetworkName, SolanaNetworkName } from '../networks
 import type { SolanaKey } from '../svm/keys.js';
 import type { SolanaLedger } from '../svm/ledger.js';
 import type { SignedSolanaPayment, SolanaPaymentOverrides } from '../svm/payment-client.js';
-import type { PaymentLayerName } from '../targets/payment.js';
+import type { FacilitatorV2Call } from '../facilitator/v2.js';
+import type { PaymentLayerName, X402Version } from '../targets/payment.js';
 import type { RouteName } from '../targets/routes.js';
 import type { RouteSettings, Target } from '../targets/target.js';
 import type { PaymentRequirements } from '../x402.js';
@@ -15,6 +16,8 @@ import type { PaymentRequirements } from '../x402.js';
 export interface TargetOptions {
   name: string;
   network: NetworkName;
+  /** Default 1 (x402-express 1.2.0 or our own layer); 2 puts the paid routes behind @x402/express 2.27 and the v2 facilitator. */
+  x402Version?: X402Version;
   /** Default: the harness's target wallet on that kind of chain. */
   payTo?: string;
   paymentLayer?: PaymentLayerName;
@@ -28,8 +31,13 @@ export interface TargetOptions {
 }
 
 export interface StartPeersOptions {
-  /** Networks to bring up; default all six. Targets default to one per network, named after it. */
+  /**
+   * Networks to bring up; default all six. Targets default to one x402 version 1 target per
+   * network, named after it, and one version 2 target per EVM network, named `v2-<network>`.
+   */
   networks?: NetworkName[];
+  /** Whether the default targets include the version 2 ones (`v2-<network>`); default true. Ignored with `targets`. */
+  v2Targets?: boolean;
   /** Route prices in micro-USDC (null: free) for every target; defaults in DEFAULT_PRICES_MICRO_USDC. */
   pricesMicroUsdc?: Partial<Record<RouteName, bigint | null>>;
   targets?: TargetOptions[];
@@ -72,6 +80,12 @@ export interface Peers {
   /** JSON-RPC URL per running network. */
   rpcUrls: Partial<Record<NetworkName, string>>;
   facilitator: { url: string; solanaFeePayer: string; evmAddress: Address; calls: FacilitatorCall[] };
+  /**
+   * The x402 version 2 facilitator (@x402/core's x402Facilitator with @x402/evm's exact scheme):
+   * GET /supported lists v2 kinds (CAIP-2) for every EVM network and v1 kinds where @x402/evm knows
+   * the v1 name; POST /verify and POST /settle take both versions. Its own EVM key pays the gas.
+   */
+  facilitatorV2: { url: string; evmAddress: Address; calls: FacilitatorV2Call[] };
   targets: Record<string, Target>;
   wallets: PeerWallets;
   evmChains: Partial<Record<EvmNetworkName, LocalEvmChain>>;
@@ -96,6 +110,13 @@ export interface Peers {
     network: NetworkName,
     options?: { privateKey?: Hex; secretKey?: Uint8Array; maxValueMicroUsdc?: bigint },
   ): typeof fetch;
+  /**
+   * Unmodified @x402/fetch 2.27 with @x402/evm's exact scheme, paying as the client (or the given
+   * key) on any EVM network: a pure x402 version 2 client (`eip155:*`), or with `v1Names` one that
+   * also answers version 1 402s under the v1 names @x402/evm knows (not skale-base). Every local
+   * network's USDC is allowed, up to maxValueMicroUsdc (default 0.1 USDC) per payment.
+   */
+  x402FetchV2(options?: { privateKey?: Hex; v1Names?: boolean; maxValueMicroUsdc?: bigint }): typeof fetch;
   /** Our own Solana payer as a fetch wrapper (works on both clusters). */
   solanaFetch(options?: { secretKey?: Uint8Array; maxAmountMicroUsdc?: bigint }): Promise<typeof fetch>;
   signEvmPayment(

@@ -12,6 +12,8 @@ export interface PeerKeys {
   minter: EvmWallet;
   /** Sends the facilitator's EVM settlements. */
   facilitatorEvm: EvmWallet;
+  /** Sends the v2 facilitator's EVM settlements. */
+  facilitatorV2Evm: EvmWallet;
   /** The facilitator's Solana fee payer. */
   feePayer: SolanaKey;
   mintAuthority: SolanaKey;
@@ -36,5 +38,12 @@ export async function createPeerKeys(keys: StartPeersOptions['keys']): Promise<P
     client: { evm: evmWallet(keys?.clientEvmPrivateKey), solana: clientSolana },
     target: { evm: evmWallet(), solana: targetSolana },
   };
-  return { wallets, minter: evmWallet(), facilitatorEvm: evmWallet(), feePayer, mintAuthority };
+  return {
+    wallets,
+    minter: evmWallet(),
+    facilitatorEvm: evmWallet(),
+    facilitatorV2Evm: evmWallet(),
+    feePayer,
+    mintAuthority,
+  };
 }

@@ -1,6 +1,7 @@
-// The two payment layers a paid route can sit behind. x402-express 1.2.0, unmodified, for the
-// networks it knows; for the others (skale-base) our own layer, which answers the same 402 body,
-// verifies and settles through the same facilitator and sets the same X-PAYMENT-RESPONSE.
+// The x402 version 1 payment layers a paid route can sit behind. x402-express 1.2.0, unmodified,
+// for the networks it knows; for the others (skale-base) our own layer, which answers the same 402
+// body, verifies and settles through the same facilitator and sets the same X-PAYMENT-RESPONSE.
+// The version 2 layer (@x402/express 2.27) is in payment-v2.ts.
 import type { Request, RequestHandler, Response } from 'express';
 import { getAddress } from 'viem';
 import { useFacilitator } from 'x402/verify';
@@ -27,7 +28,14 @@ export interface PaidRoute {
   description: string;
 }
 
-export type PaymentLayerName = 'x402-express' | 'own';
+/** x402-express 1.2.0 and our own layer speak x402 version 1; @x402/express 2.27 speaks version 2. */
+export type PaymentLayerName = 'x402-express' | 'own' | '@x402/express';
+
+export type X402Version = 1 | 2;
+
+export function versionOfLayer(layer: PaymentLayerName): X402Version {
+  return layer === '@x402/express' ? 2 : 1;
+}
 
 /** Whether unmodified x402-express 1.2.0 can ask for payment on this network. */
 export function x402ExpressKnows(network: NetworkName): boolean {

@@ -1,7 +1,8 @@
 // One x402-protected target: an express app on 127.0.0.1 serving every route of routes.ts, each
 // free or paid (price, payTo and network per route), recording every request it receives and how
-// many are in flight at once.
-import express, { type Express, type Request, type RequestHandler } from 'express';
+// many are in flight at once. A target speaks one x402 version: 1 (x402-express 1.2.0 or our own
+// layer, X-PAYMENT) or 2 (@x402/express 2.27, PAYMENT-SIGNATURE).
+import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import { listenLocally } from '../http.js';
 import type { NetworkName } from '../networks.js';
 import {
@@ -10,9 +11,19 @@ import {
   requirementsFor,
   x402ExpressKnows,
   x402ExpressLayer,
+  versionOfLayer,
   type PaidRoute,
   type PaymentLayerName,
+  type X402Version,
 } from './payment.js';
+import {
+  askAgainHeader,
+  V2_PAYMENT_HEADER,
+  V2_PAYMENT_REQUIRED_HEADER,
+  V2_PAYMENT_RESPONSE_HEADER,
+  x402ExpressV2Knows,
+  x402ExpressV2Layer,
+} from './payment-v2.js';
 import {
   DEFAULT_HOLD_TIMEOUT_MS,
   DEFAULT_SLOW_DELAY_MS,
@@ -38,7 +49,9 @@ export interface TargetConfig {
   name: string;
   network: NetworkName;
   payTo: string;
-  /** Default: x402-express where it knows the route's network, our own layer elsewhere. */
+  /** Default 1. Version 2 targets sit behind @x402/express 2.27 and its facilitator (facilitatorV2Url). */
+  x402Version?: X402Version;
+  /** Default: x402-express where it knows the route's network, our own layer elsewhere; @x402/express for version 2. */
   paymentLayer?: PaymentLayerName;
   routes: Record<RouteName, RouteSettings>;
   slowDelayMs?: number;
@@ -54,17 +67,20 @@ export interface RecordedRequest {
   headers: Record<string, string | string[] | undefined>;
   body: string;
   contentType: string | null;
-  /** The X-PAYMENT header, when one came. */
+  /** The payment header of the target's version (X-PAYMENT for v1, PAYMENT-SIGNATURE for v2), when one came. */
   payment: string | null;
   receivedAtMs: number;
   /** Filled when the answer has been sent. */
   status: number | null;
+  /** The settlement header the target sent (X-PAYMENT-RESPONSE for v1, PAYMENT-RESPONSE for v2). */
   paymentResponse: string | null;
 }
 
 export interface Target {
   name: string;
   network: NetworkName;
+  /** The x402 version the target speaks on its paid routes. */
+  x402Version: X402Version;
   payTo: string;
   url: string;
   routes: Record<RouteName, RouteSettings & { url: string; paymentLayer: PaymentLayerName | null }>;
@@ -77,11 +93,22 @@ export interface Target {
   close(): Promise<void>;
 }
 
-export async function startTarget(
-  config: TargetConfig,
-  facilitatorUrl: string,
-  solanaFeePayer: string,
-): Promise<Target> {
+export interface TargetFacilitators {
+  /** The v1 facilitator (x402-express 1.2.0 and our own layer). */
+  url: string;
+  solanaFeePayer: string;
+  /** The v2 facilitator (@x402/express 2.27); needed by version 2 targets only. */
+  v2Url?: string;
+}
+
+export async function startTarget(config: TargetConfig, facilitators: TargetFacilitators): Promise<Target> {
+  const { url: facilitatorUrl, solanaFeePayer } = facilitators;
+  const x402Version = config.x402Version ?? (config.paymentLayer ? versionOfLayer(config.paymentLayer) : 1);
+  if (config.paymentLayer && versionOfLayer(config.paymentLayer) !== x402Version)
+    throw new Error(`target ${config.name}: ${config.paymentLayer} does not speak x402 version ${x402Version}`);
+  const facilitatorV2Url = facilitators.v2Url;
+  if (x402Version === 2 && facilitatorV2Url === undefined)
+    throw new Error(`target ${config.name}: x402 version 2 needs the v2 facilitator`);
   const stopping = new AbortController();
   const hold = new HoldGate(config.holdTimeoutMs ?? DEFAULT_HOLD_TIMEOUT_MS);
   const context: RouteContext = {
@@ -92,7 +119,7 @@ export async function startTarget(
     hold,
     signal: stopping.signal,
   };
-  const recorder = new RequestRecorder();
+  const recorder = new RequestRecorder(x402Version);
 
   const app = express();
   app.disable('x-powered-by');
@@ -101,10 +128,21 @@ export async function startTarget(
   app.use(recorder.middleware);
 
   const serveOwnPaidRoute = createOwnLayer(facilitatorUrl, solanaFeePayer);
+  const layersReady: Promise<void>[] = [];
   const routes = {} as Target['routes'];
   for (const route of ROUTE_NAMES) {
-    routes[route] = mountRoute(app, route, { config, context, facilitatorUrl, solanaFeePayer, serveOwnPaidRoute });
+    routes[route] = mountRoute(app, route, {
+      config,
+      x402Version,
+      context,
+      facilitatorUrl,
+      facilitatorV2Url: facilitatorV2Url ?? '',
+      solanaFeePayer,
+      serveOwnPaidRoute,
+      layersReady,
+    });
   }
+  await Promise.all(layersReady);
 
   const server = await listenLocally(app);
   for (const route of ROUTE_NAMES) routes[route].url = `${server.url}${ROUTE_PATHS[route]}`;
@@ -112,6 +150,7 @@ export async function startTarget(
   return {
     name: config.name,
     network: config.network,
+    x402Version,
     payTo: config.payTo,
     url: server.url,
     routes,
@@ -141,6 +180,13 @@ class RequestRecorder {
   inFlight = 0;
   maxInFlight = 0;
   private readonly routeByPath = new Map(ROUTE_NAMES.map((route) => [ROUTE_PATHS[route], route] as const));
+  private readonly paymentHeader: string;
+  private readonly paymentResponseHeader: string;
+
+  constructor(x402Version: X402Version) {
+    this.paymentHeader = x402Version === 2 ? V2_PAYMENT_HEADER : 'X-PAYMENT';
+    this.paymentResponseHeader = x402Version === 2 ? V2_PAYMENT_RESPONSE_HEADER : 'X-PAYMENT-RESPONSE';
+  }
 
   readonly middleware: RequestHandler = (request, response, next) => {
     this.inFlight += 1;
@@ -153,7 +199,7 @@ class RequestRecorder {
       headers: request.headers,
       body: requestBodyText(request),
       contentType: request.headers['content-type'] ?? null,
-      payment: request.header('X-PAYMENT') ?? null,
+      payment: request.header(this.paymentHeader) ?? null,
       receivedAtMs: Date.now(),
       status: null,
       paymentResponse: null,
@@ -162,7 +208,7 @@ class RequestRecorder {
     response.once('close', () => {
       this.inFlight -= 1;
       record.status = response.statusCode;
-      const paymentResponse = response.getHeader('X-PAYMENT-RESPONSE');
+      const paymentResponse = response.getHeader(this.paymentResponseHeader);
       record.paymentResponse = typeof paymentResponse === 'string' ? paymentResponse : null;
     });
     next();
@@ -177,17 +223,30 @@ class RequestRecorder {
 
 interface MountContext {
   config: TargetConfig;
+  x402Version: X402Version;
   context: RouteContext;
   facilitatorUrl: string;
+  facilitatorV2Url: string;
   solanaFeePayer: string;
   serveOwnPaidRoute: ReturnType<typeof createOwnLayer>;
+  /** Collects the payment layers' start-up work, awaited before the target listens. */
+  layersReady: Promise<void>[];
 }
 
 /** Serves one route, free or behind its payment layer; returns its settings (url filled in later). */
 function mountRoute(
   app: Express,
   route: RouteName,
-  { config, context, facilitatorUrl, solanaFeePayer, serveOwnPaidRoute }: MountContext,
+  {
+    config,
+    x402Version,
+    context,
+    facilitatorUrl,
+    facilitatorV2Url,
+    solanaFeePayer,
+    serveOwnPaidRoute,
+    layersReady,
+  }: MountContext,
 ): Target['routes'][RouteName] {
   const settings = config.routes[route];
   const path = ROUTE_PATHS[route];
@@ -203,13 +262,23 @@ function mountRoute(
         };
   const paymentLayer: PaymentLayerName | null = !paid
     ? null
-    : (config.paymentLayer ?? (x402ExpressKnows(settings.network) ? 'x402-express' : 'own'));
+    : x402Version === 2
+      ? '@x402/express'
+      : (config.paymentLayer ?? (x402ExpressKnows(settings.network) ? 'x402-express' : 'own'));
   if (paymentLayer === 'x402-express' && !x402ExpressKnows(settings.network)) {
     throw new Error(`x402-express 1.2.0 does not know ${settings.network} (target ${config.name}, route ${route})`);
   }
+  if (paymentLayer === '@x402/express' && !x402ExpressV2Knows(settings.network)) {
+    throw new Error(`the v2 targets do not serve ${settings.network} (target ${config.name}, route ${route})`);
+  }
 
-  const produce = async (request: Request) => {
+  const produce = async (request: Request, response: Response) => {
     // A target that never settles asks again for exactly what it was offered.
+    if (route === 'neverSettles' && paid && x402Version === 2) {
+      const header = askAgainHeader(request, 'payment_not_accepted');
+      if (header !== undefined) response.setHeader(V2_PAYMENT_REQUIRED_HEADER, header);
+      return { status: 402, body: {} };
+    }
     if (route === 'neverSettles' && paid) {
       return {
         status: 402,
@@ -221,12 +290,19 @@ function mountRoute(
 
   if (paid && paymentLayer === 'own') {
     app.all(path, (request, response, next) => {
-      serveOwnPaidRoute(paid, request, response, () => produce(request)).catch(next);
+      serveOwnPaidRoute(paid, request, response, () => produce(request, response)).catch(next);
     });
   } else {
-    const handlers = paid ? [x402ExpressLayer(paid, facilitatorUrl)] : [];
+    const handlers: RequestHandler[] = [];
+    if (paid && paymentLayer === '@x402/express') {
+      const layer = x402ExpressV2Layer(paid, facilitatorV2Url);
+      layersReady.push(layer.ready);
+      handlers.push(layer.handler);
+    } else if (paid) {
+      handlers.push(x402ExpressLayer(paid, facilitatorUrl));
+    }
     app.all(path, ...handlers, (request, response, next) => {
-      produce(request)
+      produce(request, response)
         .then((reply) => response.status(reply.status).json(reply.body))
         .catch(next);
     });

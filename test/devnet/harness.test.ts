@@ -56,7 +56,9 @@ describe('start-up', () => {
       'solana',
       'solana-devnet',
     ]);
-    expect(Object.keys(peers.targets).sort()).toEqual([...peers.networks].sort());
+    expect(Object.keys(peers.targets).sort()).toEqual(
+      [...peers.networks, ...peers.evmNetworks.map((network) => `v2-${network}`)].sort(),
+    );
   });
 
   it('runs each EVM chain with its real chain id', async () => {

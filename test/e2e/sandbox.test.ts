@@ -47,11 +47,30 @@ describe('sandbox', () => {
         'baseUrl',
         'client',
         'facilitatorUrl',
+        'facilitatorV2Url',
         'llmUrl',
         'rpc',
         'ssrfAllowHosts',
+        'targetDetails',
         'targets',
       ]);
+      // Every target's protocol version: x402 v1 on every network, v2 (@x402/express) on every EVM network.
+      const versions = Object.fromEntries(
+        Object.entries(first.targetDetails).map(([name, target]) => [name, target.x402Version]),
+      );
+      expect(versions).toEqual({
+        base: 1,
+        'base-sepolia': 1,
+        'skale-base': 1,
+        'skale-base-sepolia': 1,
+        solana: 1,
+        'solana-devnet': 1,
+        'v2-base': 2,
+        'v2-base-sepolia': 2,
+        'v2-skale-base': 2,
+        'v2-skale-base-sepolia': 2,
+      });
+      for (const [name, target] of Object.entries(first.targetDetails)) expect(target.url).toBe(first.targets[name]);
 
       // The user's allow-list is kept beside the sandbox's targets, and the banner tells them apart.
       const targetHosts = [...new Set(Object.values(first.targets).map((url) => new URL(url).host))];
@@ -64,6 +83,20 @@ describe('sandbox', () => {
         .filter((line) => line.includes('127.0.0.1:') && !line.includes('SSRF_ALLOW_HOSTS='));
       for (const [network, url] of Object.entries(first.targets))
         expect(printed.join('')).toContain(`${new URL(url).host} (${network})`);
+      const versionLine = (version: number) =>
+        printed
+          .join('')
+          .split('\n')
+          .findIndex((line) => line.trimStart().startsWith(`x402 v${version} targets`));
+      expect(versionLine(1)).toBeGreaterThan(-1);
+      expect(versionLine(2)).toBeGreaterThan(versionLine(1));
+      const v2Lines = printed
+        .join('')
+        .split('\n')
+        .slice(versionLine(2), versionLine(2) + 2)
+        .join('\n');
+      expect(v2Lines).toContain(`${new URL(first.targets['v2-base-sepolia']!).host} (v2-base-sepolia)`);
+      expect(v2Lines).not.toContain('(base-sepolia)');
       expect(allowLines.find((line) => line.includes('yours'))).toMatch(new RegExp(`^ +yours +${ownHost}$`));
       const ownCall = await t.client.post('/relay', { api_url: `http://${ownHost}/anything`, method: 'GET' });
       expect(ownCall.status, ownCall.text).toBe(200);

@@ -1,0 +1,170 @@
+// The x402 version 2 facilitator: @x402/core's x402Facilitator with @x402/evm's exact scheme (and
+// @x402/svm's where it runs against the local cluster), unmodified, behind the same HTTP API as the
+// v1 facilitator (GET /supported, POST /verify, POST /settle) on 127.0.0.1. Each EVM network gets
+// its own scheme instance, its signer bound to that network's local chain; v1 kinds are listed too
+// where @x402/evm's v1 scheme knows the network, as public v2 facilitators do. Every call is
+// recorded for tests.
+import express from 'express';
+import { x402Facilitator } from '@x402/core/facilitator';
+import type { Network, PaymentPayload, PaymentRequirements, SettleResponse, VerifyResponse } from '@x402/core/types';
+import { toFacilitatorEvmSigner, type FacilitatorEvmSigner } from '@x402/evm';
+import { ExactEvmScheme } from '@x402/evm/exact/facilitator';
+import { ExactEvmSchemeV1 } from '@x402/evm/exact/v1/facilitator';
+import { EVM_NETWORK_CHAIN_ID_MAP } from '@x402/evm/v1';
+import { createWalletClient, type LocalAccount } from 'viem';
+import { localTransport, type LocalEvmChain } from '../evm/chain.js';
+import { RECEIPT_TIMEOUT_MS } from '../evm/usdc.js';
+import { listenLocally, type RunningServer } from '../http.js';
+import type { KeyedQueue } from '../key-queue.js';
+import { CAIP2_NETWORKS, type EvmNetworkName } from '../networks.js';
+
+export interface FacilitatorV2Call {
+  path: '/verify' | '/settle';
+  /** The x402Version of the payment (1 or 2). */
+  x402Version: number;
+  /** As the requirements name it: CAIP-2 for v2, the v1 name for v1. */
+  network: string;
+  payment: PaymentPayload;
+  requirements: PaymentRequirements;
+  answer: VerifyResponse | SettleResponse;
+}
+
+export interface FacilitatorV2 extends RunningServer {
+  /** The EVM address that sends settlements (and pays their gas) on every EVM network. */
+  evmAddress: string;
+  calls: FacilitatorV2Call[];
+  /** What GET /supported answers. */
+  supported: ReturnType<x402Facilitator['getSupported']>;
+}
+
+export interface FacilitatorV2Options {
+  evmChains: ReadonlyMap<EvmNetworkName, LocalEvmChain>;
+  /** Sends settlements; needs ETH on every chain. */
+  evmAccount: LocalAccount;
+  queue: KeyedQueue;
+}
+
+/** A FacilitatorEvmSigner on one local chain: viem's public and wallet client methods, sends serialized per chain. */
+function localEvmSigner(chain: LocalEvmChain, account: LocalAccount, queue: KeyedQueue): FacilitatorEvmSigner {
+  const wallet = createWalletClient({ account, chain: chain.chain, transport: localTransport(chain.rpcUrl) });
+  const publicClient = chain.publicClient;
+  // Two sends from one key at once would read the same nonce: one at a time per chain and key.
+  const sendKey = `v2:${chain.network}:${account.address}`;
+  return toFacilitatorEvmSigner(
+    {
+      address: account.address,
+      readContract: (args) => publicClient.readContract(args),
+      verifyTypedData: (args) =>
+        publicClient.verifyTypedData(args as Parameters<typeof publicClient.verifyTypedData>[0]),
+      writeContract: (args) => queue.run(sendKey, () => wallet.writeContract({ ...args, account, chain: chain.chain })),
+      sendTransaction: (args) =>
+        queue.run(sendKey, () => wallet.sendTransaction({ ...args, account, chain: chain.chain })),
+      waitForTransactionReceipt: (args) => publicClient.waitForTransactionReceipt(args),
+      getCode: (args) => publicClient.getCode(args),
+    },
+    { confirmationTimeoutMs: RECEIPT_TIMEOUT_MS },
+  );
+}
+
+export function createFacilitatorV2({ evmChains, evmAccount, queue }: FacilitatorV2Options): x402Facilitator {
+  const facilitator = new x402Facilitator();
+  for (const [network, chain] of evmChains) {
+    const signer = localEvmSigner(chain, evmAccount, queue);
+    facilitator.register(CAIP2_NETWORKS[network], new ExactEvmScheme(signer));
+    // x402Facilitator types every network as CAIP-2; version 1 kinds carry the v1 name all the same.
+    const v1Name: string = network;
+    if (Object.hasOwn(EVM_NETWORK_CHAIN_ID_MAP, v1Name))
+      facilitator.registerV1(v1Name as Network, new ExactEvmSchemeV1(signer));
+  }
+  return facilitator;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+export async function startFacilitatorV2(options: FacilitatorV2Options): Promise<FacilitatorV2> {
+  const facilitator = createFacilitatorV2(options);
+  const calls: FacilitatorV2Call[] = [];
+  const supported = facilitator.getSupported();
+  const app = express();
+  app.use(express.json({ limit: '1mb' }));
+
+  app.get('/supported', (_request, response) => {
+    response.json(supported);
+  });
+
+  function readBody(body: unknown): { payment: PaymentPayload; requirements: PaymentRequirements } | undefined {
+    if (!isObject(body)) return undefined;
+    const { paymentPayload, paymentRequirements } = body;
+    if (!isObject(paymentPayload) || !isObject(paymentRequirements)) return undefined;
+    if (typeof paymentPayload.x402Version !== 'number') return undefined;
+    if (typeof paymentRequirements.network !== 'string' || typeof paymentRequirements.scheme !== 'string')
+      return undefined;
+    return {
+      payment: paymentPayload as unknown as PaymentPayload,
+      requirements: paymentRequirements as unknown as PaymentRequirements,
+    };
+  }
+
+  app.post('/verify', async (request, response) => {
+    const body = readBody(request.body);
+    if (!body) {
+      response.status(400).json({ isValid: false, invalidReason: 'invalid_payload' });
+      return;
+    }
+    const { payment, requirements } = body;
+    let answer: VerifyResponse;
+    try {
+      answer = await facilitator.verify(payment, requirements);
+    } catch (error) {
+      answer = { isValid: false, invalidReason: 'unexpected_verify_error', invalidMessage: messageOf(error) };
+    }
+    calls.push({
+      path: '/verify',
+      x402Version: payment.x402Version,
+      network: requirements.network,
+      payment,
+      requirements,
+      answer,
+    });
+    response.json(answer);
+  });
+
+  app.post('/settle', async (request, response) => {
+    const body = readBody(request.body);
+    if (!body) {
+      response.status(400).json({ success: false, errorReason: 'invalid_payload', transaction: '', network: '' });
+      return;
+    }
+    const { payment, requirements } = body;
+    let answer: SettleResponse;
+    try {
+      answer = await facilitator.settle(payment, requirements);
+    } catch (error) {
+      answer = {
+        success: false,
+        errorReason: 'unexpected_settle_error',
+        errorMessage: messageOf(error),
+        transaction: '',
+        network: requirements.network,
+      };
+    }
+    calls.push({
+      path: '/settle',
+      x402Version: payment.x402Version,
+      network: requirements.network,
+      payment,
+      requirements,
+      answer,
+    });
+    response.json(answer);
+  });
+
+  const server = await listenLocally(app);
+  return { ...server, evmAddress: options.evmAccount.address, calls, supported };
+}
