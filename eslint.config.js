@@ -8,7 +8,16 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   {
-    ignores: ['node_modules/**', 'codegen/**', 'openapi/dist/**', '.data/**', '.tmp/**', 'artifacts/**', 'cache/**'],
+    ignores: [
+      'node_modules/**',
+      'codegen/**',
+      'openapi/dist/**',
+      '.data/**',
+      '.tmp/**',
+      'artifacts/**',
+      'cache/**',
+      'dist/**',
+    ],
   },
   js.configs.recommended,
   ...tseslint.configs.strictTypeChecked,

@@ -15,7 +15,8 @@ export interface paths {
         put?: never;
         /**
          * Relay a paid call to a target
-         * @description The client pays the service in USDC through the X-PAYMENT header; the service pays the target
+         * @description The client pays the service in USDC through the X-PAYMENT header (x402 version 1) or the
+         *     PAYMENT-SIGNATURE header (x402 version 2, never both); the service pays the target
          *     (on the target's network, which may differ from the client's: EVM to Solana and back, or the
          *     same chain) and returns the target's response. No API key is needed.
          *
@@ -31,7 +32,8 @@ export interface paths {
          *     price plus the relay fee: in micro-USDC, target + max(ceil(target x percentage / 100),
          *     minimum fee) (relay.fees of GET /config); with the defaults (3%, minimum 0) this is
          *     ceil(target x 1.03), so a price of 0.10 USDC costs 0.103 USDC. `payTo` is the service
-         *     wallet and `asset` the USDC of that network. If the target does not ask for payment, its
+         *     wallet and `asset` the USDC of that network. The same offers are in the PAYMENT-REQUIRED
+         *     header in x402 version 2 form. If the target does not ask for payment, its
          *     response is returned and nothing is charged.
          *
          *     **Second call, with X-PAYMENT** (same body). The payment is verified (signature, amount, payTo,
@@ -42,7 +44,13 @@ export interface paths {
          *     client's payment is settled the answer is never a 402 (a client that pays again on a 402
          *     would pay twice): it is the target's response, a 502, or a refund.
          *
-         *     **Headers of a paid answer.** X-Client-Payment: the client's settled payment to the service.
+         *     **Version 2.** A PAYMENT-SIGNATURE whose `accepted` equals one entry of PAYMENT-REQUIRED is
+         *     verified as the same payment in X-PAYMENT would be, and is the same payment: an authorization
+         *     used in one header is refused in the other. A malformed one is a 400 like a malformed
+         *     X-PAYMENT; an `accepted` that is not one of the offers is a 402.
+         *
+         *     **Headers of a paid answer.** X-Client-Payment: the client's settled payment to the service;
+         *     PAYMENT-RESPONSE (when the client paid with PAYMENT-SIGNATURE): its receipt in version 2 form.
          *     X-Payment-Response: the service's payment to the target as the chain shows it (`success`
          *     false with `errorReason` while it is not on-chain). X-Service-Webhook (and
          *     X-Service-Status `payment_validating`) when a record was opened because the target has not
@@ -363,14 +371,18 @@ export interface paths {
         /**
          * Paid chat completion
          * @description A chat completion with the model configured on the server, paid per request in USDC through
-         *     x402 version 1 (price LLM_PRICE_USDC, 0.01 USDC by default). The model cannot be chosen.
+         *     x402 version 1 (X-Payment) or version 2 (PAYMENT-SIGNATURE), at LLM_PRICE_USDC (0.01 USDC by
+         *     default). The model cannot be chosen.
          *
          *     1. Send the request without X-Payment: the answer is 402 with `error` `Payment Required`
          *        and `accepts` (the payment requirements); the same 402 body, base64-encoded JSON, is also
-         *        in the X-Payment response header.
-         *     2. Send the same request with X-Payment: the payment is verified, the model is asked, and
-         *        the payment is settled only after the model answered (X-Payment-Response carries the
-         *        settlement). A failed chat (500) or a missing backend (503) charges nothing.
+         *        in the X-Payment response header, and the same offers in x402 version 2 form in the
+         *        PAYMENT-REQUIRED header.
+         *     2. Send the same request with X-Payment, or with PAYMENT-SIGNATURE echoing one entry of
+         *        PAYMENT-REQUIRED as `accepted` (not both: 400): the payment is verified, the model is
+         *        asked, and the payment is settled only after the model answered (X-Payment-Response, or
+         *        PAYMENT-RESPONSE for a version 2 payment, carries the settlement). A failed chat
+         *        (500) or a missing backend (503) charges nothing.
          */
         post: operations["postLlmChat"];
         delete?: never;
@@ -391,14 +403,17 @@ export interface paths {
         /**
          * Paid translation into Spanish
          * @description Translates a text into Spanish with the model configured on the server, paid per request in
-         *     USDC through x402 version 1, like POST /llm/chat.
+         *     USDC through x402 version 1 (X-Payment) or version 2 (PAYMENT-SIGNATURE), like POST /llm/chat.
          *
          *     1. Send the request without X-Payment: the answer is 402 with `error` `Payment Required`
          *        and `accepts` (the payment requirements); the same 402 body, base64-encoded JSON, is also
-         *        in the X-Payment response header.
-         *     2. Send the same request with X-Payment: the payment is verified, the model is asked, and
-         *        the payment is settled only after the model answered (X-Payment-Response carries the
-         *        settlement). A failed translation (500) or a missing backend (503) charges nothing.
+         *        in the X-Payment response header, and the same offers in x402 version 2 form in the
+         *        PAYMENT-REQUIRED header.
+         *     2. Send the same request with X-Payment, or with PAYMENT-SIGNATURE echoing one entry of
+         *        PAYMENT-REQUIRED as `accepted` (not both: 400): the payment is verified, the model is
+         *        asked, and the payment is settled only after the model answered (X-Payment-Response, or
+         *        PAYMENT-RESPONSE for a version 2 payment, carries the settlement). A failed translation
+         *        (500) or a missing backend (503) charges nothing.
          */
         post: operations["postLlmTranslate"];
         delete?: never;
@@ -501,9 +516,9 @@ export interface components {
          *
          *     | code | status | meaning |
          *     |---|---|---|
-         *     | `validation_failed` | 400 | The request does not match this document or a rule of the operation refuses it (for example a target URL the SSRF guard refuses, two body fields, a malformed or already used X-PAYMENT on /relay); `details` lists every problem. |
+         *     | `validation_failed` | 400 | The request does not match this document or a rule of the operation refuses it (for example a target URL the SSRF guard refuses, two body fields, a malformed or already used X-PAYMENT or PAYMENT-SIGNATURE on /relay, both payment headers at once); `details` lists every problem. |
          *     | `malformed_request` | 400 | HTTP itself could not parse the request (for example a header with a NUL byte); answered before any operation, the connection is closed. |
-         *     | `payment_reused` | 400 | The X-Payment of a paid chat was already used; a payment is accepted once. |
+         *     | `payment_reused` | 400 | The X-Payment or PAYMENT-SIGNATURE of a paid chat was already used; a payment is accepted once. |
          *     | `unauthorized` | 401 | The x-api-key header is missing, or the key is unknown or revoked. |
          *     | `payment_required` | 402 | The request carried no payment; `accepts` says how to pay. |
          *     | `payment_invalid` | 402 | The payment was refused before anything moved (amount, network, payTo, asset, validity window, signature, funds, or a failed settlement); `error` says why and `accepts` is the 402 of now. |
@@ -1228,7 +1243,8 @@ export interface components {
          * @example {
          *       "protocol": {
          *         "versions": [
-         *           "1"
+         *           "1",
+         *           "2"
          *         ],
          *         "current": "1"
          *       },
@@ -1269,6 +1285,11 @@ export interface components {
          *           "base-sepolia",
          *           "solana-devnet"
          *         ],
+         *         "v2": [
+         *           "eip155:8453",
+         *           "eip155:84532",
+         *           "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1"
+         *         ],
          *         "configs": {
          *           "base": {
          *             "chainType": "evm",
@@ -1307,7 +1328,7 @@ export interface components {
         ServerConfig: {
             /** @description Payment protocol (x402) versions. */
             protocol: {
-                /** @description Supported protocol versions. */
+                /** @description Supported protocol versions: `1` (X-PAYMENT, the 402 body) and `2` (PAYMENT-SIGNATURE, the PAYMENT-REQUIRED header); every paid operation speaks both. */
                 versions: string[];
                 /** @description Current protocol version. */
                 current: string;
@@ -1355,6 +1376,8 @@ export interface components {
                 solana: components["schemas"]["NetworkName"][];
                 /** @description Networks usable with protocol version 1: the enabled ones, each followed by the other names the interface accepts for it (`solana` by `solana-mainnet` and `solana-mainnet-beta`). Clients check a network name against this list before using it. */
                 v1: components["schemas"]["NetworkName"][];
+                /** @description Networks usable with protocol version 2, by the CAIP-2 id version 2 names them with (`eip155:<chain id>`, `solana:<genesis hash prefix>`): one per enabled network, in the order of `enabled`. */
+                v2: string[];
                 /** @description Per enabled network, keyed by network name. */
                 configs: {
                     [key: string]: components["schemas"]["NetworkConfig"];
@@ -1859,6 +1882,8 @@ export interface components {
     parameters: {
         /** @description The client's x402 version 1 payment to the service, sent on the second call after a 402: base64-encoded JSON `{x402Version: 1, scheme: "exact", network, payload}` paying one of the `accepts` of that 402 (EVM payload: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana payload: a partially signed transaction). Each authorization nonce can be used once: a repeated nonce is refused with 400 before anything is settled. */
         PaymentHeader: string;
+        /** @description The client's x402 version 2 payment to the service, sent instead of X-PAYMENT on the second call after a 402 (never both: a request with both is refused with 400): base64-encoded JSON `{x402Version: 2, resource, accepted, payload, extensions}` where `accepted` repeats one entry of the PAYMENT-REQUIRED header's `accepts` verbatim (network as CAIP-2, `amount`) and `payload` is what X-PAYMENT's would be (EVM: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana: a partially signed transaction). It is verified exactly as the same payment sent in X-PAYMENT, and it is the same payment: an authorization nonce used in either header is refused in both. The answer carries PAYMENT-RESPONSE. */
+        PaymentSignatureHeader: string;
         /** @description Client timeout for this call, in milliseconds (1 to 120000). */
         TimeoutHeader: number;
         /** @description `text` (default): the target's response is returned as it is, with its content type. `json`: it is wrapped in a FormatJsonResult JSON body. */
@@ -1882,8 +1907,12 @@ export interface components {
         "X-Refund-Webhook-Id": string;
         /** @description x402 version 1 settlement receipt: base64-encoded JSON `{success, transaction, network, payer}` (with `errorReason` when `success` is false). On /relay and /proxy it describes the service's payment to the target; on /llm/chat and /llm/translate the settlement of the client's payment. */
         "X-Payment-Response": string;
+        /** @description x402 version 2 settlement receipt of the client's payment to the service, sent when the client paid with PAYMENT-SIGNATURE and the payment is settled (or, on the paid chat operations, broadcast): base64-encoded JSON `{success, transaction, network, payer}` with the network as its CAIP-2 id (`errorReason` when `success` is false). A client that paid with X-PAYMENT gets X-Payment-Response instead. */
+        "PAYMENT-RESPONSE": string;
         /** @description Synchronous status of the paid call (`payment_required`, `payment_validating` or `processing`); sent only when applicable. */
         "X-Service-Status": components["schemas"]["ServiceStatus"];
+        /** @description The same offers as the 402 body's `accepts`, for x402 version 2 clients: base64 (RFC 4648, with padding) of the UTF-8 JSON `{x402Version: 2, error, resource: {url, description, mimeType}, accepts}`, each entry with the network as its CAIP-2 id (`eip155:8453`, `solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp`, ...), `amount` for `maxAmountRequired`, and no resource fields. Pay one of them with PAYMENT-SIGNATURE, echoing the entry as `accepted`. */
+        "PAYMENT-REQUIRED": string;
         /**
          * @description The methods this path supports (RFC 9110 section 10.2.1), upper case and separated by a comma and a space, for example `GET` or `POST`.
          * @example POST
@@ -1907,6 +1936,8 @@ export interface operations {
             header?: {
                 /** @description The client's x402 version 1 payment to the service, sent on the second call after a 402: base64-encoded JSON `{x402Version: 1, scheme: "exact", network, payload}` paying one of the `accepts` of that 402 (EVM payload: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana payload: a partially signed transaction). Each authorization nonce can be used once: a repeated nonce is refused with 400 before anything is settled. */
                 "X-PAYMENT"?: components["parameters"]["PaymentHeader"];
+                /** @description The client's x402 version 2 payment to the service, sent instead of X-PAYMENT on the second call after a 402 (never both: a request with both is refused with 400): base64-encoded JSON `{x402Version: 2, resource, accepted, payload, extensions}` where `accepted` repeats one entry of the PAYMENT-REQUIRED header's `accepts` verbatim (network as CAIP-2, `amount`) and `payload` is what X-PAYMENT's would be (EVM: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana: a partially signed transaction). It is verified exactly as the same payment sent in X-PAYMENT, and it is the same payment: an authorization nonce used in either header is refused in both. The answer carries PAYMENT-RESPONSE. */
+                "PAYMENT-SIGNATURE"?: components["parameters"]["PaymentSignatureHeader"];
                 /** @description Client timeout for this call, in milliseconds (1 to 120000). */
                 "X-TIMEOUT"?: components["parameters"]["TimeoutHeader"];
             };
@@ -1928,6 +1959,7 @@ export interface operations {
                     "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
                     "X-Refund-Webhook-Id": components["headers"]["X-Refund-Webhook-Id"];
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
                     [name: string]: unknown;
                 };
@@ -1946,6 +1978,7 @@ export interface operations {
                     "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
                     "X-Refund-Webhook-Id": components["headers"]["X-Refund-Webhook-Id"];
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
                     [name: string]: unknown;
                 };
@@ -1959,6 +1992,7 @@ export interface operations {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
+                    "PAYMENT-REQUIRED": components["headers"]["PAYMENT-REQUIRED"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2010,6 +2044,7 @@ export interface operations {
                     "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
                     "X-Refund-Webhook-Id": components["headers"]["X-Refund-Webhook-Id"];
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
                     [name: string]: unknown;
                 };
@@ -2026,6 +2061,7 @@ export interface operations {
                     "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
                     "X-Refund-Webhook-Id": components["headers"]["X-Refund-Webhook-Id"];
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
                     /** @description Seconds to wait before retrying; sent with TooManyRequests (capacity) only. */
                     "Retry-After"?: number;
@@ -2065,6 +2101,7 @@ export interface operations {
                     "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
                     "X-Refund-Webhook-Id": components["headers"]["X-Refund-Webhook-Id"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
+                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2079,6 +2116,7 @@ export interface operations {
                     "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
                     "X-Refund-Webhook-Id": components["headers"]["X-Refund-Webhook-Id"];
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
                     [name: string]: unknown;
                 };
@@ -2094,6 +2132,7 @@ export interface operations {
                     "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
                     "X-Refund-Webhook-Id": components["headers"]["X-Refund-Webhook-Id"];
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
                     [name: string]: unknown;
                 };
@@ -2109,6 +2148,7 @@ export interface operations {
                     "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
                     "X-Refund-Webhook-Id": components["headers"]["X-Refund-Webhook-Id"];
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
                     [name: string]: unknown;
                 };
@@ -2668,6 +2708,8 @@ export interface operations {
             header?: {
                 /** @description The client's x402 version 1 payment authorization for this request, base64-encoded JSON, sent on the second request after a 402 (the header name is case-insensitive; it is the same header as X-PAYMENT). The payment is verified first and settled only after the model answered: a failed request charges nothing. */
                 "X-Payment"?: components["parameters"]["ChatPaymentHeader"];
+                /** @description The client's x402 version 2 payment to the service, sent instead of X-PAYMENT on the second call after a 402 (never both: a request with both is refused with 400): base64-encoded JSON `{x402Version: 2, resource, accepted, payload, extensions}` where `accepted` repeats one entry of the PAYMENT-REQUIRED header's `accepts` verbatim (network as CAIP-2, `amount`) and `payload` is what X-PAYMENT's would be (EVM: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana: a partially signed transaction). It is verified exactly as the same payment sent in X-PAYMENT, and it is the same payment: an authorization nonce used in either header is refused in both. The answer carries PAYMENT-RESPONSE. */
+                "PAYMENT-SIGNATURE"?: components["parameters"]["PaymentSignatureHeader"];
             };
             path?: never;
             cookie?: never;
@@ -2683,13 +2725,14 @@ export interface operations {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["ChatResponse"];
                 };
             };
-            /** @description The request is invalid, or its X-Payment was already used (a payment is accepted once). Without a `messages` array, `error` is `messages is required and must be an array`; other problems are listed in `details`. */
+            /** @description The request is invalid, carries both X-Payment and PAYMENT-SIGNATURE, or its payment was already used (a payment is accepted once, in either header). Without a `messages` array, `error` is `messages is required and must be an array`; other problems are listed in `details`. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2711,6 +2754,7 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
                     "X-Payment": components["headers"]["X-Payment-Required"];
+                    "PAYMENT-REQUIRED": components["headers"]["PAYMENT-REQUIRED"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2763,6 +2807,8 @@ export interface operations {
             header?: {
                 /** @description The client's x402 version 1 payment authorization for this request, base64-encoded JSON, sent on the second request after a 402 (the header name is case-insensitive; it is the same header as X-PAYMENT). The payment is verified first and settled only after the model answered: a failed request charges nothing. */
                 "X-Payment"?: components["parameters"]["ChatPaymentHeader"];
+                /** @description The client's x402 version 2 payment to the service, sent instead of X-PAYMENT on the second call after a 402 (never both: a request with both is refused with 400): base64-encoded JSON `{x402Version: 2, resource, accepted, payload, extensions}` where `accepted` repeats one entry of the PAYMENT-REQUIRED header's `accepts` verbatim (network as CAIP-2, `amount`) and `payload` is what X-PAYMENT's would be (EVM: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana: a partially signed transaction). It is verified exactly as the same payment sent in X-PAYMENT, and it is the same payment: an authorization nonce used in either header is refused in both. The answer carries PAYMENT-RESPONSE. */
+                "PAYMENT-SIGNATURE"?: components["parameters"]["PaymentSignatureHeader"];
             };
             path?: never;
             cookie?: never;
@@ -2778,6 +2824,7 @@ export interface operations {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2791,6 +2838,7 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
                     "X-Payment": components["headers"]["X-Payment-Required"];
+                    "PAYMENT-REQUIRED": components["headers"]["PAYMENT-REQUIRED"];
                     [name: string]: unknown;
                 };
                 content: {

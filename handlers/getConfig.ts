@@ -1,6 +1,6 @@
 import type { Handler } from './types';
 import type { components } from '../codegen/api';
-import { aliasesOf, NETWORK_TABLE, type NetworkName } from '../payments/networkTable';
+import { aliasesOf, caip2Of, NETWORK_TABLE, type NetworkName } from '../payments/networkTable';
 import { rpcHost } from '../payments/config';
 import { relayFeeModelText } from '../payments/fees';
 
@@ -31,7 +31,7 @@ export const getConfig: Handler<'getConfig'> = (_ctx, { config, baseUrl }) => {
   return Promise.resolve({
     status: 200,
     body: {
-      protocol: { versions: ['1'], current: '1' },
+      protocol: { versions: ['1', '2'], current: '1' },
       credits: {
         creditsPerUsdc: 1000,
         usdcPerCredit: 0.001,
@@ -52,6 +52,8 @@ export const getConfig: Handler<'getConfig'> = (_ctx, { config, baseUrl }) => {
         solana: enabled.filter((name) => NETWORK_TABLE[name].chainType === 'solana'),
         // Clients such as HTTPayer's SDK refuse a network missing here, and may name Solana by any of its names.
         v1: enabled.flatMap(namesOf),
+        // x402 version 2 names networks by their CAIP-2 id.
+        v2: enabled.map(caip2Of),
         configs,
       },
       assets: { enabled: ['usdc'] },

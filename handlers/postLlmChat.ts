@@ -1,11 +1,8 @@
 import type { Handler } from './types';
 import { paidChat, type PaidChatOutcome } from '../payments/chat';
+import type { ClientPaymentHeader } from '../payments/incoming/clientPayment';
 import { errorReply, LLM_FAILED_TITLE, unreachable } from './errors';
-
-export function paymentHeaderOf(headers: Record<string, string | string[] | undefined>): string | undefined {
-  const value = headers['x-payment'];
-  return Array.isArray(value) ? value[0] : value;
-}
+import { clientPaymentHeader, paymentRequiredHeaders, paymentResponseHeaders } from './x402Headers';
 
 export function resourceUrl(baseUrl: string, path: string): string {
   return `${baseUrl}${path}`;
@@ -16,24 +13,34 @@ export function resourceUrl(baseUrl: string, path: string): string {
 export function chatFailureReply<E extends string>(
   outcome: Exclude<PaidChatOutcome, { kind: 'answered' }>,
   failedError: E,
-  paymentHeader: string | undefined,
+  payment: ClientPaymentHeader | undefined,
 ) {
   switch (outcome.kind) {
     case 'not_configured':
       return errorReply('llm_unavailable', 'No chat backend is configured on this server; nothing was charged.');
     case 'payment_required': {
       // A 402 answering a payment means that payment was refused; `error` says why.
-      const reply = errorReply(paymentHeader === undefined ? 'payment_required' : 'payment_invalid', undefined, {
+      const reply = errorReply(payment === undefined ? 'payment_required' : 'payment_invalid', undefined, {
         x402Version: 1 as const,
         error: outcome.error,
         accepts: outcome.accepts.map((offer) => ({ ...offer, scheme: 'exact' as const })),
       });
       // The interface also carries the requirements in an x-payment header: the same body, as x402 encodes header data (base64 JSON).
       const inHeader = Buffer.from(JSON.stringify(reply.body), 'utf8').toString('base64');
-      return { ...reply, headers: { 'X-Service-Status': 'payment_required', 'X-Payment': inHeader } };
+      return {
+        ...reply,
+        headers: {
+          'X-Service-Status': 'payment_required',
+          'X-Payment': inHeader,
+          ...paymentRequiredHeaders(outcome.accepts, outcome.error),
+        },
+      };
     }
     case 'payment_reused':
-      return errorReply('payment_reused', `This X-Payment was already used: ${outcome.details}`);
+      return errorReply(
+        'payment_reused',
+        `This ${payment?.version === 2 ? 'PAYMENT-SIGNATURE' : 'X-Payment'} was already used: ${outcome.details}`,
+      );
     case 'verification_unavailable':
       return errorReply(
         'verification_unavailable',
@@ -50,19 +57,21 @@ export function chatFailureReply<E extends string>(
 }
 
 export const postLlmChat: Handler<'postLlmChat'> = async (ctx, deps) => {
-  const paymentHeader = paymentHeaderOf(ctx.headers);
+  const read = clientPaymentHeader(ctx.headers);
+  if (!read.ok) return errorReply('validation_failed', read.details);
+  const { payment } = read;
   const outcome = await paidChat(deps, {
-    paymentHeader,
+    payment,
     resource: resourceUrl(deps.baseUrl(), '/llm/chat'),
     description: `Chat completion with ${deps.config.llm.model ?? 'the configured model'}`,
     messages: ctx.body.messages,
     maxTokens: ctx.body.max_tokens,
     temperature: ctx.body.temperature,
   });
-  if (outcome.kind !== 'answered') return chatFailureReply(outcome, LLM_FAILED_TITLE.postLlmChat, paymentHeader);
+  if (outcome.kind !== 'answered') return chatFailureReply(outcome, LLM_FAILED_TITLE.postLlmChat, payment);
   return {
     status: 200,
     body: { response: outcome.response, model: outcome.model },
-    headers: { 'X-Payment-Response': outcome.paymentResponse },
+    headers: paymentResponseHeaders(payment?.version ?? 1, outcome.settlement),
   };
 };

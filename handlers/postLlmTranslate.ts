@@ -1,15 +1,18 @@
 import type { Handler } from './types';
 import { paidChat } from '../payments/chat';
-import { LLM_FAILED_TITLE } from './errors';
-import { chatFailureReply, paymentHeaderOf, resourceUrl } from './postLlmChat';
+import { errorReply, LLM_FAILED_TITLE } from './errors';
+import { chatFailureReply, resourceUrl } from './postLlmChat';
+import { clientPaymentHeader, paymentResponseHeaders } from './x402Headers';
 
 export const TRANSLATION_PROMPT =
   "Translate the user's text into Spanish. Answer with the translation only, without any comment.";
 
 export const postLlmTranslate: Handler<'postLlmTranslate'> = async (ctx, deps) => {
-  const paymentHeader = paymentHeaderOf(ctx.headers);
+  const read = clientPaymentHeader(ctx.headers);
+  if (!read.ok) return errorReply('validation_failed', read.details);
+  const { payment } = read;
   const outcome = await paidChat(deps, {
-    paymentHeader,
+    payment,
     resource: resourceUrl(deps.baseUrl(), '/llm/translate'),
     description: 'Translation into Spanish',
     messages: [
@@ -17,10 +20,10 @@ export const postLlmTranslate: Handler<'postLlmTranslate'> = async (ctx, deps) =
       { role: 'user', content: ctx.body.text },
     ],
   });
-  if (outcome.kind !== 'answered') return chatFailureReply(outcome, LLM_FAILED_TITLE.postLlmTranslate, paymentHeader);
+  if (outcome.kind !== 'answered') return chatFailureReply(outcome, LLM_FAILED_TITLE.postLlmTranslate, payment);
   return {
     status: 200,
     body: { translation: outcome.response, targetLanguage: 'es', model: outcome.model },
-    headers: { 'X-Payment-Response': outcome.paymentResponse },
+    headers: paymentResponseHeaders(payment?.version ?? 1, outcome.settlement),
   };
 };

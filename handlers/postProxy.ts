@@ -8,14 +8,18 @@ export { callTimeoutMs, MAX_CLIENT_TIMEOUT_MS } from './targetReply';
 
 function passThrough(
   response: TargetResponse,
-  payment: { charged: boolean; webhookId?: string } | undefined,
+  payment: { charged: boolean; webhookId?: string; paymentResponse: string } | undefined,
   format: unknown,
 ): RawReply {
+  // Our receipt of our payment to the target (the target's own x402 headers are not passed on).
+  const receipt: Record<string, string> = payment ? { 'X-Payment-Response': payment.paymentResponse } : {};
   // We paid, and the chain has not shown the payment yet: the record says when it does.
   return targetReply(
     response,
     format,
-    payment?.webhookId ? { 'X-Service-Status': 'payment_validating', 'X-Service-Webhook': payment.webhookId } : {},
+    payment?.webhookId
+      ? { ...receipt, 'X-Service-Status': 'payment_validating', 'X-Service-Webhook': payment.webhookId }
+      : receipt,
   );
 }
 

@@ -1,5 +1,6 @@
 /**
- * A paid call to the chat backend (/llm/chat, /llm/translate): the client's X-Payment is verified
+ * A paid call to the chat backend (/llm/chat, /llm/translate): the client's X-Payment (x402
+ * version 1) or PAYMENT-SIGNATURE (version 2) is verified
  * and recorded as every payment we receive is (payments/incoming/; its nonce can never be used
  * twice), the backend answers, and only then is the payment settled. A failed backend call settles nothing: the record is closed as
  * not settled and the client's authorization simply expires unused. A request that stops half-way
@@ -14,10 +15,10 @@ import { followUpOpenPayment } from './incoming/followUp';
 import { markDelivered, markSettleFailed, recordClientPayment } from './incoming/store';
 import { settleClientPayment } from './incoming/settle';
 import { refundClientPayment } from './incoming/refund';
-import { verifyClientPayment } from './incoming/verify';
+import { verifyClientPaymentHeader } from './incoming/verify';
+import type { ClientPaymentHeader } from './incoming/clientPayment';
 import type { Deps } from './deps';
-import { encodePaymentResponseHeader } from './x402/headers';
-import type { PaymentRequirements } from './x402/types';
+import type { PaymentRequirements, SettlementResponse } from './x402/types';
 
 export type PaidChatOutcome =
   | { kind: 'not_configured' }
@@ -25,7 +26,8 @@ export type PaidChatOutcome =
   | { kind: 'payment_reused'; details: string }
   | { kind: 'verification_unavailable'; details: string }
   | { kind: 'backend_failed'; details: string }
-  | { kind: 'answered'; response: string; model: string; paymentResponse: string };
+  /** `settlement` in version 1 form; the handler answers it in the version the client paid in. */
+  | { kind: 'answered'; response: string; model: string; settlement: SettlementResponse };
 
 /**
  * Chat is priced in mainnet USDC when the service can be paid on a mainnet network, else on the
@@ -114,7 +116,8 @@ export async function openChatPayments(db: Db, now: Date, limit: number): Promis
 export async function paidChat(
   deps: Pick<Deps, 'db' | 'config' | 'chains' | 'clock' | 'submissions' | 'relayLimits'>,
   request: {
-    paymentHeader: string | undefined;
+    /** X-Payment or PAYMENT-SIGNATURE as the request carried it, if it carried one. */
+    payment: ClientPaymentHeader | undefined;
     resource: string;
     description: string;
     messages: ChatMessage[];
@@ -124,10 +127,10 @@ export async function paidChat(
 ): Promise<PaidChatOutcome> {
   if (!llmConfigured(deps.config)) return { kind: 'not_configured' };
   const accepts = await chatOffers(deps, request.resource, request.description);
-  if (request.paymentHeader === undefined || request.paymentHeader === '') {
+  if (request.payment === undefined || request.payment.value === '') {
     return { kind: 'payment_required', accepts, error: 'Payment Required' };
   }
-  const verified = await verifyClientPayment(request.paymentHeader, accepts, deps);
+  const verified = await verifyClientPaymentHeader(request.payment, accepts, deps);
   if (!verified.ok) {
     if (verified.reason === 'nonce_already_used') return { kind: 'payment_reused', details: verified.details };
     if (verified.reason === 'rpc_unavailable') return { kind: 'verification_unavailable', details: verified.details };
@@ -160,11 +163,11 @@ export async function paidChat(
   if (settlement.settled) await markDelivered(deps.db, relayTxId);
   // Still pending: the answer is given now, and the chat follow-up job delivers the row once the chain shows the payment.
   else await markAnswered(deps.db, relayTxId);
-  const paymentResponse = encodePaymentResponseHeader({
+  const receipt: SettlementResponse = {
     success: settlement.settled,
     transaction: settlement.txHash ?? '',
     network: verified.value.network,
     payer: verified.value.payer,
-  });
-  return { kind: 'answered', response: answer.response, model: answer.model, paymentResponse };
+  };
+  return { kind: 'answered', response: answer.response, model: answer.model, settlement: receipt };
 }

@@ -1,9 +1,9 @@
 /**
  * `npm run bench`: the long form of the load runner. Everything runs on 127.0.0.1 in child
- * processes: the local peers (chain, facilitator, x402 target), the service (`server/main.ts`,
- * configured by environment only), a bare Node forwarder and a plain express app, all pinned to
- * core 0; the load generator (autocannon, node:http clients, x402-fetch) pinned to core 1. The
- * contenders of each comparison alternate runs; medians are reported.
+ * processes: the local peers (chain, facilitators, x402 targets of both versions), the service
+ * (`server/main.ts`, configured by environment only), a bare Node forwarder and a plain express
+ * app, all pinned to core 0; the load generator (autocannon, node:http clients, x402-fetch)
+ * pinned to core 1. The contenders of each comparison alternate runs; medians are reported.
  *
  *   npm run bench                          everything but the profiles (about 5 minutes)
  *   npm run bench -- --quick               shorter runs, fewer rounds, no soak
@@ -147,7 +147,7 @@ async function startBench({ options, runId, dataDir, throwaway }: Run, services:
     RPC_URL_BASE_SEPOLIA: peers.rpcUrl,
     EVM_PRIVATE_KEY: peers.serviceEvmPrivateKey,
     FACILITATOR_URL: peers.facilitatorUrl,
-    SSRF_ALLOW_HOSTS: new URL(peers.targetUrl).host,
+    SSRF_ALLOW_HOSTS: [peers.targetUrl, peers.v2TargetUrl].map((url) => new URL(url).host).join(','),
     LOG_LEVEL: options.logLevel,
     SHUTDOWN_GRACE_MS: '2000',
     PROXY_DAILY_PER_ACCOUNT_USD: '1000000',

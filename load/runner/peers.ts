@@ -1,15 +1,20 @@
 /**
  * Bench child: the local peers (devnet) for one network, base-sepolia: its chain with USDC,
- * the facilitator, and one x402 target whose /free, /paid and /hold routes the scenarios use.
- * The bench controls the /hold gate over IPC: stats, release, reset.
+ * the facilitators, and two x402 targets: the version 1 one (x402-express 1.2) whose /free, /paid
+ * and /hold routes the scenarios use, and a version 2 one (@x402/express 2.27, `v2-base-sepolia`)
+ * whose /paid route the paid section compares with it. The bench controls the /hold gate over
+ * IPC: stats, release, reset.
  */
-import { startPeers } from '../../devnet/index';
+import { startPeers, v2TargetName } from '../../devnet/index';
 import { defined } from './checked';
 import { serveChild } from './children';
 
 const holdTimeoutMs = Number(process.env.BENCH_HOLD_TIMEOUT_MS ?? 60_000);
 const peers = await startPeers({ networks: ['base-sepolia'], holdTimeoutMs });
 const target = defined(peers.targets['base-sepolia'], 'the base-sepolia target of the peers');
+const v2Target = defined(peers.targets[v2TargetName('base-sepolia')], 'the version 2 base-sepolia target of the peers');
+/** The target a request names: the version 1 one unless `target` is 'v2'. */
+const targetOf = (message: { target?: string | null }) => (message.target === 'v2' ? v2Target : target);
 
 function stats() {
   return {
@@ -32,16 +37,19 @@ serveChild(
       await target.hold.waitForWaiting(message.count, message.timeoutMs ?? 10_000);
       return stats();
     },
-    /** When the target received its latest requests (for timelines of paid calls). */
-    requests: (message: { last?: number }) =>
-      target.requests.slice(-(message.last ?? 100)).map((request) => ({
-        route: request.route,
-        paid: request.payment !== null,
-        receivedAtMs: request.receivedAtMs,
-        status: request.status,
-      })),
+    /** When the target (`target: 'v2'`: the version 2 one) received its latest requests (for timelines of paid calls). */
+    requests: (message: { last?: number; target?: string | null }) =>
+      targetOf(message)
+        .requests.slice(-(message.last ?? 100))
+        .map((request) => ({
+          route: request.route,
+          paid: request.payment !== null,
+          receivedAtMs: request.receivedAtMs,
+          status: request.status,
+        })),
     reset: () => {
       target.reset();
+      v2Target.reset();
       return stats();
     },
   },
@@ -51,6 +59,8 @@ serveChild(
     facilitatorUrl: peers.facilitator.url,
     targetUrl: target.url,
     routes: Object.fromEntries(Object.entries(target.routes).map(([name, route]) => [name, route.url])),
+    v2TargetUrl: v2Target.url,
+    v2Routes: Object.fromEntries(Object.entries(v2Target.routes).map(([name, route]) => [name, route.url])),
     priceMicroUsdc: String(target.routes.paid.priceMicroUsdc),
     serviceEvmPrivateKey: peers.wallets.service.evm.privateKey,
     clientEvmPrivateKey: peers.wallets.client.evm.privateKey,
@@ -60,5 +70,5 @@ serveChild(
 
 // The target records every request it receives; under load that list is trimmed regularly.
 setInterval(() => {
-  if (target.requests.length > 10_000) target.requests.length = 0;
+  for (const each of [target, v2Target]) if (each.requests.length > 10_000) each.requests.length = 0;
 }, 1_000).unref();

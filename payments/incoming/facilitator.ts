@@ -3,9 +3,15 @@
  * we may conclude: settled (with a transaction), broadcast but unconfirmed (a transaction, no
  * success), refused (no transaction: nothing was sent), or unknown (timeout, 5xx, unreadable), where
  * the payment may or may not have moved and only the chain can tell.
+ *
+ * The facilitator may speak x402 version 1 or 2 (or both): its GET /supported, read once and kept
+ * for a while (facilitatorSupport), says per network which. A network it lists in version 2 (by
+ * its CAIP-2 id) is settled with version 2 bodies, any other with version 1 bodies, as before.
  */
+import { canonicalNetwork, caip2Of, type NetworkName } from '../networkTable';
 import { isPlainObject } from '../x402/parse';
 import { X402_VERSION, type PaymentPayload, type PaymentRequirements } from '../x402/types';
+import { requirementsToV2, resourceOf, X402_VERSION_2, type PaymentPayloadV2, type X402Version } from '../x402/v2';
 
 /** A /settle answer is a few hundred bytes; more is not a facilitator speaking. */
 export const MAX_FACILITATOR_RESPONSE_BYTES = 64 * 1024;
@@ -35,11 +41,32 @@ async function readBounded(response: Response, maxBytes: number): Promise<string
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/**
+ * The body of POST /settle: version 1 as the payment and requirements are; version 2 with both in
+ * version 2 form (CAIP-2 network, `amount`, `accepted` equal to the requirements).
+ */
+export function settleRequestBody(
+  payment: PaymentPayload,
+  requirements: PaymentRequirements,
+  version: X402Version,
+): Record<string, unknown> {
+  if (version === X402_VERSION)
+    return { x402Version: X402_VERSION, paymentPayload: payment, paymentRequirements: requirements };
+  const accepted = requirementsToV2(requirements);
+  const paymentPayload: PaymentPayloadV2 = {
+    x402Version: X402_VERSION_2,
+    resource: resourceOf(requirements),
+    accepted,
+    payload: payment.payload as unknown as Record<string, unknown>,
+  };
+  return { x402Version: X402_VERSION_2, paymentPayload, paymentRequirements: accepted };
+}
+
 export async function settleWithFacilitator(
   facilitatorUrl: string,
   payment: PaymentPayload,
   requirements: PaymentRequirements,
-  options: { timeoutMs: number; fetch?: typeof fetch },
+  options: { timeoutMs: number; fetch?: typeof fetch; version?: X402Version },
 ): Promise<FacilitatorSettlement> {
   const send = options.fetch ?? fetch;
   const signal = AbortSignal.timeout(options.timeoutMs);
@@ -49,7 +76,7 @@ export async function settleWithFacilitator(
     response = await send(`${facilitatorUrl.replace(/\/+$/, '')}/settle`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json' },
-      body: JSON.stringify({ x402Version: X402_VERSION, paymentPayload: payment, paymentRequirements: requirements }),
+      body: JSON.stringify(settleRequestBody(payment, requirements, options.version ?? X402_VERSION)),
       signal,
       redirect: 'error',
     });
@@ -84,16 +111,32 @@ export async function settleWithFacilitator(
   return { kind: 'refused', errorReason: errorReason ?? 'settlement_refused' };
 }
 
-/**
- * The fee payer a facilitator names for Solana payments on `network` (its GET /supported), which
- * our 402 must give clients when the facilitator settles. Undefined when it names none or cannot
- * be read within the bound.
- */
-export async function facilitatorFeePayer(
+/** One entry of a facilitator's GET /supported `kinds`, as far as we read it. */
+export interface FacilitatorKind {
+  x402Version: X402Version;
+  scheme: string;
+  network: string;
+  extra?: Record<string, unknown>;
+}
+
+/** What a facilitator's GET /supported lists; undefined where it could not be read. */
+export interface FacilitatorSupport {
+  kinds: FacilitatorKind[];
+}
+
+/** How long a /supported answer is used before it is asked again; a failed read is tried again sooner. */
+export const SUPPORTED_TTL_MS = 5 * 60_000;
+export const SUPPORTED_RETRY_MS = 10_000;
+const MAX_CACHED_FACILITATORS = 16;
+/** A facilitator lists a few kinds per network; more than this is not read. */
+const MAX_KINDS = 256;
+
+const supportCache = new Map<string, { expiresAt: number; support: Promise<FacilitatorSupport | undefined> }>();
+
+async function readSupported(
   facilitatorUrl: string,
-  network: string,
   options: { timeoutMs: number; fetch?: typeof fetch },
-): Promise<string | undefined> {
+): Promise<FacilitatorSupport | undefined> {
   const send = options.fetch ?? fetch;
   try {
     const response = await send(`${facilitatorUrl.replace(/\/+$/, '')}/supported`, {
@@ -104,20 +147,81 @@ export async function facilitatorFeePayer(
     const text = await readBounded(response, MAX_FACILITATOR_RESPONSE_BYTES);
     if (!response.ok || text === undefined) return undefined;
     const body: unknown = JSON.parse(text);
-    const kinds = isPlainObject(body) && Array.isArray(body.kinds) ? body.kinds : [];
-    for (const kind of kinds) {
-      if (
-        !isPlainObject(kind) ||
-        kind.x402Version !== X402_VERSION ||
-        kind.scheme !== 'exact' ||
-        kind.network !== network
-      )
-        continue;
-      const feePayer = isPlainObject(kind.extra) ? kind.extra.feePayer : undefined;
-      if (typeof feePayer === 'string' && feePayer !== '') return feePayer;
+    if (!isPlainObject(body) || !Array.isArray(body.kinds)) return undefined;
+    const kinds: FacilitatorKind[] = [];
+    for (const kind of body.kinds.slice(0, MAX_KINDS) as unknown[]) {
+      if (!isPlainObject(kind) || typeof kind.scheme !== 'string' || typeof kind.network !== 'string') continue;
+      if (kind.x402Version !== X402_VERSION && kind.x402Version !== X402_VERSION_2) continue;
+      kinds.push({
+        x402Version: kind.x402Version,
+        scheme: kind.scheme,
+        network: kind.network,
+        ...(isPlainObject(kind.extra) ? { extra: kind.extra } : {}),
+      });
     }
-    return undefined;
+    return { kinds };
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The facilitator's GET /supported, read within the bound and kept SUPPORTED_TTL_MS (a failed read
+ * SUPPORTED_RETRY_MS); concurrent callers share one request. An injected `fetch` bypasses the cache.
+ */
+export function facilitatorSupport(
+  facilitatorUrl: string,
+  options: { timeoutMs: number; fetch?: typeof fetch },
+): Promise<FacilitatorSupport | undefined> {
+  if (options.fetch) return readSupported(facilitatorUrl, options);
+  const key = facilitatorUrl.replace(/\/+$/, '');
+  const cached = supportCache.get(key);
+  if (cached && cached.expiresAt > performance.now()) return cached.support;
+  const support = readSupported(key, options);
+  const entry = { expiresAt: Number.POSITIVE_INFINITY, support };
+  supportCache.delete(key);
+  supportCache.set(key, entry);
+  for (const oldest of supportCache.keys()) {
+    if (supportCache.size <= MAX_CACHED_FACILITATORS) break;
+    supportCache.delete(oldest);
+  }
+  void support.then((read) => {
+    entry.expiresAt = performance.now() + (read ? SUPPORTED_TTL_MS : SUPPORTED_RETRY_MS);
+  });
+  return support;
+}
+
+/** The exact kind a facilitator lists for `network` in `version` (version 2 by CAIP-2 id or a `namespace:*` pattern). */
+function kindFor(
+  support: FacilitatorSupport | undefined,
+  network: NetworkName,
+  version: X402Version,
+): FacilitatorKind | undefined {
+  const caip2 = caip2Of(network);
+  return support?.kinds.find((kind) => {
+    if (kind.x402Version !== version || kind.scheme !== 'exact') return false;
+    if (version === X402_VERSION) return canonicalNetwork(kind.network) === network;
+    return kind.network === caip2 || (kind.network.endsWith(':*') && caip2.startsWith(kind.network.slice(0, -1)));
+  });
+}
+
+/** The version to settle a payment on `network` with: 2 when the facilitator lists the network in version 2, else 1. */
+export function facilitatorVersionFor(support: FacilitatorSupport | undefined, network: NetworkName): X402Version {
+  return kindFor(support, network, X402_VERSION_2) ? X402_VERSION_2 : X402_VERSION;
+}
+
+/**
+ * The fee payer a facilitator names for Solana payments on `network` (its GET /supported, in the
+ * version we would settle with), which our 402 must give clients when the facilitator settles.
+ * Undefined when it names none or cannot be read within the bound.
+ */
+export async function facilitatorFeePayer(
+  facilitatorUrl: string,
+  network: NetworkName,
+  options: { timeoutMs: number; fetch?: typeof fetch },
+): Promise<string | undefined> {
+  const support = await facilitatorSupport(facilitatorUrl, options);
+  const kind = kindFor(support, network, facilitatorVersionFor(support, network));
+  const feePayer = kind?.extra?.feePayer;
+  return typeof feePayer === 'string' && feePayer !== '' ? feePayer : undefined;
 }

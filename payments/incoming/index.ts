@@ -1,5 +1,6 @@
 /**
- * Payments we receive (/relay and paid chat): verify a client's X-PAYMENT against the 402 we sent,
+ * Payments we receive (/relay and paid chat): verify a client's X-PAYMENT (version 1) or
+ * PAYMENT-SIGNATURE (version 2) against the 402 we sent,
  * record it (the replay guard), settle it (facilitator or direct), reconcile what was left
  * pending, refund it, and finish what a request left open (followUp.ts). The /relay flow
  * (payments/relay/: quote, admission, the call, its outcome and jobs) and paid chat build on these.
@@ -21,7 +22,14 @@ export {
   type OfferOptions,
   type OffersRequest,
 } from './offer';
-export { verifyClientPayment, verifyPayment } from './verify';
+export { verifyClientPayment, verifyClientPaymentHeader, verifyDecodedPayment, verifyPayment } from './verify';
+export {
+  decodeClientPayment,
+  paymentForOffers,
+  paymentHeaderName,
+  type ClientPaymentHeader,
+  type DecodedClientPayment,
+} from './clientPayment';
 export {
   recordClientPayment,
   findRelayTransaction,

@@ -3,7 +3,7 @@
  *
  * settleClientPayment claims the row (received -> settling), verifies the payment again right
  * before broadcasting (nonce still unused, Solana blockhash still valid, simulation), then settles
- * through the facilitator (FACILITATOR_URL) or directly: EVM transferWithAuthorization sent and paid
+ * through the facilitator (FACILITATOR_URL, in the x402 version its /supported lists for the network) or directly: EVM transferWithAuthorization sent and paid
  * for by our wallet, Solana co-signed by our wallet as fee payer. The transaction hash is stored
  * before any wait; a wait that runs out after broadcasting answers pending with that hash, never
  * failed. reconcileSettlement reads the chain for a row left in settling and concludes when it can.
@@ -27,7 +27,7 @@ import {
   transferWithAuthorizationData,
   waitForReceipt,
 } from './evm';
-import { settleWithFacilitator } from './facilitator';
+import { facilitatorSupport, facilitatorVersionFor, settleWithFacilitator } from './facilitator';
 import {
   claimSettlement,
   findRelayTransaction,
@@ -124,14 +124,15 @@ async function settleThroughFacilitator(
   const verified = await reverify(row, deps);
   if (!verified.ok) return failed(db, row.id, verified.reason, verified.details);
   const { payment, requirements } = storedPayment(row);
+  // The version the facilitator settles this network in (its /supported, cached); version 1 when it cannot be read.
+  const support = await facilitatorSupport(facilitatorUrl, { timeoutMs: limits.facilitatorTimeoutMs });
+  const version = facilitatorVersionFor(support, row.network as NetworkName);
   // Facilitators require the payment's network name to equal the requirement's (ours may be an alias).
   const answer = await settleWithFacilitator(
     facilitatorUrl,
     payment,
     { ...requirements, network: payment.network },
-    {
-      timeoutMs: limits.facilitatorTimeoutMs,
-    },
+    { timeoutMs: limits.facilitatorTimeoutMs, version },
   );
   if (answer.kind === 'refused') return failed(db, row.id, 'facilitator_refused', answer.errorReason);
   if (answer.kind === 'settled' || answer.kind === 'unconfirmed') {

@@ -14,6 +14,8 @@ export type VerifyFailureReason =
   | 'unsupported_version'
   | 'invalid_scheme'
   | 'network_not_offered'
+  /** A version 2 payment whose `accepted` is none of the entries we offered. */
+  | 'offer_mismatch'
   /** The requirement we offered is not one we can be paid with (our configuration, not the client). */
   | 'invalid_offer'
   | 'wrong_recipient'

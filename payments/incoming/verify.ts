@@ -1,17 +1,23 @@
 /**
- * verifyClientPayment: an X-PAYMENT checked strictly against the requirements of the 402 we sent
+ * verifyClientPayment: an X-PAYMENT (or, with verifyClientPaymentHeader, a PAYMENT-SIGNATURE) checked strictly against the requirements of the 402 we sent
  * for this request (payTo = our wallet, asset = USDC there, maxAmountRequired = our price). The
  * payment's network must be one we offered (Solana aliases resolved); then the checks of its chain
  * type (evm.ts, svm.ts). Nothing is recorded or settled here.
  */
 import { canonicalNetwork, NETWORK_TABLE } from '../networkTable';
-import { decodePaymentHeader, type PaymentHeaderFailureReason } from '../x402/headers';
+import { type PaymentHeaderFailureReason } from '../x402/headers';
 import { type PaymentPayload, type PaymentRequirements } from '../x402/types';
 import { fail, ok, type Result } from '../result';
 import { verifyEvmPayment } from './evm';
 import { verifySolanaPayment } from './svm';
 import type { Deps } from '../deps';
 import type { VerifiedClientPayment, VerifyFailureReason } from './types';
+import {
+  decodeClientPayment,
+  paymentForOffers,
+  type ClientPaymentHeader,
+  type DecodedClientPayment,
+} from './clientPayment';
 
 const DECODE_REASONS: Record<PaymentHeaderFailureReason, VerifyFailureReason> = {
   invalid_header: 'invalid_header',
@@ -22,14 +28,41 @@ const DECODE_REASONS: Record<PaymentHeaderFailureReason, VerifyFailureReason> = 
   unknown_network: 'network_not_offered',
 };
 
+/** An X-PAYMENT (version 1) checked against our offers. */
 export async function verifyClientPayment(
   header: unknown,
   offered: readonly PaymentRequirements[],
   deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
 ): Promise<Result<VerifiedClientPayment, VerifyFailureReason>> {
-  const decoded = decodePaymentHeader(header);
+  if (typeof header !== 'string') return fail('invalid_header', 'header is missing');
+  return verifyClientPaymentHeader({ version: 1, value: header }, offered, deps);
+}
+
+/** The reason a header that cannot be decoded is refused with. */
+export function decodeFailureReason(reason: PaymentHeaderFailureReason): VerifyFailureReason {
+  return DECODE_REASONS[reason];
+}
+
+/** X-PAYMENT or PAYMENT-SIGNATURE, decoded strictly and checked against our offers. */
+export async function verifyClientPaymentHeader(
+  header: ClientPaymentHeader,
+  offered: readonly PaymentRequirements[],
+  deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
+): Promise<Result<VerifiedClientPayment, VerifyFailureReason>> {
+  const decoded = decodeClientPayment(header);
   if (!decoded.ok) return fail(DECODE_REASONS[decoded.reason], decoded.details);
-  return verifyPayment(decoded.value, offered, deps);
+  return verifyDecodedPayment(decoded.value, offered, deps);
+}
+
+/** A payment already decoded (either version), checked against our offers: a version 2 one by its `accepted`. */
+export async function verifyDecodedPayment(
+  decoded: DecodedClientPayment,
+  offered: readonly PaymentRequirements[],
+  deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
+): Promise<Result<VerifiedClientPayment, VerifyFailureReason>> {
+  const matched = paymentForOffers(decoded, offered);
+  if (!matched.ok) return matched;
+  return verifyPayment(matched.value.payment, matched.value.offered, deps);
 }
 
 /** The same checks for a payment already decoded; `minValiditySeconds` is lower right before settling. */

@@ -12,7 +12,7 @@ export interface ResolvedAddress {
 export type Resolver = (hostname: string) => Promise<ResolvedAddress[]>;
 
 export const systemResolver: Resolver = async (hostname) => {
-  const answers = await dns.lookup(hostname, { all: true, verbatim: true });
+  const answers = await dns.lookup(hostname, { all: true, order: 'verbatim' });
   return answers.map(({ address, family }) => ({ address, family: family === 6 ? 6 : 4 }));
 };
 

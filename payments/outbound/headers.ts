@@ -17,11 +17,28 @@ const HOP_BY_HOP = new Set([
   'upgrade',
 ]);
 
-// Request headers we set ourselves from the URL, the body and the payment; a caller's value is dropped.
-const OWNED_REQUEST_HEADERS = new Set(['host', 'content-length', 'expect', 'accept-encoding', 'x-payment']);
+/** The x402 payment headers of a request, both versions: only our own payment is ever sent to a target. */
+export const PAYMENT_REQUEST_HEADERS = ['x-payment', 'payment-signature'] as const;
 
-// Response headers that our own server computes or that describe the target's endpoints, not ours.
-const NOT_FOR_CLIENT = new Set(['content-length', 'alt-svc']);
+/**
+ * The x402 headers of a target's response, both versions (payments/x402/v2.ts
+ * TARGET_X402_RESPONSE_HEADERS, listed again here: outbound imports nothing of x402). They describe
+ * the target's dealings with us; our client pays us, not the target, so they never reach it.
+ */
+export const TARGET_X402_RESPONSE_HEADERS = ['payment-required', 'payment-response', 'x-payment-response'] as const;
+
+// Request headers we set ourselves from the URL, the body and the payment; a caller's value is dropped.
+const OWNED_REQUEST_HEADERS = new Set<string>([
+  'host',
+  'content-length',
+  'expect',
+  'accept-encoding',
+  ...PAYMENT_REQUEST_HEADERS,
+]);
+
+// Response headers that our own server computes, that describe the target's endpoints, or that are
+// the target's x402 dealings with us; none of them is our client's.
+const NOT_FOR_CLIENT = new Set<string>(['content-length', 'alt-svc', ...TARGET_X402_RESPONSE_HEADERS]);
 
 export type ResponseHeaders = Record<string, string | string[]>;
 
@@ -60,7 +77,8 @@ export function withoutHopByHop(headers: Record<string, string | string[] | unde
 /**
  * Whether a header of the target's response may be passed back to our client. Set-Cookie is
  * kept (a pass-through proxy; our API authenticates by x-api-key, not cookies); Content-Length
- * is recomputed by our server; Content-Encoding is kept because the bytes are never decoded.
+ * is recomputed by our server; Content-Encoding is kept because the bytes are never decoded; the
+ * target's x402 headers (PAYMENT-REQUIRED, PAYMENT-RESPONSE, X-PAYMENT-RESPONSE) are dropped.
  */
 export function isSafeResponseHeader(name: string): boolean {
   const lower = name.toLowerCase();

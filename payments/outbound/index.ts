@@ -10,8 +10,8 @@
  *   resolves to. The connection is made with a lookup that only yields those addresses, so a
  *   second DNS answer (rebinding) is never used; TLS still verifies the host name.
  * - Redirects: up to maxRedirects (default 5), each re-checked; 303, and 301/302 after POST,
- *   become GET without body; Authorization, Cookie and X-PAYMENT are dropped on a change of
- *   origin.
+ *   become GET without body; Authorization, Cookie, X-PAYMENT and PAYMENT-SIGNATURE are dropped
+ *   on a change of origin.
  * - Keep-alive (connections.ts): a connection is reused only for a request whose own check
  *   vetted the same scheme, host, port and set of addresses it was opened to; idle connections
  *   close after 2 s. A reused connection found closed before any answer is retried once on a
@@ -40,7 +40,13 @@ export {
   type UrlCheck,
   type VettedTarget,
 } from './guard';
-export { isSafeResponseHeader, safeResponseHeaders, type ResponseHeaders } from './headers';
+export {
+  isSafeResponseHeader,
+  safeResponseHeaders,
+  PAYMENT_REQUEST_HEADERS,
+  TARGET_X402_RESPONSE_HEADERS,
+  type ResponseHeaders,
+} from './headers';
 export {
   buildTargetRequest,
   TARGET_METHODS,

@@ -32,8 +32,10 @@ export interface TargetRequest {
 }
 
 export interface BuildOptions {
-  /** Our own X-PAYMENT value for the target; a caller's X-PAYMENT is never forwarded. */
+  /** Our own payment for the target; a caller's X-PAYMENT or PAYMENT-SIGNATURE is never forwarded. */
   paymentHeader?: string;
+  /** The x402 version the target asked in: 1 sends X-PAYMENT (the default), 2 PAYMENT-SIGNATURE. */
+  paymentVersion?: 1 | 2;
 }
 
 /*
@@ -78,7 +80,10 @@ function build(call: CallRequest, options: BuildOptions): TargetRequest {
   if (call.auth !== undefined && call.auth !== null) headers.authorization = basicAuthorization(call.auth);
   if (call.cookies !== undefined && call.cookies !== null) headers.cookie = mergedCookies(headers.cookie, call.cookies);
   headers['accept-encoding'] = 'identity';
-  if (options.paymentHeader !== undefined) headers['x-payment'] = headerValue('X-PAYMENT', options.paymentHeader);
+  if (options.paymentHeader !== undefined) {
+    const name = options.paymentVersion === 2 ? 'PAYMENT-SIGNATURE' : 'X-PAYMENT';
+    headers[name.toLowerCase()] = headerValue(name, options.paymentHeader);
+  }
   return { url, method: method as TargetMethod, headers, ...(body ? { body } : {}) };
 }
 

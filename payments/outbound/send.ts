@@ -4,7 +4,7 @@ import { isIP, type LookupFunction } from 'node:net';
 import type { TargetConnections } from './connections';
 import { OutboundError } from './errors';
 import { checkUrl, systemResolver, type AllowHosts, type Resolver, type VettedTarget } from './guard';
-import { withoutHopByHop, type ResponseHeaders } from './headers';
+import { PAYMENT_REQUEST_HEADERS, withoutHopByHop, type ResponseHeaders } from './headers';
 import type { TargetMethod, TargetRequest } from './request';
 
 export const DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024;
@@ -48,7 +48,7 @@ export interface TargetResponse {
 
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 const BODY_HEADERS = ['content-type', 'content-encoding', 'content-language', 'content-location'];
-const CREDENTIAL_HEADERS = ['authorization', 'cookie', 'x-payment'];
+const CREDENTIAL_HEADERS = ['authorization', 'cookie', ...PAYMENT_REQUEST_HEADERS];
 
 interface Exchange {
   timeoutMs: number;

@@ -14,8 +14,8 @@ import {
   type TargetResponse,
 } from '../outbound/index';
 import { chooseRequirement, type PaymentChoice } from '../x402/choose';
-import { parsePaymentRequired } from '../x402/parse';
-import type { PaymentRequiredBody } from '../x402/types';
+import { readTargetPaymentRequired, type OfferV2, type TargetPaymentRequired } from '../x402/parse';
+import { PAYMENT_REQUIRED_HEADER } from '../x402/v2';
 
 /** Refusals of the guard and the request itself: nothing was sent, the client's request is at fault (400). */
 const REFUSED_BEFORE_SENDING = new Set<OutboundErrorCode>([
@@ -54,11 +54,13 @@ export async function callTarget(
   }
 }
 
-/** A 402 in x402 version 1 form, or undefined: any other 402 is an ordinary client error of the target. */
-export function paymentRequiredOf(response: TargetResponse): PaymentRequiredBody | undefined {
+/**
+ * A 402 in x402 form, version 2 (the PAYMENT-REQUIRED header) first, then version 1 (the body), or
+ * undefined: any other 402 is an ordinary client error of the target.
+ */
+export function paymentRequiredOf(response: TargetResponse): TargetPaymentRequired | undefined {
   if (response.status !== 402) return undefined;
-  const parsed = parsePaymentRequired(response.body.toString('utf8'));
-  return parsed.ok ? parsed.value.body : undefined;
+  return readTargetPaymentRequired(response.headers[PAYMENT_REQUIRED_HEADER], response.body.toString('utf8'));
 }
 
 export type PaymentDecision =
@@ -76,13 +78,17 @@ export type PaymentDecision =
  * only one considered.
  */
 export function decidePayment(
-  body: PaymentRequiredBody,
+  body: Pick<TargetPaymentRequired, 'accepts'> & { offers?: readonly OfferV2[] },
   { chains, maxAmountMicroUsdc, network }: { chains: Chains; maxAmountMicroUsdc: bigint; network?: NetworkName },
 ): PaymentDecision {
   const paying = chains.payingNetworks();
   const networks = network === undefined ? paying : paying.filter((candidate) => candidate.name === network);
   const choice = chooseRequirement(body.accepts, { networks, maxAmountMicroUsdc });
-  if (choice.ok) return { ok: true, choice: choice.value };
+  if (choice.ok) {
+    // A version 2 offer is paid in version 2: the entry chosen is echoed verbatim.
+    const offerV2 = body.offers?.[choice.value.index];
+    return { ok: true, choice: offerV2 === undefined ? choice.value : { ...choice.value, offerV2 } };
+  }
   if (network !== undefined && !body.accepts.some((entry) => canonicalNetwork(entry.network) === network)) {
     return { ok: false, kind: 'network_not_offered', details: `the target does not accept payment on ${network}` };
   }

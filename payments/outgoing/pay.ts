@@ -1,14 +1,24 @@
 /**
  * Paying a target from the service wallet, the steps /proxy and /relay share: sign the payment for
  * the chosen requirement (bounded in time, our balance read first), then send the call with that
- * one X-PAYMENT at most MAX_PAID_ATTEMPTS times. What the caller records before sending, and what
- * it concludes afterwards, is its own.
+ * one payment at most MAX_PAID_ATTEMPTS times. The payment is in the version the target asked in:
+ * X-PAYMENT for version 1, PAYMENT-SIGNATURE echoing the offered entry verbatim for version 2.
+ * What the caller records before sending, and what it concludes afterwards, is its own.
  */
 import type { Deps } from '../deps';
 import type { PreparedPayment } from '../networks/index';
 import { buildTargetRequest, type CallRequest, type TargetRequest, type TargetResponse } from '../outbound/index';
 import type { PaymentChoice } from '../x402/choose';
 import { decodePaymentResponseHeader } from '../x402/headers';
+import type { OfferV2 } from '../x402/parse';
+import {
+  encodeHeaderJson,
+  PAYMENT_RESPONSE_HEADER,
+  X402_VERSION_2,
+  X_PAYMENT_RESPONSE_HEADER,
+  type PaymentPayloadV2,
+  type X402Version,
+} from '../x402/v2';
 import { callTarget, type TargetCall } from './call';
 export { BALANCE_FRESH_MS, WalletBalances } from '../networks/balances';
 import type { SignedTargetPayment } from './chain';
@@ -28,9 +38,43 @@ const TARGET_SIDE_SIGN_FAILURES = new Set([
   'not_solana_network',
 ]);
 
+/**
+ * Our payment to a target, signed: `header` is the value of the header of `x402Version` (X-PAYMENT
+ * for 1, PAYMENT-SIGNATURE for 2).
+ */
+export type TargetPayment = PreparedPayment & { x402Version: X402Version };
+
 /** Our payment to a target, signed, or why it could not be (targetSide: the target's requirements are at fault). */
 export type TargetSigningOutcome =
-  { ok: true; value: PreparedPayment } | { ok: false; reason: string; details: string; targetSide: boolean };
+  { ok: true; value: TargetPayment } | { ok: false; reason: string; details: string; targetSide: boolean };
+
+/**
+ * PAYMENT-SIGNATURE for a version 2 offer: `accepted` and `resource` (and `extensions`) echo the
+ * target's 402 verbatim, `payload` is the one our version 1 payment carries (EVM `{signature,
+ * authorization}`, Solana `{transaction}`). Our EVM authorization may be valid for less than the
+ * offer's maxTimeoutSeconds; `accepted` still echoes the offer as it was.
+ */
+export function paymentSignatureHeader(offer: OfferV2, payload: PreparedPayment['payment']['payload']): string {
+  const payment: PaymentPayloadV2 = {
+    x402Version: X402_VERSION_2,
+    resource: offer.resource,
+    accepted: offer.accepted,
+    payload: payload as unknown as Record<string, unknown>,
+    ...(offer.extensions ? { extensions: offer.extensions } : {}),
+  };
+  // Base64 of the JSON, as @x402/core's encodePaymentSignatureHeader writes it, without its per-byte string building.
+  return encodeHeaderJson(payment);
+}
+
+/** A signed payment in the version of the offer it answers. */
+export function inTargetVersion(choice: Pick<PaymentChoice, 'offerV2'>, prepared: PreparedPayment): TargetPayment {
+  if (choice.offerV2 === undefined) return { ...prepared, x402Version: 1 };
+  return {
+    ...prepared,
+    header: paymentSignatureHeader(choice.offerV2, prepared.payment.payload),
+    x402Version: X402_VERSION_2,
+  };
+}
 
 /**
  * Signs our payment for `choice`. An EVM authorization is valid at most `windowSeconds` (shorter
@@ -55,7 +99,7 @@ export async function signTargetPayment(
     { ...choice, requirements },
     { now: deps.clock.now(), ...(choice.chainType === 'evm' && nonce !== undefined ? { nonce } : {}) },
   );
-  if (prepared.ok) return prepared;
+  if (prepared.ok) return { ok: true, value: inTargetVersion(choice, prepared.value) };
   return {
     ok: false,
     reason: prepared.reason,
@@ -77,14 +121,20 @@ export function signedFacts(
   };
 }
 
-/** The call again with our X-PAYMENT, repeated (same payment) while the target answers 402, at most MAX_PAID_ATTEMPTS times. */
+/**
+ * The call again with our payment (X-PAYMENT or PAYMENT-SIGNATURE, as the target asked), repeated
+ * (same payment) while the target answers 402, at most MAX_PAID_ATTEMPTS times.
+ */
 export async function sendPaidCall(
   call: CallRequest,
-  paymentHeader: string,
+  payment: Pick<TargetPayment, 'header' | 'x402Version'>,
   remainingMs: () => number,
   deps: Pick<Deps, 'config' | 'resolver' | 'connections'>,
 ): Promise<TargetCall> {
-  const built = buildTargetRequest(call, { paymentHeader }) as { ok: true; value: TargetRequest };
+  const built = buildTargetRequest(call, {
+    paymentHeader: payment.header,
+    paymentVersion: payment.x402Version,
+  }) as { ok: true; value: TargetRequest };
   let answer = await callTarget(built.value, remainingMs(), deps);
   for (let attempt = 2; attempt <= MAX_PAID_ATTEMPTS && answer.ok && answer.response.status === 402; attempt += 1) {
     answer = await callTarget(built.value, remainingMs(), deps);
@@ -92,10 +142,17 @@ export async function sendPaidCall(
   return answer;
 }
 
-/** The transaction a target reports in X-PAYMENT-RESPONSE as its settlement of our payment: a hint, never a proof. */
-export function reportedSettlement(response: TargetResponse): string | undefined {
-  const settlement = decodePaymentResponseHeader(response.headers['x-payment-response']);
-  return settlement.ok && settlement.value.success && settlement.value.transaction !== ''
-    ? settlement.value.transaction
-    : undefined;
+/**
+ * The transaction a target reports in PAYMENT-RESPONSE (version 2) or X-PAYMENT-RESPONSE (version 1)
+ * as its settlement of our payment: a hint, never a proof.
+ */
+export function reportedSettlement(response: Pick<TargetResponse, 'headers'>): string | undefined {
+  for (const name of [PAYMENT_RESPONSE_HEADER, X_PAYMENT_RESPONSE_HEADER]) {
+    const value = response.headers[name];
+    if (value === undefined) continue;
+    const settlement = decodePaymentResponseHeader(Array.isArray(value) ? value[0] : value);
+    if (settlement.ok && settlement.value.success && settlement.value.transaction !== '')
+      return settlement.value.transaction;
+  }
+  return undefined;
 }

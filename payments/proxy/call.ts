@@ -15,7 +15,6 @@ import type { ReservationRefusal, ReservationResult } from '../credits';
 import { proxyCredits } from '../fees';
 import { CREDITS_PER_USDC, creditsToUsdc, parseUsdc } from '../money';
 import { randomNonce } from '../networks/evm';
-import type { PreparedPayment } from '../networks/index';
 import { buildTargetRequest, type CallRequest, type OutboundError, type TargetResponse } from '../outbound/index';
 import {
   callTarget,
@@ -29,7 +28,9 @@ import {
   signedFacts,
   signTargetPayment,
   type SignedTargetPayment,
+  type TargetPayment,
 } from '../outgoing/index';
+import { encodePaymentResponseHeader } from '../x402/headers';
 import type { PaymentChoice } from '../x402/choose';
 import {
   chargeProxyPayment,
@@ -53,8 +54,12 @@ export type ProxyOutcome =
   | {
       kind: 'pass_through';
       response: TargetResponse;
-      /** Set when we paid: charged now, or left to the watch job whose record is webhookId. */
-      payment?: { charged: boolean; webhookId?: string };
+      /**
+       * Set when we paid: charged now, or left to the watch job whose record is webhookId.
+       * `paymentResponse` is our X-PAYMENT-RESPONSE about our payment to the target (the target's
+       * own x402 headers never reach the client).
+       */
+      payment?: { charged: boolean; webhookId?: string; paymentResponse: string };
     }
   | { kind: 'bad_request'; details: string }
   | { kind: 'insufficient_credits'; details: string }
@@ -168,7 +173,7 @@ async function payAndRetry(
   // Only a payment whose row says "signed" may leave: otherwise no job would ever look for it.
   if (!recorded) throw new Error(`proxy payment ${reference} was settled before it was sent`);
 
-  const answer = await sendPaidCall(input.call, payment.header, remainingMs, deps);
+  const answer = await sendPaidCall(input.call, payment, remainingMs, deps);
   log.info(
     {
       reference,
@@ -210,7 +215,14 @@ async function payAndRetry(
     };
   }
   const onChain = signedTargetPaymentOf(signedRecordOf(reservation.id, reference, choice, signed));
-  return { kind: 'pass_through', response, payment: await settleNow(deps, reference, onChain, response) };
+  return {
+    kind: 'pass_through',
+    response,
+    payment: await settleNow(deps, reference, onChain, response, {
+      network: choice.network,
+      payer: signed.payer,
+    }),
+  };
 }
 
 function withWebhook(webhookId: string | undefined): { webhookId?: string } {
@@ -218,7 +230,7 @@ function withWebhook(webhookId: string | undefined): { webhookId?: string } {
 }
 
 type Prepared =
-  { ok: true; value: PreparedPayment } | { ok: false; reason: string; details: string; outcome: ProxyOutcome };
+  { ok: true; value: TargetPayment } | { ok: false; reason: string; details: string; outcome: ProxyOutcome };
 
 async function prepare(
   deps: Pick<Deps, 'chains' | 'clock' | 'balances' | 'config'>,
@@ -253,25 +265,40 @@ async function settleNow(
   reference: string,
   payment: SignedTargetPayment,
   response: TargetResponse,
-): Promise<{ charged: boolean; webhookId?: string }> {
+  ours: { network: string; payer: string },
+): Promise<{ charged: boolean; webhookId?: string; paymentResponse: string }> {
   const reportedTxHash = reportedSettlement(response);
   const reading = await readPaymentOnChain(deps.chains, payment, {
     now: deps.clock.now(),
     ...(reportedTxHash ? { reportedTxHash } : {}),
   });
+  // Our receipt, in version 1 form with our name of the network, says what the chain showed.
+  const receipt = (success: boolean, transaction: string, errorReason?: string) =>
+    encodePaymentResponseHeader({
+      success,
+      transaction,
+      network: ours.network,
+      payer: ours.payer,
+      ...(errorReason ? { errorReason } : {}),
+    });
   if (reading.state === 'settled') {
     return {
       charged: await chargeProxyPayment(deps.db, reference, {
         ...(reading.txHash ? { txHash: reading.txHash } : {}),
         outcome: reading.details,
       }),
+      paymentResponse: receipt(true, reading.txHash ?? reportedTxHash ?? ''),
     };
   }
   const { webhookId } = await watchProxyPayment(deps.db, reference, {
     openRecord: true,
     ...(reportedTxHash ? { reportedTxHash } : {}),
   });
-  return { charged: false, ...withWebhook(webhookId) };
+  return {
+    charged: false,
+    ...withWebhook(webhookId),
+    paymentResponse: receipt(false, reportedTxHash ?? '', 'unconfirmed'),
+  };
 }
 
 const LIMIT_ERRORS: Record<ReservationRefusal, string> = {

@@ -26,8 +26,9 @@ import {
   MAX_PAID_ATTEMPTS,
 } from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
-import { decodePaymentHeader, encodePaymentResponseHeader } from '../x402/headers';
-import type { PaymentPayload, PaymentRequirements } from '../x402/types';
+import { encodePaymentResponseHeader } from '../x402/headers';
+import type { PaymentRequirements, SettlementResponse } from '../x402/types';
+import type { X402Version } from '../x402/v2';
 import { admitClientPayment, type RelayLimitRefusal } from './admit';
 import { deliver, handOver, scheduleRefund, targetPaymentOf, watchTargetPayment } from './outcome';
 import { quoteRelay, relayOffers, type RelayQuote } from './quote';
@@ -39,12 +40,15 @@ import {
   type RelayTransaction,
 } from '../incoming/store';
 import type { Deps } from '../deps';
-import { verifyPayment } from '../incoming/verify';
+import { verifyDecodedPayment } from '../incoming/verify';
+import { decodeClientPayment, paymentHeaderName, type DecodedClientPayment } from '../incoming/clientPayment';
 
 export interface RelayCall {
   call: CallRequest;
-  /** X-PAYMENT as received (any case of the name), undefined on the first call. */
+  /** X-PAYMENT or PAYMENT-SIGNATURE as received (any case of the name), undefined on the first call. */
   paymentHeader: string | undefined;
+  /** Which of the two it was: 1 for X-PAYMENT (the default), 2 for PAYMENT-SIGNATURE. */
+  paymentVersion?: X402Version;
   /** Our /relay URL, the `resource` of our 402. */
   resource: string;
   /** Bound on the exchanges with the target (they share it); settlement waits have their own bounds. */
@@ -56,6 +60,8 @@ export type ServiceStatus = 'payment_required' | 'payment_validating' | 'process
 export interface RelayHeaders {
   /** The client's payment to us, settled. */
   clientPayment?: string;
+  /** The same settlement as a receipt (version 1 form), for a PAYMENT-RESPONSE to a version 2 payer. */
+  clientSettlement?: SettlementResponse;
   /** Our payment to the target (X-PAYMENT-RESPONSE form). */
   paymentResponse?: string;
   webhookId?: string;
@@ -102,11 +108,15 @@ export async function relayCall(
 ): Promise<RelayOutcome> {
   const deadline = performance.now() + input.timeoutMs;
   const remainingMs = () => Math.max(1, Math.ceil(deadline - performance.now()));
-  let payment: PaymentPayload | undefined;
+  const version = input.paymentVersion ?? 1;
+  let payment: DecodedClientPayment | undefined;
   if (input.paymentHeader !== undefined) {
-    const decoded = decodePaymentHeader(input.paymentHeader);
+    const decoded = decodeClientPayment({ version, value: input.paymentHeader });
     if (!decoded.ok)
-      return { kind: 'bad_request', details: `X-PAYMENT is not an x402 version 1 payment: ${decoded.details}` };
+      return {
+        kind: 'bad_request',
+        details: `${paymentHeaderName(version)} is not an x402 version ${version} payment: ${decoded.details}`,
+      };
     payment = decoded.value;
   }
 
@@ -116,8 +126,8 @@ export async function relayCall(
   if (accepts.length === 0) return noOffer(deps.chains, quote.choice.networkClass);
   if (!payment) return { kind: 'payment_required', accepts, error: 'X-PAYMENT header is required' };
 
-  const verified = await verifyPayment(payment, accepts, deps);
-  if (!verified.ok) return refused(verified.reason, verified.details, accepts);
+  const verified = await verifyDecodedPayment(payment, accepts, deps);
+  if (!verified.ok) return refused(verified.reason, verified.details, accepts, version);
   const now = deps.clock.now();
   const admitted = await admitClientPayment(
     deps.db,
@@ -137,13 +147,13 @@ export async function relayCall(
   if (!admitted.ok) {
     if (admitted.reason === 'limit_exceeded')
       return overLimit(admitted.refusal, verified.value.payer, quote.choice.networkClass);
-    return refused(admitted.reason, admitted.details, accepts);
+    return refused(admitted.reason, admitted.details, accepts, version);
   }
   const row = admitted.value;
 
   const settlement = await settleClientPayment(deps.db, row.id, deps);
   if (!settlement.settled) {
-    if (!settlement.pending) return refused(settlement.reason, settlement.details, accepts);
+    if (!settlement.pending) return refused(settlement.reason, settlement.details, accepts, version);
     // It may still land: never a 402 now. If it does, the client (gone by then) is refunded.
     const { webhookId } = await handOver(deps.db, row.id, {
       kind: 'relay_payment',
@@ -159,8 +169,14 @@ export async function relayCall(
   }
   await deps.hooks.afterClientSettled(row.id);
   const clientPayment = settlement.txHash;
+  const receipt = withClientSettlement({
+    success: true,
+    transaction: clientPayment,
+    network: verified.value.network,
+    payer: verified.value.payer,
+  });
   try {
-    return await payTarget(deps, input, row, quote.choice, clientPayment, remainingMs);
+    return receipt(await payTarget(deps, input, row, quote.choice, clientPayment, remainingMs));
   } catch (error) {
     // Money moved: whatever failed here, the job finishes the transaction (refund, or delivery if the target was paid).
     deps.log.error(
@@ -171,12 +187,20 @@ export async function relayCall(
       kind: 'relay_refund',
       message: 'The relay failed after your payment; it is refunded unless the target was paid',
     });
-    return {
+    return receipt({
       kind: 'bad_gateway',
       message: 'The relay failed after your payment settled; it is refunded unless the target was paid',
       headers: { clientPayment, ...(webhookId ? { webhookId } : {}) },
-    };
+    });
   }
+}
+
+/** Every answer that names the client's settled payment carries its receipt as well. */
+function withClientSettlement(settlement: SettlementResponse) {
+  return (outcome: RelayOutcome): RelayOutcome =>
+    'headers' in outcome && outcome.headers.clientPayment !== undefined
+      ? { ...outcome, headers: { ...outcome.headers, clientSettlement: settlement } }
+      : outcome;
 }
 
 /**
@@ -222,11 +246,19 @@ function unpriced(quote: Exclude<RelayQuote, { kind: 'priced' }>): RelayOutcome 
 }
 
 /** A payment refused before anything moved: malformed or repeated (400), ours (500), or not the payment asked for (402 again). */
-function refused(reason: SettleFailureReason, details: string, accepts: PaymentRequirements[]): RelayOutcome {
+function refused(
+  reason: SettleFailureReason,
+  details: string,
+  accepts: PaymentRequirements[],
+  version: X402Version,
+): RelayOutcome {
   if (reason === 'nonce_already_used')
     return { kind: 'bad_request', details: `The payment authorization nonce was already used: ${details}` };
   if (MALFORMED_PAYMENT.has(reason))
-    return { kind: 'bad_request', details: `X-PAYMENT is not an x402 version 1 exact payment: ${details}` };
+    return {
+      kind: 'bad_request',
+      details: `${paymentHeaderName(version)} is not an x402 version ${version} exact payment: ${details}`,
+    };
   if (OUR_FAILURES.has(reason))
     return {
       kind: 'internal_error',
@@ -301,7 +333,7 @@ async function payTarget(
       'The relay was finished by the service before the target was paid',
     );
 
-  const answer = await sendPaidCall(input.call, prepared.header, remainingMs, deps);
+  const answer = await sendPaidCall(input.call, prepared, remainingMs, deps);
   log.info(
     {
       relayTransactionId: String(row.id),

@@ -9,6 +9,7 @@ import { isAddress as isSolanaAddress } from '@solana/kit';
 import { isAddress as isEvmAddress, zeroAddress } from 'viem';
 import type { NetworkSettings } from '../config';
 import { canonicalNetwork, NETWORK_TABLE, type ChainType, type NetworkClass, type NetworkName } from '../networkTable';
+import type { OfferV2 } from './parse';
 import { type PaymentRequirements } from './types';
 import { ok, type Ok } from '../result';
 
@@ -37,8 +38,13 @@ export interface Refusal {
 }
 
 export interface PaymentChoice {
-  /** The entry as the target sent it: its network name is echoed in X-PAYMENT. */
+  /**
+   * The entry as the target sent it (version 1: its network name is echoed in X-PAYMENT), or a
+   * version 2 entry in that shape (then `offerV2` is what we echo).
+   */
   requirements: PaymentRequirements;
+  /** Set when the target asked in x402 version 2: we pay with PAYMENT-SIGNATURE echoing this offer verbatim. */
+  offerV2?: OfferV2;
   index: number;
   network: NetworkName;
   chainType: ChainType;

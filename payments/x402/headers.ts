@@ -1,6 +1,7 @@
 /**
- * X-PAYMENT and X-PAYMENT-RESPONSE: base64 of JSON. Decoding reads untrusted input, so it checks
- * every field it returns and answers a typed failure instead of throwing.
+ * X-PAYMENT and X-PAYMENT-RESPONSE (version 1), PAYMENT-SIGNATURE (version 2): base64 of JSON.
+ * Decoding reads untrusted input, so it checks every field it returns and answers a typed failure
+ * instead of throwing.
  */
 import { canonicalNetwork, NETWORK_TABLE } from '../networkTable';
 import { isPlainObject } from './parse';
@@ -11,6 +12,7 @@ import {
   type PaymentPayload,
   type SettlementResponse,
 } from './types';
+import { X402_VERSION_2, type PaymentRequirementsV2, type ResourceInfo } from './v2';
 import { fail, ok, type Result } from '../result';
 
 /** A Solana transaction is at most 1232 bytes; an EVM payload is under 1 KiB. Anything far larger is not a payment. */
@@ -75,6 +77,66 @@ export function decodePaymentHeader(header: unknown): Result<PaymentPayload, Pay
     NETWORK_TABLE[network].chainType === 'evm' ? checkEvmPayload(value.payload) : checkSvmPayload(value.payload);
   if (!payload.ok) return payload;
   return ok({ x402Version: X402_VERSION, scheme: 'exact', network: value.network, payload: payload.value });
+}
+
+/** A PAYMENT-SIGNATURE as decoded and checked: the entry it says it pays (to be matched against our offers) and the payload. */
+export interface PaymentSignature {
+  x402Version: typeof X402_VERSION_2;
+  resource?: ResourceInfo;
+  accepted: PaymentRequirementsV2;
+  payload: ExactEvmPayload | ExactSvmPayload;
+  extensions?: Record<string, unknown>;
+}
+
+const MAX_FIELD_CHARS = 2048;
+
+function isShortString(value: unknown): value is string {
+  return typeof value === 'string' && value.length <= MAX_FIELD_CHARS;
+}
+
+/**
+ * Decodes and checks a PAYMENT-SIGNATURE header (version 2): `accepted` a complete exact entry on a
+ * known network (CAIP-2 or our name), the payload of its chain type checked as X-PAYMENT's is.
+ * Whether `accepted` is one of our offers is the caller's question.
+ */
+export function decodePaymentSignatureHeader(header: unknown): Result<PaymentSignature, PaymentHeaderFailureReason> {
+  const decoded = fromBase64Json(header);
+  if (!decoded.ok) return decoded;
+  const value = decoded.value;
+  if (!isPlainObject(value)) return fail('invalid_payload', 'payment is not a JSON object');
+  if (value.x402Version !== X402_VERSION_2)
+    return fail('unsupported_x402_version', 'PAYMENT-SIGNATURE must be x402Version 2');
+  const { accepted } = value;
+  if (!isPlainObject(accepted)) return fail('invalid_payload', 'accepted is not a JSON object');
+  if (accepted.scheme !== 'exact') return fail('unsupported_scheme', 'only the exact scheme is supported');
+  if (typeof accepted.network !== 'string') return fail('unknown_network', 'accepted.network is missing');
+  const network = canonicalNetwork(accepted.network);
+  if (network === undefined) return fail('unknown_network', `unknown network "${accepted.network.slice(0, 64)}"`);
+  for (const field of ['asset', 'payTo'] as const) {
+    if (!isShortString(accepted[field]) || accepted[field] === '')
+      return fail('invalid_payload', `accepted.${field} is not a string`);
+  }
+  if (typeof accepted.amount !== 'string' || !DIGITS.test(accepted.amount))
+    return fail('invalid_payload', 'accepted.amount is not a decimal integer string');
+  const timeout = accepted.maxTimeoutSeconds;
+  if (typeof timeout !== 'number' || !Number.isSafeInteger(timeout) || timeout <= 0)
+    return fail('invalid_payload', 'accepted.maxTimeoutSeconds is not a positive integer');
+  if (!isPlainObject(accepted.extra)) return fail('invalid_payload', 'accepted.extra is not a JSON object');
+  if (value.resource !== undefined && (!isPlainObject(value.resource) || !isShortString(value.resource.url)))
+    return fail('invalid_payload', 'resource is not {url, ...}');
+  if (value.extensions !== undefined && value.extensions !== null && !isPlainObject(value.extensions))
+    return fail('invalid_payload', 'extensions is not a JSON object');
+  const payload =
+    NETWORK_TABLE[network].chainType === 'evm' ? checkEvmPayload(value.payload) : checkSvmPayload(value.payload);
+  if (!payload.ok) return payload;
+  const signature: PaymentSignature = {
+    x402Version: X402_VERSION_2,
+    accepted: accepted as PaymentRequirementsV2,
+    payload: payload.value,
+  };
+  if (isPlainObject(value.resource)) signature.resource = value.resource as unknown as ResourceInfo;
+  if (isPlainObject(value.extensions)) signature.extensions = value.extensions;
+  return ok(signature);
 }
 
 function checkEvmPayload(payload: unknown): Result<ExactEvmPayload, 'invalid_payload'> {

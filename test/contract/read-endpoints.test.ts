@@ -31,7 +31,7 @@ describe('GET /config', () => {
   it('reports the configuration, networks without credentials', async () => {
     const res = await t.client.get('/config');
     expect(res.status).toBe(200);
-    expect(res.body.protocol).toEqual({ versions: ['1'], current: '1' });
+    expect(res.body.protocol).toEqual({ versions: ['1', '2'], current: '1' });
     expect(res.body.credits).toMatchObject({ creditsPerUsdc: 1000, usdcPerCredit: 0.001 });
     expect(res.body.relay.fees).toMatchObject({ percentage: 3, minUSDC: 0.002 });
     expect(res.body.relay.limits).toEqual({ maxDailyPerWallet: 100, maxDailyTotal: 1000 });
@@ -40,6 +40,7 @@ describe('GET /config', () => {
     expect(res.body.networks.evm).toEqual(['base', 'base-sepolia']);
     expect(res.body.networks.solana).toEqual(['solana-devnet']);
     expect(res.body.networks.v1).toEqual(['base', 'base-sepolia', 'solana-devnet']);
+    expect(res.body.networks.v2).toEqual(['eip155:8453', 'eip155:84532', 'solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1']);
     expect(res.body.networks.configs.base).toEqual({
       chainType: 'evm',
       chainId: 8453,

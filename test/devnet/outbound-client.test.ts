@@ -153,8 +153,8 @@ afterEach(async () => {
   await Promise.all(peers.splice(0).map((peer) => peer.close()));
 });
 
-function request(call: CallRequest, paymentHeader?: string): TargetRequest {
-  const built = buildTargetRequest(call, { paymentHeader });
+function request(call: CallRequest, paymentHeader?: string, paymentVersion?: 1 | 2): TargetRequest {
+  const built = buildTargetRequest(call, { paymentHeader, ...(paymentVersion ? { paymentVersion } : {}) });
   if (!built.ok) throw built.error;
   return built.value;
 }
@@ -277,6 +277,7 @@ describe('each body form arrives at the target as specified', () => {
         'X-Trace': 't-1',
         Host: 'evil.example',
         'X-Payment': 'forged',
+        'Payment-Signature': 'forged',
         'Accept-Encoding': 'gzip',
       },
     };
@@ -287,6 +288,7 @@ describe('each body form arrives at the target as specified', () => {
     expect(headers['x-trace']).toBe('t-1');
     expect(headers.host).toBe(peer.hostPort);
     expect(headers['x-payment']).toBe('our-signed-payment');
+    expect(headers['payment-signature']).toBeUndefined();
     expect(headers['accept-encoding']).toBe('identity');
   });
 
@@ -804,6 +806,30 @@ describe('redirects', () => {
     expect(crossOrigin.headers['x-payment']).toBeUndefined();
   });
 
+  it('keeps our PAYMENT-SIGNATURE (x402 version 2) on the same origin and strips it when the origin changes', async () => {
+    const other = await startPeer();
+    const start = await startPeer((received, response) => {
+      if (received.url === '/same') response.writeHead(302, { Location: '/landed' }).end();
+      else if (received.url === '/cross') response.writeHead(302, { Location: `${other.origin}/landed` }).end();
+      else response.end('landed');
+    });
+    const call = (path: string): CallRequest => ({
+      api_url: `${start.origin}${path}`,
+      method: 'GET',
+      headers: { 'X-Payment': 'forged', 'X-Trace': 't' },
+    });
+    const allowHosts = allow(start.hostPort, other.hostPort);
+    await send(request(call('/same'), 'pay', 2), { allowHosts });
+    await send(request(call('/cross'), 'pay', 2), { allowHosts });
+    const sameOrigin = start.received.find((received) => received.url === '/landed')!;
+    expect(sameOrigin.headers['payment-signature']).toBe('pay');
+    expect(sameOrigin.headers['x-payment']).toBeUndefined();
+    const crossOrigin = other.received[0]!;
+    expect(crossOrigin.headers['x-trace']).toBe('t');
+    expect(crossOrigin.headers['payment-signature']).toBeUndefined();
+    expect(crossOrigin.headers['x-payment']).toBeUndefined();
+  });
+
   it('follows at most maxRedirects hops', async () => {
     const peer = await startPeer((received, response) =>
       response.writeHead(302, { Location: `/hop${received.url.length}` }).end(),
@@ -970,7 +996,7 @@ describe('bounds and failures', () => {
 });
 
 describe('safeResponseHeaders', () => {
-  it('keeps end-to-end headers and drops hop-by-hop, Content-Length and Alt-Svc', () => {
+  it("keeps end-to-end headers and drops hop-by-hop, Content-Length, Alt-Svc and the target's x402 headers", () => {
     const headers = safeResponseHeaders({
       'content-type': 'text/plain',
       'content-encoding': 'gzip',
@@ -991,7 +1017,6 @@ describe('safeResponseHeaders', () => {
       'content-type': 'text/plain',
       'content-encoding': 'gzip',
       'set-cookie': ['a=1', 'b=2'],
-      'x-payment-response': 'e30=',
     });
   });
 });

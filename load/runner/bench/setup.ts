@@ -14,6 +14,9 @@ export interface PeersInfo {
   facilitatorUrl: string;
   targetUrl: string;
   routes: Record<string, string>;
+  /** The version 2 target (@x402/express 2.27) on the same network, and its routes. */
+  v2TargetUrl: string;
+  v2Routes: Record<string, string>;
   serviceEvmPrivateKey: `0x${string}`;
   clientEvmPrivateKey: `0x${string}`;
 }
