@@ -177,7 +177,8 @@ async function clearPreviousCluster(
   rmSync(pidFile, { force: true });
 }
 
-function isAlive(pid: number): boolean {
+/** Whether a process of that pid runs (a zombie nobody reaped counts as gone). */
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
   } catch (error) {

@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:f
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CONNECTION_FILE } from '../../db/embedded';
+import { CONNECTION_FILE, isAlive } from '../../db/embedded';
 import { startPeers, type Peers } from '../../devnet/index';
 import { killChild, startChildService, stopChild, waitFor } from '../support/child-service';
 import { peersEnv } from '../support/proxy';
@@ -60,14 +60,8 @@ function postmasterPid(): number {
   return Number(readFileSync(path.join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[0]);
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+/** A stopped postgres that its new parent has not reaped yet (a container's init may never) is gone. */
+const alive = isAlive;
 
 describe('a service on the embedded Postgres killed with SIGKILL mid-relay', () => {
   it('starts again on the same DATA_DIR and its jobs refund the client on-chain', async () => {
