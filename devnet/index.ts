@@ -66,7 +66,7 @@ export async function startPeers(options: StartPeersOptions = {}): Promise<Peers
   };
 
   const keys = await createPeerKeys(options.keys);
-  const { wallets, facilitatorEvm, facilitatorV2Evm, feePayer } = keys;
+  const { wallets, facilitatorEvm, facilitatorV2Evm, feePayer, feePayerV2 } = keys;
 
   try {
     const evmChains: Partial<Record<EvmNetworkName, LocalEvmChain>> = {};
@@ -111,6 +111,8 @@ export async function startPeers(options: StartPeersOptions = {}): Promise<Peers
     const facilitatorV2 = await startFacilitatorV2({
       evmChains: new Map(evmNetworks.map((network) => [network, evmChain(network)])),
       evmAccount: facilitatorV2Evm.account,
+      solanaRpcUrls: new Map(solanaNetworks.map((network) => [network, rpcServer(network).url])),
+      solanaFeePayer: feePayerV2.signer,
       queue,
     });
     onStop(() => facilitatorV2.close());
@@ -131,7 +133,12 @@ export async function startPeers(options: StartPeersOptions = {}): Promise<Peers
         evmAddress: facilitatorEvm.address,
         calls: facilitatorServer.calls,
       },
-      facilitatorV2: { url: facilitatorV2.url, evmAddress: facilitatorV2Evm.address, calls: facilitatorV2.calls },
+      facilitatorV2: {
+        url: facilitatorV2.url,
+        evmAddress: facilitatorV2Evm.address,
+        solanaFeePayer: facilitatorV2.solanaFeePayer,
+        calls: facilitatorV2.calls,
+      },
       targets,
       wallets,
       evmChains,

@@ -2,7 +2,7 @@
  * The sandbox of `npm start` when nothing is configured (no wallet key, no RPC URL, NODE_ENV not
  * production): real local peers on 127.0.0.1 (EVM chains with the real chain ids and USDC at the
  * canonical addresses, both Solana clusters, an x402 v1 and a v2 facilitator, x402-protected demo
- * targets of both protocol versions: x402 v1 on every network, v2 on every EVM network), funded
+ * targets of both protocol versions: x402 v1 and v2 on every network), funded
  * service wallets, and a demo organisation whose API key and a funded client wallet are printed
  * with commands for a paid proxy call, a paid relay call and a paid chat. State is written to
  * DATA_DIR/sandbox.json; keys are kept in DATA_DIR so the printed commands survive a restart.

@@ -1,13 +1,19 @@
-// The x402 version 2 facilitator: @x402/core's x402Facilitator with @x402/evm's exact scheme (and
-// @x402/svm's where it runs against the local cluster), unmodified, behind the same HTTP API as the
-// v1 facilitator (GET /supported, POST /verify, POST /settle) on 127.0.0.1. Each EVM network gets
-// its own scheme instance, its signer bound to that network's local chain; v1 kinds are listed too
-// where @x402/evm's v1 scheme knows the network, as public v2 facilitators do. Every call is
-// recorded for tests.
+// The x402 version 2 facilitator: @x402/core's x402Facilitator with @x402/evm's and @x402/svm's
+// exact schemes, unmodified, behind the same HTTP API as the v1 facilitator (GET /supported, POST
+// /verify, POST /settle) on 127.0.0.1. Each EVM network gets its own scheme instance, its signer
+// bound to that network's local chain; every Solana cluster is served by @x402/svm's
+// toFacilitatorSvmSigner with its own fee payer key and a kit RPC client per cluster on our local
+// JSON-RPC endpoint (one settlement cache shared by the v1 and v2 Solana kinds, as
+// registerExactSvmScheme does). v1 kinds are listed too where the v1 schemes know the network, as
+// public v2 facilitators do. Every call is recorded for tests.
 import express from 'express';
 import { x402Facilitator } from '@x402/core/facilitator';
 import type { Network, PaymentPayload, PaymentRequirements, SettleResponse, VerifyResponse } from '@x402/core/types';
 import { toFacilitatorEvmSigner, type FacilitatorEvmSigner } from '@x402/evm';
+import { SettlementCache, toFacilitatorSvmSigner, type FacilitatorRpcClient } from '@x402/svm';
+import { ExactSvmScheme } from '@x402/svm/exact/facilitator';
+import { ExactSvmSchemeV1 } from '@x402/svm/exact/v1/facilitator';
+import { createSolanaRpc, devnet, mainnet, type KeyPairSigner } from '@solana/kit';
 import { ExactEvmScheme } from '@x402/evm/exact/facilitator';
 import { ExactEvmSchemeV1 } from '@x402/evm/exact/v1/facilitator';
 import { EVM_NETWORK_CHAIN_ID_MAP } from '@x402/evm/v1';
@@ -16,7 +22,7 @@ import { localTransport, type LocalEvmChain } from '../evm/chain.js';
 import { RECEIPT_TIMEOUT_MS } from '../evm/usdc.js';
 import { listenLocally, type RunningServer } from '../http.js';
 import type { KeyedQueue } from '../key-queue.js';
-import { CAIP2_NETWORKS, type EvmNetworkName } from '../networks.js';
+import { CAIP2_NETWORKS, type EvmNetworkName, type SolanaNetworkName } from '../networks.js';
 
 export interface FacilitatorV2Call {
   path: '/verify' | '/settle';
@@ -32,6 +38,8 @@ export interface FacilitatorV2Call {
 export interface FacilitatorV2 extends RunningServer {
   /** The EVM address that sends settlements (and pays their gas) on every EVM network. */
   evmAddress: string;
+  /** The fee payer of Solana settlements on every cluster (`extra.feePayer` of its Solana kinds). */
+  solanaFeePayer: string;
   calls: FacilitatorV2Call[];
   /** What GET /supported answers. */
   supported: ReturnType<x402Facilitator['getSupported']>;
@@ -41,6 +49,10 @@ export interface FacilitatorV2Options {
   evmChains: ReadonlyMap<EvmNetworkName, LocalEvmChain>;
   /** Sends settlements; needs ETH on every chain. */
   evmAccount: LocalAccount;
+  /** JSON-RPC URL of each started Solana cluster. */
+  solanaRpcUrls: ReadonlyMap<SolanaNetworkName, string>;
+  /** Co-signs and pays the fees of Solana settlements; needs SOL on every cluster. */
+  solanaFeePayer: KeyPairSigner;
   queue: KeyedQueue;
 }
 
@@ -66,7 +78,18 @@ function localEvmSigner(chain: LocalEvmChain, account: LocalAccount, queue: Keye
   );
 }
 
-export function createFacilitatorV2({ evmChains, evmAccount, queue }: FacilitatorV2Options): x402Facilitator {
+/** A kit RPC client on a local cluster, typed as the cluster it stands for (as @x402/svm's signer wants). */
+function localSolanaRpc(network: SolanaNetworkName, url: string): FacilitatorRpcClient {
+  return network === 'solana' ? createSolanaRpc(mainnet(url)) : createSolanaRpc(devnet(url));
+}
+
+export function createFacilitatorV2({
+  evmChains,
+  evmAccount,
+  solanaRpcUrls,
+  solanaFeePayer,
+  queue,
+}: FacilitatorV2Options): x402Facilitator {
   const facilitator = new x402Facilitator();
   for (const [network, chain] of evmChains) {
     const signer = localEvmSigner(chain, evmAccount, queue);
@@ -75,6 +98,24 @@ export function createFacilitatorV2({ evmChains, evmAccount, queue }: Facilitato
     const v1Name: string = network;
     if (Object.hasOwn(EVM_NETWORK_CHAIN_ID_MAP, v1Name))
       facilitator.registerV1(v1Name as Network, new ExactEvmSchemeV1(signer));
+  }
+  if (solanaRpcUrls.size > 0) {
+    const rpcs: Record<string, FacilitatorRpcClient> = {};
+    // @x402/svm's v1 scheme names the cluster by its v1 name when it asks the signer, its v2 scheme
+    // by CAIP-2: both keys lead to the local cluster (a missing key would fall back to a public RPC).
+    for (const [network, url] of solanaRpcUrls) {
+      const rpc = localSolanaRpc(network, url);
+      rpcs[CAIP2_NETWORKS[network]] = rpc;
+      rpcs[network] = rpc;
+    }
+    const signer = toFacilitatorSvmSigner(solanaFeePayer, rpcs);
+    const settlementCache = new SettlementCache();
+    for (const network of solanaRpcUrls.keys()) {
+      facilitator.register(CAIP2_NETWORKS[network], new ExactSvmScheme(signer, settlementCache));
+      // The v1 names @x402/svm's v1 scheme knows are ours (solana, solana-devnet).
+      const v1Name: string = network;
+      facilitator.registerV1(v1Name as Network, new ExactSvmSchemeV1(signer, settlementCache));
+    }
   }
   return facilitator;
 }
@@ -166,5 +207,11 @@ export async function startFacilitatorV2(options: FacilitatorV2Options): Promise
   });
 
   const server = await listenLocally(app);
-  return { ...server, evmAddress: options.evmAccount.address, calls, supported };
+  return {
+    ...server,
+    evmAddress: options.evmAccount.address,
+    solanaFeePayer: options.solanaFeePayer.address,
+    calls,
+    supported,
+  };
 }

@@ -43,12 +43,13 @@ export async function startEvmNetwork(
 
 export async function startSolanaCluster(
   network: SolanaNetworkName,
-  { wallets, feePayer, mintAuthority }: PeerKeys,
+  { wallets, feePayer, feePayerV2, mintAuthority }: PeerKeys,
   funding: Funding,
   onStop: OnStop,
 ): Promise<{ ledger: SolanaLedger; server: SolanaRpcServer }> {
   const ledger = new SolanaLedger(network, mintAuthority.signer);
   ledger.airdrop(feePayer.address, 100n * LAMPORTS_PER_SOL);
+  ledger.airdrop(feePayerV2.address, 100n * LAMPORTS_PER_SOL);
   ledger.airdrop(wallets.service.solana.address, 100n * LAMPORTS_PER_SOL);
   await ledger.mintUsdc(wallets.service.solana.address, funding.serviceMicroUsdc);
   await ledger.mintUsdc(wallets.client.solana.address, funding.clientMicroUsdc);

@@ -114,8 +114,18 @@ export function peerMethods({
           svmConfig: { rpcUrl },
         })(input, init);
     },
-    x402FetchV2: ({ privateKey = wallets.client.evm.privateKey, ...options } = {}) =>
-      x402FetchV2(privateKeyToAccount(privateKey), options),
+    x402FetchV2({ privateKey = wallets.client.evm.privateKey, solana = false, secretKey, ...options } = {}) {
+      const account = privateKeyToAccount(privateKey);
+      if (!solana) return x402FetchV2(account, options);
+      const urls: Partial<Record<SolanaNetworkName, string>> = {};
+      for (const network of solanaNetworks) urls[network] = rpcUrls[network];
+      if (!secretKey)
+        return x402FetchV2(account, { ...options, solana: { signer: wallets.client.solana.signer, rpcUrls: urls } });
+      // Making a signer from a secret key is asynchronous: the fetch function awaits it.
+      const signer = solanaSigner(secretKey);
+      return async (input: Parameters<typeof fetch>[0], init?: RequestInit) =>
+        x402FetchV2(account, { ...options, solana: { signer: await signer, rpcUrls: urls } })(input, init);
+    },
     async solanaFetch({ secretKey, maxAmountMicroUsdc = 100_000n } = {}) {
       const urls: Partial<Record<SolanaNetworkName, string>> = {};
       for (const network of solanaNetworks) urls[network] = rpcUrls[network];

@@ -33,7 +33,7 @@ export interface TargetOptions {
 export interface StartPeersOptions {
   /**
    * Networks to bring up; default all six. Targets default to one x402 version 1 target per
-   * network, named after it, and one version 2 target per EVM network, named `v2-<network>`.
+   * network, named after it, and one version 2 target per network, named `v2-<network>`.
    */
   networks?: NetworkName[];
   /** Whether the default targets include the version 2 ones (`v2-<network>`); default true. Ignored with `targets`. */
@@ -81,11 +81,13 @@ export interface Peers {
   rpcUrls: Partial<Record<NetworkName, string>>;
   facilitator: { url: string; solanaFeePayer: string; evmAddress: Address; calls: FacilitatorCall[] };
   /**
-   * The x402 version 2 facilitator (@x402/core's x402Facilitator with @x402/evm's exact scheme):
-   * GET /supported lists v2 kinds (CAIP-2) for every EVM network and v1 kinds where @x402/evm knows
-   * the v1 name; POST /verify and POST /settle take both versions. Its own EVM key pays the gas.
+   * The x402 version 2 facilitator (@x402/core's x402Facilitator with @x402/evm's and @x402/svm's
+   * exact schemes): GET /supported lists a v2 kind (CAIP-2) for every running network and v1 kinds
+   * where @x402/evm or @x402/svm knows the v1 name (not skale-base); the Solana kinds carry
+   * `extra.feePayer`. POST /verify and POST /settle take both versions. Its own EVM key pays the gas;
+   * its own Solana key (`solanaFeePayer`, 100 SOL on each cluster) co-signs and pays the fees.
    */
-  facilitatorV2: { url: string; evmAddress: Address; calls: FacilitatorV2Call[] };
+  facilitatorV2: { url: string; evmAddress: Address; solanaFeePayer: string; calls: FacilitatorV2Call[] };
   targets: Record<string, Target>;
   wallets: PeerWallets;
   evmChains: Partial<Record<EvmNetworkName, LocalEvmChain>>;
@@ -113,10 +115,18 @@ export interface Peers {
   /**
    * Unmodified @x402/fetch 2.27 with @x402/evm's exact scheme, paying as the client (or the given
    * key) on any EVM network: a pure x402 version 2 client (`eip155:*`), or with `v1Names` one that
-   * also answers version 1 402s under the v1 names @x402/evm knows (not skale-base). Every local
-   * network's USDC is allowed, up to maxValueMicroUsdc (default 0.1 USDC) per payment.
+   * also answers version 1 402s under the v1 names @x402/evm knows (not skale-base). With `solana`,
+   * also @x402/svm's exact scheme on every started cluster (CAIP-2, and the v1 names with
+   * `v1Names`), paying as the client's Solana key (or `secretKey`) through the local RPC. Every
+   * local network's USDC is allowed, up to maxValueMicroUsdc (default 0.1 USDC) per payment.
    */
-  x402FetchV2(options?: { privateKey?: Hex; v1Names?: boolean; maxValueMicroUsdc?: bigint }): typeof fetch;
+  x402FetchV2(options?: {
+    privateKey?: Hex;
+    v1Names?: boolean;
+    maxValueMicroUsdc?: bigint;
+    solana?: boolean;
+    secretKey?: Uint8Array;
+  }): typeof fetch;
   /** Our own Solana payer as a fetch wrapper (works on both clusters). */
   solanaFetch(options?: { secretKey?: Uint8Array; maxAmountMicroUsdc?: bigint }): Promise<typeof fetch>;
   signEvmPayment(

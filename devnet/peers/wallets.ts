@@ -1,5 +1,5 @@
 // The harness's keys: the wallets tests and the sandbox see (service, client, target), and the
-// ones only the peers use (the USDC minter on EVM, the facilitator on both kinds of chain, the
+// ones only the peers use (the USDC minter on EVM, the two facilitators on both kinds of chain, the
 // mint authority on Solana).
 import type { Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
@@ -16,6 +16,8 @@ export interface PeerKeys {
   facilitatorV2Evm: EvmWallet;
   /** The facilitator's Solana fee payer. */
   feePayer: SolanaKey;
+  /** The v2 facilitator's Solana fee payer. */
+  feePayerV2: SolanaKey;
   mintAuthority: SolanaKey;
 }
 
@@ -26,9 +28,10 @@ export function evmWallet(privateKey: Hex = generatePrivateKey()): EvmWallet {
 
 export async function createPeerKeys(keys: StartPeersOptions['keys']): Promise<PeerKeys> {
   const solanaKey = (secret?: Uint8Array) => (secret ? solanaKeyFromSecret(secret) : generateSolanaKey());
-  const [serviceSolana, clientSolana, targetSolana, feePayer, mintAuthority] = await Promise.all([
+  const [serviceSolana, clientSolana, targetSolana, feePayer, feePayerV2, mintAuthority] = await Promise.all([
     solanaKey(keys?.serviceSolanaSecretKey),
     solanaKey(keys?.clientSolanaSecretKey),
+    generateSolanaKey(),
     generateSolanaKey(),
     generateSolanaKey(),
     generateSolanaKey(),
@@ -44,6 +47,7 @@ export async function createPeerKeys(keys: StartPeersOptions['keys']): Promise<P
     facilitatorEvm: evmWallet(),
     facilitatorV2Evm: evmWallet(),
     feePayer,
+    feePayerV2,
     mintAuthority,
   };
 }

@@ -1,28 +1,49 @@
 // The x402 version 2 payment layer of a paid route: the unmodified @x402/express 2.27 middleware
 // with an x402ResourceServer that asks the v2 facilitator over HTTP (HTTPFacilitatorClient).
-// Prices are given as atomic USDC with the token and its EIP-712 domain, so no float is involved
-// and the networks @x402/evm has no default asset for (SKALE) work the same. `paymentMiddleware`
-// starts fetching the facilitator's /supported in the background and answers a 500 to the first
-// paid request if that failed; here the same middleware (paymentMiddlewareFromHTTPServer, which
-// paymentMiddleware wraps) gets a server initialized first, so a started target is ready and none
-// of its fetches is still in flight when the peers stop.
+// Prices are given as atomic USDC with the token (and on EVM its EIP-712 domain), so no float is
+// involved and the networks @x402/evm has no default asset for (SKALE) work the same. On Solana the
+// scheme is @x402/svm's exact server scheme: the offer's `extra.feePayer` is the one the
+// facilitator's /supported lists for the cluster; no recent blockhash is embedded (the payer fetches
+// its own from its RPC). `paymentMiddleware` starts fetching the facilitator's /supported in the
+// background and answers a 500 to the first paid request if that failed; here the same middleware
+// (paymentMiddlewareFromHTTPServer, which paymentMiddleware wraps) gets a server initialized
+// first, so a started target is ready and none of its fetches is still in flight when the peers stop.
 import { decodePaymentSignatureHeader, encodePaymentRequiredHeader } from '@x402/core/http';
 import { HTTPFacilitatorClient, x402HTTPResourceServer } from '@x402/core/server';
-import type { PaymentRequired } from '@x402/core/types';
+import type { AssetAmount, PaymentRequired, SchemeNetworkServer } from '@x402/core/types';
 import { ExactEvmScheme } from '@x402/evm/exact/server';
+import { ExactSvmScheme } from '@x402/svm/exact/server';
 import { paymentMiddlewareFromHTTPServer, x402ResourceServer } from '@x402/express';
 import type { Request, RequestHandler } from 'express';
 import { getAddress } from 'viem';
-import { CAIP2_NETWORKS, EVM_NETWORKS, isEvmNetwork, type NetworkName } from '../networks.js';
+import { CAIP2_NETWORKS, EVM_NETWORKS, isEvmNetwork, SOLANA_NETWORKS, type NetworkName } from '../networks.js';
 import { MAX_TIMEOUT_SECONDS, type PaidRoute } from './payment.js';
 
 export const V2_PAYMENT_HEADER = 'PAYMENT-SIGNATURE';
 export const V2_PAYMENT_RESPONSE_HEADER = 'PAYMENT-RESPONSE';
 export const V2_PAYMENT_REQUIRED_HEADER = 'PAYMENT-REQUIRED';
 
-/** Whether @x402/express 2.27 can ask for payment on this network with the harness's peers. */
+/** Whether @x402/express 2.27 can ask for payment on this network with the harness's peers: on every one. */
 export function x402ExpressV2Knows(network: NetworkName): boolean {
-  return isEvmNetwork(network);
+  return Object.hasOwn(CAIP2_NETWORKS, network);
+}
+
+/** The route's price as atomic USDC, its payTo as the network writes addresses, and the scheme of its kind of chain. */
+function offerOf(route: PaidRoute): { scheme: SchemeNetworkServer; payTo: string; price: AssetAmount } {
+  const amount = route.priceMicroUsdc.toString();
+  if (isEvmNetwork(route.network)) {
+    const { usdc, eip712 } = EVM_NETWORKS[route.network];
+    return {
+      scheme: new ExactEvmScheme(),
+      payTo: getAddress(route.payTo),
+      price: { amount, asset: getAddress(usdc), extra: { name: eip712.name, version: eip712.version } },
+    };
+  }
+  return {
+    scheme: new ExactSvmScheme(),
+    payTo: route.payTo,
+    price: { amount, asset: SOLANA_NETWORKS[route.network].usdc },
+  };
 }
 
 export interface V2Layer {
@@ -33,24 +54,17 @@ export interface V2Layer {
 
 /** @x402/express 2.27 in front of one route, verifying and settling through the v2 facilitator. */
 export function x402ExpressV2Layer(route: PaidRoute, facilitatorUrl: string): V2Layer {
-  if (!isEvmNetwork(route.network)) throw new Error(`the v2 targets do not serve ${route.network}`);
+  if (!x402ExpressV2Knows(route.network)) throw new Error(`the v2 targets do not serve ${route.network}`);
   const network = CAIP2_NETWORKS[route.network];
-  const { usdc, eip712 } = EVM_NETWORKS[route.network];
-  const server = new x402ResourceServer(new HTTPFacilitatorClient({ url: facilitatorUrl })).register(
-    network,
-    new ExactEvmScheme(),
-  );
+  const { scheme, payTo, price } = offerOf(route);
+  const server = new x402ResourceServer(new HTTPFacilitatorClient({ url: facilitatorUrl })).register(network, scheme);
   const httpServer = new x402HTTPResourceServer(server, {
     [route.path]: {
       accepts: {
         scheme: 'exact',
         network,
-        payTo: getAddress(route.payTo),
-        price: {
-          amount: route.priceMicroUsdc.toString(),
-          asset: getAddress(usdc),
-          extra: { name: eip712.name, version: eip712.version },
-        },
+        payTo,
+        price,
         maxTimeoutSeconds: MAX_TIMEOUT_SECONDS,
       },
       description: route.description,

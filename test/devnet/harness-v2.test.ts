@@ -54,14 +54,17 @@ describe('the v2 facilitator', () => {
       signers: Record<string, string[]>;
     };
     const v2 = supported.kinds.filter((kind) => kind.x402Version === 2);
-    expect(v2.map((kind) => kind.network).sort()).toEqual(NETWORKS.map((network) => CAIP2_NETWORKS[network]).sort());
+    // The Solana kinds (solana-devnet is running too) are tested in harness-v2-solana.test.ts.
+    expect(v2.map((kind) => kind.network).sort()).toEqual(
+      [...NETWORKS.map((network) => CAIP2_NETWORKS[network]), CAIP2_NETWORKS['solana-devnet']].sort(),
+    );
     expect(v2.every((kind) => kind.scheme === 'exact')).toBe(true);
     expect(
       supported.kinds
         .filter((kind) => kind.x402Version === 1)
         .map((kind) => kind.network)
         .sort(),
-    ).toEqual(['base', 'base-sepolia', 'skale-base-sepolia']);
+    ).toEqual(['base', 'base-sepolia', 'skale-base-sepolia', 'solana-devnet']);
     expect(supported.signers['eip155:*']).toEqual([peers.facilitatorV2.evmAddress]);
     expect(peers.facilitatorV2.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
   });
@@ -89,9 +92,9 @@ describe('the v2 facilitator', () => {
 });
 
 describe('the v2 targets', () => {
-  it('are named v2-<network>, one per EVM network, beside the v1 targets', () => {
+  it('are named v2-<network>, one per network, beside the v1 targets', () => {
     expect(Object.keys(peers.targets).sort()).toEqual(
-      [...peers.networks, ...NETWORKS.map((network) => `v2-${network}`)].sort(),
+      [...peers.networks, ...peers.networks.map((network) => `v2-${network}`)].sort(),
     );
     for (const network of NETWORKS) {
       const target = v2Target(network);
@@ -101,6 +104,7 @@ describe('the v2 targets', () => {
       expect(peers.targets[network]!.x402Version).toBe(1);
     }
     expect(peers.targets['solana-devnet']!.x402Version).toBe(1);
+    expect(peers.targets['v2-solana-devnet']!.x402Version).toBe(2);
   });
 
   it.each(NETWORKS)(

@@ -57,7 +57,7 @@ describe('start-up', () => {
       'solana-devnet',
     ]);
     expect(Object.keys(peers.targets).sort()).toEqual(
-      [...peers.networks, ...peers.evmNetworks.map((network) => `v2-${network}`)].sort(),
+      [...peers.networks, ...peers.networks.map((network) => `v2-${network}`)].sort(),
     );
   });
 

@@ -54,7 +54,7 @@ describe('sandbox', () => {
         'targetDetails',
         'targets',
       ]);
-      // Every target's protocol version: x402 v1 on every network, v2 (@x402/express) on every EVM network.
+      // Every target's protocol version: x402 v1 and v2 (@x402/express) on every network.
       const versions = Object.fromEntries(
         Object.entries(first.targetDetails).map(([name, target]) => [name, target.x402Version]),
       );
@@ -69,6 +69,8 @@ describe('sandbox', () => {
         'v2-base-sepolia': 2,
         'v2-skale-base': 2,
         'v2-skale-base-sepolia': 2,
+        'v2-solana': 2,
+        'v2-solana-devnet': 2,
       });
       for (const [name, target] of Object.entries(first.targetDetails)) expect(target.url).toBe(first.targets[name]);
 
