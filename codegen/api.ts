@@ -44,6 +44,17 @@ export interface paths {
          *     client's payment is settled the answer is never a 402 (a client that pays again on a 402
          *     would pay twice): it is the target's response, a 502, or a refund.
          *
+         *     **Retries after a lost answer.** A client that lost the answer to a paid call may send the
+         *     same request again with the same X-PAYMENT (or PAYMENT-SIGNATURE): it gets the first call's
+         *     answer byte for byte with `Idempotent-Replayed: true`, or a 409 with Retry-After while the
+         *     first call still runs; the payment is never taken twice. The same payment for another request
+         *     (method, path with `format`, or body) is refused as already used (400). With an
+         *     Idempotency-Key the key decides instead, per paying wallet (on Solana per payment): the same
+         *     key and request within 24 hours get the first answer; a repeat carrying another payment than
+         *     the first call's gets it only if that payment would pay (it is verified, never settled), and
+         *     the same key with another request is a 422. Answers that moved nothing (our 400, 402, 429
+         *     and 500) are not kept: a repeat runs again. Calls without a payment are not recorded.
+         *
          *     **Version 2.** A PAYMENT-SIGNATURE whose `accepted` equals one entry of PAYMENT-REQUIRED is
          *     verified as the same payment in X-PAYMENT would be, and is the same payment: an authorization
          *     used in one header is refused in the other. A malformed one is a 400 like a malformed
@@ -195,6 +206,13 @@ export interface paths {
          *     maximum (120 s) applies, and when neither is given, the server default (TARGET_TIMEOUT_MS,
          *     120 s). A body `timeout` above 120 is capped to 120 s, not refused (clients such as
          *     HTTPayer's SDK send their own client timeout, 600 by default, on every call).
+         *
+         *     **Retries (Idempotency-Key).** A client that lost the answer to a call can send it again with
+         *     the same Idempotency-Key: the first call's answer (the target's pass-through or our 502) is
+         *     kept 24 hours and replayed byte for byte with `Idempotent-Replayed: true`; nothing is paid
+         *     or charged again. A repeat while the first call runs is a 409 with Retry-After; the same key
+         *     with another request is a 422. Keys belong to the API key's account. Our 400, 402, 429 and
+         *     500 (nothing paid) are not kept: a repeat runs the call again.
          *
          *     **format=json.** With `?format=json` the target's answer is wrapped in a FormatJsonResult, as
          *     on POST /relay: `{success: true, result}` with the target's status when it answered 2xx,
@@ -462,6 +480,82 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/health/live": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Liveness probe
+         * @description Whether this process is alive: it answers, and its event loop is not stalled (the longest event-loop delay measured lately is under the bound, 2 s). Checks nothing outside the process: a liveness probe that restarts the process on failure. 503 when the loop was stalled. No credential is needed. `npm run worker` serves the same probe on WORKER_PORT.
+         */
+        get: operations["getHealthLive"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/health/ready": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Readiness probe
+         * @description Whether this instance can serve calls now: Postgres answers, the job worker runs (where this process runs one: RUN_WORKER), and the JSON-RPC endpoint of every enabled network answers. Each check has a short bound (about 2 s; 1.5 s for an RPC). 503 naming the failed checks otherwise. No credential is needed. `npm run worker` serves the same probe on WORKER_PORT. GET /health stays as it was (database and worker only).
+         */
+        get: operations["getHealthReady"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Prometheus metrics
+         * @description The metrics of this server instance in the Prometheus text exposition format (version 0.0.4),
+         *     for a Prometheus scrape. No credential is needed. Every label takes its values from a small
+         *     fixed set (operationIds, statuses, groups, modes, task and network names); none carries a URL,
+         *     an address or a key. `npm run worker` serves the same metrics on WORKER_PORT.
+         *
+         *     | metric | type | labels | what |
+         *     |---|---|---|---|
+         *     | `prs_http_request_duration_seconds` | histogram | `operation` (operationId, or `none`), `method`, `status` | duration of each request, from the first byte read to the response closed |
+         *     | `prs_requests_in_flight` | gauge | `group` (`proxy`, `relay`, `webhooks`) | requests holding a slot of a concurrency cap (as GET /metrics/rate-limits) |
+         *     | `prs_requests_in_flight_limit` | gauge | `group` | the cap of each group (CAP_PROXY, CAP_RELAY, CAP_WEBHOOKS) |
+         *     | `prs_cap_refusals_total` | counter | `group` | requests refused with 429 `capacity_exceeded` because their group was at its cap |
+         *     | `prs_paid_calls_total` | counter | `mode` (`proxy`, `relay`, `chat`), `result` (`paid`, `refunded`, `failed`, `pending`) | paid calls as their request ended; `pending` ones are finished by a job and tracked by their webhook record |
+         *     | `prs_jobs_total` | counter | `task`, `outcome` (`success`, `error`: retried, `failed`: last attempt) | jobs run by this process's worker |
+         *     | `prs_rpc_request_duration_seconds` | histogram | `network`, `method` (JSON-RPC method), `outcome` (`ok`, `error`) | JSON-RPC requests to the chains |
+         *
+         *     The process metrics of the Node.js client (`process_*`, `nodejs_*`: CPU, memory, event-loop
+         *     lag, garbage collection) are included.
+         */
+        get: operations["getMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/openapi.json": {
         parameters: {
             query?: never;
@@ -526,7 +620,9 @@ export interface components {
          *     | `not_found` | 404 | No operation has this path, or no record has this id. |
          *     | `method_not_allowed` | 405 | The path does not support the method; Allow lists those it does. |
          *     | `request_timeout` | 408 | The request was not received in time; the connection is closed. |
+         *     | `idempotency_in_progress` | 409 | A call with the same Idempotency-Key (or, on /relay, the same payment) is still running; retry after Retry-After to get its answer. It is not run twice. |
          *     | `payload_too_large` | 413 | The request body is larger than 1 MiB. |
+         *     | `idempotency_key_reused` | 422 | The Idempotency-Key was first used with another request (method, path or body); use a new key for a new call. Nothing was run. |
          *     | `capacity_exceeded` | 429 | The server is at its concurrent-request capacity for the route; retry after Retry-After. |
          *     | `spend_limit_exceeded` | 429 | A daily volume limit would be exceeded; nothing was charged. |
          *     | `header_fields_too_large` | 431 | The request's header section is larger than the server reads; the connection is closed. |
@@ -540,7 +636,7 @@ export interface components {
          *     | `llm_unavailable` | 503 | No model backend is configured on this server; nothing was charged. |
          * @enum {string}
          */
-        ErrorCode: "validation_failed" | "malformed_request" | "payment_reused" | "unauthorized" | "payment_required" | "payment_invalid" | "insufficient_credits" | "not_found" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "capacity_exceeded" | "spend_limit_exceeded" | "header_fields_too_large" | "internal_error" | "configuration_error" | "llm_failed" | "not_implemented" | "upstream_error" | "target_unreachable" | "verification_unavailable" | "llm_unavailable";
+        ErrorCode: "validation_failed" | "malformed_request" | "payment_reused" | "unauthorized" | "payment_required" | "payment_invalid" | "insufficient_credits" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_in_progress" | "payload_too_large" | "idempotency_key_reused" | "capacity_exceeded" | "spend_limit_exceeded" | "header_fields_too_large" | "internal_error" | "configuration_error" | "llm_failed" | "not_implemented" | "upstream_error" | "target_unreachable" | "verification_unavailable" | "llm_unavailable";
         /** @description Two or more of `json`, `data`, `body` and `payload` given together. A call request must not match this (it is referenced under `not`): at most one of them carries the body sent to the target, and two or more are a 400 naming them. Each pair lists its two fields under `properties` as well, for validators that insist a required property be declared. */
         CallBodyFieldConflict: {
             json: unknown;
@@ -1735,6 +1831,51 @@ export interface components {
                 [key: string]: string;
             };
         };
+        /**
+         * @description Liveness of this process: it answers, and its event loop has not been blocked longer than the bound lately.
+         * @example {
+         *       "status": "ok",
+         *       "eventLoopDelayMs": 11.2,
+         *       "maxEventLoopDelayMs": 2000
+         *     }
+         */
+        Live: {
+            /**
+             * @description `ok` (HTTP 200), or `stalled` (HTTP 503) when the event-loop delay is over the bound.
+             * @enum {string}
+             */
+            status: "ok" | "stalled";
+            /** @description The longest event-loop delay measured over the last second or so, in milliseconds. */
+            eventLoopDelayMs: number;
+            /** @description The bound over which the process counts as stalled, in milliseconds. */
+            maxEventLoopDelayMs: number;
+        };
+        /**
+         * @description Readiness of this instance: each check by name, `ok` or why it failed, and the names of the failed checks.
+         * @example {
+         *       "status": "ready",
+         *       "checks": {
+         *         "database": "ok",
+         *         "worker": "ok",
+         *         "rpc:base-sepolia": "ok",
+         *         "rpc:solana-devnet": "ok"
+         *       },
+         *       "failed": []
+         *     }
+         */
+        Ready: {
+            /**
+             * @description `ready` (HTTP 200) when every check passed, `unavailable` (HTTP 503) otherwise.
+             * @enum {string}
+             */
+            status: "ready" | "unavailable";
+            /** @description `database` (Postgres answers), `worker` (the job worker of this process is running; only where this process runs one), and `rpc:<network>` for each enabled network (its JSON-RPC endpoint answers). Each is `ok` or the reason it failed (never the RPC URL). */
+            checks: {
+                [key: string]: string;
+            };
+            /** @description The names of the failed checks; empty when ready. */
+            failed: string[];
+        };
     };
     responses: {
         /** @description The request is invalid: it does not match this document (for example a query parameter the operation does not declare; every problem is listed in `details`) or a rule of the operation refuses it. */
@@ -1880,10 +2021,12 @@ export interface components {
         };
     };
     parameters: {
-        /** @description The client's x402 version 1 payment to the service, sent on the second call after a 402: base64-encoded JSON `{x402Version: 1, scheme: "exact", network, payload}` paying one of the `accepts` of that 402 (EVM payload: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana payload: a partially signed transaction). Each authorization nonce can be used once: a repeated nonce is refused with 400 before anything is settled. */
+        /** @description The client's x402 version 1 payment to the service, sent on the second call after a 402: base64-encoded JSON `{x402Version: 1, scheme: "exact", network, payload}` paying one of the `accepts` of that 402 (EVM payload: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana payload: a partially signed transaction). Each authorization nonce is settled once: the same payment for the same request again gets the first call's answer (409 while it runs); for another request it is refused with 400 before anything is settled. */
         PaymentHeader: string;
         /** @description The client's x402 version 2 payment to the service, sent instead of X-PAYMENT on the second call after a 402 (never both: a request with both is refused with 400): base64-encoded JSON `{x402Version: 2, resource, accepted, payload, extensions}` where `accepted` repeats one entry of the PAYMENT-REQUIRED header's `accepts` verbatim (network as CAIP-2, `amount`) and `payload` is what X-PAYMENT's would be (EVM: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana: a partially signed transaction). It is verified exactly as the same payment sent in X-PAYMENT, and it is the same payment: an authorization nonce used in either header is refused in both. The answer carries PAYMENT-RESPONSE. */
         PaymentSignatureHeader: string;
+        /** @description A key of the client's choosing (a UUID, for example) that makes a paid call safe to retry after a lost answer: 1 to 255 printable ASCII characters without spaces (400 otherwise). The first call with a key runs; a repeat of the same request (method, path with `format`, and body) within 24 hours gets the first call's answer byte for byte, with `Idempotent-Replayed: true`, and moves no money; a repeat while the first call still runs is a 409 with Retry-After; the same key with another request is a 422. Keys are scoped to the API key's account on /proxy, and to the paying wallet on /relay (on Solana, to the payment). Answers that moved nothing (our 400, 402, 429 and 500 before any payment) are not kept: a repeat runs the call again. */
+        IdempotencyKey: string;
         /** @description Client timeout for this call, in milliseconds (1 to 120000). */
         TimeoutHeader: number;
         /** @description `text` (default): the target's response is returned as it is, with its content type. `json`: it is wrapped in a FormatJsonResult JSON body. */
@@ -1911,6 +2054,8 @@ export interface components {
         "PAYMENT-RESPONSE": string;
         /** @description Synchronous status of the paid call (`payment_required`, `payment_validating` or `processing`); sent only when applicable. */
         "X-Service-Status": components["schemas"]["ServiceStatus"];
+        /** @description `true` when this answer is the kept answer of an earlier call with the same Idempotency-Key (or, on /relay, the same payment), replayed without running the call or moving money again. */
+        "Idempotent-Replayed": "true";
         /** @description The same offers as the 402 body's `accepts`, for x402 version 2 clients: base64 (RFC 4648, with padding) of the UTF-8 JSON `{x402Version: 2, error, resource: {url, description, mimeType}, accepts}`, each entry with the network as its CAIP-2 id (`eip155:8453`, `solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp`, ...), `amount` for `maxAmountRequired`, and no resource fields. Pay one of them with PAYMENT-SIGNATURE, echoing the entry as `accepted`. */
         "PAYMENT-REQUIRED": string;
         /**
@@ -1934,10 +2079,12 @@ export interface operations {
                 format?: components["parameters"]["FormatQuery"];
             };
             header?: {
-                /** @description The client's x402 version 1 payment to the service, sent on the second call after a 402: base64-encoded JSON `{x402Version: 1, scheme: "exact", network, payload}` paying one of the `accepts` of that 402 (EVM payload: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana payload: a partially signed transaction). Each authorization nonce can be used once: a repeated nonce is refused with 400 before anything is settled. */
+                /** @description The client's x402 version 1 payment to the service, sent on the second call after a 402: base64-encoded JSON `{x402Version: 1, scheme: "exact", network, payload}` paying one of the `accepts` of that 402 (EVM payload: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana payload: a partially signed transaction). Each authorization nonce is settled once: the same payment for the same request again gets the first call's answer (409 while it runs); for another request it is refused with 400 before anything is settled. */
                 "X-PAYMENT"?: components["parameters"]["PaymentHeader"];
                 /** @description The client's x402 version 2 payment to the service, sent instead of X-PAYMENT on the second call after a 402 (never both: a request with both is refused with 400): base64-encoded JSON `{x402Version: 2, resource, accepted, payload, extensions}` where `accepted` repeats one entry of the PAYMENT-REQUIRED header's `accepts` verbatim (network as CAIP-2, `amount`) and `payload` is what X-PAYMENT's would be (EVM: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana: a partially signed transaction). It is verified exactly as the same payment sent in X-PAYMENT, and it is the same payment: an authorization nonce used in either header is refused in both. The answer carries PAYMENT-RESPONSE. */
                 "PAYMENT-SIGNATURE"?: components["parameters"]["PaymentSignatureHeader"];
+                /** @description A key of the client's choosing (a UUID, for example) that makes a paid call safe to retry after a lost answer: 1 to 255 printable ASCII characters without spaces (400 otherwise). The first call with a key runs; a repeat of the same request (method, path with `format`, and body) within 24 hours gets the first call's answer byte for byte, with `Idempotent-Replayed: true`, and moves no money; a repeat while the first call still runs is a 409 with Retry-After; the same key with another request is a 422. Keys are scoped to the API key's account on /proxy, and to the paying wallet on /relay (on Solana, to the payment). Answers that moved nothing (our 400, 402, 429 and 500 before any payment) are not kept: a repeat runs the call again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /** @description Client timeout for this call, in milliseconds (1 to 120000). */
                 "X-TIMEOUT"?: components["parameters"]["TimeoutHeader"];
             };
@@ -1961,6 +2108,7 @@ export interface operations {
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
                     "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1970,7 +2118,7 @@ export interface operations {
                     "*/*": string;
                 };
             };
-            /** @description Our 400 (ErrorBody): the request is invalid (every problem listed in `details`), the target URL is refused (not http/https, or a private, loopback, link-local or unspecified address), more than one of json/data/body/payload is given, `network` names a network that is not enabled or is of the other class than the target's (a testnet payment never pays a mainnet target), or the X-PAYMENT is malformed or its authorization nonce was already used (a replayed payment, also when two identical ones arrive at once: refused before anything is settled). Or the target's own 400, passed through (after a payment, with the headers of a paid pass-through). */
+            /** @description Our 400 (ErrorBody): the request is invalid (every problem listed in `details`), the target URL is refused (not http/https, or a private, loopback, link-local or unspecified address), more than one of json/data/body/payload is given, `network` names a network that is not enabled or is of the other class than the target's (a testnet payment never pays a mainnet target), or the X-PAYMENT is malformed or its authorization nonce was already used for another request (refused before anything is settled; a repeat of the same request gets the first call's answer, or 409 while it runs). Or the target's own 400, passed through (after a payment, with the headers of a paid pass-through). */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1980,6 +2128,7 @@ export interface operations {
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
                     "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2036,6 +2185,26 @@ export interface operations {
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
+            /** @description Ours (ErrorBody, `code` = `idempotency_in_progress`, with Retry-After): a call paid with the same payment (X-PAYMENT or PAYMENT-SIGNATURE) or carrying the same Idempotency-Key of the same payer, for the same request, is still running; ask again after Retry-After to get its answer (the payment is not taken twice). Or the target's own 409, passed through. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description Seconds to wait before asking again; sent with our 409 only. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "idempotency_in_progress",
+                     *       "error": "Conflict",
+                     *       "details": "A call with this Idempotency-Key is still running; ask again after Retry-After to get its answer."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
+                    "*/*": components["schemas"]["UpstreamPassThrough"];
+                };
+            };
             /** @description Our 413 (ErrorBody, the request body is larger than 1 MiB), or the target's own 413, passed through. */
             413: {
                 headers: {
@@ -2046,9 +2215,28 @@ export interface operations {
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
                     "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
+                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
+                    "*/*": components["schemas"]["UpstreamPassThrough"];
+                };
+            };
+            /** @description Ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this payer with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "idempotency_key_reused",
+                     *       "error": "Unprocessable Content",
+                     *       "details": "This Idempotency-Key was already used with another request; use a new key for a new call."
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
@@ -2102,6 +2290,7 @@ export interface operations {
                     "X-Refund-Webhook-Id": components["headers"]["X-Refund-Webhook-Id"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
                     "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2118,6 +2307,7 @@ export interface operations {
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
                     "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2134,6 +2324,7 @@ export interface operations {
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
                     "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2150,6 +2341,7 @@ export interface operations {
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
                     "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
                     "X-Service-Status": components["headers"]["X-Service-Status"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2274,6 +2466,8 @@ export interface operations {
                 format?: components["parameters"]["FormatQuery"];
             };
             header?: {
+                /** @description A key of the client's choosing (a UUID, for example) that makes a paid call safe to retry after a lost answer: 1 to 255 printable ASCII characters without spaces (400 otherwise). The first call with a key runs; a repeat of the same request (method, path with `format`, and body) within 24 hours gets the first call's answer byte for byte, with `Idempotent-Replayed: true`, and moves no money; a repeat while the first call still runs is a 409 with Retry-After; the same key with another request is a 422. Keys are scoped to the API key's account on /proxy, and to the paying wallet on /relay (on Solana, to the payment). Answers that moved nothing (our 400, 402, 429 and 500 before any payment) are not kept: a repeat runs the call again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /** @description Client timeout for this call, in milliseconds (1 to 120000). */
                 "X-TIMEOUT"?: components["parameters"]["TimeoutHeader"];
             };
@@ -2293,6 +2487,7 @@ export interface operations {
                     "X-Service-Status": components["headers"]["X-Service-Status"];
                     "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2360,6 +2555,26 @@ export interface operations {
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
+            /** @description Ours (ErrorBody, `code` = `idempotency_in_progress`, with Retry-After): a call of this account with the same Idempotency-Key and the same request is still running; ask again after Retry-After to get its answer (it is not run or paid twice). Or the target's own 409, passed through. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description Seconds to wait before asking again; sent with our 409 only. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "idempotency_in_progress",
+                     *       "error": "Conflict",
+                     *       "details": "A call with this Idempotency-Key is still running; ask again after Retry-After to get its answer."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
+                    "*/*": components["schemas"]["UpstreamPassThrough"];
+                };
+            };
             /** @description Our 413 (ErrorBody, the request body is larger than 1 MiB), or the target's own 413, passed through. */
             413: {
                 headers: {
@@ -2367,6 +2582,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
+                    "*/*": components["schemas"]["UpstreamPassThrough"];
+                };
+            };
+            /** @description Ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this account with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "idempotency_key_reused",
+                     *       "error": "Unprocessable Content",
+                     *       "details": "This Idempotency-Key was already used with another request; use a new key for a new call."
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
@@ -2410,6 +2643,7 @@ export interface operations {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2423,6 +2657,7 @@ export interface operations {
                     "X-Service-Status": components["headers"]["X-Service-Status"];
                     "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2436,6 +2671,7 @@ export interface operations {
                     "X-Service-Status": components["headers"]["X-Service-Status"];
                     "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2449,6 +2685,7 @@ export interface operations {
                     "X-Service-Status": components["headers"]["X-Service-Status"];
                     "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
                     "X-Payment-Response": components["headers"]["X-Payment-Response"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2943,6 +3180,128 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+        };
+    };
+    getHealthLive: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The process is alive. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Live"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            405: components["responses"]["MethodNotAllowed"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+            /** @description The event loop was stalled longer than the bound (`status` is `stalled`). */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "status": "stalled",
+                     *       "eventLoopDelayMs": 3120.4,
+                     *       "maxEventLoopDelayMs": 2000
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Live"];
+                };
+            };
+        };
+    };
+    getHealthReady: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every check passed. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ready"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            405: components["responses"]["MethodNotAllowed"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+            /** @description A check failed (`status` is `unavailable`; `failed` names it, `checks` says why). */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "status": "unavailable",
+                     *       "checks": {
+                     *         "database": "ok",
+                     *         "worker": "ok",
+                     *         "rpc:base-sepolia": "no answer within 1500 ms"
+                     *       },
+                     *       "failed": [
+                     *         "rpc:base-sepolia"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Ready"];
+                };
+            };
+        };
+    };
+    getMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The metrics, in the text exposition format. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example # HELP prs_cap_refusals_total Requests refused with 429 because their cap group was full.
+                     *     # TYPE prs_cap_refusals_total counter
+                     *     prs_cap_refusals_total{group="proxy"} 3
+                     *     prs_cap_refusals_total{group="relay"} 0
+                     *     prs_cap_refusals_total{group="webhooks"} 0
+                     */
+                    "text/plain": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            405: components["responses"]["MethodNotAllowed"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getOpenApiDocument: {

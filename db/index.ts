@@ -41,6 +41,11 @@ export function createDb(connectionString: string, options: DbOptions = {}): DbH
   });
   // An idle client losing its connection must not crash the process; it is logged and replaced.
   pool.on('error', (error) => options.onPoolError?.(error));
+  // Nor may a client checked out between two queries (a transaction holding the submission lock
+  // while a transaction is broadcast): the pool listens only to idle clients, and an 'error' event
+  // without a listener is an uncaught exception. The work on that client fails on its next query,
+  // and the pool drops the client when it is released.
+  pool.on('connect', (client) => client.on('error', (error) => options.onPoolError?.(error)));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   let closed = false;
   return {

@@ -209,6 +209,25 @@ export interface RefundsTable {
   confirmed_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
 
+export type IdempotencyState = 'running' | 'finished';
+
+/** A paid call's answer kept for the retries of its Idempotency-Key or payment (payments/idempotency.ts). */
+export interface IdempotencyRecordsTable {
+  scope: string;
+  key: string;
+  fingerprint: string;
+  /** /relay with an Idempotency-Key: the SHA-256 of the first call's payment payload. */
+  payment: string | null;
+  state: IdempotencyState;
+  status: number | null;
+  content_type: string | null;
+  headers: ColumnType<Record<string, string | string[]> | null, string | null, string | null>;
+  body: Buffer | null;
+  created_at: Timestamp;
+  finished_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  expires_at: Timestamp;
+}
+
 export interface Database {
   proxy_payments: ProxyPaymentsTable;
   credit_reservations: CreditReservationsTable;
@@ -220,4 +239,5 @@ export interface Database {
   webhooks: WebhooksTable;
   relay_transactions: RelayTransactionsTable;
   refunds: RefundsTable;
+  idempotency_records: IdempotencyRecordsTable;
 }

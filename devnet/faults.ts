@@ -1,12 +1,15 @@
 // A fault-injecting HTTP proxy of our own, put in front of a peer (a JSON-RPC endpoint, a
 // facilitator, a target) on 127.0.0.1. Each request is passed through or broken by the fault
-// chosen for it: the connection dropped before any answer, an answer delayed past the caller's
-// timeout, a 5xx, or a reset half-way through the body (after the peer has acted on the request).
-// Tests choose the fault per request (a function of the request number and its body), and read
-// how many requests met each fault.
+// chosen for it: the connection dropped before any answer (the peer never sees the request), the
+// request held past the caller's timeout and then passed on anyway (the peer acts after the caller
+// gave up: a transaction broadcast late, a payment settled late), a 5xx, or a reset half-way
+// through the body (after the peer has acted on the request). Tests choose the fault per request
+// (a function of the request number, its headers and its body), and read how many requests met
+// each fault.
 import {
   createServer,
   request as httpRequest,
+  type IncomingHttpHeaders,
   type IncomingMessage,
   type Server,
   type ServerResponse,
@@ -22,6 +25,7 @@ export interface FaultRequest {
   index: number;
   method: string;
   path: string;
+  headers: IncomingHttpHeaders;
   body: Buffer;
 }
 
@@ -30,7 +34,11 @@ export interface FaultProxyOptions {
   upstream: string;
   /** The fault for one request; `pass` when not given. */
   choose?: (request: FaultRequest) => FaultKind;
-  /** How long a delayed answer waits before it is passed on (callers should time out first). */
+  /**
+   * How long a delayed request is held before it is passed on (callers should time out first); it
+   * reaches the peer even when its caller has gone, and its answer is written only if the caller is
+   * still there.
+   */
   delayMs?: number;
 }
 
@@ -38,6 +46,10 @@ export interface FaultProxy {
   url: string;
   /** Requests met, by fault. */
   counts: Record<FaultKind, number>;
+  /** Requests received and not finished yet (a delayed one until it has been passed on). */
+  inFlight(): number;
+  /** Resolves once no request is in flight (delayed requests have reached the peer), at most timeoutMs. */
+  idle(timeoutMs?: number): Promise<void>;
   /** Changes the fault chooser from the next request on. */
   setChooser(choose: (request: FaultRequest) => FaultKind): void;
   close(): Promise<void>;
@@ -102,11 +114,18 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
   const sockets = new Set<Socket>();
   const timers = new Set<NodeJS.Timeout>();
   let index = 0;
+  let inFlight = 0;
 
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     const body = await readBody(request);
     index += 1;
-    const fault = choose({ index, method: request.method ?? 'GET', path: request.url ?? '/', body });
+    const fault = choose({
+      index,
+      method: request.method ?? 'GET',
+      path: request.url ?? '/',
+      headers: request.headers,
+      body,
+    });
     counts[fault] += 1;
     switch (fault) {
       case 'drop':
@@ -124,8 +143,9 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
           }, delayMs);
           timers.add(timer);
         });
-        if (request.socket.destroyed) return;
+        // The peer acts late, whether or not the caller is still waiting.
         const answer = await forward(upstream, request, body);
+        if (request.socket.destroyed) return;
         response.writeHead(answer.status, answer.headers).end(answer.body);
         return;
       }
@@ -146,9 +166,14 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
   };
 
   const server: Server = createServer((request, response) => {
-    handle(request, response).catch(() => {
-      request.socket.destroy();
-    });
+    inFlight += 1;
+    handle(request, response)
+      .catch(() => {
+        request.socket.destroy();
+      })
+      .finally(() => {
+        inFlight -= 1;
+      });
   });
   server.on('connection', (socket) => {
     sockets.add(socket);
@@ -159,6 +184,11 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
   return {
     url: `http://127.0.0.1:${port}`,
     counts,
+    inFlight: () => inFlight,
+    async idle(timeoutMs = 30_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (inFlight > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    },
     setChooser(next) {
       choose = next;
     },

@@ -8,8 +8,11 @@ import { getConfig } from './getConfig';
 import { getCreditsBalance } from './getCreditsBalance';
 import { getDocs } from './getDocs';
 import { getHealth } from './getHealth';
+import { getHealthLive } from './getHealthLive';
+import { getHealthReady } from './getHealthReady';
 import { getLimits } from './getLimits';
 import { getLlmHealth } from './getLlmHealth';
+import { getMetrics } from './getMetrics';
 import { getOpenApiDocument } from './getOpenApiDocument';
 import { getRateLimitMetrics } from './getRateLimitMetrics';
 import { getRelayLimits } from './getRelayLimits';
@@ -28,8 +31,11 @@ export const handlers: HandlerMap = {
   getCreditsBalance,
   getDocs,
   getHealth,
+  getHealthLive,
+  getHealthReady,
   getLimits,
   getLlmHealth,
+  getMetrics,
   getOpenApiDocument,
   getRateLimitMetrics,
   getRelayLimits,

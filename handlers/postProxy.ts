@@ -1,4 +1,8 @@
-import type { Handler, RawReply } from './types';
+import type { Handler, RawReply, RequestContext } from './types';
+import type { Deps } from './deps';
+import type { AuthenticatedKey } from '../payments/accounts';
+import { IDEMPOTENCY_KEY_HEADER, readIdempotencyKey, requestFingerprint } from '../payments/idempotency';
+import { inProgressReply, keyReusedReply, pathWithFormat, runOnce, type RunAnswer } from './idempotency';
 import type { CallRequest, TargetResponse } from '../payments/outbound/index';
 import { proxyCall } from '../payments/proxy/call';
 import { errorReply, requireApiKey, unreachable } from './errors';
@@ -23,37 +27,82 @@ function passThrough(
   );
 }
 
-export const postProxy: Handler<'postProxy'> = async (ctx, deps) => {
+/** The call and its answer; kept for the key's repeats when the target was called (money may have moved). */
+async function answer(
+  ctx: RequestContext<'postProxy'>,
+  deps: Deps,
+  key: AuthenticatedKey,
+): Promise<RunAnswer<'postProxy'>> {
   const call = ctx.body as CallRequest;
   const outcome = await proxyCall(deps, {
     call,
-    key: requireApiKey(ctx),
+    key,
     timeoutMs: callTimeoutMs(call.timeout, ctx.headers['x-timeout'], deps.config.targetTimeoutMs),
     requestId: ctx.requestId,
   });
   switch (outcome.kind) {
     case 'pass_through':
-      return passThrough(outcome.response, outcome.payment, ctx.query.format);
+      return { keep: true, reply: passThrough(outcome.response, outcome.payment, ctx.query.format) };
     case 'bad_request':
-      return errorReply('validation_failed', outcome.details);
+      return { keep: false, reply: errorReply('validation_failed', outcome.details) };
     case 'insufficient_credits':
-      return errorReply('insufficient_credits', outcome.details);
+      return { keep: false, reply: errorReply('insufficient_credits', outcome.details) };
     case 'spend_limit':
-      return spendLimitReply(outcome.error, outcome);
+      return { keep: false, reply: spendLimitReply(outcome.error, outcome) };
     case 'bad_gateway':
       return {
-        // Without upstreamStatus the target never answered (ProxyBadGateway).
-        ...errorReply(outcome.upstreamStatus === undefined ? 'target_unreachable' : 'upstream_error', outcome.details, {
-          message: outcome.message,
-          ...(outcome.upstreamStatus === undefined ? {} : { upstreamStatus: outcome.upstreamStatus }),
-          ...(outcome.webhookId === undefined ? {} : { webhook_id: outcome.webhookId }),
-        }),
-        ...(outcome.webhookId === undefined ? {} : { headers: { 'X-Service-Webhook': outcome.webhookId } }),
+        keep: true,
+        reply: {
+          // Without upstreamStatus the target never answered (ProxyBadGateway).
+          ...errorReply(
+            outcome.upstreamStatus === undefined ? 'target_unreachable' : 'upstream_error',
+            outcome.details,
+            {
+              message: outcome.message,
+              ...(outcome.upstreamStatus === undefined ? {} : { upstreamStatus: outcome.upstreamStatus }),
+              ...(outcome.webhookId === undefined ? {} : { webhook_id: outcome.webhookId }),
+            },
+          ),
+          ...(outcome.webhookId === undefined ? {} : { headers: { 'X-Service-Webhook': outcome.webhookId } }),
+        },
       };
     case 'configuration_error':
       ctx.log.error({ details: outcome.details }, 'proxy configuration error');
-      return errorReply('configuration_error', outcome.details, { message: outcome.message });
+      return { keep: false, reply: errorReply('configuration_error', outcome.details, { message: outcome.message }) };
     default:
       return unreachable(outcome);
   }
+}
+
+/**
+ * POST /proxy. With an Idempotency-Key (scoped to the API key's account) the call runs once: a
+ * repeat of the same request gets the kept answer and pays nothing; see handlers/idempotency.ts.
+ */
+export const postProxy: Handler<'postProxy'> = async (ctx, deps) => {
+  const read = readIdempotencyKey(ctx.headers[IDEMPOTENCY_KEY_HEADER]);
+  if (!read.ok) return errorReply('validation_failed', read.details);
+  const key = requireApiKey(ctx);
+  if (read.key === undefined) return (await answer(ctx, deps, key)).reply;
+  return runOnce({
+    db: deps.db,
+    id: { scope: `proxy:${key.accountId}`, key: read.key },
+    fingerprint: requestFingerprint({
+      method: 'POST',
+      path: pathWithFormat('/proxy', ctx.query.format),
+      body: ctx.body,
+    }),
+    operationId: 'postProxy',
+    requestId: ctx.requestId,
+    run: () => answer(ctx, deps, key),
+    running: () =>
+      inProgressReply(
+        'A call with this Idempotency-Key is still running; ask again after Retry-After to get its answer. It is not run twice.',
+      ),
+    otherRequest: () =>
+      Promise.resolve(
+        keyReusedReply(
+          'This Idempotency-Key was already used by this account with another request (method, URL or body); use a new key for a new call.',
+        ),
+      ),
+  });
 };

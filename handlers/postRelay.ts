@@ -1,6 +1,11 @@
-import type { Handler } from './types';
+import type { Handler, RequestContext } from './types';
+import type { Deps } from './deps';
+import { decodeClientPayment, paymentHeaderName, type ClientPaymentHeader } from '../payments/incoming/clientPayment';
+import { IDEMPOTENCY_KEY_HEADER, readIdempotencyKey, requestFingerprint } from '../payments/idempotency';
+import { paymentIdentity, relayIdempotencyScope } from '../payments/relay/retries';
+import { inProgressReply, keyReusedReply, pathWithFormat, runOnce, type RunAnswer } from './idempotency';
 import type { CallRequest } from '../payments/outbound/index';
-import { relayCall, type RelayHeaders } from '../payments/relay/call';
+import { checkRelayPayment, relayCall, type RelayHeaders, type RelayOutcome } from '../payments/relay/call';
 import type { X402Version } from '../payments/x402/v2';
 import { errorReply, unreachable } from './errors';
 import { callTimeoutMs, spendLimitReply, targetReply } from './targetReply';
@@ -23,50 +28,137 @@ function headersOf(headers: RelayHeaders, version: X402Version | undefined): Rec
   return named;
 }
 
+function relayInput(ctx: RequestContext<'postRelay'>, deps: Deps, call: CallRequest, payment?: ClientPaymentHeader) {
+  return {
+    call,
+    paymentHeader: payment?.value,
+    ...(payment ? { paymentVersion: payment.version } : {}),
+    resource: `${deps.baseUrl()}/relay`,
+    timeoutMs: callTimeoutMs(undefined, ctx.headers['x-timeout'], deps.config.targetTimeoutMs),
+  };
+}
+
+/** The call and its answer; kept for repeats when the client's payment may have moved (a target answer or a 502). */
+async function answer(
+  ctx: RequestContext<'postRelay'>,
+  deps: Deps,
+  call: CallRequest,
+  payment: ClientPaymentHeader | undefined,
+): Promise<RunAnswer<'postRelay'>> {
+  return replyOf(ctx, await relayCall(deps, relayInput(ctx, deps, call, payment)), payment);
+}
+
+function replyOf(
+  ctx: RequestContext<'postRelay'>,
+  outcome: RelayOutcome,
+  payment: ClientPaymentHeader | undefined,
+): RunAnswer<'postRelay'> {
+  switch (outcome.kind) {
+    case 'pass_through':
+      return {
+        keep: true,
+        reply: targetReply(outcome.response, ctx.query.format, headersOf(outcome.headers, payment?.version)),
+      };
+    case 'payment_required':
+      return {
+        keep: false,
+        reply: {
+          // A 402 answering a payment means that payment was refused; `error` says why.
+          ...errorReply(payment === undefined ? 'payment_required' : 'payment_invalid', undefined, {
+            x402Version: 1 as const,
+            error: outcome.error,
+            accepts: outcome.accepts as never,
+            serviceStatus: 'payment_required' as const,
+          }),
+          headers: {
+            'X-Service-Status': 'payment_required',
+            ...paymentRequiredHeaders(outcome.accepts, outcome.error),
+          },
+        },
+      };
+    case 'bad_request':
+      return { keep: false, reply: errorReply('validation_failed', outcome.details) };
+    case 'spend_limit':
+      return { keep: false, reply: spendLimitReply('Daily wallet spending limit exceeded', outcome) };
+    case 'bad_gateway':
+      return {
+        keep: true,
+        reply: {
+          ...errorReply('upstream_error', undefined, {
+            message: outcome.message,
+            ...(outcome.headers.webhookId ? { webhook_id: outcome.headers.webhookId } : {}),
+          }),
+          headers: headersOf(outcome.headers, payment?.version),
+        },
+      };
+    case 'internal_error':
+      ctx.log.error({ details: outcome.details }, 'relay internal error');
+      return { keep: false, reply: errorReply('internal_error', outcome.details) };
+    default:
+      return unreachable(outcome);
+  }
+}
+
+/**
+ * POST /relay. A paid call runs once per Idempotency-Key (per paying wallet) or, without a key, per
+ * payment: a repeat of the same request gets the kept answer (409 while the first runs) and moves
+ * no money. The same payment for another request is refused as already used; the same key for
+ * another request is a 422. Calls without a payment move nothing and are not recorded.
+ */
 export const postRelay: Handler<'postRelay'> = async (ctx, deps) => {
   const call = ctx.body as CallRequest | undefined;
   if (!call || typeof call !== 'object')
     return errorReply('validation_failed', 'the body must be a call request with api_url and method');
   const read = clientPaymentHeader(ctx.headers);
   if (!read.ok) return errorReply('validation_failed', read.details);
+  const keyRead = readIdempotencyKey(ctx.headers[IDEMPOTENCY_KEY_HEADER]);
+  if (!keyRead.ok) return errorReply('validation_failed', keyRead.details);
   const { payment } = read;
-  const outcome = await relayCall(deps, {
-    call,
-    paymentHeader: payment?.value,
-    ...(payment ? { paymentVersion: payment.version } : {}),
-    resource: `${deps.baseUrl()}/relay`,
-    timeoutMs: callTimeoutMs(undefined, ctx.headers['x-timeout'], deps.config.targetTimeoutMs),
+  const run = async () => (await answer(ctx, deps, call, payment)).reply;
+  if (payment === undefined) return run();
+  const decoded = decodeClientPayment(payment);
+  // A malformed payment is refused by the call itself, before anything moves.
+  if (!decoded.ok) return run();
+  const { key } = keyRead;
+  const named = paymentHeaderName(payment.version);
+  return runOnce({
+    db: deps.db,
+    id: relayIdempotencyScope(decoded.value, key),
+    fingerprint: requestFingerprint({
+      method: 'POST',
+      path: pathWithFormat('/relay', ctx.query.format),
+      body: call,
+    }),
+    operationId: 'postRelay',
+    requestId: ctx.requestId,
+    run: () => answer(ctx, deps, call, payment),
+    running: () =>
+      inProgressReply(
+        key === undefined
+          ? `A call paid with this ${named} is still running; ask again after Retry-After to get its answer. The payment is not taken twice.`
+          : 'A call with this Idempotency-Key is still running; ask again after Retry-After to get its answer. It is not run or paid twice.',
+      ),
+    // The same payment for another request: refused by the call as already used (nothing moves).
+    // The payer of a key is read from a payment not verified yet: a repeat with another payment proves it would pay.
+    ...(key === undefined
+      ? {}
+      : {
+          proof: {
+            payment: paymentIdentity(decoded.value),
+            check: async () => {
+              const refusal = await checkRelayPayment(deps, relayInput(ctx, deps, call, payment));
+              return refusal === undefined ? undefined : replyOf(ctx, refusal, payment).reply;
+            },
+          },
+        }),
+    otherRequest:
+      key === undefined
+        ? run
+        : () =>
+            Promise.resolve(
+              keyReusedReply(
+                'This Idempotency-Key was already used by this payer with another request (method, URL or body); use a new key for a new call.',
+              ),
+            ),
   });
-  switch (outcome.kind) {
-    case 'pass_through':
-      return targetReply(outcome.response, ctx.query.format, headersOf(outcome.headers, payment?.version));
-    case 'payment_required':
-      return {
-        // A 402 answering a payment means that payment was refused; `error` says why.
-        ...errorReply(payment === undefined ? 'payment_required' : 'payment_invalid', undefined, {
-          x402Version: 1 as const,
-          error: outcome.error,
-          accepts: outcome.accepts as never,
-          serviceStatus: 'payment_required' as const,
-        }),
-        headers: { 'X-Service-Status': 'payment_required', ...paymentRequiredHeaders(outcome.accepts, outcome.error) },
-      };
-    case 'bad_request':
-      return errorReply('validation_failed', outcome.details);
-    case 'spend_limit':
-      return spendLimitReply('Daily wallet spending limit exceeded', outcome);
-    case 'bad_gateway':
-      return {
-        ...errorReply('upstream_error', undefined, {
-          message: outcome.message,
-          ...(outcome.headers.webhookId ? { webhook_id: outcome.headers.webhookId } : {}),
-        }),
-        headers: headersOf(outcome.headers, payment?.version),
-      };
-    case 'internal_error':
-      ctx.log.error({ details: outcome.details }, 'relay internal error');
-      return errorReply('internal_error', outcome.details);
-    default:
-      return unreachable(outcome);
-  }
 };

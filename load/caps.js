@@ -18,12 +18,15 @@
 // - cap_over_limit: count == 0 (GET /metrics/rate-limits, polled throughout, never shows more
 //   active requests than the limit). /webhooks/{id} answers at once, so it is watched this way
 //   and by its 429s only.
+// At the end (teardown), the service's own count of 429s per group since setup (GET /metrics,
+// prs_cap_refusals_total) is reported as server_refused{group}, next to the clients' refused{group};
+// the two agree when nothing else drove the service meanwhile.
 // The hold must outlast RAMP + STEADY (the sandbox's does: 60 s against 30 s by default).
 import http from 'k6/http';
 import { check, sleep } from 'k6';
 import exec from 'k6/execution';
 import { Counter, Trend } from 'k6/metrics';
-import { check429, requestOf, send, settings } from './lib/k6.js';
+import { check429, reportServerRefusals, requestOf, send, serverRefusals, settings } from './lib/k6.js';
 
 const scenarios = JSON.parse(open('./scenarios.json'));
 const config = settings(__ENV, __ENV.SANDBOX ? JSON.parse(open(__ENV.SANDBOX)) : undefined);
@@ -43,6 +46,7 @@ const admitted = new Counter('admitted');
 const refused = new Counter('refused');
 const active = new Trend('cap_active');
 const overLimit = new Counter('cap_over_limit');
+const serverRefused = new Counter('server_refused');
 
 const thresholds = {
   'checks{kind:cap_429}': ['rate==1'],
@@ -67,7 +71,11 @@ for (const group of groups) {
   if (heldAtTarget) {
     thresholds['admitted_held{group:' + group + '}'] = ['count<=' + caps[group]];
     thresholds['refused{group:' + group + '}'] = ['count>0'];
+  } else {
+    // Listed for the summary, beside the service's count.
+    thresholds['refused{group:' + group + '}'] = ['count>=0'];
   }
+  thresholds['server_refused{group:' + group + '}'] = ['count>=0'];
 }
 executors.observer = {
   executor: 'constant-vus',
@@ -105,6 +113,11 @@ export function setup() {
     }
   }
   for (const group of groups) requestOf(scenarios, scenarios.caps.groups[group].request, config);
+  return { serverRefusals: serverRefusals(config.baseUrl) };
+}
+
+export function teardown(data) {
+  reportServerRefusals(config.baseUrl, data && data.serverRefusals, serverRefused, groups);
 }
 
 export function overload() {

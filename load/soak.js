@@ -9,10 +9,12 @@
 // of the mix: 30 minutes at 20/s is about 1,800 paid calls, about 20,000 credits on the sandbox's
 // /paid (the sandbox's demo key has 100,000). Thresholds: failed requests under 0.1% (the unknown
 // webhook's 404 is expected), every check passes, p99 per request kind under P99_MS (default
-// 500; 3000 for paid calls).
+// 500; 3000 for paid calls). At the end (teardown), the 429s the service counted during the run
+// (GET /metrics) are reported per cap group as server_refused{group}.
 import http from 'k6/http';
 import { check } from 'k6';
-import { pickWeighted, requestOf, send, settings } from './lib/k6.js';
+import { Counter } from 'k6/metrics';
+import { CAP_GROUPS, pickWeighted, reportServerRefusals, requestOf, send, serverRefusals, settings } from './lib/k6.js';
 
 const scenarios = JSON.parse(open('./scenarios.json'));
 const config = settings(__ENV, __ENV.SANDBOX ? JSON.parse(open(__ENV.SANDBOX)) : undefined);
@@ -27,6 +29,10 @@ const thresholds = {
 };
 for (const name of Object.keys(mix))
   thresholds['http_req_duration{request:' + name + '}'] = ['p(99)<' + (name === 'proxyPaid' ? 3000 : p99Ms)];
+
+const serverRefused = new Counter('server_refused');
+// Listed for the summary, beside http_req_failed.
+for (const group of CAP_GROUPS) thresholds['server_refused{group:' + group + '}'] = ['count>=0'];
 
 export const options = {
   scenarios: {
@@ -45,6 +51,11 @@ export const options = {
 
 export function setup() {
   for (const name of Object.keys(mix)) requestOf(scenarios, name, config);
+  return { serverRefusals: serverRefusals(config.baseUrl) };
+}
+
+export function teardown(data) {
+  reportServerRefusals(config.baseUrl, data && data.serverRefusals, serverRefused);
 }
 
 export function soak() {

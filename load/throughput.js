@@ -9,9 +9,11 @@
 // (paid calls per second, default 10; each costs the target's price plus the 3% fee in credits:
 // 0.01 USDC = 11 credits on the sandbox's /paid), ONLY (a comma list of config, proxyFree,
 // proxyPaid). Thresholds: no failed requests, every answer a 200, p99 under P99_MS_CONFIG (250),
-// P99_MS_FREE (500) and P99_MS_PAID (2000).
+// P99_MS_FREE (500) and P99_MS_PAID (2000). At the end (teardown), the 429s the service counted
+// during the run (GET /metrics) are reported per cap group as server_refused{group}.
 import { check } from 'k6';
-import { requestOf, send, settings } from './lib/k6.js';
+import { Counter } from 'k6/metrics';
+import { CAP_GROUPS, reportServerRefusals, requestOf, send, serverRefusals, settings } from './lib/k6.js';
 
 const scenarios = JSON.parse(open('./scenarios.json'));
 const config = settings(__ENV, __ENV.SANDBOX ? JSON.parse(open(__ENV.SANDBOX)) : undefined);
@@ -57,10 +59,19 @@ for (const name of scenarios.throughput.runs) {
   startS += seconds + 5;
 }
 
+const serverRefused = new Counter('server_refused');
+// Listed for the summary: a 429 of a cap would also fail the request checks above.
+for (const group of CAP_GROUPS) thresholds['server_refused{group:' + group + '}'] = ['count>=0'];
+
 export const options = { scenarios: executors, thresholds };
 
 export function setup() {
   for (const name of only) requestOf(scenarios, name, config);
+  return { serverRefusals: serverRefusals(config.baseUrl) };
+}
+
+export function teardown(data) {
+  reportServerRefusals(config.baseUrl, data && data.serverRefusals, serverRefused);
 }
 
 export function call() {

@@ -58,6 +58,8 @@ export interface Config {
   };
   logLevel: string;
   runWorker: boolean;
+  /** `npm run worker` serves /health/live, /health/ready and /metrics on this port (on HOST) when set. */
+  workerPort: number | undefined;
   shutdownGraceMs: number;
   publicBaseUrl: string | undefined;
   requestTimeoutMs: number;
@@ -226,6 +228,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     logLevel,
     runWorker: flag(env, 'RUN_WORKER', true),
+    workerPort: text(env, 'WORKER_PORT') === undefined ? undefined : integer(env, 'WORKER_PORT', 0, 0, 65535),
     shutdownGraceMs: integer(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     publicBaseUrl: url(env, 'PUBLIC_BASE_URL'),
     requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 600_000, 1000, 3_600_000),

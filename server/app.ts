@@ -1,5 +1,5 @@
 /**
- * Assembly of the HTTP API: request ids and logs, concurrency caps, body limits, then every
+ * Assembly of the HTTP API: request ids, logs and metrics, concurrency caps, body limits, then every
  * operation routed and validated by openapi-backend and answered by its handler. Every error
  * response is built here or by a handler's typed reply, always from the table of error codes
  * (handlers/errors.ts) as {code, error, details}.
@@ -13,7 +13,9 @@ import { ERROR_CODES, errorBody, internalErrorBody, type ErrorCode } from '../ha
 import type { HandlerMap, OperationId, Reply, RequestContext } from '../handlers/types';
 import { authenticateKey, type AuthenticatedKey, type KeyRejection } from '../payments/accounts';
 import { capsMiddleware, holdSlot, type ConcurrencyCaps } from './caps';
+import type { ServiceMetrics } from './metrics';
 import { createBackend, describeValidationErrors } from './openapi';
+import { paidCallOutcome } from './paidCalls';
 
 export const MAX_REQUEST_BODY_BYTES = 1024 * 1024;
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -69,6 +71,7 @@ export interface AppOptions {
   handlers: HandlerMap;
   caps: ConcurrencyCaps;
   logger: Logger;
+  metrics: ServiceMetrics;
 }
 
 export interface App {
@@ -76,19 +79,19 @@ export interface App {
   api: OpenAPIBackend;
 }
 
-export async function createApp({ deps, handlers, caps, logger }: AppOptions): Promise<App> {
+export async function createApp({ deps, handlers, caps, logger, metrics }: AppOptions): Promise<App> {
   const api = await createBackend(deps.document as never);
   registerAuthentication(api, deps);
   registerRefusals(api);
-  registerOperations(api, handlers, deps);
+  registerOperations(api, handlers, deps, metrics);
 
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');
 
-  app.use(requestLogging(logger));
-  app.use(capsMiddleware(caps));
+  app.use(requestLogging(logger, metrics, operationOf(api)));
+  app.use(capsMiddleware(caps, (group) => metrics.capRefused(group)));
   app.use(
     express.json({
       limit: MAX_REQUEST_BODY_BYTES,
@@ -127,13 +130,17 @@ function registerRefusals(api: OpenAPIBackend): void {
         `The method ${c.request.method.toUpperCase()} is not allowed on this path; it supports ${allowed.join(', ')}.`,
       );
     },
-    notImplemented: (c: ApiContext, _req: Request, res: Response) =>
-      sendError(res, 'not_implemented', `${c.operation.operationId} is not enabled on this server yet.`),
+    notImplemented: (c: ApiContext, _req: Request, res: Response) => {
+      locals(res).operationId = c.operation.operationId;
+      sendError(res, 'not_implemented', `${c.operation.operationId} is not enabled on this server yet.`);
+    },
     unauthorizedHandler: (c: ApiContext, _req: Request, res: Response) => {
+      locals(res).operationId = c.operation.operationId;
       const result = c.security.ApiKeyAuth as { error?: KeyRejection } | undefined;
       sendError(res, 'unauthorized', KEY_REJECTION_DETAILS[result?.error ?? 'missing']);
     },
     validationFail: (c: ApiContext, _req: Request, res: Response) => {
+      locals(res).operationId = c.operation.operationId;
       if (
         c.operation.operationId === 'postLlmChat' &&
         !Array.isArray((c.request.requestBody as { messages?: unknown } | null | undefined)?.messages)
@@ -151,8 +158,11 @@ function registerRefusals(api: OpenAPIBackend): void {
   });
 }
 
-/** Each operation's handler, given the typed request and an abort signal that fires when the client goes away. */
-function registerOperations(api: OpenAPIBackend, handlers: HandlerMap, deps: Deps): void {
+/**
+ * Each operation's handler, given the typed request and an abort signal that fires when the client
+ * goes away; the outcome of a paid call is counted from its reply.
+ */
+function registerOperations(api: OpenAPIBackend, handlers: HandlerMap, deps: Deps, metrics: ServiceMetrics): void {
   for (const [operationId, handler] of Object.entries(handlers)) {
     api.register(operationId, async (c: ApiContext, req: Request, res: Response) => {
       const { log, requestId } = locals(res);
@@ -178,13 +188,36 @@ function registerOperations(api: OpenAPIBackend, handlers: HandlerMap, deps: Dep
         ctx,
         deps,
       );
+      const paid = paidCallOutcome(operationId as OperationId, req.headers, reply);
+      if (paid) metrics.paidCall(paid.mode, paid.result);
       if (!res.headersSent) sendReply(res, reply);
     });
   }
 }
 
-/** The request id (the client's when well formed) on the response and the logger, and one log line per request. */
-function requestLogging(logger: Logger) {
+/**
+ * The operation a request was for when it never reached a handler (a cap's 429, a 405): the
+ * document's operation of its method and path, or undefined.
+ */
+function operationOf(api: OpenAPIBackend) {
+  return (req: Request): string | undefined => {
+    try {
+      return api.router.matchOperation({ method: req.method, path: req.path, headers: {}, query: {} })?.operationId;
+    } catch {
+      return undefined;
+    }
+  };
+}
+
+/**
+ * The request id (the client's when well formed) on the response and the logger, one log line per
+ * request, and its duration in the metrics by operation and status.
+ */
+function requestLogging(
+  logger: Logger,
+  metrics: ServiceMetrics,
+  operationOfRequest: (req: Request) => string | undefined,
+) {
   return (req: Request, res: Response, next: NextFunction) => {
     const incoming = req.headers['x-request-id'];
     const requestId = typeof incoming === 'string' && REQUEST_ID_PATTERN.test(incoming) ? incoming : randomUUID();
@@ -195,6 +228,12 @@ function requestLogging(logger: Logger) {
     const startedAt = process.hrtime.bigint();
     res.once('close', () => {
       const durationMs = Number(process.hrtime.bigint() - startedAt) / 1e6;
+      metrics.observeRequest(
+        locals(res).operationId ?? operationOfRequest(req),
+        req.method,
+        res.statusCode,
+        durationMs / 1000,
+      );
       log.info(
         {
           method: req.method,

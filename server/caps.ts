@@ -58,7 +58,8 @@ export function capGroupOf(path: string): CapGroup | undefined {
 /** Refusals are logged at most once a second per group, with how many there were: an overload must not also flood the logs. */
 const REFUSAL_LOG_INTERVAL_MS = 1_000;
 
-export function capsMiddleware(caps: ConcurrencyCaps) {
+/** `onRefused` is told of every 429 a cap answers (the service's metrics). */
+export function capsMiddleware(caps: ConcurrencyCaps, onRefused?: (group: CapGroup) => void) {
   const refusals: Record<CapGroup, { count: number; loggedAt: number }> = {
     relay: { count: 0, loggedAt: 0 },
     proxy: { count: 0, loggedAt: 0 },
@@ -72,6 +73,7 @@ export function capsMiddleware(caps: ConcurrencyCaps) {
     }
     const release = caps.tryAcquire(group);
     if (!release) {
+      onRefused?.(group);
       const { active, limit } = caps.metric(group);
       const refused = refusals[group];
       refused.count += 1;

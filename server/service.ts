@@ -1,6 +1,7 @@
 /**
  * Starts and stops one instance: database (DATABASE_URL or embedded), migrations, the worker
- * (unless RUN_WORKER=false), and the HTTP API. Used by `npm start`, `npm run worker` and tests.
+ * (unless RUN_WORKER=false), and the HTTP API, or for `npm run worker` the probes on WORKER_PORT.
+ * Each instance owns its metrics and its probes. Used by `npm start`, `npm run worker` and tests.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
@@ -18,6 +19,7 @@ import { API_KEY_CHANGES_CHANNEL, ApiKeyCache } from '../payments/accounts';
 import { systemClock, type Clock } from '../payments/clock';
 import { NO_HOOKS, type Deps, type Hooks } from '../payments/deps';
 import { createChains } from '../payments/networks/index';
+import { checkRpcReachable } from '../payments/networks/reachability';
 import { systemResolver, TargetConnections, type Resolver } from '../payments/outbound/index';
 import { advisoryKeyLock, SubmissionQueue } from '../payments/networks/submissions';
 import { DEFAULT_RELAY_LIMITS } from '../payments/relayLimits';
@@ -28,7 +30,9 @@ import { createApp } from './app';
 import { ConcurrencyCaps } from './caps';
 import { renderDocsPage } from './docsPage';
 import { createLogger } from './logger';
+import { ServiceMetrics } from './metrics';
 import { loadDocument } from './openapi';
+import { createProbes, serveProbes, type Probes } from './probes';
 
 export interface ServiceOptions {
   logger?: Logger;
@@ -40,6 +44,8 @@ export interface ServiceOptions {
   serveHttp?: boolean;
   /** Steps of the money path a test acts on (Deps.hooks); none by default. */
   hooks?: Partial<Hooks>;
+  /** The event-loop delay over which GET /health/live answers 503 (DEFAULT_LIVE_MAX_DELAY_MS). */
+  liveMaxEventLoopDelayMs?: number;
 }
 
 export interface Service {
@@ -51,6 +57,9 @@ export interface Service {
   caps: ConcurrencyCaps;
   worker: WorkerHandle | undefined;
   server: Server | undefined;
+  metrics: ServiceMetrics;
+  /** Where `npm run worker` serves its probes and metrics (WORKER_PORT), when it does. */
+  probeUrl: string | undefined;
   stop(): Promise<void>;
 }
 
@@ -73,7 +82,9 @@ export async function startService(config: Config, options: ServiceOptions = {})
   try {
     const applied = await migrateToLatest(dbHandle.db);
     if (applied.length > 0) log.info({ migrations: applied }, 'database migrated');
-    const chains = await createChains(config);
+    const caps = new ConcurrencyCaps({ relay: config.capRelay, proxy: config.capProxy, webhooks: config.capWebhooks });
+    const metrics = new ServiceMetrics(options.serveHttp === false ? undefined : caps);
+    const chains = await createChains(config, { onRpc: metrics.rpc });
     cleanups.push(() => chains.close());
     const connections = new TargetConnections();
     // Idle connections to targets close at stop rather than after their idle time.
@@ -88,21 +99,63 @@ export async function startService(config: Config, options: ServiceOptions = {})
     const stopListening = listenForKeyChanges(config, databaseUrl, apiKeyCache, log, options);
     if (stopListening) cleanups.push(stopListening);
 
-    const caps = new ConcurrencyCaps({ relay: config.capRelay, proxy: config.capProxy, webhooks: config.capWebhooks });
     const running: Running = { worker: undefined, url: '' };
-    const deps = assembleDeps({ config, dbHandle, chains, connections, apiKeyCache, caps, log, options, running });
+    const probes = instanceProbes(config, dbHandle, chains, running, options);
+    cleanups.push(async () => {
+      probes.stop();
+      await Promise.resolve();
+    });
+    const deps = assembleDeps({
+      config,
+      dbHandle,
+      chains,
+      connections,
+      apiKeyCache,
+      caps,
+      log,
+      options,
+      running,
+      probes,
+      metrics,
+    });
 
     if (config.runWorker) {
-      const started = await startWorker(databaseUrl, deps);
+      const started = await startWorker(databaseUrl, deps, { onJob: (task, outcome) => metrics.job(task, outcome) });
       running.worker = started;
       cleanups.push(() => started.stop());
     }
 
     let server: Server | undefined;
+    let probeUrl: string | undefined;
     if (options.serveHttp !== false) {
-      ({ server, url: running.url } = await serveHttp(config, deps, options.handlers ?? defaultHandlers, caps, log));
+      ({ server, url: running.url } = await serveHttp(
+        config,
+        deps,
+        options.handlers ?? defaultHandlers,
+        caps,
+        log,
+        metrics,
+      ));
+    } else if (config.workerPort !== undefined) {
+      const served = await serveProbes({
+        port: config.workerPort,
+        host: config.host,
+        probes,
+        metrics: () => metrics.exposition(),
+        log,
+      });
+      probeUrl = served.url;
+      // Closed first at stop (cleanups run in reverse): the process is going away.
+      cleanups.push(
+        () =>
+          new Promise<void>((resolve) => {
+            served.server.close(() => resolve());
+            served.server.closeAllConnections();
+          }),
+      );
     }
 
+    probes.started();
     let stopping: Promise<void> | undefined;
     const stop = () => {
       stopping ??= (async () => {
@@ -114,13 +167,60 @@ export async function startService(config: Config, options: ServiceOptions = {})
       })();
       return stopping;
     };
-    return { url: running.url, config, databaseUrl, dbHandle, deps, caps, worker: running.worker, server, stop };
+    return {
+      url: running.url,
+      config,
+      databaseUrl,
+      dbHandle,
+      deps,
+      caps,
+      worker: running.worker,
+      server,
+      metrics,
+      probeUrl,
+      stop,
+    };
   } catch (error) {
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
     await dbHandle.close();
     if (embedded) await embedded.stop();
     throw error;
   }
+}
+
+/** An RPC endpoint that does not answer this fast makes the instance not ready. */
+const READY_RPC_TIMEOUT_MS = 1_500;
+
+/**
+ * The probes of this process: the database, the worker when this process runs one, and the RPC of
+ * every enabled network.
+ */
+function instanceProbes(
+  config: Config,
+  dbHandle: DbHandle,
+  chains: Deps['chains'],
+  running: Running,
+  options: ServiceOptions,
+): Probes {
+  return createProbes({
+    ...(options.liveMaxEventLoopDelayMs === undefined ? {} : { liveMaxDelayMs: options.liveMaxEventLoopDelayMs }),
+    readiness: () => {
+      const checks: Record<string, () => Promise<void>> = {
+        database: async () => {
+          await sql`select 1`.execute(dbHandle.db);
+        },
+      };
+      const { worker } = running;
+      if (worker) {
+        checks.worker = () =>
+          worker.isRunning() ? Promise.resolve() : Promise.reject(new Error('the job worker has stopped'));
+      }
+      for (const network of config.networks) {
+        checks[`rpc:${network.name}`] = () => checkRpcReachable(chains, network.name, READY_RPC_TIMEOUT_MS);
+      }
+      return checks;
+    },
+  });
 }
 
 /** What is known only once started: the in-process worker, and the URL the API listens on. */
@@ -164,6 +264,8 @@ function assembleDeps({
   log,
   options,
   running,
+  probes,
+  metrics,
 }: {
   config: Config;
   dbHandle: DbHandle;
@@ -174,6 +276,8 @@ function assembleDeps({
   log: Logger;
   options: ServiceOptions;
   running: Running;
+  probes: Probes;
+  metrics: ServiceMetrics;
 }): Deps {
   const document = loadDocument();
   return {
@@ -203,6 +307,8 @@ function assembleDeps({
         await sql`select 1 from graphile_worker.migrations limit 1`.execute(dbHandle.db);
       },
     },
+    probes,
+    metricsExposition: () => metrics.exposition(),
     document,
     docsHtml: renderDocsPage(document),
     baseUrl: () => config.publicBaseUrl ?? running.url,
@@ -216,8 +322,9 @@ async function serveHttp(
   handlers: HandlerMap,
   caps: ConcurrencyCaps,
   log: Logger,
+  metrics: ServiceMetrics,
 ): Promise<{ server: Server; url: string }> {
-  const { express } = await createApp({ deps, handlers, caps, logger: log });
+  const { express } = await createApp({ deps, handlers, caps, logger: log, metrics });
   const server = createServer(
     {
       requestTimeout: config.requestTimeoutMs,

@@ -5,6 +5,7 @@ import { parseCronItems, type TaskList } from 'graphile-worker';
 import type { WorkerDeps } from './deps';
 import { CHAT_FOLLOW_UP, chatFollowUp } from './tasks/chatFollowUp';
 import { DAY_ROLLOVER, dayRollover } from './tasks/dayRollover';
+import { IDEMPOTENCY_PRUNE, idempotencyPrune } from './tasks/idempotencyPrune';
 import { PROXY_PAYMENT_SWEEP, proxyPaymentSweep } from './tasks/proxyPaymentSweep';
 import { PROXY_PAYMENT_WATCH, proxyPaymentWatch } from './tasks/proxyPaymentWatch';
 import { RELAY_REFUND, relayRefund } from './tasks/relayRefund';
@@ -20,6 +21,7 @@ export function createTaskList(deps: WorkerDeps): TaskList {
     [RELAY_REFUND]: relayRefund(deps),
     [RELAY_SWEEP]: relaySweep(deps),
     [CHAT_FOLLOW_UP]: chatFollowUp(deps),
+    [IDEMPOTENCY_PRUNE]: idempotencyPrune(deps),
   };
 }
 
@@ -32,4 +34,5 @@ export const cronItems = parseCronItems([
   { task: PROXY_PAYMENT_SWEEP, match: '* * * * *', identifier: PROXY_PAYMENT_SWEEP, options: { backfillPeriod: 0 } },
   { task: RELAY_SWEEP, match: '* * * * *', identifier: RELAY_SWEEP, options: { backfillPeriod: 0 } },
   { task: CHAT_FOLLOW_UP, match: '* * * * *', identifier: CHAT_FOLLOW_UP, options: { backfillPeriod: 0 } },
+  { task: IDEMPOTENCY_PRUNE, match: '17 * * * *', identifier: IDEMPOTENCY_PRUNE, options: { backfillPeriod: 0 } },
 ]);

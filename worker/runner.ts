@@ -1,8 +1,9 @@
 /**
  * Starts graphile-worker on its own pool (its job ids must stay strings, so it does not share our
- * pool and its bigint parsers) and reports whether it is still running.
+ * pool and its bigint parsers) and reports whether it is still running, and how each job ended.
  */
-import { Logger as WorkerLogger, run, type Runner } from 'graphile-worker';
+import { EventEmitter } from 'node:events';
+import { Logger as WorkerLogger, run, type Runner, type WorkerEvents } from 'graphile-worker';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { createTaskList, cronItems } from './index';
@@ -23,7 +24,32 @@ function workerLogger(log: Logger): WorkerLogger {
   });
 }
 
-export async function startWorker(connectionString: string, deps: WorkerDeps, concurrency = 5): Promise<WorkerHandle> {
+/** How a job attempt ended: success; error (it failed and will be tried again); failed (its last attempt failed). */
+export type JobOutcome = 'success' | 'error' | 'failed';
+
+export interface WorkerOptions {
+  concurrency?: number;
+  /** Told of every job attempt's end, by task name (the service's metrics). */
+  onJob?: (task: string, outcome: JobOutcome) => void;
+}
+
+/** graphile-worker's events, turned into one call per attempt: `failed` replaces `error` on the last attempt. */
+function jobEvents(onJob: (task: string, outcome: JobOutcome) => void): WorkerEvents {
+  const events = new EventEmitter() as WorkerEvents;
+  events.on('job:success', ({ job }) => onJob(job.task_identifier, 'success'));
+  events.on('job:error', ({ job }) => {
+    // job:failed follows job:error on the last attempt: that one is counted there.
+    if (job.attempts < job.max_attempts) onJob(job.task_identifier, 'error');
+  });
+  events.on('job:failed', ({ job }) => onJob(job.task_identifier, 'failed'));
+  return events;
+}
+
+export async function startWorker(
+  connectionString: string,
+  deps: WorkerDeps,
+  { concurrency = 5, onJob }: WorkerOptions = {},
+): Promise<WorkerHandle> {
   const log = deps.log.child({ component: 'worker' });
   const pool = new pg.Pool({ connectionString, max: concurrency + 2 });
   // A connection lost while idle (a database restart) is logged and replaced, never fatal.
@@ -37,6 +63,7 @@ export async function startWorker(connectionString: string, deps: WorkerDeps, co
     taskList: createTaskList(deps),
     parsedCronItems: cronItems,
     logger: workerLogger(log),
+    ...(onJob ? { events: jobEvents(onJob) } : {}),
   });
   let running = true;
   runner.promise.then(

@@ -7,6 +7,7 @@ import * as relayDelivery from './2026_11_21_0006_relay_delivery';
 import * as apiKeyNotify from './2026_11_21_0007_api_key_notify';
 import * as reserveFunction from './2026_11_21_0008_reserve_function';
 import * as spendUnits from './2026_11_21_0009_spend_units';
+import * as idempotencyRecords from './2026_11_22_0010_idempotency_records';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -18,6 +19,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_11_21_0007_api_key_notify': apiKeyNotify,
   '2026_11_21_0008_reserve_function': reserveFunction,
   '2026_11_21_0009_spend_units': spendUnits,
+  '2026_11_22_0010_idempotency_records': idempotencyRecords,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -124,3 +124,50 @@ export function pickWeighted(mix) {
   }
   return names[names.length - 1];
 }
+
+/**
+ * The service's own metrics (GET /metrics, the Prometheus text format) as {'name{labels}': value},
+ * or undefined when the service does not serve them.
+ */
+export function serverMetrics(baseUrl) {
+  const response = http.get(baseUrl + '/metrics', { tags: { request: 'metrics' } });
+  if (response.status !== 200) return undefined;
+  const series = {};
+  for (const line of String(response.body).split('\n')) {
+    if (line === '' || line.charAt(0) === '#') continue;
+    const space = line.lastIndexOf(' ');
+    series[line.slice(0, space)] = Number(line.slice(space + 1));
+  }
+  return series;
+}
+
+export const CAP_GROUPS = ['proxy', 'relay', 'webhooks'];
+
+/** The 429s the service counted per cap group (prs_cap_refusals_total), or undefined without /metrics. */
+export function serverRefusals(baseUrl) {
+  const series = serverMetrics(baseUrl);
+  if (!series) return undefined;
+  const counts = {};
+  for (const group of CAP_GROUPS) counts[group] = series['prs_cap_refusals_total{group="' + group + '"}'] || 0;
+  return counts;
+}
+
+/**
+ * At the end of a run (teardown): the 429s the service counted per group since `before` (setup's
+ * serverRefusals), added to the counter `serverRefused` tagged by group, so that the summary shows
+ * server_refused{group:...} next to the clients' own count, and printed.
+ */
+export function reportServerRefusals(baseUrl, before, serverRefused, groups) {
+  const after = serverRefusals(baseUrl);
+  if (!before || !after) {
+    console.warn('GET ' + baseUrl + '/metrics is not served: the server-side count of 429s is not known');
+    return;
+  }
+  for (const group of groups || CAP_GROUPS) {
+    const refused = after[group] - before[group];
+    serverRefused.add(refused, { group });
+    console.log(
+      'the service counted ' + refused + ' 429s on /' + group + ' during the run (server_refused{group:' + group + '})',
+    );
+  }
+}

@@ -127,3 +127,4 @@ export async function createChains(
 }
 
 export type { EvmChains, SvmChains };
+export type { RpcObserver } from './rpcTiming';

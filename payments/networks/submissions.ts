@@ -28,11 +28,22 @@ const LOCK_NAMESPACE = 'submission:';
 /** A Postgres advisory lock per key, shared by every process on the database. */
 export function advisoryKeyLock(db: Db): KeyLock {
   return {
-    withLock: (key, work) =>
-      db.transaction().execute(async (trx) => {
-        await sql`select pg_advisory_xact_lock(hashtextextended(${LOCK_NAMESPACE + key}, 0))`.execute(trx);
-        return work();
-      }),
+    withLock: async (key, work) => {
+      let finished: { value: Awaited<ReturnType<typeof work>> } | undefined;
+      try {
+        return await db.transaction().execute(async (trx) => {
+          await sql`select pg_advisory_xact_lock(hashtextextended(${LOCK_NAMESPACE + key}, 0))`.execute(trx);
+          finished = { value: await work() };
+          return finished.value;
+        });
+      } catch (error) {
+        // The work ran under the lock and only the commit failed (the connection was lost, as in a
+        // database restart, which released the lock with it): the transaction holds nothing else,
+        // and the work's outcome (a broadcast transaction) must reach its caller.
+        if (finished) return finished.value;
+        throw error;
+      }
+    },
   };
 }
 

@@ -173,6 +173,38 @@ async function payAndRetry(
   // Only a payment whose row says "signed" may leave: otherwise no job would ever look for it.
   if (!recorded) throw new Error(`proxy payment ${reference} was settled before it was sent`);
 
+  try {
+    return await sendAndSettle(deps, input, choice, reference, reservation.id, payment, signed, remainingMs);
+  } catch (error) {
+    // The payment may have left (a database write after the paid call failed): the watch job reads
+    // the chain and charges or releases; the client gets the record to poll rather than a 500.
+    log.error({ err: error, reference }, 'the paid call failed after signing; handed to the watch job');
+    const watch = () => watchProxyPayment(db, reference, { openRecord: true });
+    // Tried again once, a moment later: the connection that failed (a database restart) is replaced by then.
+    const { webhookId } = await watch().catch(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      return watch();
+    });
+    return {
+      kind: 'bad_gateway',
+      message: 'The call failed after the payment was signed; the payment is watched on-chain',
+      details: error instanceof Error ? error.message : String(error),
+      ...withWebhook(webhookId),
+    };
+  }
+}
+
+async function sendAndSettle(
+  deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances'>,
+  input: ProxyCall,
+  choice: PaymentChoice,
+  reference: `0x${string}`,
+  reservationId: bigint,
+  payment: TargetPayment,
+  signed: ReturnType<typeof signedFacts>,
+  remainingMs: () => number,
+): Promise<ProxyOutcome> {
+  const { db, log } = deps;
   const answer = await sendPaidCall(input.call, payment, remainingMs, deps);
   log.info(
     {
@@ -214,7 +246,7 @@ async function payAndRetry(
       ...withWebhook(webhookId),
     };
   }
-  const onChain = signedTargetPaymentOf(signedRecordOf(reservation.id, reference, choice, signed));
+  const onChain = signedTargetPaymentOf(signedRecordOf(reservationId, reference, choice, signed));
   return {
     kind: 'pass_through',
     response,

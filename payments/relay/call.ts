@@ -151,15 +151,27 @@ export async function relayCall(
   }
   const row = admitted.value;
 
-  const settlement = await settleClientPayment(deps.db, row.id, deps);
+  let settlement: Awaited<ReturnType<typeof settleClientPayment>>;
+  try {
+    settlement = await settleClientPayment(deps.db, row.id, deps);
+  } catch (error) {
+    // The payment may have moved (a database write after the broadcast failed): the job reads the chain.
+    deps.log.error(
+      { err: error, relayTransactionId: String(row.id) },
+      'settling the client payment failed; handed to the watch job',
+    );
+    settlement = { settled: false, pending: true, txHash: null };
+  }
   if (!settlement.settled) {
     if (!settlement.pending) return refused(settlement.reason, settlement.details, accepts, version);
     // It may still land: never a 402 now. If it does, the client (gone by then) is refunded.
-    const { webhookId } = await handOver(deps.db, row.id, {
-      kind: 'relay_payment',
-      message:
-        'Your payment was sent but not confirmed in time; the target was not called. Once it confirms it is refunded.',
-    });
+    const { webhookId } = await retriedOnce(() =>
+      handOver(deps.db, row.id, {
+        kind: 'relay_payment',
+        message:
+          'Your payment was sent but not confirmed in time; the target was not called. Once it confirms it is refunded.',
+      }),
+    );
     return {
       kind: 'bad_gateway',
       message:
@@ -183,10 +195,12 @@ export async function relayCall(
       { err: error, relayTransactionId: String(row.id) },
       'relay failed after the client paid; handed to the watch job',
     );
-    const { webhookId } = await handOver(deps.db, row.id, {
-      kind: 'relay_refund',
-      message: 'The relay failed after your payment; it is refunded unless the target was paid',
-    });
+    const { webhookId } = await retriedOnce(() =>
+      handOver(deps.db, row.id, {
+        kind: 'relay_refund',
+        message: 'The relay failed after your payment; it is refunded unless the target was paid',
+      }),
+    );
     return receipt({
       kind: 'bad_gateway',
       message: 'The relay failed after your payment settled; it is refunded unless the target was paid',
@@ -194,6 +208,47 @@ export async function relayCall(
     });
   }
 }
+
+/**
+ * Whether a payment would be accepted for this call now, without recording or settling it: the
+ * proof a retry under an Idempotency-Key gives when it carries another payment than the first
+ * call's (payments/relay/retries.ts). Undefined when it verifies; else the refusal relayCall
+ * would answer. Nothing is recorded, counted or settled.
+ */
+export async function checkRelayPayment(
+  deps: Pick<Deps, 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances' | 'relayLimits'>,
+  input: RelayCall,
+): Promise<RelayOutcome | undefined> {
+  const version = input.paymentVersion ?? 1;
+  if (input.paymentHeader === undefined) return { kind: 'bad_request', details: 'a payment is required' };
+  const decoded = decodeClientPayment({ version, value: input.paymentHeader });
+  if (!decoded.ok)
+    return {
+      kind: 'bad_request',
+      details: `${paymentHeaderName(version)} is not an x402 version ${version} payment: ${decoded.details}`,
+    };
+  const quote = await quoteRelay(deps, { call: input.call, timeoutMs: input.timeoutMs });
+  if (quote.kind !== 'priced') return unpriced(quote);
+  const accepts = await relayOffers(deps, quote, input);
+  if (accepts.length === 0) return noOffer(deps.chains, quote.choice.networkClass);
+  const verified = await verifyDecodedPayment(decoded.value, accepts, deps);
+  return verified.ok ? undefined : refused(verified.reason, verified.details, accepts, version);
+}
+
+/**
+ * The write that hands a call whose money moved to the jobs is tried again once, a moment later:
+ * the database connection that failed the step before it (a restart) has been replaced by then.
+ */
+async function retriedOnce<T>(write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch {
+    await new Promise((resolve) => setTimeout(resolve, HAND_OVER_RETRY_MS));
+    return write();
+  }
+}
+
+const HAND_OVER_RETRY_MS = 250;
 
 /** Every answer that names the client's settled payment carries its receipt as well. */
 function withClientSettlement(settlement: SettlementResponse) {

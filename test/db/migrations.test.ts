@@ -29,6 +29,7 @@ describe('migrations', () => {
         '2026_11_21_0007_api_key_notify',
         '2026_11_21_0008_reserve_function',
         '2026_11_21_0009_spend_units',
+        '2026_11_22_0010_idempotency_records',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -41,6 +42,7 @@ describe('migrations', () => {
         'credit_ledger',
         'credit_reservations',
         'daily_spend',
+        'idempotency_records',
         'organisations',
         'proxy_payments',
         'refunds',
@@ -109,7 +111,10 @@ describe('migrations', () => {
           ('proxy_account', '7', 'mainnet', '2026-11-20', 2500),
           ('proxy_system', 'system', 'testnet', '2026-11-20', 0),
           ('api_key', '3', 'all', '2026-11-20', 250)`.execute(handle.db);
-      expect(await migrateToLatest(handle.db)).toEqual(['2026_11_21_0009_spend_units']);
+      expect(await migrateToLatest(handle.db)).toEqual([
+        '2026_11_21_0009_spend_units',
+        '2026_11_22_0010_idempotency_records',
+      ]);
       const rows = await handle.db
         .selectFrom('daily_spend')
         .select(['scope', 'scope_id', 'spent_micro_usdc', 'spent_credits'])

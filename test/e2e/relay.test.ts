@@ -308,13 +308,30 @@ describe('a repeated X-PAYMENT', () => {
   const body = () => ({ api_url: target('base-sepolia').routes.paid.url, method: 'GET' });
   const offer = async () => (await unpaid(body())).body.accepts[0] as PeerRequirements;
 
-  it('is refused with 400 after it was used, and nothing moves', async () => {
+  it('for the same request after it was used: the first answer again, and nothing moves', async () => {
     const { header } = await peers.signEvmPayment(await offer());
     const first = await t.client.post('/relay', body(), { headers: { 'X-Payment': header } });
     expect(first.status).toBe(200);
     const payTo = target('base-sepolia').routes.paid.payTo;
     const before = await balances('base-sepolia', 'base-sepolia', payTo);
     const again = await t.client.post('/relay', body(), { headers: { 'x-payment': header } });
+    expect(again.status).toBe(200);
+    expect(again.text).toBe(first.text);
+    expect(again.headers.get('x-client-payment')).toBe(first.headers.get('x-client-payment'));
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(await balances('base-sepolia', 'base-sepolia', payTo)).toEqual(before);
+  });
+
+  it('for another request: refused with 400 as already used, and nothing moves', async () => {
+    const { header } = await peers.signEvmPayment(await offer());
+    expect((await t.client.post('/relay', body(), { headers: { 'X-Payment': header } })).status).toBe(200);
+    const payTo = target('base-sepolia').routes.paid.payTo;
+    const before = await balances('base-sepolia', 'base-sepolia', payTo);
+    const again = await t.client.post(
+      '/relay',
+      { ...body(), headers: { 'x-another': 'request' } },
+      { headers: { 'x-payment': header } },
+    );
     expect(again.status).toBe(400);
     expect(again.body).toEqual({
       code: 'validation_failed',
@@ -324,14 +341,19 @@ describe('a repeated X-PAYMENT', () => {
     expect(await balances('base-sepolia', 'base-sepolia', payTo)).toEqual(before);
   });
 
-  it('sent twice at once: exactly one settles, the other is a 400', async () => {
+  it('sent twice at once: exactly one settles, the other is told it runs (409) or gets its answer', async () => {
     const { header, payment } = await peers.signEvmPayment(await offer());
     const payTo = target('base-sepolia').routes.paid.payTo;
     const before = await balances('base-sepolia', 'base-sepolia', payTo);
     const [a, b] = await Promise.all(
       [0, 1].map(() => t.client.post('/relay', body(), { headers: { 'X-PAYMENT': header } })),
     );
-    expect([a!.status, b!.status].sort()).toEqual([200, 400]);
+    const statuses = [a!.status, b!.status].sort();
+    expect([
+      [200, 409],
+      [200, 200],
+    ]).toContainEqual(statuses);
+    if (statuses[1] === 200) expect(a!.text).toBe(b!.text);
     const after = await balances('base-sepolia', 'base-sepolia', payTo);
     expect(after.client).toBe(before.client - TOTAL);
     expect(after.target).toBe(before.target + PRICE);

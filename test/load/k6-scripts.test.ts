@@ -140,15 +140,20 @@ describe('the k6 scripts under a k6 stand-in', () => {
     expect(run.checks['status is 200']).toEqual({ passes: 5, fails: 0 });
     expect(thresholdsWith(run, 'fail')).toEqual([]);
     expect(thresholdsWith(run, 'no data')).toEqual([]);
+    // At the end the script read the service's own count of 429s: none under the caps.
+    for (const group of ['proxy', 'relay', 'webhooks'])
+      expect(count(run, `server_refused{"group":"${group}"}`)).toBe(0);
   });
 
   it('soak.js: the mix answers as expected and meets its thresholds', async () => {
     const run = await play('load/soak.js', ['soak:12'], LATENCY_BOUNDS);
     expect(failedChecks(run)).toEqual([]);
     const requests = Object.entries(run.metrics)
-      .filter(([key]) => key.startsWith('http_reqs'))
+      .filter(([key]) => key.startsWith('http_reqs') && key.includes('"scenario":"soak"'))
       .reduce((sum, [, metric]) => sum + metric.count, 0);
     expect(requests).toBe(12);
+    // Besides the mix: GET /metrics at setup and at teardown, for the service's count of 429s.
+    expect(run.metrics['http_reqs{"request":"metrics"}']?.count).toBe(2);
     expect(thresholdsWith(run, 'fail')).toEqual([]);
   });
 
@@ -175,6 +180,10 @@ describe('the k6 scripts under a k6 stand-in', () => {
     expect(count(run, 'refused{"scenario":"proxy","group":"proxy"}')).toBe(3);
     expect(count(run, 'refused{"scenario":"relay","group":"relay"}')).toBe(3);
     expect(count(run, 'refused{"scenario":"webhooks","group":"webhooks"}')).toBe(3);
+    // The service's own count of the 429s (GET /metrics at setup and teardown) is the clients'.
+    expect(count(run, 'server_refused{"group":"proxy"}')).toBe(3);
+    expect(count(run, 'server_refused{"group":"relay"}')).toBe(3);
+    expect(count(run, 'server_refused{"group":"webhooks"}')).toBe(3);
     expect(run.checks['429 carries Retry-After (whole seconds)']).toEqual({ passes: 9, fails: 0 });
     expect(thresholdsWith(run, 'fail')).toEqual([]);
     expect(run.thresholds['checks{kind:cap_429}']).toEqual([{ expression: 'rate==1', value: 1, result: 'pass' }]);

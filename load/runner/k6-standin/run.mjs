@@ -1,14 +1,17 @@
 // node --import ./register.mjs run.mjs <k6 script> [scenario:iterations ...]
 // Loads the script (its init code, with k6's open and __ENV), runs setup(), then the given number
-// of iterations of each named scenario (its exec function, its env), one after the other, and
-// prints {options, checks, metrics, thresholds} as JSON. Thresholds on metrics with no samples are
-// reported as "no data".
+// of iterations of each named scenario (its exec function, its env), one after the other, then
+// teardown(data), and prints {options, checks, metrics, thresholds} as JSON. Thresholds on metrics
+// with no samples are reported as "no data". The script's console output goes to stderr, as k6's.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { format } from 'node:util';
 import { current, samples } from './state.mjs';
 
 const [scriptArg, ...plays] = process.argv.slice(2);
 const script = path.resolve(scriptArg);
+for (const level of ['log', 'info', 'warn', 'error', 'debug'])
+  console[level] = (...args) => process.stderr.write(`${format(...args)}\n`);
 globalThis.__ENV = { ...process.env };
 globalThis.__VU = 1;
 globalThis.__ITER = 0;
@@ -30,6 +33,10 @@ for (const play of plays) {
     exec(data);
   }
   current.tags = {};
+}
+if (module.teardown) {
+  globalThis.__ENV = { ...process.env };
+  module.teardown(data);
 }
 
 function selected(selector) {

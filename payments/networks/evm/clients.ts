@@ -12,6 +12,7 @@ import {
   getAddress,
   http,
   type Account,
+  type HttpTransport,
   type Address,
   type Chain,
   type Hex,
@@ -23,6 +24,7 @@ import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { ConfigError, type Config } from '../../config';
 import { fail, ok, type Result } from '../../result';
 import { NETWORK_TABLE, type NetworkName } from '../../networkTable';
+import { observed, type RpcObserver } from '../rpcTiming';
 
 export const DEFAULT_RPC_TIMEOUT_MS = 10_000;
 
@@ -58,16 +60,32 @@ export function parsePrivateKey(key: string): PrivateKeyAccount {
   }
 }
 
+/** The http transport with each request's time reported to `observe` (the transport itself unchanged). */
+export function observedTransport(
+  transport: HttpTransport,
+  network: NetworkName,
+  observe: RpcObserver | undefined,
+): HttpTransport {
+  if (!observe) return transport;
+  return (parameters: Parameters<HttpTransport>[0]) => {
+    const built = transport(parameters);
+    const request: typeof built.request = (args, options) =>
+      observed(observe, network, args.method, () => built.request(args, options));
+    return { ...built, request };
+  };
+}
+
 export function evmNetworkClients(
   config: Pick<Config, 'networks'>,
   account: PrivateKeyAccount | undefined,
   timeout: number,
+  observe?: RpcObserver,
 ): Map<NetworkName, EvmNetworkClients> {
   const networks = new Map<NetworkName, EvmNetworkClients>();
   for (const settings of config.networks) {
     if (NETWORK_TABLE[settings.name].chainType !== 'evm') continue;
     const chain = evmChain(settings.name, settings.rpcUrl);
-    const transport = http(settings.rpcUrl, { retryCount: 0, timeout });
+    const transport = observedTransport(http(settings.rpcUrl, { retryCount: 0, timeout }), settings.name, observe);
     networks.set(settings.name, {
       network: settings.name,
       chainId: chain.id,

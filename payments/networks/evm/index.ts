@@ -14,6 +14,7 @@ import type { Config } from '../../config';
 import type { PaymentRequirements } from '../../x402/types';
 import type { Result } from '../../result';
 import type { NetworkName } from '../../networkTable';
+import type { RpcObserver } from '../rpcTiming';
 import {
   randomNonce,
   signTransferAuthorization,
@@ -57,6 +58,8 @@ export interface EvmChains extends EvmReads {
 
 export interface EvmOptions {
   rpcTimeoutMs?: number;
+  /** Told of every JSON-RPC request (the service's metrics). */
+  onRpc?: RpcObserver;
   /** Source of authorization nonces; tests may fix it. */
   randomNonce?: () => Hex;
 }
@@ -68,7 +71,7 @@ export function createEvmChains(
   const timeout = options.rpcTimeoutMs ?? DEFAULT_RPC_TIMEOUT_MS;
   const nextNonce = options.randomNonce ?? randomNonce;
   const account = config.evmPrivateKey === undefined ? undefined : parsePrivateKey(config.evmPrivateKey);
-  const networks = evmNetworkClients(config, account, timeout);
+  const networks = evmNetworkClients(config, account, timeout, options.onRpc);
   const clientsOf = clientsLookup(networks);
   return {
     account,

@@ -15,6 +15,7 @@ import type { Config } from '../../config';
 import type { PaymentRequirements } from '../../x402/types';
 import type { Result } from '../../result';
 import type { NetworkName } from '../../networkTable';
+import type { RpcObserver } from '../rpcTiming';
 import { buildExactPayment, type BuildFailureReason, type BuiltSolanaPayment } from './payments';
 import { createSvmReads, type SvmReads } from './reads';
 import { createSvmRpc, DEFAULT_RPC_TIMEOUT_MS, type SvmNetworkClients } from './rpc';
@@ -41,6 +42,8 @@ export interface SvmChains extends SvmReads {
 
 export interface SvmOptions {
   rpcTimeoutMs?: number;
+  /** Told of every JSON-RPC request (the service's metrics). */
+  onRpc?: RpcObserver;
 }
 
 export async function createSvmChains(
@@ -48,7 +51,7 @@ export async function createSvmChains(
   options: SvmOptions = {},
 ): Promise<SvmChains> {
   const signer = config.solanaPrivateKey === undefined ? undefined : await solanaSignerFromKey(config.solanaPrivateKey);
-  const rpc = createSvmRpc(config, options.rpcTimeoutMs ?? DEFAULT_RPC_TIMEOUT_MS);
+  const rpc = createSvmRpc(config, options.rpcTimeoutMs ?? DEFAULT_RPC_TIMEOUT_MS, options.onRpc);
   return {
     signer,
     networks: rpc.networks,

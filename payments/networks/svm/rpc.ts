@@ -2,11 +2,18 @@
  * Per-network Solana RPC clients. JSON-RPC over HTTP only, no websocket subscriptions: confirmation
  * is learned by polling getSignatureStatuses. Every request carries an abort signal with a timeout.
  */
-import { createSolanaRpc, type Address } from '@solana/kit';
+import {
+  createDefaultRpcTransport,
+  createSolanaRpc,
+  createSolanaRpcFromTransport,
+  type Address,
+  type RpcTransport,
+} from '@solana/kit';
 import { getTokenDecoder, getTokenSize, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
 import type { Config } from '../../config';
 import { fail, ok, type Result } from '../../result';
 import { NETWORK_TABLE, type NetworkName } from '../../networkTable';
+import { methodOf, observed, type RpcObserver } from '../rpcTiming';
 
 export const DEFAULT_RPC_TIMEOUT_MS = 10_000;
 
@@ -28,14 +35,22 @@ export interface SvmRpc {
   clientsOf(network: NetworkName): Result<SvmNetworkClients, 'network_not_enabled'>;
 }
 
-export function createSvmRpc(config: Pick<Config, 'networks'>, timeoutMs: number): SvmRpc {
+/** kit's RPC of one URL, with each request's time reported to `observe` when given. */
+function solanaRpc(url: string, network: NetworkName, observe: RpcObserver | undefined): SolanaRpc {
+  if (!observe) return createSolanaRpc(url);
+  const transport = createDefaultRpcTransport({ url });
+  const timed: RpcTransport = (config) => observed(observe, network, methodOf(config.payload), () => transport(config));
+  return createSolanaRpcFromTransport(timed);
+}
+
+export function createSvmRpc(config: Pick<Config, 'networks'>, timeoutMs: number, observe?: RpcObserver): SvmRpc {
   const networks = new Map<NetworkName, SvmNetworkClients>();
   for (const settings of config.networks) {
     if (NETWORK_TABLE[settings.name].chainType !== 'solana') continue;
     networks.set(settings.name, {
       network: settings.name,
       usdc: settings.usdc as Address,
-      rpc: createSolanaRpc(settings.rpcUrl),
+      rpc: solanaRpc(settings.rpcUrl, settings.name, observe),
     });
   }
   return {

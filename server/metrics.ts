@@ -1,0 +1,124 @@
+/**
+ * Prometheus metrics of one service instance (GET /metrics, and WORKER_PORT's /metrics for
+ * `npm run worker`). Each instance owns its registry: prom-client's global default registry is
+ * never used, so several services in one process (the tests) never share or clash on a metric.
+ *
+ * Every label takes its values from a small closed set: operationIds of the document, HTTP
+ * statuses, cap groups, modes and results, task names of the worker, network names of the table,
+ * JSON-RPC method names our code calls. No URL, address, key or id is ever a label.
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { RpcObserver } from '../payments/networks/index';
+import type { CapGroup, ConcurrencyCaps } from './caps';
+
+export const CAP_GROUPS: readonly CapGroup[] = ['proxy', 'relay', 'webhooks'];
+
+export type PaidCallMode = 'proxy' | 'relay' | 'chat';
+export type PaidCallResult = 'paid' | 'refunded' | 'failed' | 'pending';
+/** success: the job ended well; error: an attempt failed (it is retried); failed: it failed for good (its last attempt). */
+export type JobOutcome = 'success' | 'error' | 'failed';
+
+/** Request durations: from a few milliseconds (reads) to the two minutes a paid call may take. */
+const REQUEST_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+const RPC_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** A JSON-RPC method name as our code sends it; anything else is counted as `other`. */
+const RPC_METHOD = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+
+export class ServiceMetrics {
+  readonly registry = new Registry();
+  private readonly requestDuration: Histogram<'operation' | 'method' | 'status'>;
+  private readonly capRefusals: Counter<'group'>;
+  private readonly paidCalls: Counter<'mode' | 'result'>;
+  private readonly jobs: Counter<'task' | 'outcome'>;
+  private readonly rpcDuration: Histogram<'network' | 'method' | 'outcome'>;
+
+  constructor(caps: ConcurrencyCaps | undefined) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    this.requestDuration = new Histogram({
+      name: 'prs_http_request_duration_seconds',
+      help: 'HTTP requests by operation (operationId of the document, or "none" when no operation matched), method and status, from the first byte read to the response closed.',
+      labelNames: ['operation', 'method', 'status'],
+      buckets: REQUEST_BUCKETS,
+      registers,
+    });
+    if (caps) {
+      new Gauge({
+        name: 'prs_requests_in_flight',
+        help: 'Requests holding a slot of a concurrency cap group (CAP_RELAY, CAP_PROXY, CAP_WEBHOOKS).',
+        labelNames: ['group'],
+        registers,
+        collect() {
+          for (const group of CAP_GROUPS) this.set({ group }, caps.metric(group).active);
+        },
+      });
+      new Gauge({
+        name: 'prs_requests_in_flight_limit',
+        help: 'The concurrency cap of each group on this instance.',
+        labelNames: ['group'],
+        registers,
+        collect() {
+          for (const group of CAP_GROUPS) this.set({ group }, caps.metric(group).limit);
+        },
+      });
+    }
+    this.capRefusals = new Counter({
+      name: 'prs_cap_refusals_total',
+      help: 'Requests refused with 429 because their cap group was full.',
+      labelNames: ['group'],
+      registers,
+    });
+    this.paidCalls = new Counter({
+      name: 'prs_paid_calls_total',
+      help: 'Paid calls by mode (proxy, relay, chat) and result as the request ended: paid, refunded (credits released or the client refunded), failed (a payment was involved and nothing was paid), pending (watched by a job).',
+      labelNames: ['mode', 'result'],
+      registers,
+    });
+    this.jobs = new Counter({
+      name: 'prs_jobs_total',
+      help: 'Jobs run by this process by task and outcome: success, error (an attempt failed and is retried), failed (the last attempt failed).',
+      labelNames: ['task', 'outcome'],
+      registers,
+    });
+    this.rpcDuration = new Histogram({
+      name: 'prs_rpc_request_duration_seconds',
+      help: 'JSON-RPC requests to the chains by network, method and outcome (ok or error).',
+      labelNames: ['network', 'method', 'outcome'],
+      buckets: RPC_BUCKETS,
+      registers,
+    });
+    // Every known series from the start, at zero: a rate over a counter that appears late misses its first increase.
+    for (const group of CAP_GROUPS) this.capRefusals.inc({ group }, 0);
+    for (const mode of ['proxy', 'relay', 'chat'] as const)
+      for (const result of ['paid', 'refunded', 'failed', 'pending'] as const) this.paidCalls.inc({ mode, result }, 0);
+  }
+
+  observeRequest(operation: string | undefined, method: string, status: number, seconds: number): void {
+    this.requestDuration.observe({ operation: operation ?? 'none', method, status: String(status) }, seconds);
+  }
+
+  capRefused(group: CapGroup): void {
+    this.capRefusals.inc({ group });
+  }
+
+  paidCall(mode: PaidCallMode, result: PaidCallResult): void {
+    this.paidCalls.inc({ mode, result });
+  }
+
+  job(task: string, outcome: JobOutcome): void {
+    this.jobs.inc({ task, outcome });
+  }
+
+  /** What the chains report each JSON-RPC request through (payments/networks). */
+  readonly rpc: RpcObserver = (network, method, seconds, ok) => {
+    this.rpcDuration.observe(
+      { network, method: RPC_METHOD.test(method) ? method : 'other', outcome: ok ? 'ok' : 'error' },
+      seconds,
+    );
+  };
+
+  /** The text exposition format. */
+  async exposition(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}

@@ -1,0 +1,218 @@
+// GET /health/live and GET /health/ready, as the document declares them. Live: the process answers
+// and its event loop is not stalled. Ready: the database, the worker (where the instance runs one)
+// and every enabled network's JSON-RPC endpoint, each within a short bound; 503 naming the failed
+// check otherwise. The chains are JSON-RPC stand-ins served here, and the database is reached
+// through a TCP forwarder this test can cut: nothing leaves 127.0.0.1.
+import { createServer as createNetServer, connect, type Server as NetServer, type Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../payments/config';
+import { startService, type Service } from '../../server/service';
+import { contractClient, type ContractClient } from '../support/contract';
+import { createTestDatabase, type TestDatabase } from '../support/database';
+import { startRpcStandIn, type RpcStandIn } from '../support/rpc-stand-in';
+import { startTestService, type TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
+
+/** A TCP forwarder to Postgres that can be cut (connections dropped, new ones refused) and restored on the same port. */
+class DatabaseForwarder {
+  private server: NetServer | undefined;
+  private readonly sockets = new Set<Socket>();
+  port = 0;
+
+  constructor(
+    private readonly targetHost: string,
+    private readonly targetPort: number,
+  ) {}
+
+  async open(): Promise<void> {
+    const server = createNetServer((client) => {
+      const upstream = connect(this.targetPort, this.targetHost);
+      for (const socket of [client, upstream]) {
+        this.sockets.add(socket);
+        socket.on('close', () => this.sockets.delete(socket));
+        socket.on('error', () => {
+          client.destroy();
+          upstream.destroy();
+        });
+      }
+      client.pipe(upstream).pipe(client);
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.port, '127.0.0.1', resolve);
+    });
+    this.port = (server.address() as AddressInfo).port;
+    this.server = server;
+  }
+
+  async cut(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    for (const socket of this.sockets) socket.destroy();
+    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}
+
+let rpc: RpcStandIn;
+beforeAll(async () => {
+  rpc = await startRpcStandIn();
+});
+afterAll(async () => {
+  await ifStarted(rpc)?.stop();
+});
+
+function localChains(url: string): Record<string, string> {
+  return { NETWORKS: 'base-sepolia,solana-devnet', RPC_URL_BASE_SEPOLIA: url, RPC_URL_SOLANA_DEVNET: url };
+}
+
+describe('GET /health/live', () => {
+  let t: TestService;
+  beforeAll(async () => {
+    t = await startTestService(localChains(rpc.url), { liveMaxEventLoopDelayMs: 300 });
+  });
+  afterAll(async () => {
+    await ifStarted(t)?.stop();
+  });
+
+  it('answers 200 while the event loop runs freely', async () => {
+    const response = await t.client.get('/health/live');
+    expect(response.status).toBe(200);
+    expect(response.body).toEqual({ status: 'ok', eventLoopDelayMs: expect.any(Number), maxEventLoopDelayMs: 300 });
+  });
+
+  it('answers 503 stalled right after the event loop was blocked past the bound, and 200 once it runs again', async () => {
+    const blockedUntil = Date.now() + 800;
+    while (Date.now() < blockedUntil) {
+      // The service runs in this process: its event loop is blocked as well.
+    }
+    const stalled = await t.client.get('/health/live');
+    expect(stalled.status).toBe(503);
+    expect(stalled.body.status).toBe('stalled');
+    expect(stalled.body.eventLoopDelayMs).toBeGreaterThan(300);
+    // The delay is measured over windows of a second: two later, the stall is behind it.
+    await new Promise((resolve) => setTimeout(resolve, 2_200));
+    expect((await t.client.get('/health/live')).status).toBe(200);
+  });
+});
+
+describe('GET /health/ready', () => {
+  it('is ready while the database, the worker and every enabled chain answer; /health is unchanged', async () => {
+    const t = await startTestService(localChains(rpc.url));
+    try {
+      rpc.methods.length = 0;
+      const response = await t.client.get('/health/ready');
+      expect(response.status).toBe(200);
+      expect(response.body).toEqual({
+        status: 'ready',
+        checks: { database: 'ok', worker: 'ok', 'rpc:base-sepolia': 'ok', 'rpc:solana-devnet': 'ok' },
+        failed: [],
+      });
+      expect(rpc.methods.sort()).toEqual(['eth_blockNumber', 'getSlot']);
+      const health = await t.client.get('/health');
+      expect(health.body).toEqual({ status: 'ok', checks: { database: 'ok', worker: 'ok' } });
+      // The RPC requests of the probe are timed by network in the metrics.
+      const metrics = (await t.client.get('/metrics')).text;
+      expect(metrics).toMatch(
+        /^prs_rpc_request_duration_seconds_count\{network="base-sepolia",method="eth_blockNumber",outcome="ok"\} [1-9]/m,
+      );
+      expect(metrics).toMatch(
+        /^prs_rpc_request_duration_seconds_count\{network="solana-devnet",method="getSlot",outcome="ok"\} [1-9]/m,
+      );
+    } finally {
+      await t.stop();
+    }
+  });
+
+  it('answers 503 naming the RPC that cannot be reached, or does not answer in time, never its URL', async () => {
+    const closed = await startRpcStandIn();
+    await closed.stop();
+    const t = await startTestService({
+      NETWORKS: 'base-sepolia,solana-devnet',
+      RPC_URL_BASE_SEPOLIA: `${closed.url}/secret-key-in-path`,
+      RPC_URL_SOLANA_DEVNET: rpc.url,
+      RUN_WORKER: 'false',
+    });
+    try {
+      const refused = await t.client.get('/health/ready');
+      expect(refused.status).toBe(503);
+      expect(refused.body.status).toBe('unavailable');
+      expect(refused.body.failed).toEqual(['rpc:base-sepolia']);
+      expect(refused.body.checks).toEqual({
+        database: 'ok',
+        'rpc:base-sepolia': expect.any(String),
+        'rpc:solana-devnet': 'ok',
+      });
+      expect(refused.text).not.toContain('secret-key-in-path');
+      expect(refused.text).not.toContain(closed.url);
+
+      rpc.mode = 'hang';
+      const startedAt = Date.now();
+      const hanging = await t.client.get('/health/ready');
+      expect(Date.now() - startedAt).toBeLessThan(4_000);
+      expect(hanging.status).toBe(503);
+      expect(hanging.body.failed.sort()).toEqual(['rpc:base-sepolia', 'rpc:solana-devnet']);
+      expect(hanging.body.checks['rpc:solana-devnet']).toMatch(/^no answer within [0-9]+ ms$/);
+    } finally {
+      rpc.mode = 'answer';
+      await t.stop();
+    }
+  });
+
+  describe('with the database cut', () => {
+    let database: TestDatabase;
+    let forwarder: DatabaseForwarder;
+    let service: Service;
+    let client: ContractClient;
+
+    beforeAll(async () => {
+      database = await createTestDatabase();
+      const url = new URL(database.url);
+      forwarder = new DatabaseForwarder(url.hostname, Number(url.port || 5432));
+      await forwarder.open();
+      url.hostname = '127.0.0.1';
+      url.port = String(forwarder.port);
+      const config = loadConfig({
+        PORT: '0',
+        HOST: '127.0.0.1',
+        LOG_LEVEL: 'silent',
+        SHUTDOWN_GRACE_MS: '2000',
+        RUN_WORKER: 'false',
+        ...localChains(rpc.url),
+        DATABASE_URL: url.toString(),
+      });
+      service = await startService(config, { logger: pino({ level: 'silent' }) });
+      client = contractClient(service.url);
+    });
+    afterAll(async () => {
+      await ifStarted(service)?.stop();
+      await forwarder.cut();
+      await ifStarted(database)?.drop();
+    });
+
+    it('answers 503 naming the database while it is unreachable, and ready again once it is back', async () => {
+      expect((await client.get('/health/ready')).status).toBe(200);
+      await forwarder.cut();
+      const cut = await client.get('/health/ready');
+      expect(cut.status).toBe(503);
+      expect(cut.body.failed).toEqual(['database']);
+      expect(cut.body.checks['rpc:base-sepolia']).toBe('ok');
+      // Liveness does not depend on the database.
+      expect((await client.get('/health/live')).status).toBe(200);
+
+      await forwarder.open();
+      const deadline = Date.now() + 10_000;
+      let back = await client.get('/health/ready');
+      while (back.status !== 200 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        back = await client.get('/health/ready');
+      }
+      expect(back.body).toEqual({
+        status: 'ready',
+        checks: { database: 'ok', 'rpc:base-sepolia': 'ok', 'rpc:solana-devnet': 'ok' },
+        failed: [],
+      });
+    });
+  });
+});
