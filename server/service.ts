@@ -31,7 +31,7 @@ import { ConcurrencyCaps } from './caps';
 import { renderDocsPage } from './docsPage';
 import { createLogger } from './logger';
 import { ServiceMetrics } from './metrics';
-import { loadDocument } from './openapi';
+import { loadDocument, warmValidators } from './openapi';
 import { createProbes, serveProbes, type Probes } from './probes';
 
 export interface ServiceOptions {
@@ -324,7 +324,7 @@ async function serveHttp(
   log: Logger,
   metrics: ServiceMetrics,
 ): Promise<{ server: Server; url: string }> {
-  const { express } = await createApp({ deps, handlers, caps, logger: log, metrics });
+  const { express, api } = await createApp({ deps, handlers, caps, logger: log, metrics });
   const server = createServer(
     {
       requestTimeout: config.requestTimeoutMs,
@@ -343,6 +343,9 @@ async function serveHttp(
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${host}:${address.port}`;
   log.info({ url }, 'listening');
+  void warmValidators(api).catch((error: unknown) => {
+    log.warn({ err: error }, 'compiling the request validators ahead failed; each compiles on first use');
+  });
   return { server, url };
 }
 
