@@ -175,7 +175,7 @@ async function startBench({ options, runId, dataDir, throwaway }: Run, services:
       pinned: pinningAvailable(),
       node: process.version,
     },
-    async startService(name, overrides = {}, nodeFlags) {
+    async startService(name, overrides = {}, nodeFlags, built = false) {
       progress(`starting the service (${name})`);
       const service = await startServiceChild({
         name,
@@ -183,6 +183,7 @@ async function startBench({ options, runId, dataDir, throwaway }: Run, services:
         dataDir,
         env: serviceEnv(overrides),
         nodeFlags: [...options.nodeFlags, ...(nodeFlags ?? [])],
+        built,
       });
       services.push(service);
       return service;

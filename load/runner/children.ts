@@ -57,6 +57,8 @@ export interface SpawnOptions {
   readyTimeoutMs?: number;
   /** Extra node flags (e.g. --cpu-prof). */
   nodeFlags?: string[];
+  /** Run the script with plain node (built JavaScript), without the tsx loader. */
+  plain?: boolean;
   /** Print the child's stderr as it comes (prefixed with its name). */
   echoStderr?: boolean;
   /** Append the child's stdout to this file instead of reading it (logs under load). */
@@ -65,12 +67,11 @@ export interface SpawnOptions {
 
 const children = new Set<Child>();
 
-/** Starts `node --import tsx <script>` (pinned when possible). */
+/** Starts `node --import tsx <script>` (plain `node <script>` for built JavaScript), pinned when possible. */
 export async function spawnChild(options: SpawnOptions): Promise<Child> {
   const nodeArgs = [
     ...(options.nodeFlags ?? []),
-    '--import',
-    'tsx',
+    ...(options.plain ? [] : ['--import', 'tsx']),
     path.resolve(ROOT, options.script),
     ...(options.args ?? []),
   ];

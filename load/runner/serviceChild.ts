@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { freePort, spawnChild, type Child } from './children';
+import { cpuMs, freePort, spawnChild, type Child } from './children';
 
 export interface ServiceChild {
   child: Child;
@@ -13,6 +13,8 @@ export interface ServiceChild {
   pid: number;
   /** The database the service uses (DATABASE_URL, or the embedded one it started in DATA_DIR). */
   databaseUrl: string;
+  /** CPU time the process used from its start until it answered GET /health. */
+  startCpuMs: number;
   stop(): Promise<void>;
 }
 
@@ -23,6 +25,8 @@ export interface ServiceChildOptions {
   env: Record<string, string>;
   nodeFlags?: string[];
   readyTimeoutMs?: number;
+  /** `npm run serve`'s way (node dist/main.js, after `npm run build`) instead of `npm start`'s. */
+  built?: boolean;
 }
 
 export async function startServiceChild(options: ServiceChildOptions): Promise<ServiceChild> {
@@ -31,7 +35,8 @@ export async function startServiceChild(options: ServiceChildOptions): Promise<S
   const child = await spawnChild({
     name: options.name,
     core: options.core,
-    script: 'server/main.ts',
+    script: options.built ? 'dist/main.js' : 'server/main.ts',
+    plain: options.built === true,
     nodeFlags: options.nodeFlags,
     env: { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: options.dataDir, ...options.env },
     echoStderr: true,
@@ -69,11 +74,13 @@ export async function startServiceChild(options: ServiceChildOptions): Promise<S
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
+  // CPU from start to the first answer of GET /health (the polling adds a few milliseconds).
+  const startCpuMs = cpuMs(child.pid) ?? NaN;
   let databaseUrl = options.env.DATABASE_URL;
   if (!databaseUrl) {
     databaseUrl = (
       JSON.parse(readFileSync(path.join(options.dataDir, 'postgres-connection.json'), 'utf8')) as { url: string }
     ).url;
   }
-  return { child, url, pid: child.pid, databaseUrl, stop: () => child.stop(30_000) };
+  return { child, url, pid: child.pid, databaseUrl, startCpuMs, stop: () => child.stop(30_000) };
 }

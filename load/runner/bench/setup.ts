@@ -56,7 +56,12 @@ export interface Bench {
   bindings: Bindings;
   goals: Goal[];
   results: Record<string, unknown>;
-  startService(name: string, overrides?: Record<string, string>, nodeFlags?: string[]): Promise<ServiceChild>;
+  startService(
+    name: string,
+    overrides?: Record<string, string>,
+    nodeFlags?: string[],
+    built?: boolean,
+  ): Promise<ServiceChild>;
   stopService(service: ServiceChild): Promise<void>;
   /** autocannon from the load generator: options.connections for options.durationS unless given. */
   autocannon(
