@@ -75,3 +75,23 @@ export async function migrateToLatest(db: Db): Promise<string[]> {
   await applyDatabaseFunctions(db);
   return (results ?? []).filter((result) => result.status === 'Success').map((result) => result.migrationName);
 }
+
+/** SQLSTATE classes and codes of a connection that went away (server restart, admin kill, network). */
+const CONNECTION_LOST_CODES = new Set(['57P01', '57P02', '57P03', 'ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT']);
+
+/**
+ * Whether an error says the connection to Postgres was lost rather than that a statement failed:
+ * the next attempt on a new connection may well succeed. Used to tell a database restart, which
+ * the jobs ride out, from a bug.
+ */
+export function isConnectionLoss(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  if (typeof code === 'string' && (CONNECTION_LOST_CODES.has(code) || code.startsWith('08'))) return true;
+  return (
+    typeof message === 'string' &&
+    /Connection terminated|connection terminated|Client has encountered a connection error|Client was closed/.test(
+      message,
+    )
+  );
+}

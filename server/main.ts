@@ -3,6 +3,7 @@
  * instances and workers can share one Postgres). SIGTERM or SIGINT stops gracefully.
  */
 import { checkProductionConfig, ConfigError, loadConfig, type Config } from '../payments/config';
+import { isConnectionLoss } from '../db/index';
 import { createLogger } from './logger';
 import { SandboxUnavailableError, sandboxWanted, startSandbox, type Sandbox } from './sandbox';
 import { startService, type Service } from './service';
@@ -30,6 +31,18 @@ function configure(overrides: Record<string, string>): Config {
 
 async function main(): Promise<void> {
   const log = createLogger(configure({}).logLevel);
+  // graphile-worker 0.17 does not await some of its own job-state writes: one that meets a
+  // Postgres restart rejects with nobody listening, and Node would end the whole process (API
+  // and worker) over a write the worker redoes once the job's lock expires. A lost connection is
+  // logged and ridden out; any other unhandled rejection is a bug and still ends the process.
+  process.on('unhandledRejection', (reason) => {
+    if (isConnectionLoss(reason)) {
+      log.error({ err: reason }, 'a database write was lost with its connection; continuing');
+      return;
+    }
+    log.fatal({ err: reason }, 'unhandled rejection');
+    process.exit(1);
+  });
   let sandbox: Sandbox | undefined;
   let service: Service;
   try {
