@@ -20,6 +20,9 @@ import { paidCallOutcome } from './paidCalls';
 export const MAX_REQUEST_BODY_BYTES = 1024 * 1024;
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/** The security result of a key that could not be looked up (not a rejection of the key). */
+const LOOKUP_FAILED = 'lookup_failed';
+
 const KEY_REJECTION_DETAILS: Record<KeyRejection, string> = {
   missing: 'The x-api-key header is required.',
   malformed: 'The x-api-key header does not hold an API key of this service.',
@@ -110,9 +113,15 @@ export async function createApp({ deps, handlers, caps, logger, metrics }: AppOp
 function registerAuthentication(api: OpenAPIBackend, deps: Deps): void {
   api.registerSecurityHandler('ApiKeyAuth', async (c: ApiContext) => {
     const header = c.request.headers['x-api-key'];
-    const result = await authenticateKey(deps.db, Array.isArray(header) ? header[0] : header, deps.apiKeyCache);
-    // openapi-backend counts a result with a truthy `error` as a failed authentication.
-    return result.ok ? { key: result.key } : { error: result.reason };
+    try {
+      const result = await authenticateKey(deps.db, Array.isArray(header) ? header[0] : header, deps.apiKeyCache);
+      // openapi-backend counts a result with a truthy `error` as a failed authentication.
+      return result.ok ? { key: result.key } : { error: result.reason };
+    } catch (error) {
+      // The key could not be looked up (the database is unreachable): not the client's fault, so
+      // not a 401; the unauthorized handler answers the operation's 500 instead.
+      return { error: LOOKUP_FAILED, cause: error };
+    }
   });
 }
 
@@ -136,7 +145,15 @@ function registerRefusals(api: OpenAPIBackend): void {
     },
     unauthorizedHandler: (c: ApiContext, _req: Request, res: Response) => {
       locals(res).operationId = c.operation.operationId;
-      const result = c.security.ApiKeyAuth as { error?: KeyRejection } | undefined;
+      const result = c.security.ApiKeyAuth as
+        { error?: KeyRejection | typeof LOOKUP_FAILED; cause?: unknown } | undefined;
+      if (result?.error === LOOKUP_FAILED) {
+        locals(res).log.error({ err: result.cause }, 'the API key could not be looked up');
+        res
+          .status(ERROR_CODES.internal_error.status)
+          .json(internalErrorBody(locals(res).operationId, locals(res).requestId));
+        return;
+      }
       sendError(res, 'unauthorized', KEY_REJECTION_DETAILS[result?.error ?? 'missing']);
     },
     validationFail: (c: ApiContext, _req: Request, res: Response) => {

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../payments/config';
 import { startService, type Service } from '../../server/service';
 import { contractClient, type ContractClient } from '../support/contract';
+import { createTestAccount } from '../support/accounts';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { startRpcStandIn, type RpcStandIn } from '../support/rpc-stand-in';
 import { startTestService, type TestService } from '../support/service';
@@ -189,6 +190,28 @@ describe('GET /health/ready', () => {
       await ifStarted(service)?.stop();
       await forwarder.cut();
       await ifStarted(database)?.drop();
+    });
+
+    it('answers a key it cannot look up with a 500, not a 401: the key is not at fault', async () => {
+      const { key } = await createTestAccount(database.handle.db, { credits: 10n });
+      await forwarder.cut();
+      try {
+        const unreachable = await client.get('/v1/credits/balance', { headers: { 'x-api-key': key } });
+        expect(unreachable.status).toBe(500);
+        expect(unreachable.body).toMatchObject({ code: 'internal_error' });
+      } finally {
+        await forwarder.open();
+      }
+      const deadline = Date.now() + 10_000;
+      let back = await client.get('/v1/credits/balance', { headers: { 'x-api-key': key } });
+      while (back.status !== 200 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        back = await client.get('/v1/credits/balance', { headers: { 'x-api-key': key } });
+      }
+      expect(back.status).toBe(200);
+      // A wrong key is still a 401 once the database answers.
+      const wrong = await client.get('/v1/credits/balance', { headers: { 'x-api-key': `${key.slice(0, -4)}0000` } });
+      expect(wrong.status).toBe(401);
     });
 
     it('answers 503 naming the database while it is unreachable, and ready again once it is back', async () => {
