@@ -8,7 +8,9 @@
  *   npm run bench                          everything but the profiles (about 5 minutes)
  *   npm run bench -- --quick               shorter runs, fewer rounds, no soak
  *   npm run bench -- --only pass,config    only these sections: pass, config, paid, logging, soak,
- *                                          caps, rss, profile (profile: CPU profiles of the service)
+ *                                          caps, instances, rss, profile (profile: CPU profiles of
+ *                                          the service; instances: two API instances and a worker
+ *                                          on one Postgres behind a round robin)
  *   options: --rounds N --duration S --connections N --paid-calls N --overload-cap N --soak S
  *            --log-level L --node-flags "FLAGS" (for the service) --no-pin --keep --json FILE
  *
@@ -30,6 +32,7 @@ import { parseOptions, type Options, type Section } from './bench/options';
 import { LOAD_CORE, progress, say, SERVER_CORE } from './bench/output';
 import { throwawayDatabase, type Bench, type PeersInfo } from './bench/setup';
 import { caps } from './bench/sections/caps';
+import { instances } from './bench/sections/instances';
 import { config } from './bench/sections/config';
 import { logging } from './bench/sections/logging';
 import { memory } from './bench/sections/memory';
@@ -231,6 +234,7 @@ async function runSections(bench: Bench, service: ServiceChild): Promise<void> {
     ['logging', () => logging(bench, service)],
     ['soak', () => soak(bench, service)],
     ['caps', () => caps(bench)],
+    ['instances', () => instances(bench)],
     ['rss', () => memory(bench)],
     ['profile', () => profiles(bench)],
   ];

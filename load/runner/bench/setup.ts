@@ -17,6 +17,8 @@ export interface PeersInfo {
   /** The version 2 target (@x402/express 2.27) on the same network, and its routes. */
   v2TargetUrl: string;
   v2Routes: Record<string, string>;
+  /** The price of the target's /paid route in micro-USDC (a decimal string). */
+  priceMicroUsdc: string;
   serviceEvmPrivateKey: `0x${string}`;
   clientEvmPrivateKey: `0x${string}`;
 }
