@@ -9,7 +9,7 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { RpcObserver } from '../payments/networks/index';
-import type { CapGroup, ConcurrencyCaps } from './caps';
+import type { CapGroup, CapMetric, ConcurrencyCaps } from './caps';
 
 export const CAP_GROUPS: readonly CapGroup[] = ['proxy', 'relay', 'webhooks'];
 
@@ -43,24 +43,26 @@ export class ServiceMetrics {
       registers,
     });
     if (caps) {
-      new Gauge({
-        name: 'prs_requests_in_flight',
-        help: 'Requests holding a slot of a concurrency cap group (CAP_RELAY, CAP_PROXY, CAP_WEBHOOKS).',
-        labelNames: ['group'],
-        registers,
-        collect() {
-          for (const group of CAP_GROUPS) this.set({ group }, caps.metric(group).active);
-        },
-      });
-      new Gauge({
-        name: 'prs_requests_in_flight_limit',
-        help: 'The concurrency cap of each group on this instance.',
-        labelNames: ['group'],
-        registers,
-        collect() {
-          for (const group of CAP_GROUPS) this.set({ group }, caps.metric(group).limit);
-        },
-      });
+      const capGauge = (name: string, help: string, value: (metric: CapMetric) => number) =>
+        new Gauge({
+          name,
+          help,
+          labelNames: ['group'],
+          registers,
+          collect() {
+            for (const group of CAP_GROUPS) this.set({ group }, value(caps.metric(group)));
+          },
+        });
+      capGauge(
+        'prs_requests_in_flight',
+        'Requests holding a slot of a concurrency cap group (CAP_RELAY, CAP_PROXY, CAP_WEBHOOKS).',
+        (metric) => metric.active,
+      );
+      capGauge(
+        'prs_requests_in_flight_limit',
+        'The concurrency cap of each group on this instance.',
+        (metric) => metric.limit,
+      );
     }
     this.capRefusals = new Counter({
       name: 'prs_cap_refusals_total',

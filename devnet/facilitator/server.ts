@@ -12,6 +12,7 @@ import {
   type VerifyResponse,
 } from '../x402.js';
 import type { EvmFacilitator } from './evm.js';
+import { serveVerifyAndSettle } from './routes.js';
 import type { SvmFacilitator } from './svm.js';
 
 export interface FacilitatorCall {
@@ -72,49 +73,33 @@ export async function startFacilitator({
     return { payment: paymentPayload as PaymentPayload, requirements };
   }
 
-  app.post('/verify', async (request, response) => {
-    const body = readBody(request.body);
-    if (!body) {
-      response.status(400).json({ isValid: false, invalidReason: 'invalid_payload' });
-      return;
-    }
-    const { payment, requirements } = body;
-    let answer: VerifyResponse;
-    try {
-      if (isEvmNetwork(requirements.network)) answer = await evm.verify(payment, requirements);
-      else if (isSolanaNetwork(requirements.network)) answer = await svm.verify(payment, requirements);
-      else answer = { isValid: false, invalidReason: 'invalid_network' };
-    } catch (error) {
-      answer = { isValid: false, invalidReason: 'unexpected_verify_error' };
+  serveVerifyAndSettle(app, {
+    readBody,
+    verify: (payment, requirements) => {
+      if (isEvmNetwork(requirements.network)) return evm.verify(payment, requirements);
+      if (isSolanaNetwork(requirements.network)) return svm.verify(payment, requirements);
+      return Promise.resolve({ isValid: false, invalidReason: 'invalid_network' });
+    },
+    verifyFailed: (error) => {
       console.error('facilitator /verify:', error);
-    }
-    calls.push({ path: '/verify', network: requirements.network, payment, requirements, answer });
-    response.json(answer);
-  });
-
-  app.post('/settle', async (request, response) => {
-    const body = readBody(request.body);
-    if (!body) {
-      response.status(400).json({ success: false, errorReason: 'invalid_payload', transaction: '', network: '' });
-      return;
-    }
-    const { payment, requirements } = body;
-    let answer: SettleResponse;
-    try {
-      if (isEvmNetwork(requirements.network)) answer = await evm.settle(payment, requirements);
-      else if (isSolanaNetwork(requirements.network)) answer = await svm.settle(payment, requirements);
-      else answer = { success: false, errorReason: 'invalid_network', transaction: '', network: requirements.network };
-    } catch (error) {
-      answer = {
+      return { isValid: false, invalidReason: 'unexpected_verify_error' };
+    },
+    settle: (payment, requirements) => {
+      if (isEvmNetwork(requirements.network)) return evm.settle(payment, requirements);
+      if (isSolanaNetwork(requirements.network)) return svm.settle(payment, requirements);
+      return Promise.resolve({
         success: false,
-        errorReason: 'unexpected_settle_error',
+        errorReason: 'invalid_network',
         transaction: '',
         network: requirements.network,
-      };
+      });
+    },
+    settleFailed: (error, requirements) => {
       console.error('facilitator /settle:', error);
-    }
-    calls.push({ path: '/settle', network: requirements.network, payment, requirements, answer });
-    response.json(answer);
+      return { success: false, errorReason: 'unexpected_settle_error', transaction: '', network: requirements.network };
+    },
+    record: (path, payment, requirements, answer) =>
+      calls.push({ path, network: requirements.network, payment, requirements, answer }),
   });
 
   const server = await listenLocally(app);

@@ -22,6 +22,7 @@ import { localTransport, type LocalEvmChain } from '../evm/chain.js';
 import { RECEIPT_TIMEOUT_MS } from '../evm/usdc.js';
 import { listenLocally, type RunningServer } from '../http.js';
 import type { KeyedQueue } from '../key-queue.js';
+import { serveVerifyAndSettle } from './routes.js';
 import { CAIP2_NETWORKS, type EvmNetworkName, type SolanaNetworkName } from '../networks.js';
 
 export interface FacilitatorV2Call {
@@ -152,58 +153,31 @@ export async function startFacilitatorV2(options: FacilitatorV2Options): Promise
     };
   }
 
-  app.post('/verify', async (request, response) => {
-    const body = readBody(request.body);
-    if (!body) {
-      response.status(400).json({ isValid: false, invalidReason: 'invalid_payload' });
-      return;
-    }
-    const { payment, requirements } = body;
-    let answer: VerifyResponse;
-    try {
-      answer = await facilitator.verify(payment, requirements);
-    } catch (error) {
-      answer = { isValid: false, invalidReason: 'unexpected_verify_error', invalidMessage: messageOf(error) };
-    }
-    calls.push({
-      path: '/verify',
-      x402Version: payment.x402Version,
+  serveVerifyAndSettle(app, {
+    readBody,
+    verify: (payment, requirements) => facilitator.verify(payment, requirements),
+    verifyFailed: (error): VerifyResponse => ({
+      isValid: false,
+      invalidReason: 'unexpected_verify_error',
+      invalidMessage: messageOf(error),
+    }),
+    settle: (payment, requirements) => facilitator.settle(payment, requirements),
+    settleFailed: (error, requirements): SettleResponse => ({
+      success: false,
+      errorReason: 'unexpected_settle_error',
+      errorMessage: messageOf(error),
+      transaction: '',
       network: requirements.network,
-      payment,
-      requirements,
-      answer,
-    });
-    response.json(answer);
-  });
-
-  app.post('/settle', async (request, response) => {
-    const body = readBody(request.body);
-    if (!body) {
-      response.status(400).json({ success: false, errorReason: 'invalid_payload', transaction: '', network: '' });
-      return;
-    }
-    const { payment, requirements } = body;
-    let answer: SettleResponse;
-    try {
-      answer = await facilitator.settle(payment, requirements);
-    } catch (error) {
-      answer = {
-        success: false,
-        errorReason: 'unexpected_settle_error',
-        errorMessage: messageOf(error),
-        transaction: '',
+    }),
+    record: (path, payment, requirements, answer) =>
+      calls.push({
+        path,
+        x402Version: payment.x402Version,
         network: requirements.network,
-      };
-    }
-    calls.push({
-      path: '/settle',
-      x402Version: payment.x402Version,
-      network: requirements.network,
-      payment,
-      requirements,
-      answer,
-    });
-    response.json(answer);
+        payment,
+        requirements,
+        answer,
+      }),
   });
 
   const server = await listenLocally(app);

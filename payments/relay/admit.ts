@@ -4,8 +4,8 @@
  * database transaction, with the job that finishes it should its request never come back. A
  * repeated payment (the unique nonce) or a limit that would be exceeded writes nothing.
  */
-import type { Db } from '../../db/index';
-import { tryAddSpend, SYSTEM_SCOPE_ID } from '../limits';
+import type { Db, Tx } from '../../db/index';
+import { tryAddSpend, SYSTEM_SCOPE_ID, type SpendKey } from '../limits';
 import { NETWORK_TABLE } from '../networkTable';
 import { ok, type Result } from '../result';
 import { enqueueRelayWatch } from './outcome';
@@ -28,6 +28,18 @@ class LimitExceeded extends Error {
   }
 }
 
+/** Adds `amount` to the day's spend of `key` within `limitMicro`, or throws the refusal of `scope`. */
+async function addSpendOrRefuse(
+  tx: Tx,
+  scope: RelayLimitRefusal['scope'],
+  key: SpendKey,
+  amount: bigint,
+  limitMicro: bigint,
+): Promise<void> {
+  const added = await tryAddSpend(tx, key, amount, limitMicro);
+  if (!added.admitted) throw new LimitExceeded({ scope, spentMicro: added.spent, limitMicro, requestedMicro: amount });
+}
+
 export async function admitClientPayment(
   db: Db,
   verified: VerifiedClientPayment,
@@ -41,32 +53,20 @@ export async function admitClientPayment(
       const recorded = await recordClientPayment(tx, verified, request);
       if (!recorded.ok) return recorded;
       const day = request.spendDay;
-      const wallet = await tryAddSpend(
+      await addSpendOrRefuse(
         tx,
+        'wallet',
         { scope: 'relay_wallet', scopeId: verified.payer, networkClass, day },
         amount,
         limits.perWalletMicro,
       );
-      if (!wallet.admitted)
-        throw new LimitExceeded({
-          scope: 'wallet',
-          spentMicro: wallet.spent,
-          limitMicro: limits.perWalletMicro,
-          requestedMicro: amount,
-        });
-      const system = await tryAddSpend(
+      await addSpendOrRefuse(
         tx,
+        'system',
         { scope: 'relay_system', scopeId: SYSTEM_SCOPE_ID, networkClass, day },
         amount,
         limits.systemMicro,
       );
-      if (!system.admitted)
-        throw new LimitExceeded({
-          scope: 'system',
-          spentMicro: system.spent,
-          limitMicro: limits.systemMicro,
-          requestedMicro: amount,
-        });
       await enqueueRelayWatch(tx, recorded.value.id, limits.finishBy);
       return ok(recorded.value);
     });

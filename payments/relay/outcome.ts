@@ -26,35 +26,33 @@ import { inTransaction, markDelivered, type Refund, type RelayTransaction } from
 export const RELAY_WATCH_TASK = 'relay_watch';
 export const RELAY_REFUND_TASK = 'relay_refund';
 
-/** The watch job of a relay transaction; `keepSchedule` leaves a queued job's time alone. */
-export function enqueueRelayWatch(
+type RelayTask = typeof RELAY_WATCH_TASK | typeof RELAY_REFUND_TASK;
+type RelayJobArgs = [db: Db | Tx, id: bigint, runAt?: Date, options?: { keepSchedule?: boolean }];
+
+/** The job of `task` for one relay transaction, keyed by both; `keepSchedule` leaves a queued job's time alone. */
+function enqueueRelayJob(
+  task: RelayTask,
   db: Db | Tx,
   id: bigint,
   runAt?: Date,
   options: { keepSchedule?: boolean } = {},
 ): Promise<void> {
   return addJob(db, {
-    task: RELAY_WATCH_TASK,
+    task,
     payload: { relayTransactionId: String(id) },
-    key: `${RELAY_WATCH_TASK}:${id}`,
+    key: `${task}:${id}`,
     runAt,
     ...options,
   });
 }
 
-export function enqueueRelayRefund(
-  db: Db | Tx,
-  id: bigint,
-  runAt?: Date,
-  options: { keepSchedule?: boolean } = {},
-): Promise<void> {
-  return addJob(db, {
-    task: RELAY_REFUND_TASK,
-    payload: { relayTransactionId: String(id) },
-    key: `${RELAY_REFUND_TASK}:${id}`,
-    runAt,
-    ...options,
-  });
+/** The watch job of a relay transaction; `keepSchedule` leaves a queued job's time alone. */
+export function enqueueRelayWatch(...args: RelayJobArgs): Promise<void> {
+  return enqueueRelayJob(RELAY_WATCH_TASK, ...args);
+}
+
+export function enqueueRelayRefund(...args: RelayJobArgs): Promise<void> {
+  return enqueueRelayJob(RELAY_REFUND_TASK, ...args);
 }
 
 async function lockRow(tx: Tx, id: bigint): Promise<RelayTransaction | undefined> {

@@ -72,7 +72,26 @@ export function parsePaymentRequired(input: unknown): Result<ParsedPaymentRequir
 
   const accepts: PaymentRequirements[] = [];
   const skipped: SkippedRequirement[] = [];
-  value.accepts.forEach((entry: unknown, index: number) => {
+  readEntries(value.accepts, parseRequirements, skipped, (requirements) => accepts.push(requirements));
+  const body: PaymentRequiredBody = { x402Version: X402_VERSION, accepts };
+  if (typeof value.error === 'string') body.error = value.error;
+  return ok({ body, skipped });
+}
+
+type EntryFailure = { ok: false; skip: Omit<SkippedRequirement, 'index'> };
+type EntryResult = { ok: true; value: PaymentRequirements } | EntryFailure;
+
+/**
+ * Reads the first MAX_ACCEPTS_ENTRIES entries of `accepts` with `parse`, in order: each kept one is
+ * given to `keep` with the entry it was read from; those beyond, and those `parse` skips, go to `skipped`.
+ */
+function readEntries(
+  entries: unknown[],
+  parse: (entry: unknown) => EntryResult,
+  skipped: SkippedRequirement[],
+  keep: (requirements: PaymentRequirements, entry: unknown) => void,
+): void {
+  entries.forEach((entry, index) => {
     if (index >= MAX_ACCEPTS_ENTRIES) {
       skipped.push({
         index,
@@ -81,26 +100,44 @@ export function parsePaymentRequired(input: unknown): Result<ParsedPaymentRequir
       });
       return;
     }
-    const parsed = parseRequirements(entry);
-    if (parsed.ok) accepts.push(parsed.value);
+    const parsed = parse(entry);
+    if (parsed.ok) keep(parsed.value, entry);
     else skipped.push({ index, ...parsed.skip });
   });
-  const body: PaymentRequiredBody = { x402Version: X402_VERSION, accepts };
-  if (typeof value.error === 'string') body.error = value.error;
-  return ok({ body, skipped });
 }
 
-type EntryResult = { ok: true; value: PaymentRequirements } | { ok: false; skip: Omit<SkippedRequirement, 'index'> };
+function skip(reason: SkipReason, field: string, details: string): EntryFailure {
+  return { ok: false, skip: { reason, field, details } };
+}
+
+function notAnObject(): EntryFailure {
+  return { ok: false, skip: { reason: 'not_an_object', details: 'entry is not a JSON object' } };
+}
+
+/**
+ * The checks both versions make of an entry's amount (named `field`: an integer in atomic units
+ * that fits uint256) and of its maxTimeoutSeconds (a positive whole number); undefined when both hold.
+ */
+function checkAmountAndTimeout(
+  entry: Record<string, unknown>,
+  field: 'maxAmountRequired' | 'amount',
+): EntryFailure | undefined {
+  const amount = entry[field] as string;
+  if (!CANONICAL_DIGITS.test(amount) || BigInt(amount) > MAX_UINT256) {
+    return skip('invalid_amount', field, `${field} "${amount.slice(0, 100)}" is not an integer amount in atomic units`);
+  }
+  if (entry.maxTimeoutSeconds === undefined || entry.maxTimeoutSeconds === null) {
+    return skip('missing_field', 'maxTimeoutSeconds', 'maxTimeoutSeconds is missing');
+  }
+  if (!Number.isSafeInteger(entry.maxTimeoutSeconds) || (entry.maxTimeoutSeconds as number) <= 0) {
+    return skip('invalid_field', 'maxTimeoutSeconds', 'maxTimeoutSeconds is not a positive whole number');
+  }
+  return undefined;
+}
 
 /** Validates one `accepts` entry; keeps only the fields of x402 v1. */
 export function parseRequirements(entry: unknown): EntryResult {
-  if (!isPlainObject(entry))
-    return { ok: false, skip: { reason: 'not_an_object', details: 'entry is not a JSON object' } };
-  const skip = (reason: SkipReason, field: string, details: string): EntryResult => ({
-    ok: false,
-    skip: { reason, field, details },
-  });
-
+  if (!isPlainObject(entry)) return notAnObject();
   for (const field of [
     'scheme',
     'network',
@@ -117,20 +154,8 @@ export function parseRequirements(entry: unknown): EntryResult {
   for (const field of ['scheme', 'network', 'payTo', 'asset'] as const) {
     if ((entry[field] as string).trim() === '') return skip('invalid_field', field, `${field} is empty`);
   }
-  const amount = entry.maxAmountRequired as string;
-  if (!CANONICAL_DIGITS.test(amount) || BigInt(amount) > MAX_UINT256) {
-    return skip(
-      'invalid_amount',
-      'maxAmountRequired',
-      `maxAmountRequired "${amount.slice(0, 100)}" is not an integer amount in atomic units`,
-    );
-  }
-  if (entry.maxTimeoutSeconds === undefined || entry.maxTimeoutSeconds === null) {
-    return skip('missing_field', 'maxTimeoutSeconds', 'maxTimeoutSeconds is missing');
-  }
-  if (!Number.isSafeInteger(entry.maxTimeoutSeconds) || (entry.maxTimeoutSeconds as number) <= 0) {
-    return skip('invalid_field', 'maxTimeoutSeconds', 'maxTimeoutSeconds is not a positive whole number');
-  }
+  const invalid = checkAmountAndTimeout(entry, 'maxAmountRequired');
+  if (invalid) return invalid;
   for (const field of ['extra', 'outputSchema'] as const) {
     const item = entry[field];
     if (item !== undefined && item !== null && !isPlainObject(item))
@@ -140,7 +165,7 @@ export function parseRequirements(entry: unknown): EntryResult {
   const requirements: PaymentRequirements = {
     scheme: entry.scheme as string,
     network: entry.network as string,
-    maxAmountRequired: amount,
+    maxAmountRequired: entry.maxAmountRequired as string,
     resource: entry.resource as string,
     description: entry.description as string,
     mimeType: entry.mimeType as string,
@@ -224,27 +249,19 @@ export function parsePaymentRequiredHeader(
   const offers: OfferV2[] = [];
   const skipped: SkippedRequirement[] = [];
   const extensions = isPlainObject(value.extensions) ? value.extensions : undefined;
-  value.accepts.forEach((entry: unknown, index: number) => {
-    if (index >= MAX_ACCEPTS_ENTRIES) {
-      skipped.push({
-        index,
-        reason: 'too_many_entries',
-        details: `only the first ${MAX_ACCEPTS_ENTRIES} entries are read`,
+  readEntries(
+    value.accepts,
+    (entry) => parseRequirementsV2(entry, resource.value),
+    skipped,
+    (requirements, entry) => {
+      accepts.push(requirements);
+      offers.push({
+        accepted: entry as PaymentRequirementsV2,
+        resource: value.resource as ResourceInfo,
+        ...(extensions ? { extensions } : {}),
       });
-      return;
-    }
-    const parsed = parseRequirementsV2(entry, resource.value);
-    if (!parsed.ok) {
-      skipped.push({ index, ...parsed.skip });
-      return;
-    }
-    accepts.push(parsed.value);
-    offers.push({
-      accepted: entry as PaymentRequirementsV2,
-      resource: value.resource as ResourceInfo,
-      ...(extensions ? { extensions } : {}),
-    });
-  });
+    },
+  );
   return ok({
     x402Version: X402_VERSION_2,
     ...(typeof value.error === 'string' ? { error: value.error } : {}),
@@ -274,31 +291,14 @@ function checkResource(resource: unknown): Result<ResourceInfo, 'invalid_resourc
  * answers it in our version 1 shape; the network is named as version 1 names it when we know it.
  */
 export function parseRequirementsV2(entry: unknown, resource: ResourceInfo): EntryResult {
-  if (!isPlainObject(entry))
-    return { ok: false, skip: { reason: 'not_an_object', details: 'entry is not a JSON object' } };
-  const skip = (reason: SkipReason, field: string, details: string): EntryResult => ({
-    ok: false,
-    skip: { reason, field, details },
-  });
+  if (!isPlainObject(entry)) return notAnObject();
   for (const field of ['scheme', 'network', 'amount', 'payTo', 'asset'] as const) {
     if (entry[field] === undefined || entry[field] === null) return skip('missing_field', field, `${field} is missing`);
     if (typeof entry[field] !== 'string') return skip('invalid_field', field, `${field} is not a string`);
     if (entry[field].trim() === '') return skip('invalid_field', field, `${field} is empty`);
   }
-  const amount = entry.amount as string;
-  if (!CANONICAL_DIGITS.test(amount) || BigInt(amount) > MAX_UINT256) {
-    return skip(
-      'invalid_amount',
-      'amount',
-      `amount "${amount.slice(0, 100)}" is not an integer amount in atomic units`,
-    );
-  }
-  if (entry.maxTimeoutSeconds === undefined || entry.maxTimeoutSeconds === null) {
-    return skip('missing_field', 'maxTimeoutSeconds', 'maxTimeoutSeconds is missing');
-  }
-  if (!Number.isSafeInteger(entry.maxTimeoutSeconds) || (entry.maxTimeoutSeconds as number) <= 0) {
-    return skip('invalid_field', 'maxTimeoutSeconds', 'maxTimeoutSeconds is not a positive whole number');
-  }
+  const invalid = checkAmountAndTimeout(entry, 'amount');
+  if (invalid) return invalid;
   if (entry.extra !== undefined && entry.extra !== null && !isPlainObject(entry.extra))
     return skip('invalid_field', 'extra', 'extra is not an object');
 
@@ -306,7 +306,7 @@ export function parseRequirementsV2(entry: unknown, resource: ResourceInfo): Ent
     {
       scheme: entry.scheme as string,
       network: entry.network as PaymentRequirementsV2['network'],
-      amount,
+      amount: entry.amount as string,
       asset: entry.asset as string,
       payTo: entry.payTo as string,
       maxTimeoutSeconds: entry.maxTimeoutSeconds as number,

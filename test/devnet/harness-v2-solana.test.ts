@@ -14,11 +14,7 @@ import {
 import { COMPUTE_BUDGET_PROGRAM_ADDRESS } from '@solana-program/compute-budget';
 import { TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
 import { x402Client } from '@x402/core/client';
-import {
-  decodePaymentRequiredHeader,
-  decodePaymentResponseHeader,
-  decodePaymentSignatureHeader,
-} from '@x402/core/http';
+import { decodePaymentResponseHeader } from '@x402/core/http';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { ExactSvmScheme } from '@x402/svm/exact/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -34,6 +30,7 @@ import {
 } from '../../devnet/index.js';
 import { generateSolanaKey } from '../../devnet/svm/keys.js';
 import { ifStarted } from '../support/teardown';
+import { expectOneV2PaidCall, expectV2Offer, v2Settles, verifyV1WithFacilitatorV2 } from '../support/v2-peers';
 
 const PRICE = 10_000n;
 const CLUSTERS: SolanaNetworkName[] = ['solana', 'solana-devnet'];
@@ -50,7 +47,7 @@ afterAll(async () => {
 });
 
 const v2Target = (network: SolanaNetworkName): Target => peers.targets[v2TargetName(network)]!;
-const settles = () => peers.facilitatorV2.calls.filter((call) => call.path === '/settle');
+const settles = () => v2Settles(peers);
 
 describe('the v2 facilitator on Solana', () => {
   it('lists a v2 kind per cluster (CAIP-2) and the v1 names, each with its own fee payer in extra, and that signer', async () => {
@@ -93,11 +90,7 @@ describe('the v2 facilitator on Solana', () => {
       extra: { feePayer: peers.facilitatorV2.solanaFeePayer },
     };
     const { payment } = await peers.createSolanaPayment(requirements);
-    const response = await fetch(`${peers.facilitatorV2.url}/verify`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ x402Version: 1, paymentPayload: payment, paymentRequirements: requirements }),
-    });
+    const response = await verifyV1WithFacilitatorV2(peers, payment, requirements);
     expect(await response.json()).toEqual({ isValid: true, payer: peers.wallets.client.solana.address });
   });
 });
@@ -116,23 +109,15 @@ describe('the v2 Solana targets', () => {
     'on %s ask in PAYMENT-REQUIRED with the CAIP-2 id, the USDC mint, the price and the facilitator fee payer',
     async (network) => {
       const target = v2Target(network);
-      const response = await fetch(target.routes.paid.url);
-      expect(response.status).toBe(402);
-      expect(await response.json()).toEqual({});
-      const required = decodePaymentRequiredHeader(response.headers.get('payment-required')!);
-      expect(required.x402Version).toBe(2);
-      expect(required.resource.url).toBe(target.routes.paid.url);
-      expect(required.accepts).toEqual([
-        {
-          scheme: 'exact',
-          network: CAIP2_NETWORKS[network],
-          amount: PRICE.toString(),
-          asset: SOLANA_NETWORKS[network].usdc,
-          payTo: target.payTo,
-          maxTimeoutSeconds: 60,
-          extra: { feePayer: peers.facilitatorV2.solanaFeePayer },
-        },
-      ]);
+      await expectV2Offer(target, {
+        scheme: 'exact',
+        network: CAIP2_NETWORKS[network],
+        amount: PRICE.toString(),
+        asset: SOLANA_NETWORKS[network].usdc,
+        payTo: target.payTo,
+        maxTimeoutSeconds: 60,
+        extra: { feePayer: peers.facilitatorV2.solanaFeePayer },
+      });
     },
   );
 });
@@ -176,16 +161,10 @@ describe.each(CLUSTERS)('@x402/fetch 2.27 with @x402/svm pays the @x402/express 
       MEMO_PROGRAM,
     ]);
 
-    const paid = target.requests.filter((request) => request.route === 'paid' && request.payment !== null);
-    expect(paid).toHaveLength(1);
-    const payment = decodePaymentSignatureHeader(paid[0]!.payment!);
-    expect(payment.x402Version).toBe(2);
+    const { header, payment } = expectOneV2PaidCall(peers, target, response, CAIP2_NETWORKS[network], settlesBefore);
     expect(payment.accepted).toMatchObject({ network: CAIP2_NETWORKS[network], extra: { feePayer } });
-    expect(paid[0]!.paymentResponse).toBe(response.headers.get('payment-response'));
-    expect(settles()).toHaveLength(settlesBefore + 1);
-    expect(settles().at(-1)).toMatchObject({ x402Version: 2, network: CAIP2_NETWORKS[network] });
 
-    const replay = await fetch(target.routes.paid.url, { headers: { 'PAYMENT-SIGNATURE': paid[0]!.payment! } });
+    const replay = await fetch(target.routes.paid.url, { headers: { 'PAYMENT-SIGNATURE': header } });
     expect(replay.status).toBe(402);
     expect(await balances()).toEqual([payerBefore - PRICE, payeeBefore + PRICE]);
     expect(await peers.nativeBalance(network, feePayer)).toBe(feePayerSolBefore - executed.fee);

@@ -3,11 +3,7 @@
 // @x402/express 2.27 on every EVM network, settled on the local chains with balances moving by
 // exactly the price; a replayed payment and a target that never settles move nothing.
 import { x402Client } from '@x402/core/client';
-import {
-  decodePaymentRequiredHeader,
-  decodePaymentResponseHeader,
-  decodePaymentSignatureHeader,
-} from '@x402/core/http';
+import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { getAddress, type Hash } from 'viem';
@@ -23,6 +19,7 @@ import {
   type Target,
 } from '../../devnet/index.js';
 import { ifStarted } from '../support/teardown';
+import { expectOneV2PaidCall, expectV2Offer, v2Settles, verifyV1WithFacilitatorV2 } from '../support/v2-peers';
 
 const PRICE = 10_000n;
 const NETWORKS: EvmNetworkName[] = ['base', 'base-sepolia', 'skale-base', 'skale-base-sepolia'];
@@ -82,11 +79,7 @@ describe('the v2 facilitator', () => {
     const unpaid = await fetch(peers.targets['base-sepolia']!.routes.paid.url);
     const [requirements] = ((await unpaid.json()) as PaymentRequiredBody).accepts;
     const { payment } = await peers.signEvmPayment(requirements!);
-    const response = await fetch(`${peers.facilitatorV2.url}/verify`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ x402Version: 1, paymentPayload: payment, paymentRequirements: requirements }),
-    });
+    const response = await verifyV1WithFacilitatorV2(peers, payment, requirements);
     expect(await response.json()).toMatchObject({ isValid: true, payer: peers.wallets.client.evm.address });
   });
 });
@@ -111,23 +104,15 @@ describe('the v2 targets', () => {
     'on %s asks in a PAYMENT-REQUIRED header with the CAIP-2 id, the exact price and USDC',
     async (network) => {
       const target = v2Target(network);
-      const response = await fetch(target.routes.paid.url);
-      expect(response.status).toBe(402);
-      expect(await response.json()).toEqual({});
-      const required = decodePaymentRequiredHeader(response.headers.get('payment-required')!);
-      expect(required.x402Version).toBe(2);
-      expect(required.resource.url).toBe(target.routes.paid.url);
-      expect(required.accepts).toEqual([
-        {
-          scheme: 'exact',
-          network: CAIP2_NETWORKS[network],
-          amount: PRICE.toString(),
-          asset: getAddress(EVM_NETWORKS[network].usdc),
-          payTo: getAddress(target.payTo),
-          maxTimeoutSeconds: 60,
-          extra: { name: EVM_NETWORKS[network].eip712.name, version: EVM_NETWORKS[network].eip712.version },
-        },
-      ]);
+      await expectV2Offer(target, {
+        scheme: 'exact',
+        network: CAIP2_NETWORKS[network],
+        amount: PRICE.toString(),
+        asset: getAddress(EVM_NETWORKS[network].usdc),
+        payTo: getAddress(target.payTo),
+        maxTimeoutSeconds: 60,
+        extra: { name: EVM_NETWORKS[network].eip712.name, version: EVM_NETWORKS[network].eip712.version },
+      });
     },
   );
 });
@@ -139,7 +124,7 @@ describe.each(NETWORKS)('@x402/fetch 2.27 (v2 only) pays the @x402/express 2.27 
     const payer = peers.wallets.client.evm.address;
     const balances = () => Promise.all([peers.usdcBalance(network, payer), peers.usdcBalance(network, target.payTo)]);
     const [payerBefore, payeeBefore] = await balances();
-    const settlesBefore = peers.facilitatorV2.calls.filter((call) => call.path === '/settle').length;
+    const settlesBefore = v2Settles(peers).length;
 
     const response = await peers.x402FetchV2()(target.routes.paid.url);
 
@@ -152,17 +137,10 @@ describe.each(NETWORKS)('@x402/fetch 2.27 (v2 only) pays the @x402/express 2.27 
     expect(await peers.nativeBalance(network, payer)).toBe(0n);
 
     // The target recorded the PAYMENT-SIGNATURE it got and the PAYMENT-RESPONSE it sent.
-    const paid = target.requests.filter((request) => request.route === 'paid' && request.payment !== null);
-    expect(paid).toHaveLength(1);
-    const payment = decodePaymentSignatureHeader(paid[0]!.payment!);
-    expect(payment.x402Version).toBe(2);
+    const { header, payment } = expectOneV2PaidCall(peers, target, response, CAIP2_NETWORKS[network], settlesBefore);
     expect(payment.accepted.network).toBe(CAIP2_NETWORKS[network]);
-    expect(paid[0]!.paymentResponse).toBe(response.headers.get('payment-response'));
-    const settles = peers.facilitatorV2.calls.filter((call) => call.path === '/settle');
-    expect(settles).toHaveLength(settlesBefore + 1);
-    expect(settles.at(-1)).toMatchObject({ x402Version: 2, network: CAIP2_NETWORKS[network] });
 
-    const replay = await fetch(target.routes.paid.url, { headers: { 'PAYMENT-SIGNATURE': paid[0]!.payment! } });
+    const replay = await fetch(target.routes.paid.url, { headers: { 'PAYMENT-SIGNATURE': header } });
     expect(replay.status).toBe(402);
     expect(await balances()).toEqual([payerBefore - PRICE, payeeBefore + PRICE]);
   });

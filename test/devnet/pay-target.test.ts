@@ -3,13 +3,13 @@
 // X-PAYMENT-RESPONSE, and on-chain balances moved by exactly the price. Targets on base-sepolia and
 // both Solana clusters run unmodified x402-express; skale-base-sepolia runs the harness's own layer.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { NetworkSettings } from '../../payments/config';
-import { createChains, type Chains } from '../../payments/networks/index';
+import type { Chains } from '../../payments/networks/index';
 import { NETWORK_TABLE, type NetworkName } from '../../payments/networkTable';
 import { chooseRequirement } from '../../payments/x402/choose';
 import { decodePaymentHeader, decodePaymentResponseHeader } from '../../payments/x402/headers';
 import { parsePaymentRequired } from '../../payments/x402/parse';
 import { startPeers, type Peers } from '../../devnet/index';
+import { createPeerChains } from '../support/chains';
 import { ifStarted } from '../support/teardown';
 
 const PRICE_MICRO_USDC = 12_345n;
@@ -21,16 +21,7 @@ let chains: Chains;
 
 beforeAll(async () => {
   peers = await startPeers({ networks: [...NETWORKS], pricesMicroUsdc: { paid: PRICE_MICRO_USDC } });
-  const networks: NetworkSettings[] = NETWORKS.map((name) => ({
-    name,
-    rpcUrl: peers.rpcUrls[name]!,
-    usdc: NETWORK_TABLE[name].usdc,
-  }));
-  chains = await createChains({
-    networks,
-    evmPrivateKey: peers.wallets.service.evm.privateKey,
-    solanaPrivateKey: peers.wallets.service.solana.secretKeyBase58,
-  });
+  chains = await createPeerChains(peers, NETWORKS);
 });
 
 afterAll(async () => {

@@ -9,7 +9,7 @@ import { utcDay, type Clock } from '../../payments/clock';
 import { loadConfig } from '../../payments/config';
 import type { Deps } from '../../payments/deps';
 import { spentOn } from '../../payments/limits';
-import { createChains, type Chains } from '../../payments/networks/index';
+import type { Chains } from '../../payments/networks/index';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import { admitClientPayment } from '../../payments/relay/admit';
 import { followUpRefund, followUpRelay, MAX_REFUND_ATTEMPTS } from '../../payments/relay/followUp';
@@ -35,6 +35,7 @@ import { findWebhook } from '../../payments/webhooks';
 import { startPeers, type Peers } from '../../devnet/index';
 import { generateSolanaKey } from '../../devnet/svm/keys';
 import { createTestDatabase, type TestDatabase } from '../support/database';
+import { createPeerChains } from '../support/chains';
 import { ifStarted } from '../support/teardown';
 
 const ABANDONED_AFTER_MS = 60_000;
@@ -47,15 +48,7 @@ let deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'submissions' | 'config' | 'rel
 
 beforeAll(async () => {
   peers = await startPeers({ networks: ['base-sepolia', 'solana-devnet'] });
-  chains = await createChains({
-    networks: (['base-sepolia', 'solana-devnet'] as const).map((name) => ({
-      name,
-      rpcUrl: peers.rpcUrls[name]!,
-      usdc: NETWORK_TABLE[name].usdc,
-    })),
-    evmPrivateKey: peers.wallets.service.evm.privateKey,
-    solanaPrivateKey: peers.wallets.service.solana.secretKeyBase58,
-  });
+  chains = await createPeerChains(peers, ['base-sepolia', 'solana-devnet']);
   database = await createTestDatabase();
   db = database.handle.db;
   deps = {

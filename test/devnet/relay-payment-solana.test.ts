@@ -15,10 +15,7 @@ import { getTransferSolInstruction } from '@solana-program/system';
 import { getTransferCheckedInstruction } from '@solana-program/token';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
-import { systemClock } from '../../payments/clock';
-import { loadConfig } from '../../payments/config';
-import type { Deps } from '../../payments/deps';
-import { createChains, type Chains } from '../../payments/networks/index';
+import type { Chains } from '../../payments/networks/index';
 import { usdcAccountOf } from '../../payments/networks/svm';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import {
@@ -27,10 +24,7 @@ import {
   refundClientPayment,
   relayRequirements,
   settleClientPayment,
-  IN_PROCESS_ONLY,
-  SubmissionQueue,
   verifyClientPayment,
-  DEFAULT_RELAY_LIMITS,
 } from '../../payments/incoming/index';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { startPeers, type Peers, type SolanaPaymentOverrides } from '../../devnet/index';
@@ -38,6 +32,7 @@ import { generateSolanaKey } from '../../devnet/svm/keys';
 import { memoInstruction } from '../../devnet/svm/payment-client';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { legacyTransfer } from '../support/httpayer-sdk';
+import { createPeerChains, settlingOn, type Settling } from '../support/chains';
 import { ifStarted } from '../support/teardown';
 
 const NETWORK = 'solana-devnet' as const;
@@ -48,30 +43,15 @@ let peers: Peers;
 let chains: Chains;
 let database: TestDatabase;
 let db: Db;
-/** What settling, reconciling and refunding a client's payment use. */
-type Settling = Pick<Deps, 'chains' | 'clock' | 'submissions' | 'relayLimits' | 'config'>;
-
 let direct: Settling;
 let viaFacilitator: Settling;
 
 beforeAll(async () => {
   peers = await startPeers({ networks: [NETWORK] });
-  chains = await createChains({
-    networks: [{ name: NETWORK, rpcUrl: peers.rpcUrls[NETWORK]!, usdc: USDC }],
-    evmPrivateKey: undefined,
-    solanaPrivateKey: peers.wallets.service.solana.secretKeyBase58,
-  });
+  chains = await createPeerChains(peers, [NETWORK]);
   database = await createTestDatabase();
   db = database.handle.db;
-  const submissions = new SubmissionQueue(IN_PROCESS_ONLY);
-  direct = {
-    chains,
-    clock: systemClock,
-    submissions,
-    relayLimits: { ...DEFAULT_RELAY_LIMITS, confirmationTimeoutMs: 10_000, confirmationPollMs: 20 },
-    config: loadConfig({}),
-  };
-  viaFacilitator = { ...direct, config: { ...direct.config, facilitatorUrl: peers.facilitator.url } };
+  ({ direct, viaFacilitator } = settlingOn(chains, peers.facilitator.url));
 });
 
 afterAll(async () => {

@@ -5,10 +5,7 @@ import { createTestClient, getAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
-import { systemClock } from '../../payments/clock';
-import { loadConfig, type NetworkSettings } from '../../payments/config';
-import type { Deps } from '../../payments/deps';
-import { createChains, type Chains } from '../../payments/networks/index';
+import type { Chains } from '../../payments/networks/index';
 import { NETWORK_TABLE, type NetworkName } from '../../payments/networkTable';
 import {
   findRelayTransaction,
@@ -18,8 +15,6 @@ import {
   refundClientPayment,
   relayRequirements,
   settleClientPayment,
-  IN_PROCESS_ONLY,
-  SubmissionQueue,
   verifyClientPayment,
   DEFAULT_RELAY_LIMITS,
   type VerifiedClientPayment,
@@ -29,6 +24,7 @@ import type { PaymentRequirements } from '../../payments/x402/types';
 import { localTransport } from '../../devnet/evm/chain';
 import { encodePaymentHeader, startPeers, type AuthorizationOverrides, type Peers } from '../../devnet/index';
 import { createTestDatabase, type TestDatabase } from '../support/database';
+import { createPeerChains, settlingOn, type Settling } from '../support/chains';
 import { ifStarted } from '../support/teardown';
 
 const EVM_NETWORKS = ['base-sepolia', 'skale-base-sepolia'] as const;
@@ -38,35 +34,15 @@ let peers: Peers;
 let chains: Chains;
 let database: TestDatabase;
 let db: Db;
-/** What settling, reconciling and refunding a client's payment use. */
-type Settling = Pick<Deps, 'chains' | 'clock' | 'submissions' | 'relayLimits' | 'config'>;
-
 let direct: Settling;
 let viaFacilitator: Settling;
 
 beforeAll(async () => {
   peers = await startPeers({ networks: [...EVM_NETWORKS] });
-  const networks: NetworkSettings[] = EVM_NETWORKS.map((name) => ({
-    name,
-    rpcUrl: peers.rpcUrls[name]!,
-    usdc: NETWORK_TABLE[name].usdc,
-  }));
-  chains = await createChains({
-    networks,
-    evmPrivateKey: peers.wallets.service.evm.privateKey,
-    solanaPrivateKey: undefined,
-  });
+  chains = await createPeerChains(peers, EVM_NETWORKS);
   database = await createTestDatabase();
   db = database.handle.db;
-  const submissions = new SubmissionQueue(IN_PROCESS_ONLY);
-  direct = {
-    chains,
-    clock: systemClock,
-    submissions,
-    relayLimits: { ...DEFAULT_RELAY_LIMITS, confirmationTimeoutMs: 10_000, confirmationPollMs: 20 },
-    config: loadConfig({}),
-  };
-  viaFacilitator = { ...direct, config: { ...direct.config, facilitatorUrl: peers.facilitator.url } };
+  ({ direct, viaFacilitator } = settlingOn(chains, peers.facilitator.url));
 });
 
 afterAll(async () => {

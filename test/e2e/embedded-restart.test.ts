@@ -10,9 +10,9 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONNECTION_FILE, isAlive } from '../../db/embedded';
 import { startPeers, type Peers } from '../../devnet/index';
-import { killChild, startChildService, stopChild, waitFor } from '../support/child-service';
+import { killChild, relayUntilSettled, startChildService, stopChild, waitFor } from '../support/child-service';
 import { peersEnv } from '../support/proxy';
-import { payingFetch, relayRequest } from '../support/relay';
+import { relayLegBalances } from '../support/relay';
 import { ifStarted } from '../support/teardown';
 
 const PRICE = 20_000n;
@@ -68,27 +68,13 @@ describe('a service on the embedded Postgres killed with SIGKILL mid-relay', () 
     const network = 'base-sepolia';
     const target = peers.targets[network]!;
     const client = peers.wallets.client.evm.address;
-    const service = peers.wallets.service.evm.address;
     const payTo = target.routes.paid.payTo;
-    const before = {
-      client: await peers.usdcBalance(network, client),
-      service: await peers.usdcBalance(network, service),
-      target: await peers.usdcBalance(network, payTo),
-    };
+    const before = await relayLegBalances(peers, network, payTo);
 
     const marker = path.join(dataDir, 'settled');
     const first = await startChildService(serviceEnv(), marker);
     children.push(first.process);
-    const paying = payingFetch(peers, network)(
-      `${first.url}/relay`,
-      relayRequest({ api_url: target.routes.paid.url, method: 'GET' }),
-    ).then(
-      (response) => ({ status: response.status }),
-      (error: unknown) => ({ error }),
-    );
-    const relayTxId = await waitFor('the settlement', () =>
-      existsSync(marker) ? readFileSync(marker, 'utf8') || undefined : undefined,
-    );
+    const { relayTxId, paying } = await relayUntilSettled(peers, network, first.url, target.routes.paid.url, marker);
     expect(await peers.usdcBalance(network, client)).toBe(before.client - TOTAL);
 
     const orphan = postmasterPid();
@@ -123,9 +109,7 @@ describe('a service on the embedded Postgres killed with SIGKILL mid-relay', () 
     } finally {
       await database.end();
     }
-    expect(await peers.usdcBalance(network, client)).toBe(before.client);
-    expect(await peers.usdcBalance(network, service)).toBe(before.service);
-    expect(await peers.usdcBalance(network, payTo)).toBe(before.target);
+    expect(await relayLegBalances(peers, network, payTo)).toEqual(before);
 
     // While that service runs, another one on the same DATA_DIR is refused with a clear message.
     await expect(startChildService(serviceEnv(), path.join(dataDir, 'other'))).rejects.toThrow(

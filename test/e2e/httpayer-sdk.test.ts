@@ -6,10 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { callTimeoutMs } from '../../handlers/targetReply';
 import { organisationBalance } from '../../payments/credits';
-import { startPeers, type Peers } from '../../devnet/index';
+import type { Peers } from '../../devnet/index';
 import { createTestAccount } from '../support/accounts';
 import { HttpayerSdkClient, type SdkOptions } from '../support/httpayer-sdk';
-import { ledgerSums, startProxyService } from '../support/proxy';
+import { expectChargedOnce, ledgerSums, startPeersAndProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
 
@@ -25,12 +25,10 @@ let t: TestService;
 let db: Db;
 
 beforeAll(async () => {
-  peers = await startPeers({
+  ({ peers, t, db } = await startPeersAndProxyService({
     networks: [NETWORK, 'solana'],
     pricesMicroUsdc: { paid: PRICE, paidEcho: PRICE, slow: null },
-  });
-  t = await startProxyService(peers);
-  db = t.database.handle.db;
+  }));
 });
 
 afterAll(async () => {
@@ -231,14 +229,7 @@ describe('POST /proxy and /proxy/sim called by the SDK', () => {
     expect(res.body).toEqual({ ok: true, route: 'paid', target: NETWORK, network: NETWORK });
     expect(await peers.usdcBalance(NETWORK, service())).toBe(before.service - PRICE);
     expect(await peers.usdcBalance(NETWORK, payTo)).toBe(before.target + PRICE);
-    expect(await organisationBalance(db, organisationId)).toBe(1_000n - CREDITS);
-    expect(await ledgerSums(db, organisationId)).toEqual({
-      grant: 1_000n,
-      reserve: CREDITS,
-      charge: CREDITS,
-      release: 0n,
-      refund: 0n,
-    });
+    await expectChargedOnce(db, organisationId, CREDITS);
   });
 
   it('the capped timeout still yields to a shorter X-TIMEOUT, and a null timeout counts as none', async () => {

@@ -7,10 +7,10 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
-import { startPeers, type PaymentRequirements as PeerRequirements, type Peers } from '../../devnet/index';
+import type { PaymentRequirements as PeerRequirements, Peers } from '../../devnet/index';
 import { createTestAccount } from '../support/accounts';
 import type { ContractResponse } from '../support/contract';
-import { ledgerSums, startProxyService } from '../support/proxy';
+import { ledgerSums, startPeersAndProxyService } from '../support/proxy';
 import { relayRows } from '../support/relay';
 import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
@@ -38,9 +38,7 @@ let t: TestService;
 let db: Db;
 
 beforeAll(async () => {
-  peers = await startPeers({ networks: [NETWORK], pricesMicroUsdc: { slow: PRICE } });
-  t = await startProxyService(peers);
-  db = t.database.handle.db;
+  ({ peers, t, db } = await startPeersAndProxyService({ networks: [NETWORK], pricesMicroUsdc: { slow: PRICE } }));
 });
 
 afterAll(async () => {

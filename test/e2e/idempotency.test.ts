@@ -6,12 +6,11 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
-import { organisationBalance } from '../../payments/credits';
 import { decodePaymentResponseHeader } from '../../payments/x402/headers';
-import { startPeers, type PaymentRequirements as PeerRequirements, type Peers } from '../../devnet/index';
+import type { PaymentRequirements as PeerRequirements, Peers } from '../../devnet/index';
 import { createTestAccount } from '../support/accounts';
 import type { ContractResponse } from '../support/contract';
-import { ledgerSums, startProxyService } from '../support/proxy';
+import { expectChargedOnce, ledgerSums, startPeersAndProxyService } from '../support/proxy';
 import { relayRows } from '../support/relay';
 import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
@@ -28,12 +27,10 @@ let t: TestService;
 let db: Db;
 
 beforeAll(async () => {
-  peers = await startPeers({
+  ({ peers, t, db } = await startPeersAndProxyService({
     networks: [NETWORK],
     pricesMicroUsdc: { paid: PRICE, paidEcho: PRICE, slow: PRICE },
-  });
-  t = await startProxyService(peers);
-  db = t.database.handle.db;
+  }));
 });
 
 afterAll(async () => {
@@ -98,14 +95,7 @@ describe('Idempotency-Key on /proxy', () => {
     });
     expect(paidRequests('paid') - before.paid).toBe(1);
     expect(await usdc(service())).toBe(before.service - PRICE);
-    expect(await organisationBalance(db, organisationId)).toBe(1_000n - CREDITS);
-    expect(await ledgerSums(db, organisationId)).toEqual({
-      grant: 1_000n,
-      reserve: CREDITS,
-      charge: CREDITS,
-      release: 0n,
-      refund: 0n,
-    });
+    await expectChargedOnce(db, organisationId, CREDITS);
   });
 
   it('the same key with another body is a 422 and nothing is paid; another account may use the same key', async () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPeers, type Peers } from '../../devnet/index';
 import { startLocalLlm, type LocalLlm } from '../../devnet/llm';
-import { peersEnv } from '../support/proxy';
+import { peersEnv, startLlmService } from '../support/proxy';
 import { startTestService, type TestService } from '../support/service';
 import { decodePaymentResponseHeader } from '../../payments/x402/headers';
 import { ifStarted } from '../support/teardown';
@@ -19,13 +19,7 @@ beforeAll(async () => {
   llm = await startLocalLlm();
   service = peers.wallets.service.evm.address;
   client = peers.wallets.client.evm.address;
-  t = await startTestService({
-    ...peersEnv(peers),
-    LLM_BASE_URL: llm.url,
-    LLM_API_KEY: llm.apiKey,
-    LLM_MODEL: llm.model,
-    LLM_MAX_TOKENS: '16',
-  });
+  t = await startLlmService(peers, llm);
 });
 afterAll(async () => {
   await ifStarted(t)?.stop();

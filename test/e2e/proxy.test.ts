@@ -16,7 +16,7 @@ import {
   type Peers,
 } from '../../devnet/index';
 import { createTestAccount } from '../support/accounts';
-import { ledgerSums, peersEnv, startProxyService } from '../support/proxy';
+import { expectChargedOnce, ledgerSums, peersEnv, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
 
@@ -97,14 +97,7 @@ describe.each([...NETWORK_NAMES])('a paid call on %s', (network) => {
 
     expect(await peers.usdcBalance(network, serviceAddress(network))).toBe(before.service - PRICE);
     expect(await peers.usdcBalance(network, payTo)).toBe(before.target + PRICE);
-    expect(await organisationBalance(db, organisationId)).toBe(1_000n - CREDITS);
-    expect(await ledgerSums(db, organisationId)).toEqual({
-      grant: 1_000n,
-      reserve: CREDITS,
-      charge: CREDITS,
-      release: 0n,
-      refund: 0n,
-    });
+    await expectChargedOnce(db, organisationId, CREDITS);
 
     const [row] = await paymentRows(organisationId);
     expect(row).toMatchObject({

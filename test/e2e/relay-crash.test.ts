@@ -5,7 +5,7 @@
 // kills it. A fresh service on the same database finishes the transaction with its jobs: the
 // client is refunded on-chain and its record says refund_confirmed. No payment is lost.
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
@@ -16,8 +16,8 @@ import { startPeers, type Peers } from '../../devnet/index';
 import { contractClient } from '../support/contract';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { peersEnv, pollWebhook } from '../support/proxy';
-import { payingFetch, relayRequest } from '../support/relay';
-import { killChild, startChildService, waitFor } from '../support/child-service';
+import { relayLegBalances } from '../support/relay';
+import { killChild, relayUntilSettled, startChildService, waitFor } from '../support/child-service';
 import { ifStarted } from '../support/teardown';
 
 const PRICE = 20_000n;
@@ -60,29 +60,15 @@ describe('a service killed between settling the client and paying the target', (
     const network = 'base-sepolia';
     const target = peers.targets[network]!;
     const client = peers.wallets.client.evm.address;
-    const service = peers.wallets.service.evm.address;
     const payTo = target.routes.paid.payTo;
-    const before = {
-      client: await peers.usdcBalance(network, client),
-      service: await peers.usdcBalance(network, service),
-      target: await peers.usdcBalance(network, payTo),
-    };
+    const before = await relayLegBalances(peers, network, payTo);
     const marker = path.join(directory, 'settled');
     const running = await startChildService(serviceEnv(), marker);
     child = running.process;
 
-    const paying = payingFetch(peers, network)(
-      `${running.url}/relay`,
-      relayRequest({ api_url: target.routes.paid.url, method: 'GET' }),
-    ).then(
-      (response) => ({ status: response.status }),
-      (error: unknown) => ({ error }),
-    );
-    const relayTxId = BigInt(
-      await waitFor('the settlement', () =>
-        existsSync(marker) ? readFileSync(marker, 'utf8') || undefined : undefined,
-      ),
-    );
+    const relay = await relayUntilSettled(peers, network, running.url, target.routes.paid.url, marker);
+    const { paying } = relay;
+    const relayTxId = BigInt(relay.relayTxId);
     const { db } = database.handle;
     const settled = await db
       .selectFrom('relay_transactions')
@@ -119,9 +105,7 @@ describe('a service killed between settling the client and paying the target', (
     });
     expect(record.body.message).toContain('the request ended before the target was paid');
 
-    expect(await peers.usdcBalance(network, client)).toBe(before.client);
-    expect(await peers.usdcBalance(network, service)).toBe(before.service);
-    expect(await peers.usdcBalance(network, payTo)).toBe(before.target);
+    expect(await relayLegBalances(peers, network, payTo)).toEqual(before);
     const row = await db
       .selectFrom('relay_transactions')
       .selectAll()

@@ -18,7 +18,7 @@ import {
 import { startPeers, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
 import { startLocalLlm, type LocalLlm } from '../../devnet/llm';
 import { decodePaymentResponseHeader } from '../../payments/x402/headers';
-import { startProxyService } from '../support/proxy';
+import { llmEnv, startProxyService } from '../support/proxy';
 import { relayRows } from '../support/relay';
 import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
@@ -49,10 +49,7 @@ beforeAll(async () => {
   peers = await startPeers({ networks: [NETWORK], pricesMicroUsdc: { paid: PRICE } });
   llm = await startLocalLlm();
   t = await startProxyService(peers, {
-    LLM_BASE_URL: llm.url,
-    LLM_API_KEY: llm.apiKey,
-    LLM_MODEL: llm.model,
-    LLM_MAX_TOKENS: '16',
+    ...llmEnv(llm),
   });
   db = t.database.handle.db;
   factory = await deployWalletFactory(peers.evmChains[NETWORK]!);

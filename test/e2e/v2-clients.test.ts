@@ -19,8 +19,8 @@ import type { PaymentRequirements } from '../../payments/x402/types';
 import { requirementsToV2 } from '../../payments/x402/v2';
 import { checkResponse, type ContractResponse } from '../support/contract';
 import { legacyTransfer } from '../support/httpayer-sdk';
-import { peersEnv } from '../support/proxy';
-import { startTestService, type TestService } from '../support/service';
+import { startLlmService } from '../support/proxy';
+import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
 
 const EVM = 'base' as const;
@@ -37,13 +37,7 @@ let t: TestService;
 
 beforeAll(async () => {
   [peers, llm] = await Promise.all([startPeers({ networks: [EVM, SOLANA], v2Targets: false }), startLocalLlm()]);
-  t = await startTestService({
-    ...peersEnv(peers),
-    LLM_BASE_URL: llm.url,
-    LLM_API_KEY: llm.apiKey,
-    LLM_MODEL: llm.model,
-    LLM_MAX_TOKENS: '16',
-  });
+  t = await startLlmService(peers, llm);
 });
 
 afterAll(async () => {

@@ -11,8 +11,7 @@ import { caip2Of } from '../../payments/networkTable';
 import type { ExactEvmPayload, PaymentRequirements } from '../../payments/x402/types';
 import type { PaymentRequirementsV2 } from '../../payments/x402/v2';
 import type { TestService } from '../support/service';
-import { peersEnv, startProxyService } from '../support/proxy';
-import { startTestService } from '../support/service';
+import { startLlmService, startProxyService } from '../support/proxy';
 import { ifStarted } from '../support/teardown';
 
 const NETWORK = 'base' as const;
@@ -26,13 +25,7 @@ let t: TestService;
 
 beforeAll(async () => {
   [peers, llm] = await Promise.all([startPeers({ networks: [NETWORK], v2Targets: false }), startLocalLlm()]);
-  t = await startTestService({
-    ...peersEnv(peers),
-    LLM_BASE_URL: llm.url,
-    LLM_API_KEY: llm.apiKey,
-    LLM_MODEL: llm.model,
-    LLM_MAX_TOKENS: '16',
-  });
+  t = await startLlmService(peers, llm);
 });
 
 afterAll(async () => {

@@ -10,19 +10,21 @@ import {
   getTransactionDecoder,
   type Address,
 } from '@solana/kit';
-import {
-  decodePaymentRequiredHeader,
-  decodePaymentResponseHeader,
-  decodePaymentSignatureHeader,
-} from '@x402/core/http';
+import { decodePaymentResponseHeader } from '@x402/core/http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
-import { organisationBalance } from '../../payments/credits';
-import { decodePaymentResponseHeader as decodeOurReceipt } from '../../payments/x402/headers';
-import { CAIP2_NETWORKS, startPeers, v2TargetName, type Peers, type Target } from '../../devnet/index';
+import { CAIP2_NETWORKS, v2TargetName, type Peers, type Target } from '../../devnet/index';
 import { createTestAccount } from '../support/accounts';
-import { ledgerSums, startProxyService } from '../support/proxy';
-import { payingFetch, relayRequest, relayRows } from '../support/relay';
+import {
+  expectOurReceipt,
+  expectProxyCharged,
+  expectRelayDelivered,
+  paidCallAfter,
+  v2PaymentOf,
+  withoutTargetHeaders,
+} from '../support/paid-target';
+import { startPeersAndProxyService } from '../support/proxy';
+import { payingFetch, relayRequest } from '../support/relay';
 import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
 
@@ -33,16 +35,13 @@ const PRICE = 12_345n;
 const RELAY_TOTAL = 12_716n;
 /** ceil(12,345 x 1.03 / 1000) credits: what a /proxy account pays. */
 const CREDITS = 13n;
-const TARGET_X402_HEADERS = ['payment-required', 'payment-response'];
 
 let peers: Peers;
 let t: TestService;
 let db: Db;
 
 beforeAll(async () => {
-  peers = await startPeers({ networks: [NETWORK], pricesMicroUsdc: { paid: PRICE } });
-  t = await startProxyService(peers);
-  db = t.database.handle.db;
+  ({ peers, t, db } = await startPeersAndProxyService({ networks: [NETWORK], pricesMicroUsdc: { paid: PRICE } }));
 });
 
 afterAll(async () => {
@@ -88,15 +87,8 @@ function feePayerOf(signature: string): Address {
  * `accepted` is its own offer verbatim. Returns the settlement transaction it reported.
  */
 async function checkTargetSide(unpaidCalls: number): Promise<string> {
-  const seen = target().requests.filter((request) => request.route === 'paid');
-  expect(seen.map((request) => request.payment === null)).toEqual([...Array<boolean>(unpaidCalls).fill(true), false]);
-  expect(seen.map((request) => request.status)).toEqual([...Array<number>(unpaidCalls).fill(402), 200]);
-  const paid = seen[unpaidCalls]!;
-  expect(paid.headers['x-payment']).toBeUndefined();
-  const payment = decodePaymentSignatureHeader(paid.payment!);
-  const offered = decodePaymentRequiredHeader((await fetch(target().routes.paid.url)).headers.get('payment-required')!);
-  expect(payment.x402Version).toBe(2);
-  expect(payment.accepted).toStrictEqual(offered.accepts[0]);
+  const paid = paidCallAfter(target(), unpaidCalls);
+  const { payment } = await v2PaymentOf(target(), paid);
   expect(payment.accepted).toMatchObject({
     network: CAIP2,
     amount: PRICE.toString(),
@@ -106,10 +98,6 @@ async function checkTargetSide(unpaidCalls: number): Promise<string> {
   const settlement = decodePaymentResponseHeader(paid.paymentResponse!);
   expect(settlement).toMatchObject({ success: true, network: CAIP2, payer: service() });
   return settlement.transaction;
-}
-
-function withoutTargetHeaders(headers: Headers): void {
-  for (const name of TARGET_X402_HEADERS) expect(headers.get(name), name).toBeNull();
 }
 
 describe('a Solana target served by @x402/express 2.27 (x402 version 2, @x402/svm)', () => {
@@ -129,9 +117,7 @@ describe('a Solana target served by @x402/express 2.27 (x402 version 2, @x402/sv
     expect(res.body).toEqual({ ok: true, route: 'paid', target: target().name, network: NETWORK });
     withoutTargetHeaders(res.headers);
     const targetTx = await checkTargetSide(1);
-    const receipt = decodeOurReceipt(res.headers.get('x-payment-response'));
-    expect(receipt).toMatchObject({ ok: true, value: { success: true, network: NETWORK, payer: service() } });
-    expect(receipt.ok && receipt.value.transaction).toBe(targetTx);
+    expectOurReceipt(res.headers, NETWORK, service(), targetTx);
     expect(usdcMoves(targetTx)).toEqual({ [service()]: -PRICE, [target().routes.paid.payTo]: PRICE });
     expect(feePayerOf(targetTx)).toBe(peers.facilitatorV2.solanaFeePayer);
     expect(peers.facilitatorV2.calls.filter((call) => call.path === '/settle')).toHaveLength(settles + 1);
@@ -139,14 +125,12 @@ describe('a Solana target served by @x402/express 2.27 (x402 version 2, @x402/sv
     const after = await balances();
     expect(after.target).toBe(before.target + PRICE);
     expect(after.service).toBe(before.service - PRICE);
-    expect(await organisationBalance(db, organisationId)).toBe(1_000n - CREDITS);
-    expect(await ledgerSums(db, organisationId)).toMatchObject({ reserve: CREDITS, charge: CREDITS, release: 0n });
-    const [row] = await db
-      .selectFrom('proxy_payments')
-      .selectAll()
-      .where('organisation_id', '=', organisationId)
-      .execute();
-    expect(row).toMatchObject({ state: 'charged', network: NETWORK, amount_micro_usdc: PRICE, tx_hash: targetTx });
+    await expectProxyCharged(db, organisationId, {
+      network: NETWORK,
+      price: PRICE,
+      credits: CREDITS,
+      transaction: targetTx,
+    });
   });
 
   it('/relay: x402-fetch pays us price + fee on Solana, we pay the target exactly the price in version 2', async () => {
@@ -164,9 +148,7 @@ describe('a Solana target served by @x402/express 2.27 (x402 version 2, @x402/sv
     const clientTx = res.headers.get('x-client-payment')!;
     expect(usdcMoves(clientTx)).toEqual({ [client()]: -RELAY_TOTAL, [service()]: RELAY_TOTAL });
     const targetTx = await checkTargetSide(2);
-    const receipt = decodeOurReceipt(res.headers.get('x-payment-response'));
-    expect(receipt).toMatchObject({ ok: true, value: { success: true, network: NETWORK, payer: service() } });
-    expect(receipt.ok && receipt.value.transaction).toBe(targetTx);
+    expectOurReceipt(res.headers, NETWORK, service(), targetTx);
     expect(usdcMoves(targetTx)).toEqual({ [service()]: -PRICE, [target().routes.paid.payTo]: PRICE });
     expect(feePayerOf(targetTx)).toBe(peers.facilitatorV2.solanaFeePayer);
 
@@ -174,13 +156,7 @@ describe('a Solana target served by @x402/express 2.27 (x402 version 2, @x402/sv
     expect(after.client).toBe(before.client - RELAY_TOTAL);
     expect(after.target).toBe(before.target + PRICE);
     expect(after.service).toBe(before.service + RELAY_TOTAL - PRICE);
-    const [row] = (await relayRows(db)).filter((candidate) => candidate.client_tx_hash === clientTx);
-    expect(row).toMatchObject({
-      state: 'delivered',
-      amount_micro: RELAY_TOTAL,
-      target_amount_micro: PRICE,
-      target_network: NETWORK,
-    });
+    await expectRelayDelivered(db, clientTx, { network: NETWORK, total: RELAY_TOTAL, price: PRICE });
   });
 
   it('/proxy/sim prices it and pays nothing', async () => {

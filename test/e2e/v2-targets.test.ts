@@ -5,20 +5,23 @@
 // exactly the price, a /relay client pays exactly price + fee, a simulation moves nothing. A
 // version 2 target gets PAYMENT-SIGNATURE with `accepted` equal to the entry it offered; the
 // target's own x402 headers never reach our client.
-import {
-  decodePaymentRequiredHeader,
-  decodePaymentResponseHeader,
-  decodePaymentSignatureHeader,
-} from '@x402/core/http';
+import { decodePaymentResponseHeader } from '@x402/core/http';
 import { parseAbi, parseEventLogs, type Hash } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
-import { organisationBalance } from '../../payments/credits';
 import { decodePaymentHeader, decodePaymentResponseHeader as decodeOurReceipt } from '../../payments/x402/headers';
-import { startPeers, type Peers, type Target } from '../../devnet/index';
+import type { Peers, Target } from '../../devnet/index';
 import { createTestAccount } from '../support/accounts';
-import { ledgerSums, startProxyService } from '../support/proxy';
-import { payingFetch, relayRequest, relayRows } from '../support/relay';
+import {
+  expectOurReceipt,
+  expectProxyCharged,
+  expectRelayDelivered,
+  paidCallAfter,
+  v2PaymentOf,
+  withoutTargetHeaders,
+} from '../support/paid-target';
+import { ledgerSums, startPeersAndProxyService } from '../support/proxy';
+import { payingFetch, relayRequest } from '../support/relay';
 import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
 
@@ -36,21 +39,17 @@ const TARGETS = [
 ];
 /** A caller's own payment headers in the call: never forwarded to a target, in either version. */
 const CALLER_HEADERS = { 'PAYMENT-SIGNATURE': 'from-the-caller', 'X-Payment': 'from-the-caller' };
-/** Headers of a target's x402 dealings with us; our client must never see them. */
-const TARGET_X402_HEADERS = ['payment-required', 'payment-response'];
 
 let peers: Peers;
 let t: TestService;
 let db: Db;
 
 beforeAll(async () => {
-  peers = await startPeers({
+  ({ peers, t, db } = await startPeersAndProxyService({
     networks: [NETWORK],
     pricesMicroUsdc: { paid: PRICE },
     targets: TARGETS.map(({ name, x402Version }) => ({ name, network: NETWORK, x402Version })),
-  });
-  t = await startProxyService(peers);
-  db = t.database.handle.db;
+  }));
 });
 
 afterAll(async () => {
@@ -89,18 +88,10 @@ async function transfers(hash: string) {
  * as version 1 does. Returns the settlement the target reported (its own header).
  */
 async function checkTargetSide(target: Target, x402Version: 1 | 2, unpaidCalls: number): Promise<string> {
-  const seen = target.requests.filter((request) => request.route === 'paid');
-  expect(seen.map((request) => request.payment === null)).toEqual([...Array<boolean>(unpaidCalls).fill(true), false]);
-  expect(seen.map((request) => request.status)).toEqual([...Array<number>(unpaidCalls).fill(402), 200]);
-  const paid = seen[unpaidCalls]!;
+  const paid = paidCallAfter(target, unpaidCalls);
   noCallerPayment(target);
   if (x402Version === 2) {
-    expect(paid.headers['x-payment']).toBeUndefined();
-    const payment = decodePaymentSignatureHeader(paid.payment!);
-    // The offer as the target made it: re-read from a fresh unpaid call (the target's offer does not change).
-    const offered = decodePaymentRequiredHeader((await fetch(target.routes.paid.url)).headers.get('payment-required')!);
-    expect(payment.x402Version).toBe(2);
-    expect(payment.accepted).toStrictEqual(offered.accepts[0]);
+    const { payment, offered } = await v2PaymentOf(target, paid);
     expect(payment.resource).toStrictEqual(offered.resource);
     expect(payment.accepted).toMatchObject({ network: CAIP2, amount: PRICE.toString() });
     expect(payment.payload).toMatchObject({ authorization: { from: service(), value: PRICE.toString() } });
@@ -124,10 +115,6 @@ function noCallerPayment(target: Target): void {
   }
 }
 
-function withoutTargetHeaders(headers: Headers): void {
-  for (const name of TARGET_X402_HEADERS) expect(headers.get(name), name).toBeNull();
-}
-
 describe.each(TARGETS)('a target served by $server (x402 version $x402Version)', ({ name, x402Version }) => {
   const target = () => peers.targets[name]!;
 
@@ -147,22 +134,18 @@ describe.each(TARGETS)('a target served by $server (x402 version $x402Version)',
     withoutTargetHeaders(res.headers);
     const targetTx = await checkTargetSide(target(), x402Version, 1);
     // Our receipt of our payment, version 1 form, naming the transaction the chain shows.
-    const receipt = decodeOurReceipt(res.headers.get('x-payment-response'));
-    expect(receipt).toMatchObject({ ok: true, value: { success: true, network: NETWORK, payer: service() } });
-    expect(receipt.ok && receipt.value.transaction).toBe(targetTx);
+    expectOurReceipt(res.headers, NETWORK, service(), targetTx);
     expect(await transfers(targetTx)).toEqual([{ from: service(), to: target().routes.paid.payTo, value: PRICE }]);
 
     const after = await balances(target());
     expect(after.target).toBe(before.target + PRICE);
     expect(after.service).toBe(before.service - PRICE);
-    expect(await organisationBalance(db, organisationId)).toBe(1_000n - CREDITS);
-    expect(await ledgerSums(db, organisationId)).toMatchObject({ reserve: CREDITS, charge: CREDITS, release: 0n });
-    const [row] = await db
-      .selectFrom('proxy_payments')
-      .selectAll()
-      .where('organisation_id', '=', organisationId)
-      .execute();
-    expect(row).toMatchObject({ state: 'charged', network: NETWORK, amount_micro_usdc: PRICE, tx_hash: targetTx });
+    await expectProxyCharged(db, organisationId, {
+      network: NETWORK,
+      price: PRICE,
+      credits: CREDITS,
+      transaction: targetTx,
+    });
   });
 
   it('/relay: x402-fetch pays us price + fee, we pay the target exactly the price in its version', async () => {
@@ -180,22 +163,14 @@ describe.each(TARGETS)('a target served by $server (x402 version $x402Version)',
     const clientTx = res.headers.get('x-client-payment')!;
     expect(await transfers(clientTx)).toEqual([{ from: client(), to: service(), value: RELAY_TOTAL }]);
     const targetTx = await checkTargetSide(target(), x402Version, 2);
-    const receipt = decodeOurReceipt(res.headers.get('x-payment-response'));
-    expect(receipt).toMatchObject({ ok: true, value: { success: true, network: NETWORK, payer: service() } });
-    expect(receipt.ok && receipt.value.transaction).toBe(targetTx);
+    expectOurReceipt(res.headers, NETWORK, service(), targetTx);
     expect(await transfers(targetTx)).toEqual([{ from: service(), to: target().routes.paid.payTo, value: PRICE }]);
 
     const after = await balances(target());
     expect(after.client).toBe(before.client - RELAY_TOTAL);
     expect(after.target).toBe(before.target + PRICE);
     expect(after.service).toBe(before.service + RELAY_TOTAL - PRICE);
-    const [row] = (await relayRows(db)).filter((candidate) => candidate.client_tx_hash === clientTx);
-    expect(row).toMatchObject({
-      state: 'delivered',
-      amount_micro: RELAY_TOTAL,
-      target_amount_micro: PRICE,
-      target_network: NETWORK,
-    });
+    await expectRelayDelivered(db, clientTx, { network: NETWORK, total: RELAY_TOTAL, price: PRICE });
   });
 
   it('/proxy/sim prices it and pays nothing', async () => {

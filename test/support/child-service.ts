@@ -5,7 +5,10 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import type { EvmNetworkName, Peers } from '../../devnet/index';
+import { payingFetch, relayRequest } from './relay';
 
 /** Resolves with the child and its URL once it listens; rejects when it exits first or takes over 60 s. */
 export function startChildService(
@@ -58,6 +61,31 @@ export async function stopChild(child: ChildProcess): Promise<void> {
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   child.kill('SIGTERM');
   await exited;
+}
+
+/**
+ * The harness's client pays a /relay to `targetUrl` through the child service at `serviceUrl`, which
+ * pauses once the client's payment settled: the relay transaction's id it wrote to `markerFile`
+ * then, and the call still in flight (its status, or the error it ended with).
+ */
+export async function relayUntilSettled(
+  peers: Peers,
+  network: EvmNetworkName,
+  serviceUrl: string,
+  targetUrl: string,
+  markerFile: string,
+): Promise<{ relayTxId: string; paying: Promise<{ status: number } | { error: unknown }> }> {
+  const paying = payingFetch(peers, network)(
+    `${serviceUrl}/relay`,
+    relayRequest({ api_url: targetUrl, method: 'GET' }),
+  ).then(
+    (response) => ({ status: response.status }),
+    (error: unknown) => ({ error }),
+  );
+  const relayTxId = await waitFor('the settlement', () =>
+    existsSync(markerFile) ? readFileSync(markerFile, 'utf8') || undefined : undefined,
+  );
+  return { relayTxId, paying };
 }
 
 export async function waitFor<T>(

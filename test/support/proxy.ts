@@ -3,10 +3,13 @@
  * harness's funded service wallets, and exactly the targets' host:port pairs allow-listed.
  */
 import { isIP } from 'node:net';
+import { expect } from 'vitest';
 import type { Db } from '../../db/index';
+import { organisationBalance } from '../../payments/credits';
 import type { Resolver } from '../../payments/outbound/index';
 import type { ServiceOptions } from '../../server/service';
-import type { NetworkName, Peers } from '../../devnet/index';
+import { startPeers, type NetworkName, type Peers, type StartPeersOptions } from '../../devnet/index';
+import type { LocalLlm } from '../../devnet/llm';
 import { startTestService, type TestService } from './service';
 
 const RPC_VARIABLES: Record<NetworkName, string> = {
@@ -55,6 +58,30 @@ export async function startProxyService(
   return startTestService({ ...peersEnv(peers), ...env }, { resolver: tableResolver(), ...options });
 }
 
+/** The local peers and a proxy service on them, as most e2e files start them; the peers stop again if the service fails to start. */
+export async function startPeersAndProxyService(
+  options: StartPeersOptions,
+): Promise<{ peers: Peers; t: TestService; db: Db }> {
+  const peers = await startPeers(options);
+  try {
+    const t = await startProxyService(peers);
+    return { peers, t, db: t.database.handle.db };
+  } catch (error) {
+    await peers.stop();
+    throw error;
+  }
+}
+
+/** The service's environment for /llm/chat on the local model, its answers at most 16 tokens. */
+export function llmEnv(llm: LocalLlm): Record<string, string> {
+  return { LLM_BASE_URL: llm.url, LLM_API_KEY: llm.apiKey, LLM_MODEL: llm.model, LLM_MAX_TOKENS: '16' };
+}
+
+/** A service on the peers (no allow-listed host beyond the targets) with /llm/chat on the local model. */
+export function startLlmService(peers: Peers, llm: LocalLlm): Promise<TestService> {
+  return startTestService({ ...peersEnv(peers), ...llmEnv(llm) });
+}
+
 export interface LedgerSums {
   grant: bigint;
   reserve: bigint;
@@ -72,6 +99,18 @@ export async function ledgerSums(db: Db, organisationId: bigint): Promise<Ledger
   const sums: LedgerSums = { grant: 0n, reserve: 0n, charge: 0n, release: 0n, refund: 0n };
   for (const row of rows) sums[row.kind] += row.amount_credits;
   return sums;
+}
+
+/** An account granted 1,000 credits paid exactly `credits` for one call: reserved and charged, nothing released or refunded. */
+export async function expectChargedOnce(db: Db, organisationId: bigint, credits: bigint): Promise<void> {
+  expect(await organisationBalance(db, organisationId)).toBe(1_000n - credits);
+  expect(await ledgerSums(db, organisationId)).toEqual({
+    grant: 1_000n,
+    reserve: credits,
+    charge: credits,
+    release: 0n,
+    refund: 0n,
+  });
 }
 
 /** Polls GET /webhooks/{id} until it leaves 202 (at most timeoutMs); every answer is contract-checked. */

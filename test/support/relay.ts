@@ -49,6 +49,19 @@ export function relayRequest(body: Record<string, unknown>, headers: Record<stri
   return { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) };
 }
 
+/** The USDC the harness's client and service wallets and `payTo` hold on an EVM network: the three legs of a relay. */
+export async function relayLegBalances(
+  peers: Peers,
+  network: EvmNetworkName,
+  payTo: string,
+): Promise<{ client: bigint; service: bigint; target: bigint }> {
+  return {
+    client: await peers.usdcBalance(network, peers.wallets.client.evm.address),
+    service: await peers.usdcBalance(network, peers.wallets.service.evm.address),
+    target: await peers.usdcBalance(network, payTo),
+  };
+}
+
 export async function relayRows(db: Db) {
   return db.selectFrom('relay_transactions').selectAll().orderBy('id').execute();
 }

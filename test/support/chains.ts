@@ -1,0 +1,39 @@
+/** Our chains on the local peers, and what settling a client's payment on them uses. */
+import { systemClock } from '../../payments/clock';
+import { loadConfig } from '../../payments/config';
+import type { Deps } from '../../payments/deps';
+import { DEFAULT_RELAY_LIMITS, IN_PROCESS_ONLY, SubmissionQueue } from '../../payments/incoming/index';
+import { createChains, type Chains } from '../../payments/networks/index';
+import { NETWORK_TABLE, type NetworkName } from '../../payments/networkTable';
+import type { Peers } from '../../devnet/index';
+
+/**
+ * Our chains on the peers' `networks` (their RPC URLs, the table's USDC), paying from the service
+ * wallet of each chain type among them (no key for a chain type that is not there).
+ */
+export function createPeerChains(peers: Peers, networks: readonly NetworkName[]): Promise<Chains> {
+  const has = (chainType: 'evm' | 'solana') => networks.some((name) => NETWORK_TABLE[name].chainType === chainType);
+  return createChains({
+    networks: networks.map((name) => ({ name, rpcUrl: peers.rpcUrls[name]!, usdc: NETWORK_TABLE[name].usdc })),
+    evmPrivateKey: has('evm') ? peers.wallets.service.evm.privateKey : undefined,
+    solanaPrivateKey: has('solana') ? peers.wallets.service.solana.secretKeyBase58 : undefined,
+  });
+}
+
+/** What settling, reconciling and refunding a client's payment use. */
+export type Settling = Pick<Deps, 'chains' | 'clock' | 'submissions' | 'relayLimits' | 'config'>;
+
+/**
+ * Settling on `chains` directly (our wallet submits, confirmations polled every 20 ms for at most
+ * 10 s) and the same through the facilitator at `facilitatorUrl`; one submission queue for both.
+ */
+export function settlingOn(chains: Chains, facilitatorUrl: string): { direct: Settling; viaFacilitator: Settling } {
+  const direct: Settling = {
+    chains,
+    clock: systemClock,
+    submissions: new SubmissionQueue(IN_PROCESS_ONLY),
+    relayLimits: { ...DEFAULT_RELAY_LIMITS, confirmationTimeoutMs: 10_000, confirmationPollMs: 20 },
+    config: loadConfig({}),
+  };
+  return { direct, viaFacilitator: { ...direct, config: { ...direct.config, facilitatorUrl } } };
+}
