@@ -16,9 +16,9 @@ import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
 
 /** Paid calls through /proxy (each with its own Idempotency-Key). */
-const PROXY_CALLS = 100;
+const PROXY_CALLS = 500;
 /** Paid calls through /relay: half retried with an Idempotency-Key, half with the payment alone. */
-const RELAY_CALLS = 100;
+const RELAY_CALLS = 500;
 export const CALLS = PROXY_CALLS + RELAY_CALLS;
 /** Calls in flight at once. */
 const CONCURRENCY = 20;
