@@ -19,6 +19,11 @@ export const DEFAULT_LIVE_MAX_DELAY_MS = 2_000;
 export const READY_CHECK_TIMEOUT_MS = 2_000;
 /** The delay is measured over windows of this length. */
 const WINDOW_MS = 1_000;
+/**
+ * A heartbeat this often: a beat overdue is a block seen at once, even before the histogram's own
+ * timer has fired to record it (a request handled right after the block would otherwise miss it).
+ */
+const HEARTBEAT_MS = 50;
 
 export type { LiveReport, ReadyReport };
 
@@ -36,23 +41,47 @@ export interface Probes extends ProbeReports {
 class EventLoopMonitor {
   private readonly histogram: IntervalHistogram = monitorEventLoopDelay({ resolution: 10 });
   private readonly timer: NodeJS.Timeout;
+  private readonly heartbeat: NodeJS.Timeout;
   private lastWindowMaxMs = 0;
   private lastTick = performance.now();
+  private lastBeat = performance.now();
+  /** The longest gap between two beats in this window and in the last one. */
+  private windowBeatGapMs = 0;
+  private lastWindowBeatGapMs = 0;
 
   constructor() {
     this.histogram.enable();
     this.timer = setInterval(() => {
       this.lastWindowMaxMs = this.histogram.max / 1e6;
       this.histogram.reset();
+      this.lastWindowBeatGapMs = this.windowBeatGapMs;
+      this.windowBeatGapMs = 0;
       this.lastTick = performance.now();
     }, WINDOW_MS);
     this.timer.unref();
+    this.heartbeat = setInterval(() => {
+      const now = performance.now();
+      this.windowBeatGapMs = Math.max(this.windowBeatGapMs, now - this.lastBeat - HEARTBEAT_MS);
+      this.lastBeat = now;
+    }, HEARTBEAT_MS);
+    this.heartbeat.unref();
   }
 
   delayMs(): number {
+    const now = performance.now();
     const current = this.histogram.count > 0 ? this.histogram.max / 1e6 : 0;
-    const overdue = performance.now() - this.lastTick - WINDOW_MS;
-    return Math.max(this.lastWindowMaxMs, current, overdue, 0);
+    const overdue = now - this.lastTick - WINDOW_MS;
+    // A block is seen as a beat still overdue, or, once the beat has come, as the gap it left.
+    const beatOverdue = now - this.lastBeat - HEARTBEAT_MS;
+    return Math.max(
+      this.lastWindowMaxMs,
+      current,
+      overdue,
+      beatOverdue,
+      this.windowBeatGapMs,
+      this.lastWindowBeatGapMs,
+      0,
+    );
   }
 
   /** Forgets what was measured so far (the blocking work of a start is not a stall). */
@@ -60,10 +89,14 @@ class EventLoopMonitor {
     this.histogram.reset();
     this.lastWindowMaxMs = 0;
     this.lastTick = performance.now();
+    this.lastBeat = performance.now();
+    this.windowBeatGapMs = 0;
+    this.lastWindowBeatGapMs = 0;
   }
 
   stop(): void {
     clearInterval(this.timer);
+    clearInterval(this.heartbeat);
     this.histogram.disable();
   }
 }
