@@ -4,6 +4,7 @@
  * replayed to every repeat of the same request, with Idempotent-Replayed: true.
  */
 import type { Db } from '../db/index';
+import type { Deps } from './deps';
 import {
   claimIdempotencyKey,
   finishIdempotencyKey,
@@ -74,6 +75,7 @@ function tooLarge(answer: KeptAnswer, requestId: string): KeptAnswer {
 
 export interface Once<K extends OperationId> {
   db: Db;
+  log: Deps['log'];
   id: IdempotencyScope;
   fingerprint: string;
   operationId: K;
@@ -119,25 +121,56 @@ export async function runOnce<K extends OperationId>(once: Once<K>): Promise<Rep
     answer = await once.run();
   } catch (error) {
     const body = internalErrorBody(once.operationId, once.requestId);
-    await finishIdempotencyKey(once.db, once.id, {
-      status: 500,
-      contentType: JSON_TYPE,
-      headers: {},
-      body: Buffer.from(JSON.stringify(body)),
-    });
+    await keepTrying(once, () =>
+      finishIdempotencyKey(once.db, once.id, {
+        status: 500,
+        contentType: JSON_TYPE,
+        headers: {},
+        body: Buffer.from(JSON.stringify(body)),
+      }),
+    );
     throw error;
   }
   if (!answer.keep) {
-    await releaseIdempotencyKey(once.db, once.id);
+    await keepTrying(once, () => releaseIdempotencyKey(once.db, once.id));
     return answer.reply;
   }
   const kept = keptAnswerOf(answer.reply);
-  await finishIdempotencyKey(
-    once.db,
-    once.id,
-    kept.body.length > MAX_KEPT_BODY_BYTES ? tooLarge(kept, once.requestId) : kept,
+  await keepTrying(once, () =>
+    finishIdempotencyKey(
+      once.db,
+      once.id,
+      kept.body.length > MAX_KEPT_BODY_BYTES ? tooLarge(kept, once.requestId) : kept,
+    ),
   );
   return answer.reply;
+}
+
+/** Waits between the tries of a write that keeps an answer (a database restart replaces the connection meanwhile). */
+const KEEP_RETRY_MS = [250, 1_000];
+
+/**
+ * Writes what the call left for its repeats, trying again while the database is briefly away. The
+ * call has run and its money has moved: its answer goes to the client even when the write never
+ * succeeds (the record then stays running, and repeats are told so until it expires).
+ */
+async function keepTrying(once: Pick<Once<OperationId>, 'log' | 'id'>, write: () => Promise<unknown>): Promise<void> {
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      await write();
+      return;
+    } catch (error) {
+      const wait = KEEP_RETRY_MS[attempt];
+      if (wait === undefined) {
+        once.log.error(
+          { err: error, idempotencyScope: once.id.scope },
+          'the answer of a call could not be kept for its repeats; they are told it still runs until the record expires',
+        );
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
 }
 
 /** The path and the query that shapes the answer, for the request's fingerprint. */

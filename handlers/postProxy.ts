@@ -85,6 +85,7 @@ export const postProxy: Handler<'postProxy'> = async (ctx, deps) => {
   if (read.key === undefined) return (await answer(ctx, deps, key)).reply;
   return runOnce({
     db: deps.db,
+    log: deps.log,
     id: { scope: `proxy:${key.accountId}`, key: read.key },
     fingerprint: requestFingerprint({
       method: 'POST',

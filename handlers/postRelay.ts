@@ -123,6 +123,7 @@ export const postRelay: Handler<'postRelay'> = async (ctx, deps) => {
   const named = paymentHeaderName(payment.version);
   return runOnce({
     db: deps.db,
+    log: deps.log,
     id: relayIdempotencyScope(decoded.value, key),
     fingerprint: requestFingerprint({
       method: 'POST',

@@ -165,7 +165,7 @@ export async function relayCall(
   if (!settlement.settled) {
     if (!settlement.pending) return refused(settlement.reason, settlement.details, accepts, version);
     // It may still land: never a 402 now. If it does, the client (gone by then) is refunded.
-    const { webhookId } = await retriedOnce(() =>
+    const { webhookId } = await handedOver(deps, row.id, () =>
       handOver(deps.db, row.id, {
         kind: 'relay_payment',
         message:
@@ -195,7 +195,7 @@ export async function relayCall(
       { err: error, relayTransactionId: String(row.id) },
       'relay failed after the client paid; handed to the watch job',
     );
-    const { webhookId } = await retriedOnce(() =>
+    const { webhookId } = await handedOver(deps, row.id, () =>
       handOver(deps.db, row.id, {
         kind: 'relay_refund',
         message: 'The relay failed after your payment; it is refunded unless the target was paid',
@@ -236,19 +236,34 @@ export async function checkRelayPayment(
 }
 
 /**
- * The write that hands a call whose money moved to the jobs is tried again once, a moment later:
- * the database connection that failed the step before it (a restart) has been replaced by then.
+ * The write that hands a call whose money moved to the jobs (its webhook record), tried again a
+ * moment later and once more after a second: the database connection that failed the step before
+ * it (a restart) has been replaced by then. If it never succeeds the client still gets its 502, with
+ * no webhook id: the job enqueued when the payment was admitted finishes the transaction anyway.
  */
-async function retriedOnce<T>(write: () => Promise<T>): Promise<T> {
-  try {
-    return await write();
-  } catch {
-    await new Promise((resolve) => setTimeout(resolve, HAND_OVER_RETRY_MS));
-    return write();
+async function handedOver(
+  deps: Pick<Deps, 'log'>,
+  relayTransactionId: bigint,
+  write: () => Promise<{ webhookId?: string }>,
+): Promise<{ webhookId?: string }> {
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      return await write();
+    } catch (error) {
+      const wait = HAND_OVER_RETRY_MS[attempt];
+      if (wait === undefined) {
+        deps.log.error(
+          { err: error, relayTransactionId: String(relayTransactionId) },
+          'handing the relay to its job failed; the admission job finishes it',
+        );
+        return {};
+      }
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
   }
 }
 
-const HAND_OVER_RETRY_MS = 250;
+const HAND_OVER_RETRY_MS = [250, 1_000];
 
 /** Every answer that names the client's settled payment carries its receipt as well. */
 function withClientSettlement(settlement: SettlementResponse) {
