@@ -2,13 +2,12 @@
 // the stand-in of load/runner/k6-standin against the service and a local x402 target: their
 // requests, checks, metrics and thresholds. Every answer they get is checked against the OpenAPI
 // document.
-import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPeers, type Peers, type Target } from '../../devnet/index';
 import { createTestAccount } from '../support/accounts';
-import { checkResponse } from '../support/contract';
+import { playStandIn, type StandInRun, type Threshold } from '../support/k6-standin';
 import { holdRequest, type HeldRequest } from '../support/held-request';
 import { startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
@@ -46,54 +45,10 @@ afterAll(async () => {
   if (directory) rmSync(directory, { recursive: true, force: true });
 });
 
-interface Threshold {
-  expression: string;
-  value?: number;
-  result: 'pass' | 'fail' | 'no data';
-}
-
-interface StandInRun {
-  checks: Record<string, { passes: number; fails: number }>;
-  metrics: Record<string, { count: number; sum: number }>;
-  thresholds: Record<string, Threshold[]>;
-}
-
-let runs = 0;
-
 /** Plays `plays` (scenario:iterations) of a script under the stand-in; checks every answer it got against the document. */
-async function play(script: string, plays: string[], env: Record<string, string> = {}): Promise<StandInRun> {
-  const record = path.join(directory, `exchanges-${(runs += 1)}.jsonl`);
-  writeFileSync(record, '');
-  // Only the sandbox file says where things are (vitest sets BASE_URL for its own use).
-  const inherited = Object.fromEntries(
-    Object.entries(process.env).filter(([name]) => !['BASE_URL', 'API_KEY', 'TARGET_URL'].includes(name)),
-  );
-  const output = await new Promise<string>((resolve, reject) => {
-    execFile(
-      process.execPath,
-      ['--import', './load/runner/k6-standin/register.mjs', 'load/runner/k6-standin/run.mjs', script, ...plays],
-      { cwd: ROOT, env: { ...inherited, SANDBOX: sandboxFile, K6_STANDIN_RECORD: record, ...env }, timeout: 60_000 },
-      (error, stdout, stderr) =>
-        error ? reject(new Error(`${script}: ${error.message}\n${stderr}`)) : resolve(stdout),
-    );
-  });
-  const exchanges = readFileSync(record, 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .map((line) => JSON.parse(line));
-  for (const exchange of exchanges) {
-    const headers = new Headers(exchange.headers);
-    const isJson = (headers.get('content-type') ?? '').startsWith('application/json');
-    const url = new URL(exchange.url);
-    await checkResponse(exchange.method, `${url.pathname}${url.search}`, {
-      status: exchange.status,
-      headers,
-      text: exchange.body,
-      body: isJson && exchange.body ? JSON.parse(exchange.body) : exchange.body,
-      operationId: undefined,
-    });
-  }
-  return JSON.parse(output) as StandInRun;
+function play(script: string, plays: string[], env: Record<string, string> = {}): Promise<StandInRun> {
+  // Only the sandbox file says where things are.
+  return playStandIn({ script, plays, directory, env: { SANDBOX: sandboxFile, ...env }, timeoutMs: 60_000 });
 }
 
 /**

@@ -6,8 +6,7 @@
 // L calls: L paid; ledger, balance and daily counter to the credit). Then load/several-instances.js
 // plays against the same cluster under the k6 stand-in. Every answer read is checked against the
 // OpenAPI document.
-import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPeers, type Peers, type Target } from '../../devnet/index';
@@ -24,6 +23,7 @@ import {
 } from '../../load/runner/instances';
 import { requestOf } from '../../load/runner/scenarios';
 import { checkResponse } from '../support/contract';
+import { playStandIn, type StandInRun, type Threshold } from '../support/k6-standin';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { peersEnv } from '../support/proxy';
 import { ifStarted } from '../support/teardown';
@@ -183,72 +183,20 @@ describe('two instances behind a round robin on one Postgres', () => {
   });
 });
 
-interface Threshold {
-  expression: string;
-  value?: number;
-  result: 'pass' | 'fail' | 'no data';
-}
-
-interface StandInRun {
-  checks: Record<string, { passes: number; fails: number }>;
-  metrics: Record<string, { count: number; sum: number }>;
-  thresholds: Record<string, Threshold[]>;
-}
-
-let plays = 0;
-
-async function play(plays_: string[], env: Record<string, string>): Promise<StandInRun> {
-  const record = path.join(directory, `exchanges-${(plays += 1)}.jsonl`);
-  writeFileSync(record, '');
-  const inherited = Object.fromEntries(
-    Object.entries(process.env).filter(([name]) => !['BASE_URL', 'API_KEY', 'TARGET_URL', 'SANDBOX'].includes(name)),
-  );
-  const output = await new Promise<string>((resolve, reject) => {
-    execFile(
-      process.execPath,
-      [
-        '--import',
-        './load/runner/k6-standin/register.mjs',
-        'load/runner/k6-standin/run.mjs',
-        'load/several-instances.js',
-        ...plays_,
-      ],
-      {
-        cwd: ROOT,
-        env: {
-          ...inherited,
-          BASE_URL: cluster.balancer.url,
-          INSTANCE_URLS: cluster.instances.map((instance) => instance.url).join(','),
-          TARGET_URL: target.url,
-          CAP_PROXY: String(CAP),
-          K6_STANDIN_RECORD: record,
-          ...env,
-        },
-        timeout: 90_000,
-      },
-      (error, stdout, stderr) => (error ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(stdout)),
-    );
+async function play(plays: string[], env: Record<string, string>): Promise<StandInRun> {
+  return playStandIn({
+    script: 'load/several-instances.js',
+    plays,
+    directory,
+    env: {
+      BASE_URL: cluster.balancer.url,
+      INSTANCE_URLS: cluster.instances.map((instance) => instance.url).join(','),
+      TARGET_URL: target.url,
+      CAP_PROXY: String(CAP),
+      ...env,
+    },
+    timeoutMs: 90_000,
   });
-  for (const line of readFileSync(record, 'utf8').split('\n').filter(Boolean)) {
-    const exchange = JSON.parse(line) as {
-      method: string;
-      url: string;
-      status: number;
-      headers: Record<string, string>;
-      body: string;
-    };
-    const headers = new Headers(exchange.headers);
-    const isJson = (headers.get('content-type') ?? '').startsWith('application/json');
-    const url = new URL(exchange.url);
-    await checkResponse(exchange.method, `${url.pathname}${url.search}`, {
-      status: exchange.status,
-      headers,
-      text: exchange.body,
-      body: isJson && exchange.body ? JSON.parse(exchange.body) : exchange.body,
-      operationId: undefined,
-    });
-  }
-  return JSON.parse(output) as StandInRun;
 }
 
 function thresholdsWith(run: StandInRun, result: Threshold['result']): string[] {
