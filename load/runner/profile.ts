@@ -30,6 +30,28 @@ export interface ProfileSummary {
   byFunction: Array<{ fn: string; origin: string; ms: number; share: number }>;
   /** Our functions by inclusive time (their synchronous callees included). */
   oursInclusive: Array<{ fn: string; ms: number; share: number }>;
+  /**
+   * Self time charged to the nearest caller that is a dependency or one of our files: Node's and
+   * V8's work (sockets, buffers, the HTTP parser, fetch) counts for the code that asked for it.
+   */
+  byCaller: Array<{ caller: string; ms: number; share: number }>;
+}
+
+/** The nearest frame that is a dependency (by package) or ours (by file), from a sample's leaf up. */
+function callerOf(
+  id: number,
+  byId: Map<number, ProfileNode>,
+  parent: Map<number, number>,
+): string {
+  for (let current: number | undefined = id; current !== undefined; current = parent.get(current)) {
+    const node = entryOf(byId, current, 'the nodes of the profile');
+    const origin = originOf(node.callFrame.url);
+    if (origin.startsWith('dep:')) return origin;
+    if (origin.startsWith('ours:')) return `ours: ${path.relative(ROOT, node.callFrame.url.replace(/^file:\/\//, ''))}`;
+  }
+  const leaf = entryOf(byId, id, 'the nodes of the profile');
+  if (leaf.callFrame.functionName === '(garbage collector)') return 'gc';
+  return originOf(leaf.callFrame.url) === 'node internals' ? 'node internals (no caller of ours)' : '(native, no caller)';
 }
 
 export function originOf(url: string): string {
@@ -91,6 +113,7 @@ export function summarizeProfile(file: string, top = 25, window?: ProfileWindow)
   let totalUs = 0;
   let idleUs = 0;
   const origins = new Map<string, number>();
+  const callers = new Map<string, number>();
   const functions = new Map<string, { origin: string; us: number }>();
   for (const [id, us] of selfUs) {
     const node = entryOf(byId, id, 'the nodes of the profile');
@@ -102,6 +125,8 @@ export function summarizeProfile(file: string, top = 25, window?: ProfileWindow)
     totalUs += us;
     const origin = name === '(garbage collector)' ? 'gc' : originOf(node.callFrame.url);
     origins.set(origin, (origins.get(origin) ?? 0) + us);
+    const caller = callerOf(id, byId, parent);
+    callers.set(caller, (callers.get(caller) ?? 0) + us);
     const where = node.callFrame.url
       ? `${path.relative(ROOT, node.callFrame.url.replace(/^file:\/\//, ''))}:${node.callFrame.lineNumber + 1}`
       : '';
@@ -125,6 +150,10 @@ export function summarizeProfile(file: string, top = 25, window?: ProfileWindow)
       .map(([fn, us]) => ({ fn, ms: us / 1000, share: share(us) }))
       .sort((a, b) => b.ms - a.ms)
       .slice(0, top),
+    byCaller: [...callers]
+      .map(([caller, us]) => ({ caller, ms: us / 1000, share: share(us) }))
+      .sort((a, b) => b.ms - a.ms)
+      .slice(0, top),
   };
 }
 
@@ -137,6 +166,9 @@ export function formatProfile(summary: ProfileSummary, requests?: number): strin
   lines.push('self time by origin:');
   for (const entry of summary.byOrigin.slice(0, 14))
     lines.push(`  ${(entry.share * 100).toFixed(1).padStart(5)}%  ${entry.origin}`);
+  lines.push('self time by the nearest dependency or file of ours on the stack:');
+  for (const entry of summary.byCaller.slice(0, 16))
+    lines.push(`  ${(entry.share * 100).toFixed(1).padStart(5)}%  ${entry.caller}`);
   lines.push('top functions (self time):');
   for (const entry of summary.byFunction)
     lines.push(`  ${(entry.share * 100).toFixed(1).padStart(5)}%  ${entry.fn}  [${entry.origin}]`);
