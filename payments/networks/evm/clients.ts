@@ -3,16 +3,14 @@
  *
  * Chains are our own (`defineChain` with the table's chain id and the configured RPC URL), never
  * viem's built-in definitions: the EIP-712 domain takes its chain id from our table. Transports do
- * not retry (a revert is an answer) and every request has a timeout.
+ * not retry (a revert is an answer) and every request has a timeout (./transport.ts).
  */
 import {
   createPublicClient,
   createWalletClient,
   defineChain,
   getAddress,
-  http,
   type Account,
-  type HttpTransport,
   type Address,
   type Chain,
   type Hex,
@@ -24,7 +22,8 @@ import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { ConfigError, type Config } from '../../config';
 import { fail, ok, type Result } from '../../result';
 import { NETWORK_TABLE, type NetworkName } from '../../networkTable';
-import { observed, type RpcObserver } from '../rpcTiming';
+import type { RpcObserver } from '../rpcTiming';
+import { rpcTransport } from './transport';
 
 export const DEFAULT_RPC_TIMEOUT_MS = 10_000;
 
@@ -60,21 +59,6 @@ export function parsePrivateKey(key: string): PrivateKeyAccount {
   }
 }
 
-/** The http transport with each request's time reported to `observe` (the transport itself unchanged). */
-export function observedTransport(
-  transport: HttpTransport,
-  network: NetworkName,
-  observe: RpcObserver | undefined,
-): HttpTransport {
-  if (!observe) return transport;
-  return (parameters: Parameters<HttpTransport>[0]) => {
-    const built = transport(parameters);
-    const request: typeof built.request = (args, options) =>
-      observed(observe, network, args.method, () => built.request(args, options));
-    return { ...built, request };
-  };
-}
-
 export function evmNetworkClients(
   config: Pick<Config, 'networks'>,
   account: PrivateKeyAccount | undefined,
@@ -85,7 +69,7 @@ export function evmNetworkClients(
   for (const settings of config.networks) {
     if (NETWORK_TABLE[settings.name].chainType !== 'evm') continue;
     const chain = evmChain(settings.name, settings.rpcUrl);
-    const transport = observedTransport(http(settings.rpcUrl, { retryCount: 0, timeout }), settings.name, observe);
+    const transport = rpcTransport(settings.rpcUrl, { timeout, network: settings.name, observe });
     networks.set(settings.name, {
       network: settings.name,
       chainId: chain.id,
