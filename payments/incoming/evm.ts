@@ -29,7 +29,6 @@ import {
   parseErc6492Signature,
   keccak256,
   parseAbi,
-  parseEventLogs,
   parseSignature,
   TimeoutError,
   TransactionReceiptNotFoundError,
@@ -38,7 +37,7 @@ import {
   type Hex,
 } from 'viem';
 import {
-  authorizationUsedEvent,
+  logsShowAuthorizationUse,
   revertReason,
   transferWithAuthorizationTypes,
   type EvmNetworkClients,
@@ -444,14 +443,5 @@ export function receiptUsesAuthorization(
   usdc: Address,
   authorization: Pick<CheckedAuthorization, 'from' | 'nonce'>,
 ): boolean {
-  const events = parseEventLogs({
-    abi: [authorizationUsedEvent],
-    logs: logs.filter((log) => getAddress(log.address) === usdc) as never,
-    strict: true,
-  });
-  return events.some(
-    (event) =>
-      getAddress(event.args.authorizer) === authorization.from &&
-      event.args.nonce.toLowerCase() === authorization.nonce,
-  );
+  return logsShowAuthorizationUse(logs, usdc, { authorizer: authorization.from, nonce: authorization.nonce });
 }

@@ -3,7 +3,8 @@
  * /relay). Only the chain decides whether the target was paid: a target's word (its status code,
  * its X-PAYMENT-RESPONSE) is a hint of where to look, never a proof.
  */
-import { getAddress, parseAbiItem, parseEventLogs, type Hex } from 'viem';
+import type { Hex } from 'viem';
+import { logsShowAuthorizationUse } from '../networks/evm';
 import type { Chains } from '../networks/index';
 import { canonicalNetwork, type NetworkName } from '../networkTable';
 
@@ -88,10 +89,6 @@ export async function readPaymentOnChain(
   return readEvmPayment(chains, network, payment, now);
 }
 
-const authorizationUsedEvent = parseAbiItem(
-  'event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)',
-);
-
 /** Whether `hash` is a successful transaction whose USDC contract logged AuthorizationUsed for our payer and nonce. */
 async function receiptProvesUse(
   chains: Chains,
@@ -105,13 +102,7 @@ async function receiptProvesUse(
   try {
     const receipt = await clients.publicClient.getTransactionReceipt({ hash: hash as Hex });
     if (receipt.status !== 'success') return false;
-    const usdcLogs = receipt.logs.filter((log) => getAddress(log.address) === getAddress(clients.usdc));
-    const events = parseEventLogs({ abi: [authorizationUsedEvent], logs: usdcLogs, strict: true });
-    return events.some(
-      (event) =>
-        getAddress(event.args.authorizer) === getAddress(payer) &&
-        event.args.nonce.toLowerCase() === nonce.toLowerCase(),
-    );
+    return logsShowAuthorizationUse(receipt.logs, clients.usdc, { authorizer: payer, nonce });
   } catch {
     // Not found yet, or the node did not answer: the full reading decides.
     return false;

@@ -3,14 +3,14 @@
  * requirements, its EIP-712 domain, and the X-PAYMENT that carries it.
  */
 import { randomBytes } from 'node:crypto';
-import { getAddress, isAddress, toHex, zeroAddress, type Address, type Hex, type TypedDataDomain } from 'viem';
+import { getAddress, isAddress, toHex, zeroAddress, type Address, type Hex } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { encodePaymentHeader } from '../../x402/headers';
 import { X402_VERSION, type ExactEvmPayload, type PaymentPayload, type PaymentRequirements } from '../../x402/types';
 import { fail, ok, type Result } from '../../result';
 import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../../networkTable';
-import { transferWithAuthorizationTypes } from './abi';
 import type { ClientsOf } from './clients';
+import { transferAuthorizationDigest, type AuthorizationDomain } from './digest';
 
 /** Authorizations are valid from this long ago, for clocks behind ours (as x402 clients do). */
 export const CLOCK_SKEW_SECONDS = 600n;
@@ -43,7 +43,7 @@ export function randomNonce(): Hex {
 export function usdcDomain(
   network: NetworkName,
   requirements: Pick<PaymentRequirements, 'asset' | 'extra'>,
-): TypedDataDomain {
+): AuthorizationDomain {
   const entry = NETWORK_TABLE[network];
   if (entry.chainType !== 'evm' || entry.chainId === undefined || entry.eip712 === undefined) {
     throw new RangeError(`${network} is not an EVM network`);
@@ -132,11 +132,9 @@ export async function signTransferAuthorization(
     now,
     nonce: nonce ?? nextNonce(),
   });
-  const signature = await account.signTypedData({
-    domain: usdcDomain(network, requirements),
-    types: transferWithAuthorizationTypes,
-    primaryType: 'TransferWithAuthorization',
-    message: authorization,
+  // The digest signTypedData would hash (./digest.ts), signed as it would sign it.
+  const signature = await account.sign({
+    hash: transferAuthorizationDigest(usdcDomain(network, requirements), authorization),
   });
   const payment = evmPaymentPayload(requirements.network, signature, authorization);
   return ok({ network, payment, header: encodePaymentHeader(payment), authorization });

@@ -30,7 +30,13 @@ import {
 } from './clients';
 import { createEvmReads, type EvmReads } from './reads';
 
-export { authorizationUsedEvent, transferWithAuthorizationTypes, usdcAbi } from './abi';
+export {
+  AUTHORIZATION_USED_TOPIC,
+  authorizationUsedEvent,
+  logsShowAuthorizationUse,
+  transferWithAuthorizationTypes,
+  usdcAbi,
+} from './abi';
 export { DEFAULT_RPC_TIMEOUT_MS, evmChain, type EvmNetworkClients } from './clients';
 export {
   buildTransferAuthorization,
