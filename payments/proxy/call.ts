@@ -1,6 +1,6 @@
 /**
  * POST /proxy, the money side: call the target; when it asks for payment (x402 v1), choose what
- * we pay, hold the credits, sign, record, send X-PAYMENT (at most MAX_PAID_ATTEMPTS times, always
+ * we pay, sign, hold the credits and record the signed payment in one statement, send X-PAYMENT (at most MAX_PAID_ATTEMPTS times, always
  * the same payment), and charge only what the chain shows as paid. Anything left unknown is
  * handed to the watch job with a webhook record.
  *
@@ -35,8 +35,6 @@ import type { PaymentChoice } from '../x402/choose';
 import {
   chargeProxyPayment,
   holdProxyPayment,
-  recordSigned,
-  releaseProxyPayment,
   signedRecordOf,
   signedTargetPaymentOf,
   watchProxyPayment,
@@ -135,43 +133,30 @@ async function payAndRetry(
   const { db, config, clock, log } = deps;
   const { totalCredits } = proxyCredits(choice.amountMicroUsdc, config.proxyFeePercent);
   const reference = randomNonce();
-  const holding = holdProxyPayment(db, {
-    reference,
-    key: input.key,
-    requestId: input.requestId,
-    targetUrl: input.call.api_url,
-    choice,
-    credits: totalCredits,
-    day: utcDay(clock.now()),
-    accountDailyLimitCredits: BigInt(config.proxyDailyPerAccountUsd) * CREDITS_PER_USDC,
-    systemDailyLimitCredits: BigInt(config.proxyDailyTotalUsd) * CREDITS_PER_USDC,
-  });
-  // Signing needs nothing from the reservation (the nonce is ours already) and nothing leaves this
-  // process before the row says "signed", so the two overlap; a refused reservation just drops
-  // the signature it never sent.
-  const preparing = prepare(deps, choice, reference).then(
-    (value) => ({ ok: true as const, value }),
-    (error: unknown) => ({ ok: false as const, error }),
-  );
-  const reservation = await holding;
-  if (!reservation.reserved) return refusal(reservation, totalCredits, input.key, choice);
-
-  const preparation = await preparing;
-  if (!preparation.ok) {
-    // Nothing left this process: the credits come back at once rather than at the next sweep.
-    await releaseProxyPayment(db, reference, { outcome: 'not signed: the payment could not be prepared' });
-    throw preparation.error;
-  }
-  const prepared: Prepared = preparation.value;
-  if (!prepared.ok) {
-    await releaseProxyPayment(db, reference, { outcome: `not signed: ${prepared.reason}: ${prepared.details}` });
-    return prepared.outcome;
-  }
+  // Signed first, held and recorded second: the row is written as "signed" together with the
+  // reservation, in one statement, and only then does the payment leave this process. A refused
+  // reservation just drops the signature it never sent; a payment that cannot be prepared holds
+  // nothing.
+  const prepared = await prepare(deps, choice, reference);
+  if (!prepared.ok) return prepared.outcome;
   const payment = prepared.value;
   const signed = signedFacts(payment);
-  const recorded = await recordSigned(db, reference, signed);
-  // Only a payment whose row says "signed" may leave: otherwise no job would ever look for it.
-  if (!recorded) throw new Error(`proxy payment ${reference} was settled before it was sent`);
+  const reservation = await holdProxyPayment(
+    db,
+    {
+      reference,
+      key: input.key,
+      requestId: input.requestId,
+      targetUrl: input.call.api_url,
+      choice,
+      credits: totalCredits,
+      day: utcDay(clock.now()),
+      accountDailyLimitCredits: BigInt(config.proxyDailyPerAccountUsd) * CREDITS_PER_USDC,
+      systemDailyLimitCredits: BigInt(config.proxyDailyTotalUsd) * CREDITS_PER_USDC,
+    },
+    signed,
+  );
+  if (!reservation.reserved) return refusal(reservation, totalCredits, input.key, choice);
 
   try {
     return await sendAndSettle(deps, input, choice, reference, reservation.id, payment, signed, remainingMs);

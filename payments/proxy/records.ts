@@ -46,8 +46,16 @@ export type ProxyReservation = { reserved: true; id: bigint } | Extract<Reservat
  * Holds the credits and writes the row in one statement (so one transaction and one round trip):
  * reserve_credits in a CTE, the row only when it reserved. Nothing is written when a limit refuses.
  * Returns the row's id with the reservation.
+ *
+ * With `signed` (the payment was signed beforehand, and has not left this process) the row is
+ * written as "signed" with what the chain will be read for: reserved -> signed in the same
+ * statement, so the payment may leave once this returns.
  */
-export async function holdProxyPayment(db: Db, payment: NewProxyPayment): Promise<ProxyReservation> {
+export async function holdProxyPayment(
+  db: Db,
+  payment: NewProxyPayment,
+  signed?: SignedFacts,
+): Promise<ProxyReservation> {
   const { key, choice } = payment;
   const reservation = reserveCreditsCall({
     reference: payment.reference,
@@ -65,11 +73,15 @@ export async function holdProxyPayment(db: Db, payment: NewProxyPayment): Promis
     with r as (select * from ${reservation}),
     p as (
       insert into proxy_payments
-        (reference, organisation_id, account_id, api_key_id, request_id, target_url, network, chain_type, pay_to, amount_micro_usdc, credits)
+        (reference, organisation_id, account_id, api_key_id, request_id, target_url, network, chain_type, pay_to, amount_micro_usdc, credits,
+         state, payer, payer_signature, valid_before, last_valid_block_height, signed_at)
       select
         ${payment.reference}::text, ${key.organisationId}::bigint, ${key.accountId}::bigint, ${key.apiKeyId}::bigint,
         ${payment.requestId}::text, ${payment.targetUrl}::text, ${choice.network}::text, ${choice.chainType}::text,
-        ${choice.requirements.payTo}::text, ${choice.amountMicroUsdc}::bigint, ${payment.credits}::bigint
+        ${choice.requirements.payTo}::text, ${choice.amountMicroUsdc}::bigint, ${payment.credits}::bigint,
+        ${signed ? 'signed' : 'reserved'}::text, ${signed?.payer ?? null}::text, ${signed?.payerSignature ?? null}::text,
+        ${signed?.validBefore ?? null}::bigint, ${signed?.lastValidBlockHeight ?? null}::bigint,
+        ${signed ? sql`now()` : sql`null`}
       from r where r.reserved
       returning id
     )

@@ -288,6 +288,40 @@ describe('reserve_credits: all or nothing', () => {
 });
 
 describe('proxy payment rows: one round trip per step', () => {
+  it('a payment signed beforehand is held and recorded as signed in one statement', async () => {
+    const account = await createTestAccount(db, { credits: 100n });
+    const payment = newPayment(account, 13n);
+    const held = await roundTrips(() => holdProxyPayment(counted, payment, SIGNED));
+    expect(held.count).toBe(1);
+    if (!held.value.reserved) throw new Error('not reserved');
+    const row = (await findProxyPayment(db, held.value.id))!;
+    expect(row.state).toBe('signed');
+    expect(row.signed_at).toBeInstanceOf(Date);
+    expect(signedTargetPaymentOf(row)).toEqual(
+      signedTargetPaymentOf(signedRecordOf(held.value.id, payment.reference, CHOICE, SIGNED)),
+    );
+    expect(
+      await db
+        .selectFrom('credit_reservations')
+        .select(['state', 'credits'])
+        .where('reference', '=', payment.reference)
+        .executeTakeFirst(),
+    ).toEqual({ state: 'reserved', credits: 13n });
+    // Charged from there as a row signed in its own step would be.
+    expect(await chargeProxyPayment(db, payment.reference, { txHash: '0xabc', outcome: 'on chain' })).toBe(true);
+    expect((await snapshot(account, payment.day)).balance).toBe(87n);
+  });
+
+  it('a refused reservation writes no row, signed or not', async () => {
+    const account = await createTestAccount(db, { credits: 5n });
+    const payment = newPayment(account, 13n);
+    const refused = await holdProxyPayment(db, payment, SIGNED);
+    expect(refused).toMatchObject({ reserved: false, reason: 'insufficient_credits' });
+    expect(
+      await db.selectFrom('proxy_payments').select('id').where('reference', '=', payment.reference).execute(),
+    ).toEqual([]);
+  });
+
   it('reserve (with the row), sign, charge: one statement each; the row read back is what settleNow builds in memory', async () => {
     const account = await createTestAccount(db, { credits: 100n });
     const payment = newPayment(account, 13n);
