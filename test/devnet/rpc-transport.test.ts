@@ -154,6 +154,52 @@ describe('the JSON-RPC transport of the EVM clients', () => {
     expect(isRpcUnavailable(error)).toBe(true);
   });
 
+  it('sends a request again on a new connection when the node closed the reused one, and only then', async () => {
+    // A node that drops a connection at its second request, as one closing it while idle does.
+    const perSocket = new WeakMap<object, number>();
+    let answered = 0;
+    const dropping = http.createServer((request, response) => {
+      const seen = (perSocket.get(request.socket) ?? 0) + 1;
+      perSocket.set(request.socket, seen);
+      request.resume();
+      request.on('end', () => {
+        if (seen > 1) {
+          request.socket.destroy();
+          return;
+        }
+        answered += 1;
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end(JSON.stringify({ jsonrpc: '2.0', id: 1, result: '0x7' }));
+      });
+    });
+    await new Promise<void>((resolve) => dropping.listen(0, '127.0.0.1', resolve));
+    try {
+      const endpoint = `http://127.0.0.1:${(dropping.address() as AddressInfo).port}/`;
+      const seen: Seen[] = [];
+      const reader = client(seen, endpoint);
+      for (let index = 0; index < 3; index += 1) expect(await reader.getBlockNumber({ cacheTime: 0 })).toBe(7n);
+      expect(answered).toBe(3);
+      expect(seen.map((entry) => entry.ok)).toEqual([true, true, true]);
+
+      // A new connection reset before any answer is not sent again: the node is failing.
+      const failing = http.createServer((request) => request.socket.destroy());
+      await new Promise<void>((resolve) => failing.listen(0, '127.0.0.1', resolve));
+      let requests = 0;
+      failing.on('request', () => (requests += 1));
+      try {
+        const failingUrl = `http://127.0.0.1:${(failing.address() as AddressInfo).port}/`;
+        const error = await failureOf(client([], failingUrl).getBlockNumber({ cacheTime: 0 }));
+        expect(isRpcUnavailable(error)).toBe(true);
+        expect(requests).toBe(1);
+      } finally {
+        await new Promise((resolve) => failing.close(resolve));
+      }
+    } finally {
+      dropping.closeAllConnections();
+      await new Promise((resolve) => dropping.close(resolve));
+    }
+  });
+
   it('sends the credentials of the URL as Basic authorization', async () => {
     const withCredentials = url.replace('http://', 'http://reader:s%40cret@');
     expect(await client([], withCredentials).getBlockNumber({ cacheTime: 0 })).toBe(42n);

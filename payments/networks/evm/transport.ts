@@ -27,6 +27,15 @@ export const MAX_RPC_RESPONSE_BYTES = 10 * 1024 * 1024;
 /** Sockets kept open per RPC endpoint. */
 const MAX_SOCKETS = 64;
 
+/**
+ * An idle socket is closed after this long: below the 5 s most servers keep an idle connection
+ * (Node's default keepAliveTimeout), so we rarely reuse one the node is closing.
+ */
+const IDLE_SOCKET_MS = 4_000;
+
+/** A reused connection that failed before any answer: the node closed it while it sat idle. */
+class ClosedWhileIdle extends Error {}
+
 /** The request as viem's errors carry it. */
 type RpcBody = Record<string, unknown> & { jsonrpc: '2.0'; id: number; method: string; params?: unknown };
 
@@ -113,7 +122,15 @@ function exchange(
       request.destroy();
       finish(new TimeoutError({ body, url }));
     }, timeoutMs);
-    request.on('error', (error) => {
+    let answered = false;
+    request.on('response', () => {
+      answered = true;
+    });
+    request.on('error', (error: NodeJS.ErrnoException) => {
+      if (request.reusedSocket && !answered && (error.code === 'ECONNRESET' || error.code === 'EPIPE')) {
+        finish(new ClosedWhileIdle(error.message));
+        return;
+      }
       finish(new HttpRequestError({ body, url, cause: error, details: error.message }));
     });
     request.end(payload);
@@ -129,11 +146,23 @@ export function rpcTransport(
   const agent = new (endpoint.protocol === 'https:' ? https.Agent : http.Agent)({
     keepAlive: true,
     maxSockets: MAX_SOCKETS,
+    // Applies to idle sockets; a request's own timer bounds a busy one.
+    timeout: IDLE_SOCKET_MS,
+    scheduling: 'lifo',
   });
   const send = async ({ method, params }: { method: string; params?: unknown }): Promise<unknown> => {
     nextId = (nextId + 1) % Number.MAX_SAFE_INTEGER;
     const body: RpcBody = { jsonrpc: '2.0', id: nextId, method, ...(params === undefined ? {} : { params }) };
-    const { status, answer } = await exchange(endpoint, agent, body, timeout);
+    // Sent once more on a new connection when a reused one had been closed by the node: every
+    // request we send may be repeated (reads, and a signed transaction, which is the same one).
+    const { status, answer } = await exchange(endpoint, agent, body, timeout).catch((error: unknown) => {
+      if (!(error instanceof ClosedWhileIdle)) throw error;
+      return exchange(endpoint, agent, body, timeout).catch((again: unknown) => {
+        if (again instanceof ClosedWhileIdle)
+          throw new HttpRequestError({ body, url: endpoint.href, cause: again, details: again.message });
+        throw again;
+      });
+    });
     if (answer.error) throw new RpcRequestError({ body, error: answer.error, url: endpoint.href, status });
     if (status < 200 || status >= 300)
       throw new HttpRequestError({ body, url: endpoint.href, status, details: JSON.stringify(answer).slice(0, 500) });
