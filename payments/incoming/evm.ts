@@ -155,7 +155,7 @@ export async function verifyEvmPayment(
   offered: PaymentRequirements,
   network: NetworkName,
   deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
-  minValiditySeconds = deps.relayLimits.minValiditySeconds,
+  { minValiditySeconds = deps.relayLimits.minValiditySeconds, signatureVerified = false } = {},
 ): Promise<Result<VerifiedClientPayment, VerifyFailureReason>> {
   const clients = clientsOf(deps, network);
   if (!clients) return fail('network_not_offered', `${network} is not an enabled EVM network`);
@@ -187,13 +187,15 @@ export async function verifyEvmPayment(
     );
   }
 
-  const signed = await verifySignature(clients, authorization, {
-    name: eip712.name,
-    version: eip712.version,
-    chainId,
-    verifyingContract: clients.usdc,
-  });
-  if (!signed.ok) return signed;
+  if (!signatureVerified) {
+    const signed = await verifySignature(clients, authorization, {
+      name: eip712.name,
+      version: eip712.version,
+      chainId,
+      verifyingContract: clients.usdc,
+    });
+    if (!signed.ok) return signed;
+  }
 
   const onChain = await checkOnChain(clients, authorization, deps.chains.evm.account?.address);
   if (!onChain.ok) return onChain;

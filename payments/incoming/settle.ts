@@ -111,7 +111,11 @@ export async function settleClientPayment(
 
 async function reverify(row: RelayTransaction, deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>) {
   const { payment, requirements } = storedPayment(row);
-  return verifyPayment(payment, [requirements], deps, { minValiditySeconds: deps.relayLimits.settleMarginSeconds });
+  // The row holds only a payment whose signature was verified when it was admitted.
+  return verifyPayment(payment, [requirements], deps, {
+    minValiditySeconds: deps.relayLimits.settleMarginSeconds,
+    signatureVerified: true,
+  });
 }
 
 async function settleThroughFacilitator(

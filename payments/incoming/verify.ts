@@ -65,12 +65,17 @@ export async function verifyDecodedPayment(
   return verifyPayment(matched.value.payment, matched.value.offered, deps);
 }
 
-/** The same checks for a payment already decoded; `minValiditySeconds` is lower right before settling. */
+/**
+ * The same checks for a payment already decoded. Right before settling a stored payment,
+ * `minValiditySeconds` is lower and `signatureVerified` says its EVM signature was verified when it
+ * was admitted: the signature of the same bytes is not recovered twice (the chain checks it again
+ * anyway, in the dry run of the transfer that every verification makes).
+ */
 export async function verifyPayment(
   payment: PaymentPayload,
   offered: readonly PaymentRequirements[],
   deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
-  options: { minValiditySeconds?: number } = {},
+  options: { minValiditySeconds?: number; signatureVerified?: boolean } = {},
 ): Promise<Result<VerifiedClientPayment, VerifyFailureReason>> {
   // A stored payment (reverify before settling) is database JSON read back as a PaymentPayload: the
   // scheme is checked again here, whatever the type says.
@@ -85,7 +90,7 @@ export async function verifyPayment(
   if (requirements.scheme !== 'exact')
     return fail('invalid_offer', `the offered scheme "${requirements.scheme}" is not exact`);
   if (NETWORK_TABLE[network].chainType === 'evm') {
-    return verifyEvmPayment(payment, requirements, network, deps, options.minValiditySeconds);
+    return verifyEvmPayment(payment, requirements, network, deps, options);
   }
   const verified = await verifySolanaPayment(payment, requirements, network, deps);
   if (!verified.ok) return verified;
