@@ -187,6 +187,9 @@ export async function verifyEvmPayment(
     );
   }
 
+  // The chain's reads go out at once, beside the signature check (one round trip to the node
+  // rather than three); their answers are still judged after the signature's, in the same order.
+  const onChainReading = readOnChain(clients, authorization, deps.chains.evm.account?.address);
   if (!signatureVerified) {
     const signed = await verifySignature(clients, authorization, {
       name: eip712.name,
@@ -194,10 +197,11 @@ export async function verifyEvmPayment(
       chainId,
       verifyingContract: clients.usdc,
     });
+    // The reading never rejects: left unread, it leaves nothing unhandled.
     if (!signed.ok) return signed;
   }
 
-  const onChain = await checkOnChain(clients, authorization, deps.chains.evm.account?.address);
+  const onChain = judgeOnChain(authorization, await onChainReading);
   if (!onChain.ok) return onChain;
 
   return ok({
@@ -273,17 +277,25 @@ async function verifySignature(
   return ok(true);
 }
 
-/** Nonce unused, balance enough, and the transfer simulated as our wallet would submit it. */
-async function checkOnChain(
+interface OnChainReading {
+  /** authorizationState and balanceOf, or why they could not be read. */
+  state: { ok: true; used: boolean; balance: bigint } | { ok: false; error: unknown };
+  /** The dry run of the transfer: undefined when it would succeed, else its error. */
+  simulation: { ok: true } | { ok: false; error: unknown };
+}
+
+/**
+ * The reads that say whether the transfer can happen now: the nonce's state, the payer's balance,
+ * and the transfer simulated as our wallet would submit it, sent together. Never rejects.
+ */
+async function readOnChain(
   clients: EvmNetworkClients,
   authorization: CheckedAuthorization,
   sender: Address | undefined,
-): Promise<Result<true, VerifyFailureReason>> {
+): Promise<OnChainReading> {
   const { publicClient, usdc } = clients;
-  let used: boolean;
-  let balance: bigint;
-  try {
-    [used, balance] = await Promise.all([
+  const [state, simulation] = await Promise.all([
+    Promise.all([
       publicClient.readContract({
         address: usdc,
         abi: relayUsdcAbi,
@@ -296,25 +308,35 @@ async function checkOnChain(
         functionName: 'balanceOf',
         args: [authorization.from],
       }),
-    ]);
-  } catch (error) {
-    return rpcUnavailable(error);
-  }
-  if (used)
+    ]).then(
+      ([used, balance]) => ({ ok: true as const, used, balance }),
+      (error: unknown) => ({ ok: false as const, error }),
+    ),
+    publicClient.call({ account: sender, to: usdc, data: transferWithAuthorizationData(authorization) }).then(
+      () => ({ ok: true as const }),
+      (error: unknown) => ({ ok: false as const, error }),
+    ),
+  ]);
+  return { state, simulation };
+}
+
+/** Nonce unused, balance enough, and the transfer's dry run succeeded: judged in that order. */
+function judgeOnChain(authorization: CheckedAuthorization, reading: OnChainReading): Result<true, VerifyFailureReason> {
+  const { state, simulation } = reading;
+  if (!state.ok) return rpcUnavailable(state.error);
+  if (state.used)
     return fail(
       'nonce_already_used',
       `the nonce ${authorization.nonce} of ${authorization.from} is already used on chain`,
     );
-  if (balance < authorization.value)
+  if (state.balance < authorization.value)
     return fail(
       'insufficient_funds',
-      `${authorization.from} holds ${balance}, the payment needs ${authorization.value}`,
+      `${authorization.from} holds ${state.balance}, the payment needs ${authorization.value}`,
     );
-  try {
-    await publicClient.call({ account: sender, to: usdc, data: transferWithAuthorizationData(authorization) });
-  } catch (error) {
-    if (isRpcUnavailable(error)) return rpcUnavailable(error);
-    return simulationFailed(error);
+  if (!simulation.ok) {
+    if (isRpcUnavailable(simulation.error)) return rpcUnavailable(simulation.error);
+    return simulationFailed(simulation.error);
   }
   return ok(true);
 }
