@@ -49,6 +49,8 @@ export interface Config {
   capWebhooks: number;
   targetTimeoutMs: number;
   asyncThresholdMs: number;
+  /** Bound on each JSON-RPC request to a chain (EVM and Solana): past it the node counts as unavailable. */
+  rpcTimeoutMs: number;
   llm: {
     baseUrl: string | undefined;
     apiKey: string | undefined;
@@ -219,6 +221,7 @@ export function loadConfig(env: Env = process.env): Config {
     capWebhooks: integer(env, 'CAP_WEBHOOKS', 200, 1, 100_000),
     targetTimeoutMs: integer(env, 'TARGET_TIMEOUT_MS', 120_000, 100, 600_000),
     asyncThresholdMs: integer(env, 'ASYNC_THRESHOLD_MS', 120_000, 100, 3_600_000),
+    rpcTimeoutMs: integer(env, 'RPC_TIMEOUT_MS', 10_000, 100, 120_000),
     llm: {
       baseUrl: url(env, 'LLM_BASE_URL'),
       apiKey: text(env, 'LLM_API_KEY'),

@@ -84,7 +84,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
     if (applied.length > 0) log.info({ migrations: applied }, 'database migrated');
     const caps = new ConcurrencyCaps({ relay: config.capRelay, proxy: config.capProxy, webhooks: config.capWebhooks });
     const metrics = new ServiceMetrics(options.serveHttp === false ? undefined : caps);
-    const chains = await createChains(config, { onRpc: metrics.rpc });
+    const chains = await createChains(config, { onRpc: metrics.rpc, rpcTimeoutMs: config.rpcTimeoutMs });
     cleanups.push(() => chains.close());
     const connections = new TargetConnections();
     // Idle connections to targets close at stop rather than after their idle time.
@@ -290,7 +290,7 @@ function assembleDeps({
     log,
     connections,
     balances: new WalletBalances(),
-    relayLimits: DEFAULT_RELAY_LIMITS,
+    relayLimits: { ...DEFAULT_RELAY_LIMITS, rpcTimeoutMs: config.rpcTimeoutMs },
     apiKeyCache,
     hooks: { ...NO_HOOKS, ...options.hooks },
     capMetrics: () => caps.metrics(),
