@@ -32,6 +32,8 @@ export interface RelayRequest {
   spendDay?: string;
   /** The endpoint taking the payment; 'relay' rows are finished by the relay's jobs. */
   mode?: 'relay' | 'chat';
+  /** The claim of the idempotency record the call runs under (payments/idempotency.ts). */
+  idempotencyClaim?: string;
 }
 
 /** Runs `work` in the caller's transaction, or in a new one. */
@@ -69,6 +71,7 @@ export async function recordClientPayment(
       target_amount_micro: request.targetAmountMicroUsdc ?? null,
       spend_day: request.spendDay ?? null,
       mode: request.mode ?? null,
+      idempotency_claim: request.idempotencyClaim ?? null,
     })
     .onConflict((conflict) => conflict.columns(['network', 'asset', 'nonce_key']).doNothing())
     .returningAll()

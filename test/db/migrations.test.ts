@@ -30,6 +30,7 @@ describe('migrations', () => {
         '2026_11_21_0008_reserve_function',
         '2026_11_21_0009_spend_units',
         '2026_11_22_0010_idempotency_records',
+        '2026_11_25_0011_idempotency_leases',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -114,6 +115,7 @@ describe('migrations', () => {
       expect(await migrateToLatest(handle.db)).toEqual([
         '2026_11_21_0009_spend_units',
         '2026_11_22_0010_idempotency_records',
+        '2026_11_25_0011_idempotency_leases',
       ]);
       const rows = await handle.db
         .selectFrom('daily_spend')

@@ -21,6 +21,7 @@ describe('configuration', () => {
     expect([config.capRelay, config.capProxy, config.capWebhooks]).toEqual([50, 100, 200]);
     expect([config.targetTimeoutMs, config.asyncThresholdMs]).toEqual([120_000, 120_000]);
     expect(config.rpcTimeoutMs).toBe(10_000);
+    expect(config.idempotencyLeaseMs).toBe(30_000);
     expect(config.llm).toMatchObject({ baseUrl: undefined, priceUsdc: '0.01', maxTokens: 1024 });
   });
 
@@ -40,6 +41,7 @@ describe('configuration', () => {
     ['RUN_WORKER', 'maybe'],
     ['RPC_TIMEOUT_MS', '50'],
     ['RPC_TIMEOUT_MS', '10s'],
+    ['IDEMPOTENCY_LEASE_MS', '999'],
   ])('stops on a wrong %s with a message naming it', (variable, value) => {
     try {
       loadConfig({ [variable]: value });
