@@ -142,6 +142,19 @@ async function storeRefundTransaction(db: Db, refundId: bigint, hash: string, bl
   return row !== undefined;
 }
 
+/** The refund signed again after its broadcast was refused for its nonce (that one can never be mined). */
+async function replaceRefundTransaction(db: Db, refundId: bigint, refused: string, hash: string): Promise<boolean> {
+  const row = await db
+    .updateTable('refunds')
+    .set({ tx_hash: hash, updated_at: sql<Date>`now()` })
+    .where('id', '=', refundId)
+    .where('status', '=', 'pending')
+    .where('tx_hash', '=', refused)
+    .returning('id')
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
 async function confirmRefund(db: Db, refund: Refund, txHash: string): Promise<RefundOutcome> {
   const done = await db.transaction().execute(async (tx) => {
     const updated = await moveRefund(tx, refund.id, 'confirmed', { tx_hash: txHash, confirmed_at: sql<Date>`now()` });
@@ -193,8 +206,10 @@ async function sendEvmRefund(
     functionName: 'transfer',
     args: [refund.recipient as Address, refund.amount_micro],
   });
-  const submitted = await submitEvmTransaction(deps, network, { to: refund.asset as Address, data }, (hash) =>
-    storeRefundTransaction(db, refund.id, hash),
+  const submitted = await submitEvmTransaction(deps, network, { to: refund.asset as Address, data }, (hash, refused) =>
+    refused === undefined
+      ? storeRefundTransaction(db, refund.id, hash)
+      : replaceRefundTransaction(db, refund.id, refused, hash),
   );
   if (!submitted.ok) {
     if (submitted.reason === 'not_recorded') return outcomeOf((await refundById(db, refund.id)) ?? refund, false);

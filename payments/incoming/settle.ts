@@ -33,6 +33,7 @@ import {
   findRelayTransaction,
   markSettled,
   markSettleFailed,
+  replaceClientTxHash,
   storeClientTxHash,
   storedPayment,
   type RelayTransaction,
@@ -160,7 +161,8 @@ async function settleEvmDirectly(
     deps,
     network,
     { to: row.asset as Address, data: transferWithAuthorizationData(authorization) },
-    (hash) => storeClientTxHash(db, row.id, hash),
+    (hash, refused) =>
+      refused === undefined ? storeClientTxHash(db, row.id, hash) : replaceClientTxHash(db, row.id, refused, hash),
     async () => {
       // Inside the queue of our key: nothing of ours can use the nonce between this check and the send.
       const verified = await reverify(row, deps);

@@ -111,6 +111,23 @@ export async function storeClientTxHash(db: Db | Tx, id: bigint, hash: string): 
   );
 }
 
+/**
+ * A broadcast the node refused for its nonce (another sender of our key took it: the transaction
+ * can never be mined) is replaced by the one signed again; false if the row moved on or names
+ * another transaction.
+ */
+export async function replaceClientTxHash(db: Db | Tx, id: bigint, refused: string, hash: string): Promise<boolean> {
+  const row = await db
+    .updateTable('relay_transactions')
+    .set({ client_tx_hash: hash, updated_at: sql<Date>`now()` })
+    .where('id', '=', id)
+    .where('state', '=', 'settling')
+    .where('client_tx_hash', '=', refused)
+    .returning('id')
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
 export function markSettled(db: Db | Tx, id: bigint, hash: string) {
   return moveRelayTransaction(db, id, 'settled', { client_tx_hash: hash, settled_at: sql<Date>`now()` });
 }
