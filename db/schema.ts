@@ -188,6 +188,8 @@ export interface RelayTransactionsTable {
   mode: 'relay' | 'chat' | null;
   /** The claim of the idempotency record the paying call ran under (payments/idempotency.ts). */
   idempotency_claim: string | null;
+  /** EVM direct settlement: the signed transaction of client_tx_hash, stored before its broadcast (sent again if lost). */
+  client_raw_tx: string | null;
   created_at: Timestamp;
   updated_at: Timestamp;
   settled_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
@@ -207,6 +209,8 @@ export interface RefundsTable {
   tx_hash: string | null;
   /** Solana: the blockhash our refund transaction was signed with; it cannot land once that expires. */
   blockhash: string | null;
+  /** EVM: the signed transaction of tx_hash, stored before its broadcast (sent again if lost). */
+  raw_tx: string | null;
   error: string | null;
   created_at: Timestamp;
   updated_at: Timestamp;

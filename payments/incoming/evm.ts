@@ -375,7 +375,7 @@ async function knownToNode(clients: EvmNetworkClients, hash: Hash): Promise<bool
 
 /**
  * Prepares (which simulates: gas estimation reverts on a failing call), signs, lets the caller record
- * the hash, then broadcasts; serialized per network and sending key. `beforeBroadcast` returning
+ * the hash and the signed bytes (so a lost broadcast can be sent again: rebroadcastEvmTransaction), then broadcasts; serialized per network and sending key. `beforeBroadcast` returning
  * false stops it before anything leaves (the row moved on without us).
  *
  * A broadcast refused for its nonce is not lost track of: "already known" means the node holds
@@ -390,7 +390,7 @@ export async function submitEvmTransaction(
   deps: Pick<Deps, 'chains' | 'submissions'>,
   network: NetworkName,
   call: { to: Address; data: Hex },
-  beforeBroadcast: (hash: Hash, refused?: Hash) => Promise<boolean>,
+  beforeBroadcast: (signed: { hash: Hash; raw: Hex }, refused?: Hash) => Promise<boolean>,
   beforeSigning?: () => Promise<Result<true, VerifyFailureReason>>,
 ): Promise<Result<SubmittedTransaction, SubmitFailureReason | VerifyFailureReason>> {
   const clients = clientsOf(deps, network);
@@ -423,7 +423,7 @@ export async function submitEvmTransaction(
             return simulationFailed(error);
           }
           const hash = keccak256(serialized);
-          if (!(await beforeBroadcast(hash, refused)))
+          if (!(await beforeBroadcast({ hash, raw: serialized }, refused)))
             return fail('not_recorded', 'the row was no longer waiting for this transaction');
           try {
             await publicClient.sendRawTransaction({ serializedTransaction: serialized });
@@ -442,6 +442,33 @@ export async function submitEvmTransaction(
   } catch (error) {
     if (error instanceof SubmissionQueueFull) return fail('submission_queue_full', error.message);
     throw error;
+  }
+}
+
+/** What sending a stored signed transaction again found: the node took it, already held it, refused its nonce, or failed. */
+export type Rebroadcast = 'sent' | 'known' | 'nonce_taken' | 'failed';
+
+/**
+ * Sends again the signed bytes of one of our transactions that the node does not know (its
+ * broadcast was lost: the connection dropped, a 503). The same bytes are the same transaction,
+ * same nonce and hash: it can be mined at most once however often it is sent. `nonce_taken` means
+ * another transaction of ours took its nonce meanwhile: this one can never be mined.
+ */
+export async function rebroadcastEvmTransaction(
+  deps: Pick<Deps, 'chains'>,
+  network: NetworkName,
+  signed: { hash: string; raw: string },
+): Promise<Rebroadcast> {
+  const clients = clientsOf(deps, network);
+  if (!clients || keccak256(signed.raw as Hex) !== signed.hash) return 'failed';
+  if (await knownToNode(clients, signed.hash)) return 'known';
+  try {
+    await clients.publicClient.sendRawTransaction({ serializedTransaction: signed.raw as Hex });
+    return 'sent';
+  } catch (error) {
+    const refusal = nonceRefusalOf(error);
+    if (refusal === 'already_known') return 'known';
+    return refusal ?? 'failed';
   }
 }
 

@@ -103,11 +103,19 @@ export function claimSettlement(db: Db | Tx, id: bigint, method: SettlementMetho
   return moveRelayTransaction(db, id, 'settling', { settle_method: method });
 }
 
-/** The hash of our settling transaction, stored before it is broadcast; false if the row moved on. */
-export async function storeClientTxHash(db: Db | Tx, id: bigint, hash: string): Promise<boolean> {
+/**
+ * The hash of our settling transaction (and, when we sign it, its signed bytes), stored before it
+ * is broadcast; false if the row moved on.
+ */
+export async function storeClientTxHash(db: Db | Tx, id: bigint, hash: string, raw?: string): Promise<boolean> {
   return (
-    (await updateRelayTransactionIn(db, id, ['settling'], { client_tx_hash: hash }, { clientTxHashIsNull: true })) !==
-    undefined
+    (await updateRelayTransactionIn(
+      db,
+      id,
+      ['settling'],
+      { client_tx_hash: hash, client_raw_tx: raw ?? null },
+      { clientTxHashIsNull: true },
+    )) !== undefined
   );
 }
 
@@ -116,10 +124,15 @@ export async function storeClientTxHash(db: Db | Tx, id: bigint, hash: string): 
  * can never be mined) is replaced by the one signed again; false if the row moved on or names
  * another transaction.
  */
-export async function replaceClientTxHash(db: Db | Tx, id: bigint, refused: string, hash: string): Promise<boolean> {
+export async function replaceClientTxHash(
+  db: Db | Tx,
+  id: bigint,
+  refused: string,
+  signed: { hash: string; raw: string },
+): Promise<boolean> {
   const row = await db
     .updateTable('relay_transactions')
-    .set({ client_tx_hash: hash, updated_at: sql<Date>`now()` })
+    .set({ client_tx_hash: signed.hash, client_raw_tx: signed.raw, updated_at: sql<Date>`now()` })
     .where('id', '=', id)
     .where('state', '=', 'settling')
     .where('client_tx_hash', '=', refused)
