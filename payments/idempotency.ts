@@ -155,14 +155,16 @@ export class IdempotencyClaimLost extends Error {
 
 /**
  * Inside the transaction that records money for a claimed call: the claim must still be the
- * record's (a repeat takes a lapsed claim over only when no money carries it, under the same row
- * lock), else IdempotencyClaimLost is thrown and the transaction writes nothing.
+ * record's, else IdempotencyClaimLost is thrown and the transaction writes nothing. A repeat takes
+ * a lapsed claim over only under FOR UPDATE, which waits for this lock and then sees the money
+ * recorded here; FOR KEY SHARE lets the lease renewals and the answer's write (updates of no key)
+ * go on beside it.
  */
 export async function holdIdempotencyClaim(tx: Tx, ref: ClaimRef): Promise<void> {
   const held = await sql<{ held: number }>`
     select 1 as held from idempotency_records
     where scope = ${ref.scope} and key = ${ref.key} and claim = ${ref.claim} and state = 'running'
-    for share`.execute(tx);
+    for key share`.execute(tx);
   if (held.rows.length === 0) throw new IdempotencyClaimLost(ref);
 }
 

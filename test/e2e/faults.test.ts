@@ -127,7 +127,8 @@ function withDeadline(ms: number) {
 /**
  * One paid relay: our 402, then an EIP-3009 authorization for its offer valid for
  * CLIENT_VALIDITY_SECONDS (x402 clients choose their window; a short one bounds how long a
- * settlement whose broadcast was lost stays open: until the authorization expires unused).
+ * settlement the chain never shows stays open: a lost broadcast is sent again by the follow-up,
+ * but one that never reaches the node stays open until the authorization expires unused).
  */
 async function relayOnce(t: TestService): Promise<Pick<CallResult, 'status' | 'webhookId' | 'nonce' | 'details'>> {
   const send = contractFetch();
