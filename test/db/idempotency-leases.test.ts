@@ -2,7 +2,7 @@
 // whose owner stopped renewing it answers from the money records that carry the claim. No money:
 // the repeat takes the claim over, and the first claim can then record nothing (a process that was
 // only stalled cannot move money after a repeat ran the call). Money still open: running. Money
-// ended: the outcome (credits charged or released), never a second run.
+// ended: the outcome (credits charged or released; the relay transaction's end), never a second run.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
@@ -22,6 +22,14 @@ import {
   type NewProxyPayment,
 } from '../../payments/proxy/records';
 import type { PaymentChoice } from '../../payments/x402/choose';
+import {
+  claimSettlement,
+  markDelivered,
+  markSettled,
+  recordClientPayment,
+  storeClientTxHash,
+} from '../../payments/incoming/store';
+import { verifiedPayment } from '../support/verified-payment';
 import { createTestAccount, type TestAccount } from '../support/accounts';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 
@@ -148,5 +156,38 @@ describe('a running record whose lease lapsed', () => {
       money: { kind: 'proxy', chargedCredits: 0n, txHashes: [] },
     });
     expect(await organisationBalance(db, account.organisationId)).toBe(987n);
+  });
+});
+
+describe('a relay whose process died', () => {
+  it('is running until its relay transaction ends, then answered from it (delivered: with the client payment)', async () => {
+    const claim = await claimIdempotencyKey(db, { scope: 'relay-nonce', key: 'v1:dead-relay' }, 'POST /relay x', {
+      owner: dead,
+    });
+    if (claim.kind !== 'claimed') throw new Error(claim.kind);
+    const recorded = await recordClientPayment(db, verifiedPayment(), { idempotencyClaim: claim.ref.claim });
+    if (!recorded.ok) throw new Error(recorded.reason);
+    const id = recorded.value.id;
+    await lapse();
+    const again = () =>
+      claimIdempotencyKey(db, { scope: 'relay-nonce', key: 'v1:dead-relay' }, 'POST /relay x', { owner: alive });
+    expect(await again()).toMatchObject({ kind: 'running' });
+    await claimSettlement(db, id, 'direct');
+    await storeClientTxHash(db, id, '0xclient');
+    await markSettled(db, id, '0xclient');
+    expect(await again()).toMatchObject({ kind: 'running' });
+    await markDelivered(db, id, { txHash: '0xtarget' });
+    expect(await again()).toMatchObject({
+      kind: 'ended',
+      ref: claim.ref,
+      money: {
+        kind: 'relay',
+        relayTxId: id,
+        state: 'delivered',
+        clientTxHash: '0xclient',
+        targetTxHash: '0xtarget',
+        amountMicro: 10_300n,
+      },
+    });
   });
 });
