@@ -128,6 +128,8 @@ export interface ProxyPaymentsTable {
   webhook_id: string | null;
   /** Why the payment ended as it did, for operators. */
   outcome: string | null;
+  /** The claim of the idempotency record the /proxy call ran under (payments/idempotency.ts). */
+  idempotency_claim: string | null;
   created_at: Timestamp;
   signed_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   settled_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
@@ -184,6 +186,10 @@ export interface RelayTransactionsTable {
   outcome: string | null;
   /** The endpoint that took the payment; only 'relay' rows are finished by the relay's jobs. */
   mode: 'relay' | 'chat' | null;
+  /** The claim of the idempotency record the paying call ran under (payments/idempotency.ts). */
+  idempotency_claim: string | null;
+  /** EVM direct settlement: the signed transaction of client_tx_hash, stored before its broadcast (sent again if lost). */
+  client_raw_tx: string | null;
   created_at: Timestamp;
   updated_at: Timestamp;
   settled_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
@@ -203,6 +209,8 @@ export interface RefundsTable {
   tx_hash: string | null;
   /** Solana: the blockhash our refund transaction was signed with; it cannot land once that expires. */
   blockhash: string | null;
+  /** EVM: the signed transaction of tx_hash, stored before its broadcast (sent again if lost). */
+  raw_tx: string | null;
   error: string | null;
   created_at: Timestamp;
   updated_at: Timestamp;
@@ -226,6 +234,11 @@ export interface IdempotencyRecordsTable {
   created_at: Timestamp;
   finished_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   expires_at: Timestamp;
+  /** This claim of the key (a new one at each claim); the money records of the call carry it. */
+  claim: string | null;
+  /** The instance running the call (its id at start), which renews the lease while it lives. */
+  owner: string | null;
+  lease_expires_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
 
 export interface Database {

@@ -40,6 +40,12 @@ export interface FaultProxyOptions {
    * still there.
    */
   delayMs?: number;
+  /**
+   * Runs before a request is passed on (after its fault is chosen), for a test to act on the peer
+   * in between: for example to send a transaction of the same sender first, so that the one passed
+   * on meets a nonce already taken.
+   */
+  beforeForward?: (request: FaultRequest) => Promise<void>;
 }
 
 export interface FaultProxy {
@@ -119,14 +125,16 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     const body = await readBody(request);
     index += 1;
-    const fault = choose({
+    const seen: FaultRequest = {
       index,
       method: request.method ?? 'GET',
       path: request.url ?? '/',
       headers: request.headers,
       body,
-    });
+    };
+    const fault = choose(seen);
     counts[fault] += 1;
+    if (fault !== 'drop' && fault !== 'error5xx') await options.beforeForward?.(seen);
     switch (fault) {
       case 'drop':
         // Nothing reaches the peer; the caller sees its connection closed without an answer.

@@ -11,6 +11,9 @@ import {
   MAX_KEPT_BODY_BYTES,
   releaseIdempotencyKey,
   RUNNING_RETRY_AFTER_SECONDS,
+  type ClaimOwner,
+  type ClaimRef,
+  type EndedMoney,
   type IdempotencyScope,
   type KeptAnswer,
 } from '../payments/idempotency';
@@ -76,13 +79,18 @@ function tooLarge(answer: KeptAnswer, requestId: string): KeptAnswer {
 export interface Once<K extends OperationId> {
   db: Db;
   log: Deps['log'];
+  /** This instance, which renews the leases of the calls it runs. */
+  owner: ClaimOwner;
   id: IdempotencyScope;
   fingerprint: string;
   operationId: K;
   requestId: string;
-  run: () => Promise<RunAnswer<K>>;
+  /** Runs the call; the money it records carries `claim`. */
+  run: (claim: ClaimRef) => Promise<RunAnswer<K>>;
   /** The answer to a repeat while the first call runs. */
   running: () => Reply<K>;
+  /** The answer to a repeat of a call whose process died, from the money it left, once that has ended (kept). */
+  ended: (money: EndedMoney) => Reply<K>;
   /** The answer when the key was first used with another request. */
   otherRequest: () => Promise<Reply<K>>;
   /**
@@ -101,7 +109,10 @@ export interface Once<K extends OperationId> {
  */
 export async function runOnce<K extends OperationId>(once: Once<K>): Promise<Reply<K>> {
   const { proof } = once;
-  const claim = await claimIdempotencyKey(once.db, once.id, once.fingerprint, proof ? { payment: proof.payment } : {});
+  const claim = await claimIdempotencyKey(once.db, once.id, once.fingerprint, {
+    owner: once.owner,
+    ...(proof ? { payment: proof.payment } : {}),
+  });
   if (proof && claim.kind !== 'claimed' && (claim.kind === 'other_request' || claim.payment !== proof.payment)) {
     const refusal = await proof.check();
     if (refusal !== undefined) return refusal;
@@ -113,16 +124,23 @@ export async function runOnce<K extends OperationId>(once: Once<K>): Promise<Rep
       return once.running();
     case 'other_request':
       return once.otherRequest();
+    case 'ended': {
+      // The first call's process died; the jobs ended its money. This answer is kept as its own.
+      const kept = keptAnswerOf(once.ended(claim.money));
+      await keepTrying(once, () => finishIdempotencyKey(once.db, claim.ref, kept));
+      return replayOf(kept);
+    }
     case 'claimed':
       break;
   }
+  const ref = claim.ref;
   let answer: RunAnswer<K>;
   try {
-    answer = await once.run();
+    answer = await once.run(ref);
   } catch (error) {
     const body = internalErrorBody(once.operationId, once.requestId);
     await keepTrying(once, () =>
-      finishIdempotencyKey(once.db, once.id, {
+      finishIdempotencyKey(once.db, ref, {
         status: 500,
         contentType: JSON_TYPE,
         headers: {},
@@ -132,16 +150,12 @@ export async function runOnce<K extends OperationId>(once: Once<K>): Promise<Rep
     throw error;
   }
   if (!answer.keep) {
-    await keepTrying(once, () => releaseIdempotencyKey(once.db, once.id));
+    await keepTrying(once, () => releaseIdempotencyKey(once.db, ref));
     return answer.reply;
   }
   const kept = keptAnswerOf(answer.reply);
   await keepTrying(once, () =>
-    finishIdempotencyKey(
-      once.db,
-      once.id,
-      kept.body.length > MAX_KEPT_BODY_BYTES ? tooLarge(kept, once.requestId) : kept,
-    ),
+    finishIdempotencyKey(once.db, ref, kept.body.length > MAX_KEPT_BODY_BYTES ? tooLarge(kept, once.requestId) : kept),
   );
   return answer.reply;
 }

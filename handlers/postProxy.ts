@@ -1,7 +1,13 @@
-import type { Handler, RawReply, RequestContext } from './types';
+import type { Handler, RawReply, Reply, RequestContext } from './types';
 import type { Deps } from './deps';
 import type { AuthenticatedKey } from '../payments/accounts';
-import { IDEMPOTENCY_KEY_HEADER, readIdempotencyKey, requestFingerprint } from '../payments/idempotency';
+import {
+  IDEMPOTENCY_KEY_HEADER,
+  readIdempotencyKey,
+  requestFingerprint,
+  type ClaimRef,
+  type EndedMoney,
+} from '../payments/idempotency';
 import { inProgressReply, keyReusedReply, pathWithFormat, runOnce, type RunAnswer } from './idempotency';
 import type { CallRequest, TargetResponse } from '../payments/outbound/index';
 import { proxyCall } from '../payments/proxy/call';
@@ -32,6 +38,7 @@ async function answer(
   ctx: RequestContext<'postProxy'>,
   deps: Deps,
   key: AuthenticatedKey,
+  idempotency?: ClaimRef,
 ): Promise<RunAnswer<'postProxy'>> {
   const call = ctx.body as CallRequest;
   const outcome = await proxyCall(deps, {
@@ -39,6 +46,7 @@ async function answer(
     key,
     timeoutMs: callTimeoutMs(call.timeout, ctx.headers['x-timeout'], deps.config.targetTimeoutMs),
     requestId: ctx.requestId,
+    ...(idempotency ? { idempotency } : {}),
   });
   switch (outcome.kind) {
     case 'pass_through':
@@ -75,6 +83,29 @@ async function answer(
 }
 
 /**
+ * The answer to a repeat of a call whose process died, once its payment has ended: a 502 naming
+ * what the chain decided (credits charged for a payment the target used, or released), with the
+ * record to poll when one was opened. The target's own answer was never kept.
+ */
+function endedReply(money: EndedMoney): Reply<'postProxy'> {
+  const charged = money.kind === 'proxy' ? money.chargedCredits : 0n;
+  const txHashes = money.kind === 'proxy' ? money.txHashes : [];
+  const webhookId = money.webhookId ?? undefined;
+  const details =
+    charged > 0n
+      ? `The target was paid (${txHashes.join(', ') || 'on chain'}) and ${charged} credits were charged; the target's answer was lost with the process.`
+      : 'The payment to the target never went through; the credits held for it were released.';
+  return {
+    ...errorReply('upstream_error', details, {
+      message:
+        'The service stopped while it ran the first call with this Idempotency-Key; it is not run again, and this is its outcome',
+      ...(webhookId === undefined ? {} : { webhook_id: webhookId }),
+    }),
+    ...(webhookId === undefined ? {} : { headers: { 'X-Service-Webhook': webhookId } }),
+  };
+}
+
+/**
  * POST /proxy. With an Idempotency-Key (scoped to the API key's account) the call runs once: a
  * repeat of the same request gets the kept answer and pays nothing; see handlers/idempotency.ts.
  */
@@ -86,6 +117,7 @@ export const postProxy: Handler<'postProxy'> = async (ctx, deps) => {
   return runOnce({
     db: deps.db,
     log: deps.log,
+    owner: deps.idempotencyOwner,
     id: { scope: `proxy:${key.accountId}`, key: read.key },
     fingerprint: requestFingerprint({
       method: 'POST',
@@ -94,7 +126,8 @@ export const postProxy: Handler<'postProxy'> = async (ctx, deps) => {
     }),
     operationId: 'postProxy',
     requestId: ctx.requestId,
-    run: () => answer(ctx, deps, key),
+    run: (claim) => answer(ctx, deps, key, claim),
+    ended: endedReply,
     running: () =>
       inProgressReply(
         'A call with this Idempotency-Key is still running; ask again after Retry-After to get its answer. It is not run twice.',

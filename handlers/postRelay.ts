@@ -1,7 +1,13 @@
-import type { Handler, RequestContext } from './types';
+import type { Handler, Reply, RequestContext } from './types';
 import type { Deps } from './deps';
 import { decodeClientPayment, paymentHeaderName, type ClientPaymentHeader } from '../payments/incoming/clientPayment';
-import { IDEMPOTENCY_KEY_HEADER, readIdempotencyKey, requestFingerprint } from '../payments/idempotency';
+import {
+  IDEMPOTENCY_KEY_HEADER,
+  readIdempotencyKey,
+  requestFingerprint,
+  type ClaimRef,
+  type EndedMoney,
+} from '../payments/idempotency';
 import { paymentIdentity, relayIdempotencyScope } from '../payments/relay/retries';
 import { inProgressReply, keyReusedReply, pathWithFormat, runOnce, type RunAnswer } from './idempotency';
 import type { CallRequest } from '../payments/outbound/index';
@@ -28,9 +34,16 @@ function headersOf(headers: RelayHeaders, version: X402Version | undefined): Rec
   return named;
 }
 
-function relayInput(ctx: RequestContext<'postRelay'>, deps: Deps, call: CallRequest, payment?: ClientPaymentHeader) {
+function relayInput(
+  ctx: RequestContext<'postRelay'>,
+  deps: Deps,
+  call: CallRequest,
+  payment?: ClientPaymentHeader,
+  idempotency?: ClaimRef,
+) {
   return {
     call,
+    ...(idempotency ? { idempotency } : {}),
     paymentHeader: payment?.value,
     ...(payment ? { paymentVersion: payment.version } : {}),
     resource: `${deps.baseUrl()}/relay`,
@@ -44,8 +57,41 @@ async function answer(
   deps: Deps,
   call: CallRequest,
   payment: ClientPaymentHeader | undefined,
+  idempotency?: ClaimRef,
 ): Promise<RunAnswer<'postRelay'>> {
-  return replyOf(ctx, await relayCall(deps, relayInput(ctx, deps, call, payment)), payment);
+  return replyOf(ctx, await relayCall(deps, relayInput(ctx, deps, call, payment, idempotency)), payment);
+}
+
+const ENDED_OUTCOME: Record<Extract<EndedMoney, { kind: 'relay' }>['state'], string> = {
+  delivered: 'the target was paid for it, so your payment is kept; its answer was lost with the process',
+  refunded: 'the target was not paid, and your payment was refunded',
+  refund_failed:
+    'the target was not paid; refunding your payment failed and is retried by an operator (see the record)',
+  settle_failed: 'your payment never settled; nothing was charged',
+};
+
+/**
+ * The answer to a repeat of a call whose process died, once the jobs have ended its relay
+ * transaction: a 502 saying how it ended, with the record to poll (X-Refund-Webhook-Id too when
+ * the client was refunded) and the client's settled payment. The target's own answer was never kept.
+ */
+function endedReply(money: EndedMoney): Reply<'postRelay'> {
+  const relay = money.kind === 'relay' ? money : undefined;
+  const outcome = relay ? ENDED_OUTCOME[relay.state] : 'nothing was charged';
+  const webhookId = money.webhookId ?? undefined;
+  const headers: Record<string, string> = {};
+  if (relay?.clientTxHash && relay.state !== 'settle_failed') headers['X-Client-Payment'] = relay.clientTxHash;
+  if (webhookId !== undefined) {
+    headers['X-Service-Webhook'] = webhookId;
+    if (relay?.state === 'refunded' || relay?.state === 'refund_failed') headers['X-Refund-Webhook-Id'] = webhookId;
+  }
+  return {
+    ...errorReply('upstream_error', undefined, {
+      message: `The service stopped while it ran the first call with this payment; it is not run again: ${outcome}`,
+      ...(webhookId === undefined ? {} : { webhook_id: webhookId }),
+    }),
+    headers,
+  };
 }
 
 function replyOf(
@@ -124,6 +170,7 @@ export const postRelay: Handler<'postRelay'> = async (ctx, deps) => {
   return runOnce({
     db: deps.db,
     log: deps.log,
+    owner: deps.idempotencyOwner,
     id: relayIdempotencyScope(decoded.value, key),
     fingerprint: requestFingerprint({
       method: 'POST',
@@ -132,7 +179,8 @@ export const postRelay: Handler<'postRelay'> = async (ctx, deps) => {
     }),
     operationId: 'postRelay',
     requestId: ctx.requestId,
-    run: () => answer(ctx, deps, call, payment),
+    run: (claim) => answer(ctx, deps, call, payment, claim),
+    ended: endedReply,
     running: () =>
       inProgressReply(
         key === undefined

@@ -49,6 +49,8 @@ export interface Config {
   capWebhooks: number;
   targetTimeoutMs: number;
   asyncThresholdMs: number;
+  /** Bound on each JSON-RPC request to a chain (EVM and Solana): past it the node counts as unavailable. */
+  rpcTimeoutMs: number;
   llm: {
     baseUrl: string | undefined;
     apiKey: string | undefined;
@@ -70,6 +72,12 @@ export interface Config {
    * through Postgres notifications at once; while they cannot, nothing is served from memory.
    */
   apiKeyCacheMs: number;
+  /**
+   * How long a paid call claimed under an Idempotency-Key (or a payment) stays its instance's
+   * without a renewal; the instance renews every third of it. A repeat finding the lease lapsed
+   * knows the process died and answers from the call's money records.
+   */
+  idempotencyLeaseMs: number;
 }
 
 export class ConfigError extends Error {
@@ -219,6 +227,7 @@ export function loadConfig(env: Env = process.env): Config {
     capWebhooks: integer(env, 'CAP_WEBHOOKS', 200, 1, 100_000),
     targetTimeoutMs: integer(env, 'TARGET_TIMEOUT_MS', 120_000, 100, 600_000),
     asyncThresholdMs: integer(env, 'ASYNC_THRESHOLD_MS', 120_000, 100, 3_600_000),
+    rpcTimeoutMs: integer(env, 'RPC_TIMEOUT_MS', 10_000, 100, 120_000),
     llm: {
       baseUrl: url(env, 'LLM_BASE_URL'),
       apiKey: text(env, 'LLM_API_KEY'),
@@ -235,6 +244,7 @@ export function loadConfig(env: Env = process.env): Config {
     headersTimeoutMs: integer(env, 'HEADERS_TIMEOUT_MS', 610_000, 1000, 3_600_000),
     keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 620_000, 1000, 3_600_000),
     apiKeyCacheMs: integer(env, 'API_KEY_CACHE_MS', 30_000, 0, 3_600_000),
+    idempotencyLeaseMs: integer(env, 'IDEMPOTENCY_LEASE_MS', 30_000, 1_000, 600_000),
   };
 }
 

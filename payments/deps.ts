@@ -8,6 +8,7 @@ import type { Resolver, TargetConnections } from './outbound/index';
 import type { SubmissionQueue } from './networks/submissions';
 import type { RelayLimits } from './relayLimits';
 import type { WalletBalances } from './networks/balances';
+import type { ClaimOwner } from './idempotency';
 
 export interface CapMetric {
   active: number;
@@ -79,6 +80,8 @@ export interface Deps {
   /** Valid API keys held in memory while key changes are being announced (else every call reads the database). */
   apiKeyCache: ApiKeyCache;
   hooks: Hooks;
+  /** This process as the owner of the paid calls it claims (payments/idempotency.ts): its id and lease. */
+  idempotencyOwner: ClaimOwner;
 
   // The HTTP API's own parts: typed here so that handlers and the worker share one shape.
   capMetrics: () => Record<'proxy' | 'relay' | 'webhooks', CapMetric>;

@@ -10,13 +10,21 @@
  * itself being the key (its version, network and authorization nonce or signed transaction).
  *
  * A record is `running` from the claim until the call's answer is written (`finished`). The claim
- * is one statement: a record whose expiry has passed counts as absent and is taken over. A record
- * left running by a process that stopped stays running until it expires: a repeat is then told the
- * call is running (the jobs finish its money), never run a second time.
+ * is one statement: a record whose expiry has passed counts as absent and is taken over.
+ *
+ * Each claim has an id of its own (`claim`), the instance that runs it (`owner`) and a lease that
+ * instance renews while it lives (renewIdempotencyLeases, every third of IDEMPOTENCY_LEASE_MS). The
+ * money records of the call carry the claim, written in the statement that records the money, and
+ * only while the claim is still the record's (holdIdempotencyClaim). A repeat that finds the record
+ * running with its lease lapsed knows the process died, and reads those records under a row lock:
+ * none (nothing moved) -> the repeat takes the claim over and runs the call; some still open -> 409,
+ * the jobs finish them; all ended -> the repeat is answered from them (`ended`) and that answer is
+ * kept. The call is never run twice while money of its first run exists, and money never moves twice.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
-import type { Db } from '../db/index';
+import type { Db, Tx } from '../db/index';
+import type { ProxyPaymentState, RelayTransactionState } from '../db/schema';
 
 /** How long a kept answer is replayed: 24 hours from the first call. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
@@ -46,9 +54,43 @@ export interface IdempotencyScope {
   key: string;
 }
 
+/** One claim of a record: the money records of the call carry `claim`. */
+export interface ClaimRef extends IdempotencyScope {
+  claim: string;
+}
+
+/** The instance that claims, and how long its claims stay its own without a renewal. */
+export interface ClaimOwner {
+  instanceId: string;
+  leaseMs: number;
+}
+
+/** The money of a call whose process died, once the jobs have ended it. */
+export type EndedMoney =
+  | {
+      kind: 'relay';
+      relayTxId: bigint;
+      state: Extract<RelayTransactionState, 'delivered' | 'refunded' | 'settle_failed' | 'refund_failed'>;
+      network: string;
+      amountMicro: bigint;
+      webhookId: string | null;
+      clientTxHash: string | null;
+      targetStatus: number | null;
+      targetTxHash: string | null;
+    }
+  | {
+      kind: 'proxy';
+      /** Credits charged for payments the chain used (0 when every payment was released). */
+      chargedCredits: bigint;
+      txHashes: string[];
+      webhookId: string | null;
+    };
+
 export type Claim =
-  /** Ours to run; finish or release it. */
-  | { kind: 'claimed' }
+  /** Ours to run (a new claim, or one taken over from a process that died before any money moved); finish or release it. */
+  | { kind: 'claimed'; ref: ClaimRef }
+  /** The first call's process died and its money has ended: answer from it, and keep that answer under `ref`. */
+  | { kind: 'ended'; ref: ClaimRef; money: EndedMoney; payment: string | null }
   /** The same request finished: its answer, and the payment its first call carried (keyed /relay). */
   | { kind: 'finished'; answer: KeptAnswer; payment: string | null }
   /** The same request still runs. */
@@ -90,39 +132,177 @@ interface RecordRow {
   content_type: string | null;
   headers: Record<string, string | string[]> | null;
   body: Buffer | null;
+  claim: string | null;
+  lapsed: boolean;
+}
+
+/** The lease of an instance that does not say otherwise (IDEMPOTENCY_LEASE_MS). */
+export const DEFAULT_IDEMPOTENCY_LEASE_MS = 30_000;
+
+const TERMINAL_RELAY: ReadonlySet<RelayTransactionState> = new Set([
+  'delivered',
+  'refunded',
+  'settle_failed',
+  'refund_failed',
+]);
+const TERMINAL_PROXY: ReadonlySet<ProxyPaymentState> = new Set(['charged', 'released']);
+
+export class IdempotencyClaimLost extends Error {
+  constructor(readonly ref: ClaimRef) {
+    super(`the claim of idempotency record ${ref.scope}/${ref.key} was taken over; nothing is recorded under it`);
+  }
 }
 
 /**
- * Claims (scope, key) for a request: a new or expired record becomes ours (`running`); otherwise
- * the record says what the first call with that key did.
+ * Inside the transaction that records money for a claimed call: the claim must still be the
+ * record's, else IdempotencyClaimLost is thrown and the transaction writes nothing. A repeat takes
+ * a lapsed claim over only under FOR UPDATE, which waits for this lock and then sees the money
+ * recorded here; FOR KEY SHARE lets the lease renewals and the answer's write (updates of no key)
+ * go on beside it.
+ */
+export async function holdIdempotencyClaim(tx: Tx, ref: ClaimRef): Promise<void> {
+  const held = await sql<{ held: number }>`
+    select 1 as held from idempotency_records
+    where scope = ${ref.scope} and key = ${ref.key} and claim = ${ref.claim} and state = 'running'
+    for key share`.execute(tx);
+  if (held.rows.length === 0) throw new IdempotencyClaimLost(ref);
+}
+
+/** Renews the leases of every call this instance runs; returns how many. */
+export async function renewIdempotencyLeases(db: Db, owner: ClaimOwner): Promise<number> {
+  const result = await sql`
+    update idempotency_records set lease_expires_at = now() + ${`${owner.leaseMs} milliseconds`}::interval
+    where owner = ${owner.instanceId} and state = 'running'`.execute(db);
+  return Number(result.numAffectedRows ?? 0n);
+}
+
+type Lapsed = { kind: 'claimed'; ref: ClaimRef } | { kind: 'running' } | { kind: 'ended'; money: EndedMoney };
+
+/**
+ * A running record whose owner stopped renewing its lease: under the record's row lock (which
+ * holdIdempotencyClaim shares), the money records of its claim decide. Undefined when the record
+ * changed meanwhile (the caller reads it again).
+ */
+async function resolveLapsed(
+  db: Db,
+  id: IdempotencyScope,
+  lapsedClaim: string,
+  owner: ClaimOwner,
+  payment: string | null,
+): Promise<Lapsed | undefined> {
+  return db.transaction().execute(async (tx) => {
+    const locked = await sql<{ claim: string }>`
+      select claim from idempotency_records
+      where scope = ${id.scope} and key = ${id.key} and claim = ${lapsedClaim} and state = 'running'
+        and lease_expires_at <= now() and expires_at > now()
+      for update`.execute(tx);
+    if (locked.rows.length === 0) return undefined;
+    const relay = await tx
+      .selectFrom('relay_transactions')
+      .select([
+        'id',
+        'state',
+        'network',
+        'amount_micro',
+        'webhook_id',
+        'client_tx_hash',
+        'target_status',
+        'target_tx_hash',
+      ])
+      .where('idempotency_claim', '=', lapsedClaim)
+      .orderBy('id')
+      .execute();
+    const proxy = await tx
+      .selectFrom('proxy_payments')
+      .select(['state', 'credits', 'tx_hash', 'webhook_id'])
+      .where('idempotency_claim', '=', lapsedClaim)
+      .orderBy('id')
+      .execute();
+    if (relay.length === 0 && proxy.length === 0) {
+      const ref = { ...id, claim: randomUUID() };
+      await sql`
+        update idempotency_records set claim = ${ref.claim}, owner = ${owner.instanceId}, payment = ${payment},
+          lease_expires_at = now() + ${`${owner.leaseMs} milliseconds`}::interval
+        where scope = ${id.scope} and key = ${id.key}`.execute(tx);
+      return { kind: 'claimed', ref };
+    }
+    if (relay.some((row) => !TERMINAL_RELAY.has(row.state)) || proxy.some((row) => !TERMINAL_PROXY.has(row.state)))
+      return { kind: 'running' };
+    const last = relay.at(-1);
+    if (last !== undefined)
+      return {
+        kind: 'ended',
+        money: {
+          kind: 'relay',
+          relayTxId: last.id,
+          state: last.state as Extract<EndedMoney, { kind: 'relay' }>['state'],
+          network: last.network,
+          amountMicro: last.amount_micro,
+          webhookId: last.webhook_id,
+          clientTxHash: last.client_tx_hash,
+          targetStatus: last.target_status,
+          targetTxHash: last.target_tx_hash,
+        },
+      };
+    const charged = proxy.filter((row) => row.state === 'charged');
+    return {
+      kind: 'ended',
+      money: {
+        kind: 'proxy',
+        chargedCredits: charged.reduce((sum, row) => sum + row.credits, 0n),
+        txHashes: charged.flatMap((row) => (row.tx_hash ? [row.tx_hash] : [])),
+        webhookId: proxy.findLast((row) => row.webhook_id !== null)?.webhook_id ?? null,
+      },
+    };
+  });
+}
+
+/**
+ * Claims (scope, key) for a request: a new or expired record becomes ours (`running`, under a new
+ * claim owned by `owner`); otherwise the record says what the first call with that key did. A
+ * running record whose lease lapsed is resolved from its money (resolveLapsed).
  */
 export async function claimIdempotencyKey(
   db: Db,
   id: IdempotencyScope,
   fingerprint: string,
-  options: { payment?: string; ttlMs?: number } = {},
+  options: { payment?: string; ttlMs?: number; owner?: ClaimOwner } = {},
 ): Promise<Claim> {
   const ttlMs = options.ttlMs ?? IDEMPOTENCY_TTL_MS;
+  const owner = options.owner ?? { instanceId: 'unnamed', leaseMs: DEFAULT_IDEMPOTENCY_LEASE_MS };
   const payment = options.payment ?? null;
-  for (let attempt = 0; attempt < 3; attempt += 1) {
+  for (let attempt = 0; attempt < 5; attempt += 1) {
+    const claim = randomUUID();
     const claimed = await sql<{ claimed: boolean }>`
-      insert into idempotency_records (scope, key, fingerprint, payment, state, expires_at)
-      values (${id.scope}, ${id.key}, ${fingerprint}, ${payment}, 'running', now() + ${`${ttlMs} milliseconds`}::interval)
+      insert into idempotency_records (scope, key, fingerprint, payment, state, expires_at, claim, owner, lease_expires_at)
+      values (${id.scope}, ${id.key}, ${fingerprint}, ${payment}, 'running', now() + ${`${ttlMs} milliseconds`}::interval,
+        ${claim}, ${owner.instanceId}, now() + ${`${owner.leaseMs} milliseconds`}::interval)
       on conflict (scope, key) do update set
         fingerprint = excluded.fingerprint, payment = excluded.payment, state = 'running', status = null, content_type = null,
-        headers = null, body = null, created_at = now(), finished_at = null, expires_at = excluded.expires_at
+        headers = null, body = null, created_at = now(), finished_at = null, expires_at = excluded.expires_at,
+        claim = excluded.claim, owner = excluded.owner, lease_expires_at = excluded.lease_expires_at
       where idempotency_records.expires_at <= now()
       returning true as claimed`.execute(db);
-    if (claimed.rows.length > 0) return { kind: 'claimed' };
+    if (claimed.rows.length > 0) return { kind: 'claimed', ref: { ...id, claim } };
     const existing = await sql<RecordRow>`
-      select fingerprint, payment, state, status, content_type, headers, body from idempotency_records
+      select fingerprint, payment, state, status, content_type, headers, body, claim,
+        coalesce(lease_expires_at <= now(), false) as lapsed
+      from idempotency_records
       where scope = ${id.scope} and key = ${id.key} and expires_at > now()`.execute(db);
     const row = existing.rows[0];
     // Expired (or pruned) between the two statements: claim again.
     if (row === undefined) continue;
     if (row.fingerprint !== fingerprint) return { kind: 'other_request' };
-    if (row.state === 'running' || row.status === null || row.body === null)
-      return { kind: 'running', payment: row.payment };
+    if (row.state === 'running' || row.status === null || row.body === null) {
+      // Claimed before leases existed (no claim), or its owner still renews it: it runs.
+      if (row.state !== 'running' || row.claim === null || !row.lapsed)
+        return { kind: 'running', payment: row.payment };
+      const lapsed = await resolveLapsed(db, id, row.claim, owner, payment);
+      if (lapsed === undefined) continue;
+      if (lapsed.kind === 'running') return { kind: 'running', payment: row.payment };
+      if (lapsed.kind === 'claimed') return lapsed;
+      return { kind: 'ended', ref: { ...id, claim: row.claim }, money: lapsed.money, payment: row.payment };
+    }
     return {
       kind: 'finished',
       answer: {
@@ -138,7 +318,7 @@ export async function claimIdempotencyKey(
 }
 
 /** Keeps the answer of a claimed call; a repeat gets it byte for byte until the record expires. */
-export async function finishIdempotencyKey(db: Db, id: IdempotencyScope, answer: KeptAnswer): Promise<void> {
+export async function finishIdempotencyKey(db: Db, id: ClaimRef, answer: KeptAnswer): Promise<void> {
   await db
     .updateTable('idempotency_records')
     .set({
@@ -151,16 +331,18 @@ export async function finishIdempotencyKey(db: Db, id: IdempotencyScope, answer:
     })
     .where('scope', '=', id.scope)
     .where('key', '=', id.key)
+    .where('claim', '=', id.claim)
     .where('state', '=', 'running')
     .execute();
 }
 
 /** Frees a claimed key whose call moved nothing: a retry runs the call anew. */
-export async function releaseIdempotencyKey(db: Db, id: IdempotencyScope): Promise<void> {
+export async function releaseIdempotencyKey(db: Db, id: ClaimRef): Promise<void> {
   await db
     .deleteFrom('idempotency_records')
     .where('scope', '=', id.scope)
     .where('key', '=', id.key)
+    .where('claim', '=', id.claim)
     .where('state', '=', 'running')
     .execute();
 }

@@ -23,6 +23,7 @@ import { checkRpcReachable } from '../payments/networks/reachability';
 import { systemResolver, TargetConnections, type Resolver } from '../payments/outbound/index';
 import { advisoryKeyLock, SubmissionQueue } from '../payments/networks/submissions';
 import { DEFAULT_RELAY_LIMITS } from '../payments/relayLimits';
+import { renewIdempotencyLeases } from '../payments/idempotency';
 import { WalletBalances } from '../payments/networks/balances';
 import type { Config } from '../payments/config';
 import { startWorker, type WorkerHandle } from '../worker/runner';
@@ -84,7 +85,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
     if (applied.length > 0) log.info({ migrations: applied }, 'database migrated');
     const caps = new ConcurrencyCaps({ relay: config.capRelay, proxy: config.capProxy, webhooks: config.capWebhooks });
     const metrics = new ServiceMetrics(options.serveHttp === false ? undefined : caps);
-    const chains = await createChains(config, { onRpc: metrics.rpc });
+    const chains = await createChains(config, { onRpc: metrics.rpc, rpcTimeoutMs: config.rpcTimeoutMs });
     cleanups.push(() => chains.close());
     const connections = new TargetConnections();
     // Idle connections to targets close at stop rather than after their idle time.
@@ -117,6 +118,11 @@ export async function startService(config: Config, options: ServiceOptions = {})
       running,
       probes,
       metrics,
+    });
+    const stopRenewing = renewLeases(deps, log);
+    cleanups.push(async () => {
+      stopRenewing();
+      await Promise.resolve();
     });
 
     if (config.runWorker) {
@@ -253,6 +259,28 @@ function listenForKeyChanges(
   return () => listener.stop();
 }
 
+/**
+ * Renews, every third of IDEMPOTENCY_LEASE_MS, the lease of each paid call this process runs, so a
+ * repeat can tell a call still running from one whose process died. Answers how to stop.
+ */
+function renewLeases(deps: Pick<Deps, 'db' | 'idempotencyOwner'>, log: Logger): () => void {
+  let renewing = false;
+  const timer = setInterval(
+    () => {
+      if (renewing) return;
+      renewing = true;
+      renewIdempotencyLeases(deps.db, deps.idempotencyOwner)
+        .catch((error: unknown) => log.warn({ err: error }, 'the leases of running paid calls could not be renewed'))
+        .finally(() => {
+          renewing = false;
+        });
+    },
+    Math.max(100, Math.floor(deps.idempotencyOwner.leaseMs / 3)),
+  );
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
 /** The one dependency object of this process: handlers and jobs share every member. */
 function assembleDeps({
   config,
@@ -290,9 +318,10 @@ function assembleDeps({
     log,
     connections,
     balances: new WalletBalances(),
-    relayLimits: DEFAULT_RELAY_LIMITS,
+    relayLimits: { ...DEFAULT_RELAY_LIMITS, rpcTimeoutMs: config.rpcTimeoutMs },
     apiKeyCache,
     hooks: { ...NO_HOOKS, ...options.hooks },
+    idempotencyOwner: { instanceId: randomUUID(), leaseMs: config.idempotencyLeaseMs },
     capMetrics: () => caps.metrics(),
     healthChecks: {
       database: async () => {

@@ -8,6 +8,8 @@ import * as apiKeyNotify from './2026_11_21_0007_api_key_notify';
 import * as reserveFunction from './2026_11_21_0008_reserve_function';
 import * as spendUnits from './2026_11_21_0009_spend_units';
 import * as idempotencyRecords from './2026_11_22_0010_idempotency_records';
+import * as idempotencyLeases from './2026_11_25_0011_idempotency_leases';
+import * as signedTransactions from './2026_11_25_0012_signed_transactions';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -20,6 +22,8 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_11_21_0008_reserve_function': reserveFunction,
   '2026_11_21_0009_spend_units': spendUnits,
   '2026_11_22_0010_idempotency_records': idempotencyRecords,
+  '2026_11_25_0011_idempotency_leases': idempotencyLeases,
+  '2026_11_25_0012_signed_transactions': signedTransactions,
 };
 
 export const migrationProvider: MigrationProvider = {

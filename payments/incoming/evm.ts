@@ -356,15 +356,64 @@ export interface SubmittedTransaction {
 }
 
 /**
+ * How many times a broadcast refused for its nonce is signed again with the pending nonce read
+ * anew (another sender of our key took the nonce between our read and our send).
+ */
+export const MAX_NONCE_RETRIES = 3;
+
+/** A node's refusal of a transaction for its nonce: taken by another (too low, underpriced) or this one already held. */
+export type NonceRefusal = 'already_known' | 'nonce_taken';
+
+/** What a refused broadcast says about its nonce, across nodes' wordings (geth, hardhat, erigon, nethermind). */
+export function nonceRefusalOf(error: unknown): NonceRefusal | undefined {
+  const texts: string[] = [];
+  const collect = (cause: unknown) => {
+    const described = cause as { details?: unknown; message?: unknown; shortMessage?: unknown } | null | undefined;
+    for (const text of [described?.details, described?.message, described?.shortMessage])
+      if (typeof text === 'string') texts.push(text);
+  };
+  if (error instanceof BaseError)
+    error.walk((cause) => {
+      collect(cause);
+      return false;
+    });
+  else collect(error);
+  const said = texts.join('\n');
+  if (/already known|known transaction|transaction already imported|already in (the )?(mem)?pool/i.test(said))
+    return 'already_known';
+  if (/nonce too low|nonce is too low|replacement (transaction )?underpriced|nonce has already been used/i.test(said))
+    return 'nonce_taken';
+  return undefined;
+}
+
+/** Whether the node knows the transaction (pending or mined); a failed read counts as not known. */
+async function knownToNode(clients: EvmNetworkClients, hash: Hash): Promise<boolean> {
+  try {
+    await clients.publicClient.getTransaction({ hash });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * Prepares (which simulates: gas estimation reverts on a failing call), signs, lets the caller record
- * the hash, then broadcasts; serialized per network and sending key. `beforeBroadcast` returning
+ * the hash and the signed bytes (so a lost broadcast can be sent again: rebroadcastEvmTransaction), then broadcasts; serialized per network and sending key. `beforeBroadcast` returning
  * false stops it before anything leaves (the row moved on without us).
+ *
+ * A broadcast refused for its nonce is not lost track of: "already known" means the node holds
+ * this very transaction (sent); "nonce too low" or "replacement underpriced" means another sender
+ * of our key took the nonce after we read it, and that transaction can never be mined under it.
+ * Unless the node knows our hash after all, the call is prepared again with the pending nonce read
+ * anew, signed, and recorded in place of the refused one (`beforeBroadcast(hash, refused)`), at
+ * most MAX_NONCE_RETRIES times. Every other broadcast failure keeps the recorded hash: only the
+ * chain can say later whether it landed.
  */
 export async function submitEvmTransaction(
   deps: Pick<Deps, 'chains' | 'submissions'>,
   network: NetworkName,
   call: { to: Address; data: Hex },
-  beforeBroadcast: (hash: Hash) => Promise<boolean>,
+  beforeBroadcast: (signed: { hash: Hash; raw: Hex }, refused?: Hash) => Promise<boolean>,
   beforeSigning?: () => Promise<Result<true, VerifyFailureReason>>,
 ): Promise<Result<SubmittedTransaction, SubmitFailureReason | VerifyFailureReason>> {
   const clients = clientsOf(deps, network);
@@ -376,37 +425,73 @@ export async function submitEvmTransaction(
     return await deps.submissions.run(
       `${network}:${account.address}`,
       async (): Promise<Result<SubmittedTransaction, SubmitFailureReason | VerifyFailureReason>> => {
-        if (beforeSigning) {
-          const ready = await beforeSigning();
-          if (!ready.ok) return ready;
-        }
-        let serialized: Hex;
-        try {
-          const request = await walletClient.prepareTransactionRequest({
-            account,
-            chain: walletClient.chain,
-            to: call.to,
-            data: call.data,
-          });
-          serialized = await walletClient.signTransaction(request);
-        } catch (error) {
-          if (isRpcUnavailable(error)) return rpcUnavailable(error);
-          return simulationFailed(error);
-        }
-        const hash = keccak256(serialized);
-        if (!(await beforeBroadcast(hash)))
-          return fail('not_recorded', 'the row was no longer waiting for this transaction');
-        try {
-          await publicClient.sendRawTransaction({ serializedTransaction: serialized });
-          return ok({ hash });
-        } catch (error) {
-          return ok({ hash, broadcastError: error instanceof BaseError ? error.shortMessage : String(error) });
+        let refused: Hash | undefined;
+        for (let attempt = 0; ; attempt += 1) {
+          if (beforeSigning) {
+            const ready = await beforeSigning();
+            if (!ready.ok) return ready;
+          }
+          let serialized: Hex;
+          try {
+            // The nonce is the account's pending count, read here each time.
+            const request = await walletClient.prepareTransactionRequest({
+              account,
+              chain: walletClient.chain,
+              to: call.to,
+              data: call.data,
+            });
+            serialized = await walletClient.signTransaction(request);
+          } catch (error) {
+            if (isRpcUnavailable(error)) return rpcUnavailable(error);
+            return simulationFailed(error);
+          }
+          const hash = keccak256(serialized);
+          if (!(await beforeBroadcast({ hash, raw: serialized }, refused)))
+            return fail('not_recorded', 'the row was no longer waiting for this transaction');
+          try {
+            await publicClient.sendRawTransaction({ serializedTransaction: serialized });
+            return ok({ hash });
+          } catch (error) {
+            const broadcastError = error instanceof BaseError ? error.shortMessage : String(error);
+            const refusal = nonceRefusalOf(error);
+            if (refusal === 'already_known') return ok({ hash });
+            if (refusal === undefined || attempt >= MAX_NONCE_RETRIES) return ok({ hash, broadcastError });
+            if (await knownToNode(clients, hash)) return ok({ hash });
+            refused = hash;
+          }
         }
       },
     );
   } catch (error) {
     if (error instanceof SubmissionQueueFull) return fail('submission_queue_full', error.message);
     throw error;
+  }
+}
+
+/** What sending a stored signed transaction again found: the node took it, already held it, refused its nonce, or failed. */
+export type Rebroadcast = 'sent' | 'known' | 'nonce_taken' | 'failed';
+
+/**
+ * Sends again the signed bytes of one of our transactions that the node does not know (its
+ * broadcast was lost: the connection dropped, a 503). The same bytes are the same transaction,
+ * same nonce and hash: it can be mined at most once however often it is sent. `nonce_taken` means
+ * another transaction of ours took its nonce meanwhile: this one can never be mined.
+ */
+export async function rebroadcastEvmTransaction(
+  deps: Pick<Deps, 'chains'>,
+  network: NetworkName,
+  signed: { hash: string; raw: string },
+): Promise<Rebroadcast> {
+  const clients = clientsOf(deps, network);
+  if (!clients || keccak256(signed.raw as Hex) !== signed.hash) return 'failed';
+  if (await knownToNode(clients, signed.hash)) return 'known';
+  try {
+    await clients.publicClient.sendRawTransaction({ serializedTransaction: signed.raw as Hex });
+    return 'sent';
+  } catch (error) {
+    const refusal = nonceRefusalOf(error);
+    if (refusal === 'already_known') return 'known';
+    return refusal ?? 'failed';
   }
 }
 

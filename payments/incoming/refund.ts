@@ -9,7 +9,7 @@ import { sql } from 'kysely';
 import { encodeFunctionData, type Address, type Hash } from 'viem';
 import type { Db } from '../../db/index';
 import type { NetworkName } from '../networkTable';
-import { readReceipt, relayUsdcAbi, submitEvmTransaction, waitForReceipt } from './evm';
+import { readReceipt, rebroadcastEvmTransaction, relayUsdcAbi, submitEvmTransaction, waitForReceipt } from './evm';
 import { moveRefund } from './refundStates';
 import {
   liveRefund,
@@ -130,13 +130,37 @@ export async function refundClientPayment(
 
 class StateMoved extends Error {}
 
-async function storeRefundTransaction(db: Db, refundId: bigint, hash: string, blockhash?: string): Promise<boolean> {
+/** The refund's transaction, stored before its broadcast: its hash, and its blockhash (Solana) or signed bytes (EVM). */
+async function storeRefundTransaction(
+  db: Db,
+  refundId: bigint,
+  hash: string,
+  { blockhash, raw }: { blockhash?: string; raw?: string },
+): Promise<boolean> {
   const row = await db
     .updateTable('refunds')
-    .set({ tx_hash: hash, blockhash: blockhash ?? null, updated_at: sql<Date>`now()` })
+    .set({ tx_hash: hash, blockhash: blockhash ?? null, raw_tx: raw ?? null, updated_at: sql<Date>`now()` })
     .where('id', '=', refundId)
     .where('status', '=', 'pending')
     .where('tx_hash', 'is', null)
+    .returning('id')
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** The refund signed again after its broadcast was refused for its nonce (that one can never be mined). */
+async function replaceRefundTransaction(
+  db: Db,
+  refundId: bigint,
+  refused: string,
+  signed: { hash: string; raw: string },
+): Promise<boolean> {
+  const row = await db
+    .updateTable('refunds')
+    .set({ tx_hash: signed.hash, raw_tx: signed.raw, updated_at: sql<Date>`now()` })
+    .where('id', '=', refundId)
+    .where('status', '=', 'pending')
+    .where('tx_hash', '=', refused)
     .returning('id')
     .executeTakeFirst();
   return row !== undefined;
@@ -193,8 +217,14 @@ async function sendEvmRefund(
     functionName: 'transfer',
     args: [refund.recipient as Address, refund.amount_micro],
   });
-  const submitted = await submitEvmTransaction(deps, network, { to: refund.asset as Address, data }, (hash) =>
-    storeRefundTransaction(db, refund.id, hash),
+  const submitted = await submitEvmTransaction(
+    deps,
+    network,
+    { to: refund.asset as Address, data },
+    (signed, refused) =>
+      refused === undefined
+        ? storeRefundTransaction(db, refund.id, signed.hash, { raw: signed.raw })
+        : replaceRefundTransaction(db, refund.id, refused, signed),
   );
   if (!submitted.ok) {
     if (submitted.reason === 'not_recorded') return outcomeOf((await refundById(db, refund.id)) ?? refund, false);
@@ -226,7 +256,7 @@ async function sendSolanaRefund(
   });
   if (!built.ok) return failRefund(db, refund, built.reason, built.details);
   const { transaction, signature, blockhash } = built.value;
-  if (!(await storeRefundTransaction(db, refund.id, signature, blockhash)))
+  if (!(await storeRefundTransaction(db, refund.id, signature, { blockhash })))
     return outcomeOf((await refundById(db, refund.id)) ?? refund, false);
   const sent = await sendSolanaTransaction(deps, network, transaction);
   if (!sent.sent && sent.refused) return failRefund(db, refund, 'broadcast_refused', sent.details);
@@ -263,11 +293,12 @@ export async function reconcileRefund(
     if (receipt.value.status === 'success') return confirmRefund(db, refund, refund.tx_hash);
     if (receipt.value.status === 'reverted')
       return failRefund(db, refund, 'transaction_reverted', `refund transaction ${refund.tx_hash} reverted`);
-    const clients = deps.chains.evm.networks.get(network);
-    const known = await clients?.publicClient.getTransaction({ hash: refund.tx_hash as Hash }).then(
-      () => true,
-      () => false,
-    );
+    // A broadcast lost on the way: the same signed bytes are sent again (the same transaction, once at most).
+    const resent =
+      refund.raw_tx === null
+        ? 'failed'
+        : await rebroadcastEvmTransaction(deps, network, { hash: refund.tx_hash, raw: refund.raw_tx });
+    const known = resent === 'sent' || resent === 'known';
     return !known && stale
       ? failRefund(db, refund, 'not_sent', 'the node does not know the refund transaction')
       : pendingOutcome(refund, refund.tx_hash);

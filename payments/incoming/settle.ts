@@ -22,6 +22,7 @@ import { ok } from '../result';
 import {
   authorizationOf,
   readReceipt,
+  rebroadcastEvmTransaction,
   receiptUsesAuthorization,
   submitEvmTransaction,
   transferWithAuthorizationData,
@@ -33,6 +34,7 @@ import {
   findRelayTransaction,
   markSettled,
   markSettleFailed,
+  replaceClientTxHash,
   storeClientTxHash,
   storedPayment,
   type RelayTransaction,
@@ -164,7 +166,10 @@ async function settleEvmDirectly(
     deps,
     network,
     { to: row.asset as Address, data: transferWithAuthorizationData(authorization) },
-    (hash) => storeClientTxHash(db, row.id, hash),
+    (signed, refused) =>
+      refused === undefined
+        ? storeClientTxHash(db, row.id, signed.hash, signed.raw)
+        : replaceClientTxHash(db, row.id, refused, signed),
     async () => {
       // Inside the queue of our key: nothing of ours can use the nonce between this check and the send.
       const verified = await reverify(row, deps);
@@ -224,26 +229,25 @@ async function settleSolanaDirectly(
  * For a row in settling: reads the chain once and moves the row to settled or settle_failed when
  * the outcome is certain; otherwise answers pending. Safe to repeat; other states are answered as they are.
  */
-export async function reconcileSettlement(
-  db: Db,
-  relayTxId: bigint,
-  deps: Pick<Deps, 'chains' | 'relayLimits'>,
-): Promise<SettlementOutcome> {
+/**
+ * What reconciling uses; with the submission queue and a clock (the jobs have both) it can also
+ * sign a lost settlement again when its nonce went to another transaction of ours.
+ */
+export type ReconcileDeps = Pick<Deps, 'chains' | 'relayLimits'> & Partial<Pick<Deps, 'submissions' | 'clock'>>;
+
+export async function reconcileSettlement(db: Db, relayTxId: bigint, deps: ReconcileDeps): Promise<SettlementOutcome> {
   const row = await findRelayTransaction(db, relayTxId);
   if (!row || row.state !== 'settling') return settlementOutcomeOf(row);
   return row.chain_type === 'evm' ? reconcileEvm(db, row, deps) : reconcileSolana(db, row, deps);
 }
 
-async function reconcileEvm(
-  db: Db,
-  row: RelayTransaction,
-  deps: Pick<Deps, 'chains' | 'relayLimits'>,
-): Promise<SettlementOutcome> {
+async function reconcileEvm(db: Db, row: RelayTransaction, deps: ReconcileDeps): Promise<SettlementOutcome> {
   const network = row.network as NetworkName;
   const clients = deps.chains.evm.networks.get(network);
   if (!clients) return pending(row.client_tx_hash);
   const authorization = authorizationOf(storedPayment(row).payment);
   let ourTransactionReverted = false;
+  let neverMined = false;
   if (row.client_tx_hash) {
     const receipt = await readReceipt(deps, network, row.client_tx_hash as Hash);
     if (
@@ -254,6 +258,17 @@ async function reconcileEvm(
       return settled(db, row.id, row.client_tx_hash);
     }
     ourTransactionReverted = receipt.ok && receipt.value.status === 'reverted';
+    // Not mined: if its broadcast was lost on the way the node never heard of it. The same signed
+    // bytes are sent again (the same transaction: it lands at most once), so it lands in seconds
+    // instead of leaving the payment open until the authorization expires.
+    if (receipt.ok && receipt.value.status === 'pending' && row.client_raw_tx !== null) {
+      const resent = await rebroadcastEvmTransaction(deps, network, {
+        hash: row.client_tx_hash,
+        raw: row.client_raw_tx,
+      });
+      // Lost, and its nonce went to another transaction of ours meanwhile: it can never be mined.
+      neverMined = resent === 'nonce_taken';
+    }
   }
   // The newest block first: once its timestamp reaches validBefore, no later block can use the authorization.
   let latestTimestamp: bigint;
@@ -279,7 +294,41 @@ async function reconcileEvm(
   // Our transaction is mined and failed, and nobody used the authorization: nothing moved.
   if (ourTransactionReverted)
     return failed(db, row.id, 'transaction_reverted', `${row.client_tx_hash} reverted; the authorization is unused`);
+  if (neverMined && row.client_tx_hash && deps.submissions && deps.clock)
+    return settleAgain(db, row, row.client_tx_hash, { ...deps, submissions: deps.submissions, clock: deps.clock });
   return pending(row.client_tx_hash);
+}
+
+/**
+ * Our settling transaction can never be mined (its broadcast was lost and its nonce went to another
+ * transaction of ours) and the authorization is still unused: the settlement is signed again with
+ * the pending nonce, in place of the dead one on the row, and broadcast. An authorization is used
+ * at most once on chain, so even a second transaction of ours for it could not move money twice.
+ */
+async function settleAgain(
+  db: Db,
+  row: RelayTransaction,
+  dead: string,
+  deps: Pick<Deps, 'chains' | 'relayLimits' | 'submissions' | 'clock'>,
+): Promise<SettlementOutcome> {
+  const network = row.network as NetworkName;
+  const authorization = authorizationOf(storedPayment(row).payment);
+  const submitted = await submitEvmTransaction(
+    deps,
+    network,
+    { to: row.asset as Address, data: transferWithAuthorizationData(authorization) },
+    (signed, refused) => replaceClientTxHash(db, row.id, refused ?? dead, signed),
+    async () => {
+      const verified = await reverify(row, deps);
+      return verified.ok ? ok(true as const) : verified;
+    },
+  );
+  if (!submitted.ok) {
+    if (submitted.reason === 'not_recorded') return settlementOutcomeOf(await findRelayTransaction(db, row.id));
+    // Not signed again (the window is too short now, the node unreachable): the chain decides later.
+    return pending(dead);
+  }
+  return pending(submitted.value.hash);
 }
 
 function blockhashOf(payment: PaymentPayload): string {

@@ -32,6 +32,8 @@ export interface RelayRequest {
   spendDay?: string;
   /** The endpoint taking the payment; 'relay' rows are finished by the relay's jobs. */
   mode?: 'relay' | 'chat';
+  /** The claim of the idempotency record the call runs under (payments/idempotency.ts). */
+  idempotencyClaim?: string;
 }
 
 /** Runs `work` in the caller's transaction, or in a new one. */
@@ -69,6 +71,7 @@ export async function recordClientPayment(
       target_amount_micro: request.targetAmountMicroUsdc ?? null,
       spend_day: request.spendDay ?? null,
       mode: request.mode ?? null,
+      idempotency_claim: request.idempotencyClaim ?? null,
     })
     .onConflict((conflict) => conflict.columns(['network', 'asset', 'nonce_key']).doNothing())
     .returningAll()
@@ -100,12 +103,42 @@ export function claimSettlement(db: Db | Tx, id: bigint, method: SettlementMetho
   return moveRelayTransaction(db, id, 'settling', { settle_method: method });
 }
 
-/** The hash of our settling transaction, stored before it is broadcast; false if the row moved on. */
-export async function storeClientTxHash(db: Db | Tx, id: bigint, hash: string): Promise<boolean> {
+/**
+ * The hash of our settling transaction (and, when we sign it, its signed bytes), stored before it
+ * is broadcast; false if the row moved on.
+ */
+export async function storeClientTxHash(db: Db | Tx, id: bigint, hash: string, raw?: string): Promise<boolean> {
   return (
-    (await updateRelayTransactionIn(db, id, ['settling'], { client_tx_hash: hash }, { clientTxHashIsNull: true })) !==
-    undefined
+    (await updateRelayTransactionIn(
+      db,
+      id,
+      ['settling'],
+      { client_tx_hash: hash, client_raw_tx: raw ?? null },
+      { clientTxHashIsNull: true },
+    )) !== undefined
   );
+}
+
+/**
+ * A broadcast the node refused for its nonce (another sender of our key took it: the transaction
+ * can never be mined) is replaced by the one signed again; false if the row moved on or names
+ * another transaction.
+ */
+export async function replaceClientTxHash(
+  db: Db | Tx,
+  id: bigint,
+  refused: string,
+  signed: { hash: string; raw: string },
+): Promise<boolean> {
+  const row = await db
+    .updateTable('relay_transactions')
+    .set({ client_tx_hash: signed.hash, client_raw_tx: signed.raw, updated_at: sql<Date>`now()` })
+    .where('id', '=', id)
+    .where('state', '=', 'settling')
+    .where('client_tx_hash', '=', refused)
+    .returning('id')
+    .executeTakeFirst();
+  return row !== undefined;
 }
 
 export function markSettled(db: Db | Tx, id: bigint, hash: string) {

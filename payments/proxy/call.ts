@@ -32,6 +32,7 @@ import {
 } from '../outgoing/index';
 import { encodePaymentResponseHeader } from '../x402/headers';
 import type { PaymentChoice } from '../x402/choose';
+import type { ClaimRef } from '../idempotency';
 import {
   chargeProxyPayment,
   holdProxyPayment,
@@ -46,6 +47,8 @@ export interface ProxyCall {
   /** Bound on the whole call: every exchange with the target shares it. */
   timeoutMs: number;
   requestId: string;
+  /** The idempotency record's claim the call runs under: its payment carries it. */
+  idempotency?: ClaimRef;
 }
 
 export type ProxyOutcome =
@@ -147,6 +150,7 @@ async function payAndRetry(
       reference,
       key: input.key,
       requestId: input.requestId,
+      ...(input.idempotency ? { idempotency: input.idempotency } : {}),
       targetUrl: input.call.api_url,
       choice,
       credits: totalCredits,

@@ -17,6 +17,7 @@ import type { SignedTargetPayment } from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
 import { openWebhook } from '../webhooks';
 import { moveProxyPayment } from './states';
+import { holdIdempotencyClaim, type ClaimRef } from '../idempotency';
 
 export type ProxyPayment = Selectable<ProxyPaymentsTable>;
 
@@ -32,6 +33,8 @@ export interface NewProxyPayment {
   reference: string;
   key: AuthenticatedKey;
   requestId: string;
+  /** The idempotency record's claim the call runs under: held while the row is written, and kept on it. */
+  idempotency?: ClaimRef;
   targetUrl: string;
   choice: PaymentChoice;
   credits: bigint;
@@ -69,23 +72,32 @@ export async function holdProxyPayment(
     accountDailyLimitCredits: payment.accountDailyLimitCredits,
     systemDailyLimitCredits: payment.systemDailyLimitCredits,
   });
-  const { rows } = await sql<ReservationRow & { id: bigint | null }>`
+  const { idempotency } = payment;
+  const statement = sql<ReservationRow & { id: bigint | null }>`
     with r as (select * from ${reservation}),
     p as (
       insert into proxy_payments
         (reference, organisation_id, account_id, api_key_id, request_id, target_url, network, chain_type, pay_to, amount_micro_usdc, credits,
-         state, payer, payer_signature, valid_before, last_valid_block_height, signed_at)
+         idempotency_claim, state, payer, payer_signature, valid_before, last_valid_block_height, signed_at)
       select
         ${payment.reference}::text, ${key.organisationId}::bigint, ${key.accountId}::bigint, ${key.apiKeyId}::bigint,
         ${payment.requestId}::text, ${payment.targetUrl}::text, ${choice.network}::text, ${choice.chainType}::text,
         ${choice.requirements.payTo}::text, ${choice.amountMicroUsdc}::bigint, ${payment.credits}::bigint,
+        ${idempotency?.claim ?? null}::uuid,
         ${signed ? 'signed' : 'reserved'}::text, ${signed?.payer ?? null}::text, ${signed?.payerSignature ?? null}::text,
         ${signed?.validBefore ?? null}::bigint, ${signed?.lastValidBlockHeight ?? null}::bigint,
         ${signed ? sql`now()` : sql`null`}
       from r where r.reserved
       returning id
     )
-    select r.*, (select p.id from p) as id from r`.execute(db);
+    select r.*, (select p.id from p) as id from r`;
+  // Under an idempotency record the claim is held first: money is recorded only while it is the record's.
+  const { rows } = idempotency
+    ? await db.transaction().execute(async (tx) => {
+        await holdIdempotencyClaim(tx, idempotency);
+        return statement.execute(tx);
+      })
+    : await statement.execute(db);
   const row = firstRow(rows, `proxy payment ${payment.reference}: reserve_credits`);
   const result = reservationResultOf(row);
   if (!result.reserved) return result;

@@ -8,6 +8,7 @@ import type { Db, Tx } from '../../db/index';
 import { tryAddSpend, SYSTEM_SCOPE_ID, type SpendKey } from '../limits';
 import { NETWORK_TABLE } from '../networkTable';
 import { ok, type Result } from '../result';
+import { holdIdempotencyClaim, type ClaimRef } from '../idempotency';
 import { enqueueRelayWatch } from './outcome';
 import { recordClientPayment, type RelayRequest, type RelayTransaction } from '../incoming/store';
 import type { VerifiedClientPayment } from '../incoming/types';
@@ -43,14 +44,20 @@ async function addSpendOrRefuse(
 export async function admitClientPayment(
   db: Db,
   verified: VerifiedClientPayment,
-  request: RelayRequest & { spendDay: string },
+  request: Omit<RelayRequest, 'idempotencyClaim'> & { spendDay: string; idempotency?: ClaimRef },
   limits: { perWalletMicro: bigint; systemMicro: bigint; finishBy: Date },
 ): Promise<Admission> {
   const networkClass = NETWORK_TABLE[verified.network].networkClass;
   const amount = verified.amountMicroUsdc;
   try {
     return await db.transaction().execute(async (tx) => {
-      const recorded = await recordClientPayment(tx, verified, request);
+      // A call run under an idempotency record records money only while its claim is the record's.
+      const { idempotency, ...recording } = request;
+      if (idempotency) await holdIdempotencyClaim(tx, idempotency);
+      const recorded = await recordClientPayment(tx, verified, {
+        ...recording,
+        ...(idempotency ? { idempotencyClaim: idempotency.claim } : {}),
+      });
       if (!recorded.ok) return recorded;
       const day = request.spendDay;
       await addSpendOrRefuse(

@@ -29,6 +29,7 @@ import type { PaymentChoice } from '../x402/choose';
 import { encodePaymentResponseHeader } from '../x402/headers';
 import type { PaymentRequirements, SettlementResponse } from '../x402/types';
 import type { X402Version } from '../x402/v2';
+import type { ClaimRef } from '../idempotency';
 import { admitClientPayment, type RelayLimitRefusal } from './admit';
 import { deliver, handOver, scheduleRefund, targetPaymentOf, watchTargetPayment } from './outcome';
 import { quoteRelay, relayOffers, type RelayQuote } from './quote';
@@ -53,6 +54,8 @@ export interface RelayCall {
   resource: string;
   /** Bound on the exchanges with the target (they share it); settlement waits have their own bounds. */
   timeoutMs: number;
+  /** The idempotency record's claim the call runs under: the relay transaction carries it. */
+  idempotency?: ClaimRef;
 }
 
 export type ServiceStatus = 'payment_required' | 'payment_validating' | 'processing';
@@ -137,6 +140,7 @@ export async function relayCall(
       targetMethod: String(input.call.method).toUpperCase(),
       spendDay: utcDay(now),
       mode: 'relay',
+      ...(input.idempotency ? { idempotency: input.idempotency } : {}),
     },
     {
       perWalletMicro: usdToMicro(deps.config.relayDailyPerWalletUsd),

@@ -46,7 +46,7 @@ function whenGone(row: RelayTransaction, deps: Pick<Deps, 'config'>): Date {
 
 export async function followUpRelay(
   id: bigint,
-  deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'config' | 'relayLimits'>,
+  deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'config' | 'relayLimits'> & Partial<Pick<Deps, 'submissions'>>,
 ): Promise<FollowUp> {
   const { db } = deps;
   const now = deps.clock.now();

@@ -30,6 +30,8 @@ describe('migrations', () => {
         '2026_11_21_0008_reserve_function',
         '2026_11_21_0009_spend_units',
         '2026_11_22_0010_idempotency_records',
+        '2026_11_25_0011_idempotency_leases',
+        '2026_11_25_0012_signed_transactions',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -114,6 +116,8 @@ describe('migrations', () => {
       expect(await migrateToLatest(handle.db)).toEqual([
         '2026_11_21_0009_spend_units',
         '2026_11_22_0010_idempotency_records',
+        '2026_11_25_0011_idempotency_leases',
+        '2026_11_25_0012_signed_transactions',
       ]);
       const rows = await handle.db
         .selectFrom('daily_spend')

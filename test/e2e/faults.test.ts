@@ -12,9 +12,9 @@
 //
 // The waits are shortened so the file stays bounded: the target and the facilitator are given up
 // after 2 s, the relay's request is presumed gone after 5 s, authorizations for targets last 10 s.
-// The RPC timeout (10 s in production, not a setting) is shortened by giving the running service
-// chains with a 1.5 s timeout, and its settlement waits by replacing deps.relayLimits: the handlers
-// and the in-process worker read both from the one deps object at each use.
+// The RPC timeout is the RPC_TIMEOUT_MS setting (1.5 s here); the settlement waits (facilitator,
+// receipts), which have no setting, are shortened by replacing deps.relayLimits: the handlers and
+// the in-process worker read it from the one deps object at each use.
 import { parseAbi, type Address, type Hex } from 'viem';
 import pg from 'pg';
 import { pino } from 'pino';
@@ -24,9 +24,7 @@ import { startFaultProxy, type FaultKind, type FaultProxy } from '../../devnet/f
 import { startPeers, type Peers } from '../../devnet/index';
 import type { Clock } from '../../payments/clock';
 import { organisationBalance } from '../../payments/credits';
-import { createChains } from '../../payments/networks/index';
 import { NETWORK_TABLE } from '../../payments/networkTable';
-import { DEFAULT_RELAY_LIMITS } from '../../payments/relayLimits';
 import type { ExactEvmPayload, PaymentRequirements } from '../../payments/x402/types';
 import { loadConfig } from '../../payments/config';
 import { startService } from '../../server/service';
@@ -62,7 +60,6 @@ let facilitatorProxy: FaultProxy;
 let targetProxy: FaultProxy;
 let direct: TestService;
 const instances: TestService[] = [];
-const closeChains: Array<() => Promise<void>> = [];
 
 interface CallResult {
   peer: PeerName;
@@ -87,13 +84,12 @@ beforeAll(async () => {
   facilitatorProxy = await startFaultProxy({ upstream: peers.facilitator.url, delayMs: DELAY_MS });
   targetProxy = await startFaultProxy({ upstream: target.url, delayMs: DELAY_MS });
   direct = await startTestService(serviceEnv(), { resolver: tableResolver() });
-  await shortenWaits(direct);
+  shortenWaits(direct);
 }, 120_000);
 
 afterAll(async () => {
   for (const instance of instances) await instance.stop();
   await ifStarted(direct)?.stop();
-  for (const close of closeChains) await close();
   for (const proxy of [rpcProxy, facilitatorProxy, targetProxy]) await ifStarted(proxy)?.close();
   await ifStarted(peers)?.stop();
 });
@@ -102,6 +98,7 @@ function serviceEnv(): Record<string, string> {
   return {
     ...peersEnv(peers, [new URL(targetProxy.url).host]),
     RPC_URL_BASE_SEPOLIA: rpcProxy.url,
+    RPC_TIMEOUT_MS: String(RPC_TIMEOUT_MS),
     TARGET_TIMEOUT_MS: String(PEER_TIMEOUT_MS),
     RELAY_ABANDONED_AFTER_MS: '5000',
     RELAY_PAYMENT_WINDOW_SECONDS: '10',
@@ -110,16 +107,14 @@ function serviceEnv(): Record<string, string> {
   };
 }
 
-async function shortenWaits(t: TestService): Promise<void> {
-  const chains = await createChains(t.config, { rpcTimeoutMs: RPC_TIMEOUT_MS });
-  closeChains.push(() => chains.close());
-  t.service.deps.chains = chains;
+function shortenWaits(t: TestService): void {
+  expect(t.config.rpcTimeoutMs).toBe(RPC_TIMEOUT_MS);
+  expect(t.service.deps.relayLimits.rpcTimeoutMs).toBe(RPC_TIMEOUT_MS);
   t.service.deps.relayLimits = {
-    ...DEFAULT_RELAY_LIMITS,
+    ...t.service.deps.relayLimits,
     facilitatorTimeoutMs: PEER_TIMEOUT_MS,
     confirmationTimeoutMs: 3_000,
     confirmationPollMs: 100,
-    rpcTimeoutMs: RPC_TIMEOUT_MS,
   };
 }
 
@@ -132,7 +127,8 @@ function withDeadline(ms: number) {
 /**
  * One paid relay: our 402, then an EIP-3009 authorization for its offer valid for
  * CLIENT_VALIDITY_SECONDS (x402 clients choose their window; a short one bounds how long a
- * settlement whose broadcast was lost stays open: until the authorization expires unused).
+ * settlement the chain never shows stays open: a lost broadcast is sent again by the follow-up,
+ * but one that never reaches the node stays open until the authorization expires unused).
  */
 async function relayOnce(t: TestService): Promise<Pick<CallResult, 'status' | 'webhookId' | 'nonce' | 'details'>> {
   const send = contractFetch();
@@ -479,7 +475,7 @@ async function startApiInstance(options: { facilitator: boolean; applicationName
     stop: () => service.stop(),
   };
   instances.push(instance);
-  await shortenWaits(instance);
+  shortenWaits(instance);
   return instance;
 }
 

@@ -20,6 +20,8 @@ describe('configuration', () => {
     expect([config.proxyDailyPerAccountUsd, config.proxyDailyTotalUsd]).toEqual([500, 5000]);
     expect([config.capRelay, config.capProxy, config.capWebhooks]).toEqual([50, 100, 200]);
     expect([config.targetTimeoutMs, config.asyncThresholdMs]).toEqual([120_000, 120_000]);
+    expect(config.rpcTimeoutMs).toBe(10_000);
+    expect(config.idempotencyLeaseMs).toBe(30_000);
     expect(config.llm).toMatchObject({ baseUrl: undefined, priceUsdc: '0.01', maxTokens: 1024 });
   });
 
@@ -37,6 +39,9 @@ describe('configuration', () => {
     ['USDC_ADDRESS_BASE', '0x12'],
     ['LOG_LEVEL', 'loud'],
     ['RUN_WORKER', 'maybe'],
+    ['RPC_TIMEOUT_MS', '50'],
+    ['RPC_TIMEOUT_MS', '10s'],
+    ['IDEMPOTENCY_LEASE_MS', '999'],
   ])('stops on a wrong %s with a message naming it', (variable, value) => {
     try {
       loadConfig({ [variable]: value });
