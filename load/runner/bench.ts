@@ -155,6 +155,8 @@ async function startBench({ options, runId, dataDir, throwaway }: Run, services:
     SHUTDOWN_GRACE_MS: '2000',
     PROXY_DAILY_PER_ACCOUNT_USD: '1000000',
     PROXY_DAILY_TOTAL_USD: '1000000',
+    RELAY_DAILY_PER_WALLET_USD: '1000000',
+    RELAY_DAILY_TOTAL_USD: '1000000',
     // Raised for throughput: the caps must not limit those runs (the caps section sets its own).
     CAP_PROXY: '100000',
     CAP_RELAY: '100000',
