@@ -34,7 +34,11 @@ export interface VerifyResult {
   latency: LatencySummary;
   /** Whether the run used every signed payment before its time was up. */
   ranOut: boolean;
+  /** Start and end of the run on the monotonic clock in microseconds, the clock of V8's CPU profiles. */
+  monotonicUs: [number, number];
 }
+
+const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
 
 const config = loadConfig(process.env);
 const databaseUrl = config.databaseUrl;
@@ -81,6 +85,7 @@ async function verify(message: { concurrency: number; durationS: number }): Prom
   let verified = 0;
   const spendDay = utcDay(new Date());
   const cpuBefore = process.cpuUsage();
+  const startedUs = monotonicUs();
   const startedAt = performance.now();
   const deadline = startedAt + message.durationS * 1000;
   const worker = async () => {
@@ -110,6 +115,7 @@ async function verify(message: { concurrency: number; durationS: number }): Prom
   await Promise.all(Array.from({ length: message.concurrency }, worker));
   const durationS = (performance.now() - startedAt) / 1000;
   const cpu = process.cpuUsage(cpuBefore);
+  const endedUs = monotonicUs();
   const done = verified + Object.values(refused).reduce((sum, count) => sum + count, 0);
   return {
     verified,
@@ -119,6 +125,7 @@ async function verify(message: { concurrency: number; durationS: number }): Prom
     cpuUsPerVerification: done === 0 ? NaN : (cpu.user + cpu.system) / done,
     latency: samples.summary(),
     ranOut: next >= payments.length,
+    monotonicUs: [startedUs, endedUs],
   };
 }
 

@@ -3,9 +3,13 @@
  * before settling (decode, the checks against the offers of its 402, the signature, the chain's
  * reads and simulation, the nonce claim), in a child process pinned to one core of its own
  * (load/runner/verifier.ts) against the bench's chain and the service's database. The HTTP route
- * cannot stop there: a valid payment goes on to be settled.
+ * cannot stop there: a valid payment goes on to be settled. With the profile section, the child
+ * writes a CPU profile, and its summary over the measured run is printed.
  */
-import { cpuMs, descendantsCpuMs, spawnChild } from '../../children';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { cpuMs, descendantsCpuMs, ROOT, spawnChild } from '../../children';
+import { formatProfile, summarizeProfile } from '../../profile';
 import type { ServiceChild } from '../../serviceChild';
 import type { VerifyResult } from '../../verifier';
 import { fmt, LOAD_CORE, progress, say } from '../output';
@@ -30,12 +34,16 @@ export async function verify(bench: Bench, service: ServiceChild): Promise<void>
   if (offered.status !== 402) throw new Error(`POST /relay without X-PAYMENT answered ${offered.status}: ${text}`);
   const { accepts } = JSON.parse(text) as { accepts: unknown[] };
 
+  const profileDir = options.sections.has('profile')
+    ? path.join(ROOT, '.tmp', 'bench-profiles', String(bench.results.runId), 'verify')
+    : undefined;
   const verifier = await spawnChild({
     name: 'verifier',
     core: LOAD_CORE,
     script: 'load/runner/verifier.ts',
     ipc: true,
     echoStderr: true,
+    ...(profileDir ? { nodeFlags: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] } : {}),
     env: {
       NETWORKS: peers.network,
       RPC_URL_BASE_SEPOLIA: peers.rpcUrl,
@@ -55,7 +63,7 @@ export async function verify(bench: Bench, service: ServiceChild): Promise<void>
     progress('verify: warm-up');
     const warmup = await run(options.warmupS);
     // Enough payments for the measured run at the warm-up's pace, and a margin (signing takes time too).
-    const count = Math.min(12_000, Math.max(300, Math.ceil(warmup.perSecond * options.durationS * 1.3)));
+    const count = Math.min(12_000, Math.max(500, Math.ceil(warmup.perSecond * options.durationS * 1.5)));
     progress(`verify: signing ${count} payments`);
     await verifier.call('sign', { accepts, count }, 600_000);
     progress('verify: measured run');
@@ -92,7 +100,36 @@ export async function verify(bench: Bench, service: ServiceChild): Promise<void>
       met: result.perSecond >= VERIFICATIONS_GOAL_PER_S && Object.keys(result.refused).length === 0,
     });
     bench.results.verify = { warmup, result, dbCpuUsPerVerification: dbUs, chainCpuUsPerVerification: chainUs };
+    if (profileDir) {
+      await verifier.stop();
+      printProfile(profileDir, result);
+    }
   } finally {
     await verifier.stop();
   }
+}
+
+/**
+ * The verifier's main-thread profile over its measured run only (not the signing before it): the
+ * child timed the run on the monotonic clock, which V8's profile timestamps use as well.
+ */
+function printProfile(dir: string, result: VerifyResult): void {
+  const file = readdirSync(dir)
+    .filter((entry) => entry.endsWith('.cpuprofile'))
+    .sort()[0];
+  say();
+  say('## CPU profile of the inbound verification (the verifier child over its measured run)');
+  if (!file) {
+    say('  no profile was written');
+    return;
+  }
+  const profilePath = path.join(dir, file);
+  const { endTime } = JSON.parse(readFileSync(profilePath, 'utf8')) as { endTime: number };
+  const [startedUs, endedUs] = result.monotonicUs;
+  say(`  ${path.relative(ROOT, profilePath)}`);
+  const summary = summarizeProfile(profilePath, 20, {
+    fromMsBeforeEnd: (endTime - startedUs) / 1000,
+    toMsBeforeEnd: (endTime - endedUs) / 1000,
+  });
+  say(formatProfile(summary, result.verified).replace(/^/gm, '  '));
 }
