@@ -9,7 +9,8 @@
  *
  * Calls from the bench: sign {accepts, count} (untimed), verify {concurrency, durationS} (the
  * measured run: each signed payment once, until they run out or the time is up), cleanup (the
- * claimed rows deleted: no job may pick them up later).
+ * claimed rows deleted: no job may pick them up later); and post {url, body, concurrency,
+ * durationS}: the same payments sent as X-PAYMENT of POST /relay to a service, by status.
  */
 import { createWalletClient, defineChain, http as viemHttp, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -129,6 +130,71 @@ async function verify(message: { concurrency: number; durationS: number }): Prom
   };
 }
 
+export interface PostResult {
+  responses: number;
+  byStatus: Record<string, number>;
+  /** The first answers that were not the expected status, for the report. */
+  samples: string[];
+  durationS: number;
+  perSecond: number;
+  latency: LatencySummary;
+  ranOut: boolean;
+}
+
+/** The signed payments sent as X-PAYMENT of POST /relay, `concurrency` at a time, each once. */
+async function post(message: {
+  url: string;
+  body: string;
+  expectedStatus: number;
+  concurrency: number;
+  durationS: number;
+}): Promise<PostResult> {
+  const payments = signed;
+  signed = [];
+  const byStatus: Record<string, number> = {};
+  const samples: string[] = [];
+  const latency = new Samples();
+  let next = 0;
+  let responses = 0;
+  const startedAt = performance.now();
+  const deadline = startedAt + message.durationS * 1000;
+  const worker = async () => {
+    while (next < payments.length && performance.now() < deadline) {
+      const payment = payments[next++] ?? '';
+      const sentAt = performance.now();
+      let status: string;
+      try {
+        const response = await fetch(message.url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-payment': payment },
+          body: message.body,
+        });
+        const text = await response.text();
+        status = String(response.status);
+        if (response.status !== message.expectedStatus && samples.length < 3)
+          samples.push(`${status} ${text.slice(0, 300)}`);
+      } catch (error) {
+        status = 'error';
+        if (samples.length < 3) samples.push(String(error));
+      }
+      byStatus[status] = (byStatus[status] ?? 0) + 1;
+      responses += 1;
+      latency.add(performance.now() - sentAt);
+    }
+  };
+  await Promise.all(Array.from({ length: message.concurrency }, worker));
+  const durationS = (performance.now() - startedAt) / 1000;
+  return {
+    responses,
+    byStatus,
+    samples,
+    durationS,
+    perSecond: responses / durationS,
+    latency: latency.summary(),
+    ranOut: next >= payments.length,
+  };
+}
+
 /** Deletes the rows the nonce claims wrote (never settled: nothing else refers to them). */
 async function cleanup(): Promise<{ deleted: number }> {
   let deleted = 0;
@@ -140,7 +206,7 @@ async function cleanup(): Promise<{ deleted: number }> {
   return { deleted };
 }
 
-serveChild({ sign, verify, cleanup }, { pid: process.pid }, async () => {
+serveChild({ sign, verify, cleanup, post }, { pid: process.pid }, async () => {
   await handle.close();
   await chains.close();
 });
