@@ -7,11 +7,12 @@
  * facilitator the service uses), with where its time goes.
  */
 import { defined, itemAt } from '../../checked';
+import { cpuMs, descendantsCpuMs } from '../../children';
 import type { PaidResult } from '../../loadgen';
 import type { ServiceChild } from '../../serviceChild';
 import { median } from '../../stats';
 import { alternate, type Measured } from '../measure';
-import { fmt, say, table, type Row } from '../output';
+import { fmt, progress, say, table, type Row } from '../output';
 import { BASE_SEPOLIA_CHAIN_ID, type Bench } from '../setup';
 
 /** A difference in ms with its sign. */
@@ -79,6 +80,26 @@ export function cpuGoals(bench: Bench, route: string, row: Row): void {
   });
 }
 
+/** CPU the service (and its embedded Postgres) use a second with nothing to do, over a few seconds. */
+async function idleCpu(
+  bench: Bench,
+  service: ServiceChild,
+): Promise<{ serviceMsPerS: number; dbMsPerS?: number } | undefined> {
+  progress('idle CPU of the service');
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  const seconds = 3;
+  const before = cpuMs(service.pid);
+  const dbBefore = bench.embeddedDatabase ? descendantsCpuMs(service.pid) : undefined;
+  await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+  const after = cpuMs(service.pid);
+  const dbAfter = bench.embeddedDatabase ? descendantsCpuMs(service.pid) : undefined;
+  if (before === undefined || after === undefined) return undefined;
+  return {
+    serviceMsPerS: (after - before) / seconds,
+    ...(dbBefore === undefined || dbAfter === undefined ? {} : { dbMsPerS: (dbAfter - dbBefore) / seconds }),
+  };
+}
+
 export async function paid(bench: Bench, service: ServiceChild): Promise<void> {
   const { options, bindings, peers } = bench;
   say();
@@ -134,6 +155,8 @@ export async function paid(bench: Bench, service: ServiceChild): Promise<void> {
     ],
     options.rounds,
   );
+  // After the runs: the service is warm, and what the calls left to its jobs is done.
+  const idle = await idleCpu(bench, service);
   for (const measured of rows) {
     const failure = (measured.runs as PaidRun[]).flatMap((result) => result.failures)[0];
     if (failure) measured.row.note = `${measured.row.note ?? ''} first: ${failure}`.trim();
@@ -185,6 +208,18 @@ export async function paid(bench: Bench, service: ServiceChild): Promise<void> {
   say(
     `    Paid /relay p50 ${fmt.ms(relayed.row.p50)} ms = the direct call ${fmt.ms(direct.row.p50)} + the client's settlement ${fmt.ms(settlement.row.p50)} + ${signed(relayAdded)} ms added by the relay.`,
   );
+  if (idle) {
+    // Timers, the worker's polling, the liveness heartbeat: charged to every call by the CPU columns.
+    const idlePerCall = (rate: number, row: Row) => fmt.rps((rate * 1000) / row.rps);
+    say(
+      `    Idle, the service uses ${fmt.ms(idle.serviceMsPerS)} ms of CPU a second${idle.dbMsPerS === undefined ? '' : ` and its Postgres ${fmt.ms(idle.dbMsPerS)} ms`}: ` +
+        `at these paces ${idlePerCall(idle.serviceMsPerS, proxied.row)} us of each /proxy call's service CPU and ${idlePerCall(idle.serviceMsPerS, relayed.row)} us of each /relay call's` +
+        (idle.dbMsPerS === undefined
+          ? ''
+          : ` (Postgres: ${idlePerCall(idle.dbMsPerS, proxied.row)} and ${idlePerCall(idle.dbMsPerS, relayed.row)} us)`) +
+        ' are that idle work.',
+    );
+  }
 
   bench.goals.push({
     goal: 'paid /proxy adds <= 5 ms p50 over the direct x402-fetch call',
@@ -212,4 +247,5 @@ export async function paid(bench: Bench, service: ServiceChild): Promise<void> {
     met: v2Ratio <= 1,
   });
   bench.results.paid = rows;
+  bench.results.paidIdle = idle;
 }
