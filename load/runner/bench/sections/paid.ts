@@ -80,6 +80,32 @@ export function cpuGoals(bench: Bench, route: string, row: Row): void {
   });
 }
 
+/** The service's JSON-RPC calls so far by method (its /metrics), and their total. */
+async function rpcCalls(serviceUrl: string): Promise<Record<string, number>> {
+  const response = await fetch(new URL('/metrics', serviceUrl));
+  const text = await response.text();
+  const calls: Record<string, number> = { total: 0 };
+  for (const match of text.matchAll(/^prs_rpc_request_duration_seconds_count\{([^}]*)\} ([0-9.e+]+)$/gm)) {
+    const method = /method="([^"]*)"/.exec(match[1] ?? '')?.[1] ?? '?';
+    const count = Number(match[2]);
+    calls[method] = (calls[method] ?? 0) + count;
+    calls.total = (calls.total ?? 0) + count;
+  }
+  return calls;
+}
+
+/** JSON-RPC calls per paid call: the total and by method, most first. */
+function rpcLine(measured: Measured): string {
+  const counters = measured.counters;
+  if (!counters) return '-';
+  const methods = Object.entries(counters)
+    .filter(([name, value]) => name !== 'total' && value > 0.005)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, value]) => `${value.toFixed(1)} ${name}`)
+    .join(', ');
+  return `${(counters.total ?? 0).toFixed(1)}${methods ? ` (${methods})` : ''}`;
+}
+
 /** CPU the service (and its embedded Postgres) use a second with nothing to do, over a few seconds. */
 async function idleCpu(
   bench: Bench,
@@ -141,7 +167,11 @@ export async function paid(bench: Bench, service: ServiceChild): Promise<void> {
     return { ...result, ...phasesOf(result, arrivals, perCall) };
   };
   const count = (warmup: boolean) => (warmup ? 5 : options.paidCalls);
-  const ofService = { pid: service.pid, ...(bench.embeddedDatabase ? { dbParentPid: service.pid } : {}) };
+  const ofService = {
+    pid: service.pid,
+    ...(bench.embeddedDatabase ? { dbParentPid: service.pid } : {}),
+    counters: () => rpcCalls(service.url),
+  };
   const rows = await alternate(
     [
       { name: 'x402-fetch -> paid target (direct)', run: (warmup) => run('direct', count(warmup)) },
@@ -207,6 +237,9 @@ export async function paid(bench: Bench, service: ServiceChild): Promise<void> {
   );
   say(
     `    Paid /relay p50 ${fmt.ms(relayed.row.p50)} ms = the direct call ${fmt.ms(direct.row.p50)} + the client's settlement ${fmt.ms(settlement.row.p50)} + ${signed(relayAdded)} ms added by the relay.`,
+  );
+  say(
+    `    JSON-RPC calls of the service per paid call (its /metrics): /proxy ${rpcLine(proxied)}; /proxy to the v2 target ${rpcLine(proxiedV2)}; /relay ${rpcLine(relayed)}.`,
   );
   if (idle) {
     // Timers, the worker's polling, the liveness heartbeat: charged to every call by the CPU columns.
