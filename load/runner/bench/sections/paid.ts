@@ -99,7 +99,7 @@ function rpcLine(measured: Measured): string {
   const counters = measured.counters;
   if (!counters) return '-';
   const methods = Object.entries(counters)
-    .filter(([name, value]) => name !== 'total' && value > 0.005)
+    .filter(([name, value]) => name !== 'total' && value >= 0.05)
     .sort((a, b) => b[1] - a[1])
     .map(([name, value]) => `${value.toFixed(1)} ${name}`)
     .join(', ');
