@@ -7,10 +7,11 @@
  *
  *   npm run bench                          everything but the profiles (about 5 minutes)
  *   npm run bench -- --quick               shorter runs, fewer rounds, no soak
- *   npm run bench -- --only pass,config    only these sections: pass, config, paid, logging, soak,
- *                                          caps, instances, rss, profile (profile: CPU profiles of
- *                                          the service; instances: two API instances and a worker
- *                                          on one Postgres behind a round robin)
+ *   npm run bench -- --only pass,config    only these sections: pass, config, paid, verify, logging,
+ *                                          soak, caps, instances, rss, profile (profile: CPU profiles
+ *                                          of the service; instances: two API instances and a worker
+ *                                          on one Postgres behind a round robin; verify: X-PAYMENT
+ *                                          verifications per second on one core, in-process)
  *   options: --rounds N --duration S --connections N --paid-calls N --overload-cap N --soak S
  *            --log-level L --node-flags "FLAGS" (for the service) --no-pin --keep --json FILE
  *
@@ -40,6 +41,7 @@ import { paid } from './bench/sections/paid';
 import { passThrough } from './bench/sections/passThrough';
 import { profiles } from './bench/sections/profiles';
 import { soak } from './bench/sections/soak';
+import { verify } from './bench/sections/verify';
 
 /** One run of the bench: its id, its scratch directory, the command that reruns it. */
 interface Run {
@@ -155,6 +157,8 @@ async function startBench({ options, runId, dataDir, throwaway }: Run, services:
     SHUTDOWN_GRACE_MS: '2000',
     PROXY_DAILY_PER_ACCOUNT_USD: '1000000',
     PROXY_DAILY_TOTAL_USD: '1000000',
+    RELAY_DAILY_PER_WALLET_USD: '1000000',
+    RELAY_DAILY_TOTAL_USD: '1000000',
     // Raised for throughput: the caps must not limit those runs (the caps section sets its own).
     CAP_PROXY: '100000',
     CAP_RELAY: '100000',
@@ -231,6 +235,7 @@ async function runSections(bench: Bench, service: ServiceChild): Promise<void> {
     ['pass', () => passThrough(bench, service)],
     ['config', () => config(bench, service)],
     ['paid', () => paid(bench, service)],
+    ['verify', () => verify(bench, service)],
     ['logging', () => logging(bench, service)],
     ['soak', () => soak(bench, service)],
     ['caps', () => caps(bench)],

@@ -1,6 +1,10 @@
 /**
- * The load generator's paid calls: direct with the unmodified x402-fetch client, or through
- * POST /proxy, with each call's wall-clock start and end.
+ * The load generator's paid calls: direct with the unmodified x402-fetch client, through
+ * POST /proxy (API key, our wallet pays), through POST /relay (the same x402-fetch client pays us,
+ * we pay the target), or the client's own settlement alone: a fresh authorization of the client,
+ * signed for the requirement of the relay's 402, settled by POST /settle on the facilitator the
+ * service uses (the baseline the relay's added latency is measured against). Each call's
+ * wall-clock start and end are returned.
  */
 import { createWalletClient, defineChain, http as viemHttp, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -8,23 +12,25 @@ import type { RunResult } from './autocannon';
 import { Samples, type LatencySummary } from './stats';
 
 export interface PaidRun {
-  mode: 'direct' | 'proxy';
-  /** direct: the paid route of the target; proxy: the service's base URL. */
+  mode: 'direct' | 'proxy' | 'relay' | 'settle';
+  /** proxy, relay and settle: the service's base URL (settle reads the relay's 402 from it once, untimed). */
   url: string;
   targetUrl: string;
   apiKey?: string;
   rpcUrl: string;
   chainId: number;
   clientEvmPrivateKey: Hex;
+  /** settle: the facilitator the service settles through (its FACILITATOR_URL). */
+  facilitatorUrl?: string;
   count: number;
   concurrency: number;
 }
 
-let payingFetch: { key: string; fetch: typeof fetch } | undefined;
+let payingFetch: { key: string; fetch: typeof fetch; wallet: unknown } | undefined;
 
-async function paidFetch(run: PaidRun): Promise<typeof fetch> {
+async function paidFetch(run: PaidRun): Promise<{ fetch: typeof fetch; wallet: unknown }> {
   const key = `${run.rpcUrl} ${run.clientEvmPrivateKey}`;
-  if (payingFetch?.key === key) return payingFetch.fetch;
+  if (payingFetch?.key === key) return payingFetch;
   const { wrapFetchWithPayment } = await import('x402-fetch');
   const chain = defineChain({
     id: run.chainId,
@@ -37,8 +43,48 @@ async function paidFetch(run: PaidRun): Promise<typeof fetch> {
     chain,
     transport: viemHttp(run.rpcUrl),
   });
-  payingFetch = { key, fetch: wrapFetchWithPayment(fetch, wallet as never, 1_000_000n) as typeof fetch };
-  return payingFetch.fetch;
+  payingFetch = { key, fetch: wrapFetchWithPayment(fetch, wallet as never, 1_000_000n) as typeof fetch, wallet };
+  return payingFetch;
+}
+
+const relayBody = (run: PaidRun) => JSON.stringify({ api_url: run.targetUrl, method: 'GET' });
+
+/**
+ * The client's own settlement, one call: an authorization for the relay's requirement (what the
+ * client would pay us), signed as x402-fetch signs it (x402/client's createPaymentHeader, before
+ * the clock starts), then POST /settle on the facilitator; the clock runs for the settlement only.
+ */
+async function settlementCalls(run: PaidRun): Promise<() => Promise<() => Promise<Response>>> {
+  const facilitatorUrl = run.facilitatorUrl;
+  if (facilitatorUrl === undefined) throw new Error('a settlement run needs the facilitator URL');
+  const { wallet } = await paidFetch(run);
+  const { createPaymentHeader, selectPaymentRequirements } = await import('x402/client');
+  const { PaymentRequirementsSchema } = await import('x402/types');
+  // The requirement the relay asks the client for (read once, untimed: our 402, not the settlement).
+  const offered = await fetch(new URL('/relay', run.url), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: relayBody(run),
+  });
+  const text = await offered.text();
+  if (offered.status !== 402) throw new Error(`POST /relay without X-PAYMENT answered ${offered.status}: ${text}`);
+  const { x402Version, accepts } = JSON.parse(text) as { x402Version: number; accepts: unknown[] };
+  const requirements = selectPaymentRequirements(
+    accepts.map((entry) => PaymentRequirementsSchema.parse(entry)),
+    'base-sepolia',
+    'exact',
+  );
+  return async () => {
+    const header = await createPaymentHeader(wallet as never, x402Version, requirements);
+    const paymentPayload: unknown = JSON.parse(Buffer.from(header, 'base64').toString('utf8'));
+    const body = JSON.stringify({ x402Version, paymentPayload, paymentRequirements: requirements });
+    return () =>
+      fetch(new URL('/settle', facilitatorUrl), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+      });
+  };
 }
 
 export interface PaidResult extends RunResult {
@@ -50,11 +96,20 @@ export interface PaidResult extends RunResult {
 const wallClock = () => performance.timeOrigin + performance.now();
 
 export async function paidRun(run: PaidRun): Promise<PaidResult> {
-  // One call: direct with the paying client, or POST /proxy with the API key.
-  let send: () => Promise<Response>;
+  // One call: direct with the paying client, POST /relay with the same client, POST /proxy with
+  // the API key, or a settlement on the facilitator (prepared, that is signed, before its clock starts).
+  let send: () => Promise<Response> = () => Promise.reject(new Error('no call prepared'));
+  let prepare: (() => Promise<() => Promise<Response>>) | undefined;
   if (run.mode === 'direct') {
-    const pay = await paidFetch(run);
+    const pay = (await paidFetch(run)).fetch;
     send = () => pay(run.targetUrl);
+  } else if (run.mode === 'relay') {
+    const pay = (await paidFetch(run)).fetch;
+    const body = relayBody(run);
+    send = () =>
+      pay(new URL('/relay', run.url), { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  } else if (run.mode === 'settle') {
+    prepare = await settlementCalls(run);
   } else {
     const apiKey = run.apiKey;
     if (apiKey === undefined) throw new Error('a paid run through /proxy needs an API key');
@@ -73,13 +128,23 @@ export async function paidRun(run: PaidRun): Promise<PaidResult> {
   let issued = 0;
   const startedAt = performance.now();
   const one = async () => {
+    let call = send;
+    try {
+      if (prepare) call = await prepare();
+    } catch (error) {
+      errors += 1;
+      if (failures.length < 5) failures.push(`preparing the call: ${String(error)}`);
+      return;
+    }
     const sentAt = performance.now();
     const startedWall = wallClock();
     let status: number;
     try {
-      const response = await send();
+      const response = await call();
       const text = await response.text();
       status = response.status;
+      // A facilitator answers a refused settlement with 200 and success false: not a settlement.
+      if (run.mode === 'settle' && status === 200 && !/"success":\s*true/.test(text)) status = 422;
       if (status !== 200 && failures.length < 5) failures.push(`${status} ${text.slice(0, 200)}`);
     } catch (error) {
       errors += 1;

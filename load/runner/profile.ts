@@ -38,11 +38,7 @@ export interface ProfileSummary {
 }
 
 /** The nearest frame that is a dependency (by package) or ours (by file), from a sample's leaf up. */
-function callerOf(
-  id: number,
-  byId: Map<number, ProfileNode>,
-  parent: Map<number, number>,
-): string {
+function callerOf(id: number, byId: Map<number, ProfileNode>, parent: Map<number, number>): string {
   for (let current: number | undefined = id; current !== undefined; current = parent.get(current)) {
     const node = entryOf(byId, current, 'the nodes of the profile');
     const origin = originOf(node.callFrame.url);
@@ -51,7 +47,9 @@ function callerOf(
   }
   const leaf = entryOf(byId, id, 'the nodes of the profile');
   if (leaf.callFrame.functionName === '(garbage collector)') return 'gc';
-  return originOf(leaf.callFrame.url) === 'node internals' ? 'node internals (no caller of ours)' : '(native, no caller)';
+  return originOf(leaf.callFrame.url) === 'node internals'
+    ? 'node internals (no caller of ours)'
+    : '(native, no caller)';
 }
 
 export function originOf(url: string): string {

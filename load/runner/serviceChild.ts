@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { cpuMs, freePort, spawnChild, type Child } from './children';
+import { freePort, lifetimeCpuMs, spawnChild, type Child } from './children';
 
 export interface ServiceChild {
   child: Child;
@@ -75,7 +75,7 @@ export async function startServiceChild(options: ServiceChildOptions): Promise<S
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
   // CPU from start to the first answer of GET /health (the polling adds a few milliseconds).
-  const startCpuMs = cpuMs(child.pid) ?? NaN;
+  const startCpuMs = lifetimeCpuMs(child.pid) ?? NaN;
   let databaseUrl = options.env.DATABASE_URL;
   if (!databaseUrl) {
     databaseUrl = (

@@ -8,9 +8,15 @@ import { progress, type Row } from './output';
 export interface Measured {
   row: Row;
   runs: RunResult[];
+  /** Medians over the runs of each counter's increase per answer (Contender.counters). */
+  counters?: Record<string, number>;
 }
 
-export type CpuRun = RunResult & { cpuUsPerAnswer?: number; dbCpuUsPerAnswer?: number };
+export type CpuRun = RunResult & {
+  cpuUsPerAnswer?: number;
+  dbCpuUsPerAnswer?: number;
+  countersPerAnswer?: Record<string, number>;
+};
 
 export function summarize(name: string, runs: CpuRun[], expectedStatus = 200): Measured {
   const row: Row = {
@@ -27,7 +33,12 @@ export function summarize(name: string, runs: CpuRun[], expectedStatus = 200): M
   };
   const unexpected = runs.reduce((sum, run) => sum + notOk(run, expectedStatus), 0);
   if (unexpected > 0) row.note = `${unexpected} answers not ${expectedStatus}!`;
-  return { row, runs };
+  const names = [...new Set(runs.flatMap((run) => Object.keys(run.countersPerAnswer ?? {})))];
+  if (names.length === 0) return { row, runs };
+  const counters = Object.fromEntries(
+    names.map((name) => [name, median(runs.map((run) => run.countersPerAnswer?.[name] ?? 0))]),
+  );
+  return { row, runs, counters };
 }
 
 export function notOk(run: RunResult, expectedStatus = 200): number {
@@ -45,6 +56,8 @@ export interface Contender {
   dbParentPid?: number;
   expectedStatus?: number;
   run: (warmup: boolean) => Promise<RunResult>;
+  /** Counters read before and after each measured run, outside its CPU window; their increase per answer is kept. */
+  counters?: () => Promise<Record<string, number>>;
 }
 
 /**
@@ -63,21 +76,33 @@ export async function alternate<const C extends readonly Contender[]>(
   for (let round = 0; round < rounds; round += 1) {
     for (const contender of round % 2 === 0 ? contenders : [...contenders].reverse()) {
       progress(`round ${round + 1}/${rounds}: ${contender.name}`);
+      const countersBefore = await contender.counters?.();
       const before = contender.pid === undefined ? undefined : cpuMs(contender.pid);
       const dbBefore = contender.dbParentPid === undefined ? undefined : descendantsCpuMs(contender.dbParentPid);
       const result = await contender.run(false);
       const after = contender.pid === undefined ? undefined : cpuMs(contender.pid);
       const dbAfter = contender.dbParentPid === undefined ? undefined : descendantsCpuMs(contender.dbParentPid);
+      const countersAfter = await contender.counters?.();
       const perAnswer = (from: number | undefined, to: number | undefined) =>
         from === undefined || to === undefined || result.responses === 0
           ? undefined
           : ((to - from) * 1000) / result.responses;
       const cpuUsPerAnswer = perAnswer(before, after);
       const dbCpuUsPerAnswer = perAnswer(dbBefore, dbAfter);
+      const countersPerAnswer =
+        countersBefore === undefined || countersAfter === undefined || result.responses === 0
+          ? undefined
+          : Object.fromEntries(
+              Object.entries(countersAfter).map(([name, value]) => [
+                name,
+                (value - (countersBefore[name] ?? 0)) / result.responses,
+              ]),
+            );
       entryOf(results, contender.name, 'alternate').push({
         ...result,
         ...(cpuUsPerAnswer === undefined ? {} : { cpuUsPerAnswer }),
         ...(dbCpuUsPerAnswer === undefined ? {} : { dbCpuUsPerAnswer }),
+        ...(countersPerAnswer === undefined ? {} : { countersPerAnswer }),
       });
     }
   }

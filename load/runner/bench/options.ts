@@ -2,7 +2,18 @@
 import { itemAt } from '../checked';
 import { disablePinning } from '../children';
 
-export const SECTIONS = ['pass', 'config', 'paid', 'logging', 'soak', 'caps', 'instances', 'rss', 'profile'] as const;
+export const SECTIONS = [
+  'pass',
+  'config',
+  'paid',
+  'verify',
+  'logging',
+  'soak',
+  'caps',
+  'instances',
+  'rss',
+  'profile',
+] as const;
 export type Section = (typeof SECTIONS)[number];
 
 export interface Options {

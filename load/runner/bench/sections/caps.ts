@@ -299,7 +299,7 @@ function clientsThatDisconnect({ bench, service, cap, target, active }: CapsRig)
   });
 }
 
-/** The table, and the two goals: no request over a cap, 429s answered fast. */
+/** The table, and the goals: no request over a cap, 429s answered fast (and as fast as plain express's answers). */
 function reportCaps(
   { bench, cap, reports, rows }: CapsRig,
   { proxy, proxyPaced, webhooks, webhooksPaced, control }: OverloadRuns,
@@ -342,6 +342,13 @@ function reportCaps(
       `p50 ${fmt.ms(proxyPaced.load.byStatus['429']?.p50 ?? NaN)} and ${fmt.ms(webhooksPaced.load.byStatus['429']?.p50 ?? NaN)} ms; plain express at the same pace: p99 ${fmt.ms(control.latency.p99)} ms; ` +
       `saturated (clients queue: latency = clients / throughput): ${fmt.ms(proxy.load.byStatus['429']?.p99 ?? NaN)} and ${fmt.ms(webhooks.load.byStatus['429']?.p99 ?? NaN)} ms`,
     met: p99 <= 2,
+  });
+  // Issue 15's form of the same line: against the control run at the pace of the paced GET /webhooks run.
+  const paced429 = webhooksPaced.load.byStatus['429']?.p99 ?? NaN;
+  bench.goals.push({
+    goal: '429 p99 under overload no worse than plain express at the same pace',
+    figure: `GET /webhooks 429s ${fmt.ms(paced429)} ms vs plain express ${fmt.ms(control.latency.p99)} ms (p99, the same clients and pace)`,
+    met: paced429 <= control.latency.p99,
   });
   bench.results.caps = { reports, disconnect };
 }

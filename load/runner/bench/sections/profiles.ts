@@ -1,4 +1,4 @@
-/** CPU profiles of the service under pass-through, GET /config and paid /proxy load. */
+/** CPU profiles of the service under pass-through, GET /config, paid /proxy and paid /relay load. */
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import type { RunResult } from '../../autocannon';
@@ -11,12 +11,12 @@ import { BASE_SEPOLIA_CHAIN_ID, type Bench } from '../setup';
 export async function profiles(bench: Bench): Promise<void> {
   const { options, bindings, peers } = bench;
   const directory = path.join(ROOT, '.tmp', 'bench-profiles', String(bench.results.runId));
-  const paidCalls = (count: number, url: string) =>
+  const paidCalls = (count: number, url: string, mode: 'proxy' | 'relay' = 'proxy') =>
     bench.loadgen.call<RunResult>(
       'paid',
       {
         run: {
-          mode: 'proxy',
+          mode,
           url,
           targetUrl: bindings.paidUrl,
           apiKey: bindings.apiKey,
@@ -50,6 +50,11 @@ export async function profiles(bench: Bench): Promise<void> {
       'proxy-paid',
       `paid POST /proxy (one call at a time, ${options.paidCalls} calls)`,
       (url, warmup) => paidCalls(warmup ? 5 : options.paidCalls, url),
+    ],
+    [
+      'relay-paid',
+      `paid POST /relay, x402-fetch paying (one call at a time, ${options.paidCalls} calls)`,
+      (url, warmup) => paidCalls(warmup ? 5 : options.paidCalls, url, 'relay'),
     ],
   ];
   for (const [name, title, load] of loads) {
