@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: the long form of the load runner. Everything runs on 127.0.0.1 in child
  * processes: the local peers (chain, facilitators, x402 targets of both versions), the service
- * (`server/main.ts`, configured by environment only), a bare Node forwarder and a plain express
+ * (configured by environment only; built first and run as `npm run serve` runs it, node over
+ * dist/, or with --tsx as `npm start` runs it), a bare Node forwarder and a plain express
  * app, all pinned to core 0; the load generator (autocannon, node:http clients, x402-fetch)
  * pinned to core 1. The contenders of each comparison alternate runs; medians are reported.
  *
@@ -13,11 +14,12 @@
  *                                          on one Postgres behind a round robin; verify: X-PAYMENT
  *                                          verifications per second on one core, in-process)
  *   options: --rounds N --duration S --connections N --paid-calls N --overload-cap N --soak S
- *            --log-level L --node-flags "FLAGS" (for the service) --no-pin --keep --json FILE
+ *            --log-level L --node-flags "FLAGS" (for the service) --tsx --no-pin --keep --json FILE
  *
  * Database: DATABASE_URL when set (a throwaway database is created on that server and dropped),
  * else the service's embedded Postgres in a throwaway DATA_DIR under .tmp/.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -123,6 +125,13 @@ async function prepareRun(options: Options): Promise<Run> {
   say(
     `load average before the run: ${loadAverage()} (${os.cpus().length} cores; other work on the machine shows up as noise)`,
   );
+  if (options.runtime === 'built') {
+    const built = spawnSync(process.execPath, ['tools/build.mjs'], { cwd: ROOT, encoding: 'utf8' });
+    if (built.status !== 0) throw new Error(`npm run build failed: ${built.stderr}`);
+    say("service: production's way, built by npm run build and run as npm run serve runs it (--tsx: npm start's way)");
+  } else {
+    say("service: npm start's way, TypeScript through tsx's loader");
+  }
   const throwaway = await throwawayDatabase(`bench_${runId.replace(/[^0-9a-z]/gi, '_').toLowerCase()}`);
   say(
     throwaway
@@ -182,7 +191,7 @@ async function startBench({ options, runId, dataDir, throwaway }: Run, services:
       pinned: pinningAvailable(),
       node: process.version,
     },
-    async startService(name, overrides = {}, nodeFlags, built = false) {
+    async startService(name, overrides = {}, nodeFlags, built = options.runtime === 'built') {
       progress(`starting the service (${name})`);
       const service = await startServiceChild({
         name,

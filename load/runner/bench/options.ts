@@ -30,6 +30,11 @@ export interface Options {
   sections: Set<Section>;
   /** Extra node flags for every service process (e.g. --max-semi-space-size=4). */
   nodeFlags: string[];
+  /**
+   * How the service runs: 'built' is production's way (`npm run build`, then node over dist/ as
+   * `npm run serve` does), 'tsx' is `npm start`'s (TypeScript through tsx's loader).
+   */
+  runtime: 'built' | 'tsx';
 }
 
 export function parseOptions(argv: string[]): Options {
@@ -46,6 +51,7 @@ export function parseOptions(argv: string[]): Options {
     keep: false,
     json: undefined,
     nodeFlags: [],
+    runtime: 'built',
     sections: new Set(SECTIONS.filter((section) => section !== 'profile' && !(quick && section === 'logging'))),
   };
   const number = (index: number, name: string, min: number) => {
@@ -92,6 +98,9 @@ export function parseOptions(argv: string[]): Options {
       }
       case '--node-flags':
         options.nodeFlags = (argv[++index] ?? '').split(' ').filter(Boolean);
+        break;
+      case '--tsx':
+        options.runtime = 'tsx';
         break;
       case '--no-pin':
         disablePinning();
