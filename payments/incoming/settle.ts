@@ -18,7 +18,7 @@ import type { Address, Hash } from 'viem';
 import type { Db } from '../../db/index';
 import type { NetworkName } from '../networkTable';
 import { type ExactSvmPayload, type PaymentPayload } from '../x402/types';
-import { ok } from '../result';
+import { fail, ok, type Result } from '../result';
 import {
   authorizationOf,
   readReceipt,
@@ -99,15 +99,23 @@ async function settled(db: Db, id: bigint, txHash: string): Promise<SettlementOu
   return { settled: true, txHash };
 }
 
+/**
+ * `verifiedJustNow`: the caller verified this payment (signature and chain reads) a moment ago in
+ * the same request, so settling it through a facilitator checks only the time it has left, not
+ * the chain again (the facilitator verifies it, and a payment used meanwhile fails its
+ * settlement). A job settling a stored payment later, and our own broadcast, always read the
+ * chain again first.
+ */
 export async function settleClientPayment(
   db: Db,
   relayTxId: bigint,
   deps: Pick<Deps, 'chains' | 'clock' | 'submissions' | 'relayLimits' | 'config'>,
+  { verifiedJustNow = false }: { verifiedJustNow?: boolean } = {},
 ): Promise<SettlementOutcome> {
   const { facilitatorUrl } = deps.config;
   const claimed = await claimSettlement(db, relayTxId, facilitatorUrl ? 'facilitator' : 'direct');
   if (!claimed) return settlementOutcomeOf(await findRelayTransaction(db, relayTxId));
-  if (facilitatorUrl) return settleThroughFacilitator(db, claimed, deps, facilitatorUrl);
+  if (facilitatorUrl) return settleThroughFacilitator(db, claimed, deps, facilitatorUrl, verifiedJustNow);
   return claimed.chain_type === 'evm' ? settleEvmDirectly(db, claimed, deps) : settleSolanaDirectly(db, claimed, deps);
 }
 
@@ -120,14 +128,25 @@ async function reverify(row: RelayTransaction, deps: Pick<Deps, 'chains' | 'cloc
   });
 }
 
+/** An EVM authorization verified a moment ago: still valid for the settlement margin? */
+function stillValid(row: RelayTransaction, deps: Pick<Deps, 'clock' | 'relayLimits'>): Result<true, 'expired'> {
+  const { validBefore } = authorizationOf(storedPayment(row).payment);
+  const now = BigInt(Math.floor(deps.clock.now().getTime() / 1000));
+  const margin = BigInt(deps.relayLimits.settleMarginSeconds);
+  if (validBefore < now + margin)
+    return fail('expired', `the authorization expires at ${validBefore}, less than ${margin} s from now`);
+  return ok(true);
+}
+
 async function settleThroughFacilitator(
   db: Db,
   row: RelayTransaction,
   deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
   facilitatorUrl: string,
+  verifiedJustNow: boolean,
 ): Promise<SettlementOutcome> {
   const limits = deps.relayLimits;
-  const verified = await reverify(row, deps);
+  const verified = verifiedJustNow && row.chain_type === 'evm' ? stillValid(row, deps) : await reverify(row, deps);
   if (!verified.ok) return failed(db, row.id, verified.reason, verified.details);
   const { payment, requirements } = storedPayment(row);
   // The version the facilitator settles this network in (its /supported, cached); version 1 when it cannot be read.
@@ -146,8 +165,17 @@ async function settleThroughFacilitator(
     // Our node may see the transaction a little after the facilitator's did: wait for it, bounded.
     const wait = { timeoutMs: limits.confirmationTimeoutMs, pollMs: limits.confirmationPollMs };
     const network = row.network as NetworkName;
-    if (row.chain_type === 'evm') await waitForReceipt(deps, network, answer.transaction as Hash, wait);
-    else await waitForConfirmation(deps, network, answer.transaction, wait);
+    if (row.chain_type === 'evm') {
+      const receipt = await waitForReceipt(deps, network, answer.transaction as Hash, wait);
+      // The receipt in hand shows our payment: settled, without reading it once more.
+      const clients = deps.chains.evm.networks.get(network);
+      if (
+        receipt.status === 'success' &&
+        clients !== undefined &&
+        receiptUsesAuthorization(receipt.logs, clients.usdc, authorizationOf(payment))
+      )
+        return settled(db, row.id, answer.transaction);
+    } else await waitForConfirmation(deps, network, answer.transaction, wait);
   }
   // Whatever the facilitator says, the chain decides: the receipt must show our payment.
   return reconcileSettlement(db, row.id, deps);

@@ -157,7 +157,7 @@ export async function relayCall(
 
   let settlement: Awaited<ReturnType<typeof settleClientPayment>>;
   try {
-    settlement = await settleClientPayment(deps.db, row.id, deps);
+    settlement = await settleClientPayment(deps.db, row.id, deps, { verifiedJustNow: true });
   } catch (error) {
     // The payment may have moved (a database write after the broadcast failed): the job reads the chain.
     deps.log.error(

@@ -45,10 +45,13 @@ export async function verify(bench: Bench, service: ServiceChild): Promise<void>
   const profileDir = options.sections.has('profile')
     ? path.join(ROOT, '.tmp', 'bench-profiles', String(bench.results.runId), 'verify')
     : undefined;
+  // Built like the service when the bench runs it built: our code bundled, run by plain node.
+  const built = options.runtime === 'built' ? await bundleVerifier() : undefined;
   const verifier = await spawnChild({
     name: 'verifier',
     core: LOAD_CORE,
-    script: 'load/runner/verifier.ts',
+    script: built ?? 'load/runner/verifier.ts',
+    plain: built !== undefined,
     ipc: true,
     echoStderr: true,
     ...(profileDir ? { nodeFlags: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] } : {}),
@@ -238,4 +241,25 @@ function printProfile(dir: string, result: VerifyResult): void {
     toMsBeforeEnd: (endTime - endedUs) / 1000,
   });
   say(formatProfile(summary, result.verified).replace(/^/gm, '  '));
+}
+
+/**
+ * load/runner/verifier.ts bundled as tools/build.mjs bundles the service (our code in one file,
+ * packages from node_modules), one level below the root as dist/ is; returns its path.
+ */
+async function bundleVerifier(): Promise<string> {
+  const { build } = await import('esbuild');
+  const outfile = path.join(ROOT, '.tmp', 'bench-verifier.mjs');
+  await build({
+    absWorkingDir: ROOT,
+    entryPoints: ['load/runner/verifier.ts'],
+    outfile,
+    bundle: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20.18',
+    packages: 'external',
+    logLevel: 'warning',
+  });
+  return path.relative(ROOT, outfile);
 }

@@ -1,0 +1,99 @@
+// Settling a payment verified a moment ago in the same request (/relay) through the facilitator:
+// the chain is not read again before the facilitator settles it, and the receipt that shows the
+// payment is read once. A payment settled later (a job) reads the chain again first.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../db/index';
+import { startPeers, type Peers } from '../../devnet/index';
+import {
+  findRelayTransaction,
+  recordClientPayment,
+  relayRequirements,
+  settleClientPayment,
+  verifyClientPayment,
+} from '../../payments/incoming/index';
+import { createChains, type Chains } from '../../payments/networks/index';
+import { NETWORK_TABLE } from '../../payments/networkTable';
+import { settlingOn, type Settling } from '../support/chains';
+import { createTestDatabase, type TestDatabase } from '../support/database';
+import { ifStarted } from '../support/teardown';
+
+const NETWORK = 'base-sepolia';
+const PRICE = 10_300n;
+
+let peers: Peers;
+let chains: Chains;
+let database: TestDatabase;
+let db: Db;
+let viaFacilitator: Settling;
+/** Every JSON-RPC method our chains sent, in order. */
+const sent: string[] = [];
+
+beforeAll(async () => {
+  peers = await startPeers({ networks: [NETWORK] });
+  chains = await createChains(
+    {
+      networks: [{ name: NETWORK, rpcUrl: peers.rpcUrls[NETWORK]!, usdc: NETWORK_TABLE[NETWORK].usdc }],
+      evmPrivateKey: peers.wallets.service.evm.privateKey,
+      solanaPrivateKey: undefined,
+    },
+    { onRpc: (_network, method) => sent.push(method) },
+  );
+  database = await createTestDatabase();
+  db = database.handle.db;
+  ({ viaFacilitator } = settlingOn(chains, peers.facilitator.url));
+});
+
+afterAll(async () => {
+  await ifStarted(database)?.drop();
+  await ifStarted(chains)?.close();
+  await ifStarted(peers)?.stop();
+});
+
+async function recordedPayment(validForSeconds?: number) {
+  const requirements = relayRequirements(chains, NETWORK, {
+    amountMicroUsdc: PRICE,
+    resource: 'http://127.0.0.1/relay',
+  });
+  if (!requirements.ok) throw new Error(requirements.details);
+  const offer =
+    validForSeconds === undefined ? requirements.value : { ...requirements.value, maxTimeoutSeconds: validForSeconds };
+  const { header } = await peers.signEvmPayment(offer);
+  const verified = await verifyClientPayment(header, [offer], {
+    ...viaFacilitator,
+    relayLimits: { ...viaFacilitator.relayLimits, minValiditySeconds: 1 },
+  });
+  if (!verified.ok) throw new Error(`${verified.reason}: ${verified.details}`);
+  const recorded = await recordClientPayment(db, verified.value, { targetUrl: 'http://127.0.0.1/paid' });
+  if (!recorded.ok) throw new Error(recorded.reason);
+  return recorded.value;
+}
+
+describe('settling through the facilitator', () => {
+  it('a payment verified just now: no read of the chain before the facilitator, one receipt after it', async () => {
+    const before = await peers.usdcBalance(NETWORK, peers.wallets.client.evm.address);
+    const row = await recordedPayment();
+    sent.length = 0;
+    const outcome = await settleClientPayment(db, row.id, viaFacilitator, { verifiedJustNow: true });
+    expect(outcome).toEqual({ settled: true, txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
+    expect(sent.filter((method) => method === 'eth_call' || method === 'eth_getCode')).toEqual([]);
+    expect(sent.filter((method) => method === 'eth_getTransactionReceipt')).toHaveLength(1);
+    expect(await findRelayTransaction(db, row.id)).toMatchObject({ state: 'settled' });
+    expect(await peers.usdcBalance(NETWORK, peers.wallets.client.evm.address)).toBe(before - PRICE);
+  });
+
+  it('a payment settled later reads the chain again first (nonce, balance, dry run)', async () => {
+    const row = await recordedPayment();
+    sent.length = 0;
+    expect(await settleClientPayment(db, row.id, viaFacilitator)).toMatchObject({ settled: true });
+    expect(sent.filter((method) => method === 'eth_call')).toHaveLength(3);
+  });
+
+  it('a payment verified just now but too close to its expiry is refused before the facilitator', async () => {
+    const row = await recordedPayment(viaFacilitator.relayLimits.settleMarginSeconds - 1);
+    sent.length = 0;
+    const outcome = await settleClientPayment(db, row.id, viaFacilitator, { verifiedJustNow: true });
+    expect(outcome).toMatchObject({ settled: false, reason: 'expired' });
+    expect(sent).toEqual([]);
+    expect(await findRelayTransaction(db, row.id)).toMatchObject({ state: 'settle_failed' });
+  });
+});
