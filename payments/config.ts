@@ -51,6 +51,8 @@ export interface Config {
   asyncThresholdMs: number;
   /** Bound on each JSON-RPC request to a chain (EVM and Solana): past it the node counts as unavailable. */
   rpcTimeoutMs: number;
+  /** Connections this process's API pool opens to Postgres at most (the worker's pool is its concurrency + 2). */
+  databasePoolMax: number;
   llm: {
     baseUrl: string | undefined;
     apiKey: string | undefined;
@@ -228,6 +230,7 @@ export function loadConfig(env: Env = process.env): Config {
     targetTimeoutMs: integer(env, 'TARGET_TIMEOUT_MS', 120_000, 100, 600_000),
     asyncThresholdMs: integer(env, 'ASYNC_THRESHOLD_MS', 120_000, 100, 3_600_000),
     rpcTimeoutMs: integer(env, 'RPC_TIMEOUT_MS', 10_000, 100, 120_000),
+    databasePoolMax: integer(env, 'DATABASE_POOL_MAX', 20, 2, 1_000),
     llm: {
       baseUrl: url(env, 'LLM_BASE_URL'),
       apiKey: text(env, 'LLM_API_KEY'),

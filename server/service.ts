@@ -78,7 +78,10 @@ async function openDatabase(config: Config, log: Logger): Promise<{ url: string;
 export async function startService(config: Config, options: ServiceOptions = {}): Promise<Service> {
   const log = options.logger ?? createLogger(config.logLevel);
   const { url: databaseUrl, embedded } = await openDatabase(config, log);
-  const dbHandle = createDb(databaseUrl, { onPoolError: (error) => log.error({ err: error }, 'database pool error') });
+  const dbHandle = createDb(databaseUrl, {
+    maxConnections: config.databasePoolMax,
+    onPoolError: (error) => log.error({ err: error }, 'database pool error'),
+  });
   const cleanups: Array<() => Promise<void>> = [];
   try {
     const applied = await migrateToLatest(dbHandle.db);

@@ -41,6 +41,9 @@ beforeAll(async () => {
     SHUTDOWN_GRACE_MS: '2000',
     CAP_RELAY: '200',
     CAP_PROXY: '200',
+    // Three processes on one Postgres: their pools together stay well below its max_connections,
+    // which other test files running at the same time share.
+    DATABASE_POOL_MAX: '8',
   };
   const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
   for (let instance = 0; instance < 2; instance += 1) {

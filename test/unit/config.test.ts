@@ -22,6 +22,7 @@ describe('configuration', () => {
     expect([config.targetTimeoutMs, config.asyncThresholdMs]).toEqual([120_000, 120_000]);
     expect(config.rpcTimeoutMs).toBe(10_000);
     expect(config.idempotencyLeaseMs).toBe(30_000);
+    expect(config.databasePoolMax).toBe(20);
     expect(config.llm).toMatchObject({ baseUrl: undefined, priceUsdc: '0.01', maxTokens: 1024 });
   });
 
@@ -42,6 +43,8 @@ describe('configuration', () => {
     ['RPC_TIMEOUT_MS', '50'],
     ['RPC_TIMEOUT_MS', '10s'],
     ['IDEMPOTENCY_LEASE_MS', '999'],
+    ['DATABASE_POOL_MAX', '1'],
+    ['DATABASE_POOL_MAX', 'many'],
   ])('stops on a wrong %s with a message naming it', (variable, value) => {
     try {
       loadConfig({ [variable]: value });
