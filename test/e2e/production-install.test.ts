@@ -6,7 +6,7 @@
  * what to install instead of a stack trace.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -51,8 +51,19 @@ function bareEnv(): Record<string, string> {
   return env;
 }
 
+/** `npm run serve`'s node flags (package.json), so the test runs node as the script does. */
+function serveFlags(): string[] {
+  const manifest = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+    scripts: Record<string, string>;
+  };
+  const words = manifest.scripts.serve.split(/\s+/);
+  expect(words[0]).toBe('node');
+  expect(words.at(-1)).toBe('dist/main.js');
+  return words.slice(1, -1);
+}
+
 function run(env: Record<string, string>) {
-  return spawn(process.execPath, ['--import', HOOK, 'dist/main.js'], {
+  return spawn(process.execPath, [...serveFlags(), '--import', HOOK, 'dist/main.js'], {
     cwd: ROOT,
     env: { ...bareEnv(), DATA_DIR: dataDir, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -113,5 +124,41 @@ describe('a production install without the development packages', () => {
     } finally {
       child.kill('SIGKILL');
     }
+  });
+
+  it('a stack trace names the TypeScript source of a frame in the bundle, and leaves other frames as node prints them', () => {
+    // A frame at the place in dist/main.js where server/main.ts writes its one-line failure.
+    const statement = 'process.stderr.write(`payment-routing-service: ${message}';
+    const sourceLines = readFileSync(path.join(ROOT, 'server/main.ts'), 'utf8').split('\n');
+    const sourceLine = sourceLines.findIndex((line) => line.includes(statement)) + 1;
+    const bundleLines = readFileSync(path.join(ROOT, 'dist/main.js'), 'utf8').split('\n');
+    const bundleIndex = bundleLines.findIndex((line) => line.includes(statement));
+    expect(sourceLine).toBeGreaterThan(0);
+    expect(bundleIndex).toBeGreaterThanOrEqual(0);
+    const column = (bundleLines[bundleIndex] ?? '').indexOf('process.stderr.write') + 1;
+    const script = `
+      const frame = (file, line, column) => ({
+        getFileName: () => file, getLineNumber: () => line, getColumnNumber: () => column,
+        getFunctionName: () => 'fail', getMethodName: () => null,
+        isAsync: () => false, isConstructor: () => false, toString: () => 'as node prints it',
+      });
+      const bundle = new URL('./dist/main.js', 'file://' + process.cwd() + '/').href;
+      process.stdout.write(Error.prepareStackTrace(new Error('boom'), [
+        frame(bundle, ${bundleIndex + 1}, ${column}),
+        frame('node:internal/process/task_queues', 95, 5),
+      ]));
+    `;
+    const flags = serveFlags().filter((flag) => flag.startsWith('--import'));
+    expect(flags).toEqual(['--import=./dist/source-maps.js']);
+    const result = spawnSync(process.execPath, [...flags, '--input-type=module', '-e', script], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
+    expect(result.stderr).toBe('');
+    expect(result.stdout.split('\n')).toEqual([
+      'Error: boom',
+      `    at fail (server/main.ts:${sourceLine}:3)`,
+      '    at as node prints it',
+    ]);
   });
 });
