@@ -54,7 +54,7 @@ function bareEnv(): Record<string, string> {
 /** `npm run serve`'s node flags (package.json), so the test runs node as the script does. */
 function serveFlags(): string[] {
   const manifest = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
-    scripts: Record<string, string>;
+    scripts: { serve: string };
   };
   const words = manifest.scripts.serve.split(/\s+/);
   expect(words[0]).toBe('node');
