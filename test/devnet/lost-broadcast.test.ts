@@ -17,15 +17,12 @@ import {
   findRelayTransaction,
   reconcileRefund,
   reconcileSettlement,
-  recordClientPayment,
   refundClientPayment,
-  relayRequirements,
   settleClientPayment,
-  verifyClientPayment,
 } from '../../payments/incoming/index';
 import { createChains, type Chains } from '../../payments/networks/index';
 import { NETWORK_TABLE } from '../../payments/networkTable';
-import { settlingOn, type Settling } from '../support/chains';
+import { recordedRelayPayment, settlingOn, type Settling } from '../support/chains';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { ifStarted } from '../support/teardown';
 
@@ -88,19 +85,7 @@ const knownToChain = (hash: string) =>
     () => false,
   );
 
-async function recordedPayment() {
-  const requirements = relayRequirements(chains, NETWORK, {
-    amountMicroUsdc: PRICE,
-    resource: 'http://127.0.0.1/relay',
-  });
-  if (!requirements.ok) throw new Error(requirements.details);
-  const { header } = await peers.signEvmPayment(requirements.value);
-  const verified = await verifyClientPayment(header, [requirements.value], direct);
-  if (!verified.ok) throw new Error(`${verified.reason}: ${verified.details}`);
-  const recorded = await recordClientPayment(db, verified.value, { targetUrl: 'http://127.0.0.1/paid' });
-  if (!recorded.ok) throw new Error(recorded.reason);
-  return recorded.value;
-}
+const recordedPayment = () => recordedRelayPayment(peers, db, direct, NETWORK, PRICE);
 
 /** Every broadcast met the fault but the last, which passed; all of them the same signed bytes. */
 function expectLostThenLanded(sent: typeof broadcasts, fault: FaultKind): void {

@@ -11,18 +11,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { startFaultProxy, type FaultProxy, type FaultRequest } from '../../devnet/faults';
 import { startPeers, type Peers } from '../../devnet/index';
-import {
-  findRelayTransaction,
-  recordClientPayment,
-  refundClientPayment,
-  relayRequirements,
-  settleClientPayment,
-  verifyClientPayment,
-} from '../../payments/incoming/index';
+import { findRelayTransaction, refundClientPayment, settleClientPayment } from '../../payments/incoming/index';
 import { MAX_NONCE_RETRIES, nonceRefusalOf } from '../../payments/incoming/evm';
 import { createChains, type Chains } from '../../payments/networks/index';
 import { NETWORK_TABLE } from '../../payments/networkTable';
-import { settlingOn, type Settling } from '../support/chains';
+import { recordedRelayPayment, settlingOn, type Settling } from '../support/chains';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { ifStarted } from '../support/teardown';
 
@@ -88,19 +81,7 @@ const unknownToChain = (hash: Hash) =>
     () => true,
   );
 
-async function recordedPayment() {
-  const requirements = relayRequirements(chains, NETWORK, {
-    amountMicroUsdc: PRICE,
-    resource: 'http://127.0.0.1/relay',
-  });
-  if (!requirements.ok) throw new Error(requirements.details);
-  const { header } = await peers.signEvmPayment(requirements.value);
-  const verified = await verifyClientPayment(header, [requirements.value], direct);
-  if (!verified.ok) throw new Error(`${verified.reason}: ${verified.details}`);
-  const recorded = await recordClientPayment(db, verified.value, { targetUrl: 'http://127.0.0.1/paid' });
-  if (!recorded.ok) throw new Error(recorded.reason);
-  return recorded.value;
-}
+const recordedPayment = () => recordedRelayPayment(peers, db, direct, NETWORK, PRICE);
 
 describe('a broadcast whose nonce another sender of our key took', () => {
   it('the settlement is signed again with the pending nonce and lands once; the refused hashes are replaced', async () => {

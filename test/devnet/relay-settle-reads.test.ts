@@ -4,16 +4,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { startPeers, type Peers } from '../../devnet/index';
-import {
-  findRelayTransaction,
-  recordClientPayment,
-  relayRequirements,
-  settleClientPayment,
-  verifyClientPayment,
-} from '../../payments/incoming/index';
+import { findRelayTransaction, settleClientPayment } from '../../payments/incoming/index';
 import { createChains, type Chains } from '../../payments/networks/index';
 import { NETWORK_TABLE } from '../../payments/networkTable';
-import { settlingOn, type Settling } from '../support/chains';
+import { recordedRelayPayment, settlingOn, type Settling } from '../support/chains';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { ifStarted } from '../support/teardown';
 
@@ -49,24 +43,8 @@ afterAll(async () => {
   await ifStarted(peers)?.stop();
 });
 
-async function recordedPayment(validForSeconds?: number) {
-  const requirements = relayRequirements(chains, NETWORK, {
-    amountMicroUsdc: PRICE,
-    resource: 'http://127.0.0.1/relay',
-  });
-  if (!requirements.ok) throw new Error(requirements.details);
-  const offer =
-    validForSeconds === undefined ? requirements.value : { ...requirements.value, maxTimeoutSeconds: validForSeconds };
-  const { header } = await peers.signEvmPayment(offer);
-  const verified = await verifyClientPayment(header, [offer], {
-    ...viaFacilitator,
-    relayLimits: { ...viaFacilitator.relayLimits, minValiditySeconds: 1 },
-  });
-  if (!verified.ok) throw new Error(`${verified.reason}: ${verified.details}`);
-  const recorded = await recordClientPayment(db, verified.value, { targetUrl: 'http://127.0.0.1/paid' });
-  if (!recorded.ok) throw new Error(recorded.reason);
-  return recorded.value;
-}
+const recordedPayment = (validForSeconds?: number) =>
+  recordedRelayPayment(peers, db, viaFacilitator, NETWORK, PRICE, validForSeconds);
 
 describe('settling through the facilitator', () => {
   it('a payment verified just now: no read of the chain before the facilitator, one receipt after it', async () => {

@@ -2,9 +2,17 @@
 import { systemClock } from '../../payments/clock';
 import { loadConfig } from '../../payments/config';
 import type { Deps } from '../../payments/deps';
-import { DEFAULT_RELAY_LIMITS, IN_PROCESS_ONLY, SubmissionQueue } from '../../payments/incoming/index';
+import {
+  DEFAULT_RELAY_LIMITS,
+  IN_PROCESS_ONLY,
+  recordClientPayment,
+  relayRequirements,
+  SubmissionQueue,
+  verifyClientPayment,
+} from '../../payments/incoming/index';
 import { createChains, type Chains } from '../../payments/networks/index';
 import { NETWORK_TABLE, type NetworkName } from '../../payments/networkTable';
+import type { Db } from '../../db/index';
 import type { Peers } from '../../devnet/index';
 
 /**
@@ -36,4 +44,38 @@ export function settlingOn(chains: Chains, facilitatorUrl: string): { direct: Se
     config: loadConfig({}),
   };
   return { direct, viaFacilitator: { ...direct, config: { ...direct.config, facilitatorUrl } } };
+}
+
+/**
+ * A client's EVM payment of `amountMicroUsdc` on `network`, signed by the peers' client wallet,
+ * verified with `settling` and recorded as a relay would record it (not settled yet).
+ * `validForSeconds` shortens the offer's validity (a payment close to its end).
+ */
+export async function recordedRelayPayment(
+  peers: Peers,
+  db: Db,
+  settling: Settling,
+  network: NetworkName,
+  amountMicroUsdc: bigint,
+  validForSeconds?: number,
+) {
+  const requirements = relayRequirements(settling.chains, network, {
+    amountMicroUsdc,
+    resource: 'http://127.0.0.1/relay',
+  });
+  if (!requirements.ok) throw new Error(requirements.details);
+  const offer =
+    validForSeconds === undefined ? requirements.value : { ...requirements.value, maxTimeoutSeconds: validForSeconds };
+  const { header } = await peers.signEvmPayment(offer);
+  const verified = await verifyClientPayment(
+    header,
+    [offer],
+    validForSeconds === undefined
+      ? settling
+      : { ...settling, relayLimits: { ...settling.relayLimits, minValiditySeconds: 1 } },
+  );
+  if (!verified.ok) throw new Error(`${verified.reason}: ${verified.details}`);
+  const recorded = await recordClientPayment(db, verified.value, { targetUrl: 'http://127.0.0.1/paid' });
+  if (!recorded.ok) throw new Error(recorded.reason);
+  return recorded.value;
 }
