@@ -19,7 +19,8 @@ mkdirSync(outdir, { recursive: true });
 // start and uses little of: bundled, only the parts it uses are loaded (viem's root module alone
 // loads hundreds of files, about 0.6 s of CPU at every start). The sandbox's code (devnet/) keeps
 // importing them from node_modules, as the x402 packages it drives do.
-const BUNDLED = /^(viem|ox|abitype|@noble\/|@scure\/|@solana\/|@solana-program\/|@x402\/core|kysely)(\/|$)/;
+const BUNDLED =
+  /^(viem|ox|abitype|kysely|@x402\/core|@noble\/[^/]+|@scure\/[^/]+|@solana\/[^/]+|@solana-program\/[^/]+)(\/|$)/;
 const DEV_ONLY = `${path.sep}devnet${path.sep}`;
 const packagesOutside = {
   name: 'packages-outside',

@@ -4,11 +4,11 @@
 import { mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { createPublicClient, defineChain, http, type Chain, type Hex, type PublicClient } from 'viem';
 import { EVM_NETWORKS, type EvmNetworkName } from '../networks.js';
+import { repositoryRoot } from '../root.js';
 
-const REPOSITORY_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const REPOSITORY_ROOT = repositoryRoot(import.meta.url);
 const HARDHAT_CONFIG_PATH = path.join(REPOSITORY_ROOT, 'hardhat.config.cjs');
 
 /**
