@@ -2,12 +2,13 @@ import type { Handler, RequestContext } from './types';
 import type { Deps } from './deps';
 import { relayFeeModelText } from '../payments/fees';
 import { microToUsdc } from '../payments/money';
+import { callBudget } from '../payments/outgoing/index';
 import { quoteRelay } from '../payments/relay/quote';
 import { errorReply, unreachable } from './errors';
 
 /** POST /relay/sim and its deprecated alias POST /sim: the quote /relay would charge, by the same code. */
 export async function simulateRelay(ctx: RequestContext<'postRelaySim'> | RequestContext<'postSim'>, deps: Deps) {
-  const quote = await quoteRelay(deps, { call: ctx.body, timeoutMs: deps.config.targetTimeoutMs });
+  const quote = await quoteRelay(deps, { call: ctx.body, budget: callBudget(deps.config.targetTimeoutMs) });
   switch (quote.kind) {
     case 'free':
       return {

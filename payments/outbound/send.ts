@@ -27,6 +27,8 @@ const IDEMPOTENT_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
 export interface SendOptions {
   /** Bound on the whole call: name resolution, connect, headers, body, every redirect. */
   timeoutMs: number;
+  /** The bound a timeout names (the caller's, of which timeoutMs is what is left); timeoutMs when absent. */
+  boundMs?: number;
   /** From SSRF_ALLOW_HOSTS (parseAllowHosts); exempts exactly those host:port pairs. */
   allowHosts: AllowHosts;
   resolver?: Resolver;
@@ -51,7 +53,8 @@ const BODY_HEADERS = ['content-type', 'content-encoding', 'content-language', 'c
 const CREDENTIAL_HEADERS = ['authorization', 'cookie', ...PAYMENT_REQUEST_HEADERS];
 
 interface Exchange {
-  timeoutMs: number;
+  /** The bound a timeout names. */
+  boundMs: number;
   signal: AbortSignal;
   maxResponseBytes: number;
   transport: Transport;
@@ -74,7 +77,7 @@ export async function sendTargetRequest(request: TargetRequest, options: SendOpt
   const deadline = new AbortController();
   const timer = setTimeout(() => deadline.abort(), timeoutMs);
   const exchange: Exchange = {
-    timeoutMs,
+    boundMs: options.boundMs ?? timeoutMs,
     signal: deadline.signal,
     maxResponseBytes: options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
     transport: options.transport ?? nodeTransport,
@@ -100,9 +103,9 @@ export async function sendTargetRequest(request: TargetRequest, options: SendOpt
   }
 }
 
-function beforeDeadline<T>(work: Promise<T>, exchange: Pick<Exchange, 'signal' | 'timeoutMs'>): Promise<T> {
+function beforeDeadline<T>(work: Promise<T>, exchange: Pick<Exchange, 'signal' | 'boundMs'>): Promise<T> {
   return new Promise((resolve, reject) => {
-    const onAbort = () => reject(timeoutError(exchange.timeoutMs));
+    const onAbort = () => reject(timeoutError(exchange.boundMs));
     if (exchange.signal.aborted) {
       onAbort();
       return;
@@ -232,7 +235,7 @@ function exchangeOnce(
       if (error) reject(error);
       else resolve(response as TargetResponse);
     };
-    const onAbort = () => finish(timeoutError(exchange.timeoutMs));
+    const onAbort = () => finish(timeoutError(exchange.boundMs));
     if (exchange.signal.aborted) {
       onAbort();
       return;

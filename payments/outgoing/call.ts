@@ -35,14 +35,30 @@ export function isClientError(error: OutboundError): boolean {
 
 export type TargetCall = { ok: true; response: TargetResponse } | { ok: false; error: OutboundError };
 
+/**
+ * The time a caller gave a whole call (its body's `timeout`, X-TIMEOUT, the server's maximum) and
+ * what is left of it: each request to the target gets what is left, and a timeout names the
+ * caller's bound, not the remainder.
+ */
+export interface CallBudget {
+  boundMs: number;
+  remainingMs(): number;
+}
+
+export function callBudget(boundMs: number): CallBudget {
+  const deadline = performance.now() + boundMs;
+  return { boundMs, remainingMs: () => Math.max(1, Math.ceil(deadline - performance.now())) };
+}
+
 export async function callTarget(
   request: TargetRequest,
-  timeoutMs: number,
+  budget: CallBudget,
   deps: Pick<Deps, 'config' | 'resolver' | 'connections'>,
 ): Promise<TargetCall> {
   try {
     const response = await sendTargetRequest(request, {
-      timeoutMs,
+      timeoutMs: budget.remainingMs(),
+      boundMs: budget.boundMs,
       allowHosts: deps.config.ssrfAllowHosts,
       resolver: deps.resolver,
       connections: deps.connections,

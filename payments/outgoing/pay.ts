@@ -19,7 +19,7 @@ import {
   type PaymentPayloadV2,
   type X402Version,
 } from '../x402/v2';
-import { callTarget, type TargetCall } from './call';
+import { callTarget, type CallBudget, type TargetCall } from './call';
 export { BALANCE_FRESH_MS, WalletBalances } from '../networks/balances';
 import type { SignedTargetPayment } from './chain';
 
@@ -128,16 +128,16 @@ export function signedFacts(
 export async function sendPaidCall(
   call: CallRequest,
   payment: Pick<TargetPayment, 'header' | 'x402Version'>,
-  remainingMs: () => number,
+  budget: CallBudget,
   deps: Pick<Deps, 'config' | 'resolver' | 'connections'>,
 ): Promise<TargetCall> {
   const built = buildTargetRequest(call, {
     paymentHeader: payment.header,
     paymentVersion: payment.x402Version,
   }) as { ok: true; value: TargetRequest };
-  let answer = await callTarget(built.value, remainingMs(), deps);
+  let answer = await callTarget(built.value, budget, deps);
   for (let attempt = 2; attempt <= MAX_PAID_ATTEMPTS && answer.ok && answer.response.status === 402; attempt += 1) {
-    answer = await callTarget(built.value, remainingMs(), deps);
+    answer = await callTarget(built.value, budget, deps);
   }
   return answer;
 }

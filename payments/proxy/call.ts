@@ -17,6 +17,7 @@ import { CREDITS_PER_USDC, creditsToUsdc, parseUsdc } from '../money';
 import { randomNonce } from '../networks/evm';
 import { buildTargetRequest, type CallRequest, type OutboundError, type TargetResponse } from '../outbound/index';
 import {
+  callBudget,
   callTarget,
   decidePayment,
   isClientError,
@@ -27,6 +28,7 @@ import {
   sendPaidCall,
   signedFacts,
   signTargetPayment,
+  type CallBudget,
   type SignedTargetPayment,
   type TargetPayment,
 } from '../outgoing/index';
@@ -79,12 +81,11 @@ export async function proxyCall(
   deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances'>,
   input: ProxyCall,
 ): Promise<ProxyOutcome> {
-  const deadline = performance.now() + input.timeoutMs;
-  const remainingMs = () => Math.max(1, Math.ceil(deadline - performance.now()));
+  const budget = callBudget(input.timeoutMs);
   const built = buildTargetRequest(input.call);
   if (!built.ok) return { kind: 'bad_request', details: built.error.details };
 
-  const first = await callTarget(built.value, remainingMs(), deps);
+  const first = await callTarget(built.value, budget, deps);
   if (!first.ok) return unreachable(first.error);
   const required = paymentRequiredOf(first.response);
   if (!required) return answerOf(first.response);
@@ -103,7 +104,7 @@ export async function proxyCall(
           upstreamStatus: 402,
         };
   }
-  return payAndRetry(deps, input, decision.choice, remainingMs);
+  return payAndRetry(deps, input, decision.choice, budget);
 }
 
 function unreachable(error: OutboundError): ProxyOutcome {
@@ -131,7 +132,7 @@ async function payAndRetry(
   deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances'>,
   input: ProxyCall,
   choice: PaymentChoice,
-  remainingMs: () => number,
+  budget: CallBudget,
 ): Promise<ProxyOutcome> {
   const { db, config, clock, log } = deps;
   const { totalCredits } = proxyCredits(choice.amountMicroUsdc, config.proxyFeePercent);
@@ -163,7 +164,7 @@ async function payAndRetry(
   if (!reservation.reserved) return refusal(reservation, totalCredits, input.key, choice);
 
   try {
-    return await sendAndSettle(deps, input, choice, reference, reservation.id, payment, signed, remainingMs);
+    return await sendAndSettle(deps, input, choice, reference, reservation.id, payment, signed, budget);
   } catch (error) {
     // The payment may have left (a database write after the paid call failed): the watch job reads
     // the chain and charges or releases; the client gets the record to poll rather than a 500.
@@ -191,10 +192,10 @@ async function sendAndSettle(
   reservationId: bigint,
   payment: TargetPayment,
   signed: ReturnType<typeof signedFacts>,
-  remainingMs: () => number,
+  budget: CallBudget,
 ): Promise<ProxyOutcome> {
   const { db, log } = deps;
-  const answer = await sendPaidCall(input.call, payment, remainingMs, deps);
+  const answer = await sendPaidCall(input.call, payment, budget, deps);
   log.info(
     {
       reference,

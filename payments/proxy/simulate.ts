@@ -8,7 +8,7 @@ import { microToUsdc, parseUsdc } from '../money';
 import { canonicalNetwork } from '../networkTable';
 import { buildTargetRequest, type CallRequest } from '../outbound/index';
 import type { PaymentRequirements } from '../x402/types';
-import { bodyValue, callTarget, decidePayment, isClientError, paymentRequiredOf } from '../outgoing/index';
+import { bodyValue, callBudget, callTarget, decidePayment, isClientError, paymentRequiredOf } from '../outgoing/index';
 
 export interface ProxyFeeBreakdown {
   targetAmount: number;
@@ -49,7 +49,7 @@ export async function simulateProxyCall(
 ): Promise<SimulationOutcome> {
   const built = buildTargetRequest(call);
   if (!built.ok) return { kind: 'bad_request', details: built.error.details };
-  const answer = await callTarget(built.value, timeoutMs, deps);
+  const answer = await callTarget(built.value, callBudget(timeoutMs), deps);
   if (!answer.ok) {
     return isClientError(answer.error)
       ? { kind: 'bad_request', details: answer.error.details }

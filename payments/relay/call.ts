@@ -18,12 +18,14 @@ import type { Chains } from '../networks/index';
 import { NETWORK_TABLE, type NetworkClass } from '../networkTable';
 import type { CallRequest, TargetResponse } from '../outbound/index';
 import {
+  callBudget,
   readPaymentOnChain,
   reportedSettlement,
   sendPaidCall,
   signedFacts,
   signTargetPayment,
   MAX_PAID_ATTEMPTS,
+  type CallBudget,
 } from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
 import { encodePaymentResponseHeader } from '../x402/headers';
@@ -109,8 +111,7 @@ export async function relayCall(
   >,
   input: RelayCall,
 ): Promise<RelayOutcome> {
-  const deadline = performance.now() + input.timeoutMs;
-  const remainingMs = () => Math.max(1, Math.ceil(deadline - performance.now()));
+  const budget = callBudget(input.timeoutMs);
   const version = input.paymentVersion ?? 1;
   let payment: DecodedClientPayment | undefined;
   if (input.paymentHeader !== undefined) {
@@ -123,7 +124,7 @@ export async function relayCall(
     payment = decoded.value;
   }
 
-  const quote = await quoteRelay(deps, { call: input.call, timeoutMs: remainingMs() });
+  const quote = await quoteRelay(deps, { call: input.call, budget });
   if (quote.kind !== 'priced') return unpriced(quote);
   const accepts = await relayOffers(deps, quote, input);
   if (accepts.length === 0) return noOffer(deps.chains, quote.choice.networkClass);
@@ -192,7 +193,7 @@ export async function relayCall(
     payer: verified.value.payer,
   });
   try {
-    return receipt(await payTarget(deps, input, row, quote.choice, clientPayment, remainingMs));
+    return receipt(await payTarget(deps, input, row, quote.choice, clientPayment, budget));
   } catch (error) {
     // Money moved: whatever failed here, the job finishes the transaction (refund, or delivery if the target was paid).
     deps.log.error(
@@ -231,7 +232,7 @@ export async function checkRelayPayment(
       kind: 'bad_request',
       details: `${paymentHeaderName(version)} is not an x402 version ${version} payment: ${decoded.details}`,
     };
-  const quote = await quoteRelay(deps, { call: input.call, timeoutMs: input.timeoutMs });
+  const quote = await quoteRelay(deps, { call: input.call, budget: callBudget(input.timeoutMs) });
   if (quote.kind !== 'priced') return unpriced(quote);
   const accepts = await relayOffers(deps, quote, input);
   if (accepts.length === 0) return noOffer(deps.chains, quote.choice.networkClass);
@@ -364,7 +365,7 @@ async function payTarget(
   row: RelayTransaction,
   choice: PaymentChoice,
   clientPayment: string,
-  remainingMs: () => number,
+  budget: CallBudget,
 ): Promise<RelayOutcome> {
   const { db, log } = deps;
   const signed = await signTargetPayment(deps, choice, {
@@ -407,7 +408,7 @@ async function payTarget(
       'The relay was finished by the service before the target was paid',
     );
 
-  const answer = await sendPaidCall(input.call, prepared, remainingMs, deps);
+  const answer = await sendPaidCall(input.call, prepared, budget, deps);
   log.info(
     {
       relayTransactionId: String(row.id),

@@ -10,7 +10,7 @@ import { usdToMicro } from '../money';
 import type { Chains } from '../networks/index';
 import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../networkTable';
 import { buildTargetRequest, type CallRequest, type TargetResponse } from '../outbound/index';
-import { callTarget, decidePayment, isClientError, paymentRequiredOf } from '../outgoing/index';
+import { callTarget, decidePayment, isClientError, paymentRequiredOf, type CallBudget } from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
 import type { PaymentRequirements } from '../x402/types';
 import { DEFAULT_RELAY_TIMEOUT_SECONDS, settleableOffers } from '../incoming/offer';
@@ -25,14 +25,14 @@ export type RelayQuote =
 
 export async function quoteRelay(
   deps: Pick<Deps, 'chains' | 'config' | 'resolver' | 'connections'>,
-  { call, timeoutMs }: { call: CallRequest; timeoutMs: number },
+  { call, budget }: { call: CallRequest; budget: CallBudget },
 ): Promise<RelayQuote> {
   const built = buildTargetRequest(call);
   if (!built.ok) return { kind: 'bad_request', details: built.error.details };
   const named = namedNetwork(deps.chains, call.network);
   if (named !== undefined && !named.ok) return { kind: 'bad_request', details: named.details };
 
-  const answer = await callTarget(built.value, timeoutMs, deps);
+  const answer = await callTarget(built.value, budget, deps);
   if (!answer.ok)
     return isClientError(answer.error)
       ? { kind: 'bad_request', details: answer.error.details }

@@ -25,6 +25,7 @@ import {
   type TargetRequest,
   type Transport,
 } from '../../payments/outbound';
+import { callBudget } from '../../payments/outgoing/call';
 
 const isLoopback = (address: string) => /^127\.\d+\.\d+\.\d+$/.test(address) || address === '::1';
 
@@ -870,6 +871,25 @@ describe('bounds and failures', () => {
     expect(elapsed).toBeGreaterThanOrEqual(290);
     expect(elapsed).toBeLessThan(1_500);
     expect(silent.connections).toBe(1);
+  });
+
+  it("a call's later request gets what is left of the caller's bound, and its timeout names that bound", async () => {
+    const silent = await startRawPeer(() => {});
+    const budget = callBudget(400);
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const started = performance.now();
+    const left = budget.remainingMs();
+    expect(left).toBeLessThanOrEqual(250);
+    const error = await expectCode(
+      send(request({ api_url: silent.origin, method: 'GET' }), {
+        allowHosts: allow(silent.hostPort),
+        timeoutMs: left,
+        boundMs: budget.boundMs,
+      }),
+      'timeout',
+    );
+    expect(performance.now() - started).toBeLessThan(400);
+    expect(error.details).toBe('target did not answer within 400 ms');
   });
 
   it('times out on a body that stalls after the headers', async () => {
