@@ -30,6 +30,7 @@ import {
   keccak256,
   parseAbi,
   parseSignature,
+  parseTransaction,
   TimeoutError,
   TransactionReceiptNotFoundError,
   type Address,
@@ -493,6 +494,40 @@ export async function rebroadcastEvmTransaction(
     if (refusal === 'already_known') return 'known';
     return refusal ?? 'failed';
   }
+}
+
+/**
+ * What became of one of our signed transactions that is not mined and whose nonce a node refused
+ * (nonce_taken): 'dead' when the sender's mined transactions already count past its nonce and it
+ * has no receipt (another transaction of that nonce was mined: it can never be), 'mined' when its
+ * receipt appeared meanwhile, 'open' otherwise (the nonce is only taken in a mempool, or a read
+ * failed). The count is read before the receipt, so a transaction mined in between is never
+ * called dead.
+ */
+export async function lostTransactionFate(
+  deps: Pick<Deps, 'chains'>,
+  network: NetworkName,
+  signed: { hash: string; raw: string },
+): Promise<'dead' | 'mined' | 'open'> {
+  const clients = clientsOf(deps, network);
+  const sender = clients?.walletClient?.account.address;
+  if (!clients || !sender) return 'open';
+  let nonce: number | undefined;
+  try {
+    nonce = parseTransaction(signed.raw as Hex).nonce;
+  } catch {
+    return 'open';
+  }
+  if (nonce === undefined) return 'open';
+  try {
+    const mined = await clients.publicClient.getTransactionCount({ address: sender, blockTag: 'latest' });
+    if (mined <= nonce) return 'open';
+  } catch {
+    return 'open';
+  }
+  const receipt = await readReceipt(deps, network, signed.hash as Hash);
+  if (!receipt.ok) return 'open';
+  return receipt.value.status === 'pending' ? 'dead' : 'mined';
 }
 
 export type ReceiptOutcome =

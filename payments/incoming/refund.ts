@@ -9,7 +9,14 @@ import { sql } from 'kysely';
 import { encodeFunctionData, type Address, type Hash } from 'viem';
 import type { Db } from '../../db/index';
 import type { NetworkName } from '../networkTable';
-import { readReceipt, rebroadcastEvmTransaction, relayUsdcAbi, submitEvmTransaction, waitForReceipt } from './evm';
+import {
+  lostTransactionFate,
+  readReceipt,
+  rebroadcastEvmTransaction,
+  relayUsdcAbi,
+  submitEvmTransaction,
+  waitForReceipt,
+} from './evm';
 import { moveRefund } from './refundStates';
 import {
   liveRefund,
@@ -298,6 +305,19 @@ export async function reconcileRefund(
       refund.raw_tx === null
         ? 'failed'
         : await rebroadcastEvmTransaction(deps, network, { hash: refund.tx_hash, raw: refund.raw_tx });
+    // Its nonce went to another transaction of ours that was mined (a broadcast that reached the node
+    // late, after a newer one took the nonce): it can never land, so a new refund is tried at once
+    // instead of after UNSENT_REFUND_STALE_MS.
+    if (resent === 'nonce_taken' && refund.raw_tx !== null) {
+      const fate = await lostTransactionFate(deps, network, { hash: refund.tx_hash, raw: refund.raw_tx });
+      if (fate === 'dead')
+        return failRefund(
+          db,
+          refund,
+          'not_sent',
+          `refund transaction ${refund.tx_hash} can never be mined: its nonce went to another transaction`,
+        );
+    }
     const known = resent === 'sent' || resent === 'known';
     return !known && stale
       ? failRefund(db, refund, 'not_sent', 'the node does not know the refund transaction')

@@ -21,6 +21,7 @@ import {
   settleClientPayment,
 } from '../../payments/incoming/index';
 import { createChains, type Chains } from '../../payments/networks/index';
+import { followUpRefund } from '../../payments/relay/followUp';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import { recordedRelayPayment, settlingOn, type Settling } from '../support/chains';
 import { createTestDatabase, type TestDatabase } from '../support/database';
@@ -159,6 +160,19 @@ describe.each(['drop', 'error5xx'] as const)('a broadcast lost to %s', (fault) =
   });
 });
 
+/** A transaction of the service's key, mined: it reads the same pending nonce as a lost broadcast (the node never counted that one). */
+async function takeOurNextNonce(): Promise<void> {
+  const account = privateKeyToAccount(peers.wallets.service.evm.privateKey);
+  const wallet = createWalletClient({
+    account,
+    chain: peers.evmChains[NETWORK]!.chain,
+    transport: http(rpcProxy.url),
+  });
+  await peers.evmChains[NETWORK]!.publicClient.waitForTransactionReceipt({
+    hash: await wallet.sendTransaction({ to: account.address, value: 0n }),
+  });
+}
+
 describe('a lost broadcast whose nonce another transaction of ours took meanwhile', () => {
   it('is signed again with the pending nonce by the follow-up (it has the submission queue) and settles once', async () => {
     const before = { client: await usdc(client()), service: await usdc(service()) };
@@ -168,16 +182,7 @@ describe('a lost broadcast whose nonce another transaction of ours took meanwhil
     expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ settled: false, pending: true });
     broadcastFault = 'pass';
     const lost = (await findRelayTransaction(db, row.id))!;
-    // Our next transaction reads the same pending nonce: the node never counted the lost one.
-    const account = privateKeyToAccount(peers.wallets.service.evm.privateKey);
-    const wallet = createWalletClient({
-      account,
-      chain: peers.evmChains[NETWORK]!.chain,
-      transport: http(rpcProxy.url),
-    });
-    await peers.evmChains[NETWORK]!.publicClient.waitForTransactionReceipt({
-      hash: await wallet.sendTransaction({ to: account.address, value: 0n }),
-    });
+    await takeOurNextNonce();
 
     const jobDeps = { ...direct, clock: systemClock };
     const tookMs = await followUntil(async () => (await reconcileSettlement(db, row.id, jobDeps)).settled);
@@ -189,5 +194,31 @@ describe('a lost broadcast whose nonce another transaction of ours took meanwhil
     expect(keccak256(settled.client_raw_tx as Hash)).toBe(settled.client_tx_hash);
     expect(await usdc(client())).toBe(before.client - PRICE);
     expect(await usdc(service())).toBe(before.service + PRICE);
+  });
+  it('a refund: the refund job fails it at once (it can never be mined) and its next attempt pays the client back once', async () => {
+    const row = await recordedRelayPayment(peers, db, direct, NETWORK, PRICE, { mode: 'relay' });
+    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ settled: true });
+    const before = await usdc(client());
+    broadcastFault = 'drop';
+    expect(await refundClientPayment(db, row.id, direct)).toMatchObject({ refunded: false, pending: true });
+    broadcastFault = 'pass';
+    const refundsOf = () =>
+      db.selectFrom('refunds').selectAll().where('relay_transaction_id', '=', row.id).orderBy('id').execute();
+    const [lost] = await refundsOf();
+    await takeOurNextNonce();
+
+    const jobDeps = { ...direct, db, clock: systemClock };
+    const first = await followUpRefund(row.id, jobDeps);
+    expect(first, first.details).toMatchObject({ done: false });
+    expect(first.details).toMatch(/refund attempt 1 failed: .*can never be mined/);
+    expect((await refundsOf())[0]).toMatchObject({ id: lost!.id, status: 'failed' });
+    await followUntil(async () => (await followUpRefund(row.id, jobDeps)).done);
+
+    const refunds = await refundsOf();
+    expect(refunds.map((refund) => refund.status)).toEqual(['failed', 'confirmed']);
+    expect(refunds[1]!.tx_hash).not.toBe(lost!.tx_hash);
+    expect(await knownToChain(lost!.tx_hash!)).toBe(false);
+    expect((await findRelayTransaction(db, row.id))!.state).toBe('refunded');
+    expect(await usdc(client())).toBe(before + PRICE);
   });
 });

@@ -44,7 +44,7 @@ afterAll(async () => {
 });
 
 const recordedPayment = (validForSeconds?: number) =>
-  recordedRelayPayment(peers, db, viaFacilitator, NETWORK, PRICE, validForSeconds);
+  recordedRelayPayment(peers, db, viaFacilitator, NETWORK, PRICE, { validForSeconds });
 
 describe('settling through the facilitator', () => {
   it('a payment verified just now: no read of the chain before the facilitator, one receipt after it', async () => {

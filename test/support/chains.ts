@@ -49,7 +49,8 @@ export function settlingOn(chains: Chains, facilitatorUrl: string): { direct: Se
 /**
  * A client's EVM payment of `amountMicroUsdc` on `network`, signed by the peers' client wallet,
  * verified with `settling` and recorded as a relay would record it (not settled yet).
- * `validForSeconds` shortens the offer's validity (a payment close to its end).
+ * `validForSeconds` shortens the offer's validity (a payment close to its end); `mode: 'relay'`
+ * records it as /relay does (the relay jobs act only on those).
  */
 export async function recordedRelayPayment(
   peers: Peers,
@@ -57,7 +58,7 @@ export async function recordedRelayPayment(
   settling: Settling,
   network: NetworkName,
   amountMicroUsdc: bigint,
-  validForSeconds?: number,
+  { validForSeconds, mode }: { validForSeconds?: number; mode?: 'relay' } = {},
 ) {
   const requirements = relayRequirements(settling.chains, network, {
     amountMicroUsdc,
@@ -75,7 +76,7 @@ export async function recordedRelayPayment(
       : { ...settling, relayLimits: { ...settling.relayLimits, minValiditySeconds: 1 } },
   );
   if (!verified.ok) throw new Error(`${verified.reason}: ${verified.details}`);
-  const recorded = await recordClientPayment(db, verified.value, { targetUrl: 'http://127.0.0.1/paid' });
+  const recorded = await recordClientPayment(db, verified.value, { targetUrl: 'http://127.0.0.1/paid', mode });
   if (!recorded.ok) throw new Error(recorded.reason);
   return recorded.value;
 }
