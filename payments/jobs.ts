@@ -19,13 +19,16 @@ export interface JobRequest {
   maxAttempts?: number;
 }
 
+/** How many times a job is tried when its request names no other count. */
+export const DEFAULT_MAX_ATTEMPTS = 25;
+
 export async function addJob(db: Db | Tx, job: JobRequest): Promise<void> {
   await sql`
     select graphile_worker.add_job(
       identifier => ${job.task}::text,
       payload => ${JSON.stringify(job.payload)}::json,
       run_at => greatest(${(job.runAt ?? new Date(0)).toISOString()}::timestamptz, now()),
-      max_attempts => ${job.maxAttempts ?? 25}::int,
+      max_attempts => ${job.maxAttempts ?? DEFAULT_MAX_ATTEMPTS}::int,
       job_key => ${job.key}::text,
       job_key_mode => ${job.keepSchedule ? 'preserve_run_at' : 'replace'}::text
     )`.execute(db);

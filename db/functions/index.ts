@@ -17,6 +17,7 @@ export const DATABASE_FUNCTIONS = [
   'settle_reservation',
   'charge_proxy_payment',
   'release_proxy_payment',
+  'admit_relay_payment',
 ] as const;
 
 /**

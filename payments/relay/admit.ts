@@ -1,16 +1,19 @@
 /**
  * Admission of a verified client payment: the relay transaction is recorded and counted against
- * the daily relay limits (per paying wallet and for the whole service, per network class) in one
- * database transaction, with the job that finishes it should its request never come back. A
- * repeated payment (the unique nonce) or a limit that would be exceeded writes nothing.
+ * the daily relay limits (per paying wallet and for the whole service, per network class), with
+ * the job that finishes it should its request never come back, all in one statement: the database
+ * function admit_relay_payment (db/functions/admit_relay_payment.sql). A repeated payment (the
+ * unique nonce), a limit that would be exceeded or a lost idempotency claim writes nothing.
  */
-import type { Db, Tx } from '../../db/index';
-import { tryAddSpend, SYSTEM_SCOPE_ID, type SpendKey } from '../limits';
+import { sql } from 'kysely';
+import type { Db } from '../../db/index';
+import { firstRow } from '../../db/rows';
+import { DEFAULT_MAX_ATTEMPTS } from '../jobs';
 import { NETWORK_TABLE } from '../networkTable';
-import { ok, type Result } from '../result';
-import { holdIdempotencyClaim, type ClaimRef } from '../idempotency';
-import { enqueueRelayWatch } from './outcome';
-import { recordClientPayment, type RelayRequest, type RelayTransaction } from '../incoming/store';
+import { fail, ok, type Result } from '../result';
+import { IdempotencyClaimLost, type ClaimRef } from '../idempotency';
+import { RELAY_WATCH_TASK } from './outcome';
+import type { RelayRequest } from '../incoming/store';
 import type { VerifiedClientPayment } from '../incoming/types';
 
 export interface RelayLimitRefusal {
@@ -21,24 +24,13 @@ export interface RelayLimitRefusal {
 }
 
 export type Admission =
-  Result<RelayTransaction, 'nonce_already_used'> | { ok: false; reason: 'limit_exceeded'; refusal: RelayLimitRefusal };
+  Result<{ id: bigint }, 'nonce_already_used'> | { ok: false; reason: 'limit_exceeded'; refusal: RelayLimitRefusal };
 
-class LimitExceeded extends Error {
-  constructor(readonly refusal: RelayLimitRefusal) {
-    super(`daily ${refusal.scope} relay limit`);
-  }
-}
-
-/** Adds `amount` to the day's spend of `key` within `limitMicro`, or throws the refusal of `scope`. */
-async function addSpendOrRefuse(
-  tx: Tx,
-  scope: RelayLimitRefusal['scope'],
-  key: SpendKey,
-  amount: bigint,
-  limitMicro: bigint,
-): Promise<void> {
-  const added = await tryAddSpend(tx, key, amount, limitMicro);
-  if (!added.admitted) throw new LimitExceeded({ scope, spentMicro: added.spent, limitMicro, requestedMicro: amount });
+interface AdmissionRow {
+  outcome: 'admitted' | 'claim_lost' | 'nonce_already_used' | 'limit_exceeded';
+  relay_transaction_id: bigint | null;
+  limit_scope: 'wallet' | 'system' | null;
+  spent: bigint | null;
 }
 
 export async function admitClientPayment(
@@ -49,36 +41,42 @@ export async function admitClientPayment(
 ): Promise<Admission> {
   const networkClass = NETWORK_TABLE[verified.network].networkClass;
   const amount = verified.amountMicroUsdc;
-  try {
-    return await db.transaction().execute(async (tx) => {
-      // A call run under an idempotency record records money only while its claim is the record's.
-      const { idempotency, ...recording } = request;
-      if (idempotency) await holdIdempotencyClaim(tx, idempotency);
-      const recorded = await recordClientPayment(tx, verified, {
-        ...recording,
-        ...(idempotency ? { idempotencyClaim: idempotency.claim } : {}),
-      });
-      if (!recorded.ok) return recorded;
-      const day = request.spendDay;
-      await addSpendOrRefuse(
-        tx,
-        'wallet',
-        { scope: 'relay_wallet', scopeId: verified.payer, networkClass, day },
-        amount,
-        limits.perWalletMicro,
-      );
-      await addSpendOrRefuse(
-        tx,
-        'system',
-        { scope: 'relay_system', scopeId: SYSTEM_SCOPE_ID, networkClass, day },
-        amount,
-        limits.systemMicro,
-      );
-      await enqueueRelayWatch(tx, recorded.value.id, limits.finishBy);
-      return ok(recorded.value);
-    });
-  } catch (error) {
-    if (error instanceof LimitExceeded) return { ok: false, reason: 'limit_exceeded', refusal: error.refusal };
-    throw error;
+  const { network, asset, nonceKey } = verified.idempotencyKey;
+  const { idempotency } = request;
+  const { rows } = await sql<AdmissionRow>`
+    select outcome, relay_transaction_id, limit_scope, spent from admit_relay_payment(
+      ${network}::text, ${verified.chainType}::text, ${asset}::text, ${verified.payer}::text,
+      ${verified.payTo}::text, ${amount}::bigint, ${nonceKey}::text,
+      ${JSON.stringify(verified.payment)}::jsonb, ${JSON.stringify(verified.requirements)}::jsonb,
+      ${verified.validBefore ?? null}::bigint, ${request.targetUrl ?? null}::text,
+      ${request.targetMethod ?? null}::text, ${request.targetNetwork ?? null}::text,
+      ${request.targetAmountMicroUsdc ?? null}::bigint, ${request.spendDay}::date, ${request.mode ?? null}::text,
+      ${idempotency?.scope ?? null}::text, ${idempotency?.key ?? null}::text, ${idempotency?.claim ?? null}::uuid,
+      ${networkClass}::text, ${limits.perWalletMicro}::bigint, ${limits.systemMicro}::bigint,
+      ${RELAY_WATCH_TASK}::text, ${limits.finishBy.toISOString()}::timestamptz, ${DEFAULT_MAX_ATTEMPTS}::integer
+    )`.execute(db);
+  const row = firstRow(rows, 'admit_relay_payment');
+  switch (row.outcome) {
+    case 'admitted':
+      if (row.relay_transaction_id === null) throw new Error('admit_relay_payment admitted no row');
+      return ok({ id: row.relay_transaction_id });
+    case 'claim_lost':
+      if (!idempotency) throw new Error('admit_relay_payment lost a claim it was not given');
+      throw new IdempotencyClaimLost(idempotency);
+    case 'nonce_already_used':
+      return fail('nonce_already_used', `this payment (${network}, ${nonceKey}) was already used`);
+    case 'limit_exceeded': {
+      const scope = row.limit_scope ?? 'wallet';
+      return {
+        ok: false,
+        reason: 'limit_exceeded',
+        refusal: {
+          scope,
+          spentMicro: row.spent ?? 0n,
+          limitMicro: scope === 'wallet' ? limits.perWalletMicro : limits.systemMicro,
+          requestedMicro: amount,
+        },
+      };
+    }
   }
 }

@@ -33,15 +33,10 @@ import type { PaymentRequirements, SettlementResponse } from '../x402/types';
 import type { X402Version } from '../x402/v2';
 import type { ClaimRef } from '../idempotency';
 import { admitClientPayment, type RelayLimitRefusal } from './admit';
-import { deliver, handOver, scheduleRefund, targetPaymentOf, watchTargetPayment } from './outcome';
+import { deliver, handOver, recordedTargetPayment, scheduleRefund, watchTargetPayment } from './outcome';
 import { quoteRelay, relayOffers, type RelayQuote } from './quote';
 import { settleClientPayment, type SettleFailureReason } from '../incoming/settle';
-import {
-  findRelayTransaction,
-  getRelayTransaction,
-  recordTargetPayment,
-  type RelayTransaction,
-} from '../incoming/store';
+import { findRelayTransaction, recordTargetPayment, type TargetPaymentRecord } from '../incoming/store';
 import type { Deps } from '../deps';
 import { verifyDecodedPayment } from '../incoming/verify';
 import { decodeClientPayment, paymentHeaderName, type DecodedClientPayment } from '../incoming/clientPayment';
@@ -362,7 +357,7 @@ function overLimit(refusal: RelayLimitRefusal, payer: string, networkClass: stri
 async function payTarget(
   deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances'>,
   input: RelayCall,
-  row: RelayTransaction,
+  row: { id: bigint },
   choice: PaymentChoice,
   clientPayment: string,
   budget: CallBudget,
@@ -392,12 +387,13 @@ async function payTarget(
   }
   const prepared = signed.value;
   const facts = signedFacts(prepared);
-  const recorded = await recordTargetPayment(db, row.id, {
+  const record: TargetPaymentRecord = {
     network: choice.network,
     amountMicroUsdc: choice.amountMicroUsdc,
     paymentRef: prepared.reference,
     ...facts,
-  });
+  };
+  const recorded = await recordTargetPayment(db, row.id, record);
   // Only a payment the row names may leave; if the row moved on, a job decided and nothing is sent.
   if (!recorded)
     return gaveUp(
@@ -439,12 +435,11 @@ async function payTarget(
 
   const { response } = answer;
   const reportedTxHash = reportedSettlement(response);
-  const current = await getRelayTransaction(db, row.id);
-  const reading = await readPaymentOnChain(
-    deps.chains,
-    { ...targetPaymentOf(current), txHash: reportedTxHash ?? null },
-    { now: deps.clock.now() },
-  );
+  // The payment as the row recorded it above (the row only moves on from here by this call or a job
+  // that reads the chain the same way).
+  const reading = await readPaymentOnChain(deps.chains, recordedTargetPayment(row.id, record, reportedTxHash), {
+    now: deps.clock.now(),
+  });
   const receipt = (success: boolean, transaction: string, errorReason?: string) =>
     encodePaymentResponseHeader({
       success,

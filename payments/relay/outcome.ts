@@ -21,7 +21,13 @@ import { canonicalNetwork, NETWORK_TABLE } from '../networkTable';
 import type { SignedTargetPayment } from '../outgoing/index';
 import { completeWebhook, openWebhook, type WebhookOutcome } from '../webhooks';
 import { moveRelayTransaction } from '../incoming/states';
-import { inTransaction, markDelivered, type Refund, type RelayTransaction } from '../incoming/store';
+import {
+  inTransaction,
+  markDelivered,
+  type Refund,
+  type RelayTransaction,
+  type TargetPaymentRecord,
+} from '../incoming/store';
 
 export const RELAY_WATCH_TASK = 'relay_watch';
 export const RELAY_REFUND_TASK = 'relay_refund';
@@ -216,17 +222,57 @@ export function refundedOutcome(row: RelayTransaction, refund: Refund): WebhookO
 
 /** The chain facts of our payment to the target, as the row recorded them before it was sent. */
 export function targetPaymentOf(row: RelayTransaction): SignedTargetPayment {
-  const network = canonicalNetwork(row.target_network ?? '');
-  const solana = network !== undefined && NETWORK_TABLE[network].chainType === 'solana';
-  return {
-    label: `relay transaction ${row.id}`,
+  return targetPaymentFacts(row.id, {
     network: row.target_network ?? '',
-    chainType: solana ? 'solana' : 'evm',
+    paymentRef: row.target_payment_ref,
     payer: row.target_payer,
-    nonce: solana ? null : row.target_payment_ref,
-    payerSignature: solana ? row.target_payment_ref : null,
     validBefore: row.target_valid_before,
     lastValidBlockHeight: row.target_last_valid_block_height,
     txHash: row.target_tx_hash,
+  });
+}
+
+/**
+ * The same facts as this call wrote them (recordTargetPayment), built in memory rather than read
+ * back; `txHash` is the target's report of its settlement, when it gave one.
+ */
+export function recordedTargetPayment(
+  id: bigint,
+  record: TargetPaymentRecord,
+  txHash: string | undefined,
+): SignedTargetPayment {
+  return targetPaymentFacts(id, {
+    network: record.network,
+    paymentRef: record.paymentRef,
+    payer: record.payer ?? null,
+    validBefore: record.validBefore ?? null,
+    lastValidBlockHeight: record.lastValidBlockHeight ?? null,
+    txHash: txHash ?? null,
+  });
+}
+
+function targetPaymentFacts(
+  id: bigint,
+  facts: {
+    network: string;
+    paymentRef: string | null;
+    payer: string | null;
+    validBefore: bigint | null;
+    lastValidBlockHeight: bigint | null;
+    txHash: string | null;
+  },
+): SignedTargetPayment {
+  const network = canonicalNetwork(facts.network);
+  const solana = network !== undefined && NETWORK_TABLE[network].chainType === 'solana';
+  return {
+    label: `relay transaction ${id}`,
+    network: facts.network,
+    chainType: solana ? 'solana' : 'evm',
+    payer: facts.payer,
+    nonce: solana ? null : facts.paymentRef,
+    payerSignature: solana ? facts.paymentRef : null,
+    validBefore: facts.validBefore,
+    lastValidBlockHeight: facts.lastValidBlockHeight,
+    txHash: facts.txHash,
   };
 }

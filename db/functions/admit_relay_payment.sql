@@ -1,0 +1,101 @@
+-- Admits a verified client payment of POST /relay in one round trip (payments/relay/admit.ts):
+-- under an idempotency claim, the claim must still be the record's (held FOR KEY SHARE, as
+-- holdIdempotencyClaim does); the relay transaction is recorded (the unique nonce index refuses a
+-- repeated payment); the amount is counted against the paying wallet's and the whole service's
+-- daily relay limits of the network class; the relay transaction's watch job is enqueued. All or
+-- nothing: a refusal writes nothing. Lock order: the idempotency record, the new row, the wallet's
+-- counter, then the system's (as the code before this function took them).
+--
+-- outcome: 'admitted' (relay_transaction_id set), 'claim_lost', 'nonce_already_used', or
+-- 'limit_exceeded' (limit_scope 'wallet' or 'system', spent: the counter as it stands).
+create or replace function admit_relay_payment(
+  p_network text,
+  p_chain_type text,
+  p_asset text,
+  p_payer text,
+  p_pay_to text,
+  p_amount bigint,
+  p_nonce_key text,
+  p_payment_payload jsonb,
+  p_payment_requirements jsonb,
+  p_valid_before bigint,
+  p_target_url text,
+  p_target_method text,
+  p_target_network text,
+  p_target_amount bigint,
+  p_spend_day date,
+  p_mode text,
+  p_idempotency_scope text,
+  p_idempotency_key text,
+  p_idempotency_claim uuid,
+  p_network_class text,
+  p_wallet_limit bigint,
+  p_system_limit bigint,
+  p_watch_task text,
+  p_watch_at timestamptz,
+  p_watch_max_attempts integer
+) returns table (outcome text, relay_transaction_id bigint, limit_scope text, spent bigint)
+language plpgsql as $fn$
+#variable_conflict use_column
+declare
+  v_id bigint;
+  v_admitted boolean;
+  v_spent bigint;
+  v_scope text;
+begin
+  if p_idempotency_claim is not null then
+    perform 1 from idempotency_records r
+      where r.scope = p_idempotency_scope and r.key = p_idempotency_key and r.claim = p_idempotency_claim
+        and r.state = 'running'
+      for key share;
+    if not found then
+      return query select 'claim_lost'::text, null::bigint, null::text, null::bigint;
+      return;
+    end if;
+  end if;
+  -- A subtransaction: a refusal by either counter takes back the row and the counter already moved.
+  begin
+    insert into relay_transactions (
+        network, chain_type, asset, payer, pay_to, amount_micro, nonce_key, payment_payload,
+        payment_requirements, valid_before, target_url, target_method, target_network,
+        target_amount_micro, spend_day, mode, idempotency_claim)
+      values (
+        p_network, p_chain_type, p_asset, p_payer, p_pay_to, p_amount, p_nonce_key, p_payment_payload,
+        p_payment_requirements, p_valid_before, p_target_url, p_target_method, p_target_network,
+        p_target_amount, p_spend_day, p_mode, p_idempotency_claim)
+      on conflict (network, asset, nonce_key) do nothing
+      returning id into v_id;
+    if v_id is null then
+      return query select 'nonce_already_used'::text, null::bigint, null::text, null::bigint;
+      return;
+    end if;
+    -- 'system' is SYSTEM_SCOPE_ID of payments/limits.ts.
+    select t.admitted, t.spent into v_admitted, v_spent
+      from try_add_spend('relay_wallet', p_payer, p_network_class, p_spend_day, p_amount, p_wallet_limit) t;
+    if not v_admitted then
+      v_scope := 'wallet';
+      raise exception 'relay payment refused: wallet limit' using errcode = 'PRS02';
+    end if;
+    select t.admitted, t.spent into v_admitted, v_spent
+      from try_add_spend('relay_system', 'system', p_network_class, p_spend_day, p_amount, p_system_limit) t;
+    if not v_admitted then
+      v_scope := 'system';
+      raise exception 'relay payment refused: system limit' using errcode = 'PRS02';
+    end if;
+  exception when sqlstate 'PRS02' then
+    return query select 'limit_exceeded'::text, null::bigint, v_scope, v_spent;
+    return;
+  end;
+  -- The job that finishes the transaction should its request never come back; its key is the one
+  -- enqueueRelayJob (payments/relay/outcome.ts) gives it, so a later enqueue replaces it.
+  perform graphile_worker.add_job(
+    identifier => p_watch_task,
+    payload => json_build_object('relayTransactionId', v_id::text),
+    run_at => greatest(p_watch_at, now()),
+    max_attempts => p_watch_max_attempts,
+    job_key => p_watch_task || ':' || v_id::text,
+    job_key_mode => 'replace'
+  );
+  return query select 'admitted'::text, v_id, null::text, null::bigint;
+end
+$fn$;

@@ -1,0 +1,195 @@
+// The admission of a verified /relay payment, one statement (db/functions/admit_relay_payment.sql
+// through payments/relay/admit.ts): the row, both daily counters and the watch job together, or,
+// for a repeated nonce, a limit or a lost idempotency claim, nothing at all.
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../db/index';
+import { claimIdempotencyKey, IdempotencyClaimLost, type ClaimRef } from '../../payments/idempotency';
+import { findRelayTransaction } from '../../payments/incoming/store';
+import { spentOn, type SpendKey } from '../../payments/limits';
+import { admitClientPayment } from '../../payments/relay/admit';
+import { createTestDatabase, type TestDatabase } from '../support/database';
+import { verifiedPayment } from '../support/verified-payment';
+
+let database: TestDatabase;
+let db: Db;
+beforeAll(async () => {
+  database = await createTestDatabase();
+  db = database.handle.db;
+});
+afterAll(async () => {
+  await database.drop();
+});
+
+const LIMITS = { perWalletMicro: 100_000_000n, systemMicro: 1_000_000_000n };
+let days = 0;
+/** A day of its own for each test, so that counters start at zero. */
+const freshDay = () => `2031-01-${String((days += 1)).padStart(2, '0')}`;
+
+const counters = (payer: string, day: string): [SpendKey, SpendKey] => [
+  { scope: 'relay_wallet', scopeId: payer, networkClass: 'testnet', day },
+  { scope: 'relay_system', scopeId: 'system', networkClass: 'testnet', day },
+];
+
+async function watchJobs(id: bigint | string) {
+  const { rows } = await sql<{ key: string; task: string; payload: unknown; run_at: Date; max_attempts: number }>`
+    select j.key, t.identifier as task, j.payload, j.run_at, j.max_attempts
+    from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
+    where j.key = ${`relay_watch:${id}`}`.execute(db);
+  return rows;
+}
+
+async function relayRowCount(): Promise<number> {
+  const { rows } = await sql<{ count: string }>`select count(*)::text as count from relay_transactions`.execute(db);
+  return Number(rows[0]!.count);
+}
+
+describe('admitClientPayment', () => {
+  it('records the payment, counts it against both daily limits and enqueues its watch job, in one go', async () => {
+    const day = freshDay();
+    const verified = verifiedPayment(undefined, 12_716n);
+    const finishBy = new Date(Date.now() + 60_000);
+    const admitted = await admitClientPayment(
+      db,
+      verified,
+      { targetUrl: 'http://127.0.0.1:9/paid', targetMethod: 'GET', spendDay: day, mode: 'relay' },
+      { ...LIMITS, finishBy },
+    );
+    if (!admitted.ok) throw new Error(admitted.reason);
+    const row = await findRelayTransaction(db, admitted.value.id);
+    expect(row).toMatchObject({
+      state: 'received',
+      network: 'base-sepolia',
+      chain_type: 'evm',
+      payer: verified.payer,
+      pay_to: verified.payTo,
+      asset: verified.asset,
+      amount_micro: 12_716n,
+      nonce_key: verified.idempotencyKey.nonceKey,
+      payment_payload: verified.payment,
+      payment_requirements: verified.requirements,
+      valid_before: 4_000_000_000n,
+      target_url: 'http://127.0.0.1:9/paid',
+      target_method: 'GET',
+      spend_day: day,
+      mode: 'relay',
+      idempotency_claim: null,
+    });
+    const [wallet, system] = counters(verified.payer, day);
+    expect(await spentOn(db, wallet)).toBe(12_716n);
+    expect(await spentOn(db, system)).toBe(12_716n);
+    const jobs = await watchJobs(admitted.value.id);
+    expect(jobs).toEqual([
+      {
+        key: `relay_watch:${admitted.value.id}`,
+        task: 'relay_watch',
+        payload: { relayTransactionId: String(admitted.value.id) },
+        run_at: expect.any(Date),
+        max_attempts: 25,
+      },
+    ]);
+    expect(Math.abs(jobs[0]!.run_at.getTime() - finishBy.getTime())).toBeLessThan(1_000);
+  });
+
+  it('the same payment twice at once: one admission, counted once; the other is refused for its nonce', async () => {
+    const day = freshDay();
+    const verified = verifiedPayment();
+    const finishBy = new Date();
+    const both = await Promise.all(
+      [0, 1].map(() => admitClientPayment(db, verified, { spendDay: day, mode: 'relay' }, { ...LIMITS, finishBy })),
+    );
+    expect(both.filter((each) => each.ok)).toHaveLength(1);
+    expect(both.find((each) => !each.ok)).toEqual({
+      ok: false,
+      reason: 'nonce_already_used',
+      details: expect.stringContaining(verified.idempotencyKey.nonceKey),
+    });
+    const [wallet, system] = counters(verified.payer, day);
+    expect(await spentOn(db, wallet)).toBe(10_300n);
+    expect(await spentOn(db, system)).toBe(10_300n);
+  });
+
+  it.each([
+    ['wallet', { perWalletMicro: 10_000n, systemMicro: 1_000_000_000n }, 0n],
+    ['system', { perWalletMicro: 100_000_000n, systemMicro: 15_000n }, 10_300n],
+  ] as const)(
+    'over the %s limit: the refusal with its figures, and nothing written (no row, no counter moved, no job)',
+    async (scope, limits, systemBefore) => {
+      const day = freshDay();
+      const [wallet, system] = counters(verifiedPayment().payer, day);
+      if (systemBefore > 0n) {
+        const first = await admitClientPayment(
+          db,
+          verifiedPayment(),
+          { spendDay: day, mode: 'relay' },
+          { ...LIMITS, finishBy: new Date() },
+        );
+        expect(first.ok).toBe(true);
+      }
+      const walletBefore = await spentOn(db, wallet);
+      const rowsBefore = await relayRowCount();
+      const verified = verifiedPayment();
+      const refused = await admitClientPayment(
+        db,
+        verified,
+        { spendDay: day, mode: 'relay' },
+        { ...limits, finishBy: new Date() },
+      );
+      expect(refused).toEqual({
+        ok: false,
+        reason: 'limit_exceeded',
+        refusal: {
+          scope,
+          spentMicro: scope === 'wallet' ? walletBefore : systemBefore,
+          limitMicro: scope === 'wallet' ? limits.perWalletMicro : limits.systemMicro,
+          requestedMicro: 10_300n,
+        },
+      });
+      expect(await relayRowCount()).toBe(rowsBefore);
+      expect(await spentOn(db, wallet)).toBe(walletBefore);
+      expect(await spentOn(db, system)).toBe(systemBefore);
+      const { rows } = await sql<{ count: string }>`
+        select count(*)::text as count from relay_transactions where nonce_key = ${verified.idempotencyKey.nonceKey}`.execute(
+        db,
+      );
+      expect(rows[0]!.count).toBe('0');
+      // Refused, the nonce stays unused: the same payment is admitted once the limit allows it.
+      const later = await admitClientPayment(
+        db,
+        verified,
+        { spendDay: day, mode: 'relay' },
+        { ...LIMITS, finishBy: new Date() },
+      );
+      expect(later.ok).toBe(true);
+    },
+  );
+
+  it('under an idempotency claim: the row carries the claim; a claim taken over writes nothing and throws', async () => {
+    const day = freshDay();
+    const claimed = await claimIdempotencyKey(db, { scope: 'relay-nonce', key: randomUUID() }, 'POST /relay x');
+    if (claimed.kind !== 'claimed') throw new Error(claimed.kind);
+    const admitted = await admitClientPayment(
+      db,
+      verifiedPayment(),
+      { spendDay: day, mode: 'relay', idempotency: claimed.ref },
+      { ...LIMITS, finishBy: new Date() },
+    );
+    if (!admitted.ok) throw new Error(admitted.reason);
+    expect((await findRelayTransaction(db, admitted.value.id))?.idempotency_claim).toBe(claimed.ref.claim);
+
+    const lost: ClaimRef = { ...claimed.ref, claim: randomUUID() };
+    const rowsBefore = await relayRowCount();
+    const verified = verifiedPayment();
+    await expect(
+      admitClientPayment(
+        db,
+        verified,
+        { spendDay: day, mode: 'relay', idempotency: lost },
+        { ...LIMITS, finishBy: new Date() },
+      ),
+    ).rejects.toBeInstanceOf(IdempotencyClaimLost);
+    expect(await relayRowCount()).toBe(rowsBefore);
+    expect(await spentOn(db, counters(verified.payer, day)[0])).toBe(10_300n);
+  });
+});
