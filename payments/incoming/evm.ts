@@ -33,6 +33,9 @@ import {
   parseTransaction,
   TimeoutError,
   TransactionReceiptNotFoundError,
+  isAddressEqual,
+  recoverAddress,
+  zeroAddress,
   type Address,
   type Hash,
   type Hex,
@@ -40,10 +43,10 @@ import {
 import {
   logsShowAuthorizationUse,
   revertReason,
-  transferWithAuthorizationTypes,
   type EvmNetworkClients,
   type TransferAuthorization,
 } from '../networks/evm';
+import { transferAuthorizationDigest, type AuthorizationDomain } from '../networks/evm/digest';
 import { NETWORK_TABLE, type NetworkName } from '../networkTable';
 import { type ExactEvmPayload, type PaymentPayload, type PaymentRequirements } from '../x402/types';
 import { fail, ok, type Result } from '../result';
@@ -222,11 +225,15 @@ export async function verifyEvmPayment(
 /**
  * The payer's signature of this authorization under our domain, as the chain sees it: ECDSA for an
  * account without code, ERC-1271 for a contract, ERC-6492 for a wallet not deployed yet (refused).
+ * The digest is the EIP-712 hash computed directly (transferAuthorizationDigest, equal to viem's
+ * hashTypedData); viem's verifyHash judges it. The ECDSA recovery, pure CPU, runs while the
+ * payer's code is being read, so the round trip and the recovery overlap; it decides only for an
+ * account without code, and anything else goes to verifyHash as before.
  */
 async function verifySignature(
   clients: EvmNetworkClients,
   authorization: CheckedAuthorization,
-  domain: { name: string; version: string; chainId: number; verifyingContract: Address },
+  domain: AuthorizationDomain,
 ): Promise<Result<true, VerifyFailureReason>> {
   const { publicClient } = clients;
   const invalid = fail(
@@ -236,36 +243,39 @@ async function verifySignature(
   // ERC-8010 (EIP-7702 delegation carried in the signature) is not something USDC can be given.
   if (isErc8010Signature(authorization.sentSignature)) return invalid;
   if (isErc6492Signature(authorization.sentSignature) && authorization.erc6492 === undefined) return invalid;
-  let code: Hex | undefined;
-  try {
-    // Read first: a node that is down answers here, not as a refused signature below.
-    code = await publicClient.getCode({ address: authorization.from });
-  } catch (error) {
-    return rpcUnavailable(error);
-  }
-  const deployed = code !== undefined && code !== '0x';
+  // Read first: a node that is down answers here, not as a refused signature below.
+  const codeRead = publicClient.getCode({ address: authorization.from }).then(
+    (code) => ({ ok: true as const, code }),
+    (error: unknown) => ({ ok: false as const, error }),
+  );
+  const hash = transferAuthorizationDigest(domain, authorization);
+  // The read leaves the process before the recovery takes the thread.
+  await new Promise((resolve) => setImmediate(resolve));
+  const recovered = await recoverAddress({ hash, signature: authorization.sentSignature }).catch(() => undefined);
+  const read = await codeRead;
+  if (!read.ok) return rpcUnavailable(read.error);
+  const deployed = read.code !== undefined && read.code !== '0x';
   let valid: boolean;
-  try {
-    valid = await publicClient.verifyTypedData({
-      address: authorization.from,
-      domain,
-      types: transferWithAuthorizationTypes,
-      primaryType: 'TransferWithAuthorization',
-      message: {
-        from: authorization.from,
-        to: authorization.to,
-        value: authorization.value,
-        validAfter: authorization.validAfter,
-        validBefore: authorization.validBefore,
-        nonce: authorization.nonce,
-      },
-      signature: authorization.sentSignature,
-      // An account without code is checked by recovery here, without a call; anything else on chain.
-      mode: deployed ? 'auto' : 'eoa',
-    });
-  } catch (error) {
-    if (isRpcUnavailable(error)) return rpcUnavailable(error);
-    return invalid;
+  if (
+    !deployed &&
+    authorization.from !== zeroAddress &&
+    recovered !== undefined &&
+    isAddressEqual(recovered, authorization.from)
+  ) {
+    valid = true;
+  } else {
+    try {
+      valid = await publicClient.verifyHash({
+        address: authorization.from,
+        hash,
+        signature: authorization.sentSignature,
+        // An account without code is checked by recovery here, without a call; anything else on chain.
+        mode: deployed ? 'auto' : 'eoa',
+      });
+    } catch (error) {
+      if (isRpcUnavailable(error)) return rpcUnavailable(error);
+      return invalid;
+    }
   }
   if (!valid) return invalid;
   if (authorization.erc6492 && !deployed) {

@@ -7,7 +7,14 @@
  * The facilitator may speak x402 version 1 or 2 (or both): its GET /supported, read once and kept
  * for a while (facilitatorSupport), says per network which. A network it lists in version 2 (by
  * its CAIP-2 id) is settled with version 2 bodies, any other with version 1 bodies, as before.
+ *
+ * Both go over node:http with a keep-alive pool, not fetch (whose web streams, Headers and Request
+ * objects cost several times the CPU per exchange; docs/decisions.md). Redirects are not followed:
+ * a 3xx is an answer we cannot read. Nothing is ever sent twice: a /settle that may have arrived is
+ * unknown, and the chain decides.
  */
+import http from 'node:http';
+import https from 'node:https';
 import { canonicalNetwork, caip2Of, type NetworkName } from '../networkTable';
 import { isPlainObject } from '../x402/parse';
 import { X402_VERSION, type PaymentPayload, type PaymentRequirements } from '../x402/types';
@@ -22,23 +29,67 @@ export type FacilitatorSettlement =
   | { kind: 'refused'; errorReason: string }
   | { kind: 'unknown'; details: string };
 
-async function readBounded(response: Response, maxBytes: number): Promise<string | undefined> {
-  if (!response.body) return '';
-  // A fetch body is a stream of bytes (Fetch standard), which undici types as ReadableStream<any>.
-  const reader = (response.body as ReadableStream<Uint8Array>).getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel();
-      return undefined;
-    }
-    chunks.push(value);
+/**
+ * An idle connection is closed after this long: below the 5 s a Node server keeps one by default,
+ * so a request rarely goes out on a connection the facilitator is closing.
+ */
+const IDLE_SOCKET_MS = 4_000;
+const agents = {
+  'http:': new http.Agent({ keepAlive: true, maxSockets: 64, timeout: IDLE_SOCKET_MS, scheduling: 'lifo' }),
+  'https:': new https.Agent({ keepAlive: true, maxSockets: 64, timeout: IDLE_SOCKET_MS, scheduling: 'lifo' }),
+};
+
+/**
+ * One exchange with the facilitator: its status and body text (undefined past `maxBytes`), or an
+ * error (no answer within `timeoutMs`, a connection that failed).
+ */
+function exchange(
+  url: string,
+  init: { method: 'GET' | 'POST'; body?: string; timeoutMs: number; maxBytes: number },
+): Promise<{ status: number; text: string | undefined }> {
+  const target = new URL(url);
+  const secure = target.protocol === 'https:';
+  const headers: http.OutgoingHttpHeaders = { accept: 'application/json' };
+  if (init.body !== undefined) {
+    headers['content-type'] = 'application/json';
+    headers['content-length'] = Buffer.byteLength(init.body);
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const finish = (error: Error | undefined, value?: { status: number; text: string | undefined }) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      if (error) reject(error);
+      else if (value) resolve(value);
+    };
+    const request = (secure ? https : http).request(
+      target,
+      { method: init.method, headers, agent: secure ? agents['https:'] : agents['http:'] },
+      (response) => {
+        const status = response.statusCode ?? 0;
+        const chunks: Buffer[] = [];
+        let size = 0;
+        response.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > init.maxBytes) {
+            response.destroy();
+            finish(undefined, { status, text: undefined });
+            return;
+          }
+          chunks.push(chunk);
+        });
+        response.on('error', (error) => finish(error));
+        response.on('end', () => finish(undefined, { status, text: Buffer.concat(chunks, size).toString('utf8') }));
+      },
+    );
+    const timer = setTimeout(() => {
+      request.destroy();
+      finish(new Error(`no answer within ${init.timeoutMs} ms`));
+    }, init.timeoutMs);
+    request.on('error', (error) => finish(error));
+    request.end(init.body);
+  });
 }
 
 /**
@@ -66,21 +117,17 @@ export async function settleWithFacilitator(
   facilitatorUrl: string,
   payment: PaymentPayload,
   requirements: PaymentRequirements,
-  options: { timeoutMs: number; fetch?: typeof fetch; version?: X402Version },
+  options: { timeoutMs: number; version?: X402Version },
 ): Promise<FacilitatorSettlement> {
-  const send = options.fetch ?? fetch;
-  const signal = AbortSignal.timeout(options.timeoutMs);
-  let response: Response;
+  let status: number;
   let text: string | undefined;
   try {
-    response = await send(`${facilitatorUrl.replace(/\/+$/, '')}/settle`, {
+    ({ status, text } = await exchange(`${facilitatorUrl.replace(/\/+$/, '')}/settle`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json' },
       body: JSON.stringify(settleRequestBody(payment, requirements, options.version ?? X402_VERSION)),
-      signal,
-      redirect: 'error',
-    });
-    text = await readBounded(response, MAX_FACILITATOR_RESPONSE_BYTES);
+      timeoutMs: options.timeoutMs,
+      maxBytes: MAX_FACILITATOR_RESPONSE_BYTES,
+    }));
   } catch (error) {
     return {
       kind: 'unknown',
@@ -98,9 +145,9 @@ export async function settleWithFacilitator(
   const transaction = typeof answer?.transaction === 'string' ? answer.transaction : '';
   const errorReason = typeof answer?.errorReason === 'string' ? answer.errorReason : undefined;
 
-  if (response.status >= 500) return { kind: 'unknown', details: `facilitator /settle answered ${response.status}` };
-  if (response.status >= 400)
-    return { kind: 'refused', errorReason: errorReason ?? `facilitator_http_${response.status}` };
+  if (status >= 500 || status < 200 || (status >= 300 && status < 400))
+    return { kind: 'unknown', details: `facilitator /settle answered ${status}` };
+  if (status >= 400) return { kind: 'refused', errorReason: errorReason ?? `facilitator_http_${status}` };
   if (!answer || typeof answer.success !== 'boolean')
     return { kind: 'unknown', details: 'facilitator /settle answer is not a settlement response' };
   if (answer.success) {
@@ -135,17 +182,15 @@ const supportCache = new Map<string, { expiresAt: number; support: Promise<Facil
 
 async function readSupported(
   facilitatorUrl: string,
-  options: { timeoutMs: number; fetch?: typeof fetch },
+  options: { timeoutMs: number },
 ): Promise<FacilitatorSupport | undefined> {
-  const send = options.fetch ?? fetch;
   try {
-    const response = await send(`${facilitatorUrl.replace(/\/+$/, '')}/supported`, {
-      headers: { accept: 'application/json' },
-      signal: AbortSignal.timeout(options.timeoutMs),
-      redirect: 'error',
+    const { status, text } = await exchange(`${facilitatorUrl.replace(/\/+$/, '')}/supported`, {
+      method: 'GET',
+      timeoutMs: options.timeoutMs,
+      maxBytes: MAX_FACILITATOR_RESPONSE_BYTES,
     });
-    const text = await readBounded(response, MAX_FACILITATOR_RESPONSE_BYTES);
-    if (!response.ok || text === undefined) return undefined;
+    if (status < 200 || status >= 300 || text === undefined) return undefined;
     const body: unknown = JSON.parse(text);
     if (!isPlainObject(body) || !Array.isArray(body.kinds)) return undefined;
     const kinds: FacilitatorKind[] = [];
@@ -167,13 +212,12 @@ async function readSupported(
 
 /**
  * The facilitator's GET /supported, read within the bound and kept SUPPORTED_TTL_MS (a failed read
- * SUPPORTED_RETRY_MS); concurrent callers share one request. An injected `fetch` bypasses the cache.
+ * SUPPORTED_RETRY_MS); concurrent callers share one request.
  */
 export function facilitatorSupport(
   facilitatorUrl: string,
-  options: { timeoutMs: number; fetch?: typeof fetch },
+  options: { timeoutMs: number },
 ): Promise<FacilitatorSupport | undefined> {
-  if (options.fetch) return readSupported(facilitatorUrl, options);
   const key = facilitatorUrl.replace(/\/+$/, '');
   const cached = supportCache.get(key);
   if (cached && cached.expiresAt > performance.now()) return cached.support;
@@ -218,7 +262,7 @@ export function facilitatorVersionFor(support: FacilitatorSupport | undefined, n
 export async function facilitatorFeePayer(
   facilitatorUrl: string,
   network: NetworkName,
-  options: { timeoutMs: number; fetch?: typeof fetch },
+  options: { timeoutMs: number },
 ): Promise<string | undefined> {
   const support = await facilitatorSupport(facilitatorUrl, options);
   const kind = kindFor(support, network, facilitatorVersionFor(support, network));

@@ -38,6 +38,8 @@ export type RelayFields = Omit<UpdateObject<Database, 'relay_transactions'>, 'st
 export interface RelayGuard {
   clientTxHashIsNull?: boolean;
   targetPaymentRefIsNull?: boolean;
+  /** No webhook record was opened for the row (a move that would have to close one is not made). */
+  webhookIdIsNull?: boolean;
 }
 
 function guarded(
@@ -54,6 +56,7 @@ function guarded(
     .where('state', 'in', states);
   if (guard.clientTxHashIsNull) query = query.where('client_tx_hash', 'is', null);
   if (guard.targetPaymentRefIsNull) query = query.where('target_payment_ref', 'is', null);
+  if (guard.webhookIdIsNull) query = query.where('webhook_id', 'is', null);
   return query;
 }
 

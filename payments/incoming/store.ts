@@ -208,9 +208,27 @@ export function recordTargetPayment(db: Db | Tx, id: bigint, target: TargetPayme
   );
 }
 
-/** settled -> delivered: the target answered, charged (its settlement hash when known). */
-export function markDelivered(db: Db | Tx, id: bigint, target: { txHash?: string } = {}) {
-  return moveRelayTransaction(db, id, 'delivered', { target_tx_hash: target.txHash ?? null });
+/**
+ * settled -> delivered: the target answered (its status, when given), charged (its settlement hash
+ * when known). `withoutRecord`: only while no webhook record was opened for the row (a caller that
+ * would have to close it in the same transaction moves it otherwise).
+ */
+export function markDelivered(
+  db: Db | Tx,
+  id: bigint,
+  target: { txHash?: string; targetStatus?: number } = {},
+  { withoutRecord = false }: { withoutRecord?: boolean } = {},
+) {
+  return moveRelayTransaction(
+    db,
+    id,
+    'delivered',
+    {
+      target_tx_hash: target.txHash ?? null,
+      ...(target.targetStatus === undefined ? {} : { target_status: target.targetStatus }),
+    },
+    withoutRecord ? { guard: { webhookIdIsNull: true } } : {},
+  );
 }
 
 /** The states a refund may be written from: those RELAY_MOVES lets move to refund_pending. */

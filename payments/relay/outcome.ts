@@ -163,17 +163,21 @@ export async function watchTargetPayment(
   });
 }
 
-/** The target was paid: settled -> delivered; a record in flight says no refund is needed. */
+/**
+ * The target was paid: settled -> delivered; a record in flight says no refund is needed. Usually
+ * the row has no record (nothing went wrong): one guarded update. Otherwise the move and the
+ * record's end are written in one transaction.
+ */
 export async function deliver(
   db: Db,
   id: bigint,
   { txHash, targetStatus }: { txHash?: string; targetStatus?: number },
 ): Promise<boolean> {
+  const target = { ...(txHash ? { txHash } : {}), ...(targetStatus === undefined ? {} : { targetStatus }) };
+  if (await markDelivered(db, id, target, { withoutRecord: true })) return true;
   return db.transaction().execute(async (tx) => {
-    const row = await markDelivered(tx, id, { txHash });
+    const row = await markDelivered(tx, id, target);
     if (!row) return false;
-    if (targetStatus !== undefined)
-      await tx.updateTable('relay_transactions').set({ target_status: targetStatus }).where('id', '=', id).execute();
     await closeRecord(tx, row, {
       status: 'no_refund_needed',
       network: row.target_network ?? row.network,

@@ -114,6 +114,12 @@ describe('settleWithFacilitator', () => {
     expect(await settle({ status: 200, body: huge })).toMatchObject({ kind: 'unknown' });
   });
 
+  it('follows no redirect: a 3xx, whatever its body says, is unknown; nothing is posted twice', async () => {
+    const moved = await settle({ status: 307, body: JSON.stringify({ success: true, transaction: '0x1' }) });
+    expect(moved).toEqual({ kind: 'unknown', details: 'facilitator /settle answered 307' });
+    expect(received).toHaveLength(1);
+  });
+
   it('answers unknown when nothing listens', async () => {
     const closed = createServer();
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
