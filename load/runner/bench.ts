@@ -9,7 +9,7 @@
  *   npm run bench                          everything but the profiles (about 5 minutes)
  *   npm run bench -- --quick               shorter runs, fewer rounds, no soak
  *   npm run bench -- --only pass,config    only these sections: pass, config, paid, verify, logging,
- *                                          soak, caps, instances, rss, profile (profile: CPU profiles
+ *                                          soak, caps, instances, rss, floor, profile (profile: CPU profiles
  *                                          of the service; instances: two API instances and a worker
  *                                          on one Postgres behind a round robin; verify: X-PAYMENT
  *                                          verifications per second on one core, in-process)
@@ -40,6 +40,7 @@ import { config } from './bench/sections/config';
 import { logging } from './bench/sections/logging';
 import { memory } from './bench/sections/memory';
 import { paid } from './bench/sections/paid';
+import { floor } from './bench/sections/floor';
 import { passThrough } from './bench/sections/passThrough';
 import { profiles } from './bench/sections/profiles';
 import { soak } from './bench/sections/soak';
@@ -245,6 +246,7 @@ async function runSections(bench: Bench, service: ServiceChild): Promise<void> {
     ['config', () => config(bench, service)],
     ['paid', () => paid(bench, service)],
     ['verify', () => verify(bench, service)],
+    ['floor', () => floor(bench, service)],
     ['logging', () => logging(bench, service)],
     ['soak', () => soak(bench, service)],
     ['caps', () => caps(bench)],

@@ -13,6 +13,7 @@ export const SECTIONS = [
   'instances',
   'rss',
   'profile',
+  'floor',
 ] as const;
 export type Section = (typeof SECTIONS)[number];
 

@@ -247,12 +247,13 @@ function printProfile(dir: string, result: VerifyResult): void {
  * load/runner/verifier.ts bundled as tools/build.mjs bundles the service (our code in one file,
  * packages from node_modules), one level below the root as dist/ is; returns its path.
  */
-async function bundleVerifier(): Promise<string> {
+/** A bench child bundled as production bundles our code (dependencies left to node_modules), for plain node. */
+export async function bundleChild(entry: string, name: string): Promise<string> {
   const { build } = await import('esbuild');
-  const outfile = path.join(ROOT, '.tmp', 'bench-verifier.mjs');
+  const outfile = path.join(ROOT, '.tmp', `bench-${name}.mjs`);
   await build({
     absWorkingDir: ROOT,
-    entryPoints: ['load/runner/verifier.ts'],
+    entryPoints: [entry],
     outfile,
     bundle: true,
     format: 'esm',
@@ -263,3 +264,5 @@ async function bundleVerifier(): Promise<string> {
   });
   return path.relative(ROOT, outfile);
 }
+
+const bundleVerifier = () => bundleChild('load/runner/verifier.ts', 'verifier');
