@@ -3,23 +3,19 @@
 // for a repeated nonce, a limit or a lost idempotency claim, nothing at all.
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { claimIdempotencyKey, IdempotencyClaimLost, type ClaimRef } from '../../payments/idempotency';
 import { findRelayTransaction } from '../../payments/incoming/store';
 import { spentOn, type SpendKey } from '../../payments/limits';
 import { admitClientPayment } from '../../payments/relay/admit';
-import { createTestDatabase, type TestDatabase } from '../support/database';
+import { useTestDatabase } from '../support/database';
 import { verifiedPayment } from '../support/verified-payment';
 
-let database: TestDatabase;
+const database = useTestDatabase();
 let db: Db;
-beforeAll(async () => {
-  database = await createTestDatabase();
-  db = database.handle.db;
-});
-afterAll(async () => {
-  await database.drop();
+beforeAll(() => {
+  db = database();
 });
 
 const LIMITS = { perWalletMicro: 100_000_000n, systemMicro: 1_000_000_000n };

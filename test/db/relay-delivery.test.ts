@@ -1,7 +1,7 @@
 // deliver (payments/relay/outcome.ts): settled -> delivered with the target's status and hash in one
 // guarded update when no record was opened for the call; with a record in flight, the move and the
 // record's end (no_refund_needed) in one transaction. Never from another state, never twice.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import {
   claimSettlement,
@@ -11,17 +11,13 @@ import {
   recordTargetPayment,
 } from '../../payments/incoming/store';
 import { deliver, handOver } from '../../payments/relay/outcome';
-import { createTestDatabase, type TestDatabase } from '../support/database';
+import { useTestDatabase } from '../support/database';
 import { verifiedPayment } from '../support/verified-payment';
 
-let database: TestDatabase;
+const database = useTestDatabase();
 let db: Db;
-beforeAll(async () => {
-  database = await createTestDatabase();
-  db = database.handle.db;
-});
-afterAll(async () => {
-  await database.drop();
+beforeAll(() => {
+  db = database();
 });
 
 /** A relay transaction whose client paid and whose payment to the target is recorded. */

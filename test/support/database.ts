@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { inject } from 'vitest';
-import { createDb, type DbHandle } from '../../db/index';
+import { afterAll, beforeAll, inject } from 'vitest';
+import { createDb, type Db, type DbHandle } from '../../db/index';
 
 export interface TestDatabase {
   url: string;
@@ -49,5 +49,23 @@ export async function createTestDatabase(): Promise<TestDatabase> {
         await client.end();
       }
     },
+  };
+}
+
+/**
+ * A database of its own for the tests of one file: created before them, dropped after them. The
+ * accessor gives its Kysely handle once the tests run.
+ */
+export function useTestDatabase(): () => Db {
+  let database: TestDatabase | undefined;
+  beforeAll(async () => {
+    database = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await database?.drop();
+  });
+  return () => {
+    if (!database) throw new Error('the test database is made before the tests run');
+    return database.handle.db;
   };
 }
