@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BaseError, createPublicClient, encodeErrorResult, HttpRequestError, parseAbi, RpcRequestError } from 'viem';
 import { isRpcUnavailable } from '../../payments/incoming/evm';
 import { readFailure, revertReason } from '../../payments/networks/evm/errors';
-import { MAX_RPC_RESPONSE_BYTES, rpcTransport } from '../../payments/networks/evm/transport';
+import { MAX_BATCH, MAX_RPC_RESPONSE_BYTES, rpcTransport } from '../../payments/networks/evm/transport';
 
 interface Seen {
   method: string;
@@ -19,6 +19,8 @@ interface Seen {
 let server: http.Server;
 let url: string;
 const bodies: Array<Record<string, unknown>> = [];
+/** The methods of each batch the node received, in order. */
+const batches: string[][] = [];
 const authorizations: Array<string | undefined> = [];
 
 const revertData = encodeErrorResult({
@@ -27,49 +29,69 @@ const revertData = encodeErrorResult({
   args: ['FiatTokenV2: authorization is used or canceled'],
 });
 
+interface RpcCall {
+  id: number;
+  method: string;
+}
+
+interface Answer {
+  status: number;
+  contentType: string;
+  json?: unknown;
+  text?: string;
+  delayMs?: number;
+}
+
+/** How the local node answers one request, as real nodes and failing ones do. */
+function answerOf(body: RpcCall): Answer {
+  const json = (value: unknown): Answer => ({ status: 200, contentType: 'application/json', json: value });
+  switch (body.method) {
+    case 'eth_blockNumber':
+      return json({ jsonrpc: '2.0', id: body.id, result: '0x2a' });
+    case 'eth_call':
+      return json({ jsonrpc: '2.0', id: body.id, error: { code: 3, message: 'execution reverted', data: revertData } });
+    case 'eth_chainId':
+      return { status: 503, contentType: 'text/plain', text: 'upstream unavailable' };
+    case 'eth_gasPrice':
+      // Never answers in time.
+      return { ...json({ jsonrpc: '2.0', id: body.id, result: '0x1' }), delayMs: 2_000 };
+    case 'eth_getBalance':
+      return {
+        status: 200,
+        contentType: 'application/json',
+        text: `{"jsonrpc":"2.0","id":${body.id},"result":"${'0'.repeat(MAX_RPC_RESPONSE_BYTES)}"}`,
+      };
+    case 'eth_getCode':
+      return { status: 200, contentType: 'text/html', text: '<html>not a node</html>' };
+    default:
+      return json({ jsonrpc: '2.0', id: body.id, error: { code: -32601, message: 'method not found' } });
+  }
+}
+
 beforeAll(async () => {
   server = http.createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
-      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id: number; method: string };
-      bodies.push(body);
+      const parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as RpcCall | RpcCall[];
       authorizations.push(request.headers.authorization);
-      const json = (status: number, value: unknown) => {
-        const text = JSON.stringify(value);
-        response.writeHead(status, { 'content-type': 'application/json' });
-        response.end(text);
-      };
-      switch (body.method) {
-        case 'eth_blockNumber':
-          json(200, { jsonrpc: '2.0', id: body.id, result: '0x2a' });
-          return;
-        case 'eth_call':
-          json(200, {
-            jsonrpc: '2.0',
-            id: body.id,
-            error: { code: 3, message: 'execution reverted', data: revertData },
-          });
-          return;
-        case 'eth_chainId':
-          response.writeHead(503, { 'content-type': 'text/plain' });
-          response.end('upstream unavailable');
-          return;
-        case 'eth_gasPrice':
-          // Never answers in time.
-          setTimeout(() => json(200, { jsonrpc: '2.0', id: body.id, result: '0x1' }), 2_000);
-          return;
-        case 'eth_getBalance':
-          response.writeHead(200, { 'content-type': 'application/json' });
-          response.end(`{"jsonrpc":"2.0","id":${body.id},"result":"${'0'.repeat(MAX_RPC_RESPONSE_BYTES)}"}`);
-          return;
-        case 'eth_getCode':
-          response.writeHead(200, { 'content-type': 'text/html' });
-          response.end('<html>not a node</html>');
-          return;
-        default:
-          json(200, { jsonrpc: '2.0', id: body.id, error: { code: -32601, message: 'method not found' } });
+      if (Array.isArray(parsed)) {
+        batches.push(parsed.map((call) => call.method));
+        for (const call of parsed) bodies.push({ ...call });
+        // A batch: every element answered as it would be alone, in one array.
+        const answers = parsed.map((call) => answerOf(call));
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end(JSON.stringify(answers.map((answer) => answer.json)));
+        return;
       }
+      bodies.push({ ...parsed });
+      const answer = answerOf(parsed);
+      const send = () => {
+        response.writeHead(answer.status, { 'content-type': answer.contentType });
+        response.end(answer.text ?? JSON.stringify(answer.json));
+      };
+      if (answer.delayMs) setTimeout(send, answer.delayMs);
+      else send();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -197,6 +219,104 @@ describe('the JSON-RPC transport of the EVM clients', () => {
     } finally {
       dropping.closeAllConnections();
       await new Promise((resolve) => dropping.close(resolve));
+    }
+  });
+
+  it('sends the requests of one turn as one batch, each answered by its own result or error', async () => {
+    const seen: Seen[] = [];
+    const reader = client(seen);
+    batches.length = 0;
+    const [number, reverted, unknown] = await Promise.allSettled([
+      reader.getBlockNumber({ cacheTime: 0 }),
+      reader.call({ to: '0x0000000000000000000000000000000000000001', data: '0x' }),
+      reader.request({ method: 'web3_clientVersion' }),
+    ]);
+    expect(batches).toEqual([['eth_blockNumber', 'eth_call', 'web3_clientVersion']]);
+    expect(number).toEqual({ status: 'fulfilled', value: 42n });
+    expect(reverted.status).toBe('rejected');
+    if (reverted.status === 'rejected')
+      expect(revertReason(reverted.reason)).toBe('FiatTokenV2: authorization is used or canceled');
+    expect(unknown.status).toBe('rejected');
+    if (unknown.status === 'rejected') {
+      expect((unknown.reason as BaseError).walk((cause) => cause instanceof RpcRequestError)).not.toBeNull();
+      expect(isRpcUnavailable(unknown.reason)).toBe(false);
+    }
+    expect(seen).toEqual([
+      { method: 'eth_blockNumber', ok: true },
+      { method: 'eth_call', ok: false },
+      { method: 'web3_clientVersion', ok: false },
+    ]);
+    // A lone request is sent alone.
+    expect(await reader.getBlockNumber({ cacheTime: 0 })).toBe(42n);
+    expect(batches).toHaveLength(1);
+  });
+
+  it(`sends at most ${MAX_BATCH} requests in a batch`, async () => {
+    const reader = client();
+    batches.length = 0;
+    const numbers = await Promise.all(
+      Array.from({ length: MAX_BATCH * 2 + 1 }, () => reader.request({ method: 'eth_blockNumber' })),
+    );
+    expect(numbers).toEqual(Array.from({ length: MAX_BATCH * 2 + 1 }, () => '0x2a'));
+    // Two full batches; the last request alone.
+    expect(batches.map((batch) => batch.length)).toEqual([MAX_BATCH, MAX_BATCH]);
+  });
+
+  it('sends each request on its own, then no more batches, to a node that does not take batches', async () => {
+    const received: unknown[] = [];
+    const single = http.createServer((request, response) => {
+      const chunks: Buffer[] = [];
+      request.on('data', (chunk: Buffer) => chunks.push(chunk));
+      request.on('end', () => {
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as RpcCall | RpcCall[];
+        received.push(body);
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end(
+          JSON.stringify(
+            Array.isArray(body)
+              ? { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'batches are not supported' } }
+              : { jsonrpc: '2.0', id: body.id, result: '0x9' },
+          ),
+        );
+      });
+    });
+    await new Promise<void>((resolve) => single.listen(0, '127.0.0.1', resolve));
+    try {
+      const reader = client([], `http://127.0.0.1:${(single.address() as AddressInfo).port}/`);
+      const twice = () =>
+        Promise.all([reader.request({ method: 'eth_blockNumber' }), reader.request({ method: 'eth_chainId' })]);
+      expect(await twice()).toEqual(['0x9', '0x9']);
+      expect(received.map((body) => Array.isArray(body))).toEqual([true, false, false]);
+      expect(await twice()).toEqual(['0x9', '0x9']);
+      expect(received.map((body) => Array.isArray(body))).toEqual([true, false, false, false, false]);
+    } finally {
+      single.closeAllConnections();
+      await new Promise((resolve) => single.close(resolve));
+    }
+  });
+
+  it('fails every request of a batch the node answers with a server error, as unavailable', async () => {
+    const failing = http.createServer((request, response) => {
+      request.resume();
+      request.on('end', () => {
+        response.writeHead(502, { 'content-type': 'text/plain' });
+        response.end('bad gateway');
+      });
+    });
+    await new Promise<void>((resolve) => failing.listen(0, '127.0.0.1', resolve));
+    try {
+      const reader = client([], `http://127.0.0.1:${(failing.address() as AddressInfo).port}/`);
+      const settled = await Promise.allSettled([
+        reader.request({ method: 'eth_blockNumber' }),
+        reader.request({ method: 'eth_chainId' }),
+      ]);
+      for (const each of settled) {
+        expect(each.status).toBe('rejected');
+        if (each.status === 'rejected') expect(isRpcUnavailable(each.reason)).toBe(true);
+      }
+    } finally {
+      failing.closeAllConnections();
+      await new Promise((resolve) => failing.close(resolve));
     }
   });
 

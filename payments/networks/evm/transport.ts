@@ -7,6 +7,11 @@
  *
  * No retries (a revert is an answer), one timeout per request covering the whole answer, a bound on
  * the size of an answer, and each request's time reported to the observer.
+ *
+ * Requests made in the same turn of the event loop (a verification's four reads) go out as one
+ * JSON-RPC batch, at most MAX_BATCH to an exchange, each answered by its own result or error; a lone
+ * request goes out as before. A node that answers a batch with anything but an array of answers
+ * (it does not take batches) is sent each request on its own, and no more batches.
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -45,10 +50,13 @@ interface RpcAnswer {
   error?: { code: number; message: string; data?: unknown };
 }
 
+/** The most requests sent in one batch. */
+export const MAX_BATCH = 10;
+
 let nextId = 0;
 
 /** JSON with bigints as decimal strings (viem hex-encodes its parameters; this only guards the rest). */
-function bodyText(body: RpcBody): string {
+function bodyText(body: RpcBody | RpcBody[]): string {
   return JSON.stringify(body, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value));
 }
 
@@ -56,15 +64,15 @@ function bodyText(body: RpcBody): string {
 function exchange(
   endpoint: URL,
   agent: http.Agent,
-  body: RpcBody,
+  body: RpcBody | RpcBody[],
   timeoutMs: number,
-): Promise<{ status: number; answer: RpcAnswer }> {
+): Promise<{ status: number; answer: unknown }> {
   const url = endpoint.href;
   const payload = bodyText(body);
   const client = endpoint.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
     let settled = false;
-    const finish = (error: Error | undefined, value?: { status: number; answer: RpcAnswer }) => {
+    const finish = (error: Error | undefined, value?: { status: number; answer: unknown }) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
@@ -101,9 +109,9 @@ function exchange(
       response.on('end', () => {
         const status = response.statusCode ?? 0;
         const text = Buffer.concat(chunks, size).toString('utf8');
-        let answer: RpcAnswer;
+        let answer: unknown;
         try {
-          answer = JSON.parse(text || '{}') as RpcAnswer;
+          answer = JSON.parse(text || '{}');
         } catch {
           finish(
             new HttpRequestError({
@@ -150,12 +158,10 @@ export function rpcTransport(
     timeout: IDLE_SOCKET_MS,
     scheduling: 'lifo',
   });
-  const send = async ({ method, params }: { method: string; params?: unknown }): Promise<unknown> => {
-    nextId = (nextId + 1) % Number.MAX_SAFE_INTEGER;
-    const body: RpcBody = { jsonrpc: '2.0', id: nextId, method, ...(params === undefined ? {} : { params }) };
-    // Sent once more on a new connection when a reused one had been closed by the node: every
-    // request we send may be repeated (reads, and a signed transaction, which is the same one).
-    const { status, answer } = await exchange(endpoint, agent, body, timeout).catch((error: unknown) => {
+  // Sent once more on a new connection when a reused one had been closed by the node: every
+  // request we send may be repeated (reads, and a signed transaction, which is the same one).
+  const post = (body: RpcBody | RpcBody[]) =>
+    exchange(endpoint, agent, body, timeout).catch((error: unknown) => {
       if (!(error instanceof ClosedWhileIdle)) throw error;
       return exchange(endpoint, agent, body, timeout).catch((again: unknown) => {
         if (again instanceof ClosedWhileIdle)
@@ -163,10 +169,95 @@ export function rpcTransport(
         throw again;
       });
     });
-    if (answer.error) throw new RpcRequestError({ body, error: answer.error, url: endpoint.href, status });
+  /** One request's answer as viem reads it: its result, or the error it stands for. */
+  const resultOf = (body: RpcBody, status: number, answer: unknown): unknown => {
+    const read = (answer ?? {}) as RpcAnswer;
+    if (read.error) throw new RpcRequestError({ body, error: read.error, url: endpoint.href, status });
     if (status < 200 || status >= 300)
       throw new HttpRequestError({ body, url: endpoint.href, status, details: JSON.stringify(answer).slice(0, 500) });
-    return answer.result;
+    return read.result;
+  };
+  const sendOne = async (body: RpcBody): Promise<unknown> => {
+    const { status, answer } = await post(body);
+    return resultOf(body, status, answer);
+  };
+
+  interface Waiting {
+    body: RpcBody;
+    resolve: (value: unknown) => void;
+    reject: (error: unknown) => void;
+  }
+  let waiting: Waiting[] = [];
+  let batches = true;
+  const sendBatch = async (group: Waiting[]): Promise<void> => {
+    const bodies = group.map((each) => each.body);
+    let status: number;
+    let answer: unknown;
+    try {
+      ({ status, answer } = await post(bodies));
+    } catch (error) {
+      for (const each of group) each.reject(error);
+      return;
+    }
+    if (!Array.isArray(answer)) {
+      if ((status >= 200 && status < 300) || status === 400) {
+        // Not an answer to a batch: this node takes single requests only.
+        batches = false;
+        for (const each of group) sendOne(each.body).then(each.resolve, each.reject);
+        return;
+      }
+      for (const each of group) {
+        each.reject(
+          new HttpRequestError({
+            body: each.body,
+            url: endpoint.href,
+            status,
+            details: JSON.stringify(answer).slice(0, 500),
+          }),
+        );
+      }
+      return;
+    }
+    const byId = new Map<unknown, unknown>();
+    for (const item of answer as unknown[]) byId.set((item as RpcAnswer | null)?.id, item);
+    for (const each of group) {
+      if (!byId.has(each.body.id)) {
+        each.reject(
+          new HttpRequestError({
+            body: each.body,
+            url: endpoint.href,
+            status,
+            details: 'the batch answer has no answer to this request',
+          }),
+        );
+        continue;
+      }
+      try {
+        each.resolve(resultOf(each.body, status, byId.get(each.body.id)));
+      } catch (error) {
+        each.reject(error);
+      }
+    }
+  };
+  const flush = () => {
+    const all = waiting;
+    waiting = [];
+    for (let start = 0; start < all.length; start += MAX_BATCH) {
+      const group = all.slice(start, start + MAX_BATCH);
+      const [only] = group;
+      if (group.length === 1 && only) sendOne(only.body).then(only.resolve, only.reject);
+      else void sendBatch(group);
+    }
+  };
+  const send = ({ method, params }: { method: string; params?: unknown }): Promise<unknown> => {
+    nextId = (nextId + 1) % Number.MAX_SAFE_INTEGER;
+    const body: RpcBody = { jsonrpc: '2.0', id: nextId, method, ...(params === undefined ? {} : { params }) };
+    if (!batches) return sendOne(body);
+    return new Promise((resolve, reject) => {
+      waiting.push({ body, resolve, reject });
+      // The other requests of this turn join it; the exchange leaves before the next turn's I/O.
+      if (waiting.length === 1) setImmediate(flush);
+    });
   };
   const request = (async (args: { method: string; params?: unknown }) =>
     observed(observe, network, args.method, () => send(args))) as EIP1193RequestFn;
