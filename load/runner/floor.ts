@@ -2,7 +2,8 @@
  * Bench child: what the parts a paid call cannot do without cost on this machine, one at a time,
  * in CPU of this process per operation (user + system, every thread): a keep-alive HTTP exchange
  * as a client (node:http, as our outbound client and RPC transport use it), a Postgres round trip
- * (pg's `select 1`), a JSON-RPC call through our transport (eth_blockNumber), viem's ECDSA
+ * (pg's `select 1`), a JSON-RPC call through our transport (eth_blockNumber) and four made
+ * together (one batch), viem's ECDSA
  * recovery (recoverAddress, what checking a client's EIP-3009 signature costs) and viem's
  * signature of a digest (our account's sign, what paying a target costs). It also sends requests
  * to an inbound server the bench measures (the server's own CPU per request).
@@ -24,6 +25,8 @@ export interface FloorFigures {
   httpClientUs: number;
   postgresUs: number;
   rpcUs: number;
+  /** Four JSON-RPC calls made together: one batch, as a verification's reads go. */
+  rpcBatchOfFourUs: number;
   recoverUs: number;
   signUs: number;
 }
@@ -72,6 +75,14 @@ async function measure(message: {
     transport: rpcTransport(message.rpcUrl, { timeout: 10_000, network: 'base-sepolia' }),
   });
   const rpcUs = await perOperation(count, () => rpc.request({ method: 'eth_blockNumber' }));
+  const rpcBatchOfFourUs = await perOperation(count, () =>
+    Promise.all([
+      rpc.request({ method: 'eth_blockNumber' }),
+      rpc.request({ method: 'eth_chainId' }),
+      rpc.request({ method: 'eth_gasPrice' }),
+      rpc.request({ method: 'eth_blockNumber' }),
+    ]),
+  );
 
   const account = privateKeyToAccount(generatePrivateKey());
   const hashes = Array.from({ length: count }, (): Hex => `0x${randomBytes(32).toString('hex')}`);
@@ -88,7 +99,7 @@ async function measure(message: {
     const recovered = await recoverAddress({ hash: at(hashes, index), signature: at(signatures, index) });
     if (recovered !== account.address) throw new Error('recovered another address');
   });
-  return { httpClientUs, postgresUs, rpcUs, recoverUs, signUs };
+  return { httpClientUs, postgresUs, rpcUs, rpcBatchOfFourUs, recoverUs, signUs };
 }
 
 async function send(message: { url: string; count: number }): Promise<{ sent: number }> {

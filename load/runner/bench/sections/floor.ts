@@ -18,6 +18,7 @@ export const PATHS = {
     inbound: 1,
     outbound: 2, // the target's 402, the paid call
     rpc: 1, // the receipt of our payment
+    rpcBatches: 0,
     statements: 2, // credits held with the signed row, credits charged
     recoveries: 0,
     signatures: 1,
@@ -25,12 +26,13 @@ export const PATHS = {
   relay: {
     inbound: 2, // the call that gets our 402, the call with X-PAYMENT
     outbound: 4, // the target's price on each call, the facilitator's /settle, the paid call
-    rpc: 6, // the payer's code, nonce state, balance, dry run; the two receipts
+    rpc: 2, // the two receipts
+    rpcBatches: 1, // the payer's code, nonce state, balance and the dry run, together
     statements: 7, // the idempotency claim, the admission, the settlement claimed, settled, our payment recorded, delivered, the answer kept
     recoveries: 1,
     signatures: 1,
   },
-  verification: { inbound: 0, outbound: 0, rpc: 4, statements: 1, recoveries: 1, signatures: 0 },
+  verification: { inbound: 0, outbound: 0, rpc: 0, rpcBatches: 1, statements: 1, recoveries: 1, signatures: 0 },
 } as const;
 
 type Path = (typeof PATHS)[keyof typeof PATHS];
@@ -40,6 +42,7 @@ export function floorUs(path: Path, figures: FloorFigures & { inboundUs: number 
     path.inbound * figures.inboundUs +
     path.outbound * figures.httpClientUs +
     path.rpc * figures.rpcUs +
+    path.rpcBatches * figures.rpcBatchOfFourUs +
     path.statements * figures.postgresUs +
     path.recoveries * figures.recoverUs +
     path.signatures * figures.signUs
@@ -85,6 +88,7 @@ export async function floor(bench: Bench, service: ServiceChild): Promise<void> 
     say(`  an inbound request answered by plain express 5 (server side)     ${us(inboundUs)} us`);
     say(`  an outbound keep-alive HTTP exchange (node:http, client side)    ${us(figures.httpClientUs)} us`);
     say(`  a JSON-RPC call through our transport (eth_blockNumber)          ${us(figures.rpcUs)} us`);
+    say(`  four JSON-RPC calls made together (one batch)                    ${us(figures.rpcBatchOfFourUs)} us`);
     say(`  a Postgres round trip (pg, select 1)                             ${us(figures.postgresUs)} us`);
     say(`  viem's ECDSA recovery (recoverAddress, secp256k1 in JavaScript)  ${us(figures.recoverUs)} us`);
     say(`  viem's signature of a digest (our account's sign)                ${us(figures.signUs)} us`);
@@ -93,6 +97,7 @@ export async function floor(bench: Bench, service: ServiceChild): Promise<void> 
         path.inbound > 0 ? `${path.inbound} inbound` : '',
         path.outbound > 0 ? `${path.outbound} outbound` : '',
         path.rpc > 0 ? `${path.rpc} JSON-RPC` : '',
+        path.rpcBatches > 0 ? `${path.rpcBatches} batch of four JSON-RPC` : '',
         path.statements > 0 ? `${path.statements} statements` : '',
         path.recoveries > 0 ? `${path.recoveries} recovery` : '',
         path.signatures > 0 ? `${path.signatures} signature` : '',
