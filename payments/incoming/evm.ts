@@ -248,7 +248,13 @@ async function verifySignature(
     (code) => ({ ok: true as const, code }),
     (error: unknown) => ({ ok: false as const, error }),
   );
-  const hash = transferAuthorizationDigest(domain, authorization);
+  let hash: Hex;
+  try {
+    hash = transferAuthorizationDigest(domain, authorization);
+  } catch {
+    // Fields no EIP-712 encoding takes (the strict decoding refuses them first): no signature of it.
+    return invalid;
+  }
   // The read leaves the process before the recovery takes the thread.
   await new Promise((resolve) => setImmediate(resolve));
   const recovered = await recoverAddress({ hash, signature: authorization.sentSignature }).catch(() => undefined);

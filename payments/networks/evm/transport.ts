@@ -169,12 +169,14 @@ export function rpcTransport(
         throw again;
       });
     });
+  /** An exchange whose answer does not answer `body`. */
+  const unanswered = (body: RpcBody, status: number, details: string) =>
+    new HttpRequestError({ body, url: endpoint.href, status, details });
   /** One request's answer as viem reads it: its result, or the error it stands for. */
   const resultOf = (body: RpcBody, status: number, answer: unknown): unknown => {
     const read = (answer ?? {}) as RpcAnswer;
     if (read.error) throw new RpcRequestError({ body, error: read.error, url: endpoint.href, status });
-    if (status < 200 || status >= 300)
-      throw new HttpRequestError({ body, url: endpoint.href, status, details: JSON.stringify(answer).slice(0, 500) });
+    if (status < 200 || status >= 300) throw unanswered(body, status, JSON.stringify(answer).slice(0, 500));
     return read.result;
   };
   const sendOne = async (body: RpcBody): Promise<unknown> => {
@@ -206,30 +208,14 @@ export function rpcTransport(
         for (const each of group) sendOne(each.body).then(each.resolve, each.reject);
         return;
       }
-      for (const each of group) {
-        each.reject(
-          new HttpRequestError({
-            body: each.body,
-            url: endpoint.href,
-            status,
-            details: JSON.stringify(answer).slice(0, 500),
-          }),
-        );
-      }
+      for (const each of group) each.reject(unanswered(each.body, status, JSON.stringify(answer).slice(0, 500)));
       return;
     }
     const byId = new Map<unknown, unknown>();
     for (const item of answer as unknown[]) byId.set((item as RpcAnswer | null)?.id, item);
     for (const each of group) {
       if (!byId.has(each.body.id)) {
-        each.reject(
-          new HttpRequestError({
-            body: each.body,
-            url: endpoint.href,
-            status,
-            details: 'the batch answer has no answer to this request',
-          }),
-        );
+        each.reject(unanswered(each.body, status, 'the batch answer has no answer to this request'));
         continue;
       }
       try {
