@@ -27,6 +27,7 @@ import {
   submitEvmTransaction,
   transferWithAuthorizationData,
   waitForReceipt,
+  type ReceiptOutcome,
 } from './evm';
 import { facilitatorSupport, facilitatorVersionFor, settleWithFacilitator } from './facilitator';
 import {
@@ -162,33 +163,25 @@ async function settleThroughFacilitator(
   if (answer.kind === 'refused') return failed(db, row.id, 'facilitator_refused', answer.errorReason);
   if (answer.kind === 'settled' || answer.kind === 'unconfirmed') {
     const network = row.network as NetworkName;
+    const usdc = deps.chains.evm.networks.get(network)?.usdc;
+    // A successful receipt that shows our payment: settled, without reading it once more.
+    const showsOurPayment = (receipt: ReceiptOutcome) =>
+      receipt.status === 'success' &&
+      usdc !== undefined &&
+      receiptUsesAuthorization(receipt.logs, usdc, authorizationOf(payment));
     if (answer.kind === 'settled' && row.chain_type === 'evm') {
       // A facilitator answers "settled" once its node has the receipt, so ours usually has it too:
       // read once, and a receipt that shows our payment settles the row in one write with its hash.
       // Anything else (no receipt yet, a revert, an unreadable node) stores the hash first, as below.
       const first = await readReceipt(deps, network, answer.transaction as Hash);
-      const clients = deps.chains.evm.networks.get(network);
-      if (
-        first.ok &&
-        first.value.status === 'success' &&
-        clients !== undefined &&
-        receiptUsesAuthorization(first.value.logs, clients.usdc, authorizationOf(payment))
-      )
-        return settled(db, row.id, answer.transaction);
+      if (first.ok && showsOurPayment(first.value)) return settled(db, row.id, answer.transaction);
     }
     await storeClientTxHash(db, row.id, answer.transaction);
     // Our node may see the transaction a little after the facilitator's did: wait for it, bounded.
     const wait = { timeoutMs: limits.confirmationTimeoutMs, pollMs: limits.confirmationPollMs };
     if (row.chain_type === 'evm') {
       const receipt = await waitForReceipt(deps, network, answer.transaction as Hash, wait);
-      // The receipt in hand shows our payment: settled, without reading it once more.
-      const clients = deps.chains.evm.networks.get(network);
-      if (
-        receipt.status === 'success' &&
-        clients !== undefined &&
-        receiptUsesAuthorization(receipt.logs, clients.usdc, authorizationOf(payment))
-      )
-        return settled(db, row.id, answer.transaction);
+      if (showsOurPayment(receipt)) return settled(db, row.id, answer.transaction);
     } else await waitForConfirmation(deps, network, answer.transaction, wait);
   }
   // Whatever the facilitator says, the chain decides: the receipt must show our payment.
