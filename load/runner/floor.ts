@@ -5,8 +5,9 @@
  * (pg's `select 1`), a JSON-RPC call through our transport (eth_blockNumber) and four made
  * together (one batch), viem's ECDSA
  * recovery (recoverAddress, what checking a client's EIP-3009 signature costs) and viem's
- * signature of a digest (our account's sign, what paying a target costs). It also sends requests
- * to an inbound server the bench measures (the server's own CPU per request).
+ * signature of a digest (our account's sign, what paying a target costs). On the Postgres side it
+ * measures the server's CPU for a committed write and for each further row of it. It also sends
+ * requests to an inbound server the bench measures (the server's own CPU per request).
  *
  * Calls from the bench: measure {targetUrl, rpcUrl, databaseUrl, count} and send {url, count}.
  * Run built (bundled by the bench, dependencies from node_modules) so that viem's imports cost
@@ -18,7 +19,7 @@ import pg from 'pg';
 import { createPublicClient, recoverAddress, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { rpcTransport } from '../../payments/networks/evm/transport';
-import { serveChild } from './children';
+import { cpuMs, serveChild } from './children';
 
 export interface FloorFigures {
   /** CPU microseconds per operation of this process. */
@@ -29,6 +30,15 @@ export interface FloorFigures {
   rpcBatchOfFourUs: number;
   recoverUs: number;
   signUs: number;
+  /**
+   * Postgres's own CPU (its backend's, read from /proc; NaN when the server is not on this
+   * machine): a committed transaction inserting one row, and each further row it inserts by a
+   * statement of its own (as our database functions write their rows: plpgsql, plans cached).
+   */
+  postgresCommitUs: number;
+  postgresRowUs: number;
+  /** Each further row of it updated (a row every call updates, as a balance or a counter). */
+  postgresUpdateUs: number;
 }
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
@@ -71,6 +81,8 @@ async function measure(message: {
     await client.end();
   }
 
+  const { postgresCommitUs, postgresRowUs, postgresUpdateUs } = await postgresServer(message.databaseUrl, count);
+
   const rpc = createPublicClient({
     transport: rpcTransport(message.rpcUrl, { timeout: 10_000, network: 'base-sepolia' }),
   });
@@ -99,7 +111,78 @@ async function measure(message: {
     const recovered = await recoverAddress({ hash: at(hashes, index), signature: at(signatures, index) });
     if (recovered !== account.address) throw new Error('recovered another address');
   });
-  return { httpClientUs, postgresUs, rpcUs, rpcBatchOfFourUs, recoverUs, signUs };
+  return {
+    httpClientUs,
+    postgresUs,
+    rpcUs,
+    rpcBatchOfFourUs,
+    recoverUs,
+    signUs,
+    postgresCommitUs,
+    postgresRowUs,
+    postgresUpdateUs,
+  };
+}
+
+/** How many tables the rows of one transaction go to (the proxy's hold writes seven rows). */
+const FLOOR_TABLES = 8;
+
+/**
+ * The server's CPU per committed write: a plpgsql function, called in its own transaction, that
+ * inserts a row into each of its first `inserts` tables and updates one row (the same row on every
+ * call, as a balance or a daily counter is) in each of the next `updates` tables. Each table has a
+ * primary key and a unique index, as our records have at the least. Measured with one insert
+ * (the commit), eight inserts, and one insert and seven updates. Tables and function are this
+ * run's, dropped after.
+ */
+async function postgresServer(
+  databaseUrl: string,
+  count: number,
+): Promise<{ postgresCommitUs: number; postgresRowUs: number; postgresUpdateUs: number }> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  const suffix = `${process.pid}_${randomBytes(3).toString('hex')}`;
+  const tables = Array.from({ length: FLOOR_TABLES }, (_, index) => `floor_rows_${index}_${suffix}`);
+  const write = `floor_write_${suffix}`;
+  try {
+    const { rows } = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
+    const pid = rows[0]?.pid;
+    for (const name of tables) {
+      await client.query(
+        `create table ${name} (id bigserial primary key, reference text not null unique, amount bigint not null default 1, created_at timestamptz not null default now())`,
+      );
+      await client.query(`insert into ${name} (reference) values ('the updated row')`);
+    }
+    const statements = tables.map(
+      (name, index) =>
+        `if p_inserts > ${index} then insert into ${name} (reference) values (p_reference || '/${index}'); ` +
+        `elsif p_inserts + p_updates > ${index} then update ${name} set amount = amount + 1 where id = 1; end if;`,
+    );
+    await client.query(
+      `create function ${write}(p_inserts int, p_updates int, p_reference text) returns void language plpgsql as $fn$ begin ${statements.join(' ')} end $fn$`,
+    );
+    let serial = 0;
+    const perCall = async (inserts: number, updates: number): Promise<number> => {
+      const once = () => client.query(`select ${write}($1, $2, $3)`, [inserts, updates, `r${(serial += 1)}`]);
+      for (let index = 0; index < Math.ceil(count / 4); index += 1) await once();
+      const before = pid === undefined ? undefined : cpuMs(pid);
+      for (let index = 0; index < count; index += 1) await once();
+      const after = pid === undefined ? undefined : cpuMs(pid);
+      return before === undefined || after === undefined ? NaN : ((after - before) * 1000) / count;
+    };
+    const postgresCommitUs = await perCall(1, 0);
+    const inserted = await perCall(FLOOR_TABLES, 0);
+    const updated = await perCall(1, FLOOR_TABLES - 1);
+    return {
+      postgresCommitUs,
+      postgresRowUs: (inserted - postgresCommitUs) / (FLOOR_TABLES - 1),
+      postgresUpdateUs: (updated - postgresCommitUs) / (FLOOR_TABLES - 1),
+    };
+  } finally {
+    await client.query(`drop function if exists ${write}(int, int, text)`).catch(() => undefined);
+    for (const name of tables) await client.query(`drop table if exists ${name}`).catch(() => undefined);
+    await client.end();
+  }
 }
 
 async function send(message: { url: string; count: number }): Promise<{ sent: number }> {

@@ -11,6 +11,7 @@ import { fmt, progress, say, SERVER_CORE } from '../output';
 import type { Bench } from '../setup';
 import type { ServiceChild } from '../../serviceChild';
 import { bundleChild } from './verify';
+import { PAID_DB_CPU_BUDGET_US } from './paid';
 
 /** What each path is made of, counted from its code (docs/architecture.md, the path of a paid call). */
 export const PATHS = {
@@ -22,6 +23,14 @@ export const PATHS = {
     statements: 2, // credits held with the signed row, credits charged
     recoveries: 0,
     signatures: 1,
+    // Written before the payment leaves, and once the chain shows it: two transactions at the least.
+    commits: 2,
+    // The hold updates the balance and three daily counters and inserts the reservation, its
+    // ledger entry and the payment row; the charge updates the payment row and the reservation and
+    // inserts a ledger entry. Of these ten rows, each commit's first is counted with the commit
+    // (as two of the updates, the dearer kind: a floor must not count more than there is).
+    furtherInserts: 4,
+    furtherUpdates: 4,
   },
   relay: {
     inbound: 2, // the call that gets our 402, the call with X-PAYMENT
@@ -31,11 +40,35 @@ export const PATHS = {
     statements: 7, // the idempotency claim, the admission, the settlement claimed, settled, our payment recorded, delivered, the answer kept
     recoveries: 1,
     signatures: 1,
+    commits: 7, // each statement is its own transaction: each step is written before the next one acts
+    // The admission also writes two daily counters and the watch job, beyond the row its commit counts.
+    furtherInserts: 1,
+    furtherUpdates: 2,
   },
-  verification: { inbound: 0, outbound: 0, rpc: 0, rpcBatches: 1, statements: 1, recoveries: 1, signatures: 0 },
+  verification: {
+    inbound: 0,
+    outbound: 0,
+    rpc: 0,
+    rpcBatches: 1,
+    statements: 1,
+    recoveries: 1,
+    signatures: 0,
+    commits: 1, // the nonce claim
+    furtherInserts: 0,
+    furtherUpdates: 0,
+  },
 } as const;
 
 type Path = (typeof PATHS)[keyof typeof PATHS];
+
+/** Postgres's own CPU for a path's writes at the least: its transactions and their further rows. */
+export function postgresFloorUs(path: Path, figures: FloorFigures): number {
+  return (
+    path.commits * figures.postgresCommitUs +
+    path.furtherInserts * figures.postgresRowUs +
+    path.furtherUpdates * figures.postgresUpdateUs
+  );
+}
 
 export function floorUs(path: Path, figures: FloorFigures & { inboundUs: number }): number {
   return (
@@ -92,6 +125,9 @@ export async function floor(bench: Bench, service: ServiceChild): Promise<void> 
     say(`  a Postgres round trip (pg, select 1)                             ${us(figures.postgresUs)} us`);
     say(`  viem's ECDSA recovery (recoverAddress, secp256k1 in JavaScript)  ${us(figures.recoverUs)} us`);
     say(`  viem's signature of a digest (our account's sign)                ${us(figures.signUs)} us`);
+    say(`  Postgres's CPU (its backend): a committed one-row insert        ${us(figures.postgresCommitUs)} us`);
+    say(`  Postgres's CPU: each further row that transaction inserts       ${us(figures.postgresRowUs)} us`);
+    say(`  Postgres's CPU: each further row it updates (a counter)         ${us(figures.postgresUpdateUs)} us`);
     const line = (name: string, path: Path) => {
       const parts = [
         path.inbound > 0 ? `${path.inbound} inbound` : '',
@@ -107,6 +143,15 @@ export async function floor(bench: Bench, service: ServiceChild): Promise<void> 
     say(line('paid /proxy', PATHS.proxy));
     say(line('paid /relay', PATHS.relay));
     say(line('one inbound verification', PATHS.verification));
+    const database = (name: string, path: Path) =>
+      `  ${name}, Postgres's CPU: ${path.commits} committed writes + ${path.furtherInserts} rows inserted + ${path.furtherUpdates} updated = ` +
+      `${us(postgresFloorUs(path, figures))} us at the least (goal ${us(PAID_DB_CPU_BUDGET_US)} us)`;
+    if (Number.isFinite(figures.postgresCommitUs)) {
+      say(database('paid /proxy', PATHS.proxy));
+      say(database('paid /relay', PATHS.relay));
+    } else {
+      say("  Postgres's own CPU was not measured: its backend is not a process of this machine");
+    }
     const verification = floorUs(PATHS.verification, all);
     say(
       `  so one core verifies at most ${fmt.rps(1e6 / verification)} payments a second (the recovery alone: ${fmt.rps(1e6 / figures.recoverUs)})`,
@@ -115,6 +160,8 @@ export async function floor(bench: Bench, service: ServiceChild): Promise<void> 
       ...all,
       proxyUs: floorUs(PATHS.proxy, all),
       relayUs: floorUs(PATHS.relay, all),
+      proxyPostgresUs: postgresFloorUs(PATHS.proxy, figures),
+      relayPostgresUs: postgresFloorUs(PATHS.relay, figures),
       verificationUs: verification,
       paths: PATHS,
     };
