@@ -3,6 +3,7 @@ import { Kysely, Migrator, PostgresDialect, type Transaction } from 'kysely';
 import type { Database } from './schema';
 import { applyDatabaseFunctions } from './functions/index';
 import { migrationProvider } from './migrations';
+import { namePreparedStatements } from './prepared';
 
 export type Db = Kysely<Database>;
 export type Tx = Transaction<Database>;
@@ -45,7 +46,10 @@ export function createDb(connectionString: string, options: DbOptions = {}): DbH
   // while a transaction is broadcast): the pool listens only to idle clients, and an 'error' event
   // without a listener is an uncaught exception. The work on that client fails on its next query,
   // and the pool drops the client when it is released.
-  pool.on('connect', (client) => client.on('error', (error) => options.onPoolError?.(error)));
+  pool.on('connect', (client) => {
+    client.on('error', (error) => options.onPoolError?.(error));
+    namePreparedStatements(client);
+  });
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   let closed = false;
   return {

@@ -25,6 +25,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Db, Tx } from '../db/index';
 import type { ProxyPaymentState, RelayTransactionState } from '../db/schema';
+import { runPrepared } from '../db/prepared';
 
 /** How long a kept answer is replayed: 24 hours from the first call. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
@@ -273,7 +274,7 @@ export async function claimIdempotencyKey(
   const payment = options.payment ?? null;
   for (let attempt = 0; attempt < 5; attempt += 1) {
     const claim = randomUUID();
-    const claimed = await sql<{ claimed: boolean }>`
+    const claiming = sql<{ claimed: boolean }>`
       insert into idempotency_records (scope, key, fingerprint, payment, state, expires_at, claim, owner, lease_expires_at)
       values (${id.scope}, ${id.key}, ${fingerprint}, ${payment}, 'running', now() + ${`${ttlMs} milliseconds`}::interval,
         ${claim}, ${owner.instanceId}, now() + ${`${owner.leaseMs} milliseconds`}::interval)
@@ -282,7 +283,8 @@ export async function claimIdempotencyKey(
         headers = null, body = null, created_at = now(), finished_at = null, expires_at = excluded.expires_at,
         claim = excluded.claim, owner = excluded.owner, lease_expires_at = excluded.lease_expires_at
       where idempotency_records.expires_at <= now()
-      returning true as claimed`.execute(db);
+      returning true as claimed`;
+    const claimed = await runPrepared(db, claiming.compile(db));
     if (claimed.rows.length > 0) return { kind: 'claimed', ref: { ...id, claim } };
     const existing = await sql<RecordRow>`
       select fingerprint, payment, state, status, content_type, headers, body, claim,
@@ -319,7 +321,7 @@ export async function claimIdempotencyKey(
 
 /** Keeps the answer of a claimed call; a repeat gets it byte for byte until the record expires. */
 export async function finishIdempotencyKey(db: Db, id: ClaimRef, answer: KeptAnswer): Promise<void> {
-  await db
+  const finish = db
     .updateTable('idempotency_records')
     .set({
       state: 'finished',
@@ -332,8 +334,8 @@ export async function finishIdempotencyKey(db: Db, id: ClaimRef, answer: KeptAns
     .where('scope', '=', id.scope)
     .where('key', '=', id.key)
     .where('claim', '=', id.claim)
-    .where('state', '=', 'running')
-    .execute();
+    .where('state', '=', 'running');
+  await runPrepared(db, finish.compile());
 }
 
 /** Frees a claimed key whose call moved nothing: a retry runs the call anew. */

@@ -8,6 +8,7 @@
 import { sql, type Selectable } from 'kysely';
 import type { Db, Tx } from '../../db/index';
 import { firstRow } from '../../db/rows';
+import { runPrepared } from '../../db/prepared';
 import type { ProxyPaymentsTable } from '../../db/schema';
 import type { AuthenticatedKey } from '../accounts';
 import { reservationResultOf, reserveCreditsCall, type ReservationResult, type ReservationRow } from '../credits';
@@ -92,12 +93,13 @@ export async function holdProxyPayment(
     )
     select r.*, (select p.id from p) as id from r`;
   // Under an idempotency record the claim is held first: money is recorded only while it is the record's.
+  // Named: the statement is parsed and planned once per connection, not on every call.
   const { rows } = idempotency
     ? await db.transaction().execute(async (tx) => {
         await holdIdempotencyClaim(tx, idempotency);
-        return statement.execute(tx);
+        return runPrepared(tx, statement.compile(tx));
       })
-    : await statement.execute(db);
+    : await runPrepared(db, statement.compile(db));
   const row = firstRow(rows, `proxy payment ${payment.reference}: reserve_credits`);
   const result = reservationResultOf(row);
   if (!result.reserved) return result;

@@ -19,6 +19,7 @@
 import { sql } from 'kysely';
 import type { Db, Tx } from '../../db/index';
 import { firstRow } from '../../db/rows';
+import { runPrepared } from '../../db/prepared';
 import type { ProxyPaymentState } from '../../db/schema';
 import { allowedFrom, type MoveTable } from '../states';
 
@@ -64,10 +65,9 @@ export async function moveProxyPayment(db: Db | Tx, reference: string, move: Pro
       return result.numUpdatedRows > 0n;
     }
     case 'charged': {
-      const { rows } = await sql<{ charged: boolean }>`
-        select charge_proxy_payment(${reference}::text, ${move.txHash}::text, ${move.outcome}::text) as charged`.execute(
-        db,
-      );
+      const charge = sql<{ charged: boolean }>`
+        select charge_proxy_payment(${reference}::text, ${move.txHash}::text, ${move.outcome}::text) as charged`;
+      const { rows } = await runPrepared(db, charge.compile(db));
       return firstRow(rows, 'charge_proxy_payment').charged;
     }
     case 'released': {

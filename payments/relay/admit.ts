@@ -15,6 +15,7 @@ import { IdempotencyClaimLost, type ClaimRef } from '../idempotency';
 import { RELAY_WATCH_TASK } from './outcome';
 import type { RelayRequest } from '../incoming/store';
 import type { VerifiedClientPayment } from '../incoming/types';
+import { runPrepared } from '../../db/prepared';
 
 export interface RelayLimitRefusal {
   scope: 'wallet' | 'system';
@@ -43,7 +44,7 @@ export async function admitClientPayment(
   const amount = verified.amountMicroUsdc;
   const { network, asset, nonceKey } = verified.idempotencyKey;
   const { idempotency } = request;
-  const { rows } = await sql<AdmissionRow>`
+  const admission = sql<AdmissionRow>`
     select outcome, relay_transaction_id, limit_scope, spent from admit_relay_payment(
       ${network}::text, ${verified.chainType}::text, ${asset}::text, ${verified.payer}::text,
       ${verified.payTo}::text, ${amount}::bigint, ${nonceKey}::text,
@@ -54,7 +55,8 @@ export async function admitClientPayment(
       ${idempotency?.scope ?? null}::text, ${idempotency?.key ?? null}::text, ${idempotency?.claim ?? null}::uuid,
       ${networkClass}::text, ${limits.perWalletMicro}::bigint, ${limits.systemMicro}::bigint,
       ${RELAY_WATCH_TASK}::text, ${limits.finishBy.toISOString()}::timestamptz, ${DEFAULT_MAX_ATTEMPTS}::integer
-    )`.execute(db);
+    )`;
+  const { rows } = await runPrepared(db, admission.compile(db));
   const row = firstRow(rows, 'admit_relay_payment');
   switch (row.outcome) {
     case 'admitted':
