@@ -10,6 +10,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { RpcObserver } from '../payments/networks/index';
 import type { CapGroup, CapMetric, ConcurrencyCaps } from './caps';
+import { EVENT_LOOP_SAMPLE_MS } from './probes';
 
 export const CAP_GROUPS: readonly CapGroup[] = ['proxy', 'relay', 'webhooks'];
 
@@ -34,7 +35,8 @@ export class ServiceMetrics {
 
   constructor(caps: ConcurrencyCaps | undefined) {
     const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry });
+    // The event-loop lag metrics sample at the liveness monitor's pace (server/probes.ts), not every 10 ms.
+    collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
     this.requestDuration = new Histogram({
       name: 'prs_http_request_duration_seconds',
       help: 'HTTP requests by operation (operationId of the document, or "none" when no operation matched), method and status, from the first byte read to the response closed.',

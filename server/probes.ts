@@ -22,8 +22,11 @@ const WINDOW_MS = 1_000;
 /**
  * A heartbeat this often: a beat overdue is a block seen at once, even before the histogram's own
  * timer has fired to record it (a request handled right after the block would otherwise miss it).
+ * The histogram samples at the same pace, so both wake the loop together. Each wake-up costs CPU
+ * while the process is idle (at 50 ms beats and 10 ms samples, about 7 ms of CPU a second here,
+ * 5 ms more than at 250 ms); a quarter of a second is fine enough for a bound of seconds.
  */
-const HEARTBEAT_MS = 50;
+export const EVENT_LOOP_SAMPLE_MS = 250;
 
 export type { LiveReport, ReadyReport };
 
@@ -39,7 +42,7 @@ export interface Probes extends ProbeReports {
  * until just now).
  */
 class EventLoopMonitor {
-  private readonly histogram: IntervalHistogram = monitorEventLoopDelay({ resolution: 10 });
+  private readonly histogram: IntervalHistogram = monitorEventLoopDelay({ resolution: EVENT_LOOP_SAMPLE_MS });
   private readonly timer: NodeJS.Timeout;
   private readonly heartbeat: NodeJS.Timeout;
   private lastWindowMaxMs = 0;
@@ -61,9 +64,9 @@ class EventLoopMonitor {
     this.timer.unref();
     this.heartbeat = setInterval(() => {
       const now = performance.now();
-      this.windowBeatGapMs = Math.max(this.windowBeatGapMs, now - this.lastBeat - HEARTBEAT_MS);
+      this.windowBeatGapMs = Math.max(this.windowBeatGapMs, now - this.lastBeat - EVENT_LOOP_SAMPLE_MS);
       this.lastBeat = now;
-    }, HEARTBEAT_MS);
+    }, EVENT_LOOP_SAMPLE_MS);
     this.heartbeat.unref();
   }
 
@@ -72,7 +75,7 @@ class EventLoopMonitor {
     const current = this.histogram.count > 0 ? this.histogram.max / 1e6 : 0;
     const overdue = now - this.lastTick - WINDOW_MS;
     // A block is seen as a beat still overdue, or, once the beat has come, as the gap it left.
-    const beatOverdue = now - this.lastBeat - HEARTBEAT_MS;
+    const beatOverdue = now - this.lastBeat - EVENT_LOOP_SAMPLE_MS;
     return Math.max(
       this.lastWindowMaxMs,
       current,
