@@ -13,8 +13,8 @@
  * a 3xx is an answer we cannot read. Nothing is ever sent twice: a /settle that may have arrived is
  * unknown, and the chain decides.
  */
-import http from 'node:http';
-import https from 'node:https';
+import type { OutgoingHttpHeaders } from 'node:http';
+import { keepAliveAgent, keepAliveExchange } from '../outbound/keepAlive';
 import { canonicalNetwork, caip2Of, type NetworkName } from '../networkTable';
 import { isPlainObject } from '../x402/parse';
 import { X402_VERSION, type PaymentPayload, type PaymentRequirements } from '../x402/types';
@@ -29,67 +29,38 @@ export type FacilitatorSettlement =
   | { kind: 'refused'; errorReason: string }
   | { kind: 'unknown'; details: string };
 
-/**
- * An idle connection is closed after this long: below the 5 s a Node server keeps one by default,
- * so a request rarely goes out on a connection the facilitator is closing.
- */
-const IDLE_SOCKET_MS = 4_000;
-const agents = {
-  'http:': new http.Agent({ keepAlive: true, maxSockets: 64, timeout: IDLE_SOCKET_MS, scheduling: 'lifo' }),
-  'https:': new https.Agent({ keepAlive: true, maxSockets: 64, timeout: IDLE_SOCKET_MS, scheduling: 'lifo' }),
-};
+const agents = { 'http:': keepAliveAgent('http:', 64), 'https:': keepAliveAgent('https:', 64) };
 
 /**
  * One exchange with the facilitator: its status and body text (undefined past `maxBytes`), or an
- * error (no answer within `timeoutMs`, a connection that failed).
+ * error (no answer within `timeoutMs`, a connection that failed). Never sent twice.
  */
-function exchange(
+async function exchange(
   url: string,
   init: { method: 'GET' | 'POST'; body?: string; timeoutMs: number; maxBytes: number },
 ): Promise<{ status: number; text: string | undefined }> {
   const target = new URL(url);
-  const secure = target.protocol === 'https:';
-  const headers: http.OutgoingHttpHeaders = { accept: 'application/json' };
+  const headers: OutgoingHttpHeaders = { accept: 'application/json' };
   if (init.body !== undefined) {
     headers['content-type'] = 'application/json';
     headers['content-length'] = Buffer.byteLength(init.body);
   }
-  return new Promise((resolve, reject) => {
-    let settled = false;
-    const finish = (error: Error | undefined, value?: { status: number; text: string | undefined }) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      if (error) reject(error);
-      else if (value) resolve(value);
-    };
-    const request = (secure ? https : http).request(
-      target,
-      { method: init.method, headers, agent: secure ? agents['https:'] : agents['http:'] },
-      (response) => {
-        const status = response.statusCode ?? 0;
-        const chunks: Buffer[] = [];
-        let size = 0;
-        response.on('data', (chunk: Buffer) => {
-          size += chunk.length;
-          if (size > init.maxBytes) {
-            response.destroy();
-            finish(undefined, { status, text: undefined });
-            return;
-          }
-          chunks.push(chunk);
-        });
-        response.on('error', (error) => finish(error));
-        response.on('end', () => finish(undefined, { status, text: Buffer.concat(chunks, size).toString('utf8') }));
-      },
-    );
-    const timer = setTimeout(() => {
-      request.destroy();
-      finish(new Error(`no answer within ${init.timeoutMs} ms`));
-    }, init.timeoutMs);
-    request.on('error', (error) => finish(error));
-    request.end(init.body);
+  const outcome = await keepAliveExchange(target, {
+    ...init,
+    headers,
+    agent: target.protocol === 'https:' ? agents['https:'] : agents['http:'],
   });
+  switch (outcome.kind) {
+    case 'answered':
+      return { status: outcome.status, text: outcome.body.toString('utf8') };
+    case 'too_large':
+      return { status: outcome.status, text: undefined };
+    case 'timed_out':
+      throw new Error(`no answer within ${init.timeoutMs} ms`);
+    case 'closed_while_idle':
+    case 'failed':
+      throw outcome.error;
+  }
 }
 
 /**

@@ -13,8 +13,7 @@
  * request goes out as before. A node that answers a batch with anything but an array of answers
  * (it does not take batches) is sent each request on its own, and no more batches.
  */
-import http from 'node:http';
-import https from 'node:https';
+import type http from 'node:http';
 import {
   createTransport,
   HttpRequestError,
@@ -25,18 +24,13 @@ import {
 } from 'viem';
 import type { NetworkName } from '../../networkTable';
 import { observed, type RpcObserver } from '../rpcTiming';
+import { keepAliveAgent, keepAliveExchange } from '../../outbound/keepAlive';
 
 /** The largest JSON-RPC answer read (a wide eth_getLogs fits): as viem's default. */
 export const MAX_RPC_RESPONSE_BYTES = 10 * 1024 * 1024;
 
 /** Sockets kept open per RPC endpoint. */
 const MAX_SOCKETS = 64;
-
-/**
- * An idle socket is closed after this long: below the 5 s most servers keep an idle connection
- * (Node's default keepAliveTimeout), so we rarely reuse one the node is closing.
- */
-const IDLE_SOCKET_MS = 4_000;
 
 /** A reused connection that failed before any answer: the node closed it while it sat idle. */
 class ClosedWhileIdle extends Error {}
@@ -61,7 +55,7 @@ function bodyText(body: RpcBody | RpcBody[]): string {
 }
 
 /** One POST of a JSON-RPC body; the parsed answer and its status, or a viem error. */
-function exchange(
+async function exchange(
   endpoint: URL,
   agent: http.Agent,
   body: RpcBody | RpcBody[],
@@ -69,80 +63,43 @@ function exchange(
 ): Promise<{ status: number; answer: unknown }> {
   const url = endpoint.href;
   const payload = bodyText(body);
-  const client = endpoint.protocol === 'https:' ? https : http;
-  return new Promise((resolve, reject) => {
-    let settled = false;
-    const finish = (error: Error | undefined, value?: { status: number; answer: unknown }) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      if (error) reject(error);
-      else if (value) resolve(value);
-    };
-    // Credentials in the URL become the Authorization header (node:http reads them from the URL).
-    const headers: http.OutgoingHttpHeaders = {
-      'content-type': 'application/json',
-      'content-length': Buffer.byteLength(payload),
-    };
-    const request = client.request(endpoint, { method: 'POST', agent, headers }, (response) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      response.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > MAX_RPC_RESPONSE_BYTES) {
-          response.destroy();
-          finish(
-            new HttpRequestError({
-              body,
-              url,
-              status: response.statusCode,
-              details: `the answer is larger than ${MAX_RPC_RESPONSE_BYTES} bytes`,
-            }),
-          );
-          return;
-        }
-        chunks.push(chunk);
-      });
-      response.on('error', (error) => {
-        finish(new HttpRequestError({ body, url, cause: error, details: error.message }));
-      });
-      response.on('end', () => {
-        const status = response.statusCode ?? 0;
-        const text = Buffer.concat(chunks, size).toString('utf8');
-        let answer: unknown;
-        try {
-          answer = JSON.parse(text || '{}');
-        } catch {
-          finish(
-            new HttpRequestError({
-              body,
-              url,
-              status,
-              details: status >= 200 && status < 300 ? 'the answer is not JSON' : text.slice(0, 500) || String(status),
-            }),
-          );
-          return;
-        }
-        finish(undefined, { status, answer });
-      });
-    });
-    const timer = setTimeout(() => {
-      request.destroy();
-      finish(new TimeoutError({ body, url }));
-    }, timeoutMs);
-    let answered = false;
-    request.on('response', () => {
-      answered = true;
-    });
-    request.on('error', (error: NodeJS.ErrnoException) => {
-      if (request.reusedSocket && !answered && (error.code === 'ECONNRESET' || error.code === 'EPIPE')) {
-        finish(new ClosedWhileIdle(error.message));
-        return;
-      }
-      finish(new HttpRequestError({ body, url, cause: error, details: error.message }));
-    });
-    request.end(payload);
+  const outcome = await keepAliveExchange(endpoint, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+    body: payload,
+    agent,
+    timeoutMs,
+    maxBytes: MAX_RPC_RESPONSE_BYTES,
   });
+  switch (outcome.kind) {
+    case 'answered': {
+      const { status } = outcome;
+      const text = outcome.body.toString('utf8');
+      try {
+        return { status, answer: JSON.parse(text || '{}') as unknown };
+      } catch {
+        throw new HttpRequestError({
+          body,
+          url,
+          status,
+          details: status >= 200 && status < 300 ? 'the answer is not JSON' : text.slice(0, 500) || String(status),
+        });
+      }
+    }
+    case 'too_large':
+      throw new HttpRequestError({
+        body,
+        url,
+        status: outcome.status,
+        details: `the answer is larger than ${MAX_RPC_RESPONSE_BYTES} bytes`,
+      });
+    case 'timed_out':
+      throw new TimeoutError({ body, url });
+    case 'closed_while_idle':
+      throw new ClosedWhileIdle(outcome.error.message);
+    case 'failed':
+      throw new HttpRequestError({ body, url, cause: outcome.error, details: outcome.error.message });
+  }
 }
 
 /** viem's transport for one RPC endpoint, with each request reported to `observe` under `network`. */
@@ -151,13 +108,7 @@ export function rpcTransport(
   { timeout, network, observe }: { timeout: number; network: NetworkName; observe?: RpcObserver | undefined },
 ): Transport {
   const endpoint = new URL(rpcUrl);
-  const agent = new (endpoint.protocol === 'https:' ? https.Agent : http.Agent)({
-    keepAlive: true,
-    maxSockets: MAX_SOCKETS,
-    // Applies to idle sockets; a request's own timer bounds a busy one.
-    timeout: IDLE_SOCKET_MS,
-    scheduling: 'lifo',
-  });
+  const agent = keepAliveAgent(endpoint.protocol, MAX_SOCKETS);
   // Sent once more on a new connection when a reused one had been closed by the node: every
   // request we send may be repeated (reads, and a signed transaction, which is the same one).
   const post = (body: RpcBody | RpcBody[]) =>
