@@ -19,7 +19,6 @@ import { sql, type Selectable, type UpdateObject } from 'kysely';
 import type { Database, Db, Tx } from '../../db/index';
 import type { RelayTransactionState, RelayTransactionsTable } from '../../db/schema';
 import { allowedFrom, type FromOf, type MoveTable } from '../states';
-import { runPrepared } from '../../db/prepared';
 
 export const RELAY_MOVES = {
   received: ['settling', 'settle_failed'],
@@ -74,8 +73,9 @@ export async function moveRelayTransaction<To extends RelayTransactionState>(
   { from, guard = {} }: { from?: readonly FromOf<typeof RELAY_MOVES, To>[]; guard?: RelayGuard } = {},
 ): Promise<Selectable<RelayTransactionsTable> | undefined> {
   const states = allowedFrom<RelayTransactionState>('relay transaction', RELAY_MOVES, to, from);
-  const query = guarded(db, id, states, { ...set, state: to }, guard).returningAll();
-  return (await runPrepared(db, query.compile())).rows[0];
+  return guarded(db, id, states, { ...set, state: to }, guard)
+    .returningAll()
+    .executeTakeFirst();
 }
 
 /**
@@ -90,5 +90,5 @@ export async function updateRelayTransactionIn(
   guard: RelayGuard = {},
 ): Promise<Selectable<RelayTransactionsTable> | undefined> {
   if ('state' in set) throw new Error('relay transaction: a state is written by moveRelayTransaction only');
-  return (await runPrepared(db, guarded(db, id, states, set, guard).returningAll().compile())).rows[0];
+  return guarded(db, id, states, set, guard).returningAll().executeTakeFirst();
 }
