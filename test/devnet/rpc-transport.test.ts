@@ -103,10 +103,10 @@ afterAll(async () => {
   await new Promise((resolve) => server.close(resolve));
 });
 
-function client(seen: Seen[] = [], endpoint = url) {
+function client(seen: Seen[] = [], endpoint = url, timeout = 300) {
   return createPublicClient({
     transport: rpcTransport(endpoint, {
-      timeout: 300,
+      timeout,
       network: 'base-sepolia',
       observe: (_network, method, _seconds, ok) => seen.push({ method, ok }),
     }),
@@ -157,7 +157,9 @@ describe('the JSON-RPC transport of the EVM clients', () => {
   });
 
   it('refuses an answer larger than its bound', async () => {
-    const error = await failureOf(client().getBalance({ address: '0x036CbD53842c5426634e7929541eC2318f3dCF7e' }));
+    // Time enough to send 10 MiB on a loaded machine: the bound, not the timeout, must end it.
+    const reader = client([], url, 10_000);
+    const error = await failureOf(reader.getBalance({ address: '0x036CbD53842c5426634e7929541eC2318f3dCF7e' }));
     expect(isRpcUnavailable(error)).toBe(true);
     expect(error.message).toContain(`larger than ${MAX_RPC_RESPONSE_BYTES} bytes`);
   });
