@@ -9,8 +9,9 @@
  * parameters), so each connection holds a bounded number of them; past MAX_NAMED distinct texts in
  * a process, further ones run unnamed, as any other statement. Nor may a marked statement return
  * a table's `*`: once a migration adds a column, Postgres refuses to run a named one whose result
- * would change ("cached plan must not change result type") on the instances still running. A pooler in transaction mode must
- * support protocol-level prepared statements (PgBouncer 1.21 and later, max_prepared_statements).
+ * would change ("cached plan must not change result type") on the instances still running. A
+ * pooler in transaction mode must support protocol-level prepared statements (PgBouncer 1.21 and
+ * later, max_prepared_statements).
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';

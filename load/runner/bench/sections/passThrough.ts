@@ -115,7 +115,7 @@ export async function passThrough(bench: Bench, service: ServiceChild): Promise<
     figure:
       `${fmt.pct(ratio)} (${fmt.rps(proxy.row.rps)} vs ${fmt.rps(keepAlive.row.rps)} req/s); ` +
       `the same forward in express and openapi-backend with nothing of ours: ${fmt.pct(stackRatio)}` +
-      (stackRatio < 0.5 ? ' (the goal is beyond the stack itself)' : ''),
+      (stackRatio < 0.5 ? ' (the stack alone is short of the goal in this run)' : ''),
     met: ratio >= 0.5,
   });
   bench.results.passThrough = rows;
