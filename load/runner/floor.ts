@@ -9,7 +9,14 @@
  * measures the server's CPU for a committed write and for each further row of it. It also sends
  * requests to an inbound server the bench measures (the server's own CPU per request).
  *
- * Calls from the bench: measure {targetUrl, rpcUrl, databaseUrl, count} and send {url, count}.
+ * Each part is measured back to back and, with `gapMs`, one operation every `gapMs` as a paid call
+ * makes them: a part runs once or twice a call, and between two of them the core has waited on the
+ * target and the chain or done the rest of the call. Run so, its code and data are no longer in
+ * the caches, and it costs two to three times as much (a committed one-row insert here: 0.22 ms
+ * back to back, 0.68 ms one every 40 ms). The cost of waking up for an operation (an empty one,
+ * paced alike) is taken off the client side's figures; Postgres's backend only wakes for the work.
+ *
+ * Calls from the bench: measure {targetUrl, rpcUrl, databaseUrl, count, gapMs} and send {url, count, gapMs}.
  * Run built (bundled by the bench, dependencies from node_modules) so that viem's imports cost
  * what they cost in production.
  */
@@ -54,13 +61,30 @@ function get(url: string): Promise<void> {
   });
 }
 
-/** CPU microseconds per call of `operation`, run `count` times one after another after a warm-up. */
-async function perOperation(count: number, operation: (index: number) => Promise<unknown>): Promise<number> {
-  for (let index = 0; index < Math.ceil(count / 4); index += 1) await operation(index);
-  const before = process.cpuUsage();
-  for (let index = 0; index < count; index += 1) await operation(index);
-  const used = process.cpuUsage(before);
-  return (used.user + used.system) / count;
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * CPU microseconds per call of `operation`, run `count` times after a warm-up: one after another,
+ * or one every `gapMs` (then less what waking up for an empty operation costs).
+ */
+async function perOperation(
+  count: number,
+  gapMs: number,
+  operation: (index: number) => Promise<unknown>,
+): Promise<number> {
+  const run = async (work: (index: number) => Promise<unknown>): Promise<number> => {
+    for (let index = 0; index < Math.ceil(count / 4); index += 1) await work(index);
+    const before = process.cpuUsage();
+    for (let index = 0; index < count; index += 1) {
+      if (gapMs > 0) await pause(gapMs);
+      await work(index);
+    }
+    const used = process.cpuUsage(before);
+    return (used.user + used.system) / count;
+  };
+  if (gapMs === 0) return run(operation);
+  const wakeUs = await run(() => Promise.resolve());
+  return Math.max(0, (await run(operation)) - wakeUs);
 }
 
 async function measure(message: {
@@ -68,26 +92,27 @@ async function measure(message: {
   rpcUrl: string;
   databaseUrl: string;
   count: number;
+  gapMs: number;
 }): Promise<FloorFigures> {
-  const { count } = message;
-  const httpClientUs = await perOperation(count, () => get(message.targetUrl));
+  const { count, gapMs } = message;
+  const httpClientUs = await perOperation(count, gapMs, () => get(message.targetUrl));
 
   const client = new pg.Client({ connectionString: message.databaseUrl });
   await client.connect();
   let postgresUs: number;
   try {
-    postgresUs = await perOperation(count, () => client.query('select 1'));
+    postgresUs = await perOperation(count, gapMs, () => client.query('select 1'));
   } finally {
     await client.end();
   }
 
-  const { postgresCommitUs, postgresRowUs, postgresUpdateUs } = await postgresServer(message.databaseUrl, count);
+  const { postgresCommitUs, postgresRowUs, postgresUpdateUs } = await postgresServer(message.databaseUrl, count, gapMs);
 
   const rpc = createPublicClient({
     transport: rpcTransport(message.rpcUrl, { timeout: 10_000, network: 'base-sepolia' }),
   });
-  const rpcUs = await perOperation(count, () => rpc.request({ method: 'eth_blockNumber' }));
-  const rpcBatchOfFourUs = await perOperation(count, () =>
+  const rpcUs = await perOperation(count, gapMs, () => rpc.request({ method: 'eth_blockNumber' }));
+  const rpcBatchOfFourUs = await perOperation(count, gapMs, () =>
     Promise.all([
       rpc.request({ method: 'eth_blockNumber' }),
       rpc.request({ method: 'eth_chainId' }),
@@ -104,10 +129,10 @@ async function measure(message: {
     return item;
   };
   const signatures: Hex[] = [];
-  const signUs = await perOperation(count, async (index) => {
+  const signUs = await perOperation(count, gapMs, async (index) => {
     signatures[index % count] = await account.sign({ hash: at(hashes, index) });
   });
-  const recoverUs = await perOperation(count, async (index) => {
+  const recoverUs = await perOperation(count, gapMs, async (index) => {
     const recovered = await recoverAddress({ hash: at(hashes, index), signature: at(signatures, index) });
     if (recovered !== account.address) throw new Error('recovered another address');
   });
@@ -138,6 +163,7 @@ const FLOOR_TABLES = 8;
 async function postgresServer(
   databaseUrl: string,
   count: number,
+  gapMs: number,
 ): Promise<{ postgresCommitUs: number; postgresRowUs: number; postgresUpdateUs: number }> {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
@@ -166,7 +192,10 @@ async function postgresServer(
       const once = () => client.query(`select ${write}($1, $2, $3)`, [inserts, updates, `r${(serial += 1)}`]);
       for (let index = 0; index < Math.ceil(count / 4); index += 1) await once();
       const before = pid === undefined ? undefined : cpuMs(pid);
-      for (let index = 0; index < count; index += 1) await once();
+      for (let index = 0; index < count; index += 1) {
+        if (gapMs > 0) await pause(gapMs);
+        await once();
+      }
       const after = pid === undefined ? undefined : cpuMs(pid);
       return before === undefined || after === undefined ? NaN : ((after - before) * 1000) / count;
     };
@@ -185,8 +214,11 @@ async function postgresServer(
   }
 }
 
-async function send(message: { url: string; count: number }): Promise<{ sent: number }> {
-  for (let index = 0; index < message.count; index += 1) await get(message.url);
+async function send(message: { url: string; count: number; gapMs: number }): Promise<{ sent: number }> {
+  for (let index = 0; index < message.count; index += 1) {
+    if (message.gapMs > 0) await pause(message.gapMs);
+    await get(message.url);
+  }
   return { sent: message.count };
 }
 

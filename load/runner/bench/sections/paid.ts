@@ -62,17 +62,24 @@ function phasesOf(result: PaidResult, arrivals: Arrival[], perCall: 2 | 3): Omit
   return { phases, relayPhases };
 }
 
+/** The goal line of a paid route's CPU per call, the service's or its Postgres's (the floor section finds it by name). */
+export function cpuGoalName(route: string, whose: 'service' | 'postgres'): string {
+  return whose === 'service'
+    ? `paid ${route} costs <= ${PAID_CPU_BUDGET_US / 1000} ms of service CPU per call`
+    : `paid ${route} costs <= ${PAID_DB_CPU_BUDGET_US / 1000} ms of Postgres CPU per call`;
+}
+
 /** Goal lines of one paid route's CPU per call: the service's and its Postgres's. */
 export function cpuGoals(bench: Bench, route: string, row: Row): void {
   const us = (value: number | undefined) =>
     value === undefined || !Number.isFinite(value) ? 'not measured' : `${fmt.ms(value / 1000)} ms`;
   bench.goals.push({
-    goal: `paid ${route} costs <= ${PAID_CPU_BUDGET_US / 1000} ms of service CPU per call`,
+    goal: cpuGoalName(route, 'service'),
     figure: `${us(row.cpuUs)} per call (at most ${row.cpuUs ? fmt.rps(1e6 / row.cpuUs) : '-'} paid calls/s on one core)`,
     met: row.cpuUs !== undefined && row.cpuUs <= PAID_CPU_BUDGET_US,
   });
   bench.goals.push({
-    goal: `paid ${route} costs <= ${PAID_DB_CPU_BUDGET_US / 1000} ms of Postgres CPU per call`,
+    goal: cpuGoalName(route, 'postgres'),
     figure: bench.embeddedDatabase
       ? `${us(row.dbCpuUs)} per call`
       : "not measured: DATABASE_URL's server is not a child of the bench",
