@@ -46,6 +46,37 @@ export interface FloorFigures {
   postgresRowUs: number;
   /** Each further row of it updated (a row every call updates, as a balance or a counter). */
   postgresUpdateUs: number;
+  /**
+   * Wall time per operation (median, microseconds): what waiting for it adds to a call. The
+   * committed write is its round trip from the client, the server's flush of its commit included.
+   */
+  wallUs: {
+    httpClient: number;
+    postgres: number;
+    rpc: number;
+    rpcBatchOfFour: number;
+    recover: number;
+    sign: number;
+    postgresCommit: number;
+  };
+}
+
+interface Measured {
+  cpuUs: number;
+  /** Median wall time of one operation, the wait before it left out. */
+  wallUs: number;
+}
+
+function medianOf(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? NaN;
+}
+
+/** Runs `operation` once, adding its wall time in microseconds to `walls`. */
+async function timed(walls: number[], operation: () => Promise<unknown>): Promise<void> {
+  const start = performance.now();
+  await operation();
+  walls.push((performance.now() - start) * 1000);
 }
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
@@ -64,27 +95,30 @@ function get(url: string): Promise<void> {
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * CPU microseconds per call of `operation`, run `count` times after a warm-up: one after another,
- * or one every `gapMs` (then less what waking up for an empty operation costs).
+ * CPU microseconds per call of `operation`, and its median wall time, run `count` times after a
+ * warm-up: one after another, or one every `gapMs` (then less the CPU that waking up for an empty
+ * operation costs).
  */
 async function perOperation(
   count: number,
   gapMs: number,
   operation: (index: number) => Promise<unknown>,
-): Promise<number> {
-  const run = async (work: (index: number) => Promise<unknown>): Promise<number> => {
+): Promise<Measured> {
+  const run = async (work: (index: number) => Promise<unknown>): Promise<Measured> => {
     for (let index = 0; index < Math.ceil(count / 4); index += 1) await work(index);
+    const walls: number[] = [];
     const before = process.cpuUsage();
     for (let index = 0; index < count; index += 1) {
       if (gapMs > 0) await pause(gapMs);
-      await work(index);
+      await timed(walls, () => work(index));
     }
     const used = process.cpuUsage(before);
-    return (used.user + used.system) / count;
+    return { cpuUs: (used.user + used.system) / count, wallUs: medianOf(walls) };
   };
   if (gapMs === 0) return run(operation);
-  const wakeUs = await run(() => Promise.resolve());
-  return Math.max(0, (await run(operation)) - wakeUs);
+  const wake = await run(() => Promise.resolve());
+  const measured = await run(operation);
+  return { ...measured, cpuUs: Math.max(0, measured.cpuUs - wake.cpuUs) };
 }
 
 async function measure(message: {
@@ -95,29 +129,29 @@ async function measure(message: {
   gapMs: number;
 }): Promise<FloorFigures> {
   const { count, gapMs } = message;
-  const httpClientUs = await perOperation(count, gapMs, () => get(message.targetUrl));
+  const httpClient = await perOperation(count, gapMs, () => get(message.targetUrl));
 
   const client = new pg.Client({ connectionString: message.databaseUrl });
   await client.connect();
-  let postgresUs: number;
+  let postgres: Measured;
   try {
-    postgresUs = await perOperation(count, gapMs, () => client.query('select 1'));
+    postgres = await perOperation(count, gapMs, () => client.query('select 1'));
   } finally {
     await client.end();
   }
 
-  const { postgresCommitUs, postgresRowUs, postgresUpdateUs } = await postgresServer(message.databaseUrl, count, gapMs);
+  const server = await postgresServer(message.databaseUrl, count, gapMs);
 
-  const rpc = createPublicClient({
+  const rpcClient = createPublicClient({
     transport: rpcTransport(message.rpcUrl, { timeout: 10_000, network: 'base-sepolia' }),
   });
-  const rpcUs = await perOperation(count, gapMs, () => rpc.request({ method: 'eth_blockNumber' }));
-  const rpcBatchOfFourUs = await perOperation(count, gapMs, () =>
+  const rpc = await perOperation(count, gapMs, () => rpcClient.request({ method: 'eth_blockNumber' }));
+  const rpcBatchOfFour = await perOperation(count, gapMs, () =>
     Promise.all([
-      rpc.request({ method: 'eth_blockNumber' }),
-      rpc.request({ method: 'eth_chainId' }),
-      rpc.request({ method: 'eth_gasPrice' }),
-      rpc.request({ method: 'eth_blockNumber' }),
+      rpcClient.request({ method: 'eth_blockNumber' }),
+      rpcClient.request({ method: 'eth_chainId' }),
+      rpcClient.request({ method: 'eth_gasPrice' }),
+      rpcClient.request({ method: 'eth_blockNumber' }),
     ]),
   );
 
@@ -129,23 +163,32 @@ async function measure(message: {
     return item;
   };
   const signatures: Hex[] = [];
-  const signUs = await perOperation(count, gapMs, async (index) => {
+  const sign = await perOperation(count, gapMs, async (index) => {
     signatures[index % count] = await account.sign({ hash: at(hashes, index) });
   });
-  const recoverUs = await perOperation(count, gapMs, async (index) => {
+  const recover = await perOperation(count, gapMs, async (index) => {
     const recovered = await recoverAddress({ hash: at(hashes, index), signature: at(signatures, index) });
     if (recovered !== account.address) throw new Error('recovered another address');
   });
   return {
-    httpClientUs,
-    postgresUs,
-    rpcUs,
-    rpcBatchOfFourUs,
-    recoverUs,
-    signUs,
-    postgresCommitUs,
-    postgresRowUs,
-    postgresUpdateUs,
+    httpClientUs: httpClient.cpuUs,
+    postgresUs: postgres.cpuUs,
+    rpcUs: rpc.cpuUs,
+    rpcBatchOfFourUs: rpcBatchOfFour.cpuUs,
+    recoverUs: recover.cpuUs,
+    signUs: sign.cpuUs,
+    postgresCommitUs: server.postgresCommitUs,
+    postgresRowUs: server.postgresRowUs,
+    postgresUpdateUs: server.postgresUpdateUs,
+    wallUs: {
+      httpClient: httpClient.wallUs,
+      postgres: postgres.wallUs,
+      rpc: rpc.wallUs,
+      rpcBatchOfFour: rpcBatchOfFour.wallUs,
+      recover: recover.wallUs,
+      sign: sign.wallUs,
+      postgresCommit: server.commitWallUs,
+    },
   };
 }
 
@@ -164,7 +207,7 @@ async function postgresServer(
   databaseUrl: string,
   count: number,
   gapMs: number,
-): Promise<{ postgresCommitUs: number; postgresRowUs: number; postgresUpdateUs: number }> {
+): Promise<{ postgresCommitUs: number; postgresRowUs: number; postgresUpdateUs: number; commitWallUs: number }> {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   const suffix = `${process.pid}_${randomBytes(3).toString('hex')}`;
@@ -188,24 +231,27 @@ async function postgresServer(
       `create function ${write}(p_inserts int, p_updates int, p_reference text) returns void language plpgsql as $fn$ begin ${statements.join(' ')} end $fn$`,
     );
     let serial = 0;
-    const perCall = async (inserts: number, updates: number): Promise<number> => {
+    const perCall = async (inserts: number, updates: number): Promise<Measured> => {
       const once = () => client.query(`select ${write}($1, $2, $3)`, [inserts, updates, `r${(serial += 1)}`]);
       for (let index = 0; index < Math.ceil(count / 4); index += 1) await once();
+      const walls: number[] = [];
       const before = pid === undefined ? undefined : cpuMs(pid);
       for (let index = 0; index < count; index += 1) {
         if (gapMs > 0) await pause(gapMs);
-        await once();
+        await timed(walls, once);
       }
       const after = pid === undefined ? undefined : cpuMs(pid);
-      return before === undefined || after === undefined ? NaN : ((after - before) * 1000) / count;
+      const cpuUs = before === undefined || after === undefined ? NaN : ((after - before) * 1000) / count;
+      return { cpuUs, wallUs: medianOf(walls) };
     };
-    const postgresCommitUs = await perCall(1, 0);
+    const committed = await perCall(1, 0);
     const inserted = await perCall(FLOOR_TABLES, 0);
     const updated = await perCall(1, FLOOR_TABLES - 1);
     return {
-      postgresCommitUs,
-      postgresRowUs: (inserted - postgresCommitUs) / (FLOOR_TABLES - 1),
-      postgresUpdateUs: (updated - postgresCommitUs) / (FLOOR_TABLES - 1),
+      postgresCommitUs: committed.cpuUs,
+      postgresRowUs: (inserted.cpuUs - committed.cpuUs) / (FLOOR_TABLES - 1),
+      postgresUpdateUs: (updated.cpuUs - committed.cpuUs) / (FLOOR_TABLES - 1),
+      commitWallUs: committed.wallUs,
     };
   } finally {
     await client.query(`drop function if exists ${write}(int, int, text)`).catch(() => undefined);
@@ -214,12 +260,14 @@ async function postgresServer(
   }
 }
 
-async function send(message: { url: string; count: number; gapMs: number }): Promise<{ sent: number }> {
+/** Sends `count` requests to `url` (one every `gapMs`); the median wall time of one, in microseconds. */
+async function send(message: { url: string; count: number; gapMs: number }): Promise<{ sent: number; wallUs: number }> {
+  const walls: number[] = [];
   for (let index = 0; index < message.count; index += 1) {
     if (message.gapMs > 0) await pause(message.gapMs);
-    await get(message.url);
+    await timed(walls, () => get(message.url));
   }
-  return { sent: message.count };
+  return { sent: message.count, wallUs: medianOf(walls) };
 }
 
 serveChild({ measure, send });

@@ -11,7 +11,9 @@ import { fmt, progress, say, SERVER_CORE } from '../output';
 import type { Bench } from '../setup';
 import type { ServiceChild } from '../../serviceChild';
 import { bundleChild } from './verify';
-import { cpuGoalName, PAID_CPU_BUDGET_US, PAID_DB_CPU_BUDGET_US } from './paid';
+import { ADDED_BUDGET_MS, ADDED_GOALS, cpuGoalName, PAID_CPU_BUDGET_US, PAID_DB_CPU_BUDGET_US } from './paid';
+
+type Parts = FloorFigures & { inboundUs: number };
 
 /** What each path is made of, counted from its code (docs/architecture.md, the path of a paid call). */
 export const PATHS = {
@@ -61,6 +63,47 @@ export const PATHS = {
 
 type Path = (typeof PATHS)[keyof typeof PATHS];
 
+/**
+ * What each paid route adds to the time of its baseline, waited for one after another: the parts
+ * the baseline does not have. The baseline of /proxy is x402-fetch paying the target itself (the
+ * same two exchanges with the target, the client signing); of /relay, that call plus the client's
+ * own settlement (POST /settle). An inbound hop counts only its server's CPU (the client sends a
+ * request in the baseline too); every other part counts its whole wait.
+ */
+export const ADDED = {
+  proxy: {
+    inbound: 1,
+    outbound: 0, // the 402 and the paid call are the baseline's two exchanges, made by us
+    rpc: 1, // the receipt of our payment
+    rpcBatches: 0,
+    commits: 2, // the hold, the charge
+    recoveries: 0,
+    signatures: 0, // the client signs in the baseline
+  },
+  relay: {
+    inbound: 2, // both of the client's calls reach us before the target
+    outbound: 1, // the target asked for its price again on the call with X-PAYMENT
+    rpc: 2,
+    rpcBatches: 1,
+    commits: 7,
+    recoveries: 1,
+    signatures: 1,
+  },
+} as const;
+
+/** The least time a route adds to its baseline (ADDED), in microseconds. */
+export function addedFloorUs(added: (typeof ADDED)[keyof typeof ADDED], parts: Parts): number {
+  return (
+    added.inbound * parts.inboundUs +
+    added.outbound * parts.wallUs.httpClient +
+    added.rpc * parts.wallUs.rpc +
+    added.rpcBatches * parts.wallUs.rpcBatchOfFour +
+    added.commits * parts.wallUs.postgresCommit +
+    added.recoveries * parts.wallUs.recover +
+    added.signatures * parts.wallUs.sign
+  );
+}
+
 /** Postgres's own CPU for a path's writes at the least: its transactions and their further rows. */
 export function postgresFloorUs(path: Path, figures: FloorFigures): number {
   return (
@@ -70,7 +113,7 @@ export function postgresFloorUs(path: Path, figures: FloorFigures): number {
   );
 }
 
-export function floorUs(path: Path, figures: FloorFigures & { inboundUs: number }): number {
+export function floorUs(path: Path, figures: Parts): number {
   return (
     path.inbound * figures.inboundUs +
     path.outbound * figures.httpClientUs +
@@ -90,8 +133,6 @@ export function floorUs(path: Path, figures: FloorFigures & { inboundUs: number 
  * every 40, and 0.22 back to back).
  */
 export const PACED_GAP_MS = 10;
-
-type Parts = FloorFigures & { inboundUs: number };
 
 export async function floor(bench: Bench, service: ServiceChild): Promise<void> {
   const { peers, options } = bench;
@@ -160,6 +201,15 @@ export async function floor(bench: Bench, service: ServiceChild): Promise<void> 
       ].filter(Boolean);
       return `  ${name}: ${parts.join(' + ')} = ${us(floorUs(path, hot))} us at the least in a row, ${us(floorUs(path, paced))} us paced`;
     };
+    say(
+      `  ${'wait (median wall time per operation, us)'.padEnd(66)} ${'in a row'.padStart(8)} ${`every ${PACED_GAP_MS} ms`.padStart(12)}`,
+    );
+    both('an outbound keep-alive HTTP exchange', (parts) => parts.wallUs.httpClient);
+    both('a JSON-RPC call', (parts) => parts.wallUs.rpc);
+    both('four JSON-RPC calls made together', (parts) => parts.wallUs.rpcBatchOfFour);
+    both('a committed one-row insert, from the client (its flush included)', (parts) => parts.wallUs.postgresCommit);
+    both("viem's ECDSA recovery", (parts) => parts.wallUs.recover);
+    both("viem's signature of a digest", (parts) => parts.wallUs.sign);
     say(line('paid /proxy', PATHS.proxy));
     say(line('paid /relay', PATHS.relay));
     say(line('one inbound verification', PATHS.verification));
@@ -172,6 +222,14 @@ export async function floor(bench: Bench, service: ServiceChild): Promise<void> 
     } else {
       say("  Postgres's own CPU was not measured: its backend is not a process of this machine");
     }
+    const addedLine = (name: string, added: (typeof ADDED)[keyof typeof ADDED], baseline: string) =>
+      `  ${name} adds to ${baseline} at the least: ${added.inbound} inbound (its server's CPU)` +
+      `${added.outbound > 0 ? ` + ${added.outbound} outbound exchange` : ''} + ${added.rpc} JSON-RPC` +
+      `${added.rpcBatches > 0 ? ` + ${added.rpcBatches} batch of four` : ''} + ${added.commits} committed writes` +
+      `${added.recoveries > 0 ? ` + ${added.recoveries} recovery` : ''}${added.signatures > 0 ? ` + ${added.signatures} signature` : ''} = ` +
+      `${fmt.ms(addedFloorUs(added, hot) / 1000)} ms in a row, ${fmt.ms(addedFloorUs(added, paced) / 1000)} ms paced`;
+    say(addedLine('paid /proxy', ADDED.proxy, 'the direct call'));
+    say(addedLine('paid /relay', ADDED.relay, "the direct call and the client's settlement"));
     const verification = floorUs(PATHS.verification, hot);
     say(
       `  so one core verifies at most ${fmt.rps(1e6 / verification)} payments a second (the recovery alone: ${fmt.rps(1e6 / hot.recoverUs)})`,
@@ -183,8 +241,15 @@ export async function floor(bench: Bench, service: ServiceChild): Promise<void> 
       proxyPostgresUs: postgresFloorUs(PATHS.proxy, parts),
       relayPostgresUs: postgresFloorUs(PATHS.relay, parts),
       verificationUs: floorUs(PATHS.verification, parts),
+      proxyAddedUs: addedFloorUs(ADDED.proxy, parts),
+      relayAddedUs: addedFloorUs(ADDED.relay, parts),
     });
-    const floors = { ...figuresOf(hot), paced: { gapMs: PACED_GAP_MS, ...figuresOf(paced) }, paths: PATHS };
+    const floors = {
+      ...figuresOf(hot),
+      paced: { gapMs: PACED_GAP_MS, ...figuresOf(paced) },
+      paths: PATHS,
+      added: ADDED,
+    };
     bench.results.floor = floors;
     annotateGoals(bench, floors);
   } finally {
@@ -199,6 +264,8 @@ interface PathFloors {
   proxyPostgresUs: number;
   relayPostgresUs: number;
   verificationUs: number;
+  proxyAddedUs: number;
+  relayAddedUs: number;
 }
 
 /**
@@ -207,17 +274,19 @@ interface PathFloors {
  * its paced floor is short of what this stack can reach on this machine, not only of our code.
  */
 function annotateGoals(bench: Bench, floors: PathFloors & { paced: PathFloors }): void {
-  const byGoal: Array<[string, number, number]> = [
-    [cpuGoalName('/proxy', 'service'), floors.proxyUs, floors.paced.proxyUs],
-    [cpuGoalName('/proxy', 'postgres'), floors.proxyPostgresUs, floors.paced.proxyPostgresUs],
-    [cpuGoalName('/relay', 'service'), floors.relayUs, floors.paced.relayUs],
-    [cpuGoalName('/relay', 'postgres'), floors.relayPostgresUs, floors.paced.relayPostgresUs],
+  const ms = (us: number) => fmt.ms(us / 1000);
+  const byGoal: Array<[string, number, number, number]> = [
+    [cpuGoalName('/proxy', 'service'), PAID_CPU_BUDGET_US, floors.proxyUs, floors.paced.proxyUs],
+    [cpuGoalName('/proxy', 'postgres'), PAID_DB_CPU_BUDGET_US, floors.proxyPostgresUs, floors.paced.proxyPostgresUs],
+    [cpuGoalName('/relay', 'service'), PAID_CPU_BUDGET_US, floors.relayUs, floors.paced.relayUs],
+    [cpuGoalName('/relay', 'postgres'), PAID_DB_CPU_BUDGET_US, floors.relayPostgresUs, floors.paced.relayPostgresUs],
+    [ADDED_GOALS.proxy, ADDED_BUDGET_MS.proxy * 1000, floors.proxyAddedUs, floors.paced.proxyAddedUs],
+    [ADDED_GOALS.relay, ADDED_BUDGET_MS.relay * 1000, floors.relayAddedUs, floors.paced.relayAddedUs],
   ];
-  for (const [name, inRow, paced] of byGoal) {
+  for (const [name, budgetUs, inRow, paced] of byGoal) {
     const goal = bench.goals.find((candidate) => candidate.goal === name);
     if (!goal || !Number.isFinite(paced)) continue;
-    const budgetUs = name.includes('Postgres') ? PAID_DB_CPU_BUDGET_US : PAID_CPU_BUDGET_US;
     const below = !goal.met && paced > budgetUs ? '; the budget is below the paced floor' : '';
-    goal.figure += ` (floor ${fmt.ms(inRow / 1000)} ms in a row, ${fmt.ms(paced / 1000)} ms paced${below})`;
+    goal.figure += ` (floor ${ms(inRow)} ms in a row, ${ms(paced)} ms paced${below})`;
   }
 }
