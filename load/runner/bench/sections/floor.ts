@@ -10,7 +10,7 @@ import type { FloorFigures } from '../../floor';
 import { fmt, progress, say, SERVER_CORE } from '../output';
 import type { Bench } from '../setup';
 import type { ServiceChild } from '../../serviceChild';
-import { bundleChild } from './verify';
+import { bundleChild, VERIFICATIONS_GOAL, VERIFICATIONS_GOAL_PER_S } from './verify';
 import { ADDED_BUDGET_MS, ADDED_GOALS, cpuGoalName, PAID_CPU_BUDGET_US, PAID_DB_CPU_BUDGET_US } from './paid';
 
 type Parts = FloorFigures & { inboundUs: number };
@@ -283,6 +283,13 @@ function annotateGoals(bench: Bench, floors: PathFloors & { paced: PathFloors })
     [ADDED_GOALS.proxy, ADDED_BUDGET_MS.proxy * 1000, floors.proxyAddedUs, floors.paced.proxyAddedUs],
     [ADDED_GOALS.relay, ADDED_BUDGET_MS.relay * 1000, floors.relayAddedUs, floors.paced.relayAddedUs],
   ];
+  // Verifications a second on one core: at most one second over the floor of one verification.
+  const verifications = bench.goals.find((candidate) => candidate.goal === VERIFICATIONS_GOAL);
+  if (verifications && Number.isFinite(floors.paced.verificationUs)) {
+    const [inRow, paced] = [1e6 / floors.verificationUs, 1e6 / floors.paced.verificationUs];
+    const above = !verifications.met && inRow < VERIFICATIONS_GOAL_PER_S ? '; the goal is above the floor' : '';
+    verifications.figure += ` (floor: at most ${fmt.rps(inRow)}/s in a row, ${fmt.rps(paced)}/s paced${above})`;
+  }
   for (const [name, budgetUs, inRow, paced] of byGoal) {
     const goal = bench.goals.find((candidate) => candidate.goal === name);
     if (!goal || !Number.isFinite(paced)) continue;
