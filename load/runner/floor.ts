@@ -27,6 +27,7 @@ import { createPublicClient, recoverAddress, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { rpcTransport } from '../../payments/networks/evm/transport';
 import { cpuMs, serveChild } from './children';
+import { median } from './stats';
 
 export interface FloorFigures {
   /** CPU microseconds per operation of this process. */
@@ -65,11 +66,6 @@ interface Measured {
   cpuUs: number;
   /** Median wall time of one operation, the wait before it left out. */
   wallUs: number;
-}
-
-function medianOf(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? NaN;
 }
 
 /** Runs `operation` once, adding its wall time in microseconds to `walls`. */
@@ -113,7 +109,7 @@ async function perOperation(
       await timed(walls, () => work(index));
     }
     const used = process.cpuUsage(before);
-    return { cpuUs: (used.user + used.system) / count, wallUs: medianOf(walls) };
+    return { cpuUs: (used.user + used.system) / count, wallUs: median(walls) };
   };
   if (gapMs === 0) return run(operation);
   const wake = await run(() => Promise.resolve());
@@ -242,15 +238,16 @@ async function postgresServer(
       }
       const after = pid === undefined ? undefined : cpuMs(pid);
       const cpuUs = before === undefined || after === undefined ? NaN : ((after - before) * 1000) / count;
-      return { cpuUs, wallUs: medianOf(walls) };
+      return { cpuUs, wallUs: median(walls) };
     };
     const committed = await perCall(1, 0);
     const inserted = await perCall(FLOOR_TABLES, 0);
     const updated = await perCall(1, FLOOR_TABLES - 1);
     return {
       postgresCommitUs: committed.cpuUs,
-      postgresRowUs: (inserted.cpuUs - committed.cpuUs) / (FLOOR_TABLES - 1),
-      postgresUpdateUs: (updated.cpuUs - committed.cpuUs) / (FLOOR_TABLES - 1),
+      // Differences of two noisy figures: a row never costs less than nothing.
+      postgresRowUs: Math.max(0, (inserted.cpuUs - committed.cpuUs) / (FLOOR_TABLES - 1)),
+      postgresUpdateUs: Math.max(0, (updated.cpuUs - committed.cpuUs) / (FLOOR_TABLES - 1)),
       commitWallUs: committed.wallUs,
     };
   } finally {
@@ -267,7 +264,7 @@ async function send(message: { url: string; count: number; gapMs: number }): Pro
     if (message.gapMs > 0) await pause(message.gapMs);
     await timed(walls, () => get(message.url));
   }
-  return { sent: message.count, wallUs: medianOf(walls) };
+  return { sent: message.count, wallUs: median(walls) };
 }
 
 serveChild({ measure, send });
