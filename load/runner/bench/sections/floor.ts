@@ -189,18 +189,16 @@ export async function floor(bench: Bench, service: ServiceChild): Promise<void> 
     both("Postgres's CPU (its backend): a committed one-row insert", (parts) => parts.postgresCommitUs);
     both("Postgres's CPU: each further row that transaction inserts", (parts) => parts.postgresRowUs);
     both("Postgres's CPU: each further row it updates (a counter)", (parts) => parts.postgresUpdateUs);
-    const line = (name: string, path: Path) => {
-      const parts = [
-        path.inbound > 0 ? `${path.inbound} inbound` : '',
-        path.outbound > 0 ? `${path.outbound} outbound` : '',
-        path.rpc > 0 ? `${path.rpc} JSON-RPC` : '',
-        path.rpcBatches > 0 ? `${path.rpcBatches} batch of four JSON-RPC` : '',
-        path.statements > 0 ? `${path.statements} statements` : '',
-        path.recoveries > 0 ? `${path.recoveries} recovery` : '',
-        path.signatures > 0 ? `${path.signatures} signature` : '',
-      ].filter(Boolean);
-      return `  ${name}: ${parts.join(' + ')} = ${us(floorUs(path, hot))} us at the least in a row, ${us(floorUs(path, paced))} us paced`;
-    };
+    const line = (name: string, path: Path) =>
+      `  ${name}: ${partsText([
+        [path.inbound, 'inbound'],
+        [path.outbound, 'outbound'],
+        [path.rpc, 'JSON-RPC'],
+        [path.rpcBatches, 'batch of four JSON-RPC'],
+        [path.statements, 'statements'],
+        [path.recoveries, 'recovery'],
+        [path.signatures, 'signature'],
+      ])} = ${us(floorUs(path, hot))} us at the least in a row, ${us(floorUs(path, paced))} us paced`;
     say(
       `  ${'wait (median wall time per operation, us)'.padEnd(66)} ${'in a row'.padStart(8)} ${`every ${PACED_GAP_MS} ms`.padStart(12)}`,
     );
@@ -223,11 +221,15 @@ export async function floor(bench: Bench, service: ServiceChild): Promise<void> 
       say("  Postgres's own CPU was not measured: its backend is not a process of this machine");
     }
     const addedLine = (name: string, added: (typeof ADDED)[keyof typeof ADDED], baseline: string) =>
-      `  ${name} adds to ${baseline} at the least: ${added.inbound} inbound (its server's CPU)` +
-      `${added.outbound > 0 ? ` + ${added.outbound} outbound exchange` : ''} + ${added.rpc} JSON-RPC` +
-      `${added.rpcBatches > 0 ? ` + ${added.rpcBatches} batch of four` : ''} + ${added.commits} committed writes` +
-      `${added.recoveries > 0 ? ` + ${added.recoveries} recovery` : ''}${added.signatures > 0 ? ` + ${added.signatures} signature` : ''} = ` +
-      `${fmt.ms(addedFloorUs(added, hot) / 1000)} ms in a row, ${fmt.ms(addedFloorUs(added, paced) / 1000)} ms paced`;
+      `  ${name} adds to ${baseline} at the least: ${partsText([
+        [added.inbound, "inbound (its server's CPU)"],
+        [added.outbound, 'outbound exchange'],
+        [added.rpc, 'JSON-RPC'],
+        [added.rpcBatches, 'batch of four'],
+        [added.commits, 'committed writes'],
+        [added.recoveries, 'recovery'],
+        [added.signatures, 'signature'],
+      ])} = ${fmt.ms(addedFloorUs(added, hot) / 1000)} ms in a row, ${fmt.ms(addedFloorUs(added, paced) / 1000)} ms paced`;
     say(addedLine('paid /proxy', ADDED.proxy, 'the direct call'));
     say(addedLine('paid /relay', ADDED.relay, "the direct call and the client's settlement"));
     const verification = floorUs(PATHS.verification, hot);
@@ -257,6 +259,14 @@ export async function floor(bench: Bench, service: ServiceChild): Promise<void> 
   }
 }
 
+/** "1 inbound + 2 JSON-RPC": the parts a path counts, those it has none of left out. */
+function partsText(counts: Array<[number, string]>): string {
+  return counts
+    .filter(([count]) => count > 0)
+    .map(([count, name]) => `${count} ${name}`)
+    .join(' + ');
+}
+
 /** The least each path costs, from the parts measured one way. */
 interface PathFloors {
   proxyUs: number;
@@ -269,9 +279,10 @@ interface PathFloors {
 }
 
 /**
- * Each CPU goal of the paid section that ran before this one gets its floors: in a row (one
- * operation after another) and paced (as a paid call makes them). A goal whose budget is under
- * its paced floor is short of what this stack can reach on this machine, not only of our code.
+ * Each goal of CPU, added time or verifications a second of the sections that ran before this one
+ * gets its floors: in a row (one operation after another) and paced (as a paid call makes them). A
+ * goal whose budget is under its paced floor is short of what this stack can reach on this
+ * machine, not only of our code.
  */
 function annotateGoals(bench: Bench, floors: PathFloors & { paced: PathFloors }): void {
   const ms = (us: number) => fmt.ms(us / 1000);
