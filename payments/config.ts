@@ -126,19 +126,82 @@ function percent(env: Env, name: string, fallback: number): number {
   return value;
 }
 
-function url(env: Env, name: string): string | undefined {
-  const raw = text(env, name);
-  if (raw === undefined) return undefined;
+/**
+ * The scheme and host of a URL as typed, for an error message about it: credentials, path and
+ * query are left out, since a secret often lives in one of them. Where the URL cannot be parsed
+ * and holds an "@", where the host ends is a guess (a password may hold a "/"): the scheme alone.
+ */
+function urlShownPart(raw: string): string | undefined {
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(raw)?.[1];
+  if (scheme === undefined) return undefined;
+  let host: string;
+  try {
+    host = new URL(raw).host;
+  } catch {
+    host = raw.includes('@') ? '' : (/^[^:]*:\/\/([^/?#]*)/.exec(raw)?.[1] ?? '');
+  }
+  return `${scheme}://${host}`;
+}
+
+/** What is wrong with a URL that `new URL` refused, told without repeating it. */
+function whyNotAUrl(raw: string): string {
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(raw)) return 'does not start with a scheme such as https://';
+  const authority = /^[a-z][a-z0-9+.-]*:\/\/(?:[^@/?#]*@)?([^/?#]*)/i.exec(raw)?.[1] ?? '';
+  if (authority === '') return 'has no host';
+  const port = /:([^:\]]*)$/.exec(authority)?.[1];
+  if (port !== undefined && port !== '' && !(/^[0-9]+$/.test(port) && Number(port) <= 65535)) {
+    return 'has a port that is not a number from 0 to 65535';
+  }
+  return 'is not a valid URL (a space, or a character that must be percent-encoded?)';
+}
+
+/** `raw` as a URL with a scheme:// and a host, or the ConfigError that says why not. */
+function parsedUrl(name: string, raw: string): URL {
+  // Without "://", `new URL` reads "user:password@host" as the scheme "user:" and a path.
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(raw)) throw urlError(name, raw, whyNotAUrl(raw));
   let parsed: URL;
   try {
     parsed = new URL(raw);
   } catch {
-    throw new ConfigError(name, `not a URL: "${raw}"`);
+    throw urlError(name, raw, whyNotAUrl(raw));
   }
+  return parsed;
+}
+
+/** `NAME: <problem> (<scheme://host>)`: the variable, what is wrong, and at most its scheme and host. */
+function urlError(name: string, raw: string, problem: string): ConfigError {
+  const shown = urlShownPart(raw);
+  return new ConfigError(name, shown === undefined ? problem : `${problem} (${shown})`);
+}
+
+/**
+ * An http or https URL. Errors name the variable and what is wrong, never the value: a URL may
+ * carry credentials, or an API key in its path or query. `credentials: 'refused'` for a URL whose
+ * user and password would be shown or sent where they should not be.
+ */
+function url(env: Env, name: string, credentials: 'allowed' | 'refused' = 'allowed'): string | undefined {
+  const raw = text(env, name);
+  if (raw === undefined) return undefined;
+  const parsed = parsedUrl(name, raw);
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-    throw new ConfigError(name, `expected an http or https URL, got "${parsed.protocol}"`);
+    throw urlError(name, raw, 'expected an http or https URL');
+  }
+  if (parsed.host === '') throw urlError(name, raw, 'has no host');
+  if (credentials === 'refused' && (parsed.username !== '' || parsed.password !== '')) {
+    throw urlError(name, raw, 'must not carry a user name or password');
   }
   return raw.replace(/\/+$/, '');
+}
+
+/** DATABASE_URL: a postgres:// (or postgresql://) URL; errors never repeat it. */
+function databaseUrl(env: Env): string | undefined {
+  const raw = text(env, 'DATABASE_URL');
+  if (raw === undefined) return undefined;
+  const parsed = parsedUrl('DATABASE_URL', raw);
+  if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
+    throw urlError('DATABASE_URL', raw, 'expected a postgres:// URL');
+  }
+  return raw;
 }
 
 function envSuffix(network: NetworkName): string {
@@ -204,7 +267,7 @@ export function loadConfig(env: Env = process.env): Config {
   return {
     port: integer(env, 'PORT', 3000, 0, 65535),
     host: text(env, 'HOST') ?? '127.0.0.1',
-    databaseUrl: text(env, 'DATABASE_URL'),
+    databaseUrl: databaseUrl(env),
     dataDir: text(env, 'DATA_DIR') ?? './.data',
     nodeEnv: text(env, 'NODE_ENV') ?? 'development',
     networks: parseNetworks(env),
@@ -232,7 +295,7 @@ export function loadConfig(env: Env = process.env): Config {
     rpcTimeoutMs: integer(env, 'RPC_TIMEOUT_MS', 10_000, 100, 120_000),
     databasePoolMax: integer(env, 'DATABASE_POOL_MAX', 20, 2, 1_000),
     llm: {
-      baseUrl: url(env, 'LLM_BASE_URL'),
+      baseUrl: url(env, 'LLM_BASE_URL', 'refused'),
       apiKey: text(env, 'LLM_API_KEY'),
       model: text(env, 'LLM_MODEL'),
       priceUsdc: decimal(env, 'LLM_PRICE_USDC', '0.01', 6),
@@ -242,7 +305,7 @@ export function loadConfig(env: Env = process.env): Config {
     runWorker: flag(env, 'RUN_WORKER', true),
     workerPort: text(env, 'WORKER_PORT') === undefined ? undefined : integer(env, 'WORKER_PORT', 0, 0, 65535),
     shutdownGraceMs: integer(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
-    publicBaseUrl: url(env, 'PUBLIC_BASE_URL'),
+    publicBaseUrl: url(env, 'PUBLIC_BASE_URL', 'refused'),
     requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 600_000, 1000, 3_600_000),
     headersTimeoutMs: integer(env, 'HEADERS_TIMEOUT_MS', 610_000, 1000, 3_600_000),
     keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 620_000, 1000, 3_600_000),

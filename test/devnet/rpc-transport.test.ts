@@ -178,6 +178,16 @@ describe('the JSON-RPC transport of the EVM clients', () => {
     expect(isRpcUnavailable(error)).toBe(true);
   });
 
+  it('names the endpoint by scheme and host only in its errors, which the logs print', async () => {
+    // An RPC URL often carries an API key in its path or query, or credentials.
+    const secretUrl = url.replace('http://', 'http://reader:S3CRETpw@') + 'v2/S3CRETpw?key=S3CRETpw';
+    const error = await failureOf(client([], secretUrl).getChainId());
+    expect(isRpcUnavailable(error)).toBe(true);
+    const logged = JSON.stringify(Object.assign({}, error, { message: error.message, stack: error.stack }));
+    expect(logged).toContain(new URL(url).host);
+    expect(logged).not.toContain('S3CRETpw');
+  });
+
   it('sends a request again on a new connection when the node closed the reused one, and only then', async () => {
     // A node that drops a connection at its second request, as one closing it while idle does.
     const perSocket = new WeakMap<object, number>();

@@ -79,6 +79,81 @@ describe('configuration', () => {
   });
 });
 
+/** Every variable that holds a URL, and forms of a URL with a secret in it that cannot be used. */
+export const URL_VARIABLES = [
+  'RPC_URL_BASE',
+  'RPC_URL_BASE_SEPOLIA',
+  'RPC_URL_SKALE_BASE',
+  'RPC_URL_SKALE_BASE_SEPOLIA',
+  'RPC_URL_SOLANA',
+  'RPC_URL_SOLANA_DEVNET',
+  'FACILITATOR_URL',
+  'LLM_BASE_URL',
+  'PUBLIC_BASE_URL',
+  'DATABASE_URL',
+];
+
+const SECRET = 'S3CRETpw';
+const MALFORMED_WITH_SECRETS = [
+  `http://u:${SECRET}@h:99999/`,
+  `http://u:${SECRET}@rpc example.org/v2/${SECRET}`,
+  `u:${SECRET}@rpc.example.org/${SECRET}`,
+  `http://u:${SECRET}@/path?key=${SECRET}`,
+  SECRET,
+  `http://u:pa/${SECRET}@h:1/`,
+];
+
+describe('a malformed URL with a secret in it', () => {
+  it.each(URL_VARIABLES.flatMap((variable) => MALFORMED_WITH_SECRETS.map((value) => [variable, value])))(
+    'stops on %s=%s naming the variable and never the secret',
+    (variable, value) => {
+      const attempt = () => loadConfig({ [variable]: value });
+      expect(attempt).toThrow(ConfigError);
+      try {
+        attempt();
+      } catch (error) {
+        expect((error as ConfigError).variable).toBe(variable);
+        expect((error as Error).message).toMatch(new RegExp(`^${variable}: `));
+        expect((error as Error).message).not.toContain(SECRET);
+        expect((error as Error).message).not.toContain(`u:`);
+      }
+    },
+  );
+
+  it('says what is wrong, with at most the scheme and host', () => {
+    expect(() => loadConfig({ RPC_URL_BASE: `http://u:${SECRET}@h:99999/` })).toThrow(
+      'RPC_URL_BASE: has a port that is not a number from 0 to 65535 (http://)',
+    );
+    expect(() => loadConfig({ RPC_URL_BASE: 'http://rpc.example.org:99999/' })).toThrow(
+      'RPC_URL_BASE: has a port that is not a number from 0 to 65535 (http://rpc.example.org:99999)',
+    );
+    expect(() => loadConfig({ RPC_URL_BASE: `ftp://u:${SECRET}@rpc.example.org/` })).toThrow(
+      'RPC_URL_BASE: expected an http or https URL (ftp://rpc.example.org)',
+    );
+    expect(() => loadConfig({ FACILITATOR_URL: `http://u:${SECRET}@/x` })).toThrow(
+      'FACILITATOR_URL: has no host (http://)',
+    );
+    expect(() => loadConfig({ LLM_BASE_URL: `https://u:${SECRET}@llm.example.org/v1` })).toThrow(
+      'LLM_BASE_URL: must not carry a user name or password (https://llm.example.org)',
+    );
+    expect(() => loadConfig({ PUBLIC_BASE_URL: `https://u:${SECRET}@api.example.org` })).toThrow(
+      'PUBLIC_BASE_URL: must not carry a user name or password (https://api.example.org)',
+    );
+  });
+
+  it('keeps the credentials of an RPC or facilitator URL, which are sent as basic authentication', () => {
+    const config = loadConfig({
+      NETWORKS: 'base',
+      RPC_URL_BASE: `https://u:${SECRET}@rpc.example.org/v2/${SECRET}`,
+      FACILITATOR_URL: `https://u:${SECRET}@facilitator.example.org/`,
+      DATABASE_URL: `postgres://u:${SECRET}@db.example.org/prs`,
+    });
+    expect(config.networks[0]?.rpcUrl).toBe(`https://u:${SECRET}@rpc.example.org/v2/${SECRET}`);
+    expect(config.facilitatorUrl).toBe(`https://u:${SECRET}@facilitator.example.org`);
+    expect(config.databaseUrl).toBe(`postgres://u:${SECRET}@db.example.org/prs`);
+  });
+});
+
 describe('NODE_ENV=production', () => {
   const keys = {
     NODE_ENV: 'production',

@@ -54,6 +54,15 @@ function bodyText(body: RpcBody | RpcBody[]): string {
   return JSON.stringify(body, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value));
 }
 
+/**
+ * The endpoint as errors name it: scheme and host only. An RPC URL often carries an API key in its
+ * path or query, or credentials, and viem's errors keep the URL they are given, in their message
+ * and as a field that the logs print.
+ */
+function shownEndpoint(endpoint: URL): string {
+  return `${endpoint.protocol}//${endpoint.host}`;
+}
+
 /** One POST of a JSON-RPC body; the parsed answer and its status, or a viem error. */
 async function exchange(
   endpoint: URL,
@@ -61,7 +70,7 @@ async function exchange(
   body: RpcBody | RpcBody[],
   timeoutMs: number,
 ): Promise<{ status: number; answer: unknown }> {
-  const url = endpoint.href;
+  const url = shownEndpoint(endpoint);
   const payload = bodyText(body);
   const outcome = await keepAliveExchange(endpoint, {
     method: 'POST',
@@ -116,17 +125,17 @@ export function rpcTransport(
       if (!(error instanceof ClosedWhileIdle)) throw error;
       return exchange(endpoint, agent, body, timeout).catch((again: unknown) => {
         if (again instanceof ClosedWhileIdle)
-          throw new HttpRequestError({ body, url: endpoint.href, cause: again, details: again.message });
+          throw new HttpRequestError({ body, url: shownEndpoint(endpoint), cause: again, details: again.message });
         throw again;
       });
     });
   /** An exchange whose answer does not answer `body`. */
   const unanswered = (body: RpcBody, status: number, details: string) =>
-    new HttpRequestError({ body, url: endpoint.href, status, details });
+    new HttpRequestError({ body, url: shownEndpoint(endpoint), status, details });
   /** One request's answer as viem reads it: its result, or the error it stands for. */
   const resultOf = (body: RpcBody, status: number, answer: unknown): unknown => {
     const read = (answer ?? {}) as RpcAnswer;
-    if (read.error) throw new RpcRequestError({ body, error: read.error, url: endpoint.href, status });
+    if (read.error) throw new RpcRequestError({ body, error: read.error, url: shownEndpoint(endpoint), status });
     if (status < 200 || status >= 300) throw unanswered(body, status, JSON.stringify(answer).slice(0, 500));
     return read.result;
   };
@@ -202,6 +211,6 @@ export function rpcTransport(
   return () =>
     createTransport(
       { key: 'http', name: 'HTTP JSON-RPC', request, retryCount: 0, timeout, type: 'http' },
-      { url: endpoint.href },
+      { url: shownEndpoint(endpoint) },
     );
 }
