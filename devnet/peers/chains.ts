@@ -48,6 +48,11 @@ export async function startSolanaCluster(
   onStop: OnStop,
 ): Promise<{ ledger: SolanaLedger; server: SolanaRpcServer }> {
   const ledger = new SolanaLedger(network, mintAuthority.signer);
+  // Its clock makes a slot and a blockhash every SLOT_DURATION_MS until the peers stop.
+  onStop(() => {
+    ledger.close();
+    return Promise.resolve();
+  });
   ledger.airdrop(feePayer.address, 100n * LAMPORTS_PER_SOL);
   ledger.airdrop(feePayerV2.address, 100n * LAMPORTS_PER_SOL);
   ledger.airdrop(wallets.service.solana.address, 100n * LAMPORTS_PER_SOL);

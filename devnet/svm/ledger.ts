@@ -1,10 +1,17 @@
 // One Solana cluster in-process: a litesvm ledger with USDC planted at the cluster's canonical mint
 // address (6 decimals, the harness's authority as mint authority). Every transaction goes through
 // execute(), which keeps what a node would answer about it later (status, slot, balances).
+//
+// Like a live cluster, it makes a new slot with a new blockhash every SLOT_DURATION_MS whether or
+// not anything happens, and a transaction lands only while its blockhash is one of the last
+// BLOCKHASH_VALIDITY_BLOCKS: litesvm by itself knows one blockhash only (its latest), so its own
+// check is off and the ledger keeps the recent blockhashes and checks their age itself.
+import { randomBytes } from 'node:crypto';
 import {
   appendTransactionMessageInstructions,
   createTransactionMessage,
   getAddressDecoder,
+  getBase58Decoder,
   getBase64Decoder,
   getCompiledTransactionMessageDecoder,
   getTransactionEncoder,
@@ -41,6 +48,20 @@ import { isFailure, isRejectedBeforeExecution, transactionErrorJson, type Solana
 import { feeOfMessage, signatureOf } from './transaction-facts.js';
 
 export { feeOfMessage, LAMPORTS_PER_SIGNATURE, signatureOf } from './transaction-facts.js';
+
+/** A live cluster makes a slot about every 400 ms, each block with a new blockhash, busy or idle. */
+export const SLOT_DURATION_MS = 400;
+/**
+ * A transaction lands only while its blockhash is one of the cluster's last 150 (a node's
+ * MAX_PROCESSING_AGE): lastValidBlockHeight is the blockhash's block height plus this.
+ */
+export const BLOCKHASH_VALIDITY_BLOCKS = 150n;
+
+/** A recent blockhash and the last block height at which a transaction using it can land. */
+export interface BlockhashLifetime {
+  blockhash: Blockhash;
+  lastValidBlockHeight: bigint;
+}
 
 export interface TokenBalance {
   accountIndex: number;
@@ -81,9 +102,13 @@ export type ExecutionOutcome =
   | { executed: false; signature: string; err: SolanaTransactionError; logs: string[] };
 
 export class SolanaLedger {
-  readonly svm = new LiteSVM();
+  readonly svm = new LiteSVM().withBlockhashCheck(false);
   readonly mint: Address;
   private readonly executed = new Map<string, ExecutedTransaction>();
+  /** The blockhashes still valid, each with the slot (block height) it was made at; the latest last. */
+  private readonly recentBlockhashes = new Map<Blockhash, bigint>();
+  private latest!: Blockhash;
+  private readonly clock: NodeJS.Timeout;
   private helperSequence = 0;
 
   constructor(
@@ -91,19 +116,52 @@ export class SolanaLedger {
     readonly mintAuthority: KeyPairSigner,
   ) {
     this.mint = SOLANA_NETWORKS[network].usdc as Address;
-    // Two fresh ledgers start from the same blockhash. A real cluster's blockhashes are its own,
-    // which is what keeps a transaction signed for devnet from being valid on mainnet: so here too.
-    if (network === 'solana') this.svm.expireBlockhash();
+    // Random blockhashes: a real cluster's blockhashes are its own, which is what keeps a
+    // transaction signed for devnet from being valid on mainnet; so here too, and across restarts.
+    this.makeBlockhash();
+    this.clock = setInterval(() => this.advanceSlot(), SLOT_DURATION_MS);
+    // The sandbox and tests end when their work ends, not when this timer says so.
+    this.clock.unref();
     this.plantUsdcMint();
     this.airdrop(mintAuthority.address, 1_000_000_000_000n);
   }
 
+  /** Stops the cluster's clock: no new slot or blockhash after this. */
+  close(): void {
+    clearInterval(this.clock);
+  }
+
+  /** The current slot; every slot has a block here (none is skipped), so it is also the block height. */
   get slot(): bigint {
     return this.svm.getClock().slot;
   }
 
+  /**
+   * Moves to the next slot with a new blockhash, as the cluster does every SLOT_DURATION_MS on its
+   * own; blockhashes that fall out of the validity window are forgotten.
+   */
+  advanceSlot(): void {
+    this.svm.warpToSlot(this.slot + 1n);
+    this.makeBlockhash();
+    for (const [blockhash, slot] of this.recentBlockhashes) {
+      if (slot + BLOCKHASH_VALIDITY_BLOCKS >= this.slot) break;
+      this.recentBlockhashes.delete(blockhash);
+    }
+  }
+
   latestBlockhash(): Blockhash {
-    return this.svm.latestBlockhash();
+    return this.latest;
+  }
+
+  /** The latest blockhash and the last block height at which a transaction using it can land. */
+  latestBlockhashLifetime(): BlockhashLifetime {
+    return { blockhash: this.latest, lastValidBlockHeight: this.slot + BLOCKHASH_VALIDITY_BLOCKS };
+  }
+
+  /** Whether a transaction with this blockhash can still land: one of the last BLOCKHASH_VALIDITY_BLOCKS. */
+  isBlockhashValid(blockhash: string): boolean {
+    const madeAt = this.recentBlockhashes.get(blockhash as Blockhash);
+    return madeAt !== undefined && madeAt + BLOCKHASH_VALIDITY_BLOCKS >= this.slot;
   }
 
   lamports(address: Address): bigint {
@@ -146,6 +204,8 @@ export class SolanaLedger {
   /** Runs a transaction as a node would, and keeps its outcome when it was executed. */
   execute(transaction: Transaction): ExecutionOutcome {
     const signature = signatureOf(transaction);
+    const refused = this.refusalBeforeLoading(transaction);
+    if (refused !== null) return { executed: false, signature, err: refused, logs: [] };
     const accounts = getCompiledTransactionMessageDecoder().decode(transaction.messageBytes).staticAccounts;
     const preBalances = accounts.map((address) => this.lamports(address));
     const preTokenBalances = this.tokenBalances(accounts);
@@ -171,15 +231,12 @@ export class SolanaLedger {
       postTokenBalances: this.tokenBalances(accounts),
     };
     this.executed.set(signature, executed);
-    // Each executed transaction is its own slot, so that statuses and contexts move forward.
-    this.svm.warpToSlot(this.slot + 1n);
     return { executed: true, transaction: executed };
   }
 
   simulate(transaction: Transaction, { verifySignatures }: { verifySignatures: boolean }): SimulationOutcome {
-    if (this.executed.has(signatureOf(transaction))) {
-      return { err: 'AlreadyProcessed', logs: [], unitsConsumed: 0n, returnData: null, postAccounts: [] };
-    }
+    const refused = this.refusalBeforeLoading(transaction);
+    if (refused !== null) return { err: refused, logs: [], unitsConsumed: 0n, returnData: null, postAccounts: [] };
     // Signature checking is a setting of the whole ledger; nothing else runs while it is off.
     this.svm.withSigverify(verifySignatures);
     let result: ReturnType<LiteSVM['simulateTransaction']>;
@@ -204,6 +261,23 @@ export class SolanaLedger {
 
   executedTransaction(signature: string): ExecutedTransaction | undefined {
     return this.executed.get(signature);
+  }
+
+  /**
+   * What a node checks of a transaction before loading its accounts: its blockhash is recent
+   * (BlockhashNotFound otherwise; litesvm's own check knows only the latest blockhash, so it is off),
+   * and it was not processed already (AlreadyProcessed, also for one that was executed and failed).
+   */
+  private refusalBeforeLoading(transaction: Transaction): SolanaTransactionError | null {
+    const { lifetimeToken } = getCompiledTransactionMessageDecoder().decode(transaction.messageBytes);
+    if (!this.isBlockhashValid(lifetimeToken)) return 'BlockhashNotFound';
+    if (this.executed.has(signatureOf(transaction))) return 'AlreadyProcessed';
+    return null;
+  }
+
+  private makeBlockhash(): void {
+    this.latest = getBase58Decoder().decode(randomBytes(32)) as Blockhash;
+    this.recentBlockhashes.set(this.latest, this.slot);
   }
 
   private tokenBalances(accounts: readonly Address[]): TokenBalance[] {
@@ -259,18 +333,14 @@ export class SolanaLedger {
   }
 
   private async submitAsAuthority(instructions: Instruction[]): Promise<void> {
-    // Two identical helper transactions would have the same signature under litesvm's single
-    // blockhash, and the second would be refused as already processed: a distinct compute unit
+    // Two identical helper transactions within one slot (one blockhash) would have the same
+    // signature, and the second would be refused as already processed: a distinct compute unit
     // limit makes each one unique.
     this.helperSequence += 1;
     const message = pipe(
       createTransactionMessage({ version: 0 }),
       (draft) => setTransactionMessageFeePayerSigner(this.mintAuthority, draft),
-      (draft) =>
-        setTransactionMessageLifetimeUsingBlockhash(
-          { blockhash: this.latestBlockhash(), lastValidBlockHeight: 0n },
-          draft,
-        ),
+      (draft) => setTransactionMessageLifetimeUsingBlockhash(this.latestBlockhashLifetime(), draft),
       (draft) =>
         appendTransactionMessageInstructions(
           [getSetComputeUnitLimitInstruction({ units: 400_000 + this.helperSequence }), ...instructions],

@@ -8,12 +8,7 @@ import type { SolanaLedger } from './ledger.js';
 import { feeOfMessage } from './transaction-facts.js';
 import { accountInfo, encodeAccount, uiTokenAmount } from './rpc-accounts.js';
 import { INVALID_PARAMS, RpcError, type Config, type Params } from './rpc-error.js';
-import {
-  BLOCKHASH_VALIDITY_BLOCKS,
-  sendTransaction,
-  simulateTransaction,
-  transactionInfo,
-} from './rpc-transactions.js';
+import { sendTransaction, simulateTransaction, transactionInfo } from './rpc-transactions.js';
 
 type Methods = Record<string, (params: Params) => unknown>;
 type WithContext = (value: unknown) => { context: { slot: bigint }; value: unknown };
@@ -38,13 +33,10 @@ function clusterMethods(ledger: SolanaLedger, withContext: WithContext): Methods
     getHealth: () => 'ok',
     getGenesisHash: () => GENESIS_HASHES[ledger.network],
     getSlot: () => ledger.slot,
+    // Every slot has its block (none is skipped), so the block height is the slot.
     getBlockHeight: () => ledger.slot,
-    getLatestBlockhash: () =>
-      withContext({
-        blockhash: ledger.latestBlockhash(),
-        lastValidBlockHeight: ledger.slot + BLOCKHASH_VALIDITY_BLOCKS,
-      }),
-    isBlockhashValid: ([blockhash]) => withContext(blockhash === ledger.latestBlockhash()),
+    getLatestBlockhash: () => withContext(ledger.latestBlockhashLifetime()),
+    isBlockhashValid: ([blockhash]) => withContext(ledger.isBlockhashValid(blockhash as string)),
     getMinimumBalanceForRentExemption: ([size]) => ledger.svm.minimumBalanceForRentExemption(BigInt(size as number)),
     getFeeForMessage: ([message]) => withContext(feeOfMessage(getBase64Encoder().encode(message as string))),
   };

@@ -3,10 +3,12 @@
 // answers the methods payment flows use, in the shapes a node gives; anything else is "Method not
 // found" rather than a guess. No websocket: confirm by polling getSignatureStatuses.
 //
-// Where it differs from a node: litesvm has one blockhash that never expires (so a transaction is
-// never dropped for an old blockhash); each executed transaction is its own slot and is final at
-// once; a transaction refused before execution (bad signature, unknown blockhash, duplicate) is an
-// error of sendTransaction even with skipPreflight, where a node would drop it silently.
+// Where it differs from a node: the ledger (ledger.ts) makes a slot and a blockhash every
+// SLOT_DURATION_MS like a live cluster, but every slot has its block (the block height is the
+// slot) and an executed transaction is final at once; a transaction's blockhash must be one of the
+// ledger's recent ones (no durable nonces); a transaction refused before execution (bad signature,
+// expired or unknown blockhash, duplicate) is an error of sendTransaction even with skipPreflight,
+// where a node would drop it silently.
 //
 // The method handlers are in rpc-methods.ts (the table, by kind), rpc-accounts.ts and
 // rpc-transactions.ts.

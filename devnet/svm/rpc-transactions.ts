@@ -23,8 +23,6 @@ import {
   type Config,
 } from './rpc-error.js';
 
-export const BLOCKHASH_VALIDITY_BLOCKS = 150n;
-
 function decodeWireTransaction(wire: string, encoding: unknown): Transaction {
   if (encoding !== undefined && encoding !== 'base64' && encoding !== 'base58') {
     throw unsupportedEncoding(encoding);
@@ -82,9 +80,7 @@ export function simulateTransaction(ledger: SolanaLedger, wire: string, config: 
             data: [getBase64Decoder().decode(outcome.returnData.data), 'base64'],
           }
         : null,
-      replacementBlockhash: replaceBlockhash
-        ? { blockhash: ledger.latestBlockhash(), lastValidBlockHeight: ledger.slot + BLOCKHASH_VALIDITY_BLOCKS }
-        : undefined,
+      replacementBlockhash: replaceBlockhash ? ledger.latestBlockhashLifetime() : undefined,
     },
   };
 }
