@@ -610,12 +610,16 @@ export interface components {
          *
          *     | code | status | meaning |
          *     |---|---|---|
-         *     | `validation_failed` | 400 | The request does not match this document or a rule of the operation refuses it (for example a target URL the SSRF guard refuses, two body fields, a malformed or already used X-PAYMENT or PAYMENT-SIGNATURE on /relay, both payment headers at once); `details` lists every problem. |
+         *     | `validation_failed` | 400 | The request does not match this document or a rule of the operation refuses it (for example a target URL the SSRF guard refuses, two body fields, a malformed X-PAYMENT or PAYMENT-SIGNATURE on /relay, both payment headers at once); `details` lists every problem. |
          *     | `malformed_request` | 400 | HTTP itself could not parse the request (for example a header with a NUL byte); answered before any operation, the connection is closed. |
-         *     | `payment_reused` | 400 | The X-Payment or PAYMENT-SIGNATURE of a paid chat was already used; a payment is accepted once. |
+         *     | `payment_reused` | 400 | The payment (X-PAYMENT or PAYMENT-SIGNATURE, on /relay or a paid chat) was already used: its authorization nonce (Solana: its transaction) is accepted once, in either header. On /relay a repeat of the same request gets the first call's answer instead; this is the same payment sent with another request. Sign a new payment. |
          *     | `unauthorized` | 401 | The x-api-key header is missing, or the key is unknown or revoked. |
          *     | `payment_required` | 402 | The request carried no payment; `accepts` says how to pay. |
-         *     | `payment_invalid` | 402 | The payment was refused before anything moved (amount, network, payTo, asset, validity window, signature, funds, or a failed settlement); `error` says why and `accepts` is the 402 of now. |
+         *     | `payment_invalid` | 402 | The payment was refused before anything moved for a reason no more precise code names (payTo, asset, signature, funds, a malformed PAYMENT-SIGNATURE on a paid chat, or a failed settlement); `error` says why and `accepts` is the 402 of now. |
+         *     | `offer_mismatch` | 402 | A version 2 payment whose `accepted` is none of the entries of our PAYMENT-REQUIRED (an entry changed, or the offers changed since); nothing moved. Pay one of the `accepts` of this 402, echoing it unchanged. |
+         *     | `amount_mismatch` | 402 | The payment's amount is not the amount asked (`maxAmountRequired`, or `amount` in version 2); nothing moved. Pay the amount of this 402's `accepts`. |
+         *     | `network_mismatch` | 402 | The payment is on a network we did not offer for this request; nothing moved. Pay on one of the networks of this 402's `accepts`. |
+         *     | `payment_expired` | 402 | The payment is outside its validity window: expired, too close to its expiry to be settled, or not valid yet (EVM `validBefore`/`validAfter`; Solana: a blockhash no longer valid); nothing moved. Sign a new payment. |
          *     | `insufficient_credits` | 402 | The organisation's credits cannot cover the call on /proxy; nothing was paid. |
          *     | `not_found` | 404 | No operation has this path, or no record has this id. |
          *     | `method_not_allowed` | 405 | The path does not support the method; Allow lists those it does. |
@@ -636,7 +640,7 @@ export interface components {
          *     | `llm_unavailable` | 503 | No model backend is configured on this server; nothing was charged. |
          * @enum {string}
          */
-        ErrorCode: "validation_failed" | "malformed_request" | "payment_reused" | "unauthorized" | "payment_required" | "payment_invalid" | "insufficient_credits" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_in_progress" | "payload_too_large" | "idempotency_key_reused" | "capacity_exceeded" | "spend_limit_exceeded" | "header_fields_too_large" | "internal_error" | "configuration_error" | "llm_failed" | "not_implemented" | "upstream_error" | "target_unreachable" | "verification_unavailable" | "llm_unavailable";
+        ErrorCode: "validation_failed" | "malformed_request" | "payment_reused" | "unauthorized" | "payment_required" | "payment_invalid" | "offer_mismatch" | "amount_mismatch" | "network_mismatch" | "payment_expired" | "insufficient_credits" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_in_progress" | "payload_too_large" | "idempotency_key_reused" | "capacity_exceeded" | "spend_limit_exceeded" | "header_fields_too_large" | "internal_error" | "configuration_error" | "llm_failed" | "not_implemented" | "upstream_error" | "target_unreachable" | "verification_unavailable" | "llm_unavailable";
         /** @description Two or more of `json`, `data`, `body` and `payload` given together. A call request must not match this (it is referenced under `not`): at most one of them carries the body sent to the target, and two or more are a 400 naming them. Each pair lists its two fields under `properties` as well, for validators that insist a required property be declared. */
         CallBodyFieldConflict: {
             json: unknown;
@@ -764,10 +768,43 @@ export interface components {
             network?: components["schemas"]["NetworkName"];
         };
         /**
+         * X-Client-Payment
+         * @description Relay: transaction hash of the client's payment to the service, once it is settled (0x-prefixed hex on EVM networks, a base58 signature on Solana).
+         */
+        "X-Client-Payment": string;
+        /**
+         * X-Service-Webhook
+         * Format: uuid
+         * @description Id of a webhook record opened for this call (payment verification or refund tracking); poll GET /webhooks/{id} with it. Sent only when a record was opened.
+         */
+        "X-Service-Webhook": string;
+        /**
+         * X-Refund-Webhook-Id
+         * Format: uuid
+         * @description Relay: id of the webhook record tracking the refund issued for this call; poll GET /webhooks/{id} with it. Sent only when a refund is issued.
+         */
+        "X-Refund-Webhook-Id": string;
+        /**
+         * X-Payment-Response
+         * @description x402 version 1 settlement receipt: base64-encoded JSON `{success, transaction, network, payer}` (with `errorReason` when `success` is false). On /relay and /proxy it describes the service's payment to the target; on /llm/chat and /llm/translate the settlement of the client's payment.
+         */
+        "X-Payment-Response": string;
+        /**
+         * PAYMENT-RESPONSE
+         * @description x402 version 2 settlement receipt of the client's payment to the service, sent when the client paid with PAYMENT-SIGNATURE and the payment is settled (or, on the paid chat operations, broadcast): base64-encoded JSON `{success, transaction, network, payer}` with the network as its CAIP-2 id (`errorReason` when `success` is false). A client that paid with X-PAYMENT gets X-Payment-Response instead.
+         */
+        "PAYMENT-RESPONSE": string;
+        /**
          * @description Synchronous status of a paid call, carried by the X-Service-Status header (and the `serviceStatus` body field where a body of the service has one). These values are never stored as webhook records. `payment_required`: the client must send a payment (402). `payment_validating`: on-chain confirmation of a payment is in progress. `processing`: the call to the target is in flight.
          * @enum {string}
          */
         ServiceStatus: "payment_required" | "payment_validating" | "processing";
+        /**
+         * Idempotent-Replayed
+         * @description `true` when this answer is the kept answer of an earlier call with the same Idempotency-Key (or, on /relay, the same payment), replayed without running the call or moving money again.
+         * @enum {string}
+         */
+        "Idempotent-Replayed": "true";
         /**
          * @description The target's response wrapped in JSON (POST /relay and POST /proxy with `format=json`). `success` is true when the target answered 2xx; otherwise it is false and `status` is the target's status.
          * @example {
@@ -794,7 +831,7 @@ export interface components {
         /** @description The target's own body, passed through unchanged with its status. It may be JSON, text or binary and has whatever shape the target gives it. */
         UpstreamPassThrough: unknown;
         /**
-         * @description Error body of the service. `error` is a short phrase naming the failure (for example `Bad Request`, `Unauthorized`, `Not Found`, `Payload Too Large`, `Internal Server Error`); `details` explains the cause. On a validation failure (400) `details` lists every problem found, not only the first one.
+         * @description Error body of the service. `error` is a short phrase naming the failure (for example `Bad Request`, `Unauthorized`, `Not Found`, `Payload Too Large`, `Internal Server Error`); `details` explains the cause. On a validation failure (400) `details` lists every problem found, not only the first one. Every error body of ours carries `code` and none carries `status`: where an answer may be an error body or a webhook record (the 500 of GET /webhooks/{id}), `code` tells the error body and `status` the record.
          * @example {
          *       "code": "validation_failed",
          *       "error": "Bad Request",
@@ -1610,7 +1647,7 @@ export interface components {
          * @enum {string}
          */
         WebhookErrorType: "payment_failed" | "upstream_error" | "internal_error" | "rate_limited" | "validation_failed" | "refund_failed";
-        /** @description Status record of an asynchronous operation (proxy payment confirmation or relay refund). Records are kept 30 days. */
+        /** @description Status record of an asynchronous operation (proxy payment confirmation or relay refund). Records are kept 30 days. A record always carries `status` and never `code`; an error body (ErrorBody) always carries `code` and never `status`, so the 500 of GET /webhooks/{id} (a failed record, or an error that kept the record from being read) is told apart by either field. */
         WebhookRecord: {
             /**
              * @description `pending`: still in progress (HTTP 202). Success (HTTP 200): `success` (proxy: the payment confirmed on-chain, credits charged), `refund_confirmed` (relay: the refund transaction confirmed), `success_refunded` (relay: the target answered 2xx but never charged, the payment was refunded), `no_refund_needed` (relay: the target charged within the authorization window). `failed` (HTTP 500): see `errorType`.
@@ -2042,20 +2079,6 @@ export interface components {
     headers: {
         /** @description Identifier of this request, sent on every response and written with every log line of the request. Quote it when reporting a problem. */
         "X-Request-Id": string;
-        /** @description Relay: transaction hash of the client's payment to the service, once it is settled (0x-prefixed hex on EVM networks, a base58 signature on Solana). */
-        "X-Client-Payment": string;
-        /** @description Id of a webhook record opened for this call (payment verification or refund tracking); poll GET /webhooks/{id} with it. Sent only when a record was opened. */
-        "X-Service-Webhook": string;
-        /** @description Relay: id of the webhook record tracking the refund issued for this call; poll GET /webhooks/{id} with it. Sent only when a refund is issued. */
-        "X-Refund-Webhook-Id": string;
-        /** @description x402 version 1 settlement receipt: base64-encoded JSON `{success, transaction, network, payer}` (with `errorReason` when `success` is false). On /relay and /proxy it describes the service's payment to the target; on /llm/chat and /llm/translate the settlement of the client's payment. */
-        "X-Payment-Response": string;
-        /** @description x402 version 2 settlement receipt of the client's payment to the service, sent when the client paid with PAYMENT-SIGNATURE and the payment is settled (or, on the paid chat operations, broadcast): base64-encoded JSON `{success, transaction, network, payer}` with the network as its CAIP-2 id (`errorReason` when `success` is false). A client that paid with X-PAYMENT gets X-Payment-Response instead. */
-        "PAYMENT-RESPONSE": string;
-        /** @description Synchronous status of the paid call (`payment_required`, `payment_validating` or `processing`); sent only when applicable. */
-        "X-Service-Status": components["schemas"]["ServiceStatus"];
-        /** @description `true` when this answer is the kept answer of an earlier call with the same Idempotency-Key (or, on /relay, the same payment), replayed without running the call or moving money again. */
-        "Idempotent-Replayed": "true";
         /** @description The same offers as the 402 body's `accepts`, for x402 version 2 clients: base64 (RFC 4648, with padding) of the UTF-8 JSON `{x402Version: 2, error, resource: {url, description, mimeType}, accepts}`, each entry with the network as its CAIP-2 id (`eip155:8453`, `solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp`, ...), `amount` for `maxAmountRequired`, and no resource fields. Pay one of them with PAYMENT-SIGNATURE, echoing the entry as `accepted`. */
         "PAYMENT-REQUIRED": string;
         /**
@@ -2102,13 +2125,13 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-Client-Payment": components["headers"]["X-Client-Payment"];
-                    "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
-                    "X-Refund-Webhook-Id": components["headers"]["X-Refund-Webhook-Id"];
-                    "X-Payment-Response": components["headers"]["X-Payment-Response"];
-                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
-                    "X-Service-Status": components["headers"]["X-Service-Status"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "X-Client-Payment"?: components["schemas"]["X-Client-Payment"];
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
+                    "X-Refund-Webhook-Id"?: components["schemas"]["X-Refund-Webhook-Id"];
+                    "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE"?: components["schemas"]["PAYMENT-RESPONSE"];
+                    "X-Service-Status"?: components["schemas"]["ServiceStatus"];
+                    "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2122,13 +2145,13 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-Client-Payment": components["headers"]["X-Client-Payment"];
-                    "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
-                    "X-Refund-Webhook-Id": components["headers"]["X-Refund-Webhook-Id"];
-                    "X-Payment-Response": components["headers"]["X-Payment-Response"];
-                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
-                    "X-Service-Status": components["headers"]["X-Service-Status"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "X-Client-Payment"?: components["schemas"]["X-Client-Payment"];
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
+                    "X-Refund-Webhook-Id"?: components["schemas"]["X-Refund-Webhook-Id"];
+                    "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE"?: components["schemas"]["PAYMENT-RESPONSE"];
+                    "X-Service-Status"?: components["schemas"]["ServiceStatus"];
+                    "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2140,7 +2163,7 @@ export interface operations {
             402: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-Service-Status": components["headers"]["X-Service-Status"];
+                    "X-Service-Status": components["schemas"]["ServiceStatus"];
                     "PAYMENT-REQUIRED": components["headers"]["PAYMENT-REQUIRED"];
                     [name: string]: unknown;
                 };
@@ -2209,13 +2232,13 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-Client-Payment": components["headers"]["X-Client-Payment"];
-                    "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
-                    "X-Refund-Webhook-Id": components["headers"]["X-Refund-Webhook-Id"];
-                    "X-Payment-Response": components["headers"]["X-Payment-Response"];
-                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
-                    "X-Service-Status": components["headers"]["X-Service-Status"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "X-Client-Payment"?: components["schemas"]["X-Client-Payment"];
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
+                    "X-Refund-Webhook-Id"?: components["schemas"]["X-Refund-Webhook-Id"];
+                    "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE"?: components["schemas"]["PAYMENT-RESPONSE"];
+                    "X-Service-Status"?: components["schemas"]["ServiceStatus"];
+                    "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2245,12 +2268,12 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-Client-Payment": components["headers"]["X-Client-Payment"];
-                    "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
-                    "X-Refund-Webhook-Id": components["headers"]["X-Refund-Webhook-Id"];
-                    "X-Payment-Response": components["headers"]["X-Payment-Response"];
-                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
-                    "X-Service-Status": components["headers"]["X-Service-Status"];
+                    "X-Client-Payment"?: components["schemas"]["X-Client-Payment"];
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
+                    "X-Refund-Webhook-Id"?: components["schemas"]["X-Refund-Webhook-Id"];
+                    "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE"?: components["schemas"]["PAYMENT-RESPONSE"];
+                    "X-Service-Status"?: components["schemas"]["ServiceStatus"];
                     /** @description Seconds to wait before retrying; sent with TooManyRequests (capacity) only. */
                     "Retry-After"?: number;
                     [name: string]: unknown;
@@ -2285,12 +2308,12 @@ export interface operations {
             502: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-Client-Payment": components["headers"]["X-Client-Payment"];
-                    "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
-                    "X-Refund-Webhook-Id": components["headers"]["X-Refund-Webhook-Id"];
-                    "X-Service-Status": components["headers"]["X-Service-Status"];
-                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "X-Client-Payment"?: components["schemas"]["X-Client-Payment"];
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
+                    "X-Refund-Webhook-Id"?: components["schemas"]["X-Refund-Webhook-Id"];
+                    "X-Service-Status"?: components["schemas"]["ServiceStatus"];
+                    "PAYMENT-RESPONSE"?: components["schemas"]["PAYMENT-RESPONSE"];
+                    "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2301,13 +2324,13 @@ export interface operations {
             "2XX": {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-Client-Payment": components["headers"]["X-Client-Payment"];
-                    "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
-                    "X-Refund-Webhook-Id": components["headers"]["X-Refund-Webhook-Id"];
-                    "X-Payment-Response": components["headers"]["X-Payment-Response"];
-                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
-                    "X-Service-Status": components["headers"]["X-Service-Status"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "X-Client-Payment"?: components["schemas"]["X-Client-Payment"];
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
+                    "X-Refund-Webhook-Id"?: components["schemas"]["X-Refund-Webhook-Id"];
+                    "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE"?: components["schemas"]["PAYMENT-RESPONSE"];
+                    "X-Service-Status"?: components["schemas"]["ServiceStatus"];
+                    "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2318,13 +2341,13 @@ export interface operations {
             "3XX": {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-Client-Payment": components["headers"]["X-Client-Payment"];
-                    "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
-                    "X-Refund-Webhook-Id": components["headers"]["X-Refund-Webhook-Id"];
-                    "X-Payment-Response": components["headers"]["X-Payment-Response"];
-                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
-                    "X-Service-Status": components["headers"]["X-Service-Status"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "X-Client-Payment"?: components["schemas"]["X-Client-Payment"];
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
+                    "X-Refund-Webhook-Id"?: components["schemas"]["X-Refund-Webhook-Id"];
+                    "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE"?: components["schemas"]["PAYMENT-RESPONSE"];
+                    "X-Service-Status"?: components["schemas"]["ServiceStatus"];
+                    "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2335,13 +2358,13 @@ export interface operations {
             "4XX": {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-Client-Payment": components["headers"]["X-Client-Payment"];
-                    "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
-                    "X-Refund-Webhook-Id": components["headers"]["X-Refund-Webhook-Id"];
-                    "X-Payment-Response": components["headers"]["X-Payment-Response"];
-                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
-                    "X-Service-Status": components["headers"]["X-Service-Status"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "X-Client-Payment"?: components["schemas"]["X-Client-Payment"];
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
+                    "X-Refund-Webhook-Id"?: components["schemas"]["X-Refund-Webhook-Id"];
+                    "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE"?: components["schemas"]["PAYMENT-RESPONSE"];
+                    "X-Service-Status"?: components["schemas"]["ServiceStatus"];
+                    "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2484,10 +2507,10 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-Service-Status": components["headers"]["X-Service-Status"];
-                    "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
-                    "X-Payment-Response": components["headers"]["X-Payment-Response"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "X-Service-Status"?: components["schemas"]["ServiceStatus"];
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
+                    "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2642,8 +2665,8 @@ export interface operations {
             502: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
+                    "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2654,10 +2677,10 @@ export interface operations {
             "2XX": {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-Service-Status": components["headers"]["X-Service-Status"];
-                    "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
-                    "X-Payment-Response": components["headers"]["X-Payment-Response"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "X-Service-Status"?: components["schemas"]["ServiceStatus"];
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
+                    "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2668,10 +2691,10 @@ export interface operations {
             "3XX": {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-Service-Status": components["headers"]["X-Service-Status"];
-                    "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
-                    "X-Payment-Response": components["headers"]["X-Payment-Response"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "X-Service-Status"?: components["schemas"]["ServiceStatus"];
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
+                    "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2682,10 +2705,10 @@ export interface operations {
             "4XX": {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-Service-Status": components["headers"]["X-Service-Status"];
-                    "X-Service-Webhook": components["headers"]["X-Service-Webhook"];
-                    "X-Payment-Response": components["headers"]["X-Payment-Response"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "X-Service-Status"?: components["schemas"]["ServiceStatus"];
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
+                    "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2927,7 +2950,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["CapacityExceeded"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
-            /** @description The operation ended in failure (WebhookFailed, with `error` and `errorType`), or an internal error prevented reading the record (ErrorBody, no `status` field). */
+            /** @description The operation ended in failure (WebhookFailed: `status` `failed`, with `error` and `errorType`), or an internal error prevented reading the record (ErrorBody: `code`, never `status`). Tell them apart by the field: a body with `status` is the record, a body with `code` the error (in TypeScript, `'status' in body` or `'code' in body` narrows the union). */
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2961,15 +2984,15 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-Payment-Response": components["headers"]["X-Payment-Response"];
-                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
+                    "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE"?: components["schemas"]["PAYMENT-RESPONSE"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["ChatResponse"];
                 };
             };
-            /** @description The request is invalid, carries both X-Payment and PAYMENT-SIGNATURE, or its payment was already used (a payment is accepted once, in either header). Without a `messages` array, `error` is `messages is required and must be an array`; other problems are listed in `details`. */
+            /** @description The request is invalid (`code` `validation_failed`: for example no `messages` array; `details` lists every problem), carries both X-Payment and PAYMENT-SIGNATURE (`validation_failed`), or its payment was already used (`payment_reused`: a payment is accepted once, in either header). `error` is `Bad Request`. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2979,7 +3002,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "code": "validation_failed",
-                     *       "error": "messages is required and must be an array"
+                     *       "error": "Bad Request",
+                     *       "details": "requestBody is missing the required property \"messages\""
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
@@ -2989,7 +3013,7 @@ export interface operations {
             402: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-Service-Status": components["headers"]["X-Service-Status"];
+                    "X-Service-Status": components["schemas"]["ServiceStatus"];
                     "X-Payment": components["headers"]["X-Payment-Required"];
                     "PAYMENT-REQUIRED": components["headers"]["PAYMENT-REQUIRED"];
                     [name: string]: unknown;
@@ -3060,8 +3084,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-Payment-Response": components["headers"]["X-Payment-Response"];
-                    "PAYMENT-RESPONSE": components["headers"]["PAYMENT-RESPONSE"];
+                    "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE"?: components["schemas"]["PAYMENT-RESPONSE"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3073,7 +3097,7 @@ export interface operations {
             402: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-Service-Status": components["headers"]["X-Service-Status"];
+                    "X-Service-Status": components["schemas"]["ServiceStatus"];
                     "X-Payment": components["headers"]["X-Payment-Required"];
                     "PAYMENT-REQUIRED": components["headers"]["PAYMENT-REQUIRED"];
                     [name: string]: unknown;

@@ -7,6 +7,7 @@
  */
 import type { components } from '../codegen/api';
 import type { AuthenticatedKey } from '../payments/accounts';
+import type { SettleFailureReason } from '../payments/incoming/settle';
 import type { OperationId } from './types';
 
 export type ErrorCode = components['schemas']['ErrorCode'];
@@ -24,6 +25,10 @@ export const ERROR_CODES = {
   unauthorized: { status: 401, error: 'Unauthorized' },
   payment_required: { status: 402, error: 'Payment Required' },
   payment_invalid: { status: 402, error: 'Payment Required' },
+  offer_mismatch: { status: 402, error: 'Payment Required' },
+  amount_mismatch: { status: 402, error: 'Payment Required' },
+  network_mismatch: { status: 402, error: 'Payment Required' },
+  payment_expired: { status: 402, error: 'Payment Required' },
   insufficient_credits: { status: 402, error: 'Insufficient credits' },
   not_found: { status: 404, error: 'Not Found' },
   method_not_allowed: { status: 405, error: 'Method Not Allowed' },
@@ -84,6 +89,31 @@ export function errorReply<C extends ErrorCode, D extends string | undefined = u
   // NoInfer: the fields are the ones given, never guessed from the reply type the caller expects.
 ): NoInfer<{ status: ErrorStatus<C>; body: ErrorBodyOf<C, D, X> }> {
   return { status: ERROR_CODES[code].status, body: errorBody(code, details, extra) };
+}
+
+/** The codes of a 402 that answers a payment refused before anything moved. */
+export type RefusedPaymentCode =
+  'payment_invalid' | 'offer_mismatch' | 'amount_mismatch' | 'network_mismatch' | 'payment_expired';
+
+/**
+ * The reasons of payments/incoming (verification, then settlement) a client can act on, each with
+ * its own code; any other reason of a 402 is payment_invalid (its `error` still names it).
+ */
+const REFUSAL_CODES: Partial<Record<SettleFailureReason, RefusedPaymentCode>> = {
+  offer_mismatch: 'offer_mismatch',
+  wrong_amount: 'amount_mismatch',
+  network_not_offered: 'network_mismatch',
+  expired: 'payment_expired',
+  not_yet_valid: 'payment_expired',
+};
+
+/** The code of our 402: payment_required without a payment, else the refusal's own code. */
+export function paymentRefusalCode(
+  paid: boolean,
+  reason: SettleFailureReason | undefined,
+): RefusedPaymentCode | 'payment_required' {
+  if (!paid) return 'payment_required';
+  return (reason === undefined ? undefined : REFUSAL_CODES[reason]) ?? 'payment_invalid';
 }
 
 /** The `error` of the 500 each chat operation declares (ChatError, TranslateError). */

@@ -1,7 +1,7 @@
 import type { Handler } from './types';
 import { paidChat, type PaidChatOutcome } from '../payments/chat';
 import type { ClientPaymentHeader } from '../payments/incoming/clientPayment';
-import { errorReply, LLM_FAILED_TITLE, unreachable } from './errors';
+import { errorReply, LLM_FAILED_TITLE, paymentRefusalCode, unreachable } from './errors';
 import { clientPaymentHeader, paymentRequiredHeaders, paymentResponseHeaders } from './x402Headers';
 
 export function resourceUrl(baseUrl: string, path: string): string {
@@ -19,8 +19,8 @@ export function chatFailureReply<E extends string>(
     case 'not_configured':
       return errorReply('llm_unavailable', 'No chat backend is configured on this server; nothing was charged.');
     case 'payment_required': {
-      // A 402 answering a payment means that payment was refused; `error` says why.
-      const reply = errorReply(payment === undefined ? 'payment_required' : 'payment_invalid', undefined, {
+      // A 402 answering a payment means that payment was refused: `code` says why, `error` in words.
+      const reply = errorReply(paymentRefusalCode(payment !== undefined, outcome.reason), undefined, {
         x402Version: 1 as const,
         error: outcome.error,
         accepts: outcome.accepts.map((offer) => ({ ...offer, scheme: 'exact' as const })),
@@ -32,7 +32,7 @@ export function chatFailureReply<E extends string>(
         headers: {
           'X-Service-Status': 'payment_required',
           'X-Payment': inHeader,
-          ...paymentRequiredHeaders(outcome.accepts, outcome.error),
+          ...paymentRequiredHeaders(outcome.accepts, outcome.reason === undefined ? undefined : outcome.error),
         },
       };
     }

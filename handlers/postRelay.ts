@@ -13,7 +13,7 @@ import { inProgressReply, keyReusedReply, pathWithFormat, runOnce, type RunAnswe
 import type { CallRequest } from '../payments/outbound/index';
 import { checkRelayPayment, relayCall, type RelayHeaders, type RelayOutcome } from '../payments/relay/call';
 import type { X402Version } from '../payments/x402/v2';
-import { errorReply, unreachable } from './errors';
+import { errorReply, paymentRefusalCode, unreachable } from './errors';
 import { callTimeoutMs, spendLimitReply, targetReply } from './targetReply';
 import { clientPaymentHeader, paymentRequiredHeaders, paymentResponseHeaders } from './x402Headers';
 
@@ -109,8 +109,8 @@ function replyOf(
       return {
         keep: false,
         reply: {
-          // A 402 answering a payment means that payment was refused; `error` says why.
-          ...errorReply(payment === undefined ? 'payment_required' : 'payment_invalid', undefined, {
+          // A 402 answering a payment means that payment was refused: `code` says why, `error` in words.
+          ...errorReply(paymentRefusalCode(payment !== undefined, outcome.reason), undefined, {
             x402Version: 1 as const,
             error: outcome.error,
             accepts: outcome.accepts as never,
@@ -118,12 +118,18 @@ function replyOf(
           }),
           headers: {
             'X-Service-Status': 'payment_required',
-            ...paymentRequiredHeaders(outcome.accepts, outcome.error),
+            ...paymentRequiredHeaders(outcome.accepts, outcome.reason === undefined ? undefined : outcome.error),
           },
         },
       };
     case 'bad_request':
-      return { keep: false, reply: errorReply('validation_failed', outcome.details) };
+      return {
+        keep: false,
+        reply: errorReply(
+          outcome.reason === 'nonce_already_used' ? 'payment_reused' : 'validation_failed',
+          outcome.details,
+        ),
+      };
     case 'spend_limit':
       return { keep: false, reply: spendLimitReply('Daily wallet spending limit exceeded', outcome) };
     case 'bad_gateway':

@@ -11,6 +11,7 @@ import {
   encodeHeaderJson,
   paymentRequiredV2,
   PAYMENT_SIGNATURE_HEADER,
+  PAYMENT_SIGNATURE_REQUIRED,
   settlementToV2,
   X_PAYMENT_HEADER,
   type X402Version,
@@ -41,12 +42,16 @@ export function clientPaymentHeader(headers: IncomingHttpHeaders): PaymentHeader
   return { ok: true, payment: undefined };
 }
 
-/** PAYMENT-REQUIRED: the offers of our 402 in version 2 form, beside the version 1 body. */
+/**
+ * PAYMENT-REQUIRED: the offers of our 402 in version 2 form, beside the version 1 body. `refusal`
+ * says why the request's payment was refused; without one (no payment was sent) the header asks for
+ * the payment header of its own version, as the version 1 body asks for X-PAYMENT.
+ */
 export function paymentRequiredHeaders(
   accepts: readonly PaymentRequirements[],
-  error: string,
+  refusal: string | undefined,
 ): { 'PAYMENT-REQUIRED': string } {
-  return { 'PAYMENT-REQUIRED': encodeHeaderJson(paymentRequiredV2(accepts, error)) };
+  return { 'PAYMENT-REQUIRED': encodeHeaderJson(paymentRequiredV2(accepts, refusal ?? PAYMENT_SIGNATURE_REQUIRED)) };
 }
 
 /** The receipt of the client's payment in the version it paid in: X-Payment-Response (1) or PAYMENT-RESPONSE (2, CAIP-2 network). */

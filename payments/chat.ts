@@ -13,7 +13,7 @@ import { settleableOffers } from './incoming/offer';
 import { sql } from 'kysely';
 import { followUpOpenPayment } from './incoming/followUp';
 import { markDelivered, markSettleFailed, recordClientPayment } from './incoming/store';
-import { settleClientPayment } from './incoming/settle';
+import { settleClientPayment, type SettleFailureReason } from './incoming/settle';
 import { refundClientPayment } from './incoming/refund';
 import { verifyClientPaymentHeader } from './incoming/verify';
 import type { ClientPaymentHeader } from './incoming/clientPayment';
@@ -22,7 +22,8 @@ import type { PaymentRequirements, SettlementResponse } from './x402/types';
 
 export type PaidChatOutcome =
   | { kind: 'not_configured' }
-  | { kind: 'payment_required'; accepts: PaymentRequirements[]; error: string }
+  /** `reason`: why the request's payment was refused (absent when it carried none). */
+  | { kind: 'payment_required'; accepts: PaymentRequirements[]; error: string; reason?: SettleFailureReason }
   | { kind: 'payment_reused'; details: string }
   | { kind: 'verification_unavailable'; details: string }
   | { kind: 'backend_failed'; details: string }
@@ -134,7 +135,12 @@ export async function paidChat(
   if (!verified.ok) {
     if (verified.reason === 'nonce_already_used') return { kind: 'payment_reused', details: verified.details };
     if (verified.reason === 'rpc_unavailable') return { kind: 'verification_unavailable', details: verified.details };
-    return { kind: 'payment_required', accepts, error: `${verified.reason}: ${verified.details}` };
+    return {
+      kind: 'payment_required',
+      accepts,
+      error: `${verified.reason}: ${verified.details}`,
+      reason: verified.reason,
+    };
   }
   const recorded = await recordClientPayment(deps.db, verified.value, {
     targetUrl: request.resource,
@@ -158,7 +164,12 @@ export async function paidChat(
   const settlement = await settleClientPayment(deps.db, relayTxId, deps);
   if (!settlement.settled && !settlement.pending) {
     // Nothing moved: the client is asked to pay again, as any x402 server does after a failed settlement.
-    return { kind: 'payment_required', accepts, error: `${settlement.reason}: ${settlement.details}` };
+    return {
+      kind: 'payment_required',
+      accepts,
+      error: `${settlement.reason}: ${settlement.details}`,
+      reason: settlement.reason,
+    };
   }
   if (settlement.settled) await markDelivered(deps.db, relayTxId);
   // Still pending: the answer is given now, and the chat follow-up job delivers the row once the chain shows the payment.

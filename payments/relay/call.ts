@@ -71,8 +71,10 @@ export interface RelayHeaders {
 
 export type RelayOutcome =
   | { kind: 'pass_through'; response: TargetResponse; headers: RelayHeaders }
-  | { kind: 'payment_required'; accepts: PaymentRequirements[]; error: string }
-  | { kind: 'bad_request'; details: string }
+  /** `reason`: why a payment was refused (absent when the request carried none). */
+  | { kind: 'payment_required'; accepts: PaymentRequirements[]; error: string; reason?: SettleFailureReason }
+  /** `reason`: set when it is the payment that is refused (malformed, or already used). */
+  | { kind: 'bad_request'; details: string; reason?: SettleFailureReason }
   | { kind: 'spend_limit'; details: string; currentSpendUsd: number; limitUsd: number; requestedUsd: number }
   | { kind: 'bad_gateway'; message: string; headers: RelayHeaders }
   | { kind: 'internal_error'; details: string };
@@ -323,18 +325,19 @@ function refused(
   version: X402Version,
 ): RelayOutcome {
   if (reason === 'nonce_already_used')
-    return { kind: 'bad_request', details: `The payment authorization nonce was already used: ${details}` };
+    return { kind: 'bad_request', details: `The payment authorization nonce was already used: ${details}`, reason };
   if (MALFORMED_PAYMENT.has(reason))
     return {
       kind: 'bad_request',
       details: `${paymentHeaderName(version)} is not an x402 version ${version} exact payment: ${details}`,
+      reason,
     };
   if (OUR_FAILURES.has(reason))
     return {
       kind: 'internal_error',
       details: `The payment could not be checked or settled (${reason}); nothing was charged: ${details}`,
     };
-  return { kind: 'payment_required', accepts, error: `${reason}: ${details}`.slice(0, 1000) };
+  return { kind: 'payment_required', accepts, error: `${reason}: ${details}`.slice(0, 1000), reason };
 }
 
 function overLimit(refusal: RelayLimitRefusal, payer: string, networkClass: string): RelayOutcome {

@@ -31,6 +31,9 @@ export const PAYMENT_RESPONSE_HEADER = 'payment-response';
 export const X_PAYMENT_HEADER = 'x-payment';
 export const X_PAYMENT_RESPONSE_HEADER = 'x-payment-response';
 
+/** The `error` of our PAYMENT-REQUIRED when the request carried no payment: the header of version 2, as the version 1 body names X-PAYMENT. */
+export const PAYMENT_SIGNATURE_REQUIRED = 'PAYMENT-SIGNATURE header is required';
+
 /** Every x402 header a target may send us; none of them reaches our own client (our client pays us, not the target). */
 export const TARGET_X402_RESPONSE_HEADERS = [
   PAYMENT_REQUIRED_HEADER,

@@ -7,9 +7,13 @@ import { startPeers, type Peers } from '../../devnet/index';
 import { ERROR_CODES, type ErrorCode } from '../../handlers/errors';
 import { loadDocument } from '../../server/openapi';
 import { createTestAccount } from '../support/accounts';
+import { startLocalLlm, type LocalLlm } from '../../devnet/llm';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { caip2Of } from '../../payments/networkTable';
+import type { PaymentRequirements } from '../../payments/x402/types';
 import type { ContractResponse } from '../support/contract';
 import { holdRequest } from '../support/held-request';
-import { peersEnv, startProxyService } from '../support/proxy';
+import { peersEnv, startLlmService, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
 
@@ -95,6 +99,8 @@ afterAll(async () => {
   await ifStarted(peers)?.stop();
 });
 
+const decodeHeader = (value: string | null): any => JSON.parse(Buffer.from(value!, 'base64').toString('utf8'));
+
 function expectCode(response: ContractResponse, code: ErrorCode): void {
   expect(response.body?.code, response.text.slice(0, 300)).toBe(code);
   expect(response.status).toBe(ERROR_CODES[code].status);
@@ -111,10 +117,14 @@ describe('each kind of error carries its code', () => {
     expectCode(await t.client.post('/proxy', { api_url: paidUrl(), method: 'GET' }), 'unauthorized');
   });
 
-  it('402 payment_required: /relay to a paid target without a payment', async () => {
+  it('402 payment_required: /relay to a paid target without a payment; each form names the header of its version', async () => {
     const res = await t.client.post('/relay', { api_url: paidUrl(), method: 'GET' });
     expectCode(res, 'payment_required');
     expect(res.body).toMatchObject({ x402Version: 1, error: 'X-PAYMENT header is required' });
+    expect(decodeHeader(res.headers.get('payment-required'))).toMatchObject({
+      x402Version: 2,
+      error: 'PAYMENT-SIGNATURE header is required',
+    });
   });
 
   it('402 insufficient_credits: /proxy with too few credits', async () => {
@@ -192,6 +202,150 @@ describe('each kind of error carries its code', () => {
   it('503 llm_unavailable: chat without a model backend', async () => {
     expectCode(await t.client.post('/llm/chat', { messages: [{ role: 'user', content: 'hello' }] }), 'llm_unavailable');
     expectCode(await t.client.post('/llm/translate', { text: 'hello' }), 'llm_unavailable');
+  });
+});
+
+describe('a refused payment carries the code of its cause, on /relay and the paid chat, in both versions', () => {
+  const NETWORK = 'base-sepolia' as const;
+  let llm: LocalLlm;
+  let paid: TestService;
+  const relayBody = () => ({ api_url: peers.targets[NETWORK]!.routes.paid.url, method: 'GET' });
+  const chatBody = { messages: [{ role: 'user', content: 'refused' }] };
+  const base64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64');
+
+  beforeAll(async () => {
+    llm = await startLocalLlm();
+    paid = await startLlmService(peers, llm);
+  });
+  afterAll(async () => {
+    await ifStarted(paid)?.stop();
+    await ifStarted(llm)?.close();
+  });
+
+  /** A fresh funded payer, our 402 for the call in both forms, and a signer of payments for its offer. */
+  async function payer(path: string, body: unknown) {
+    const privateKey = generatePrivateKey();
+    const address = privateKeyToAccount(privateKey).address;
+    await peers.mint(NETWORK, address, 1_000_000n);
+    const first = await paid.client.post(path, body);
+    expectCode(first, 'payment_required');
+    const offer = (first.body.accepts as PaymentRequirements[]).find((entry) => entry.network === NETWORK)!;
+    const required = decodeHeader(first.headers.get('payment-required'));
+    expect(required.error).toBe('PAYMENT-SIGNATURE header is required');
+    const accepted = required.accepts.find((entry: { network: string }) => entry.network === caip2Of(NETWORK));
+    const sign = (overrides: Parameters<Peers['signEvmPayment']>[1] = {}) =>
+      peers.signEvmPayment(offer, overrides, privateKey);
+    const v2 = async (overrides: Parameters<Peers['signEvmPayment']>[1] = {}, entry: unknown = accepted) =>
+      base64({
+        x402Version: 2,
+        resource: required.resource,
+        accepted: entry,
+        payload: (await sign(overrides)).payment.payload,
+      });
+    return { address, offer, accepted, sign, v2, balance: () => peers.usdcBalance(NETWORK, address) };
+  }
+
+  const now = () => BigInt(Math.floor(Date.now() / 1000));
+
+  /** The refusal: its code and status, a 402 with the offers of now in both forms, the cause in `error` too, and nothing moved. */
+  async function expectRefused(
+    path: string,
+    body: unknown,
+    headers: Record<string, string>,
+    code: ErrorCode,
+    reason: string,
+    balance: () => Promise<bigint>,
+  ) {
+    const before = await balance();
+    const res = await paid.client.post(path, body, { headers });
+    expectCode(res, code);
+    expect(res.status).toBe(402);
+    expect(res.body.accepts.length).toBeGreaterThan(0);
+    expect(res.body.error).toMatch(new RegExp(`^${reason}: `));
+    expect(decodeHeader(res.headers.get('payment-required'))).toMatchObject({
+      x402Version: 2,
+      error: res.body.error,
+      accepts: expect.arrayContaining([expect.objectContaining({ network: caip2Of(NETWORK) })]),
+    });
+    expect(await balance()).toBe(before);
+  }
+
+  for (const path of ['/relay', '/llm/chat']) {
+    const body = () => (path === '/relay' ? relayBody() : chatBody);
+
+    it(`${path}: offer_mismatch, a version 2 \`accepted\` that is none of our offers`, async () => {
+      const p = await payer(path, body());
+      const header = await p.v2({}, { ...p.accepted, amount: (BigInt(p.accepted.amount) - 1n).toString() });
+      await expectRefused(path, body(), { 'PAYMENT-SIGNATURE': header }, 'offer_mismatch', 'offer_mismatch', p.balance);
+    });
+
+    it(`${path}: amount_mismatch, another amount than asked, in either version`, async () => {
+      const p = await payer(path, body());
+      const value = BigInt(p.offer.maxAmountRequired) - 1n;
+      const v1 = { 'X-PAYMENT': (await p.sign({ value })).header };
+      await expectRefused(path, body(), v1, 'amount_mismatch', 'wrong_amount', p.balance);
+      const v2 = { 'PAYMENT-SIGNATURE': await p.v2({ value }) };
+      await expectRefused(path, body(), v2, 'amount_mismatch', 'wrong_amount', p.balance);
+    });
+
+    it(`${path}: network_mismatch, a network we did not offer`, async () => {
+      const p = await payer(path, body());
+      const header = { 'X-PAYMENT': (await p.sign({ network: 'base' })).header };
+      await expectRefused(path, body(), header, 'network_mismatch', 'network_not_offered', p.balance);
+    });
+
+    it(`${path}: payment_expired, outside its validity window, in either version`, async () => {
+      const p = await payer(path, body());
+      const expired = { validAfter: now() - 600n, validBefore: now() - 1n };
+      await expectRefused(
+        path,
+        body(),
+        { 'X-PAYMENT': (await p.sign(expired)).header },
+        'payment_expired',
+        'expired',
+        p.balance,
+      );
+      await expectRefused(
+        path,
+        body(),
+        { 'PAYMENT-SIGNATURE': await p.v2(expired) },
+        'payment_expired',
+        'expired',
+        p.balance,
+      );
+      const notYet = { 'X-PAYMENT': (await p.sign({ validAfter: now() + 600n })).header };
+      await expectRefused(path, body(), notYet, 'payment_expired', 'not_yet_valid', p.balance);
+    });
+
+    it(`${path}: payment_reused (400), a payment already taken, sent again in the other header`, async () => {
+      const p = await payer(path, body());
+      const signed = await p.sign();
+      const first = await paid.client.post(path, body(), { headers: { 'X-PAYMENT': signed.header } });
+      expect(first.status).toBe(200);
+      const after = await p.balance();
+      const again = base64({
+        x402Version: 2,
+        resource: decodeHeader((await paid.client.post(path, body())).headers.get('payment-required')).resource,
+        accepted: p.accepted,
+        payload: signed.payment.payload,
+      });
+      // On /relay the same request would get the first call's answer: another request is refused.
+      const otherBody = path === '/relay' ? { ...relayBody(), headers: { 'x-other': 'request' } } : chatBody;
+      const res = await paid.client.post(path, otherBody, { headers: { 'PAYMENT-SIGNATURE': again } });
+      expectCode(res, 'payment_reused');
+      expect(res.body).toEqual({
+        code: 'payment_reused',
+        error: 'Bad Request',
+        details: expect.stringMatching(/already used/),
+      });
+      expect(await p.balance()).toBe(after);
+    });
+  }
+
+  it('a payment refused for another cause stays payment_invalid, its cause in `error`', async () => {
+    const p = await payer('/relay', relayBody());
+    const header = { 'X-PAYMENT': (await p.sign({ domain: { chainId: 1 } })).header };
+    await expectRefused('/relay', relayBody(), header, 'payment_invalid', 'invalid_signature', p.balance);
   });
 });
 

@@ -84,6 +84,29 @@ describe('request validation', () => {
     expect(details).toMatch(/network must be one of/);
   });
 
+  it('the paid chat operations refuse an invalid body as every operation does: Bad Request, every problem in details', async () => {
+    const cases: Array<[string, unknown, string]> = [
+      ['/llm/chat', {}, 'requestBody is missing the required property "messages"'],
+      ['/llm/chat', { messages: 5 }, 'requestBody.messages must be array'],
+      [
+        '/llm/chat',
+        { messages: [], temperature: 3 },
+        'requestBody.messages must NOT have fewer than 1 items; requestBody.temperature must be <= 2',
+      ],
+      ['/llm/translate', {}, 'requestBody is missing the required property "text"'],
+      [
+        '/llm/translate',
+        { text: '', extra: 1 },
+        'requestBody has an unknown property "extra"; requestBody.text must NOT have fewer than 1 characters',
+      ],
+    ];
+    for (const [path, body, details] of cases) {
+      const res = await t.client.post(path, body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body).toEqual({ code: 'validation_failed', error: 'Bad Request', details });
+    }
+  });
+
   it('a valid request whose target the SSRF guard refuses is 400 {error, details}, nothing sent', async () => {
     const res = await t.client.post('/relay/sim', simBody);
     expect(res.status).toBe(400);

@@ -225,10 +225,7 @@ describe.each(operations.map((operation) => [`${operation.method} ${operation.te
             if (!(String(status) in operation.responses))
               throw failure(request, response, `${status} is not declared by ${operation.operationId}`);
             const { error, details } = (body ?? {}) as { error?: unknown; details?: unknown };
-            // The interface answers /llm/chat without a messages array with the error field alone.
-            const detailsOptional =
-              operation.operationId === 'postLlmChat' && error === 'messages is required and must be an array';
-            if (typeof error !== 'string' || (typeof details !== 'string' && !detailsOptional))
+            if (typeof error !== 'string' || typeof details !== 'string')
               throw failure(request, response, 'the refusal is not {error, details}');
             if (!hasOwnCode(response))
               throw failure(request, response, 'the refusal carries no code of the table with its status');

@@ -221,7 +221,7 @@ describe('a repeated payment on /relay', () => {
     const other = await relay({ ...paidBody(), headers: { 'x-other': '1' } }, { 'X-PAYMENT': header });
     expect(other.status).toBe(400);
     expect(other.body).toMatchObject({
-      code: 'validation_failed',
+      code: 'payment_reused',
       details: expect.stringContaining('nonce was already used'),
     });
     // The refusal is not kept in the first call's place: its own request still gets its answer.

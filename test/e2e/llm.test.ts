@@ -132,10 +132,18 @@ describe('POST /llm/chat', () => {
   it('a body without a messages array is 400 before any payment check', async () => {
     const res = await t.client.post('/llm/chat', { prompt: 'hi' }, { headers: { 'X-Payment': 'not even base64' } });
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ code: 'validation_failed', error: 'messages is required and must be an array' });
+    expect(res.body).toEqual({
+      code: 'validation_failed',
+      error: 'Bad Request',
+      details: 'requestBody is missing the required property "messages"',
+    });
     const notArray = await t.client.post('/llm/chat', { messages: 'hi' });
     expect(notArray.status).toBe(400);
-    expect(notArray.body).toEqual({ code: 'validation_failed', error: 'messages is required and must be an array' });
+    expect(notArray.body).toEqual({
+      code: 'validation_failed',
+      error: 'Bad Request',
+      details: 'requestBody.messages must be array',
+    });
   });
 });
 

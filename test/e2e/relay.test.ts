@@ -334,7 +334,7 @@ describe('a repeated X-PAYMENT', () => {
     );
     expect(again.status).toBe(400);
     expect(again.body).toEqual({
-      code: 'validation_failed',
+      code: 'payment_reused',
       error: 'Bad Request',
       details: expect.stringContaining('nonce was already used'),
     });

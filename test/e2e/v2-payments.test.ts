@@ -81,7 +81,7 @@ describe('one authorization, either header', () => {
       headers: { 'PAYMENT-SIGNATURE': signed.paymentSignature },
     });
     expect(second.status).toBe(400);
-    expect(second.body).toMatchObject({ code: 'validation_failed', details: expect.stringMatching(/already used/) });
+    expect(second.body).toMatchObject({ code: 'payment_reused', details: expect.stringMatching(/already used/) });
     expect(await legs(payer.address)).toEqual({
       client: before.client - RELAY_PRICE,
       service: before.service + RELAY_PRICE - TARGET_PRICE,
@@ -252,7 +252,7 @@ describe('refused before anything moves', () => {
         headers: { 'PAYMENT-SIGNATURE': signed.signature(signed.payment.payload, accepted) },
       });
       expect(res.status).toBe(402);
-      expect(res.body).toMatchObject({ code: 'payment_invalid', error: expect.stringMatching(/^offer_mismatch: /) });
+      expect(res.body).toMatchObject({ code: 'offer_mismatch', error: expect.stringMatching(/^offer_mismatch: /) });
       expect(decode(res.headers.get('payment-required')).accepts).toEqual([signed.accepted]);
     }
     expect(await legs(payer.address)).toEqual(before);
