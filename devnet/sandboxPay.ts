@@ -8,17 +8,31 @@
  * one this client can pay. EVM payments go through the unmodified x402-fetch where x402 1.2.0
  * knows the network, through our own EIP-3009 signer where it does not (skale-base); Solana
  * payments through our Solana payer. proxy uses the demo API key; the service wallet pays.
+ *
+ * A payment counts as made only once the chain shows it: the client's USDC balance on the paid
+ * network is read before the call and again after it, until it went down by the amount (for at
+ * most PAYMENT_SEEN_TIMEOUT_MS). A service answer alone (a transaction named in a kept answer, say)
+ * is not proof that money moved.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { createWalletClient, defineChain, getAddress, type Hex } from 'viem';
+import { createSolanaRpc, getBase64Encoder, type Address as SolanaAddress } from '@solana/kit';
+import { findAssociatedTokenPda, getTokenDecoder, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
+import { createPublicClient, createWalletClient, defineChain, getAddress, parseAbi, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { SupportedEVMNetworks } from 'x402/types';
 import { wrapFetchWithPayment } from 'x402-fetch';
 import { localTransport } from './evm/chain';
 import { signEvmPayment } from './evm/authorization';
-import { EVM_NETWORKS, isEvmNetwork, isSolanaNetwork, type NetworkName, type SolanaNetworkName } from './networks';
+import {
+  EVM_NETWORKS,
+  isEvmNetwork,
+  isSolanaNetwork,
+  SOLANA_NETWORKS,
+  type NetworkName,
+  type SolanaNetworkName,
+} from './networks';
 import type { SandboxState } from './sandbox';
 import { solanaKeyFromSecret } from './svm/keys';
 import { wrapFetchWithSolanaPayment } from './svm/payment-client';
@@ -31,6 +45,10 @@ import {
 
 /** The most one sandbox call may cost: 1 USDC. */
 const MAX_PAYMENT_MICRO_USDC = 1_000_000n;
+/** How long a paid call waits, at most, for the client's balance to show the payment. */
+export const PAYMENT_SEEN_TIMEOUT_MS = 10_000;
+const BALANCE_POLL_MS = 100;
+const balanceOfAbi = parseAbi(['function balanceOf(address owner) view returns (uint256)']);
 
 export type SandboxCommand =
   { mode: 'relay'; targetUrl: string } | { mode: 'proxy'; targetUrl: string } | { mode: 'chat'; message: string };
@@ -44,8 +62,13 @@ export interface SandboxPayResult {
     network: NetworkName;
     amountMicroUsdc: bigint;
     payer: string;
-    /** The settled transaction (X-Client-Payment of a relay, X-PAYMENT-RESPONSE of a chat). */
+    /** The settled transaction the service named (X-Client-Payment of a relay, X-PAYMENT-RESPONSE of a chat). */
     transaction?: string;
+    /**
+     * The payer's USDC on `network` before the call, and after it: once it went down by the amount,
+     * or as it was when the wait ended. Only a fall by exactly the amount is a payment (paymentSeen).
+     */
+    clientBalance: { before: bigint; after: bigint };
   };
   /** The service's payment to the target (relay, proxy), from X-PAYMENT-RESPONSE. */
   targetPayment?: SettleResponse;
@@ -73,6 +96,51 @@ export function sandboxTargetNetwork(state: SandboxState, targetUrl: string): Ne
 
 function payerOf(state: SandboxState, network: NetworkName): string {
   return isEvmNetwork(network) ? getAddress(state.client.evmAddress) : state.client.solanaAddress;
+}
+
+/** The client's USDC on `network`, read from the chain over the sandbox's RPC URL (0 without a token account). */
+async function clientUsdc(state: SandboxState, network: NetworkName): Promise<bigint> {
+  const rpcUrl = state.rpc[network];
+  if (rpcUrl === undefined) throw new Error(`the sandbox state has no RPC URL for ${network}`);
+  if (isEvmNetwork(network)) {
+    return createPublicClient({ transport: localTransport(rpcUrl) }).readContract({
+      address: EVM_NETWORKS[network].usdc,
+      abi: balanceOfAbi,
+      functionName: 'balanceOf',
+      args: [getAddress(state.client.evmAddress)],
+    });
+  }
+  const [tokenAccount] = await findAssociatedTokenPda({
+    mint: SOLANA_NETWORKS[network].usdc as SolanaAddress,
+    owner: state.client.solanaAddress as SolanaAddress,
+    tokenProgram: TOKEN_PROGRAM_ADDRESS,
+  });
+  const { value } = await createSolanaRpc(rpcUrl).getAccountInfo(tokenAccount, { encoding: 'base64' }).send();
+  if (value === null) return 0n;
+  return getTokenDecoder().decode(getBase64Encoder().encode(value.data[0])).amount;
+}
+
+/**
+ * The client's balance once it is `expected`, or as it is when `waitMs` has passed (read once when
+ * `waitMs` is 0).
+ */
+async function balanceOnce(
+  state: SandboxState,
+  network: NetworkName,
+  expected: bigint,
+  waitMs: number,
+): Promise<bigint> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const balance = await clientUsdc(state, network);
+    if (balance === expected || Date.now() >= deadline) return balance;
+    await new Promise((resolve) => setTimeout(resolve, BALANCE_POLL_MS));
+  }
+}
+
+/** Whether the chain shows the payment: the client's balance went down by exactly the amount. */
+export function paymentSeen(paid: NonNullable<SandboxPayResult['paid']>): boolean {
+  return paid.clientBalance.before - paid.clientBalance.after === paid.amountMicroUsdc;
 }
 
 /** A fetch that pays a 402 on `network` (which must be the only offer, or one x402-fetch would pick) with the client wallet. */
@@ -170,11 +238,20 @@ function paymentResponse(headers: Headers): SettleResponse | undefined {
   }
 }
 
-/** One paid call through the sandbox described by `state`, with `fetchFunction` for every HTTP request. */
+export interface SandboxPayOptions {
+  /** How long to wait, at most, for the client's balance to show the payment; PAYMENT_SEEN_TIMEOUT_MS by default. */
+  paymentSeenTimeoutMs?: number;
+}
+
+/**
+ * One paid call through the sandbox described by `state`, with `fetchFunction` for every HTTP
+ * request to the service and the targets (balances are read over the sandbox's RPC URLs).
+ */
 export async function sandboxPay(
   state: SandboxState,
   command: SandboxCommand,
   fetchFunction: typeof fetch = fetch,
+  { paymentSeenTimeoutMs = PAYMENT_SEEN_TIMEOUT_MS }: SandboxPayOptions = {},
 ): Promise<SandboxPayResult> {
   if (command.mode === 'proxy') {
     const response = await fetchFunction(
@@ -193,23 +270,28 @@ export async function sandboxPay(
   const chosen = await chooseOffer(state, (network) => fetchFunction(url, postJson(body(network))), preferred);
   if (!chosen.offer) return settled(chosen.unpaid);
   const { offer } = chosen;
+  const network = offer.network as NetworkName;
+  const amountMicroUsdc = BigInt(offer.maxAmountRequired);
+  const before = await clientUsdc(state, network);
 
   // A relay names the chosen network, so the 402 the payer sees holds that one offer only.
-  const pay = await payingFetch(state, offer.network as NetworkName, fetchFunction);
-  const result = await settled(
-    await pay(url, postJson(body(command.mode === 'relay' ? (offer.network as NetworkName) : undefined))),
-  );
+  const pay = await payingFetch(state, network, fetchFunction);
+  const result = await settled(await pay(url, postJson(body(command.mode === 'relay' ? network : undefined))));
   const ours =
     command.mode === 'relay'
       ? (result.headers.get('x-client-payment') ?? undefined)
       : paymentResponse(result.headers)?.transaction;
+  // Wait for the money only when the service says it took it; otherwise what the chain shows now is the answer.
+  const claimed = (ours !== undefined && ours !== '') || (result.status >= 200 && result.status < 300);
+  const after = await balanceOnce(state, network, before - amountMicroUsdc, claimed ? paymentSeenTimeoutMs : 0);
   return {
     ...result,
     paid: {
-      network: offer.network as NetworkName,
-      amountMicroUsdc: BigInt(offer.maxAmountRequired),
-      payer: payerOf(state, offer.network as NetworkName),
+      network,
+      amountMicroUsdc,
+      payer: payerOf(state, network),
       transaction: ours || undefined,
+      clientBalance: { before, after },
     },
     ...(command.mode === 'relay' ? { targetPayment: paymentResponse(result.headers) } : {}),
   };
@@ -225,10 +307,23 @@ function usdc(microUsdc: bigint): string {
 export function describeResult(result: SandboxPayResult): string {
   const lines = [`HTTP ${result.status}`];
   if (result.paid) {
-    const { network, amountMicroUsdc, payer, transaction } = result.paid;
-    lines.push(
-      `paid ${usdc(amountMicroUsdc)} USDC (${amountMicroUsdc} micro-USDC) on ${network} from ${payer}, transaction ${transaction ?? '(none: not settled)'}`,
-    );
+    const { network, amountMicroUsdc, payer, transaction, clientBalance } = result.paid;
+    const named = `transaction ${transaction ?? '(none: not settled)'}`;
+    const balances = `${clientBalance.before} -> ${clientBalance.after} micro-USDC`;
+    const change = clientBalance.before - clientBalance.after;
+    if (paymentSeen(result.paid)) {
+      lines.push(
+        `paid ${usdc(amountMicroUsdc)} USDC (${amountMicroUsdc} micro-USDC) on ${network} from ${payer}, ${named}; the client's balance: ${balances}`,
+      );
+    } else if (change === 0n) {
+      lines.push(
+        `NOT PAID: the client's balance on ${network} did not change (${clientBalance.after} micro-USDC): nothing was paid, though ${usdc(amountMicroUsdc)} USDC was asked (the service named ${named})`,
+      );
+    } else {
+      lines.push(
+        `NOT PAID AS ASKED: the client's balance on ${network} changed by ${-change} micro-USDC (${balances}), not by the ${amountMicroUsdc} micro-USDC asked (the service named ${named})`,
+      );
+    }
   }
   if (result.targetPayment) {
     const { network, transaction, success, payer } = result.targetPayment;
@@ -265,7 +360,9 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   try {
-    process.stdout.write(describeResult(await sandboxPay(state, command)));
+    const result = await sandboxPay(state, command);
+    process.stdout.write(describeResult(result));
+    if (result.paid && !paymentSeen(result.paid)) process.exitCode = 1;
   } catch (error) {
     process.stderr.write(`sandbox:pay failed: ${error instanceof Error ? error.message : String(error)}\n`);
     process.exit(1);

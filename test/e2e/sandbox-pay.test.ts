@@ -2,7 +2,9 @@
 // with the sandbox's configuration): a relay call to the target of every network is paid on that
 // target's own network with the sandbox's client wallet of that chain type, and the chain shows
 // exactly the price plus the fee leaving the client, the price reaching the target, the fee staying
-// with the service.
+// with the service. It says "paid" only once the client's balance shows the payment: paying the same
+// Solana target twice moves the money twice, and an answer the service kept from an earlier call
+// (nothing moved) is reported as not paid.
 import { mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { createSolanaRpc, type Address as SolanaAddress, type Signature } from '@solana/kit';
@@ -12,9 +14,17 @@ import { createPublicClient, getAddress, parseAbi, type Hash, type Hex } from 'v
 import { privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localTransport } from '../../devnet/evm/chain';
-import { EVM_NETWORKS, isEvmNetwork, NETWORK_NAMES, SOLANA_NETWORKS, type NetworkName } from '../../devnet/networks';
+import {
+  EVM_NETWORKS,
+  isEvmNetwork,
+  NETWORK_NAMES,
+  SOLANA_NETWORKS,
+  type NetworkName,
+  type SolanaNetworkName,
+} from '../../devnet/networks';
 import { startSandbox, type LocalSandbox, type SandboxState } from '../../devnet/sandbox';
-import { describeResult, parseCommand, sandboxPay, sandboxTargetNetwork } from '../../devnet/sandboxPay';
+import { describeResult, parseCommand, paymentSeen, sandboxPay, sandboxTargetNetwork } from '../../devnet/sandboxPay';
+import { SLOT_DURATION_MS } from '../../devnet/svm/ledger';
 import { solanaKeyFromSecret } from '../../devnet/svm/keys';
 import { decodePaymentResponseHeader, type PaymentRequiredBody } from '../../devnet/x402';
 import { contractFetch } from '../support/relay';
@@ -77,6 +87,39 @@ async function confirmed(network: NetworkName, transaction: string): Promise<boo
   return value[0]?.err === null;
 }
 
+/**
+ * Waits (bounded) until the cluster is past the slot `transaction` landed in: a client paying again
+ * later signs with a newer blockhash than that transaction's.
+ */
+async function pastSlotOf(network: SolanaNetworkName, transaction: string): Promise<void> {
+  const rpc = createSolanaRpc(state.rpc[network]!);
+  const { value } = await rpc.getSignatureStatuses([transaction as Signature]).send();
+  const slot = value[0]!.slot;
+  const deadline = Date.now() + 50 * SLOT_DURATION_MS;
+  while ((await rpc.getSlot().send()) <= slot) {
+    if (Date.now() > deadline) throw new Error(`${network} stayed at slot ${slot}`);
+    await new Promise((resolve) => setTimeout(resolve, SLOT_DURATION_MS / 4));
+  }
+}
+
+/**
+ * contractFetch, but every X-PAYMENT it sends is the first one it sent: a client that pays with the
+ * same payment again. The service answers such a repeat from what it kept, and moves no money.
+ */
+function firstPaymentAgainFetch(): typeof fetch {
+  const inner = contractFetch();
+  let first: string | undefined;
+  return (input, init) => {
+    const headers = new Headers(init?.headers);
+    const payment = headers.get('x-payment');
+    if (payment !== null) {
+      first ??= payment;
+      headers.set('x-payment', first);
+    }
+    return inner(input, { ...init, headers });
+  };
+}
+
 /** The target's own 402: its price and where it is paid. */
 async function targetOffer(targetUrl: string) {
   const response = await fetch(targetUrl);
@@ -116,10 +159,74 @@ describe('sandbox:pay relay', () => {
       expect(await usdcBalance(network, payer)).toBe(before.client - total);
       expect(await usdcBalance(network, payTo)).toBe(before.target + price);
       expect(await usdcBalance(network, ours)).toBe(before.service + total - price);
+      expect(result.paid!.clientBalance).toEqual({ before: before.client, after: before.client - total });
+      expect(paymentSeen(result.paid!)).toBe(true);
 
       const printed = describeResult(result);
       expect(printed).toContain('HTTP 200');
-      expect(printed).toContain(`on ${network} from ${payer}, transaction ${result.paid!.transaction}`);
+      expect(printed).toMatch(/^paid /m);
+      expect(printed).toContain(
+        `(${total} micro-USDC) on ${network} from ${payer}, transaction ${result.paid!.transaction}`,
+      );
+    },
+  );
+
+  it.each(['solana', 'solana-devnet'] as const)(
+    'pays the same %s target twice: two transactions, the money moved twice, "paid" printed twice',
+    async (network) => {
+      const targetUrl = `${state.targets[network]}/paid`;
+      const { payTo, price } = await targetOffer(targetUrl);
+      const payer = state.client.solanaAddress;
+      const total = (price * 103n + 99n) / 100n;
+      const before = { client: await usdcBalance(network, payer), target: await usdcBalance(network, payTo) };
+
+      const first = await sandboxPay(state, { mode: 'relay', targetUrl }, contractFetch());
+      expect(first.status, first.text).toBe(200);
+      await pastSlotOf(network, first.paid!.transaction!);
+      const second = await sandboxPay(state, { mode: 'relay', targetUrl }, contractFetch());
+      expect(second.status, second.text).toBe(200);
+
+      expect(second.headers.get('idempotent-replayed')).toBeNull();
+      expect(second.paid!.transaction).not.toBe(first.paid!.transaction);
+      expect(second.targetPayment!.transaction).not.toBe(first.targetPayment!.transaction);
+      for (const transaction of [first, second].flatMap((result) => [
+        result.paid!.transaction!,
+        result.targetPayment!.transaction,
+      ]))
+        expect(await confirmed(network, transaction)).toBe(true);
+      expect([first.paid!.clientBalance, second.paid!.clientBalance]).toEqual([
+        { before: before.client, after: before.client - total },
+        { before: before.client - total, after: before.client - 2n * total },
+      ]);
+      expect(await usdcBalance(network, payer)).toBe(before.client - 2n * total);
+      expect(await usdcBalance(network, payTo)).toBe(before.target + 2n * price);
+      for (const result of [first, second]) expect(describeResult(result)).toMatch(/^paid /m);
+    },
+  );
+
+  it.each(['base-sepolia', 'solana-devnet'] as const)(
+    'on %s, says nothing was paid when the service answers from what it kept and the balance does not move',
+    async (network) => {
+      const targetUrl = `${state.targets[network]}/paid`;
+      const payer = isEvmNetwork(network) ? getAddress(state.client.evmAddress) : state.client.solanaAddress;
+      const repeating = firstPaymentAgainFetch();
+      const paid = await sandboxPay(state, { mode: 'relay', targetUrl }, repeating);
+      expect(paid.status, paid.text).toBe(200);
+      expect(paymentSeen(paid.paid!)).toBe(true);
+      const balance = await usdcBalance(network, payer);
+
+      // The same request with the same payment: the first call's answer again, and no money moves.
+      const again = await sandboxPay(state, { mode: 'relay', targetUrl }, repeating, { paymentSeenTimeoutMs: 2_000 });
+      expect(again.status, again.text).toBe(200);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(again.paid!.transaction).toBe(paid.paid!.transaction);
+      expect(again.paid!.clientBalance).toEqual({ before: balance, after: balance });
+      expect(await usdcBalance(network, payer)).toBe(balance);
+      expect(paymentSeen(again.paid!)).toBe(false);
+      const printed = describeResult(again);
+      expect(printed).not.toMatch(/^paid /m);
+      expect(printed).toContain(`NOT PAID: the client's balance on ${network} did not change`);
+      expect(printed).toContain('nothing was paid');
     },
   );
 
