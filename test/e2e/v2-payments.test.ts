@@ -208,16 +208,17 @@ describe('refused before anything moves', () => {
     const payer = await wallet();
     const signed = await signedFor(t, '/relay', relayBody(), payer.privateKey);
     const before = await legs(payer.address);
+    const unknownNetwork = base64({
+      x402Version: 2,
+      accepted: { ...signed.accepted, network: 'eip155:1' },
+      payload: signed.payment.payload,
+    });
     const malformed = [
       'not base64!',
       base64({ x402Version: 1, scheme: 'exact', network: NETWORK, payload: signed.payment.payload }),
       base64({ x402Version: 2, accepted: signed.accepted }),
       signed.signature({ ...signed.payment.payload, signature: 'zz' }),
-      base64({
-        x402Version: 2,
-        accepted: { ...signed.accepted, network: 'eip155:1' },
-        payload: signed.payment.payload,
-      }),
+      unknownNetwork,
       base64({ x402Version: 2, accepted: { ...signed.accepted, amount: '1e4' }, payload: signed.payment.payload }),
     ];
     const xPayment = await t.client.post('/relay', relayBody(), { headers: { 'X-PAYMENT': 'not base64!' } });
@@ -232,7 +233,8 @@ describe('refused before anything moves', () => {
       expect(relay.body.details).toMatch(/^PAYMENT-SIGNATURE is not an x402 version 2/);
       const chat = await t.client.post('/llm/chat', chatBody, { headers: { 'PAYMENT-SIGNATURE': header } });
       expect(chat.status, header).toBe(402);
-      expect(chat.body.code).toBe('payment_invalid');
+      // A network no offer names is refused as such on the chat (code network_mismatch).
+      expect(chat.body.code).toBe(header === unknownNetwork ? 'network_mismatch' : 'payment_invalid');
       expect(decode(chat.headers.get('payment-required')).accepts).toHaveLength(1);
     }
     expect(await legs(payer.address)).toEqual(before);

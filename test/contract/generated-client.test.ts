@@ -1,0 +1,237 @@
+// A client generated from the document the service serves, as users generate one: openapi-typescript
+// types from GET /openapi.json, openapi-fetch, and a program (generated-client/program.ts) that calls
+// every operation, type-checked with tsc --strict and run against the service. Optional response
+// headers must be optional in the generated types, and a failed webhook record must be told apart
+// from an error body by a field. Every answer the program received is checked against the document.
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startLocalLlm, type LocalLlm } from '../../devnet/llm';
+import { loadDocument } from '../../server/openapi';
+import { createTestAccount } from '../support/accounts';
+import { checkResponse } from '../support/contract';
+import { llmEnv } from '../support/proxy';
+import { startTestService, type TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
+
+const run = promisify(execFile);
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const bin = (name: string) => path.join(ROOT, 'node_modules', '.bin', name);
+const PROGRAM = fileURLToPath(new URL('./generated-client/program.ts', import.meta.url));
+const WALLET = '0x1111111111111111111111111111111111111111';
+
+let t: TestService;
+let llm: LocalLlm;
+let target: http.Server;
+let dir: string;
+
+beforeAll(async () => {
+  // A target that never asks for payment: /relay and /proxy pass its answer through.
+  target = http.createServer((_req, res) => {
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({ free: true }));
+  });
+  await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve));
+  llm = await startLocalLlm();
+  const { port } = target.address() as AddressInfo;
+  t = await startTestService({
+    NETWORKS: 'base-sepolia',
+    // Never contacted: the calls here end before any chain is read.
+    RPC_URL_BASE_SEPOLIA: 'http://127.0.0.1:9/',
+    EVM_PRIVATE_KEY: `0x${'11'.repeat(32)}`,
+    SSRF_ALLOW_HOSTS: `127.0.0.1:${port}`,
+    ...llmEnv(llm),
+  });
+  await mkdir(path.join(ROOT, '.tmp'), { recursive: true });
+  dir = await mkdtemp(path.join(ROOT, '.tmp', 'generated-client-'));
+}, 60_000);
+
+afterAll(async () => {
+  await ifStarted(t)?.stop();
+  await ifStarted(llm)?.close();
+  await new Promise((resolve) => ifStarted(target)?.close(resolve) ?? resolve(undefined));
+  const made = ifStarted(dir);
+  if (made !== undefined) await rm(made, { recursive: true, force: true });
+});
+
+interface Seen {
+  operationId: string;
+  method: string;
+  path: string;
+  status: number;
+  headers: Record<string, string>;
+  text: string;
+  read: any;
+}
+
+async function webhookRecord(values: Record<string, unknown>): Promise<string> {
+  const row = await t.database.handle.db
+    .insertInto('webhooks')
+    .values({ kind: 'relay_refund', ...values } as never)
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  return row.id;
+}
+
+describe('a client generated from the served document (openapi-typescript + openapi-fetch, tsc --strict)', () => {
+  it('type-checks, calls every operation, reads optional headers as possibly absent and tells a failed record from an error body', async () => {
+    // The document as a user gets it, and the types generated from it.
+    const served = await t.client.get('/openapi.json');
+    expect(served.status).toBe(200);
+    await writeFile(path.join(dir, 'openapi.json'), served.text);
+    await run(bin('openapi-typescript'), [path.join(dir, 'openapi.json'), '-o', path.join(dir, 'api.ts')], {
+      cwd: dir,
+    });
+    const program = (await readFile(PROGRAM, 'utf8')).replace("from '../../../codegen/api'", "from './api'");
+    expect(program).toContain("from './api'");
+    await writeFile(path.join(dir, 'program.ts'), program);
+    await writeFile(path.join(dir, 'package.json'), JSON.stringify({ type: 'module', private: true }));
+
+    // Strict TypeScript, as the reporters compiled their clients: a header the document makes
+    // required while the server does not always send it, or a union the fields cannot narrow, fails here.
+    const tsc = await run(
+      bin('tsc'),
+      [
+        '--strict',
+        '--noEmit',
+        '--target',
+        'ES2022',
+        '--module',
+        'ESNext',
+        '--moduleResolution',
+        'Bundler',
+        '--types',
+        'node',
+        '--lib',
+        'ES2023,DOM',
+        'program.ts',
+      ],
+      { cwd: dir },
+    ).catch((error: unknown) => {
+      const { stdout = '', stderr = '' } = error as { stdout?: string; stderr?: string };
+      throw new Error(`tsc --strict refused the generated client:\n${stdout}${stderr}`);
+    });
+    expect(tsc.stdout).toBe('');
+
+    const { key } = await createTestAccount(t.database.handle.db, { credits: 1_000n });
+    const setting = {
+      baseUrl: t.service.url,
+      apiKey: key,
+      freeTarget: `http://127.0.0.1:${(target.address() as AddressInfo).port}/free`,
+      failedWebhookId: await webhookRecord({
+        status: 'refund_failed',
+        relay_tx_id: 7n,
+        error: 'the refund transaction reverted',
+      }),
+      pendingWebhookId: await webhookRecord({ status: 'async_processing', message: 'watching' }),
+      wallet: WALLET,
+    };
+    const { stdout } = await run(bin('tsx'), ['program.ts', JSON.stringify(setting)], {
+      cwd: dir,
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    const seen = JSON.parse(stdout) as Seen[];
+
+    // Every answer the program got is one the document declares.
+    for (const answer of seen) {
+      const headers = new Headers(answer.headers);
+      const type = (headers.get('content-type') ?? '').split(';')[0]!.trim();
+      await checkResponse(answer.method, answer.path, {
+        status: answer.status,
+        headers,
+        body: type === 'application/json' && answer.text !== '' ? JSON.parse(answer.text) : answer.text,
+        text: answer.text,
+        operationId: undefined,
+      });
+    }
+
+    // Every operation of the document was called.
+    const document = loadDocument() as unknown as { paths: Record<string, Record<string, { operationId?: string }>> };
+    const operationIds = Object.values(document.paths).flatMap((item) =>
+      Object.values(item).flatMap((operation) => (operation.operationId ? [operation.operationId] : [])),
+    );
+    expect([...new Set(seen.map((answer) => answer.operationId))].sort()).toEqual([...new Set(operationIds)].sort());
+
+    const read = (operationId: string) => seen.filter((answer) => answer.operationId === operationId);
+    expect(read('getConfig')[0]!.read).toEqual({ enabled: ['base-sepolia'], percentage: 3 });
+    expect(read('getRelayLimits')[0]!.read).toEqual({ wallet: WALLET });
+    expect(read('postRelaySim')[0]!.read).toEqual({ requiresPayment: false });
+    expect(read('postRelay')[0]!.read).toEqual({
+      status: 200,
+      body: JSON.stringify({ free: true }),
+      headers: {},
+    });
+
+    // An optional header, read through the generated type: absent on the first call, 'true' on its replay.
+    const [first, replay] = read('postProxy');
+    expect(first!.read).toEqual({ status: 200, body: JSON.stringify({ free: true }), headers: {} });
+    expect(replay!.read).toEqual({
+      status: 200,
+      body: JSON.stringify({ free: true }),
+      headers: { 'Idempotent-Replayed': 'true' },
+    });
+
+    // A failed record and an error body on the same operation, each recognised by its field.
+    const [failed, pending, malformed] = read('getWebhook');
+    expect(failed!.read).toEqual({
+      status: 500,
+      body: { kind: 'record', status: 'failed', errorType: 'refund_failed', error: 'the refund transaction reverted' },
+    });
+    expect(pending!.read).toEqual({ status: 202, retryAfter: 2 });
+    expect(malformed!.read).toEqual({
+      status: 400,
+      body: {
+        kind: 'error',
+        code: 'validation_failed',
+        error: 'Bad Request',
+        details: 'path.id must match format "uuid"',
+      },
+    });
+
+    const [offer, invalid] = read('postLlmChat');
+    expect(offer!.read).toEqual({
+      status: 402,
+      code: 'payment_required',
+      error: 'Payment Required',
+      networks: ['base-sepolia'],
+      paymentRequired: true,
+    });
+    expect(invalid!.read).toEqual({
+      status: 400,
+      code: 'validation_failed',
+      error: 'Bad Request',
+      details: 'requestBody is missing the required property "messages"',
+    });
+    expect(read('postLlmTranslate')[0]!.read).toEqual({ status: 402, code: 'payment_required' });
+  }, 180_000);
+});
+
+describe('the response headers of the document', () => {
+  it('a header declared by reference is one the server always sends (generators make a referenced header required)', () => {
+    const document = loadDocument() as unknown as {
+      paths: Record<string, Record<string, { responses?: Record<string, any> }>>;
+      components: { headers: Record<string, { required?: boolean }>; responses: Record<string, any> };
+    };
+    const problems: string[] = [];
+    for (const [route, item] of Object.entries(document.paths)) {
+      for (const [method, operation] of Object.entries(item)) {
+        for (const [status, declared] of Object.entries(operation.responses ?? {})) {
+          const response = declared.$ref
+            ? document.components.responses[String(declared.$ref).split('/').pop()!]
+            : declared;
+          for (const [name, header] of Object.entries<any>(response.headers ?? {})) {
+            if (header.$ref === undefined) continue;
+            const component = document.components.headers[String(header.$ref).split('/').pop()!]!;
+            if (component.required !== true) problems.push(`${method.toUpperCase()} ${route} ${status} ${name}`);
+          }
+        }
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+});
