@@ -119,11 +119,12 @@ export class SolanaLedger {
     // Random blockhashes: a real cluster's blockhashes are its own, which is what keeps a
     // transaction signed for devnet from being valid on mainnet; so here too, and across restarts.
     this.makeBlockhash();
+    this.plantUsdcMint();
+    this.airdrop(mintAuthority.address, 1_000_000_000_000n);
+    // Transactions executed within one slot share it, as on a live cluster.
     this.clock = setInterval(() => this.advanceSlot(), SLOT_DURATION_MS);
     // The sandbox and tests end when their work ends, not when this timer says so.
     this.clock.unref();
-    this.plantUsdcMint();
-    this.airdrop(mintAuthority.address, 1_000_000_000_000n);
   }
 
   /** Stops the cluster's clock: no new slot or blockhash after this. */
