@@ -1831,7 +1831,7 @@ export interface components {
          * @example {
          *       "status": "unavailable",
          *       "configured": false,
-         *       "details": "No model backend is configured"
+         *       "details": "no chat backend is configured (LLM_BASE_URL, LLM_MODEL)"
          *     }
          */
         LlmHealth: {
@@ -1954,7 +1954,7 @@ export interface components {
                  * @example {
                  *       "code": "payload_too_large",
                  *       "error": "Payload Too Large",
-                 *       "details": "The request body exceeds 1048576 bytes"
+                 *       "details": "The request body is over the limit of 1048576 bytes."
                  *     }
                  */
                 "application/json": components["schemas"]["ErrorBody"];
@@ -1999,7 +1999,7 @@ export interface components {
                  * @example {
                  *       "code": "internal_error",
                  *       "error": "Internal Server Error",
-                 *       "details": "The request could not be completed; quote the X-Request-Id when reporting it"
+                 *       "details": "An internal error occurred; quote request id 3f1c2a8e-6f4b-4d7a-9d4e-2b8a1c0e5f71 when reporting it."
                  *     }
                  */
                 "application/json": components["schemas"]["ErrorBody"];
@@ -2016,7 +2016,7 @@ export interface components {
                  * @example {
                  *       "code": "upstream_error",
                  *       "error": "Bad Gateway",
-                 *       "details": "Could not reach api.example.org: connection refused"
+                 *       "details": "target 127.0.0.1:9 could not be reached (ECONNREFUSED)"
                  *     }
                  */
                 "application/json": components["schemas"]["ErrorBody"];
@@ -2033,7 +2033,7 @@ export interface components {
                  * @example {
                  *       "code": "unauthorized",
                  *       "error": "Unauthorized",
-                 *       "details": "Missing x-api-key header"
+                 *       "details": "The x-api-key header is required."
                  *     }
                  */
                 "application/json": components["schemas"]["ErrorBody"];
@@ -2050,7 +2050,7 @@ export interface components {
                  * @example {
                  *       "code": "llm_unavailable",
                  *       "error": "Service Unavailable",
-                 *       "details": "No model backend is configured"
+                 *       "details": "No chat backend is configured on this server; nothing was charged."
                  *     }
                  */
                 "application/json": components["schemas"]["ErrorBody"];
@@ -2182,7 +2182,7 @@ export interface operations {
                      *           "description": "Relay of GET https://api.example.org/weather",
                      *           "mimeType": "application/json",
                      *           "payTo": "0x2222222222222222222222222222222222222222",
-                     *           "maxTimeoutSeconds": 60,
+                     *           "maxTimeoutSeconds": 300,
                      *           "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
                      *           "extra": {
                      *             "name": "USD Coin",
@@ -2221,7 +2221,7 @@ export interface operations {
                      * @example {
                      *       "code": "idempotency_in_progress",
                      *       "error": "Conflict",
-                     *       "details": "A call with this Idempotency-Key is still running; ask again after Retry-After to get its answer."
+                     *       "details": "A call with this Idempotency-Key is still running; ask again after Retry-After to get its answer. It is not run or paid twice."
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
@@ -2257,7 +2257,7 @@ export interface operations {
                      * @example {
                      *       "code": "idempotency_key_reused",
                      *       "error": "Unprocessable Content",
-                     *       "details": "This Idempotency-Key was already used with another request; use a new key for a new call."
+                     *       "details": "This Idempotency-Key was already used by this payer with another request (method, URL or body); use a new key for a new call."
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
@@ -2470,7 +2470,7 @@ export interface operations {
                      * @example {
                      *       "code": "validation_failed",
                      *       "error": "Bad Request",
-                     *       "details": "address: not an EVM (0x + 40 hex digits) or Solana (base58) address"
+                     *       "details": "path.address must be an EVM address (0x and 40 hex digits) or a Solana address (32 to 44 base58 characters)"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
@@ -2529,7 +2529,7 @@ export interface operations {
                      * @example {
                      *       "code": "validation_failed",
                      *       "error": "Bad Request",
-                     *       "details": "api_url: private, loopback and link-local addresses are not allowed (10.0.0.5)"
+                     *       "details": "api_url host 10.0.0.5 is a private address; only public addresses may be called"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
@@ -2547,7 +2547,7 @@ export interface operations {
                      * @example {
                      *       "code": "unauthorized",
                      *       "error": "Unauthorized",
-                     *       "details": "Unknown or revoked API key"
+                     *       "details": "The x-api-key header is required."
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
@@ -2591,7 +2591,7 @@ export interface operations {
                      * @example {
                      *       "code": "idempotency_in_progress",
                      *       "error": "Conflict",
-                     *       "details": "A call with this Idempotency-Key is still running; ask again after Retry-After to get its answer."
+                     *       "details": "A call with this Idempotency-Key is still running; ask again after Retry-After to get its answer. It is not run twice."
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
@@ -2620,7 +2620,7 @@ export interface operations {
                      * @example {
                      *       "code": "idempotency_key_reused",
                      *       "error": "Unprocessable Content",
-                     *       "details": "This Idempotency-Key was already used with another request; use a new key for a new call."
+                     *       "details": "This Idempotency-Key was already used by this account with another request (method, URL or body); use a new key for a new call."
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
@@ -2924,7 +2924,7 @@ export interface operations {
                      * @example {
                      *       "code": "validation_failed",
                      *       "error": "Bad Request",
-                     *       "details": "id: must be a UUID"
+                     *       "details": "path.id must match format \"uuid\""
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
@@ -2941,7 +2941,7 @@ export interface operations {
                      * @example {
                      *       "code": "not_found",
                      *       "error": "Not Found",
-                     *       "details": "No webhook record with id 3f1c2a8e-6f4b-4d7a-9d4e-2b8a1c0e5f71"
+                     *       "details": "No webhook record has the id 3f1c2a8e-6f4b-4d7a-9d4e-2b8a1c0e5f71."
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
@@ -3030,10 +3030,10 @@ export interface operations {
                      *           "network": "base-sepolia",
                      *           "maxAmountRequired": "10000",
                      *           "resource": "http://127.0.0.1:3000/llm/chat",
-                     *           "description": "Chat completion",
+                     *           "description": "Chat completion with gpt-4o-mini",
                      *           "mimeType": "application/json",
                      *           "payTo": "0x2222222222222222222222222222222222222222",
-                     *           "maxTimeoutSeconds": 60,
+                     *           "maxTimeoutSeconds": 300,
                      *           "asset": "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
                      *           "extra": {
                      *             "name": "USDC",
@@ -3155,7 +3155,7 @@ export interface operations {
                      * @example {
                      *       "status": "unavailable",
                      *       "configured": false,
-                     *       "details": "No model backend is configured"
+                     *       "details": "no chat backend is configured (LLM_BASE_URL, LLM_MODEL)"
                      *     }
                      */
                     "application/json": components["schemas"]["LlmHealth"];

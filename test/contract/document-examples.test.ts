@@ -1,0 +1,134 @@
+// The error examples of the document are what the server sends: each documented example of an
+// error answer is produced here by the request it illustrates, and the answer's body must equal it.
+// An example this file cannot produce is listed with the reason, so a new example is never left unchecked.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadDocument } from '../../server/openapi';
+import { createTestAccount } from '../support/accounts';
+import type { ContractResponse } from '../support/contract';
+import { startTestService, type TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
+
+let t: TestService;
+let closed: number;
+
+async function unusedPort(): Promise<number> {
+  const server = http.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+beforeAll(async () => {
+  closed = await unusedPort();
+  // No chat backend; a loopback port nobody listens on is allowed, as the unreachable target.
+  t = await startTestService({ SSRF_ALLOW_HOSTS: `127.0.0.1:${closed}` });
+});
+afterAll(async () => {
+  await ifStarted(t)?.stop();
+});
+
+interface DocumentedExample {
+  /** `METHOD /path status`, and the example's name when the answer has several. */
+  id: string;
+  value: unknown;
+}
+
+type Doc = {
+  paths: Record<string, Record<string, { responses?: Record<string, any> }>>;
+  components: { responses: Record<string, any> };
+};
+
+/** Every example of an error body of ours (an object with `code`) in the responses of the document. */
+function errorExamples(): DocumentedExample[] {
+  const document = loadDocument() as unknown as Doc;
+  const found: DocumentedExample[] = [];
+  for (const [route, item] of Object.entries(document.paths)) {
+    for (const [method, operation] of Object.entries(item)) {
+      for (const [status, declared] of Object.entries(operation.responses ?? {})) {
+        // A component response's example is one example, whichever operations use it.
+        const component = declared.$ref ? String(declared.$ref).split('/').pop()! : undefined;
+        const response = component ? document.components.responses[component] : declared;
+        const media = response.content?.['application/json'];
+        if (!media) continue;
+        const id = component ?? `${method.toUpperCase()} ${route} ${status}`;
+        if (found.some((example) => example.id === id)) continue;
+        const values: Array<[string, unknown]> = [];
+        if (media.example !== undefined) values.push([id, media.example]);
+        for (const [name, example] of Object.entries<any>(media.examples ?? {}))
+          values.push([`${id} ${name}`, example.value]);
+        for (const [exampleId, value] of values) {
+          if (typeof value === 'object' && value !== null && 'code' in value) found.push({ id: exampleId, value });
+        }
+      }
+    }
+  }
+  return found;
+}
+
+const WEBHOOK_ID = '3f1c2a8e-6f4b-4d7a-9d4e-2b8a1c0e5f71';
+
+/** The request each example illustrates, and the answer's body as the example shows it. */
+const PRODUCERS: Record<string, () => Promise<ContractResponse>> = {
+  'GET /webhooks/{id} 400': () => t.client.get('/webhooks/not-a-uuid'),
+  'GET /webhooks/{id} 404': () => t.client.get(`/webhooks/${WEBHOOK_ID}`),
+  'GET /relay/limits/{address} 400': () => t.client.get('/relay/limits/not-an-address'),
+  'POST /relay 400 validation': () =>
+    t.client.post('/relay', { api_url: 'https://api.example.org/weather', method: 'POST', json: {}, data: 'x' }),
+  'POST /llm/chat 400': () => t.client.post('/llm/chat', {}),
+  LlmUnavailable: () => t.client.post('/llm/chat', { messages: [{ role: 'user', content: 'hello' }] }),
+  Unauthorized: () => t.client.get('/balance'),
+  'POST /proxy 401': () => t.client.post('/proxy', { api_url: 'https://api.example.org/weather', method: 'GET' }),
+  MethodNotAllowed: () => t.client.request('DELETE', '/config'),
+  PayloadTooLarge: () =>
+    t.client.request('POST', '/relay/sim', {
+      rawBody: JSON.stringify({ api_url: 'https://api.example.org/', method: 'GET', data: 'x'.repeat(1024 * 1024) }),
+      headers: { 'content-type': 'application/json' },
+    }),
+  'POST /proxy 400': async () => {
+    const { key } = await createTestAccount(t.database.handle.db);
+    return t.client.post(
+      '/proxy',
+      { api_url: 'http://10.0.0.5/weather', method: 'GET' },
+      { headers: { 'x-api-key': key } },
+    );
+  },
+  TargetUnreachable: () => t.client.post('/relay/sim', { api_url: `http://127.0.0.1:${closed}/`, method: 'GET' }),
+};
+
+/** Examples this file does not produce, and why; their text is the handler's, copied by hand. */
+const NOT_PRODUCED: Record<string, string> = {
+  'POST /relay 400 nonceReused': 'needs a settled payment (error-codes.test.ts pins payment_reused with a real one)',
+  'POST /relay 402': "its offers hold this server's wallets and URL (error-codes.test.ts pins code and error)",
+  'POST /llm/chat 402': "its offers hold this server's wallets and URL (error-codes.test.ts pins code and error)",
+  'POST /relay 409': 'needs a paid call held running (test/e2e/idempotency*.test.ts)',
+  'POST /relay 422': 'needs a paid call kept under the key (test/e2e/idempotency.test.ts)',
+  'POST /proxy 409': 'needs a paid call held running (test/e2e/idempotency*.test.ts)',
+  'POST /proxy 422': 'needs a paid call kept under the key (test/e2e/idempotency.test.ts)',
+  RequestHeaderFieldsTooLarge: "answered by Node's HTTP parser before any request exists (error-codes.test.ts)",
+  InternalServerError: 'needs a handler that throws; its request id differs on each answer (error-codes.test.ts)',
+};
+
+/** The parts of an answer that differ between runs, as the examples write them. */
+function normalised(body: unknown): unknown {
+  return JSON.parse(JSON.stringify(body).replaceAll(`127.0.0.1:${closed}`, '127.0.0.1:9'));
+}
+
+describe('the error examples of the document', () => {
+  const examples = errorExamples();
+
+  it('each is produced here, or listed with the reason it is not', () => {
+    const unchecked = examples.map((example) => example.id).filter((id) => !(id in PRODUCERS) && !(id in NOT_PRODUCED));
+    expect(unchecked).toEqual([]);
+  });
+
+  it.each(Object.keys(PRODUCERS))('%s: the server sends the documented body', async (id) => {
+    const documented = examples.find((example) => example.id === id);
+    expect(documented, `${id} has no example`).toBeDefined();
+    const response = await PRODUCERS[id]!();
+    if (id.includes(' ')) expect(`${response.status}`).toBe(id.split(' ')[2]);
+    expect(normalised(response.body)).toEqual(documented!.value);
+  });
+});
