@@ -898,7 +898,7 @@ export interface components {
                 [key: string]: unknown;
             };
         };
-        /** @description Payment instructions (HTTP 402, x402 version 1). Pay one of `accepts` and send the same request again with the payment in the X-PAYMENT header (base64 JSON `{x402Version: 1, scheme: "exact", network, payload}`); standard x402 v1 clients (x402-fetch, x402-axios) do this on their own. `code` is `payment_required` when the request carried no payment and `payment_invalid` when its payment was refused (then `error` says why). */
+        /** @description Payment instructions (HTTP 402, x402 version 1). Pay one of `accepts` and send the same request again with the payment in the X-PAYMENT header (base64 JSON `{x402Version: 1, scheme: "exact", network, payload}`); standard x402 v1 clients (x402-fetch, x402-axios) do this on their own. `code` is `payment_required` when the request carried no payment; when its payment was refused, the code of the cause (`offer_mismatch`, `amount_mismatch`, `network_mismatch`, `payment_expired`, or `payment_invalid` for any other cause) and `error` says why in words. */
         PaymentRequired: {
             /**
              * @description Protocol version, always 1.
@@ -2141,7 +2141,7 @@ export interface operations {
                     "*/*": string;
                 };
             };
-            /** @description Our 400 (ErrorBody): the request is invalid (every problem listed in `details`), the target URL is refused (not http/https, or a private, loopback, link-local or unspecified address), more than one of json/data/body/payload is given, `network` names a network that is not enabled or is of the other class than the target's (a testnet payment never pays a mainnet target), or the X-PAYMENT is malformed or its authorization nonce was already used for another request (refused before anything is settled; a repeat of the same request gets the first call's answer, or 409 while it runs). Or the target's own 400, passed through (after a payment, with the headers of a paid pass-through). */
+            /** @description Our 400 (ErrorBody): the request is invalid (every problem listed in `details`), the target URL is refused (not http/https, or a private, loopback, link-local or unspecified address), more than one of json/data/body/payload is given, `network` names a network that is not enabled or is of the other class than the target's (a testnet payment never pays a mainnet target), or the X-PAYMENT is malformed (`validation_failed`) or its authorization nonce was already used for another request (`payment_reused`; refused before anything is settled; a repeat of the same request gets the first call's answer, or 409 while it runs). Or the target's own 400, passed through (after a payment, with the headers of a paid pass-through). */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2159,7 +2159,7 @@ export interface operations {
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
-            /** @description Payment instructions: on the first call without X-PAYMENT when the target asks for payment, or on a second call whose payment is refused before anything moved (not the amount, network, payTo or asset asked for, outside its validity window, a bad signature, funds short, or a settlement that failed with nothing transferred); `error` then says why and `accepts` is the 402 of now. Never sent once the client's payment is settled. */
+            /** @description Payment instructions: on the first call without X-PAYMENT when the target asks for payment, or on a second call whose payment is refused before anything moved (not the amount, network, payTo or asset asked for, outside its validity window, a bad signature, funds short, or a settlement that failed with nothing transferred); `code` then names the cause (`offer_mismatch`, `amount_mismatch`, `network_mismatch`, `payment_expired`, else `payment_invalid`), `error` says why in words, and `accepts` is the 402 of now. The PAYMENT-REQUIRED header carries the same offers; without a payment its `error` is `PAYMENT-SIGNATURE header is required`, as the body's is `X-PAYMENT header is required`. Never sent once the client's payment is settled. */
             402: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3009,7 +3009,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Payment instructions: the request carried no X-Payment, or its payment was refused (`error` names the reason) or could not be settled; nothing was charged. The service is priced on its mainnet networks when it has any, else on its testnets, never both; the networks offered follow the rules of /relay (a network unknown to standard x402 clients, such as skale-base, is not offered). */
+            /** @description Payment instructions: the request carried no X-Payment, or its payment was refused (`code` names the cause: `offer_mismatch`, `amount_mismatch`, `network_mismatch`, `payment_expired`, else `payment_invalid`; `error` says why) or could not be settled; nothing was charged. The service is priced on its mainnet networks when it has any, else on its testnets, never both; the networks offered follow the rules of /relay (a network unknown to standard x402 clients, such as skale-base, is not offered). */
             402: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3093,7 +3093,7 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
-            /** @description Payment instructions: the request carried no X-Payment, or its payment was refused (`error` names the reason) or could not be settled; nothing was charged. The service is priced on its mainnet networks when it has any, else on its testnets, never both; the networks offered follow the rules of /relay (a network unknown to standard x402 clients, such as skale-base, is not offered). */
+            /** @description Payment instructions: the request carried no X-Payment, or its payment was refused (`code` names the cause: `offer_mismatch`, `amount_mismatch`, `network_mismatch`, `payment_expired`, else `payment_invalid`; `error` says why) or could not be settled; nothing was charged. The service is priced on its mainnet networks when it has any, else on its testnets, never both; the networks offered follow the rules of /relay (a network unknown to standard x402 clients, such as skale-base, is not offered). */
             402: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
