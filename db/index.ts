@@ -50,6 +50,7 @@ export function createDb(connectionString: string, options: DbOptions = {}): DbH
     client.on('error', (error) => options.onPoolError?.(error));
     namePreparedStatements(client);
   });
+  const allClosed = trackConnections(pool);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   let closed = false;
   return {
@@ -59,7 +60,38 @@ export function createDb(connectionString: string, options: DbOptions = {}): DbH
       if (closed) return;
       closed = true;
       await db.destroy();
+      await allClosed();
     },
+  };
+}
+
+/** How long a pool that was ended waits for its connections to close. */
+const CONNECTIONS_CLOSE_MS = 5_000;
+
+/**
+ * Counts a pool's open connections, and answers a wait for the last one to have closed. pg-pool's
+ * end() resolves once it has asked each client to end, before their connections have closed: a
+ * database stopped right after (the embedded Postgres, at the end of a shutdown) would cut them,
+ * and each would report "terminating connection due to administrator command" as an error.
+ */
+export function trackConnections(pool: pg.Pool): () => Promise<void> {
+  let open = 0;
+  let whenNone: (() => void) | undefined;
+  pool.on('connect', () => {
+    open += 1;
+  });
+  pool.on('remove', () => {
+    open -= 1;
+    if (open <= 0) whenNone?.();
+  });
+  return async () => {
+    if (open <= 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await new Promise<void>((resolve) => {
+      whenNone = resolve;
+      timer = setTimeout(resolve, CONNECTIONS_CLOSE_MS);
+    });
+    clearTimeout(timer);
   };
 }
 

@@ -55,8 +55,13 @@ async function main(): Promise<void> {
       });
     }
     const config = configure(sandbox?.env ?? {});
-    service = await startService(config, { logger: log, serveHttp: !workerOnly });
-    if (sandbox) await sandbox.ready(service.url, service.dbHandle.db);
+    // The sandbox's demo organisation, sandbox.json and banner exist before the instance is ready.
+    const ready = sandbox;
+    service = await startService(config, {
+      logger: log,
+      serveHttp: !workerOnly,
+      ...(ready && { beforeReady: { name: 'sandbox', run: (url, db) => ready.ready(url, db) } }),
+    });
   } catch (error) {
     if (error instanceof SandboxUnavailableError) fail(error.message);
     log.fatal({ err: error }, 'the service could not start');

@@ -22,7 +22,7 @@ export function sandboxWanted(env: NodeJS.ProcessEnv): boolean {
 export interface Sandbox {
   /** Configuration the service starts with (RPC URLs, wallet keys, facilitator, SSRF allowance). */
   env: Record<string, string>;
-  /** After the service listens: the demo organisation, sandbox.json and the banner. */
+  /** Once the service listens, before it says it is ready: the demo organisation, sandbox.json and the banner. */
   ready(baseUrl: string, db: Db): Promise<unknown>;
   stop(): Promise<void>;
 }

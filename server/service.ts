@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
-import { createDb, migrateToLatest, type DbHandle } from '../db/index';
+import { createDb, migrateToLatest, type Db, type DbHandle } from '../db/index';
 import { listenTo } from '../db/notify';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded';
 import { handlers as defaultHandlers } from '../handlers/index';
@@ -47,6 +47,12 @@ export interface ServiceOptions {
   hooks?: Partial<Hooks>;
   /** The event-loop delay over which GET /health/live answers 503 (DEFAULT_LIVE_MAX_DELAY_MS). */
   liveMaxEventLoopDelayMs?: number;
+  /**
+   * Work that needs the listening URL and must be done before the instance says it is ready (the
+   * sandbox's demo organisation and sandbox.json): until it has finished, GET /health and GET
+   * /health/ready answer 503 with the check `name` failing. A failure stops the start.
+   */
+  beforeReady?: { name: string; run(url: string, db: Db): Promise<unknown> };
 }
 
 export interface Service {
@@ -103,7 +109,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
     const stopListening = listenForKeyChanges(config, databaseUrl, apiKeyCache, log, options);
     if (stopListening) cleanups.push(stopListening);
 
-    const running: Running = { worker: undefined, url: '' };
+    const running: Running = { worker: undefined, url: '', settingUp: options.beforeReady !== undefined };
     const probes = instanceProbes(config, dbHandle, chains, running, options);
     cleanups.push(async () => {
       probes.stop();
@@ -164,6 +170,10 @@ export async function startService(config: Config, options: ServiceOptions = {})
       );
     }
 
+    if (options.beforeReady) {
+      await options.beforeReady.run(running.url, dbHandle.db);
+      running.settingUp = false;
+    }
     probes.started();
     let stopping: Promise<void> | undefined;
     const stop = () => {
@@ -227,15 +237,25 @@ function instanceProbes(
       for (const network of config.networks) {
         checks[`rpc:${network.name}`] = () => checkRpcReachable(chains, network.name, READY_RPC_TIMEOUT_MS);
       }
+      if (options.beforeReady) checks[options.beforeReady.name] = () => setUpCheck(running);
       return checks;
     },
   });
 }
 
-/** What is known only once started: the in-process worker, and the URL the API listens on. */
+/**
+ * What is known only once started: the in-process worker, the URL the API listens on, and the
+ * check that fails while the start's last step (ServiceOptions.beforeReady) runs.
+ */
 interface Running {
   worker: WorkerHandle | undefined;
   url: string;
+  settingUp: boolean;
+}
+
+/** The check of ServiceOptions.beforeReady: failing while it runs. */
+function setUpCheck(running: Running): Promise<void> {
+  return running.settingUp ? Promise.reject(new Error('still being set up')) : Promise.resolve();
 }
 
 /**
@@ -338,6 +358,7 @@ function assembleDeps({
         // Workers run in other processes (RUN_WORKER=false): their schema must be in place.
         await sql`select 1 from graphile_worker.migrations limit 1`.execute(dbHandle.db);
       },
+      ...(options.beforeReady && { [options.beforeReady.name]: () => setUpCheck(running) }),
     },
     probes,
     metricsExposition: () => metrics.exposition(),

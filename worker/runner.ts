@@ -8,6 +8,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { createTaskList, cronItems } from './index';
 import type { WorkerDeps } from './deps';
+import { trackConnections } from '../db/index';
 
 export interface WorkerHandle {
   runner: Runner;
@@ -52,6 +53,7 @@ export async function startWorker(
 ): Promise<WorkerHandle> {
   const log = deps.log.child({ component: 'worker' });
   const pool = new pg.Pool({ connectionString, max: concurrency + 2 });
+  const allClosed = trackConnections(pool);
   // A connection lost while idle (a database restart) is logged and replaced, never fatal.
   pool.on('error', (error) => log.error({ err: error }, 'worker pool error'));
   pool.on('connect', (client) => client.on('error', (error) => log.error({ err: error }, 'worker connection error')));
@@ -85,6 +87,7 @@ export async function startWorker(
         running = false;
       }
       if (!pool.ended) await pool.end();
+      await allClosed();
     },
   };
 }
