@@ -1906,7 +1906,7 @@ export interface components {
              * @enum {string}
              */
             status: "ready" | "unavailable";
-            /** @description `database` (Postgres answers), `worker` (the job worker of this process is running; only where this process runs one), and `rpc:<network>` for each enabled network (its JSON-RPC endpoint answers). Each is `ok` or the reason it failed (never the RPC URL). */
+            /** @description `database` (Postgres answers), `worker` (the job worker of this process is running; only where this process runs one), and `rpc:<network>` for each enabled network (its JSON-RPC endpoint answers), and in the sandbox `sandbox` (its demo organisation and sandbox.json are written: a script waiting for this instance to be ready may read them then). Each is `ok` or the reason it failed (never the RPC URL). */
             checks: {
                 [key: string]: string;
             };
