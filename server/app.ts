@@ -199,9 +199,24 @@ function registerOperations(api: OpenAPIBackend, handlers: HandlerMap, deps: Dep
       );
       const paid = paidCallOutcome(operationId as OperationId, req.headers, reply);
       if (paid) metrics.paidCall(paid.mode, paid.result);
+      if (reply.status === 502) logBadGateway(log, 'body' in reply ? reply.body : undefined);
       if (!res.headersSent) sendReply(res, reply);
     });
   }
+}
+
+/**
+ * Every 502 of ours at warn, with its reason (code and the text of the body), so that an operator
+ * sees why a paid call failed without reading the client's answer.
+ */
+function logBadGateway(log: Logger, body: unknown): void {
+  const fields = typeof body === 'object' && body !== null ? (body as Record<string, unknown>) : {};
+  const reason = Object.fromEntries(
+    ['code', 'error', 'details', 'message', 'webhook_id', 'upstreamStatus']
+      .filter((name) => fields[name] !== undefined)
+      .map((name) => [name, typeof fields[name] === 'string' ? fields[name].slice(0, 500) : fields[name]]),
+  );
+  log.warn({ status: 502, ...reason }, 'answered 502');
 }
 
 /**

@@ -65,8 +65,11 @@ export type SettleFailureReason =
 
 export type SettlementOutcome =
   | { settled: true; txHash: string }
-  | { settled: false; pending: true; txHash: string | null }
+  | { settled: false; pending: true; txHash: string | null; details?: string }
   | { settled: false; pending?: undefined; reason: SettleFailureReason; details: string };
+
+/** What settling through a facilitator uses; the log, where given, hears why a facilitator did not settle. */
+type SettleDeps = Pick<Deps, 'chains' | 'clock' | 'relayLimits'> & Partial<Pick<Deps, 'log'>>;
 
 const pending = (txHash: string | null): SettlementOutcome => ({ settled: false, pending: true, txHash });
 
@@ -110,7 +113,7 @@ async function settled(db: Db, id: bigint, txHash: string): Promise<SettlementOu
 export async function settleClientPayment(
   db: Db,
   relayTxId: bigint,
-  deps: Pick<Deps, 'chains' | 'clock' | 'submissions' | 'relayLimits' | 'config'>,
+  deps: SettleDeps & Pick<Deps, 'submissions' | 'config'>,
   { verifiedJustNow = false }: { verifiedJustNow?: boolean } = {},
 ): Promise<SettlementOutcome> {
   const { facilitatorUrl } = deps.config;
@@ -142,7 +145,7 @@ function stillValid(row: RelayTransaction, deps: Pick<Deps, 'clock' | 'relayLimi
 async function settleThroughFacilitator(
   db: Db,
   row: RelayTransaction,
-  deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
+  deps: SettleDeps,
   facilitatorUrl: string,
   verifiedJustNow: boolean,
 ): Promise<SettlementOutcome> {
@@ -160,8 +163,15 @@ async function settleThroughFacilitator(
     { ...requirements, network: payment.network },
     { timeoutMs: limits.facilitatorTimeoutMs, version },
   );
-  if (answer.kind === 'refused') return failed(db, row.id, 'facilitator_refused', answer.errorReason);
-  if (answer.kind === 'settled' || answer.kind === 'unconfirmed') {
+  if (answer.kind === 'refused') {
+    deps.log?.warn(
+      { relayTransactionId: String(row.id), network: row.network, errorReason: answer.errorReason },
+      'the facilitator refused to settle the payment',
+    );
+    return failed(db, row.id, 'facilitator_refused', answer.errorReason);
+  }
+  if (answer.kind === 'unconfirmed') return notSettledByFacilitator(db, row, deps, answer);
+  if (answer.kind === 'settled') {
     const network = row.network as NetworkName;
     const usdc = deps.chains.evm.networks.get(network)?.usdc;
     // A successful receipt that shows our payment: settled, without reading it once more.
@@ -169,7 +179,7 @@ async function settleThroughFacilitator(
       receipt.status === 'success' &&
       usdc !== undefined &&
       receiptUsesAuthorization(receipt.logs, usdc, authorizationOf(payment));
-    if (answer.kind === 'settled' && row.chain_type === 'evm') {
+    if (row.chain_type === 'evm') {
       // A facilitator answers "settled" once its node has the receipt, so ours usually has it too:
       // read once, and a receipt that shows our payment settles the row in one write with its hash.
       // Anything else (no receipt yet, a revert, an unreadable node) stores the hash first, as below.
@@ -186,6 +196,35 @@ async function settleThroughFacilitator(
   }
   // Whatever the facilitator says, the chain decides: the receipt must show our payment.
   return reconcileSettlement(db, row.id, deps);
+}
+
+/**
+ * The facilitator answered `success: false` and named a transaction: one it sent that failed, or
+ * one it sent somewhere else (another network than it advertised). Nothing is waited for: the
+ * chain is read once and decides. Our payment in it: settled. Mined and failed with the
+ * authorization unused: refused, nothing moved. Not on this network's chain: it could still land
+ * until the authorization expires, so the answer is pending at once (the client gets a record
+ * that the watch job finishes), never a bare refusal that would lose a payment landing later.
+ */
+async function notSettledByFacilitator(
+  db: Db,
+  row: RelayTransaction,
+  deps: SettleDeps,
+  answer: { transaction: string; errorReason: string },
+): Promise<SettlementOutcome> {
+  deps.log?.warn(
+    {
+      relayTransactionId: String(row.id),
+      network: row.network,
+      transaction: answer.transaction,
+      errorReason: answer.errorReason,
+    },
+    'the facilitator did not settle the payment; the chain decides',
+  );
+  await storeClientTxHash(db, row.id, answer.transaction);
+  const outcome = await reconcileSettlement(db, row.id, deps);
+  if (outcome.settled || !outcome.pending) return outcome;
+  return { ...outcome, details: `the facilitator did not settle it (${answer.errorReason})` };
 }
 
 async function settleEvmDirectly(

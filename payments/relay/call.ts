@@ -176,8 +176,7 @@ export async function relayCall(
     );
     return {
       kind: 'bad_gateway',
-      message:
-        'Your payment could not be confirmed in time, so the target was not called; it is refunded if it settles',
+      message: `Your payment could not be confirmed ${settlement.details === undefined ? 'in time' : `now: ${settlement.details}`}, so the target was not called; it is refunded if it settles`,
       headers: { ...(webhookId ? { webhookId } : {}), serviceStatus: 'payment_validating' },
     };
   }
