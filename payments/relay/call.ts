@@ -143,7 +143,7 @@ export async function relayCall(
     {
       perWalletMicro: usdToMicro(deps.config.relayDailyPerWalletUsd),
       systemMicro: usdToMicro(deps.config.relayDailyTotalUsd),
-      finishBy: new Date(now.getTime() + deps.config.relayAbandonedAfterMs),
+      finishBy: watchAt(now, deps, input.idempotency !== undefined),
     },
   );
   if (!admitted.ok) {
@@ -317,6 +317,23 @@ function unpriced(quote: Exclude<RelayQuote, { kind: 'priced' }>): RelayOutcome 
 }
 
 /** A payment refused before anything moved: malformed or repeated (400), ours (500), or not the payment asked for (402 again). */
+/**
+ * When the watch job first looks at an admitted payment: under an idempotency claim, once its
+ * lease would have lapsed (the job looks again while the request renews it), so that a process
+ * that died mid-payment has its payment finished within a lease, not after
+ * RELAY_ABANDONED_AFTER_MS; without a claim, when the request is presumed gone.
+ */
+function watchAt(now: Date, deps: Pick<Deps, 'config'>, claimed: boolean): Date {
+  const abandonedMs = deps.config.relayAbandonedAfterMs;
+  const untilLookMs = claimed
+    ? Math.min(abandonedMs, deps.config.idempotencyLeaseMs + LEASE_LOOK_MARGIN_MS)
+    : abandonedMs;
+  return new Date(now.getTime() + untilLookMs);
+}
+
+/** The watch job looks this long after the lease would lapse. */
+const LEASE_LOOK_MARGIN_MS = 2_000;
+
 function refused(
   reason: SettleFailureReason,
   details: string,

@@ -10,6 +10,7 @@
  *   followUpRefund   refund_pending | refund_failed: send or reconcile the refund (one per relay
  *                    transaction, spec 3.6), retried at most MAX_REFUND_ATTEMPTS times; ends the record.
  */
+import { sql } from 'kysely';
 import type { Db } from '../../db/index';
 import type { Deps } from '../deps';
 import { nextLookAt, readPaymentOnChain, UNREADABLE_RECHECK_MS } from '../outgoing/index';
@@ -32,16 +33,53 @@ export type FollowUp = { done: true; details: string } | { done: false; lookAgai
 const done = (details: string): FollowUp => ({ done: true, details });
 const later = (at: Date, details: string): FollowUp => ({ done: false, lookAgainAt: at, details });
 
-/** Whether the request that recorded the row has answered its client, or must be over by now. */
-function requestGone(row: RelayTransaction, deps: Pick<Deps, 'clock' | 'config'>): boolean {
-  return (
-    row.responded_at !== null ||
-    deps.clock.now().getTime() - row.created_at.getTime() >= deps.config.relayAbandonedAfterMs
-  );
+/** A lapsed lease is looked at this long after it lapses, so that a late renewal is not taken for a death. */
+const LEASE_GRACE_MS = 1_000;
+
+/**
+ * The idempotency claim a relay transaction was recorded under, as the database has it now: still
+ * running (and whether its lease lapsed: the process running it stopped renewing it, so it died),
+ * or ended. Undefined for a row recorded under no claim.
+ */
+interface RequestClaim {
+  running: boolean;
+  lapsed: boolean;
+  leaseExpiresAt: Date | null;
 }
 
-function whenGone(row: RelayTransaction, deps: Pick<Deps, 'config'>): Date {
-  return new Date(row.created_at.getTime() + deps.config.relayAbandonedAfterMs);
+async function requestClaimOf(db: Db, id: bigint): Promise<RequestClaim | undefined> {
+  const claim = await db
+    .selectFrom('relay_transactions as t')
+    .innerJoin('idempotency_records as r', 'r.claim', 't.idempotency_claim')
+    .select([
+      'r.state',
+      'r.lease_expires_at',
+      sql<boolean>`coalesce(r.lease_expires_at <= now() - ${`${LEASE_GRACE_MS} milliseconds`}::interval, false)`.as(
+        'lapsed',
+      ),
+    ])
+    .where('t.id', '=', id)
+    .executeTakeFirst();
+  if (!claim) return undefined;
+  return { running: claim.state === 'running', lapsed: claim.lapsed, leaseExpiresAt: claim.lease_expires_at };
+}
+
+/**
+ * Whether the request that recorded the row has answered its client, or must be over by now: its
+ * process died (the claim's lease lapsed; a restart finds its rows this way within a lease), or
+ * RELAY_ABANDONED_AFTER_MS has passed.
+ */
+function requestGone(row: RelayTransaction, deps: Pick<Deps, 'clock' | 'config'>, claim: RequestClaim | undefined) {
+  if (row.responded_at !== null) return true;
+  if (deps.clock.now().getTime() - row.created_at.getTime() >= deps.config.relayAbandonedAfterMs) return true;
+  return claim !== undefined && (!claim.running || claim.lapsed);
+}
+
+/** When to look again at a row whose request may still act: when its lease would lapse, at the latest when it is abandoned. */
+function whenGone(row: RelayTransaction, deps: Pick<Deps, 'config'>, claim: RequestClaim | undefined): Date {
+  const abandonedAt = row.created_at.getTime() + deps.config.relayAbandonedAfterMs;
+  const lapsesAt = claim?.leaseExpiresAt ? claim.leaseExpiresAt.getTime() + 2 * LEASE_GRACE_MS : abandonedAt;
+  return new Date(Math.min(abandonedAt, lapsesAt));
 }
 
 export async function followUpRelay(
@@ -50,6 +88,7 @@ export async function followUpRelay(
 ): Promise<FollowUp> {
   const { db } = deps;
   const now = deps.clock.now();
+  const claim = await requestClaimOf(db, id);
   const neverSettled = async (row: RelayTransaction): Promise<FollowUp> => {
     await closeRecord(db, row, {
       status: 'payment_failed',
@@ -63,16 +102,16 @@ export async function followUpRelay(
     mode: 'relay',
     missing: () => done('no such relay transaction'),
     requestActive: (row, state) =>
-      requestGone(row, deps)
+      requestGone(row, deps, claim)
         ? undefined
         : later(
-            whenGone(row, deps),
+            whenGone(row, deps, claim),
             state === 'received' ? 'the request may still settle it' : 'the request is settling it',
           ),
     abandonedDetails: 'the request ended before the payment was settled; nothing was charged',
     settlementPending: () => later(new Date(now.getTime() + UNCONFIRMED_RECHECK_MS), 'settlement not confirmed yet'),
     neverSettled,
-    settled: (row) => followUpSettled(row, now, deps),
+    settled: (row) => followUpSettled(row, now, deps, claim),
     inState: { settle_failed: neverSettled },
     otherwise: (row) => done(`nothing to do in state ${row.state}`),
   });
@@ -83,11 +122,13 @@ async function followUpSettled(
   row: RelayTransaction,
   now: Date,
   deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'config'>,
+  claim: RequestClaim | undefined,
 ): Promise<FollowUp> {
   const { db } = deps;
   const id = row.id;
   if (row.target_payment_ref === null) {
-    if (!requestGone(row, deps)) return later(whenGone(row, deps), 'the request may still pay the target');
+    if (!requestGone(row, deps, claim))
+      return later(whenGone(row, deps, claim), 'the request may still pay the target');
     await scheduleRefund(db, id, { reason: 'the request ended before the target was paid' });
     return done('refund scheduled: the target was never paid');
   }

@@ -9,14 +9,17 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
+import { createPublicClient, type Hex } from 'viem';
+import { localTransport } from '../../devnet/evm/chain';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../payments/config';
 import { startService, type Service } from '../../server/service';
 import { startPeers, type Peers } from '../../devnet/index';
+import { startFaultProxy, type FaultProxy } from '../../devnet/faults';
 import { contractClient } from '../support/contract';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { peersEnv, pollWebhook } from '../support/proxy';
-import { relayLegBalances } from '../support/relay';
+import { payingFetch, relayLegBalances, relayRequest } from '../support/relay';
 import { killChild, relayUntilSettled, startChildService, waitFor } from '../support/child-service';
 import { ifStarted } from '../support/teardown';
 
@@ -30,6 +33,7 @@ let database: TestDatabase;
 let directory: string;
 let child: ChildProcess | undefined;
 let restarted: Service | undefined;
+let rpcProxy: FaultProxy | undefined;
 
 beforeAll(async () => {
   peers = await startPeers({ networks: ['base-sepolia'], pricesMicroUsdc: { paid: PRICE } });
@@ -40,6 +44,7 @@ beforeAll(async () => {
 afterAll(async () => {
   child?.kill('SIGKILL');
   await restarted?.stop();
+  await rpcProxy?.close();
   await ifStarted(database)?.drop();
   await ifStarted(peers)?.stop();
   if (directory) rmSync(directory, { recursive: true, force: true });
@@ -121,4 +126,70 @@ describe('a service killed between settling the client and paying the target', (
       tx_hash: record.body.txHash,
     });
   }, 90_000);
+
+  it('killed while its settlement is broadcast, the signed transaction stored: a restart sends it again and the record ends within 60 s, with RELAY_ABANDONED_AFTER_MS at its default', async () => {
+    const network = 'base-sepolia';
+    const target = peers.targets[network]!;
+    const payTo = target.routes.paid.payTo;
+    const before = await relayLegBalances(peers, network, payTo);
+    // The node never hears of the settlement: its broadcast is held at our proxy until the process is gone.
+    let held: () => void = () => undefined;
+    const broadcastHeld = new Promise<void>((resolve) => (held = resolve));
+    const isBroadcast = (body: Buffer) => body.toString('utf8').includes('eth_sendRawTransaction');
+    rpcProxy = await startFaultProxy({
+      upstream: peers.rpcUrls[network]!,
+      delayMs: 600_000,
+      choose: ({ body }) => (isBroadcast(body) ? 'delay' : 'pass'),
+      beforeForward: ({ body }) => {
+        if (isBroadcast(body)) held();
+        return Promise.resolve();
+      },
+    });
+    const env = { ...peersEnv(peers), DATABASE_URL: database.url, HOST: '127.0.0.1', PORT: '0' };
+    const running = await startChildService(
+      { ...env, RPC_URL_BASE_SEPOLIA: rpcProxy.url },
+      path.join(directory, 'never'),
+    );
+    child = running.process;
+    const paying = payingFetch(peers, network)(
+      `${running.url}/relay`,
+      relayRequest({ api_url: target.routes.paid.url, method: 'GET' }),
+    ).catch((error: unknown) => ({ error }));
+    await broadcastHeld;
+    const { db } = database.handle;
+    const settling = await db
+      .selectFrom('relay_transactions')
+      .selectAll()
+      .orderBy('id', 'desc')
+      .executeTakeFirstOrThrow();
+    expect(settling).toMatchObject({ state: 'settling', settle_method: 'direct', amount_micro: TOTAL });
+    expect(settling.client_raw_tx).not.toBeNull();
+    expect(await killChild(child)).toBe('SIGKILL');
+    child = undefined;
+    expect(await paying).toMatchObject({ error: expect.anything() });
+    const signed = settling.client_tx_hash as Hex;
+    const publicClient = createPublicClient({ transport: localTransport(peers.rpcUrls[network]!) });
+    await expect(publicClient.getTransactionReceipt({ hash: signed })).rejects.toThrow();
+
+    const restartedAt = Date.now();
+    restarted = await startService(loadConfig({ ...env, LOG_LEVEL: 'silent' }), { logger: pino({ level: 'silent' }) });
+    const final = await waitFor(
+      'the record to end',
+      async () => {
+        const row = await db
+          .selectFrom('relay_transactions')
+          .select(['state', 'webhook_id'])
+          .where('id', '=', settling.id)
+          .executeTakeFirstOrThrow();
+        return row.state === 'refunded' ? row : undefined;
+      },
+      60_000,
+    );
+    expect(Date.now() - restartedAt).toBeLessThan(60_000);
+    // The very transaction the killed process signed was sent again and settled the client's payment.
+    expect((await publicClient.getTransactionReceipt({ hash: signed })).status).toBe('success');
+    const record = await pollWebhook({ client: contractClient(restarted.url) } as never, final.webhook_id!, 20_000);
+    expect(record.body).toMatchObject({ status: 'refund_confirmed', network, method: 'direct' });
+    expect(await relayLegBalances(peers, network, payTo)).toEqual(before);
+  }, 120_000);
 });
