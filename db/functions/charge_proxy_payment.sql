@@ -1,5 +1,5 @@
 -- signed -> charged (PROXY_MOVES in payments/proxy/states.ts; the from-state in the WHERE below is
--- the table's, test/unit/state-tables.test.ts checks it), the reservation charged, and the webhook
+-- the table's, test/db/state-tables.test.ts checks it), the reservation charged, and the webhook
 -- record async_processing -> success (WEBHOOK_MOVES), in the caller's statement.
 create or replace function charge_proxy_payment(p_reference text, p_tx_hash text, p_outcome text) returns boolean
 language plpgsql as $fn$

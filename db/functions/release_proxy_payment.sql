@@ -1,5 +1,5 @@
 -- reserved | signed -> released (PROXY_MOVES in payments/proxy/states.ts; the from-states in the
--- WHERE below are the table's, test/unit/state-tables.test.ts checks them), the reservation
+-- WHERE below are the table's, test/db/state-tables.test.ts checks them), the reservation
 -- released, and the webhook record async_processing -> payment_failed (WEBHOOK_MOVES).
 create or replace function release_proxy_payment(p_reference text, p_outcome text) returns boolean
 language plpgsql as $fn$

@@ -1,5 +1,5 @@
 -- reserved -> charged | released, once (RESERVATION_MOVES in payments/reservationStates.ts; the
--- from-state in the WHERE below is the table's, test/unit/state-tables.test.ts checks it). A
+-- from-state in the WHERE below is the table's, test/db/state-tables.test.ts checks it). A
 -- release gives back the balance and the daily counters; either way a ledger entry.
 create or replace function settle_reservation(p_reference text, p_to text) returns boolean
 language plpgsql as $fn$
