@@ -7,9 +7,33 @@
 import { sql } from 'kysely';
 import type { Db, Tx } from '../db/index';
 
-export interface JobRequest {
-  task: string;
-  payload: Record<string, string>;
+/** What graphile-worker gives a task run by its crontab. */
+export interface CronPayload {
+  _cron?: { ts: string; backfilled?: boolean };
+}
+
+/**
+ * The worker's tasks, each name defined here once with its payload: ids as decimal strings, the
+ * task reads its row again. worker/ registers one task for each name (its task list is checked
+ * against this catalog) and declares it as graphile-worker's GraphileWorker.Tasks, so a task's
+ * payload and the job enqueued for it are one type.
+ */
+export interface JobPayloads {
+  relay_watch: { relayTransactionId: string };
+  relay_refund: { relayTransactionId: string };
+  relay_sweep: CronPayload;
+  proxy_payment_watch: { proxyPaymentId: string };
+  proxy_payment_sweep: CronPayload;
+  chat_follow_up: CronPayload;
+  day_rollover: CronPayload;
+  idempotency_prune: CronPayload;
+}
+
+export type JobName = keyof JobPayloads;
+
+export interface JobRequest<N extends JobName = JobName> {
+  task: N;
+  payload: JobPayloads[N];
   /** One queued job per key: a second enqueue replaces (or, with keepSchedule, keeps) the first. */
   key: string;
   /** Not before this instant (by the database's clock at the earliest: now). */
@@ -22,7 +46,7 @@ export interface JobRequest {
 /** How many times a job is tried when its request names no other count. */
 export const DEFAULT_MAX_ATTEMPTS = 25;
 
-export async function addJob(db: Db | Tx, job: JobRequest): Promise<void> {
+export async function addJob<N extends JobName>(db: Db | Tx, job: JobRequest<N>): Promise<void> {
   await sql`
     select graphile_worker.add_job(
       identifier => ${job.task}::text,

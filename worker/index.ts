@@ -1,38 +1,57 @@
 /**
  * The task list and crontab of our graphile-worker: one file per task, registered here.
  */
-import { parseCronItems, type TaskList } from 'graphile-worker';
+import { parseCronItems, type Task, type TaskList } from 'graphile-worker';
+import type { JobName, JobPayloads } from '../payments/jobs';
 import type { WorkerDeps } from './deps';
-import { CHAT_FOLLOW_UP, chatFollowUp } from './tasks/chatFollowUp';
-import { DAY_ROLLOVER, dayRollover } from './tasks/dayRollover';
-import { IDEMPOTENCY_PRUNE, idempotencyPrune } from './tasks/idempotencyPrune';
-import { PROXY_PAYMENT_SWEEP, proxyPaymentSweep } from './tasks/proxyPaymentSweep';
-import { PROXY_PAYMENT_WATCH, proxyPaymentWatch } from './tasks/proxyPaymentWatch';
-import { RELAY_REFUND, relayRefund } from './tasks/relayRefund';
-import { RELAY_WATCH, relayWatch } from './tasks/relayWatch';
-import { RELAY_SWEEP, relaySweep } from './tasks/relaySweep';
+import { chatFollowUp } from './tasks/chatFollowUp';
+import { dayRollover } from './tasks/dayRollover';
+import { idempotencyPrune } from './tasks/idempotencyPrune';
+import { proxyPaymentSweep } from './tasks/proxyPaymentSweep';
+import { proxyPaymentWatch } from './tasks/proxyPaymentWatch';
+import { relayRefund } from './tasks/relayRefund';
+import { relayWatch } from './tasks/relayWatch';
+import { relaySweep } from './tasks/relaySweep';
 
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace -- graphile-worker's catalog of task payloads is this global namespace
+  namespace GraphileWorker {
+    // The catalog of payments/jobs.ts is the worker's: a task's payload and its job's are one type.
+    // eslint-disable-next-line @typescript-eslint/no-empty-object-type -- the members are JobPayloads'
+    interface Tasks extends JobPayloads {}
+  }
+}
+
+/** One task for every name of the catalog (payments/jobs.ts), and no other. */
 export function createTaskList(deps: WorkerDeps): TaskList {
-  return {
-    [DAY_ROLLOVER]: dayRollover(deps),
-    [PROXY_PAYMENT_WATCH]: proxyPaymentWatch(deps),
-    [PROXY_PAYMENT_SWEEP]: proxyPaymentSweep(deps),
-    [RELAY_WATCH]: relayWatch(deps),
-    [RELAY_REFUND]: relayRefund(deps),
-    [RELAY_SWEEP]: relaySweep(deps),
-    [CHAT_FOLLOW_UP]: chatFollowUp(deps),
-    [IDEMPOTENCY_PRUNE]: idempotencyPrune(deps),
+  const tasks: { [N in JobName]: Task<N> } = {
+    day_rollover: dayRollover(deps),
+    proxy_payment_watch: proxyPaymentWatch(deps),
+    proxy_payment_sweep: proxyPaymentSweep(deps),
+    relay_watch: relayWatch(deps),
+    relay_refund: relayRefund(deps),
+    relay_sweep: relaySweep(deps),
+    chat_follow_up: chatFollowUp(deps),
+    idempotency_prune: idempotencyPrune(deps),
   };
+  return tasks;
 }
 
 /**
  * Cron is evaluated in UTC. A missed midnight within the last hour is run late rather than skipped;
  * a missed sweep is not backfilled (the next one covers it).
  */
+const cron = (task: JobName, match: string, backfillPeriod: number) => ({
+  task,
+  match,
+  identifier: task,
+  options: { backfillPeriod },
+});
+
 export const cronItems = parseCronItems([
-  { task: DAY_ROLLOVER, match: '0 0 * * *', identifier: DAY_ROLLOVER, options: { backfillPeriod: 60 * 60 * 1000 } },
-  { task: PROXY_PAYMENT_SWEEP, match: '* * * * *', identifier: PROXY_PAYMENT_SWEEP, options: { backfillPeriod: 0 } },
-  { task: RELAY_SWEEP, match: '* * * * *', identifier: RELAY_SWEEP, options: { backfillPeriod: 0 } },
-  { task: CHAT_FOLLOW_UP, match: '* * * * *', identifier: CHAT_FOLLOW_UP, options: { backfillPeriod: 0 } },
-  { task: IDEMPOTENCY_PRUNE, match: '17 * * * *', identifier: IDEMPOTENCY_PRUNE, options: { backfillPeriod: 0 } },
+  cron('day_rollover', '0 0 * * *', 60 * 60 * 1000),
+  cron('proxy_payment_sweep', '* * * * *', 0),
+  cron('relay_sweep', '* * * * *', 0),
+  cron('chat_follow_up', '* * * * *', 0),
+  cron('idempotency_prune', '17 * * * *', 0),
 ]);

@@ -12,7 +12,7 @@ import { runPrepared } from '../../db/prepared';
 import type { ProxyPaymentsTable } from '../../db/schema';
 import type { AuthenticatedKey } from '../accounts';
 import { reservationResultOf, reserveCreditsCall, type ReservationResult, type ReservationRow } from '../credits';
-import { addJob } from '../jobs';
+import { addJob, type JobName } from '../jobs';
 import { usdcText } from '../money';
 import type { SignedTargetPayment } from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
@@ -22,11 +22,9 @@ import { holdIdempotencyClaim, type ClaimRef } from '../idempotency';
 
 export type ProxyPayment = Selectable<ProxyPaymentsTable>;
 
-/** The worker task that resolves a signed payment from the chain (worker/tasks/proxyPaymentWatch.ts). */
-export const PROXY_PAYMENT_WATCH_TASK = 'proxy_payment_watch';
-
+/** The key of the job that resolves a signed payment from the chain (worker/tasks/proxyPaymentWatch.ts). */
 export function watchJobKey(id: bigint): string {
-  return `${PROXY_PAYMENT_WATCH_TASK}:${id}`;
+  return `${'proxy_payment_watch' satisfies JobName}:${id}`;
 }
 
 export interface NewProxyPayment {
@@ -259,7 +257,7 @@ export async function enqueueWatch(
   { keepSchedule = false } = {},
 ): Promise<void> {
   await addJob(db, {
-    task: PROXY_PAYMENT_WATCH_TASK,
+    task: 'proxy_payment_watch',
     payload: { proxyPaymentId: String(id) },
     key: watchJobKey(id),
     runAt,

@@ -8,11 +8,10 @@
 import { sql } from 'kysely';
 import type { Db } from '../../db/index';
 import { firstRow } from '../../db/rows';
-import { DEFAULT_MAX_ATTEMPTS } from '../jobs';
+import { DEFAULT_MAX_ATTEMPTS, type JobName } from '../jobs';
 import { NETWORK_TABLE } from '../networkTable';
 import { fail, ok, type Result } from '../result';
 import { IdempotencyClaimLost, type ClaimRef } from '../idempotency';
-import { RELAY_WATCH_TASK } from './outcome';
 import type { RelayRequest } from '../incoming/store';
 import type { VerifiedClientPayment } from '../incoming/types';
 import { runPrepared } from '../../db/prepared';
@@ -54,7 +53,7 @@ export async function admitClientPayment(
       ${request.targetAmountMicroUsdc ?? null}::bigint, ${request.spendDay}::date, ${request.mode ?? null}::text,
       ${idempotency?.scope ?? null}::text, ${idempotency?.key ?? null}::text, ${idempotency?.claim ?? null}::uuid,
       ${networkClass}::text, ${limits.perWalletMicro}::bigint, ${limits.systemMicro}::bigint,
-      ${RELAY_WATCH_TASK}::text, ${limits.finishBy.toISOString()}::timestamptz, ${DEFAULT_MAX_ATTEMPTS}::integer
+      ${'relay_watch' satisfies JobName}::text, ${limits.finishBy.toISOString()}::timestamptz, ${DEFAULT_MAX_ATTEMPTS}::integer
     )`;
   const { rows } = await runPrepared(db, admission.compile(db));
   const row = firstRow(rows, 'admit_relay_payment');

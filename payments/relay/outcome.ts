@@ -15,7 +15,7 @@
 import { sql } from 'kysely';
 import type { Db, Tx } from '../../db/index';
 import type { WebhookKind } from '../../db/schema';
-import { addJob } from '../jobs';
+import { addJob, type JobName } from '../jobs';
 import { usdcText } from '../money';
 import { canonicalNetwork, NETWORK_TABLE } from '../networkTable';
 import type { SignedTargetPayment } from '../outgoing/index';
@@ -29,10 +29,7 @@ import {
   type TargetPaymentRecord,
 } from '../incoming/store';
 
-export const RELAY_WATCH_TASK = 'relay_watch';
-export const RELAY_REFUND_TASK = 'relay_refund';
-
-type RelayTask = typeof RELAY_WATCH_TASK | typeof RELAY_REFUND_TASK;
+type RelayTask = Extract<JobName, 'relay_watch' | 'relay_refund'>;
 type RelayJobArgs = [db: Db | Tx, id: bigint, runAt?: Date, options?: { keepSchedule?: boolean }];
 
 /** The job of `task` for one relay transaction, keyed by both; `keepSchedule` leaves a queued job's time alone. */
@@ -54,11 +51,11 @@ function enqueueRelayJob(
 
 /** The watch job of a relay transaction; `keepSchedule` leaves a queued job's time alone. */
 export function enqueueRelayWatch(...args: RelayJobArgs): Promise<void> {
-  return enqueueRelayJob(RELAY_WATCH_TASK, ...args);
+  return enqueueRelayJob('relay_watch', ...args);
 }
 
 export function enqueueRelayRefund(...args: RelayJobArgs): Promise<void> {
-  return enqueueRelayJob(RELAY_REFUND_TASK, ...args);
+  return enqueueRelayJob('relay_refund', ...args);
 }
 
 async function lockRow(tx: Tx, id: bigint): Promise<RelayTransaction | undefined> {

@@ -7,16 +7,15 @@ import type { Task } from 'graphile-worker';
 import { followUpChatPayment, openChatPayments } from '../../payments/chat';
 import type { WorkerDeps } from '../deps';
 
-export const CHAT_FOLLOW_UP = 'chat_follow_up';
 /** Rows looked at per run; the next run takes the rest. */
 export const CHAT_FOLLOW_UP_BATCH = 100;
 
-export function chatFollowUp(deps: WorkerDeps): Task {
+export function chatFollowUp(deps: WorkerDeps): Task<'chat_follow_up'> {
   return async () => {
     const ids = await openChatPayments(deps.db, deps.clock.now(), CHAT_FOLLOW_UP_BATCH);
     for (const id of ids) {
       const outcome = await followUpChatPayment(deps, id);
-      deps.log.info({ task: CHAT_FOLLOW_UP, relayTxId: String(id), outcome }, 'chat payment followed up');
+      deps.log.info({ task: 'chat_follow_up', relayTxId: String(id), outcome }, 'chat payment followed up');
     }
   };
 }

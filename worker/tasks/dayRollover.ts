@@ -8,9 +8,7 @@ import { startDay } from '../../payments/limits';
 import { pruneWebhooks } from '../../payments/webhooks';
 import type { WorkerDeps } from '../deps';
 
-export const DAY_ROLLOVER = 'day_rollover';
-
-export function dayRollover(deps: WorkerDeps): Task {
+export function dayRollover(deps: WorkerDeps): Task<'day_rollover'> {
   return async (payload) => {
     const cron = (payload as { _cron?: { ts?: unknown } } | null)?._cron;
     // A backfilled run opens the day it was scheduled for, not the day it runs on.
@@ -19,6 +17,6 @@ export function dayRollover(deps: WorkerDeps): Task {
     const day = utcDay(at);
     const { prunedRows } = await startDay(deps.db, day);
     const prunedWebhooks = await pruneWebhooks(deps.db, deps.clock.now());
-    deps.log.info({ task: DAY_ROLLOVER, day, prunedRows, prunedWebhooks }, 'new day opened');
+    deps.log.info({ task: 'day_rollover', day, prunedRows, prunedWebhooks }, 'new day opened');
   };
 }

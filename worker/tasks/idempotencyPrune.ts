@@ -7,11 +7,9 @@ import type { Task } from 'graphile-worker';
 import { pruneIdempotencyRecords } from '../../payments/idempotency';
 import type { WorkerDeps } from '../deps';
 
-export const IDEMPOTENCY_PRUNE = 'idempotency_prune';
-
 const BATCH = 10_000;
 
-export function idempotencyPrune(deps: WorkerDeps): Task {
+export function idempotencyPrune(deps: WorkerDeps): Task<'idempotency_prune'> {
   return async () => {
     let pruned = 0;
     for (;;) {
@@ -19,6 +17,6 @@ export function idempotencyPrune(deps: WorkerDeps): Task {
       pruned += deleted;
       if (deleted < BATCH) break;
     }
-    if (pruned > 0) deps.log.info({ task: IDEMPOTENCY_PRUNE, pruned }, 'expired idempotency records pruned');
+    if (pruned > 0) deps.log.info({ task: 'idempotency_prune', pruned }, 'expired idempotency records pruned');
   };
 }

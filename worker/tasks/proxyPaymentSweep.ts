@@ -9,18 +9,17 @@ import { enqueueWatch, openPaymentsBefore } from '../../payments/proxy/records';
 import type { WorkerDeps } from '../deps';
 import { NEVER_SIGNED_AFTER_MS } from './proxyPaymentWatch';
 
-export const PROXY_PAYMENT_SWEEP = 'proxy_payment_sweep';
 /** Rows looked at per run; the next run takes the rest. */
 export const SWEEP_BATCH = 500;
 
-export function proxyPaymentSweep(deps: WorkerDeps): Task {
+export function proxyPaymentSweep(deps: WorkerDeps): Task<'proxy_payment_sweep'> {
   return async () => {
     const now = deps.clock.now();
     const stale = await openPaymentsBefore(deps.db, new Date(now.getTime() - NEVER_SIGNED_AFTER_MS), SWEEP_BATCH);
     for (const payment of stale) await enqueueWatch(deps.db, payment.id, undefined, { keepSchedule: true });
     if (stale.length > 0)
       deps.log.info(
-        { task: PROXY_PAYMENT_SWEEP, payments: stale.length },
+        { task: 'proxy_payment_sweep', payments: stale.length },
         'open proxy payments handed to the watch job',
       );
   };

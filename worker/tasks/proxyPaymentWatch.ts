@@ -9,14 +9,11 @@ import {
   chargeProxyPayment,
   enqueueWatch,
   findProxyPayment,
-  PROXY_PAYMENT_WATCH_TASK,
   releaseProxyPayment,
   signedTargetPaymentOf,
 } from '../../payments/proxy/records';
 import { nextLookAt, readPaymentOnChain, UNREADABLE_RECHECK_MS } from '../../payments/outgoing/index';
 import type { WorkerDeps } from '../deps';
-
-export const PROXY_PAYMENT_WATCH = PROXY_PAYMENT_WATCH_TASK;
 
 // The schedule of looks is shared with the relay's watch of its target payments.
 export {
@@ -33,15 +30,15 @@ export const NEVER_SIGNED_AFTER_MS = 10 * 60_000;
 export function parseWatchPayload(payload: unknown): bigint {
   const id = (payload as { proxyPaymentId?: unknown } | null)?.proxyPaymentId;
   if (typeof id !== 'string' || !/^[1-9][0-9]{0,18}$/.test(id)) {
-    throw new Error(`${PROXY_PAYMENT_WATCH}: payload needs proxyPaymentId as a decimal string`);
+    throw new Error(`proxy_payment_watch: payload needs proxyPaymentId as a decimal string`);
   }
   return BigInt(id);
 }
 
-export function proxyPaymentWatch(deps: WorkerDeps): Task {
+export function proxyPaymentWatch(deps: WorkerDeps): Task<'proxy_payment_watch'> {
   return async (payload) => {
     const id = parseWatchPayload(payload);
-    const log = deps.log.child({ task: PROXY_PAYMENT_WATCH, proxyPaymentId: String(id) });
+    const log = deps.log.child({ task: 'proxy_payment_watch', proxyPaymentId: String(id) });
     const payment = await findProxyPayment(deps.db, id);
     if (!payment || payment.state === 'charged' || payment.state === 'released') return;
     const now = deps.clock.now();

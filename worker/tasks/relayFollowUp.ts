@@ -4,22 +4,23 @@
  * Every move a step makes is a guarded update, so a run that repeats another does nothing more.
  */
 import type { Task } from 'graphile-worker';
+import type { JobName } from '../../payments/jobs';
 import type { FollowUp } from '../../payments/relay/followUp';
 import type { WorkerDeps } from '../deps';
 
-export function parseRelayPayload(task: string, payload: unknown): bigint {
+export function parseRelayPayload(task: JobName, payload: unknown): bigint {
   const id = (payload as { relayTransactionId?: unknown } | null)?.relayTransactionId;
   if (typeof id !== 'string' || !/^[1-9][0-9]{0,18}$/.test(id))
     throw new Error(`${task}: payload needs relayTransactionId as a decimal string`);
   return BigInt(id);
 }
 
-export function followUpTask(
-  task: string,
+export function followUpTask<N extends 'relay_watch' | 'relay_refund'>(
+  task: N,
   deps: WorkerDeps,
   step: (id: bigint, deps: WorkerDeps) => Promise<FollowUp>,
   again: (deps: WorkerDeps, id: bigint, at: Date) => Promise<void>,
-): Task {
+): Task<N> {
   return async (payload) => {
     const id = parseRelayPayload(task, payload);
     const log = deps.log.child({ task, relayTransactionId: String(id) });

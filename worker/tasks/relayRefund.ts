@@ -6,11 +6,9 @@
  */
 import type { Task } from 'graphile-worker';
 import { followUpRefund } from '../../payments/relay/followUp';
-import { enqueueRelayRefund, RELAY_REFUND_TASK } from '../../payments/relay/outcome';
+import { enqueueRelayRefund } from '../../payments/relay/outcome';
 import type { WorkerDeps } from '../deps';
 import { followUpTask } from './relayFollowUp';
 
-export const RELAY_REFUND = RELAY_REFUND_TASK;
-
-export const relayRefund = (deps: WorkerDeps): Task =>
-  followUpTask(RELAY_REFUND, deps, followUpRefund, (d, id, at) => enqueueRelayRefund(d.db, id, at));
+export const relayRefund = (deps: WorkerDeps): Task<'relay_refund'> =>
+  followUpTask('relay_refund', deps, followUpRefund, (d, id, at) => enqueueRelayRefund(d.db, id, at));

@@ -9,11 +9,10 @@ import { strandedRelayTransactions } from '../../payments/relay/followUp';
 import { enqueueRelayRefund, enqueueRelayWatch } from '../../payments/relay/outcome';
 import type { WorkerDeps } from '../deps';
 
-export const RELAY_SWEEP = 'relay_sweep';
 /** Rows looked at per run and kind; the next run takes the rest. */
 export const RELAY_SWEEP_BATCH = 500;
 
-export function relaySweep(deps: WorkerDeps): Task {
+export function relaySweep(deps: WorkerDeps): Task<'relay_sweep'> {
   return async () => {
     const { open, refunding } = await strandedRelayTransactions(
       deps.db,
@@ -25,7 +24,7 @@ export function relaySweep(deps: WorkerDeps): Task {
     for (const id of refunding) await enqueueRelayRefund(deps.db, id, undefined, { keepSchedule: true });
     if (open.length + refunding.length > 0)
       deps.log.info(
-        { task: RELAY_SWEEP, open: open.length, refunding: refunding.length },
+        { task: 'relay_sweep', open: open.length, refunding: refunding.length },
         'stranded relay transactions handed to their jobs',
       );
   };

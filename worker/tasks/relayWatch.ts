@@ -7,11 +7,9 @@
  */
 import type { Task } from 'graphile-worker';
 import { followUpRelay } from '../../payments/relay/followUp';
-import { enqueueRelayWatch, RELAY_WATCH_TASK } from '../../payments/relay/outcome';
+import { enqueueRelayWatch } from '../../payments/relay/outcome';
 import type { WorkerDeps } from '../deps';
 import { followUpTask } from './relayFollowUp';
 
-export const RELAY_WATCH = RELAY_WATCH_TASK;
-
-export const relayWatch = (deps: WorkerDeps): Task =>
-  followUpTask(RELAY_WATCH, deps, followUpRelay, (d, id, at) => enqueueRelayWatch(d.db, id, at));
+export const relayWatch = (deps: WorkerDeps): Task<'relay_watch'> =>
+  followUpTask('relay_watch', deps, followUpRelay, (d, id, at) => enqueueRelayWatch(d.db, id, at));
