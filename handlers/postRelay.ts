@@ -1,5 +1,5 @@
 import type { Handler, Reply, RequestContext } from './types';
-import type { Deps } from './deps';
+import type { HandlerDeps } from './deps';
 import { decodeClientPayment, paymentHeaderName, type ClientPaymentHeader } from '../payments/incoming/clientPayment';
 import {
   IDEMPOTENCY_KEY_HEADER,
@@ -36,7 +36,7 @@ function headersOf(headers: RelayHeaders, version: X402Version | undefined): Rec
 
 function relayInput(
   ctx: RequestContext<'postRelay'>,
-  deps: Deps,
+  deps: HandlerDeps,
   call: CallRequest,
   payment?: ClientPaymentHeader,
   idempotency?: ClaimRef,
@@ -54,7 +54,7 @@ function relayInput(
 /** The call and its answer; kept for repeats when the client's payment may have moved (a target answer or a 502). */
 async function answer(
   ctx: RequestContext<'postRelay'>,
-  deps: Deps,
+  deps: HandlerDeps,
   call: CallRequest,
   payment: ClientPaymentHeader | undefined,
   idempotency?: ClaimRef,

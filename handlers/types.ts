@@ -6,7 +6,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
 import type { operations } from '../codegen/api';
 import type { AuthenticatedKey } from '../payments/accounts';
-import type { Deps } from './deps';
+import type { HandlerDeps } from './deps';
 
 export type OperationId = keyof operations;
 
@@ -52,6 +52,6 @@ export interface RequestContext<K extends OperationId> {
   signal: AbortSignal;
 }
 
-export type Handler<K extends OperationId> = (ctx: RequestContext<K>, deps: Deps) => Promise<Reply<K>>;
+export type Handler<K extends OperationId> = (ctx: RequestContext<K>, deps: HandlerDeps) => Promise<Reply<K>>;
 
 export type HandlerMap = { [K in OperationId]?: Handler<K> };

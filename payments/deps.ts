@@ -10,36 +10,6 @@ import type { RelayLimits } from './relayLimits';
 import type { WalletBalances } from './networks/balances';
 import type { ClaimOwner } from './idempotency';
 
-export interface CapMetric {
-  active: number;
-  limit: number;
-  utilization: string;
-}
-
-/** A named readiness check: resolves when healthy, rejects with the reason otherwise. */
-export type HealthCheck = () => Promise<void>;
-
-/** GET /health/live: the process answers and its event loop is not stalled. */
-export interface LiveReport {
-  status: 'ok' | 'stalled';
-  /** The longest event-loop delay measured lately, in milliseconds. */
-  eventLoopDelayMs: number;
-  /** The bound over which the loop counts as stalled. */
-  maxEventLoopDelayMs: number;
-}
-
-/** GET /health/ready: every check by name (`ok` or why it failed), and the names of those that failed. */
-export interface ReadyReport {
-  status: 'ready' | 'unavailable';
-  checks: Record<string, string>;
-  failed: string[];
-}
-
-export interface ProbeReports {
-  live(): LiveReport;
-  ready(): Promise<ReadyReport>;
-}
-
 /**
  * Points on the money path where the caller of startService may act between two steps. The
  * service's own are no-ops; a test passes its own to stop a request exactly there (for example to
@@ -82,16 +52,4 @@ export interface Deps {
   hooks: Hooks;
   /** This process as the owner of the paid calls it claims (payments/idempotency.ts): its id and lease. */
   idempotencyOwner: ClaimOwner;
-
-  // The HTTP API's own parts: typed here so that handlers and the worker share one shape.
-  capMetrics: () => Record<'proxy' | 'relay' | 'webhooks', CapMetric>;
-  healthChecks: Record<string, HealthCheck>;
-  /** Liveness and readiness of this process (server/probes.ts). */
-  probes: ProbeReports;
-  /** This instance's metrics in the Prometheus text exposition format (server/metrics.ts). */
-  metricsExposition: () => Promise<{ contentType: string; body: string }>;
-  document: Record<string, unknown>;
-  docsHtml: string;
-  /** The base URL clients reach this instance at (PUBLIC_BASE_URL, else http://HOST:PORT). */
-  baseUrl: () => string;
 }

@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Context, OpenAPIBackend } from 'openapi-backend';
 import type { Logger } from 'pino';
-import type { Deps } from '../handlers/deps';
+import type { HandlerDeps } from '../handlers/deps';
 import { ERROR_CODES, errorBody, internalErrorBody, type ErrorCode } from '../handlers/errors';
 import type { HandlerMap, OperationId, Reply, RequestContext } from '../handlers/types';
 import { authenticateKey, type AuthenticatedKey, type KeyRejection } from '../payments/accounts';
@@ -70,7 +70,7 @@ function sendReply(res: Response, reply: Reply<OperationId>): void {
 }
 
 export interface AppOptions {
-  deps: Deps;
+  deps: HandlerDeps;
   handlers: HandlerMap;
   caps: ConcurrencyCaps;
   logger: Logger;
@@ -110,7 +110,7 @@ export async function createApp({ deps, handlers, caps, logger, metrics }: AppOp
 }
 
 /** The x-api-key security scheme: the key looked up (through the cache), or why it was refused. */
-function registerAuthentication(api: OpenAPIBackend, deps: Deps): void {
+function registerAuthentication(api: OpenAPIBackend, deps: HandlerDeps): void {
   api.registerSecurityHandler('ApiKeyAuth', async (c: ApiContext) => {
     const header = c.request.headers['x-api-key'];
     try {
@@ -171,7 +171,12 @@ function registerRefusals(api: OpenAPIBackend): void {
  * Each operation's handler, given the typed request and an abort signal that fires when the client
  * goes away; the outcome of a paid call is counted from its reply.
  */
-function registerOperations(api: OpenAPIBackend, handlers: HandlerMap, deps: Deps, metrics: ServiceMetrics): void {
+function registerOperations(
+  api: OpenAPIBackend,
+  handlers: HandlerMap,
+  deps: HandlerDeps,
+  metrics: ServiceMetrics,
+): void {
   for (const [operationId, handler] of Object.entries(handlers)) {
     api.register(operationId, async (c: ApiContext, req: Request, res: Response) => {
       const { log, requestId } = locals(res);
@@ -193,10 +198,9 @@ function registerOperations(api: OpenAPIBackend, handlers: HandlerMap, deps: Dep
         log,
         signal: controller.signal,
       };
-      const reply = await (handler as (ctx: RequestContext<OperationId>, deps: Deps) => Promise<Reply<OperationId>>)(
-        ctx,
-        deps,
-      );
+      const reply = await (
+        handler as (ctx: RequestContext<OperationId>, deps: HandlerDeps) => Promise<Reply<OperationId>>
+      )(ctx, deps);
       const paid = paidCallOutcome(operationId as OperationId, req.headers, reply);
       if (paid) metrics.paidCall(paid.mode, paid.result);
       if (reply.status === 502) logBadGateway(log, 'body' in reply ? reply.body : undefined);

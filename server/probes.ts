@@ -11,7 +11,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import type { LiveReport, ProbeReports, ReadyReport } from '../payments/deps';
+import type { LiveReport, ProbeReports, ReadyReport } from '../handlers/deps';
 
 /** An event loop delayed longer than this is reported as stalled (503 on /health/live). */
 export const DEFAULT_LIVE_MAX_DELAY_MS = 2_000;

@@ -18,6 +18,7 @@ import type { HandlerMap } from '../handlers/types';
 import { API_KEY_CHANGES_CHANNEL, ApiKeyCache } from '../payments/accounts';
 import { systemClock, type Clock } from '../payments/clock';
 import { NO_HOOKS, type Deps, type Hooks } from '../payments/deps';
+import type { HandlerDeps } from '../handlers/deps';
 import { createChains } from '../payments/networks/index';
 import { checkRpcReachable } from '../payments/networks/reachability';
 import { systemResolver, TargetConnections, type Resolver } from '../payments/outbound/index';
@@ -60,7 +61,7 @@ export interface Service {
   config: Config;
   databaseUrl: string;
   dbHandle: DbHandle;
-  deps: Deps;
+  deps: HandlerDeps;
   caps: ConcurrencyCaps;
   worker: WorkerHandle | undefined;
   server: Server | undefined;
@@ -329,7 +330,7 @@ function assembleDeps({
   running: Running;
   probes: Probes;
   metrics: ServiceMetrics;
-}): Deps {
+}): HandlerDeps {
   const document = loadDocument();
   return {
     db: dbHandle.db,
@@ -371,7 +372,7 @@ function assembleDeps({
 /** The HTTP server with its timeouts, listening; parser refusals answered in the service's own JSON. */
 async function serveHttp(
   config: Config,
-  deps: Deps,
+  deps: HandlerDeps,
   handlers: HandlerMap,
   caps: ConcurrencyCaps,
   log: Logger,
