@@ -182,7 +182,10 @@ function callOf(endpoint: (typeof ENDPOINTS)[number], network: NetworkName, clie
     : { messages: [{ role: 'user', content: `hello from ${client}` }] };
 }
 
-/** Our 402 for this call: the v1 body, and the same offers in v2 form in PAYMENT-REQUIRED. */
+/**
+ * Our 402 for this call: the v1 body, and the same offers in v2 form in PAYMENT-REQUIRED, whose
+ * error names the payment header of its own version.
+ */
 async function expectBothForms(endpoint: string, body: unknown) {
   const res = await t.client.post(endpoint, body);
   expect(res.status).toBe(402);
@@ -191,7 +194,7 @@ async function expectBothForms(endpoint: string, body: unknown) {
   const accepts = res.body.accepts as PaymentRequirements[];
   expect(required).toEqual({
     x402Version: 2,
-    error: res.body.error,
+    error: 'PAYMENT-SIGNATURE header is required',
     resource: {
       url: `${t.service.url}${endpoint}`,
       description: accepts[0]!.description,
