@@ -1397,7 +1397,7 @@ export interface components {
          *           "maxDailyTotal": 1000
          *         },
          *         "timeouts": {
-         *           "asyncThresholdMs": 120000
+         *           "asyncThresholdMs": 30000
          *         }
          *       },
          *       "networks": {
@@ -1495,7 +1495,7 @@ export interface components {
                 };
                 /** @description Relay timeouts. */
                 timeouts: {
-                    /** @description After this many milliseconds a payment watch continues in the background (tracked by a webhook record). */
+                    /** @description The longest a request waits for a payment to confirm on chain (a client's settlement, a refund) after it was sent; then the watch continues in the background, tracked by a webhook record (ASYNC_THRESHOLD_MS). */
                     asyncThresholdMs: number;
                 };
             };

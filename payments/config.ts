@@ -291,7 +291,7 @@ export function loadConfig(env: Env = process.env): Config {
     capProxy: integer(env, 'CAP_PROXY', 100, 1, 100_000),
     capWebhooks: integer(env, 'CAP_WEBHOOKS', 200, 1, 100_000),
     targetTimeoutMs: integer(env, 'TARGET_TIMEOUT_MS', 120_000, 100, 600_000),
-    asyncThresholdMs: integer(env, 'ASYNC_THRESHOLD_MS', 120_000, 100, 3_600_000),
+    asyncThresholdMs: integer(env, 'ASYNC_THRESHOLD_MS', 30_000, 100, 600_000),
     rpcTimeoutMs: integer(env, 'RPC_TIMEOUT_MS', 10_000, 100, 120_000),
     databasePoolMax: integer(env, 'DATABASE_POOL_MAX', 20, 2, 1_000),
     llm: {

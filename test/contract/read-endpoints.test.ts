@@ -35,7 +35,7 @@ describe('GET /config', () => {
     expect(res.body.credits).toMatchObject({ creditsPerUsdc: 1000, usdcPerCredit: 0.001 });
     expect(res.body.relay.fees).toMatchObject({ percentage: 3, minUSDC: 0.002 });
     expect(res.body.relay.limits).toEqual({ maxDailyPerWallet: 100, maxDailyTotal: 1000 });
-    expect(res.body.relay.timeouts).toEqual({ asyncThresholdMs: 120000 });
+    expect(res.body.relay.timeouts).toEqual({ asyncThresholdMs: 30000 });
     expect(res.body.networks.enabled).toEqual(['base', 'base-sepolia', 'solana-devnet']);
     expect(res.body.networks.evm).toEqual(['base', 'base-sepolia']);
     expect(res.body.networks.solana).toEqual(['solana-devnet']);

@@ -12,9 +12,9 @@
 //
 // The waits are shortened so the file stays bounded: the target and the facilitator are given up
 // after 2 s, the relay's request is presumed gone after 5 s, authorizations for targets last 10 s.
-// The RPC timeout is the RPC_TIMEOUT_MS setting (1.5 s here); the settlement waits (facilitator,
-// receipts), which have no setting, are shortened by replacing deps.relayLimits: the handlers and
-// the in-process worker read it from the one deps object at each use.
+// The RPC timeout is the RPC_TIMEOUT_MS setting (1.5 s here), the wait for a receipt
+// ASYNC_THRESHOLD_MS (3 s); the facilitator's wait, which has no setting, is shortened by replacing
+// deps.relayLimits: the handlers and the in-process worker read it from the one deps object at each use.
 import { parseAbi, type Address, type Hex } from 'viem';
 import pg from 'pg';
 import { pino } from 'pino';
@@ -41,6 +41,8 @@ const NETWORK = 'base-sepolia';
 const PRICE = 10_000n;
 const RPC_TIMEOUT_MS = 1_500;
 const PEER_TIMEOUT_MS = 2_000;
+/** ASYNC_THRESHOLD_MS: a settlement or refund not confirmed this long after it was sent goes on in a job. */
+const CONFIRMATION_WAIT_MS = 3_000;
 /** Longer than every caller's timeout: a delayed request reaches its peer after its caller gave up. */
 const DELAY_MS = 2_500;
 const CREDITS = 1_000n;
@@ -99,6 +101,7 @@ function serviceEnv(): Record<string, string> {
     ...peersEnv(peers, [new URL(targetProxy.url).host]),
     RPC_URL_BASE_SEPOLIA: rpcProxy.url,
     RPC_TIMEOUT_MS: String(RPC_TIMEOUT_MS),
+    ASYNC_THRESHOLD_MS: String(CONFIRMATION_WAIT_MS),
     TARGET_TIMEOUT_MS: String(PEER_TIMEOUT_MS),
     RELAY_ABANDONED_AFTER_MS: '5000',
     RELAY_PAYMENT_WINDOW_SECONDS: '10',
@@ -110,10 +113,10 @@ function serviceEnv(): Record<string, string> {
 function shortenWaits(t: TestService): void {
   expect(t.config.rpcTimeoutMs).toBe(RPC_TIMEOUT_MS);
   expect(t.service.deps.relayLimits.rpcTimeoutMs).toBe(RPC_TIMEOUT_MS);
+  expect(t.service.deps.relayLimits.confirmationTimeoutMs).toBe(CONFIRMATION_WAIT_MS);
   t.service.deps.relayLimits = {
     ...t.service.deps.relayLimits,
     facilitatorTimeoutMs: PEER_TIMEOUT_MS,
-    confirmationTimeoutMs: 3_000,
     confirmationPollMs: 100,
   };
 }
@@ -371,11 +374,13 @@ function answerLabel(result: CallResult): string {
   return String(result.status);
 }
 
-async function report(): Promise<{ problems: string[]; totals: Omit<Row, 'answers' | 'endings' | 'calls' | 'lost'> }> {
+async function report(
+  batch: readonly CallResult[],
+): Promise<{ problems: string[]; totals: Omit<Row, 'answers' | 'endings' | 'calls' | 'lost'> }> {
   const table = new Map<string, Row>();
   const problems: string[] = [];
   const totals = { clientPaid: 0n, targetGot: 0n, refunded: 0n, fee: 0n };
-  for (const result of results) {
+  for (const result of batch) {
     const db = result.service.database.handle.db;
     const verdict = result.flow === 'relay' ? await judgeRelay(result, db) : await judgeProxy(result, db);
     const key = `${result.peer} | ${result.fault} | ${result.flow}`;
@@ -479,97 +484,98 @@ async function startApiInstance(options: { facilitator: boolean; applicationName
   return instance;
 }
 
-describe('faults at every peer', () => {
-  let before: Awaited<ReturnType<typeof balances>>;
-  const started = Date.now();
-  const elapsed = () => `${Math.round((Date.now() - started) / 1000)} s`;
+/**
+ * The calls a test makes, then what every test checks of its own calls: each ended with a clear
+ * answer, every record ends through the jobs as the chain says, and the totals hold on chain for
+ * those calls alone (what clients paid = what targets got + refunds + our fees).
+ */
+async function expectEveryCallEnds(makeCalls: () => Promise<void>): Promise<void> {
+  const before = await balances();
+  const first = results.length;
+  await makeCalls();
+  const batch = results.slice(first);
+  expect(batch.length).toBeGreaterThan(0);
+  for (const proxy of [rpcProxy, facilitatorProxy, targetProxy]) await proxy.idle();
+  await settleAll(direct, 60_000);
+  // A proxy payment whose request failed before signing keeps its credits until the sweep finds
+  // it ten minutes later: the watch job is run with a clock eleven minutes ahead.
+  const later: Clock = { now: () => new Date(Date.now() + 11 * 60_000) };
+  const reserved = await direct.database.handle.db
+    .selectFrom('proxy_payments')
+    .select('id')
+    .where('state', '=', 'reserved')
+    .execute();
+  for (const { id } of reserved)
+    await proxyPaymentWatch({ ...direct.service.deps, clock: later })(
+      { proxyPaymentId: String(id) },
+      undefined as never,
+    );
+  const open = await settleAll(direct, 30_000);
+  const { problems, totals } = await report(batch);
+  const after = await balances();
+  console.log(problems.length === 0 ? 'no call lost anything' : problems.join('\n'));
+  expect(open).toEqual([]);
+  expect(problems).toEqual([]);
+  expect(batch.filter((result) => typeof result.status !== 'number')).toEqual([]);
+  expect(after.client - before.client).toBe(totals.refunded - totals.clientPaid);
+  expect(after.target - before.target).toBe(totals.targetGot);
+  expect(after.service - before.service).toBe(totals.clientPaid - totals.refunded - totals.targetGot);
+}
 
-  beforeAll(async () => {
-    before = await balances();
-  });
-
+describe('faults at every peer: every call ends with a clear answer, every record ends as the chain says, nothing is lost', () => {
   it('at the JSON-RPC endpoint: each fault on each request of a paid /relay (settled directly) and /proxy', async () => {
-    for (const flow of ['relay', 'proxy'] as const) {
-      const steps = await measure(direct, rpcProxy, flow, 'rpc');
-      console.log(`${flow}: ${steps} RPC requests in a clean call`);
-      // Our wallet's balance is read only now and then: a few steps more than one clean call made.
-      await sweep(direct, rpcProxy, 'rpc', flow, Math.max(steps, 4));
-    }
-    console.log(`RPC faults done after ${elapsed()}`);
-  }, 120_000);
+    await expectEveryCallEnds(async () => {
+      for (const flow of ['relay', 'proxy'] as const) {
+        const steps = await measure(direct, rpcProxy, flow, 'rpc');
+        console.log(`${flow}: ${steps} RPC requests in a clean call`);
+        // Our wallet's balance is read only now and then: a few steps more than one clean call made.
+        await sweep(direct, rpcProxy, 'rpc', flow, Math.max(steps, 4));
+      }
+    });
+  }, 240_000);
 
   it('at the target: each fault on its unpaid and its paid request', async () => {
-    for (const flow of ['relay', 'proxy'] as const) {
-      const steps = await measure(direct, targetProxy, flow, 'target');
-      await sweep(direct, targetProxy, 'target', flow, steps);
-    }
-    console.log(`target faults done after ${elapsed()}`);
-  }, 60_000);
+    await expectEveryCallEnds(async () => {
+      for (const flow of ['relay', 'proxy'] as const) {
+        const steps = await measure(direct, targetProxy, flow, 'target');
+        await sweep(direct, targetProxy, 'target', flow, steps);
+      }
+    });
+  }, 180_000);
 
   it('at the facilitator: each fault on each of its requests of a paid /relay', async () => {
-    const throughFacilitator = await startApiInstance({ facilitator: true, applicationName: 'faults_facilitator' });
-    const steps = await measure(throughFacilitator, facilitatorProxy, 'relay', 'facilitator');
-    console.log(`relay: ${steps} facilitator requests in a clean call`);
-    // The first call read /supported; a later one reads it from memory: sweep one step further than measured.
-    await sweep(throughFacilitator, facilitatorProxy, 'facilitator', 'relay', Math.max(steps, 2));
-    console.log(`facilitator faults done after ${elapsed()}`);
-  }, 60_000);
+    await expectEveryCallEnds(async () => {
+      const throughFacilitator = await startApiInstance({ facilitator: true, applicationName: 'faults_facilitator' });
+      const steps = await measure(throughFacilitator, facilitatorProxy, 'relay', 'facilitator');
+      console.log(`relay: ${steps} facilitator requests in a clean call`);
+      // The first call read /supported; a later one reads it from memory: sweep one step further than measured.
+      await sweep(throughFacilitator, facilitatorProxy, 'facilitator', 'relay', Math.max(steps, 2));
+    });
+  }, 180_000);
 
   it('Postgres drops every connection of an API instance in the middle of concurrent paid calls', async () => {
-    // Only the API's connections: graphile-worker 0.17.3 does not await its job-completion writes,
-    // and one that meets a terminated connection is an unhandled rejection (see the report).
-    const api = await startApiInstance({ facilitator: false, applicationName: APPLICATION_NAME });
-    const accounts: TestAccount[] = [];
-    for (let index = 0; index < POSTGRES_CALLS; index += 1)
-      accounts.push(await createTestAccount(direct.database.handle.db, { credits: CREDITS }));
-    const calls: Promise<void>[] = [];
-    for (let index = 0; index < POSTGRES_CALLS; index += 1) {
-      calls.push(call(api, 'relay', 'postgres', 'restart', index + 1));
-      calls.push(call(api, 'proxy', 'postgres', 'restart', index + 1, accounts[index]));
-    }
-    let terminated = 0;
-    const restarts = (async () => {
-      for (let restart = 0; restart < POSTGRES_RESTARTS; restart += 1) {
-        await new Promise((resolve) => setTimeout(resolve, restart === 0 ? 150 : 500));
-        terminated += await terminateBackends(APPLICATION_NAME);
+    await expectEveryCallEnds(async () => {
+      // Only the API's connections: graphile-worker 0.17.3 does not await its job-completion writes,
+      // and one that meets a terminated connection is an unhandled rejection (see the report).
+      const api = await startApiInstance({ facilitator: false, applicationName: APPLICATION_NAME });
+      const accounts: TestAccount[] = [];
+      for (let index = 0; index < POSTGRES_CALLS; index += 1)
+        accounts.push(await createTestAccount(direct.database.handle.db, { credits: CREDITS }));
+      const calls: Promise<void>[] = [];
+      for (let index = 0; index < POSTGRES_CALLS; index += 1) {
+        calls.push(call(api, 'relay', 'postgres', 'restart', index + 1));
+        calls.push(call(api, 'proxy', 'postgres', 'restart', index + 1, accounts[index]));
       }
-    })();
-    await Promise.all([...calls, restarts]);
-    console.log(`${POSTGRES_RESTARTS} restarts dropped ${terminated} connections; done after ${elapsed()}`);
-    expect(terminated).toBeGreaterThan(0);
-  }, 60_000);
-
-  it('every record ends through the jobs, call by call as the chain says; nothing is lost', async () => {
-    for (const proxy of [rpcProxy, facilitatorProxy, targetProxy]) await proxy.idle();
-    await settleAll(direct, 60_000);
-    // A proxy payment whose request failed before signing keeps its credits until the sweep finds
-    // it ten minutes later: the watch job is run with a clock eleven minutes ahead.
-    const later: Clock = { now: () => new Date(Date.now() + 11 * 60_000) };
-    const reserved = await direct.database.handle.db
-      .selectFrom('proxy_payments')
-      .select('id')
-      .where('state', '=', 'reserved')
-      .execute();
-    for (const { id } of reserved)
-      await proxyPaymentWatch({ ...direct.service.deps, clock: later })(
-        { proxyPaymentId: String(id) },
-        undefined as never,
-      );
-    console.log(`${reserved.length} proxy payments never signed were released by the sweep's watch`);
-    const open = await settleAll(direct, 30_000);
-    console.log(`records settled after ${elapsed()}`);
-    console.log(
-      `faults injected: ${JSON.stringify({ rpc: rpcProxy.counts, facilitator: facilitatorProxy.counts, target: targetProxy.counts })}`,
-    );
-    const { problems, totals } = await report();
-    const after = await balances();
-    console.log(problems.length === 0 ? 'no call lost anything' : problems.join('\n'));
-    expect(open).toEqual([]);
-    expect(problems).toEqual([]);
-    expect(results.filter((result) => typeof result.status !== 'number')).toEqual([]);
-    // What clients paid = what targets got + refunds + our fees, on chain.
-    expect(after.client - before.client).toBe(totals.refunded - totals.clientPaid);
-    expect(after.target - before.target).toBe(totals.targetGot);
-    expect(after.service - before.service).toBe(totals.clientPaid - totals.refunded - totals.targetGot);
-  }, 120_000);
+      let terminated = 0;
+      const restarts = (async () => {
+        for (let restart = 0; restart < POSTGRES_RESTARTS; restart += 1) {
+          await new Promise((resolve) => setTimeout(resolve, restart === 0 ? 150 : 500));
+          terminated += await terminateBackends(APPLICATION_NAME);
+        }
+      })();
+      await Promise.all([...calls, restarts]);
+      console.log(`${POSTGRES_RESTARTS} restarts dropped ${terminated} connections`);
+      expect(terminated).toBeGreaterThan(0);
+    });
+  }, 180_000);
 });

@@ -19,7 +19,7 @@ describe('configuration', () => {
     expect([config.relayDailyPerWalletUsd, config.relayDailyTotalUsd]).toEqual([100, 1000]);
     expect([config.proxyDailyPerAccountUsd, config.proxyDailyTotalUsd]).toEqual([500, 5000]);
     expect([config.capRelay, config.capProxy, config.capWebhooks]).toEqual([50, 100, 200]);
-    expect([config.targetTimeoutMs, config.asyncThresholdMs]).toEqual([120_000, 120_000]);
+    expect([config.targetTimeoutMs, config.asyncThresholdMs]).toEqual([120_000, 30_000]);
     expect(config.rpcTimeoutMs).toBe(10_000);
     expect(config.idempotencyLeaseMs).toBe(30_000);
     expect(config.databasePoolMax).toBe(20);
