@@ -1,6 +1,7 @@
 import type { Handler } from './types';
 import type { CallRequest } from '../payments/outbound/index';
 import { simulateProxyCall } from '../payments/proxy/simulate';
+import { microToUsdc } from '../payments/money';
 import { errorReply, unreachable } from './errors';
 
 export const postProxySim: Handler<'postProxySim'> = async (ctx, deps) => {
@@ -9,8 +10,23 @@ export const postProxySim: Handler<'postProxySim'> = async (ctx, deps) => {
     timeoutMs: deps.config.targetTimeoutMs,
   });
   switch (outcome.kind) {
-    case 'result':
-      return { status: 200, body: outcome.result };
+    case 'result': {
+      const { result } = outcome;
+      if (!result.requiresPayment) return { status: 200, body: result };
+      const { feeBreakdown: fee } = result;
+      return {
+        status: 200,
+        body: {
+          ...result,
+          feeBreakdown: {
+            targetAmount: microToUsdc(fee.targetMicroUsdc),
+            proxyFee: microToUsdc(fee.feeMicroUsdc),
+            totalAmount: microToUsdc(fee.totalMicroUsdc),
+            totalCredits: Number(fee.totalCredits),
+          },
+        },
+      };
+    }
     case 'bad_request':
       return errorReply('validation_failed', outcome.details);
     case 'bad_gateway':

@@ -5,6 +5,7 @@
  */
 import type { RawReply } from './types';
 import { errorReply } from './errors';
+import { microToUsdc } from '../payments/money';
 import { safeResponseHeaders, type TargetResponse } from '../payments/outbound/index';
 import { bodyValue } from '../payments/outgoing/index';
 
@@ -81,12 +82,12 @@ export function targetReply(response: TargetResponse, format: unknown, ours: Rec
 /** A daily volume limit that would be exceeded (/proxy and /relay): 429 with the figures, in USD. */
 export function spendLimitReply(
   error: string,
-  refusal: { details: string; currentSpendUsd: number; limitUsd: number; requestedUsd: number },
+  refusal: { details: string; spentMicroUsdc: bigint; limitMicroUsdc: bigint; requestedMicroUsdc: bigint },
 ) {
   return errorReply('spend_limit_exceeded', refusal.details, {
     error,
-    currentSpend: refusal.currentSpendUsd,
-    limit: refusal.limitUsd,
-    requestedAmount: refusal.requestedUsd,
+    currentSpend: microToUsdc(refusal.spentMicroUsdc),
+    limit: microToUsdc(refusal.limitMicroUsdc),
+    requestedAmount: microToUsdc(refusal.requestedMicroUsdc),
   });
 }

@@ -11,20 +11,6 @@ import type { WalletBalances } from './networks/balances';
 import type { ClaimOwner } from './idempotency';
 
 /**
- * Points on the money path where the caller of startService may act between two steps. The
- * service's own are no-ops; a test passes its own to stop a request exactly there (for example to
- * kill the process between settling the client's payment and paying the target).
- */
-export interface Hooks {
-  /** The client's payment of a relay has settled; the target is not paid yet. */
-  afterClientSettled(relayTxId: bigint): Promise<void>;
-}
-
-export const NO_HOOKS: Hooks = {
-  afterClientSettled: async () => {},
-};
-
-/**
  * Everything the service shares, built once per process by server/service.ts and passed as one
  * plain object to handlers, domain functions and jobs. Each function takes `Pick<Deps, ...>` of
  * exactly what it uses, so a test builds only those members. Settings are read from `config`;
@@ -49,7 +35,6 @@ export interface Deps {
   relayLimits: RelayLimits;
   /** Valid API keys held in memory while key changes are being announced (else every call reads the database). */
   apiKeyCache: ApiKeyCache;
-  hooks: Hooks;
   /** This process as the owner of the paid calls it claims (payments/idempotency.ts): its id and lease. */
   idempotencyOwner: ClaimOwner;
 }

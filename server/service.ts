@@ -17,7 +17,7 @@ import { errorReply, type ErrorCode } from '../handlers/errors';
 import type { HandlerMap } from '../handlers/types';
 import { API_KEY_CHANGES_CHANNEL, ApiKeyCache } from '../payments/accounts';
 import { systemClock, type Clock } from '../payments/clock';
-import { NO_HOOKS, type Deps, type Hooks } from '../payments/deps';
+import type { Deps } from '../payments/deps';
 import type { HandlerDeps } from '../handlers/deps';
 import { createChains } from '../payments/networks/index';
 import { checkRpcReachable } from '../payments/networks/reachability';
@@ -44,8 +44,6 @@ export interface ServiceOptions {
   handlers?: HandlerMap;
   /** Serve HTTP (false for `npm run worker`). */
   serveHttp?: boolean;
-  /** Steps of the money path a test acts on (Deps.hooks); none by default. */
-  hooks?: Partial<Hooks>;
   /** The event-loop delay over which GET /health/live answers 503 (DEFAULT_LIVE_MAX_DELAY_MS). */
   liveMaxEventLoopDelayMs?: number;
   /**
@@ -342,9 +340,13 @@ function assembleDeps({
     log,
     connections,
     balances: new WalletBalances(),
-    relayLimits: { ...DEFAULT_RELAY_LIMITS, rpcTimeoutMs: config.rpcTimeoutMs },
+    relayLimits: {
+      ...DEFAULT_RELAY_LIMITS,
+      rpcTimeoutMs: config.rpcTimeoutMs,
+      // ASYNC_THRESHOLD_MS: how long a request waits for a confirmation before the watch goes on in a job.
+      confirmationTimeoutMs: config.asyncThresholdMs,
+    },
     apiKeyCache,
-    hooks: { ...NO_HOOKS, ...options.hooks },
     idempotencyOwner: { instanceId: randomUUID(), leaseMs: config.idempotencyLeaseMs },
     capMetrics: () => caps.metrics(),
     healthChecks: {

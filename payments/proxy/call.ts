@@ -13,7 +13,7 @@ import type { AuthenticatedKey } from '../accounts';
 import { utcDay } from '../clock';
 import type { ReservationRefusal, ReservationResult } from '../credits';
 import { proxyCredits } from '../fees';
-import { CREDITS_PER_USDC, creditsToUsdc, parseUsdc } from '../money';
+import { CREDITS_PER_USDC, formatUnits, MICRO_PER_CREDIT, parseUsdc } from '../money';
 import { randomNonce } from '../networks/evm';
 import { buildTargetRequest, type CallRequest, type OutboundError, type TargetResponse } from '../outbound/index';
 import {
@@ -70,9 +70,9 @@ export type ProxyOutcome =
       kind: 'spend_limit';
       error: string;
       details: string;
-      currentSpendUsd: number;
-      limitUsd: number;
-      requestedUsd: number;
+      spentMicroUsdc: bigint;
+      limitMicroUsdc: bigint;
+      requestedMicroUsdc: bigint;
     }
   | { kind: 'bad_gateway'; message: string; details: string; upstreamStatus?: number; webhookId?: string }
   | { kind: 'configuration_error'; message: string; details: string };
@@ -342,8 +342,8 @@ function refusal(
       details: `This call needs ${credits} credits; ${result.balanceCredits} are available`,
     };
   }
-  const spent = creditsToUsdc(result.spentCredits);
-  const limit = creditsToUsdc(result.limitCredits);
+  const spent = formatUnits(result.spentCredits, 3);
+  const limit = formatUnits(result.limitCredits, 3);
   const whose =
     result.reason === 'key_daily_cap'
       ? `The API key ${key.prefix} has spent ${spent} of its daily cap of ${limit} USD (${result.limitCredits} credits) today`
@@ -353,9 +353,9 @@ function refusal(
   return {
     kind: 'spend_limit',
     error: LIMIT_ERRORS[result.reason],
-    details: `${whose}; this call needs ${creditsToUsdc(credits)} USD. Daily limits reset at 00:00 UTC.`,
-    currentSpendUsd: spent,
-    limitUsd: limit,
-    requestedUsd: creditsToUsdc(credits),
+    details: `${whose}; this call needs ${formatUnits(credits, 3)} USD. Daily limits reset at 00:00 UTC.`,
+    spentMicroUsdc: result.spentCredits * MICRO_PER_CREDIT,
+    limitMicroUsdc: result.limitCredits * MICRO_PER_CREDIT,
+    requestedMicroUsdc: credits * MICRO_PER_CREDIT,
   };
 }

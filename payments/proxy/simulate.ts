@@ -4,17 +4,18 @@
  */
 import type { Deps } from '../deps';
 import { proxyCredits } from '../fees';
-import { microToUsdc, parseUsdc } from '../money';
+import { parseUsdc } from '../money';
 import { canonicalNetwork } from '../networkTable';
 import { buildTargetRequest, type CallRequest } from '../outbound/index';
 import type { PaymentRequirements } from '../x402/types';
 import { bodyValue, callBudget, callTarget, decidePayment, isClientError, paymentRequiredOf } from '../outgoing/index';
 
+/** What /proxy would pay and charge, in atomic units: the handler writes them in USDC. */
 export interface ProxyFeeBreakdown {
-  targetAmount: number;
-  proxyFee: number;
-  totalAmount: number;
-  totalCredits: number;
+  targetMicroUsdc: bigint;
+  feeMicroUsdc: bigint;
+  totalMicroUsdc: bigint;
+  totalCredits: bigint;
 }
 
 export type ProxySimulation =
@@ -33,14 +34,9 @@ export type SimulationOutcome =
   | { kind: 'bad_gateway'; details: string }
   | { kind: 'configuration_error'; details: string };
 
-export function proxyFeeBreakdown(amountMicroUsdc: bigint, proxyFeePercent: number): ProxyFeeBreakdown {
+function proxyFeeBreakdown(amountMicroUsdc: bigint, proxyFeePercent: number): ProxyFeeBreakdown {
   const { totalCredits, totalMicro, feeMicro } = proxyCredits(amountMicroUsdc, proxyFeePercent);
-  return {
-    targetAmount: microToUsdc(amountMicroUsdc),
-    proxyFee: microToUsdc(feeMicro),
-    totalAmount: microToUsdc(totalMicro),
-    totalCredits: Number(totalCredits),
-  };
+  return { targetMicroUsdc: amountMicroUsdc, feeMicroUsdc: feeMicro, totalMicroUsdc: totalMicro, totalCredits };
 }
 
 export async function simulateProxyCall(

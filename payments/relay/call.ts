@@ -12,7 +12,7 @@
  */
 import type { Db } from '../../db/index';
 import { utcDay } from '../clock';
-import { microToUsdc, usdToMicro } from '../money';
+import { formatUnits, usdToMicro } from '../money';
 import { randomNonce } from '../networks/evm';
 import type { Chains } from '../networks/index';
 import { NETWORK_TABLE, type NetworkClass } from '../networkTable';
@@ -75,7 +75,7 @@ export type RelayOutcome =
   | { kind: 'payment_required'; accepts: PaymentRequirements[]; error: string; reason?: SettleFailureReason }
   /** `reason`: set when it is the payment that is refused (malformed, or already used). */
   | { kind: 'bad_request'; details: string; reason?: SettleFailureReason }
-  | { kind: 'spend_limit'; details: string; currentSpendUsd: number; limitUsd: number; requestedUsd: number }
+  | { kind: 'spend_limit'; details: string; spentMicroUsdc: bigint; limitMicroUsdc: bigint; requestedMicroUsdc: bigint }
   | { kind: 'bad_gateway'; message: string; headers: RelayHeaders }
   | { kind: 'internal_error'; details: string };
 
@@ -104,7 +104,6 @@ export async function relayCall(
     | 'connections'
     | 'balances'
     | 'relayLimits'
-    | 'hooks'
   >,
   input: RelayCall,
 ): Promise<RelayOutcome> {
@@ -180,7 +179,6 @@ export async function relayCall(
       headers: { ...(webhookId ? { webhookId } : {}), serviceStatus: 'payment_validating' },
     };
   }
-  await deps.hooks.afterClientSettled(row.id);
   const clientPayment = settlement.txHash;
   const receipt = withClientSettlement({
     success: true,
@@ -357,9 +355,9 @@ function refused(
 }
 
 function overLimit(refusal: RelayLimitRefusal, payer: string, networkClass: string): RelayOutcome {
-  const spent = microToUsdc(refusal.spentMicro);
-  const limit = microToUsdc(refusal.limitMicro);
-  const requested = microToUsdc(refusal.requestedMicro);
+  const spent = formatUnits(refusal.spentMicro, 6);
+  const limit = formatUnits(refusal.limitMicro, 6);
+  const requested = formatUnits(refusal.requestedMicro, 6);
   const whose =
     refusal.scope === 'wallet'
       ? `Wallet ${payer} has spent ${spent} of its ${limit} USD`
@@ -367,9 +365,9 @@ function overLimit(refusal: RelayLimitRefusal, payer: string, networkClass: stri
   return {
     kind: 'spend_limit',
     details: `${whose} ${networkClass} relay limit today; this payment is ${requested} USD. Nothing was settled. Daily limits reset at 00:00 UTC.`,
-    currentSpendUsd: spent,
-    limitUsd: limit,
-    requestedUsd: requested,
+    spentMicroUsdc: refusal.spentMicro,
+    limitMicroUsdc: refusal.limitMicro,
+    requestedMicroUsdc: refusal.requestedMicro,
   };
 }
 

@@ -1,5 +1,6 @@
 // A service on the embedded Postgres (no DATABASE_URL) killed with SIGKILL in the middle of a relay:
-// the client's payment has settled, the target is not paid. kill -9 does not reach the Postgres
+// the client's payment has settled, our payment to the target is held on its way (at a proxy in
+// front of the target), so the target is never paid. kill -9 does not reach the Postgres
 // child, which keeps running. A supervisor's restart on the same DATA_DIR must start anyway
 // (stopping the orphaned Postgres safely first), and its jobs must finish the relay: the client is
 // refunded on-chain. A second instance on a DATA_DIR whose service is alive is still refused.
@@ -10,7 +11,14 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONNECTION_FILE, isAlive } from '../../db/embedded';
 import { startPeers, type Peers } from '../../devnet/index';
-import { killChild, relayUntilSettled, startChildService, stopChild, waitFor } from '../support/child-service';
+import {
+  killChild,
+  relayUntilTargetIsPaid,
+  targetHoldingPaidRequests,
+  startChildService,
+  stopChild,
+  waitFor,
+} from '../support/child-service';
 import { peersEnv } from '../support/proxy';
 import { relayLegBalances } from '../support/relay';
 import { ifStarted } from '../support/teardown';
@@ -21,12 +29,14 @@ const ABANDONED_AFTER_MS = 3_000;
 
 let peers: Peers;
 let dataDir: string;
+let hold: Awaited<ReturnType<typeof targetHoldingPaidRequests>>;
 const children: ChildProcess[] = [];
 
 beforeAll(async () => {
   peers = await startPeers({ networks: ['base-sepolia'], pricesMicroUsdc: { paid: PRICE } });
   mkdirSync(path.resolve('.tmp'), { recursive: true });
   dataDir = mkdtempSync(path.join(path.resolve('.tmp'), 'embedded-restart-'));
+  hold = await targetHoldingPaidRequests(peers.targets['base-sepolia']!.url);
 });
 
 afterAll(async () => {
@@ -41,14 +51,18 @@ afterAll(async () => {
       // already gone
     }
   }
+  await ifStarted(hold)?.close();
   await ifStarted(peers)?.stop();
   rmSync(dataDir, { recursive: true, force: true });
 });
 
 function serviceEnv(): Record<string, string> {
   return {
-    ...peersEnv(peers),
+    ...peersEnv(peers, [new URL(hold.proxy.url).host]),
     DATABASE_URL: '',
+    // Our authorization to the target expires soon, and a dead process's lease lapses in seconds.
+    RELAY_PAYMENT_WINDOW_SECONDS: '10',
+    IDEMPOTENCY_LEASE_MS: '2000',
     DATA_DIR: dataDir,
     HOST: '127.0.0.1',
     PORT: '0',
@@ -71,10 +85,15 @@ describe('a service on the embedded Postgres killed with SIGKILL mid-relay', () 
     const payTo = target.routes.paid.payTo;
     const before = await relayLegBalances(peers, network, payTo);
 
-    const marker = path.join(dataDir, 'settled');
-    const first = await startChildService(serviceEnv(), marker);
+    const first = await startChildService(serviceEnv());
     children.push(first.process);
-    const { relayTxId, paying } = await relayUntilSettled(peers, network, first.url, target.routes.paid.url, marker);
+    const { paying } = await relayUntilTargetIsPaid(
+      peers,
+      network,
+      first.url,
+      `${hold.proxy.url}/paid`,
+      hold.paidArrived,
+    );
     expect(await peers.usdcBalance(network, client)).toBe(before.client - TOTAL);
 
     const orphan = postmasterPid();
@@ -83,7 +102,7 @@ describe('a service on the embedded Postgres killed with SIGKILL mid-relay', () 
     // The Postgres child outlived its service: this is what made every restart fail.
     expect(alive(orphan)).toBe(true);
 
-    const second = await startChildService(serviceEnv(), path.join(dataDir, 'never-settles'));
+    const second = await startChildService(serviceEnv());
     children.push(second.process);
     expect(second.logs.join('\n')).toContain('left running by a service that no longer runs');
     expect(alive(orphan)).toBe(false);
@@ -97,9 +116,9 @@ describe('a service on the embedded Postgres killed with SIGKILL mid-relay', () 
       const state = await waitFor(
         'the refund',
         async () => {
-          const result = await database.query<{ state: string }>('select state from relay_transactions where id = $1', [
-            relayTxId,
-          ]);
+          const result = await database.query<{ state: string }>(
+            'select state from relay_transactions order by id desc limit 1',
+          );
           const row = result.rows[0];
           return row?.state === 'refunded' ? row.state : undefined;
         },
@@ -112,7 +131,7 @@ describe('a service on the embedded Postgres killed with SIGKILL mid-relay', () 
     expect(await relayLegBalances(peers, network, payTo)).toEqual(before);
 
     // While that service runs, another one on the same DATA_DIR is refused with a clear message.
-    await expect(startChildService(serviceEnv(), path.join(dataDir, 'other'))).rejects.toThrow(
+    await expect(startChildService(serviceEnv())).rejects.toThrow(
       /already running .*another instance using this DATA_DIR/,
     );
   }, 120_000);

@@ -1,13 +1,13 @@
 // A paid call whose process dies mid-call, retried after a restart (docs/decisions.md,
-// Idempotency-Key): the service runs as a real child process (test/support/pausing-service.ts)
-// that stops once the client's payment of a /relay with an Idempotency-Key has settled, and is
-// killed there with SIGKILL. Its idempotency record is left running. A service started on the same
+// Idempotency-Key): the service runs as a real child process (server/main.ts under tsx); once the
+// client's payment of a /relay with an Idempotency-Key has settled and our paid request reaches the
+// target's proxy, which holds it (the target is never paid), the process is killed with SIGKILL. Its idempotency record is left running. A service started on the same
 // database answers the same request with the same key 409 while the call's lease has not lapsed or
 // its money is still open, and, once the jobs have refunded the client, the clear answer of that
 // outcome: a 502 naming the refund record, kept and replayed to every later repeat. The call is
 // never run again: the target is never paid, one refund, the client's USDC back to the micro-unit.
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
@@ -16,7 +16,7 @@ import { startPeers, type Peers } from '../../devnet/index';
 import { loadConfig } from '../../payments/config';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { startService, type Service } from '../../server/service';
-import { killChild, startChildService, waitFor } from '../support/child-service';
+import { killChild, startChildService, targetHoldingPaidRequests, waitFor } from '../support/child-service';
 import { contractClient, type ContractResponse } from '../support/contract';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { peersEnv, pollWebhook } from '../support/proxy';
@@ -36,16 +36,19 @@ let database: TestDatabase;
 let directory: string;
 let child: ChildProcess | undefined;
 let restarted: Service | undefined;
+let hold: Awaited<ReturnType<typeof targetHoldingPaidRequests>>;
 
 beforeAll(async () => {
   peers = await startPeers({ networks: [NETWORK], pricesMicroUsdc: { paid: PRICE }, v2Targets: false });
   database = await createTestDatabase();
   directory = mkdtempSync(path.join(os.tmpdir(), 'idempotency-dead-'));
+  hold = await targetHoldingPaidRequests(peers.targets[NETWORK]!.url);
 });
 
 afterAll(async () => {
   if (child) await killChild(child);
   await restarted?.stop();
+  await ifStarted(hold)?.close();
   await ifStarted(database)?.drop();
   await ifStarted(peers)?.stop();
   if (directory) rmSync(directory, { recursive: true, force: true });
@@ -53,8 +56,10 @@ afterAll(async () => {
 
 function serviceEnv(): Record<string, string> {
   return {
-    ...peersEnv(peers),
+    ...peersEnv(peers, [new URL(hold.proxy.url).host]),
     DATABASE_URL: database.url,
+    // Our authorization to the target, which never arrives there, expires soon.
+    RELAY_PAYMENT_WINDOW_SECONDS: '10',
     HOST: '127.0.0.1',
     PORT: '0',
     RELAY_ABANDONED_AFTER_MS: String(ABANDONED_AFTER_MS),
@@ -67,11 +72,10 @@ describe('a keyed /relay whose process is killed after the client paid', () => {
     const target = peers.targets[NETWORK]!;
     const payTo = target.routes.paid.payTo;
     const before = await relayLegBalances(peers, NETWORK, payTo);
-    const marker = path.join(directory, 'settled');
-    const running = await startChildService(serviceEnv(), marker);
+    const running = await startChildService(serviceEnv());
     child = running.process;
     const first = contractClient(running.url);
-    const body = { api_url: target.routes.paid.url, method: 'GET' };
+    const body = { api_url: `${hold.proxy.url}/paid`, method: 'GET' };
 
     const quoted = await first.post('/relay', body);
     expect(quoted.status).toBe(402);
@@ -82,11 +86,7 @@ describe('a keyed /relay whose process is killed after the client paid', () => {
       (response) => ({ status: response.status }),
       (error: unknown) => ({ error }),
     );
-    const relayTxId = BigInt(
-      await waitFor('the settlement', () =>
-        existsSync(marker) ? readFileSync(marker, 'utf8') || undefined : undefined,
-      ),
-    );
+    await hold.paidArrived;
     expect(await peers.usdcBalance(NETWORK, peers.wallets.client.evm.address)).toBe(before.client - TOTAL);
 
     expect(await killChild(child)).toBe('SIGKILL');
@@ -95,11 +95,8 @@ describe('a keyed /relay whose process is killed after the client paid', () => {
     const { db } = database.handle;
     const left = await db.selectFrom('idempotency_records').selectAll().executeTakeFirstOrThrow();
     expect(left).toMatchObject({ key: KEY, state: 'running' });
-    const relayRow = await db
-      .selectFrom('relay_transactions')
-      .selectAll()
-      .where('id', '=', relayTxId)
-      .executeTakeFirstOrThrow();
+    const relayRow = await db.selectFrom('relay_transactions').selectAll().executeTakeFirstOrThrow();
+    const relayTxId = relayRow.id;
     expect(relayRow).toMatchObject({ state: 'settled', idempotency_claim: left.claim });
 
     restarted = await startService(loadConfig({ ...serviceEnv(), LOG_LEVEL: 'silent' }), {

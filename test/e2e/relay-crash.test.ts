@@ -1,9 +1,10 @@
-// A service killed with SIGKILL between the two legs of a relay: the client's payment has settled,
-// the target is not paid yet. The service runs as a real child process (node --import tsx
-// test/support/pausing-service.ts, one process, so the signal reaches it) against a test database
-// and the local peers; its afterClientSettled hook stops it right after settlement, where the test
-// kills it. A fresh service on the same database finishes the transaction with its jobs: the
-// client is refunded on-chain and its record says refund_confirmed. No payment is lost.
+// A service killed with SIGKILL in the middle of a relay. The service runs as a real child process
+// (server/main.ts under tsx, one process, so the signal reaches it) against a test database and the
+// local peers, which stop it where the test wants: a proxy in front of the target holds our paid
+// request (the client's payment has settled, the target is never paid), or a proxy in front of the
+// chain holds the settlement's broadcast. A fresh service on the same database finishes the
+// transaction with its jobs: the client is refunded on-chain and its record says refund_confirmed.
+// No payment is lost.
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -20,7 +21,13 @@ import { contractClient } from '../support/contract';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { peersEnv, pollWebhook } from '../support/proxy';
 import { payingFetch, relayLegBalances, relayRequest } from '../support/relay';
-import { killChild, relayUntilSettled, startChildService, waitFor } from '../support/child-service';
+import {
+  killChild,
+  relayUntilTargetIsPaid,
+  startChildService,
+  targetHoldingPaidRequests,
+  waitFor,
+} from '../support/child-service';
 import { ifStarted } from '../support/teardown';
 
 const PRICE = 20_000n;
@@ -32,8 +39,9 @@ let peers: Peers;
 let database: TestDatabase;
 let directory: string;
 let child: ChildProcess | undefined;
-let restarted: Service | undefined;
+const restarted: Service[] = [];
 let rpcProxy: FaultProxy | undefined;
+let hold: Awaited<ReturnType<typeof targetHoldingPaidRequests>> | undefined;
 
 beforeAll(async () => {
   peers = await startPeers({ networks: ['base-sepolia'], pricesMicroUsdc: { paid: PRICE } });
@@ -43,8 +51,9 @@ beforeAll(async () => {
 
 afterAll(async () => {
   child?.kill('SIGKILL');
-  await restarted?.stop();
+  for (const service of restarted) await service.stop();
   await rpcProxy?.close();
+  await hold?.close();
   await ifStarted(database)?.drop();
   await ifStarted(peers)?.stop();
   if (directory) rmSync(directory, { recursive: true, force: true });
@@ -60,27 +69,39 @@ function serviceEnv(): Record<string, string> {
   };
 }
 
-describe('a service killed between settling the client and paying the target', () => {
-  it('after a restart the job refunds the client on-chain; the record ends refund_confirmed', async () => {
+describe('a service killed in the middle of a relay', () => {
+  it('between settling the client and paying the target: after a restart the job refunds the client on-chain; the record ends refund_confirmed', async () => {
     const network = 'base-sepolia';
     const target = peers.targets[network]!;
     const client = peers.wallets.client.evm.address;
     const payTo = target.routes.paid.payTo;
     const before = await relayLegBalances(peers, network, payTo);
-    const marker = path.join(directory, 'settled');
-    const running = await startChildService(serviceEnv(), marker);
+    hold = await targetHoldingPaidRequests(target.url);
+    const env = {
+      ...serviceEnv(),
+      SSRF_ALLOW_HOSTS: `${serviceEnv().SSRF_ALLOW_HOSTS},${new URL(hold.proxy.url).host}`,
+      // Our authorization to the target, which never arrives there, expires soon.
+      RELAY_PAYMENT_WINDOW_SECONDS: '10',
+    };
+    const running = await startChildService(env);
     child = running.process;
 
-    const relay = await relayUntilSettled(peers, network, running.url, target.routes.paid.url, marker);
-    const { paying } = relay;
-    const relayTxId = BigInt(relay.relayTxId);
+    const { paying } = await relayUntilTargetIsPaid(
+      peers,
+      network,
+      running.url,
+      `${hold.proxy.url}/paid`,
+      hold.paidArrived,
+    );
     const { db } = database.handle;
     const settled = await db
       .selectFrom('relay_transactions')
       .selectAll()
-      .where('id', '=', relayTxId)
+      .orderBy('id', 'desc')
       .executeTakeFirstOrThrow();
-    expect(settled).toMatchObject({ state: 'settled', target_payment_ref: null, amount_micro: TOTAL });
+    const relayTxId = settled.id;
+    expect(settled).toMatchObject({ state: 'settled', amount_micro: TOTAL });
+    expect(settled.target_payment_ref).not.toBeNull();
     expect(await peers.usdcBalance(network, client)).toBe(before.client - TOTAL);
 
     expect(await killChild(child)).toBe('SIGKILL');
@@ -89,9 +110,10 @@ describe('a service killed between settling the client and paying the target', (
     expect(await paying).toMatchObject({ error: expect.anything() });
     expect(target.requests.filter((request) => request.route === 'paid' && request.payment !== null)).toEqual([]);
 
-    restarted = await startService(loadConfig({ ...serviceEnv(), LOG_LEVEL: 'silent' }), {
+    const service = await startService(loadConfig({ ...env, LOG_LEVEL: 'silent' }), {
       logger: pino({ level: 'silent' }),
     });
+    restarted.push(service);
     const webhookId = await waitFor('the refund decision', async () => {
       const row = await db
         .selectFrom('relay_transactions')
@@ -100,7 +122,7 @@ describe('a service killed between settling the client and paying the target', (
         .executeTakeFirst();
       return row?.webhook_id ?? undefined;
     });
-    const record = await pollWebhook({ client: contractClient(restarted.url) } as never, webhookId, 20_000);
+    const record = await pollWebhook({ client: contractClient(service.url) } as never, webhookId, 20_000);
     expect(record.status).toBe(200);
     expect(record.body).toMatchObject({
       status: 'refund_confirmed',
@@ -108,7 +130,7 @@ describe('a service killed between settling the client and paying the target', (
       method: 'direct',
       relayTxId: Number(relayTxId),
     });
-    expect(record.body.message).toContain('the request ended before the target was paid');
+    expect(record.body.message).toContain('the target never charged');
 
     expect(await relayLegBalances(peers, network, payTo)).toEqual(before);
     const row = await db
@@ -146,10 +168,7 @@ describe('a service killed between settling the client and paying the target', (
       },
     });
     const env = { ...peersEnv(peers), DATABASE_URL: database.url, HOST: '127.0.0.1', PORT: '0' };
-    const running = await startChildService(
-      { ...env, RPC_URL_BASE_SEPOLIA: rpcProxy.url },
-      path.join(directory, 'never'),
-    );
+    const running = await startChildService({ ...env, RPC_URL_BASE_SEPOLIA: rpcProxy.url });
     child = running.process;
     const paying = payingFetch(peers, network)(
       `${running.url}/relay`,
@@ -172,7 +191,10 @@ describe('a service killed between settling the client and paying the target', (
     await expect(publicClient.getTransactionReceipt({ hash: signed })).rejects.toThrow();
 
     const restartedAt = Date.now();
-    restarted = await startService(loadConfig({ ...env, LOG_LEVEL: 'silent' }), { logger: pino({ level: 'silent' }) });
+    const service = await startService(loadConfig({ ...env, LOG_LEVEL: 'silent' }), {
+      logger: pino({ level: 'silent' }),
+    });
+    restarted.push(service);
     const final = await waitFor(
       'the record to end',
       async () => {
@@ -188,7 +210,7 @@ describe('a service killed between settling the client and paying the target', (
     expect(Date.now() - restartedAt).toBeLessThan(60_000);
     // The very transaction the killed process signed was sent again and settled the client's payment.
     expect((await publicClient.getTransactionReceipt({ hash: signed })).status).toBe('success');
-    const record = await pollWebhook({ client: contractClient(restarted.url) } as never, final.webhook_id!, 20_000);
+    const record = await pollWebhook({ client: contractClient(service.url) } as never, final.webhook_id!, 20_000);
     expect(record.body).toMatchObject({ status: 'refund_confirmed', network, method: 'direct' });
     expect(await relayLegBalances(peers, network, payTo)).toEqual(before);
   }, 120_000);
