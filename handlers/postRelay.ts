@@ -1,6 +1,6 @@
 import type { Handler, Reply, RequestContext } from './types';
 import type { HandlerDeps } from './deps';
-import { decodeClientPayment, paymentHeaderName, type ClientPaymentHeader } from '../payments/incoming/clientPayment';
+import { paymentHeaderName, receivedPayment, type ReceivedPayment } from '../payments/incoming/clientPayment';
 import {
   IDEMPOTENCY_KEY_HEADER,
   readIdempotencyKey,
@@ -38,14 +38,13 @@ function relayInput(
   ctx: RequestContext<'postRelay'>,
   deps: HandlerDeps,
   call: CallRequest,
-  payment?: ClientPaymentHeader,
+  payment: ReceivedPayment | undefined,
   idempotency?: ClaimRef,
 ) {
   return {
     call,
     ...(idempotency ? { idempotency } : {}),
-    paymentHeader: payment?.value,
-    ...(payment ? { paymentVersion: payment.version } : {}),
+    payment,
     resource: `${deps.baseUrl()}/relay`,
     timeoutMs: callTimeoutMs(undefined, ctx.headers['x-timeout'], deps.config.targetTimeoutMs),
   };
@@ -56,7 +55,7 @@ async function answer(
   ctx: RequestContext<'postRelay'>,
   deps: HandlerDeps,
   call: CallRequest,
-  payment: ClientPaymentHeader | undefined,
+  payment: ReceivedPayment | undefined,
   idempotency?: ClaimRef,
 ): Promise<RunAnswer<'postRelay'>> {
   return replyOf(ctx, await relayCall(deps, relayInput(ctx, deps, call, payment, idempotency)), payment);
@@ -97,7 +96,7 @@ function endedReply(money: EndedMoney): Reply<'postRelay'> {
 function replyOf(
   ctx: RequestContext<'postRelay'>,
   outcome: RelayOutcome,
-  payment: ClientPaymentHeader | undefined,
+  payment: ReceivedPayment | undefined,
 ): RunAnswer<'postRelay'> {
   switch (outcome.kind) {
     case 'pass_through':
@@ -165,10 +164,11 @@ export const postRelay: Handler<'postRelay'> = async (ctx, deps) => {
   if (!read.ok) return errorReply('validation_failed', read.details);
   const keyRead = readIdempotencyKey(ctx.headers[IDEMPOTENCY_KEY_HEADER]);
   if (!keyRead.ok) return errorReply('validation_failed', keyRead.details);
-  const { payment } = read;
+  // The payment is decoded here, once: the call, its idempotency scope and a retry's proof use it.
+  const payment = read.payment && receivedPayment(read.payment);
   const run = async () => (await answer(ctx, deps, call, payment)).reply;
   if (payment === undefined) return run();
-  const decoded = decodeClientPayment(payment);
+  const { decoded } = payment;
   // A malformed payment is refused by the call itself, before anything moves.
   if (!decoded.ok) return run();
   const { key } = keyRead;

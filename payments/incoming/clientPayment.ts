@@ -23,6 +23,16 @@ export type DecodedClientPayment =
   { version: 1; payment: PaymentPayload } | { version: 2; signature: PaymentSignature };
 
 /** The header's name as clients write it, for messages. */
+/** A client's payment header decoded once, on arrival: its version, and the payment or why it is malformed. */
+export interface ReceivedPayment {
+  version: X402Version;
+  decoded: Result<DecodedClientPayment, PaymentHeaderFailureReason>;
+}
+
+export function receivedPayment(header: ClientPaymentHeader): ReceivedPayment {
+  return { version: header.version, decoded: decodeClientPayment(header) };
+}
+
 export function paymentHeaderName(version: X402Version): string {
   return version === 1 ? 'X-PAYMENT' : 'PAYMENT-SIGNATURE';
 }

@@ -39,14 +39,12 @@ import { settleClientPayment, type SettleFailureReason } from '../incoming/settl
 import { findRelayTransaction, recordTargetPayment, type TargetPaymentRecord } from '../incoming/store';
 import type { Deps } from '../deps';
 import { verifyDecodedPayment } from '../incoming/verify';
-import { decodeClientPayment, paymentHeaderName, type DecodedClientPayment } from '../incoming/clientPayment';
+import { paymentHeaderName, type DecodedClientPayment, type ReceivedPayment } from '../incoming/clientPayment';
 
 export interface RelayCall {
   call: CallRequest;
-  /** X-PAYMENT or PAYMENT-SIGNATURE as received (any case of the name), undefined on the first call. */
-  paymentHeader: string | undefined;
-  /** Which of the two it was: 1 for X-PAYMENT (the default), 2 for PAYMENT-SIGNATURE. */
-  paymentVersion?: X402Version;
+  /** X-PAYMENT (version 1) or PAYMENT-SIGNATURE (2), decoded once on arrival; undefined on the first call. */
+  payment: ReceivedPayment | undefined;
   /** Our /relay URL, the `resource` of our 402. */
   resource: string;
   /** Bound on the exchanges with the target (they share it); settlement waits have their own bounds. */
@@ -79,6 +77,15 @@ export type RelayOutcome =
   | { kind: 'bad_gateway'; message: string; headers: RelayHeaders }
   | { kind: 'internal_error'; details: string };
 
+/** The 400 of a payment header that did not decode; undefined when it did. */
+function malformedPayment({ version, decoded }: ReceivedPayment): RelayOutcome | undefined {
+  if (decoded.ok) return undefined;
+  return {
+    kind: 'bad_request',
+    details: `${paymentHeaderName(version)} is not an x402 version ${version} payment: ${decoded.details}`,
+  };
+}
+
 /** Verification and settlement failures that are the request's, not the payment's: a 400. */
 const MALFORMED_PAYMENT = new Set<SettleFailureReason>(['invalid_header', 'unsupported_version', 'invalid_scheme']);
 /** Failures on our side: a 500 (nothing was charged). */
@@ -108,16 +115,12 @@ export async function relayCall(
   input: RelayCall,
 ): Promise<RelayOutcome> {
   const budget = callBudget(input.timeoutMs);
-  const version = input.paymentVersion ?? 1;
+  const version = input.payment?.version ?? 1;
   let payment: DecodedClientPayment | undefined;
-  if (input.paymentHeader !== undefined) {
-    const decoded = decodeClientPayment({ version, value: input.paymentHeader });
-    if (!decoded.ok)
-      return {
-        kind: 'bad_request',
-        details: `${paymentHeaderName(version)} is not an x402 version ${version} payment: ${decoded.details}`,
-      };
-    payment = decoded.value;
+  if (input.payment !== undefined) {
+    const malformed = malformedPayment(input.payment);
+    if (malformed) return malformed;
+    if (input.payment.decoded.ok) payment = input.payment.decoded.value;
   }
 
   const quote = await quoteRelay(deps, { call: input.call, budget });
@@ -218,14 +221,9 @@ export async function checkRelayPayment(
   deps: Pick<Deps, 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances' | 'relayLimits'>,
   input: RelayCall,
 ): Promise<RelayOutcome | undefined> {
-  const version = input.paymentVersion ?? 1;
-  if (input.paymentHeader === undefined) return { kind: 'bad_request', details: 'a payment is required' };
-  const decoded = decodeClientPayment({ version, value: input.paymentHeader });
-  if (!decoded.ok)
-    return {
-      kind: 'bad_request',
-      details: `${paymentHeaderName(version)} is not an x402 version ${version} payment: ${decoded.details}`,
-    };
+  if (input.payment === undefined) return { kind: 'bad_request', details: 'a payment is required' };
+  const { version, decoded } = input.payment;
+  if (!decoded.ok) return malformedPayment(input.payment);
   const quote = await quoteRelay(deps, { call: input.call, budget: callBudget(input.timeoutMs) });
   if (quote.kind !== 'priced') return unpriced(quote);
   const accepts = await relayOffers(deps, quote, input);
