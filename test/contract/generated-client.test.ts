@@ -18,6 +18,7 @@ import { checkResponse } from '../support/contract';
 import { llmEnv } from '../support/proxy';
 import { startTestService, type TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
+import type { Seen as ProgramSeen } from './generated-client/program';
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -59,15 +60,8 @@ afterAll(async () => {
   if (made !== undefined) await rm(made, { recursive: true, force: true });
 });
 
-interface Seen {
-  operationId: string;
-  method: string;
-  path: string;
-  status: number;
-  headers: Record<string, string>;
-  text: string;
-  read: any;
-}
+/** What the program printed of one answer; the test reads its fields freely. */
+type Seen = Omit<ProgramSeen, 'read'> & { read: any };
 
 async function webhookRecord(values: Record<string, unknown>): Promise<string> {
   const row = await t.database.handle.db

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { MALFORMED_WITH_SECRETS, SECRET, URL_VARIABLES } from '../support/url-variables';
 import { checkProductionConfig, ConfigError, loadConfig, rpcHost } from '../../payments/config';
 
 describe('configuration', () => {
@@ -78,30 +79,6 @@ describe('configuration', () => {
     expect(rpcHost('https://user:secret@rpc.example.org:8443/v2/API_KEY?token=x')).toBe('rpc.example.org:8443');
   });
 });
-
-/** Every variable that holds a URL, and forms of a URL with a secret in it that cannot be used. */
-export const URL_VARIABLES = [
-  'RPC_URL_BASE',
-  'RPC_URL_BASE_SEPOLIA',
-  'RPC_URL_SKALE_BASE',
-  'RPC_URL_SKALE_BASE_SEPOLIA',
-  'RPC_URL_SOLANA',
-  'RPC_URL_SOLANA_DEVNET',
-  'FACILITATOR_URL',
-  'LLM_BASE_URL',
-  'PUBLIC_BASE_URL',
-  'DATABASE_URL',
-];
-
-const SECRET = 'S3CRETpw';
-const MALFORMED_WITH_SECRETS = [
-  `http://u:${SECRET}@h:99999/`,
-  `http://u:${SECRET}@rpc example.org/v2/${SECRET}`,
-  `u:${SECRET}@rpc.example.org/${SECRET}`,
-  `http://u:${SECRET}@/path?key=${SECRET}`,
-  SECRET,
-  `http://u:pa/${SECRET}@h:1/`,
-];
 
 describe('a malformed URL with a secret in it', () => {
   it.each(URL_VARIABLES.flatMap((variable) => MALFORMED_WITH_SECRETS.map((value) => [variable, value])))(

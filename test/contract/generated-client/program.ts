@@ -19,7 +19,7 @@ interface Setting {
 type Schemas = components['schemas'];
 
 /** One answer as received, for the contract check, and what the program read from it through the types. */
-interface Seen {
+export interface Seen {
   operationId: string;
   method: string;
   path: string;
