@@ -19,6 +19,12 @@ export interface PaymentScheme {
   checkPayload(payload: unknown): Result<SchemePayload, 'invalid_payload'>;
   /** Whether a requirement's asset is the one configured for its network (as the family compares addresses). */
   sameAsset(asset: string, configured: string): boolean;
+  /**
+   * What names a payment for replay and idempotency: its payer when the payload says it (an EVM
+   * authorization's from, lowercase), and the payment itself (the authorization's nonce, or a hash
+   * of a Solana transaction).
+   */
+  replayIdentity(payload: SchemePayload): { payer: string | undefined; payment: string };
   /** What is wrong with a requirement's payTo and extra for this scheme, or undefined. */
   recipientProblem(
     requirements: PaymentRequirements,

@@ -59,6 +59,10 @@ export const EXACT_EVM: PaymentScheme = {
   scheme: 'exact',
   checkPayload,
   sameAsset: (asset, configured) => asset.toLowerCase() === configured.toLowerCase(),
+  replayIdentity: (payload) => {
+    const { authorization } = payload as ExactEvmPayload;
+    return { payer: authorization.from.toLowerCase(), payment: authorization.nonce.toLowerCase() };
+  },
   recipientProblem: (requirements) =>
     !isAddress(requirements.payTo) || requirements.payTo.toLowerCase() === zeroAddress
       ? { reason: 'invalid_pay_to', details: `payTo ${requirements.payTo} is not an EVM address` }

@@ -3,6 +3,7 @@
  * transaction (`{transaction}`, base64), and a target's requirement must name a Solana payTo and
  * the fee payer (`extra.feePayer`) that co-signs it; addresses compare exactly (base58).
  */
+import { createHash } from 'node:crypto';
 import { isAddress } from '@solana/kit';
 import { fail, ok, type Result } from '../../result';
 import { isPlainObject } from '../../x402/parse';
@@ -30,6 +31,13 @@ export const EXACT_SOLANA: PaymentScheme = {
   scheme: 'exact',
   checkPayload,
   sameAsset: (asset, configured) => asset === configured,
+  // The payer is read only from the signed transaction, so the payment names itself.
+  replayIdentity: (payload) => ({
+    payer: undefined,
+    payment: createHash('sha256')
+      .update((payload as ExactSvmPayload).transaction)
+      .digest('hex'),
+  }),
   recipientProblem: (requirements) => {
     if (!isAddress(requirements.payTo))
       return { reason: 'invalid_pay_to', details: `payTo ${requirements.payTo} is not a Solana address` };
