@@ -6,7 +6,7 @@
  * FAMILIES and one `register` call; a new scheme on a family is one `register` call.
  */
 import { caip2Of, NETWORK_TABLE, type ChainType, type NetworkName } from '../networkTable';
-import type { PaymentScheme, SchemeLookup } from '../x402/schemes';
+import type { PaymentScheme, SchemeLookup, SchemePayload } from '../x402/schemes';
 import { EXACT_EVM } from './evm/exact';
 import { EVM_FAMILY } from './evm/family';
 import type { ChainFamily } from './family';
@@ -28,6 +28,10 @@ export class SchemeRegistry implements SchemeLookup {
     return this.entries.find(
       (entry) => (entry.pattern === caip2 || entry.pattern === `${namespace}:*`) && entry.scheme.scheme === scheme,
     )?.scheme;
+  }
+
+  schemeOfPayload(payload: SchemePayload): PaymentScheme | undefined {
+    return this.entries.find((entry) => entry.scheme.recognizes(payload))?.scheme;
   }
 }
 

@@ -9,7 +9,6 @@
 import { PAYMENT_SCHEMES } from '../chains/registry';
 import type { DecodedClientPayment } from '../incoming/clientPayment';
 import { sha256Hex, type IdempotencyScope } from '../idempotency';
-import { canonicalNetwork } from '../networkTable';
 import type { SchemePayload } from '../x402/schemes';
 
 function payloadOf(payment: DecodedClientPayment): SchemePayload {
@@ -22,19 +21,14 @@ export function paymentIdentity(payment: DecodedClientPayment): string {
 }
 
 export function relayIdempotencyScope(payment: DecodedClientPayment, key: string | undefined): IdempotencyScope {
-  const { payload, network, scheme } =
+  const { payload, network } =
     payment.version === 1
-      ? { payload: payment.payment.payload, network: payment.payment.network, scheme: payment.payment.scheme }
-      : {
-          payload: payment.signature.payload,
-          network: payment.signature.accepted.network,
-          scheme: payment.signature.accepted.scheme,
-        };
-  // A decoded payment names a known network and a registered scheme: decoding checked both.
-  const canonical = canonicalNetwork(network);
-  const registered = canonical === undefined ? undefined : PAYMENT_SCHEMES.scheme(canonical, scheme);
-  if (registered === undefined) throw new Error(`no ${scheme} scheme on ${network}: the payment was not decoded`);
-  const identity = registered.replayIdentity(payload);
+      ? { payload: payment.payment.payload, network: payment.payment.network }
+      : { payload: payment.signature.payload, network: payment.signature.accepted.network };
+  // A decoded payload is of a registered scheme's shape: decoding checked it.
+  const scheme = PAYMENT_SCHEMES.schemeOfPayload(payload);
+  if (scheme === undefined) throw new Error(`a payment on ${network} of no registered scheme: it was not decoded`);
+  const identity = scheme.replayIdentity(payload);
   if (key !== undefined) {
     return identity.payer !== undefined
       ? { scope: `relay:${identity.payer}`, key }

@@ -19,6 +19,8 @@ export interface PaymentScheme {
   checkPayload(payload: unknown): Result<SchemePayload, 'invalid_payload'>;
   /** Whether a requirement's asset is the one configured for its network (as the family compares addresses). */
   sameAsset(asset: string, configured: string): boolean;
+  /** Whether a payload (already decoded and checked) is of this scheme's shape. */
+  recognizes(payload: SchemePayload): boolean;
   /**
    * What names a payment for replay and idempotency: its payer when the payload says it (an EVM
    * authorization's from, lowercase), and the payment itself (the authorization's nonce, or a hash
@@ -34,4 +36,6 @@ export interface PaymentScheme {
 /** Finds the scheme registered for a network (by its CAIP-2 id) and a scheme name. */
 export interface SchemeLookup {
   scheme(network: NetworkName, scheme: string): PaymentScheme | undefined;
+  /** The scheme whose payloads have this one's shape. */
+  schemeOfPayload(payload: SchemePayload): PaymentScheme | undefined;
 }

@@ -59,6 +59,7 @@ export const EXACT_EVM: PaymentScheme = {
   scheme: 'exact',
   checkPayload,
   sameAsset: (asset, configured) => asset.toLowerCase() === configured.toLowerCase(),
+  recognizes: (payload) => 'authorization' in payload,
   replayIdentity: (payload) => {
     const { authorization } = payload as ExactEvmPayload;
     return { payer: authorization.from.toLowerCase(), payment: authorization.nonce.toLowerCase() };

@@ -31,6 +31,7 @@ export const EXACT_SOLANA: PaymentScheme = {
   scheme: 'exact',
   checkPayload,
   sameAsset: (asset, configured) => asset === configured,
+  recognizes: (payload) => 'transaction' in payload,
   // The payer is read only from the signed transaction, so the payment names itself.
   replayIdentity: (payload) => ({
     payer: undefined,
