@@ -732,10 +732,10 @@ export interface components {
             [key: string]: string;
         };
         /**
-         * @description Payment network. `base` and `skale-base` are EVM mainnets, `base-sepolia` and `skale-base-sepolia` EVM testnets, `solana-devnet` the Solana testnet. `solana`, `solana-mainnet` and `solana-mainnet-beta` are three names of the same Solana mainnet: the interface lists different spellings on different endpoints, so every operation accepts all three and the service answers with `solana`. Only networks enabled on the server (GET /config, `networks.enabled`) can be used; another name is a 400.
+         * @description Payment network. `base` and `skale-base` are EVM mainnets, `base-sepolia` and `skale-base-sepolia` EVM testnets, `polygon-amoy` an EVM testnet enabled only when NETWORKS names it, `solana-devnet` the Solana testnet. `solana`, `solana-mainnet` and `solana-mainnet-beta` are three names of the same Solana mainnet: the interface lists different spellings on different endpoints, so every operation accepts all three and the service answers with `solana`. Only networks enabled on the server (GET /config, `networks.enabled`) can be used; another name is a 400.
          * @enum {string}
          */
-        NetworkName: "base" | "base-sepolia" | "skale-base" | "skale-base-sepolia" | "solana" | "solana-mainnet" | "solana-mainnet-beta" | "solana-devnet";
+        NetworkName: "base" | "base-sepolia" | "skale-base" | "skale-base-sepolia" | "solana" | "solana-mainnet" | "solana-mainnet-beta" | "solana-devnet" | "polygon-amoy";
         /**
          * @description The call to relay to the target. At most one of `json`, `data`, `body` and `payload` may be given: two or more is a 400 naming them. Send the same body on the first call (answered with 402) and on the paid second call.
          * @example {

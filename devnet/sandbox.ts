@@ -13,7 +13,7 @@ import type { Hex } from 'viem';
 import type { Db } from '../db/index';
 import { authenticateKey, createApiKey, createOrganisation } from '../payments/accounts';
 import { grantCredits } from '../payments/credits';
-import { NETWORK_NAMES } from '../payments/networkTable';
+import { DEFAULT_NETWORK_NAMES } from '../payments/networkTable';
 import { startPeers } from './index';
 import { startLocalLlm } from './llm';
 import type { NetworkName } from './networks';
@@ -74,7 +74,7 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
   const keysFile = path.join(dataDir, KEYS_FILE);
   const saved = readKeys(keysFile);
   const peers = await startPeers({
-    networks: [...NETWORK_NAMES],
+    networks: [...DEFAULT_NETWORK_NAMES] as NetworkName[],
     keys: saved && {
       serviceEvmPrivateKey: saved.serviceEvmPrivateKey,
       clientEvmPrivateKey: saved.clientEvmPrivateKey,

@@ -1,6 +1,6 @@
 import type { Handler } from './types';
 import type { components } from '../codegen/api';
-import { aliasesOf, caip2Of, NETWORK_TABLE, type NetworkName } from '../payments/networkTable';
+import { aliasesOf, caip2Of, NETWORK_TABLE, type ChainType, type NetworkName } from '../payments/networkTable';
 import { rpcHost } from '../payments/config';
 import { relayFeeModelText } from '../payments/fees';
 
@@ -27,6 +27,8 @@ export const getConfig: Handler<'getConfig'> = (_ctx, { config, baseUrl }) => {
       ];
     }),
   );
+  const byFamily: Partial<Record<ChainType, NetworkName[]>> = {};
+  for (const name of enabled) (byFamily[NETWORK_TABLE[name].chainType] ??= []).push(name);
   const fees = { percent: config.relayFeePercent, minUsdc: config.relayFeeMinUsdc };
   return Promise.resolve({
     status: 200,
@@ -48,8 +50,9 @@ export const getConfig: Handler<'getConfig'> = (_ctx, { config, baseUrl }) => {
       },
       networks: {
         enabled,
-        evm: enabled.filter((name) => NETWORK_TABLE[name].chainType === 'evm'),
-        solana: enabled.filter((name) => NETWORK_TABLE[name].chainType === 'solana'),
+        // The enabled networks grouped by family, as the table names it.
+        evm: byFamily.evm ?? [],
+        solana: byFamily.solana ?? [],
         // Clients such as HTTPayer's SDK refuse a network missing here, and may name Solana by any of its names.
         v1: enabled.flatMap(namesOf),
         // x402 version 2 names networks by their CAIP-2 id.

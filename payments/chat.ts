@@ -51,8 +51,7 @@ export async function chatOffers(
     description,
     mimeType: 'application/json',
   } as const;
-  const solana = payable.find((network) => network.chainType === 'solana' && network.networkClass === networkClass);
-  return settleableOffers(chains, request, config.facilitatorUrl, solana?.name);
+  return settleableOffers(chains, request, config.facilitatorUrl);
 }
 
 /** The client has its answer: a payment that settles later was for something delivered. */

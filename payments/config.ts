@@ -5,7 +5,7 @@
  * on them. A wrong value stops the service with a message naming the variable. The parsed object
  * is plain data, passed to whoever needs it; nothing reads process.env after start.
  */
-import { NETWORK_TABLE, type NetworkName, NETWORK_NAMES } from './networkTable';
+import { CHAIN_FAMILIES, DEFAULT_NETWORK_NAMES, NETWORK_TABLE, type NetworkName, NETWORK_NAMES } from './networkTable';
 import { parseAllowHosts, type AllowHosts } from './outbound/index';
 
 export interface NetworkSettings {
@@ -212,7 +212,7 @@ function parseNetworks(env: Env): NetworkSettings[] {
   const raw = text(env, 'NETWORKS');
   const names =
     raw === undefined
-      ? [...NETWORK_NAMES]
+      ? [...DEFAULT_NETWORK_NAMES]
       : raw
           .split(',')
           .map((name) => name.trim())
@@ -230,8 +230,7 @@ function parseNetworks(env: Env): NetworkSettings[] {
     const rpcVariable = `RPC_URL_${envSuffix(network)}`;
     const usdcVariable = `USDC_ADDRESS_${envSuffix(network)}`;
     const usdc = text(env, usdcVariable) ?? entry.usdc;
-    const addressPattern = entry.chainType === 'evm' ? /^0x[0-9a-fA-F]{40}$/ : /^[1-9A-HJ-NP-Za-km-z]{32,44}$/;
-    if (!addressPattern.test(usdc))
+    if (!CHAIN_FAMILIES[entry.chainType].addressPattern.test(usdc))
       throw new ConfigError(usdcVariable, `not a valid ${entry.chainType} address: "${usdc}"`);
     return { name: network, rpcUrl: url(env, rpcVariable) ?? entry.publicRpcUrl, usdc };
   });
@@ -330,11 +329,10 @@ export function rpcHost(rpcUrl: string): string {
  */
 export function checkProductionConfig(config: Config, env: Env): void {
   if (config.nodeEnv !== 'production') return;
-  if (!config.evmPrivateKey && config.networks.some((network) => !network.name.startsWith('solana'))) {
-    throw new ConfigError('EVM_PRIVATE_KEY', 'is required in production when an EVM network is enabled');
-  }
-  if (!config.solanaPrivateKey && config.networks.some((network) => network.name.startsWith('solana'))) {
-    throw new ConfigError('SOLANA_PRIVATE_KEY', 'is required in production when a Solana network is enabled');
+  for (const [family, { keyVariable, keySetting, enabledText }] of Object.entries(CHAIN_FAMILIES)) {
+    const enabled = config.networks.some((network) => NETWORK_TABLE[network.name].chainType === family);
+    if (enabled && !config[keySetting])
+      throw new ConfigError(keyVariable, `is required in production when ${enabledText} is enabled`);
   }
   if (!config.databaseUrl && text(env, 'EMBEDDED_POSTGRES') !== 'allow') {
     throw new ConfigError(

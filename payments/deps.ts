@@ -3,11 +3,11 @@ import type { Db } from '../db/index';
 import type { ApiKeyCache } from './accounts';
 import type { Clock } from './clock';
 import type { Config } from './config';
-import type { Chains } from './networks/index';
+import type { Chains } from './chains/index';
 import type { Resolver, TargetConnections } from './outbound/index';
-import type { SubmissionQueue } from './networks/submissions';
+import type { SubmissionQueue } from './chains/submissions';
 import type { RelayLimits } from './relayLimits';
-import type { WalletBalances } from './networks/balances';
+import type { WalletBalances } from './chains/balances';
 import type { ClaimOwner } from './idempotency';
 
 /**

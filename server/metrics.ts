@@ -8,7 +8,7 @@
  * JSON-RPC method names our code calls. No URL, address, key or id is ever a label.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { RpcObserver } from '../payments/networks/index';
+import type { RpcObserver } from '../payments/chains/index';
 import type { CapGroup, CapMetric, ConcurrencyCaps } from './caps';
 import { EVENT_LOOP_SAMPLE_MS } from './probes';
 

@@ -25,7 +25,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { createPublicClient, recoverAddress, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { rpcTransport } from '../../payments/networks/evm/transport';
+import { rpcTransport } from '../../payments/chains/evm/transport';
 import { cpuMs, serveChild } from './children';
 import { median } from './stats';
 

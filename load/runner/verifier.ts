@@ -18,7 +18,7 @@ import { createDb } from '../../db/index';
 import { systemClock, utcDay } from '../../payments/clock';
 import { loadConfig } from '../../payments/config';
 import { recordClientPayment, verifyClientPaymentHeader } from '../../payments/incoming/index';
-import { createChains } from '../../payments/networks/index';
+import { createChains } from '../../payments/chains/index';
 import { DEFAULT_RELAY_LIMITS } from '../../payments/relayLimits';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { serveChild } from './children';

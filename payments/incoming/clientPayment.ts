@@ -7,6 +7,7 @@
  * limits and the settlement are those of the version 1 payment, so one authorization sent in both
  * versions is still one payment.
  */
+import { PAYMENT_SCHEMES } from '../chains/registry';
 import { decodePaymentHeader, decodePaymentSignatureHeader, type PaymentHeaderFailureReason } from '../x402/headers';
 import type { PaymentSignature } from '../x402/headers';
 import { X402_VERSION, type PaymentPayload, type PaymentRequirements } from '../x402/types';
@@ -42,10 +43,10 @@ export function decodeClientPayment(
   header: ClientPaymentHeader,
 ): Result<DecodedClientPayment, PaymentHeaderFailureReason> {
   if (header.version === 1) {
-    const decoded = decodePaymentHeader(header.value);
+    const decoded = decodePaymentHeader(header.value, PAYMENT_SCHEMES);
     return decoded.ok ? ok({ version: 1, payment: decoded.value }) : decoded;
   }
-  const decoded = decodePaymentSignatureHeader(header.value);
+  const decoded = decodePaymentSignatureHeader(header.value, PAYMENT_SCHEMES);
   return decoded.ok ? ok({ version: 2, signature: decoded.value }) : decoded;
 }
 

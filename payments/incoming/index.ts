@@ -14,7 +14,7 @@
  *   reconcileRefund(db, refundId, deps)                 RefundOutcome
  */
 export * from './types';
-export { IN_PROCESS_ONLY, SubmissionQueue, SubmissionQueueFull, MAX_QUEUED_PER_KEY } from '../networks/submissions';
+export { IN_PROCESS_ONLY, SubmissionQueue, SubmissionQueueFull, MAX_QUEUED_PER_KEY } from '../chains/submissions';
 export {
   offers,
   relayRequirements,

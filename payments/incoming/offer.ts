@@ -1,10 +1,12 @@
 /**
  * The requirements of our own 402 in relay mode: one entry per network, payTo = our wallet there,
  * asset = its USDC, maxAmountRequired = our price. They carry extra, description and mimeType, as
- * standard clients require (EVM: the EIP-712 name and version of USDC; Solana: the fee payer, which
- * is our wallet when we settle directly and the facilitator's when it settles).
+ * standard clients require, from the family of each network (EVM: the EIP-712 name and version of
+ * USDC; Solana: the fee payer, which is our wallet when we settle directly and the facilitator's
+ * when it settles).
  */
-import type { Chains } from '../networks/index';
+import type { Chains } from '../chains/index';
+import { familyOf } from '../chains/registry';
 import { NETWORK_NAMES, NETWORK_TABLE, type NetworkClass, type NetworkName } from '../networkTable';
 import { type PaymentRequirements } from '../x402/types';
 import { fail, ok, type Result } from '../result';
@@ -19,15 +21,8 @@ export interface OfferOptions {
   description?: string;
   mimeType?: string;
   maxTimeoutSeconds?: number;
-  /** The Solana fee payer when a facilitator settles (its /supported names it); our wallet otherwise. */
-  solanaFeePayer?: string;
-}
-
-/** The EIP-712 domain clients sign with: every EVM network of NETWORK_TABLE has one. */
-function eip712Extra(network: NetworkName): { name: string; version: string } {
-  const { eip712 } = NETWORK_TABLE[network];
-  if (eip712 === undefined) throw new Error(`NETWORK_TABLE gives ${network} no EIP-712 domain`);
-  return { name: eip712.name, version: eip712.version };
+  /** The fee payer a facilitator names in its /supported when it settles and pays the fees (Solana); our wallet otherwise. */
+  feePayer?: string;
 }
 
 export function relayRequirements(
@@ -39,11 +34,7 @@ export function relayRequirements(
   if (!network) return fail('network_not_enabled', `${networkName} is not enabled`);
   if (!network.serviceAddress) return fail('no_wallet', `no wallet is configured for ${network.name}`);
   if (options.amountMicroUsdc <= 0n) return fail('invalid_amount', 'the price must be positive');
-  const entry = NETWORK_TABLE[network.name];
-  const extra =
-    entry.chainType === 'evm'
-      ? eip712Extra(network.name)
-      : { feePayer: options.solanaFeePayer ?? network.serviceAddress };
+  const extra = familyOf(network.name).offerExtra(network.name, options.feePayer ?? network.serviceAddress);
   return ok({
     scheme: 'exact',
     network: network.name,
@@ -96,20 +87,28 @@ const FACILITATOR_SUPPORTED_TIMEOUT_MS = 5_000;
 
 /**
  * Our offers as `offers` makes them, for payments settled through `facilitatorUrl` when one is
- * set: a Solana payment is then co-signed by the facilitator's fee payer, not our wallet, so
- * Solana (`solanaNetwork`, the one the offers would hold) is offered with that fee payer, or not
- * at all when the facilitator names none.
+ * set: on a family whose settler pays the fees (Solana), a payment is then co-signed by the
+ * facilitator's fee payer, not our wallet, so that network is offered with the fee payer the
+ * facilitator names, or not at all when it names none.
  */
 export async function settleableOffers(
   chains: Chains,
   request: OffersRequest,
   facilitatorUrl: string | undefined,
-  solanaNetwork: NetworkName | undefined,
 ): Promise<PaymentRequirements[]> {
-  if (!facilitatorUrl || !solanaNetwork) return offers(chains, request);
-  const feePayer = await facilitatorFeePayer(facilitatorUrl, solanaNetwork, {
-    timeoutMs: FACILITATOR_SUPPORTED_TIMEOUT_MS,
-  });
-  if (feePayer) return offers(chains, { ...request, solanaFeePayer: feePayer });
-  return offers(chains, request).filter((entry) => NETWORK_TABLE[entry.network as NetworkName].chainType !== 'solana');
+  const ours = offers(chains, request);
+  if (!facilitatorUrl) return ours;
+  const settled = await Promise.all(
+    ours.map(async (entry) => {
+      const network = entry.network as NetworkName;
+      if (!familyOf(network).facilitatorPaysFees) return [entry];
+      const feePayer = await facilitatorFeePayer(facilitatorUrl, network, {
+        timeoutMs: FACILITATOR_SUPPORTED_TIMEOUT_MS,
+      });
+      if (!feePayer) return [];
+      const offer = relayRequirements(chains, network, { ...request, feePayer });
+      return offer.ok ? [offer.value] : [];
+    }),
+  );
+  return settled.flat();
 }

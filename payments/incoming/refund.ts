@@ -6,17 +6,11 @@
  * transaction hash is stored before the transaction is broadcast.
  */
 import { sql } from 'kysely';
-import { encodeFunctionData, type Address, type Hash } from 'viem';
 import type { Db } from '../../db/index';
+import type { RefundRecord } from '../chains/family';
+import { familyOf } from '../chains/registry';
+import type { RefundFailureReason } from '../chains/types';
 import type { NetworkName } from '../networkTable';
-import {
-  lostTransactionFate,
-  readReceipt,
-  rebroadcastEvmTransaction,
-  relayUsdcAbi,
-  submitEvmTransaction,
-  waitForReceipt,
-} from './evm';
 import { moveRefund } from './refundStates';
 import {
   liveRefund,
@@ -27,32 +21,12 @@ import {
   REFUNDABLE_STATES,
   type Refund,
 } from './store';
-import {
-  blockhashStillValid,
-  buildSolanaRefund,
-  readConfirmation,
-  sendSolanaTransaction,
-  waitForConfirmation,
-} from './svm';
 import type { Deps } from '../deps';
+
+export type { RefundFailureReason } from '../chains/types';
 
 /** A pending refund with no transaction (we stopped before signing) is given up after this long, so it can be tried again. */
 export const UNSENT_REFUND_STALE_MS = 10 * 60_000;
-
-export type RefundFailureReason =
-  | 'not_found'
-  | 'not_refundable'
-  | 'no_wallet'
-  | 'network_not_enabled'
-  | 'destination_account_missing'
-  | 'insufficient_funds'
-  | 'simulation_failed'
-  | 'rpc_unavailable'
-  | 'submission_queue_full'
-  | 'broadcast_refused'
-  | 'transaction_reverted'
-  | 'transaction_failed'
-  | 'not_sent';
 
 export type RefundOutcome =
   | {
@@ -132,7 +106,7 @@ export async function refundClientPayment(
       details: 'another refund attempt ended while this one started',
     };
   }
-  return row.chain_type === 'evm' ? sendEvmRefund(db, refund, deps) : sendSolanaRefund(db, refund, deps);
+  return familyOf(refund.network as NetworkName).sendRefund(refundRecord(db, refund, false), deps);
 }
 
 class StateMoved extends Error {}
@@ -212,74 +186,32 @@ async function refundById(db: Db, id: bigint): Promise<Refund | undefined> {
   return db.selectFrom('refunds').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-async function sendEvmRefund(
-  db: Db,
-  refund: Refund,
-  deps: Pick<Deps, 'chains' | 'submissions' | 'relayLimits'>,
-): Promise<RefundOutcome> {
-  const limits = deps.relayLimits;
-  const network = refund.network as NetworkName;
-  const data = encodeFunctionData({
-    abi: relayUsdcAbi,
-    functionName: 'transfer',
-    args: [refund.recipient as Address, refund.amount_micro],
-  });
-  const submitted = await submitEvmTransaction(
-    deps,
-    network,
-    { to: refund.asset as Address, data },
-    (signed, refused) =>
-      refused === undefined
-        ? storeRefundTransaction(db, refund.id, signed.hash, { raw: signed.raw })
-        : replaceRefundTransaction(db, refund.id, refused, signed),
-  );
-  if (!submitted.ok) {
-    if (submitted.reason === 'not_recorded') return outcomeOf((await refundById(db, refund.id)) ?? refund, false);
-    return failRefund(db, refund, submitted.reason as RefundFailureReason, submitted.details);
-  }
-  const { hash, broadcastError } = submitted.value;
-  if (broadcastError !== undefined) return pendingOutcome(refund, hash);
-  const receipt = await waitForReceipt(deps, network, hash, {
-    timeoutMs: limits.confirmationTimeoutMs,
-    pollMs: limits.confirmationPollMs,
-  });
-  if (receipt.status === 'success') return confirmRefund(db, refund, hash);
-  if (receipt.status === 'reverted')
-    return failRefund(db, refund, 'transaction_reverted', `refund transaction ${hash} reverted`);
-  return pendingOutcome(refund, hash);
-}
-
-async function sendSolanaRefund(
-  db: Db,
-  refund: Refund,
-  deps: Pick<Deps, 'chains' | 'relayLimits'>,
-): Promise<RefundOutcome> {
-  const limits = deps.relayLimits;
-  const network = refund.network as NetworkName;
-  const built = await buildSolanaRefund(deps, network, {
+/** The refund as the family of its network is handed it: its facts, and the writes it may make. */
+function refundRecord(db: Db, refund: Refund, stale: boolean): RefundRecord<RefundOutcome> {
+  return {
+    network: refund.network as NetworkName,
+    asset: refund.asset,
     recipient: refund.recipient,
     amount: refund.amount_micro,
     relayTransactionId: refund.relay_transaction_id,
-  });
-  if (!built.ok) return failRefund(db, refund, built.reason, built.details);
-  const { transaction, signature, blockhash } = built.value;
-  if (!(await storeRefundTransaction(db, refund.id, signature, { blockhash })))
-    return outcomeOf((await refundById(db, refund.id)) ?? refund, false);
-  const sent = await sendSolanaTransaction(deps, network, transaction);
-  if (!sent.sent && sent.refused) return failRefund(db, refund, 'broadcast_refused', sent.details);
-  const confirmation = await waitForConfirmation(deps, network, signature, {
-    timeoutMs: limits.confirmationTimeoutMs,
-    pollMs: limits.confirmationPollMs,
-  });
-  if (confirmation.status === 'confirmed') return confirmRefund(db, refund, signature);
-  if (confirmation.status === 'failed') return failRefund(db, refund, 'transaction_failed', confirmation.details);
-  return pendingOutcome(refund, signature);
+    txHash: refund.tx_hash,
+    blockhash: refund.blockhash,
+    rawTx: refund.raw_tx,
+    stale,
+    storeTransaction: (hash, stored) => storeRefundTransaction(db, refund.id, hash, stored),
+    replaceTransaction: (refused, signed) => replaceRefundTransaction(db, refund.id, refused, signed),
+    confirmed: (txHash) => confirmRefund(db, refund, txHash),
+    failed: (reason, details) => failRefund(db, refund, reason, details),
+    pending: (txHash) => pendingOutcome(refund, txHash),
+    asRecorded: async () => outcomeOf((await refundById(db, refund.id)) ?? refund, false),
+  };
 }
 
 /**
  * For a pending refund: reads the chain once and confirms or fails it when the outcome is certain.
  * A refund never signed (no hash) is failed once stale; one signed but unknown to the chain is
- * failed once it can no longer land (Solana: its blockhash expired; EVM: unknown to the node and stale).
+ * failed once it can no longer land (Solana: its blockhash expired; EVM: unknown to the node and stale),
+ * as the family of its network reads it.
  */
 export async function reconcileRefund(
   db: Db,
@@ -294,42 +226,5 @@ export async function reconcileRefund(
   if (!refund.tx_hash)
     return stale ? failRefund(db, refund, 'not_sent', 'the refund was never signed') : pendingOutcome(refund, null);
 
-  if (refund.blockhash === null) {
-    const receipt = await readReceipt(deps, network, refund.tx_hash as Hash);
-    if (!receipt.ok) return pendingOutcome(refund, refund.tx_hash);
-    if (receipt.value.status === 'success') return confirmRefund(db, refund, refund.tx_hash);
-    if (receipt.value.status === 'reverted')
-      return failRefund(db, refund, 'transaction_reverted', `refund transaction ${refund.tx_hash} reverted`);
-    // A broadcast lost on the way: the same signed bytes are sent again (the same transaction, once at most).
-    const resent =
-      refund.raw_tx === null
-        ? 'failed'
-        : await rebroadcastEvmTransaction(deps, network, { hash: refund.tx_hash, raw: refund.raw_tx });
-    // Its nonce went to another transaction of ours that was mined (a broadcast that reached the node
-    // late, after a newer one took the nonce): it can never land, so a new refund is tried at once
-    // instead of after UNSENT_REFUND_STALE_MS.
-    if (resent === 'nonce_taken' && refund.raw_tx !== null) {
-      const fate = await lostTransactionFate(deps, network, { hash: refund.tx_hash, raw: refund.raw_tx });
-      if (fate === 'dead')
-        return failRefund(
-          db,
-          refund,
-          'not_sent',
-          `refund transaction ${refund.tx_hash} can never be mined: its nonce went to another transaction`,
-        );
-    }
-    const known = resent === 'sent' || resent === 'known';
-    return !known && stale
-      ? failRefund(db, refund, 'not_sent', 'the node does not know the refund transaction')
-      : pendingOutcome(refund, refund.tx_hash);
-  }
-
-  const confirmation = await readConfirmation(deps, network, refund.tx_hash);
-  if (confirmation.status === 'confirmed') return confirmRefund(db, refund, refund.tx_hash);
-  if (confirmation.status === 'failed') return failRefund(db, refund, 'transaction_failed', confirmation.details);
-  const valid = await blockhashStillValid(deps, network, refund.blockhash);
-  if (!valid.ok || valid.value) return pendingOutcome(refund, refund.tx_hash);
-  const late = await readConfirmation(deps, network, refund.tx_hash);
-  if (late.status === 'confirmed') return confirmRefund(db, refund, refund.tx_hash);
-  return failRefund(db, refund, 'not_sent', 'the refund transaction can no longer land and was not found');
+  return familyOf(network).reconcileRefund(refundRecord(db, refund, stale), deps);
 }

@@ -1,15 +1,14 @@
 /**
  * verifyClientPayment: an X-PAYMENT (or, with verifyClientPaymentHeader, a PAYMENT-SIGNATURE) checked strictly against the requirements of the 402 we sent
  * for this request (payTo = our wallet, asset = USDC there, maxAmountRequired = our price). The
- * payment's network must be one we offered (Solana aliases resolved); then the checks of its chain
- * type (evm.ts, svm.ts). Nothing is recorded or settled here.
+ * payment's network must be one we offered (Solana aliases resolved); then the checks of the family
+ * of its network (payments/chains/registry.ts). Nothing is recorded or settled here.
  */
-import { canonicalNetwork, NETWORK_TABLE } from '../networkTable';
+import { familyOf } from '../chains/registry';
+import { canonicalNetwork } from '../networkTable';
 import { type PaymentHeaderFailureReason } from '../x402/headers';
 import { type PaymentPayload, type PaymentRequirements } from '../x402/types';
-import { fail, ok, type Result } from '../result';
-import { verifyEvmPayment } from './evm';
-import { verifySolanaPayment } from './svm';
+import { fail, type Result } from '../result';
 import type { Deps } from '../deps';
 import type { VerifiedClientPayment, VerifyFailureReason } from './types';
 import {
@@ -89,16 +88,5 @@ export async function verifyPayment(
   }
   if (requirements.scheme !== 'exact')
     return fail('invalid_offer', `the offered scheme "${requirements.scheme}" is not exact`);
-  if (NETWORK_TABLE[network].chainType === 'evm') {
-    return verifyEvmPayment(payment, requirements, network, deps, options);
-  }
-  const verified = await verifySolanaPayment(payment, requirements, network, deps);
-  if (!verified.ok) return verified;
-  // The decoded transaction and our signature stay inside: settle.ts asks verifySolanaPayment for them.
-  const publicPart: VerifiedClientPayment & Partial<Pick<typeof verified.value, 'inspected' | 'coSigned'>> = {
-    ...verified.value,
-  };
-  delete publicPart.inspected;
-  delete publicPart.coSigned;
-  return ok(publicPart);
+  return familyOf(network).verifyPayment(payment, requirements, network, deps, options);
 }

@@ -4,7 +4,8 @@
  * would pay from the service wallet.
  */
 import type { Deps } from '../deps';
-import type { Chains } from '../networks/index';
+import type { Chains } from '../chains/index';
+import { PAYMENT_SCHEMES } from '../chains/registry';
 import { canonicalNetwork, type NetworkName } from '../networkTable';
 import {
   OutboundError,
@@ -99,7 +100,7 @@ export function decidePayment(
 ): PaymentDecision {
   const paying = chains.payingNetworks();
   const networks = network === undefined ? paying : paying.filter((candidate) => candidate.name === network);
-  const choice = chooseRequirement(body.accepts, { networks, maxAmountMicroUsdc });
+  const choice = chooseRequirement(body.accepts, { networks, maxAmountMicroUsdc, schemes: PAYMENT_SCHEMES });
   if (choice.ok) {
     // A version 2 offer is paid in version 2: the entry chosen is echoed verbatim.
     const offerV2 = body.offers?.[choice.value.index];

@@ -6,7 +6,8 @@
  * What the caller records before sending, and what it concludes afterwards, is its own.
  */
 import type { Deps } from '../deps';
-import type { PreparedPayment } from '../networks/index';
+import type { PreparedPayment } from '../chains/index';
+import { familyOf } from '../chains/registry';
 import { buildTargetRequest, type CallRequest, type TargetRequest, type TargetResponse } from '../outbound/index';
 import type { PaymentChoice } from '../x402/choose';
 import { decodePaymentResponseHeader } from '../x402/headers';
@@ -20,7 +21,7 @@ import {
   type X402Version,
 } from '../x402/v2';
 import { callTarget, type CallBudget, type TargetCall } from './call';
-export { BALANCE_FRESH_MS, WalletBalances } from '../networks/balances';
+export { BALANCE_FRESH_MS, WalletBalances } from '../chains/balances';
 import type { SignedTargetPayment } from './chain';
 
 /** Paid attempts per call, all with the one payment we signed: a target that still answers 402 has refused it. */
@@ -79,25 +80,26 @@ export function inTargetVersion(choice: Pick<PaymentChoice, 'offerV2'>, prepared
 /**
  * Signs our payment for `choice`. An EVM authorization is valid at most `windowSeconds` (shorter
  * when the target asks) and uses `nonce`, recorded by the caller beforehand where it wants; a
- * wallet short of USDC is refused before signing (signing needs no funds, so the shortage would
- * otherwise only show as the target's refusal; the Solana builder reads the balance itself).
+ * wallet short of USDC is refused before signing where the family reads it first (signing needs no
+ * funds, so the shortage would otherwise only show as the target's refusal; the Solana builder
+ * reads the balance itself).
  */
 export async function signTargetPayment(
   deps: Pick<Deps, 'chains' | 'clock' | 'balances'>,
   choice: PaymentChoice,
   { nonce, windowSeconds }: { nonce?: `0x${string}`; windowSeconds: number },
 ): Promise<TargetSigningOutcome> {
-  if (choice.chainType === 'evm') {
-    const shortage = await deps.balances.evmShortage(deps.chains, choice, deps.clock.now().getTime());
-    if (shortage) return { ok: false, ...shortage, targetSide: false };
-  }
-  const requirements =
-    choice.chainType === 'evm'
-      ? { ...choice.requirements, maxTimeoutSeconds: Math.min(choice.requirements.maxTimeoutSeconds, windowSeconds) }
-      : choice.requirements;
+  const family = familyOf(choice.network);
+  const shortage = await family.walletShortage(deps, choice, deps.clock.now().getTime());
+  if (shortage) return { ok: false, ...shortage, targetSide: false };
+  // A scheme without a time bound (Solana's blockhash bounds it instead) reads no maxTimeoutSeconds.
+  const requirements = {
+    ...choice.requirements,
+    maxTimeoutSeconds: Math.min(choice.requirements.maxTimeoutSeconds, windowSeconds),
+  };
   const prepared = await deps.chains.createPayment(
     { ...choice, requirements },
-    { now: deps.clock.now(), ...(choice.chainType === 'evm' && nonce !== undefined ? { nonce } : {}) },
+    { now: deps.clock.now(), ...(nonce !== undefined ? { nonce } : {}) },
   );
   if (prepared.ok) return { ok: true, value: inTargetVersion(choice, prepared.value) };
   return {
@@ -112,10 +114,9 @@ export async function signTargetPayment(
 export function signedFacts(
   payment: PreparedPayment,
 ): { payer: string } & Pick<SignedTargetPayment, 'payerSignature' | 'validBefore' | 'lastValidBlockHeight'> {
-  const solana = 'blockHeight' in payment.expiresAt;
   return {
     payer: payment.payer,
-    payerSignature: solana ? payment.reference : null,
+    payerSignature: familyOf(payment.network).referenceFields(payment.reference).payerSignature,
     validBefore: 'unixSeconds' in payment.expiresAt ? payment.expiresAt.unixSeconds : null,
     lastValidBlockHeight: 'blockHeight' in payment.expiresAt ? payment.expiresAt.blockHeight : null,
   };

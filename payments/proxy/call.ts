@@ -14,7 +14,7 @@ import { utcDay } from '../clock';
 import type { ReservationRefusal, ReservationResult } from '../credits';
 import { proxyCredits } from '../fees';
 import { CREDITS_PER_USDC, formatUnits, MICRO_PER_CREDIT, parseUsdc } from '../money';
-import { randomNonce } from '../networks/evm';
+import { randomNonce } from '../chains/evm';
 import { buildTargetRequest, type CallRequest, type OutboundError, type TargetResponse } from '../outbound/index';
 import {
   callBudget,

@@ -14,6 +14,7 @@ import type { AuthenticatedKey } from '../accounts';
 import { reservationResultOf, reserveCreditsCall, type ReservationResult, type ReservationRow } from '../credits';
 import { addJob, type JobName } from '../jobs';
 import { usdcText } from '../money';
+import { FAMILIES } from '../chains/registry';
 import type { SignedTargetPayment } from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
 import { openWebhook } from '../webhooks';
@@ -165,9 +166,8 @@ export function signedTargetPaymentOf(payment: SignedRecord): SignedTargetPaymen
   return {
     label: `proxy payment ${payment.id}`,
     network: payment.network,
-    chainType: payment.chain_type,
     payer: payment.payer,
-    nonce: payment.chain_type === 'evm' ? payment.reference : null,
+    nonce: FAMILIES[payment.chain_type].referenceFields(payment.reference).nonce,
     payerSignature: payment.payer_signature,
     validBefore: payment.valid_before,
     lastValidBlockHeight: payment.last_valid_block_height,

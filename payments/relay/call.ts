@@ -13,8 +13,8 @@
 import type { Db } from '../../db/index';
 import { utcDay } from '../clock';
 import { formatUnits, usdToMicro } from '../money';
-import { randomNonce } from '../networks/evm';
-import type { Chains } from '../networks/index';
+import { randomNonce } from '../chains/evm';
+import type { Chains } from '../chains/index';
 import { NETWORK_TABLE, type NetworkClass } from '../networkTable';
 import type { CallRequest, TargetResponse } from '../outbound/index';
 import {

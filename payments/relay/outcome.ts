@@ -17,7 +17,8 @@ import type { Db, Tx } from '../../db/index';
 import type { WebhookKind } from '../../db/schema';
 import { addJob, type JobName } from '../jobs';
 import { usdcText } from '../money';
-import { canonicalNetwork, NETWORK_TABLE } from '../networkTable';
+import { familyOf } from '../chains/registry';
+import { canonicalNetwork } from '../networkTable';
 import type { SignedTargetPayment } from '../outgoing/index';
 import { completeWebhook, openWebhook, type WebhookOutcome } from '../webhooks';
 import { moveRelayTransaction } from '../incoming/states';
@@ -264,14 +265,14 @@ function targetPaymentFacts(
   },
 ): SignedTargetPayment {
   const network = canonicalNetwork(facts.network);
-  const solana = network !== undefined && NETWORK_TABLE[network].chainType === 'solana';
+  // A network we do not know cannot be read (readPaymentOnChain answers unknown): no reference to place.
+  const reference =
+    network === undefined ? { nonce: null, payerSignature: null } : familyOf(network).referenceFields(facts.paymentRef);
   return {
     label: `relay transaction ${id}`,
     network: facts.network,
-    chainType: solana ? 'solana' : 'evm',
     payer: facts.payer,
-    nonce: solana ? null : facts.paymentRef,
-    payerSignature: solana ? facts.paymentRef : null,
+    ...reference,
     validBefore: facts.validBefore,
     lastValidBlockHeight: facts.lastValidBlockHeight,
     txHash: facts.txHash,

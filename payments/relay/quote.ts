@@ -7,7 +7,7 @@
 import type { Deps } from '../deps';
 import { relayFee, type RelayFee } from '../fees';
 import { usdToMicro } from '../money';
-import type { Chains } from '../networks/index';
+import type { Chains } from '../chains/index';
 import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../networkTable';
 import { buildTargetRequest, type CallRequest, type TargetResponse } from '../outbound/index';
 import { callTarget, decidePayment, isClientError, paymentRequiredOf, type CallBudget } from '../outgoing/index';
@@ -82,8 +82,9 @@ function namedNetwork(
 /**
  * The entries of our 402 for a priced call (docs/architecture.md section 2 and docs/decisions.md): one per enabled network of
  * the target's class where we hold a wallet, the target's own network first, or only the named
- * one; amount = the quote's total; payTo our wallet; USDC there. When a facilitator settles, a
- * Solana entry names its fee payer, and is left out if the facilitator names none.
+ * one; amount = the quote's total; payTo our wallet; USDC there. When a facilitator settles, an
+ * entry on a family whose settler pays the fees (Solana) names its fee payer, and is left out if
+ * the facilitator names none.
  */
 export async function relayOffers(
   deps: Pick<Deps, 'chains' | 'config'>,
@@ -100,10 +101,5 @@ export async function relayOffers(
     mimeType: quote.choice.requirements.mimeType || 'application/json',
     maxTimeoutSeconds: DEFAULT_RELAY_TIMEOUT_SECONDS,
   };
-  const solana = deps.chains.networks.find(
-    (network) =>
-      network.chainType === 'solana' &&
-      (quote.namedNetwork ? network.name === quote.namedNetwork : network.networkClass === quote.choice.networkClass),
-  );
-  return settleableOffers(deps.chains, request, deps.config.facilitatorUrl, solana?.name);
+  return settleableOffers(deps.chains, request, deps.config.facilitatorUrl);
 }

@@ -6,15 +6,12 @@
  * "already used". The header's version is part of the payment's key: one authorization sent in
  * the other header is another request, refused as already used.
  */
+import { PAYMENT_SCHEMES } from '../chains/registry';
 import type { DecodedClientPayment } from '../incoming/clientPayment';
 import { sha256Hex, type IdempotencyScope } from '../idempotency';
-import type { ExactEvmPayload, ExactSvmPayload } from '../x402/types';
+import type { SchemePayload } from '../x402/schemes';
 
-function isEvm(payload: ExactEvmPayload | ExactSvmPayload): payload is ExactEvmPayload {
-  return 'authorization' in payload;
-}
-
-function payloadOf(payment: DecodedClientPayment): ExactEvmPayload | ExactSvmPayload {
+function payloadOf(payment: DecodedClientPayment): SchemePayload {
   return payment.version === 1 ? payment.payment.payload : payment.signature.payload;
 }
 
@@ -28,12 +25,15 @@ export function relayIdempotencyScope(payment: DecodedClientPayment, key: string
     payment.version === 1
       ? { payload: payment.payment.payload, network: payment.payment.network }
       : { payload: payment.signature.payload, network: payment.signature.accepted.network };
+  // A decoded payload is of a registered scheme's shape: decoding checked it.
+  const scheme = PAYMENT_SCHEMES.schemeOfPayload(payload);
+  if (scheme === undefined) throw new Error(`a payment on ${network} of no registered scheme: it was not decoded`);
+  const identity = scheme.replayIdentity(payload);
   if (key !== undefined) {
-    return isEvm(payload)
-      ? { scope: `relay:${payload.authorization.from.toLowerCase()}`, key }
-      : { scope: `relay-payment:${sha256Hex(payload.transaction)}`, key };
+    return identity.payer !== undefined
+      ? { scope: `relay:${identity.payer}`, key }
+      : { scope: `relay-payment:${identity.payment}`, key };
   }
-  const identity = isEvm(payload) ? payload.authorization.nonce.toLowerCase() : sha256Hex(payload.transaction);
   // Hashed: the network of a version 2 payment is the client's text, of any length.
-  return { scope: 'relay-nonce', key: `v${payment.version}:${sha256Hex(`${network}\n${identity}`)}` };
+  return { scope: 'relay-nonce', key: `v${payment.version}:${sha256Hex(`${network}\n${identity.payment}`)}` };
 }

@@ -1,15 +1,14 @@
 /**
  * Which of a target's payment requirements we pay (pure: no chain, no clock). An entry is payable
  * when its scheme is exact, its network is one we pay on, its asset is that network's USDC, its
- * amount is a positive integer within the caller's ceiling, its payTo is an address of the chain
- * type, and on Solana it names the fee payer. Among payable entries the caller's network order wins,
+ * amount is a positive integer within the caller's ceiling, and its scheme (from the registry the
+ * caller gives) accepts its payTo and extra. Among payable entries the caller's network order wins,
  * then the lowest amount, then the target's own order.
  */
-import { isAddress as isSolanaAddress } from '@solana/kit';
-import { isAddress as isEvmAddress, zeroAddress } from 'viem';
 import type { NetworkSettings } from '../config';
 import { canonicalNetwork, NETWORK_TABLE, type ChainType, type NetworkClass, type NetworkName } from '../networkTable';
 import type { OfferV2 } from './parse';
+import type { SchemeLookup } from './schemes';
 import { type PaymentRequirements } from './types';
 import { ok, type Ok } from '../result';
 
@@ -60,6 +59,8 @@ export interface ChoiceOptions {
   /** Networks to prefer, best first; networks not listed come after, in no particular order among themselves. */
   preferredNetworks?: readonly NetworkName[];
   maxTimeoutSeconds?: number;
+  /** The schemes we can pay with, per network (payments/chains/registry.ts). */
+  schemes: SchemeLookup;
 }
 
 export type ChoiceFailure = { ok: false; reason: 'no_payable_requirement'; details: string; refusals: Refusal[] };
@@ -110,12 +111,10 @@ function judgeRequirement(
   const settings = options.networks.find((candidate) => candidate.name === network);
   if (settings === undefined) return refuse('network_not_enabled', `we do not pay on ${network}`);
   const { chainType, networkClass } = NETWORK_TABLE[network];
+  const scheme = options.schemes.scheme(network, requirements.scheme);
+  if (scheme === undefined) return refuse('unsupported_scheme', `no exact scheme is registered for ${network}`);
 
-  const assetMatches =
-    chainType === 'evm'
-      ? requirements.asset.toLowerCase() === settings.usdc.toLowerCase()
-      : requirements.asset === settings.usdc;
-  if (!assetMatches)
+  if (!scheme.sameAsset(requirements.asset, settings.usdc))
     return refuse('asset_mismatch', `asset ${requirements.asset} is not USDC on ${network} (${settings.usdc})`);
 
   if (!DIGITS.test(requirements.maxAmountRequired))
@@ -137,18 +136,7 @@ function judgeRequirement(
     );
   }
 
-  if (chainType === 'evm') {
-    if (!isEvmAddress(requirements.payTo) || requirements.payTo.toLowerCase() === zeroAddress) {
-      return refuse('invalid_pay_to', `payTo ${requirements.payTo} is not an EVM address`);
-    }
-  } else {
-    if (!isSolanaAddress(requirements.payTo))
-      return refuse('invalid_pay_to', `payTo ${requirements.payTo} is not a Solana address`);
-    const feePayer = requirements.extra?.feePayer;
-    if (feePayer === undefined || feePayer === null || feePayer === '')
-      return refuse('missing_fee_payer', 'extra.feePayer is missing');
-    if (typeof feePayer !== 'string' || !isSolanaAddress(feePayer))
-      return refuse('invalid_fee_payer', 'extra.feePayer is not a Solana address');
-  }
+  const recipientProblem = scheme.recipientProblem(requirements);
+  if (recipientProblem) return recipientProblem;
   return { requirements, index, network, chainType, networkClass, amountMicroUsdc };
 }

@@ -3,28 +3,17 @@
  * Decoding reads untrusted input, so it checks every field it returns and answers a typed failure
  * instead of throwing.
  */
-import { canonicalNetwork, NETWORK_TABLE } from '../networkTable';
+import { canonicalNetwork } from '../networkTable';
 import { isPlainObject } from './parse';
-import {
-  X402_VERSION,
-  type ExactEvmPayload,
-  type ExactSvmPayload,
-  type PaymentPayload,
-  type SettlementResponse,
-} from './types';
+import type { SchemeLookup, SchemePayload } from './schemes';
+import { X402_VERSION, type PaymentPayload, type SettlementResponse } from './types';
 import { X402_VERSION_2, type PaymentRequirementsV2, type ResourceInfo } from './v2';
 import { fail, ok, type Result } from '../result';
 
 /** A Solana transaction is at most 1232 bytes; an EVM payload is under 1 KiB. Anything far larger is not a payment. */
 export const MAX_PAYMENT_HEADER_CHARS = 16 * 1024;
-const MAX_SVM_TRANSACTION_BASE64_CHARS = 4 * 1024;
-/** A plain ECDSA signature is 65 bytes; smart-wallet (EIP-1271/6492) signatures are longer, but bounded here. */
-const MAX_SIGNATURE_BYTES = 2048;
 const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
 const DIGITS = /^(0|[1-9][0-9]{0,77})$/;
-const EVM_ADDRESS = /^0x[0-9a-fA-F]{40}$/;
-const BYTES32 = /^0x[0-9a-fA-F]{64}$/;
-const MAX_UINT256 = (1n << 256n) - 1n;
 
 export type PaymentHeaderFailureReason =
   | 'invalid_header'
@@ -63,7 +52,10 @@ function fromBase64Json(header: unknown): Result<unknown, 'invalid_header' | 'in
 }
 
 /** Decodes and checks an X-PAYMENT header (version 1, scheme exact, a known network, the payload of its chain type). */
-export function decodePaymentHeader(header: unknown): Result<PaymentPayload, PaymentHeaderFailureReason> {
+export function decodePaymentHeader(
+  header: unknown,
+  schemes: SchemeLookup,
+): Result<PaymentPayload, PaymentHeaderFailureReason> {
   const decoded = fromBase64Json(header);
   if (!decoded.ok) return decoded;
   const value = decoded.value;
@@ -73,8 +65,9 @@ export function decodePaymentHeader(header: unknown): Result<PaymentPayload, Pay
   if (typeof value.network !== 'string') return fail('unknown_network', 'network is missing');
   const network = canonicalNetwork(value.network);
   if (network === undefined) return fail('unknown_network', `unknown network "${value.network.slice(0, 64)}"`);
-  const payload =
-    NETWORK_TABLE[network].chainType === 'evm' ? checkEvmPayload(value.payload) : checkSvmPayload(value.payload);
+  const scheme = schemes.scheme(network, value.scheme);
+  if (scheme === undefined) return fail('unsupported_scheme', `no exact scheme is registered for ${network}`);
+  const payload = scheme.checkPayload(value.payload);
   if (!payload.ok) return payload;
   return ok({ x402Version: X402_VERSION, scheme: 'exact', network: value.network, payload: payload.value });
 }
@@ -84,7 +77,7 @@ export interface PaymentSignature {
   x402Version: typeof X402_VERSION_2;
   resource?: ResourceInfo;
   accepted: PaymentRequirementsV2;
-  payload: ExactEvmPayload | ExactSvmPayload;
+  payload: SchemePayload;
   extensions?: Record<string, unknown>;
 }
 
@@ -99,7 +92,10 @@ function isShortString(value: unknown): value is string {
  * known network (CAIP-2 or our name), the payload of its chain type checked as X-PAYMENT's is.
  * Whether `accepted` is one of our offers is the caller's question.
  */
-export function decodePaymentSignatureHeader(header: unknown): Result<PaymentSignature, PaymentHeaderFailureReason> {
+export function decodePaymentSignatureHeader(
+  header: unknown,
+  schemes: SchemeLookup,
+): Result<PaymentSignature, PaymentHeaderFailureReason> {
   const decoded = fromBase64Json(header);
   if (!decoded.ok) return decoded;
   const value = decoded.value;
@@ -126,8 +122,9 @@ export function decodePaymentSignatureHeader(header: unknown): Result<PaymentSig
     return fail('invalid_payload', 'resource is not {url, ...}');
   if (value.extensions !== undefined && value.extensions !== null && !isPlainObject(value.extensions))
     return fail('invalid_payload', 'extensions is not a JSON object');
-  const payload =
-    NETWORK_TABLE[network].chainType === 'evm' ? checkEvmPayload(value.payload) : checkSvmPayload(value.payload);
+  const scheme = schemes.scheme(network, accepted.scheme);
+  if (scheme === undefined) return fail('unsupported_scheme', `no exact scheme is registered for ${network}`);
+  const payload = scheme.checkPayload(value.payload);
   if (!payload.ok) return payload;
   const signature: PaymentSignature = {
     x402Version: X402_VERSION_2,
@@ -137,57 +134,6 @@ export function decodePaymentSignatureHeader(header: unknown): Result<PaymentSig
   if (isPlainObject(value.resource)) signature.resource = value.resource as unknown as ResourceInfo;
   if (isPlainObject(value.extensions)) signature.extensions = value.extensions;
   return ok(signature);
-}
-
-function checkEvmPayload(payload: unknown): Result<ExactEvmPayload, 'invalid_payload'> {
-  if (!isPlainObject(payload) || !isPlainObject(payload.authorization))
-    return fail('invalid_payload', 'EVM payload needs signature and authorization');
-  const { signature, authorization } = payload;
-  if (
-    typeof signature !== 'string' ||
-    !/^0x([0-9a-fA-F]{2})+$/.test(signature) ||
-    signature.length > 2 + 2 * MAX_SIGNATURE_BYTES
-  ) {
-    return fail('invalid_payload', 'signature is not hex bytes');
-  }
-  for (const field of ['from', 'to'] as const) {
-    const address = authorization[field];
-    if (typeof address !== 'string' || !EVM_ADDRESS.test(address))
-      return fail('invalid_payload', `authorization.${field} is not an address`);
-  }
-  for (const field of ['value', 'validAfter', 'validBefore'] as const) {
-    const number = authorization[field];
-    if (typeof number !== 'string' || !DIGITS.test(number) || BigInt(number) > MAX_UINT256) {
-      return fail('invalid_payload', `authorization.${field} is not a decimal integer string`);
-    }
-  }
-  if (typeof authorization.nonce !== 'string' || !BYTES32.test(authorization.nonce)) {
-    return fail('invalid_payload', 'authorization.nonce is not 32 bytes of hex');
-  }
-  return ok({
-    signature,
-    authorization: {
-      from: authorization.from as string,
-      to: authorization.to as string,
-      value: authorization.value as string,
-      validAfter: authorization.validAfter as string,
-      validBefore: authorization.validBefore as string,
-      nonce: authorization.nonce,
-    },
-  });
-}
-
-function checkSvmPayload(payload: unknown): Result<ExactSvmPayload, 'invalid_payload'> {
-  if (!isPlainObject(payload)) return fail('invalid_payload', 'Solana payload needs a transaction');
-  const { transaction } = payload;
-  if (
-    typeof transaction !== 'string' ||
-    transaction.length > MAX_SVM_TRANSACTION_BASE64_CHARS ||
-    !BASE64.test(transaction)
-  ) {
-    return fail('invalid_payload', 'transaction is not a base64 wire transaction');
-  }
-  return ok({ transaction });
 }
 
 /** Decodes an X-PAYMENT-RESPONSE header (a target's report of its settlement). */

@@ -4,7 +4,7 @@
 // "instances" overlap at once (the last test shows it with the in-process-only lock).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, type DbHandle } from '../../db/index';
-import { advisoryKeyLock, IN_PROCESS_ONLY, SubmissionQueue, type KeyLock } from '../../payments/networks/submissions';
+import { advisoryKeyLock, IN_PROCESS_ONLY, SubmissionQueue, type KeyLock } from '../../payments/chains/submissions';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { ifStarted } from '../support/teardown';
 

@@ -6,7 +6,7 @@ import { MAX_CLOCK_LAG_SECONDS } from '../../devnet/evm/chain';
 import { startPeers, type Peers } from '../../devnet/index';
 import { systemClock } from '../../payments/clock';
 import { NETWORK_TABLE } from '../../payments/networkTable';
-import { createChains, type Chains } from '../../payments/networks/index';
+import { createChains, type Chains } from '../../payments/chains/index';
 import { DEFAULT_RELAY_LIMITS, relayRequirements, verifyClientPayment } from '../../payments/incoming/index';
 
 const nowSeconds = () => BigInt(Math.floor(Date.now() / 1000));

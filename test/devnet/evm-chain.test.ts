@@ -5,7 +5,7 @@ import { createTestClient, createWalletClient, getAddress, type Hash, type Hex }
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NETWORK_TABLE } from '../../payments/networkTable';
-import { createEvmChains, usdcAbi, type EvmChains } from '../../payments/networks/evm';
+import { createEvmChains, usdcAbi, type EvmChains } from '../../payments/chains/evm';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { localTransport } from '../../devnet/evm/chain';
 import { startPeers, type Peers } from '../../devnet/index';
@@ -158,7 +158,7 @@ describe('reading our target payment back from the chain', () => {
       },
       latestBlock: (...args: Parameters<EvmChains['latestBlock']>) => chains.latestBlock(...args),
     };
-    const registry = { evm: counting } as unknown as import('../../payments/networks/index').Chains;
+    const registry = { evm: counting } as unknown as import('../../payments/chains/index').Chains;
     const payment = {
       label: 'test payment',
       network,

@@ -20,7 +20,7 @@ import {
   refundClientPayment,
   settleClientPayment,
 } from '../../payments/incoming/index';
-import { createChains, type Chains } from '../../payments/networks/index';
+import { createChains, type Chains } from '../../payments/chains/index';
 import { followUpRefund } from '../../payments/relay/followUp';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import { recordedRelayPayment, settlingOn, type Settling } from '../support/chains';

@@ -3,7 +3,7 @@
 // X-PAYMENT-RESPONSE, and on-chain balances moved by exactly the price. Targets on base-sepolia and
 // both Solana clusters run unmodified x402-express; skale-base-sepolia runs the harness's own layer.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Chains } from '../../payments/networks/index';
+import type { Chains } from '../../payments/chains/index';
 import { NETWORK_TABLE, type NetworkName } from '../../payments/networkTable';
 import { chooseRequirement } from '../../payments/x402/choose';
 import { decodePaymentHeader, decodePaymentResponseHeader } from '../../payments/x402/headers';
@@ -11,6 +11,7 @@ import { parsePaymentRequired } from '../../payments/x402/parse';
 import { startPeers, type Peers } from '../../devnet/index';
 import { createPeerChains } from '../support/chains';
 import { ifStarted } from '../support/teardown';
+import { PAYMENT_SCHEMES } from '../../payments/chains/registry';
 
 const PRICE_MICRO_USDC = 12_345n;
 const CEILING_MICRO_USDC = 50_000n;
@@ -43,6 +44,7 @@ async function payTarget(url: string, maxAmountMicroUsdc = CEILING_MICRO_USDC) {
   if (!parsed.ok) throw new Error(`402 body refused: ${parsed.reason}`);
   expect(parsed.value.skipped).toEqual([]);
   const choice = chooseRequirement(parsed.value.body.accepts, {
+    schemes: PAYMENT_SCHEMES,
     networks: chains.payingNetworks(),
     maxAmountMicroUsdc,
   });
@@ -73,7 +75,7 @@ describe.each(NETWORKS)('paying a %s target', (network) => {
       (request) => request.route === 'paid' && request.payment === prepared!.header,
     );
     expect(received).toHaveLength(1);
-    expect(decodePaymentHeader(prepared!.header)).toEqual({ ok: true, value: prepared!.payment });
+    expect(decodePaymentHeader(prepared!.header, PAYMENT_SCHEMES)).toEqual({ ok: true, value: prepared!.payment });
 
     const settlement = decodePaymentResponseHeader(paid!.headers.get('x-payment-response'));
     expect(settlement).toEqual({
@@ -139,6 +141,7 @@ describe('our balance before signing', () => {
     const parsed = parsePaymentRequired(await unpaid.text());
     if (!parsed.ok) throw new Error(parsed.details);
     const choice = chooseRequirement(parsed.value.body.accepts, {
+      schemes: PAYMENT_SCHEMES,
       networks: chains.payingNetworks(),
       maxAmountMicroUsdc: CEILING_MICRO_USDC,
     });

@@ -2,7 +2,7 @@
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_FACILITATOR_RESPONSE_BYTES, settleWithFacilitator } from '../../payments/incoming/facilitator';
-import { IN_PROCESS_ONLY, SubmissionQueue, SubmissionQueueFull } from '../../payments/networks/submissions';
+import { IN_PROCESS_ONLY, SubmissionQueue, SubmissionQueueFull } from '../../payments/chains/submissions';
 import type { PaymentPayload, PaymentRequirements } from '../../payments/x402/types';
 
 type Reply = { status: number; body: string; delayMs?: number };

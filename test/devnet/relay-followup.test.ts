@@ -9,12 +9,12 @@ import { utcDay, type Clock } from '../../payments/clock';
 import { loadConfig } from '../../payments/config';
 import type { Deps } from '../../payments/deps';
 import { spentOn } from '../../payments/limits';
-import type { Chains } from '../../payments/networks/index';
+import type { Chains } from '../../payments/chains/index';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import { admitClientPayment } from '../../payments/relay/admit';
 import { followUpRefund, followUpRelay, MAX_REFUND_ATTEMPTS } from '../../payments/relay/followUp';
 import { scheduleRefund, targetPaymentOf, watchTargetPayment } from '../../payments/relay/outcome';
-import { IN_PROCESS_ONLY, SubmissionQueue } from '../../payments/networks/submissions';
+import { IN_PROCESS_ONLY, SubmissionQueue } from '../../payments/chains/submissions';
 import {
   claimSettlement,
   findRelayTransaction,

@@ -15,8 +15,8 @@ import { getTransferSolInstruction } from '@solana-program/system';
 import { getTransferCheckedInstruction } from '@solana-program/token';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
-import type { Chains } from '../../payments/networks/index';
-import { usdcAccountOf } from '../../payments/networks/svm';
+import type { Chains } from '../../payments/chains/index';
+import { usdcAccountOf } from '../../payments/chains/solana';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import {
   findRelayTransaction,
@@ -63,11 +63,11 @@ afterAll(async () => {
 const service = () => peers.wallets.service.solana.address;
 const client = () => peers.wallets.client.solana.address;
 
-function offer(solanaFeePayer?: string): PaymentRequirements {
+function offer(feePayer?: string): PaymentRequirements {
   const requirements = relayRequirements(chains, NETWORK, {
     amountMicroUsdc: PRICE_MICRO_USDC,
     resource: 'http://127.0.0.1/relay',
-    solanaFeePayer,
+    feePayer,
   });
   if (!requirements.ok) throw new Error(requirements.details);
   return requirements.value;

@@ -5,8 +5,9 @@ import { createTestClient, getAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
-import type { Chains } from '../../payments/networks/index';
-import { NETWORK_TABLE, type NetworkName } from '../../payments/networkTable';
+import type { Chains } from '../../payments/chains/index';
+import type { NetworkName } from '../../devnet/networks';
+import { NETWORK_TABLE } from '../../payments/networkTable';
 import {
   findRelayTransaction,
   reconcileRefund,

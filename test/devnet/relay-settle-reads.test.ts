@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { startPeers, type Peers } from '../../devnet/index';
 import { findRelayTransaction, settleClientPayment } from '../../payments/incoming/index';
-import { createChains, type Chains } from '../../payments/networks/index';
+import { createChains, type Chains } from '../../payments/chains/index';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import { recordedRelayPayment, settlingOn, type Settling } from '../support/chains';
 import { createTestDatabase, type TestDatabase } from '../support/database';

@@ -1,5 +1,5 @@
 /**
- * The EVM clients' JSON-RPC transport (payments/networks/evm/transport.ts) against a local HTTP
+ * The EVM clients' JSON-RPC transport (payments/chains/evm/transport.ts) against a local HTTP
  * server that answers as nodes do, and as failing ones do: the answers and errors are viem's, so
  * the callers' readings (rpc_unavailable, rpc_timeout, revert reasons) stay what they were.
  */
@@ -7,9 +7,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BaseError, createPublicClient, encodeErrorResult, HttpRequestError, parseAbi, RpcRequestError } from 'viem';
-import { isRpcUnavailable } from '../../payments/incoming/evm';
-import { readFailure, revertReason } from '../../payments/networks/evm/errors';
-import { MAX_BATCH, MAX_RPC_RESPONSE_BYTES, rpcTransport } from '../../payments/networks/evm/transport';
+import { isRpcUnavailable } from '../../payments/chains/evm/errors';
+import { readFailure, revertReason } from '../../payments/chains/evm/errors';
+import { MAX_BATCH, MAX_RPC_RESPONSE_BYTES, rpcTransport } from '../../payments/chains/evm/transport';
 
 interface Seen {
   method: string;

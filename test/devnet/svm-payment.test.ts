@@ -31,9 +31,13 @@ import {
   solanaSecretKeyBytes,
   usdcAccountOf,
   type SvmChains,
-} from '../../payments/networks/svm';
+} from '../../payments/chains/solana';
 import { NETWORK_TABLE } from '../../payments/networkTable';
-import { inspectSolanaPayment, MEMO_PROGRAM_ADDRESS, MEMO_V1_PROGRAM_ADDRESS } from '../../payments/incoming/svmShape';
+import {
+  inspectSolanaPayment,
+  MEMO_PROGRAM_ADDRESS,
+  MEMO_V1_PROGRAM_ADDRESS,
+} from '../../payments/chains/solana/shape';
 import { DEFAULT_RELAY_LIMITS } from '../../payments/incoming/types';
 import type { PaymentPayload, PaymentRequirements } from '../../payments/x402/types';
 import { createSvmFacilitator } from '../../devnet/facilitator/svm';

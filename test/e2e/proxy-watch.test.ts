@@ -7,7 +7,7 @@ import type { Db } from '../../db/index';
 import { utcDay, type Clock } from '../../payments/clock';
 import { organisationBalance } from '../../payments/credits';
 import { proxyCredits } from '../../payments/fees';
-import { randomNonce } from '../../payments/networks/evm';
+import { randomNonce } from '../../payments/chains/evm';
 import { findProxyPayment, recordSigned, reserveProxyPayment } from '../../payments/proxy/records';
 import { chooseRequirement } from '../../payments/x402/choose';
 import { decodePaymentHeader } from '../../payments/x402/headers';
@@ -20,6 +20,7 @@ import { createTestAccount, type TestAccount } from '../support/accounts';
 import { ledgerSums, pollWebhook, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
+import { PAYMENT_SCHEMES } from '../../payments/chains/registry';
 
 const PRICE = 20_000n;
 const CREDITS = proxyCredits(PRICE, 3).totalCredits;
@@ -56,7 +57,7 @@ async function waitUntil(unixSeconds: bigint): Promise<void> {
 }
 
 function validBeforeOf(header: string | null): bigint {
-  const payment = decodePaymentHeader(header);
+  const payment = decodePaymentHeader(header, PAYMENT_SCHEMES);
   if (!payment.ok) throw new Error('the target received no payment');
   return BigInt((payment.value.payload as ExactEvmPayload).authorization.validBefore);
 }
@@ -137,6 +138,7 @@ describe('a process that stopped between two steps', () => {
     const parsed = parsePaymentRequired(await unpaid.text());
     if (!parsed.ok) throw new Error(parsed.details);
     const choice = chooseRequirement(parsed.value.body.accepts, {
+      schemes: PAYMENT_SCHEMES,
       networks: t.service.deps.chains.payingNetworks(),
       maxAmountMicroUsdc: PRICE,
     });

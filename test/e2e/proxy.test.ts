@@ -19,6 +19,7 @@ import { createTestAccount } from '../support/accounts';
 import { expectChargedOnce, ledgerSums, peersEnv, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
+import { PAYMENT_SCHEMES } from '../../payments/chains/registry';
 
 const PRICE = 12_345n;
 /** ceil(12,345 x 1.03 / 1000) = ceil(12.71535) */
@@ -111,7 +112,7 @@ describe.each([...NETWORK_NAMES])('a paid call on %s', (network) => {
     // One unpaid request, then one paid request carrying our payment.
     const seen = target.requests.filter((request) => request.route === 'paid');
     expect(seen.map((request) => request.payment === null)).toEqual([true, false]);
-    const payment = decodePaymentHeader(seen[1]!.payment);
+    const payment = decodePaymentHeader(seen[1]!.payment, PAYMENT_SCHEMES);
     expect(payment).toMatchObject({ ok: true, value: { network, scheme: 'exact' } });
     if (payment.ok && isEvmNetwork(network)) {
       expect(

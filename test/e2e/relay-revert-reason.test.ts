@@ -4,12 +4,13 @@
 import { encodeFunctionData, getAddress, parseAbi } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPeers, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
-import { createChains, type Chains } from '../../payments/networks/index';
-import { revertReason } from '../../payments/networks/evm';
+import { createChains, type Chains } from '../../payments/chains/index';
+import { revertReason } from '../../payments/chains/evm';
 import { NETWORK_TABLE } from '../../payments/networkTable';
-import { authorizationOf, submitEvmTransaction, transferWithAuthorizationData } from '../../payments/incoming/evm';
+import { submitEvmTransaction } from '../../payments/chains/evm/submit';
+import { authorizationOf, transferWithAuthorizationData } from '../../payments/chains/evm/verify';
 import { relayRequirements, SubmissionQueue } from '../../payments/incoming/index';
-import { IN_PROCESS_ONLY } from '../../payments/networks/submissions';
+import { IN_PROCESS_ONLY } from '../../payments/chains/submissions';
 import type { PaymentPayload } from '../../payments/x402/types';
 import { startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';

@@ -24,6 +24,7 @@ import { ledgerSums, startPeersAndProxyService } from '../support/proxy';
 import { payingFetch, relayRequest } from '../support/relay';
 import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
+import { PAYMENT_SCHEMES } from '../../payments/chains/registry';
 
 const NETWORK = 'base-sepolia';
 const CAIP2 = 'eip155:84532';
@@ -100,7 +101,10 @@ async function checkTargetSide(target: Target, x402Version: 1 | 2, unpaidCalls: 
     return settlement.transaction;
   }
   expect(paid.headers['payment-signature']).toBeUndefined();
-  expect(decodePaymentHeader(paid.payment)).toMatchObject({ ok: true, value: { x402Version: 1, network: NETWORK } });
+  expect(decodePaymentHeader(paid.payment, PAYMENT_SCHEMES)).toMatchObject({
+    ok: true,
+    value: { x402Version: 1, network: NETWORK },
+  });
   const settlement = decodeOurReceipt(paid.paymentResponse);
   expect(settlement).toMatchObject({ ok: true, value: { success: true, network: NETWORK } });
   return settlement.ok ? settlement.value.transaction : '';

@@ -10,8 +10,9 @@ import {
   SubmissionQueue,
   verifyClientPayment,
 } from '../../payments/incoming/index';
-import { createChains, type Chains } from '../../payments/networks/index';
-import { NETWORK_TABLE, type NetworkName } from '../../payments/networkTable';
+import { createChains, type Chains } from '../../payments/chains/index';
+import type { NetworkName } from '../../devnet/networks';
+import { NETWORK_TABLE } from '../../payments/networkTable';
 import type { Db } from '../../db/index';
 import type { Peers } from '../../devnet/index';
 

@@ -1,11 +1,11 @@
-// The EIP-712 digest of TransferWithAuthorization computed directly (payments/networks/evm/digest.ts)
+// The EIP-712 digest of TransferWithAuthorization computed directly (payments/chains/evm/digest.ts)
 // is viem's hashTypedData, and our signature of it is the one viem's signTypedData makes.
 import { randomBytes } from 'node:crypto';
 import { getAddress, hashTypedData, toHex, type Address } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, it } from 'vitest';
-import { transferWithAuthorizationTypes, type TransferAuthorization } from '../../payments/networks/evm';
-import { transferAuthorizationDigest, type AuthorizationDomain } from '../../payments/networks/evm/digest';
+import { transferWithAuthorizationTypes, type TransferAuthorization } from '../../payments/chains/evm';
+import { transferAuthorizationDigest, type AuthorizationDomain } from '../../payments/chains/evm/digest';
 
 const randomAddress = (): Address => getAddress(toHex(randomBytes(20)));
 const randomWord = (bytes: number): bigint => BigInt(toHex(randomBytes(bytes)));

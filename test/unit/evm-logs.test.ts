@@ -3,7 +3,7 @@
 import { encodeEventTopics, getAddress, parseEventLogs, toHex, type Address, type Hex } from 'viem';
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { authorizationUsedEvent, logsShowAuthorizationUse, usdcAbi } from '../../payments/networks/evm';
+import { authorizationUsedEvent, logsShowAuthorizationUse, usdcAbi } from '../../payments/chains/evm';
 
 const USDC: Address = '0x036CbD53842c5426634e7929541eC2318f3dCF7e';
 const OTHER_TOKEN: Address = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';

@@ -4,14 +4,11 @@ import { verifyTypedData, type Address, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, it } from 'vitest';
 import type { NetworkSettings } from '../../payments/config';
-import {
-  createEvmChains,
-  transferWithAuthorizationTypes,
-  type TransferAuthorization,
-} from '../../payments/networks/evm';
+import { createEvmChains, transferWithAuthorizationTypes, type TransferAuthorization } from '../../payments/chains/evm';
 import { decodePaymentHeader } from '../../payments/x402/headers';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { EVM_NETWORKS, type EvmNetworkName } from '../../devnet/networks';
+import { PAYMENT_SCHEMES } from '../../payments/chains/registry';
 
 const TEST_KEY: Hex = '0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318';
 const SERVICE = privateKeyToAccount(TEST_KEY).address;
@@ -99,7 +96,7 @@ describe('signTransferAuthorization', () => {
           },
         },
       });
-      expect(decodePaymentHeader(header)).toEqual({ ok: true, value: payment });
+      expect(decodePaymentHeader(header, PAYMENT_SCHEMES)).toEqual({ ok: true, value: payment });
       expect(await verify(network, payment.payload.signature as Hex, authorization)).toBe(true);
     },
   );

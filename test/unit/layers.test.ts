@@ -244,7 +244,7 @@ describe('the folders of payments/', () => {
   const graph = folderGraph(sites);
 
   it('read the imports between the folders', () => {
-    expect(graph.get('incoming/')?.has('networks/')).toBe(true);
+    expect(graph.get('incoming/')?.has('chains/')).toBe(true);
     expect(graph.get('relay/')?.has('outgoing/')).toBe(true);
   });
 
@@ -256,8 +256,8 @@ describe('the folders of payments/', () => {
     const looped = folderGraph([
       { file: 'payments/deps.ts', specifier: './incoming/queue', typeOnly: true, dynamic: false },
       { file: 'payments/incoming/evm.ts', specifier: '../deps', typeOnly: true, dynamic: false },
-      { file: 'payments/x402/types.ts', specifier: '../networks/index', typeOnly: false, dynamic: false },
-      { file: 'payments/networks/evm.ts', specifier: '../config', typeOnly: false, dynamic: false },
+      { file: 'payments/x402/types.ts', specifier: '../chains/index', typeOnly: false, dynamic: false },
+      { file: 'payments/chains/evm.ts', specifier: '../config', typeOnly: false, dynamic: false },
       { file: 'payments/config.ts', specifier: './x402/types', typeOnly: true, dynamic: false },
       { file: 'payments/proxy/call.ts', specifier: '../outgoing/index', typeOnly: false, dynamic: false },
     ]);
@@ -265,6 +265,6 @@ describe('the folders of payments/', () => {
       cyclesOf(looped)
         .map((members) => cyclePath(looped, members))
         .sort(),
-    ).toEqual(['config.ts -> x402/ -> networks/ -> config.ts', 'deps.ts -> incoming/ -> deps.ts']);
+    ).toEqual(['chains/ -> config.ts -> x402/ -> chains/', 'deps.ts -> incoming/ -> deps.ts']);
   });
 });

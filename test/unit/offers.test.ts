@@ -1,14 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { offers as buildOffers, type OffersRequest } from '../../payments/incoming/offer';
-import type { ChainNetwork, Chains } from '../../payments/networks/index';
+import type { ChainNetwork, Chains } from '../../payments/chains/index';
 import { canonicalNetwork } from '../../payments/networkTable';
-import { NETWORK_TABLE, NETWORK_NAMES } from '../../payments/networkTable';
+import { DEFAULT_NETWORK_NAMES, NETWORK_TABLE } from '../../payments/networkTable';
 
 const EVM_ADDRESS = '0x1111111111111111111111111111111111111111';
 const SOLANA_ADDRESS = '7BvGgLdfp1AxHovSHamAuPKqZ1GQ8TCWRRYCPcTFSHcb';
 
 function networks(withSolanaKey = true): ChainNetwork[] {
-  return NETWORK_NAMES.map((name) => {
+  return DEFAULT_NETWORK_NAMES.map((name) => {
     const entry = NETWORK_TABLE[name];
     return {
       name,

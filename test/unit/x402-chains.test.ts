@@ -3,9 +3,10 @@
 import { privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../payments/config';
-import { createChains } from '../../payments/networks/index';
+import { createChains } from '../../payments/chains/index';
 import { chooseRequirement } from '../../payments/x402/choose';
 import { generateSolanaKey } from '../../devnet/svm/keys';
+import { PAYMENT_SCHEMES } from '../../payments/chains/registry';
 
 const EVM_KEY = '0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318';
 const EVM_ADDRESS = privateKeyToAccount(EVM_KEY).address;
@@ -62,10 +63,18 @@ describe('createChains', () => {
       asset: '4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU',
       extra: { feePayer: '2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg4' },
     };
-    const choice = chooseRequirement([solanaEntry], { networks: chains.payingNetworks(), maxAmountMicroUsdc: 100n });
+    const choice = chooseRequirement([solanaEntry], {
+      schemes: PAYMENT_SCHEMES,
+      networks: chains.payingNetworks(),
+      maxAmountMicroUsdc: 100n,
+    });
     expect(choice).toMatchObject({ ok: false, refusals: [{ reason: 'network_not_enabled' }] });
     // Asked directly, the Solana side answers that it has no wallet rather than failing later.
-    const enabled = chooseRequirement([solanaEntry], { networks: config.networks, maxAmountMicroUsdc: 100n });
+    const enabled = chooseRequirement([solanaEntry], {
+      schemes: PAYMENT_SCHEMES,
+      networks: config.networks,
+      maxAmountMicroUsdc: 100n,
+    });
     if (!enabled.ok) throw new Error(enabled.details);
     expect(await chains.createPayment(enabled.value, { now: new Date() })).toMatchObject({
       ok: false,

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { NetworkSettings } from '../../payments/config';
 import { chooseRequirement, type ChoiceOptions } from '../../payments/x402/choose';
 import type { PaymentRequirements } from '../../payments/x402/types';
+import { PAYMENT_SCHEMES } from '../../payments/chains/registry';
 
 const networks: NetworkSettings[] = [
   { name: 'base', rpcUrl: 'http://127.0.0.1:1', usdc: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913' },
@@ -49,7 +50,7 @@ function svm(network: string, amount: string, changes: Partial<PaymentRequiremen
   };
 }
 
-const options: ChoiceOptions = { networks, maxAmountMicroUsdc: 1_000_000n };
+const options: ChoiceOptions = { networks, maxAmountMicroUsdc: 1_000_000n, schemes: PAYMENT_SCHEMES };
 
 function refusalsOf(accepts: PaymentRequirements[], choiceOptions: ChoiceOptions = options) {
   const choice = chooseRequirement(accepts, choiceOptions);

@@ -7,6 +7,7 @@ import {
   MAX_PAYMENT_HEADER_CHARS,
 } from '../../payments/x402/headers';
 import type { PaymentPayload } from '../../payments/x402/types';
+import { PAYMENT_SCHEMES } from '../../payments/chains/registry';
 
 const evmPayment: PaymentPayload = {
   x402Version: 1,
@@ -45,14 +46,14 @@ describe('X-PAYMENT', () => {
       const header = encodePaymentHeader(payment);
       expect(header).toMatch(/^[A-Za-z0-9+/]+=*$/);
       expect(JSON.parse(Buffer.from(header, 'base64').toString('utf8'))).toEqual(payment);
-      expect(decodePaymentHeader(header)).toEqual({ ok: true, value: payment });
+      expect(decodePaymentHeader(header, PAYMENT_SCHEMES)).toEqual({ ok: true, value: payment });
     }
   });
 
   it('accepts surrounding whitespace and unpadded base64', () => {
     const header = encodePaymentHeader(evmPayment);
-    expect(decodePaymentHeader(`  ${header}\t`)).toEqual({ ok: true, value: evmPayment });
-    expect(decodePaymentHeader(header.replace(/=+$/, ''))).toEqual({ ok: true, value: evmPayment });
+    expect(decodePaymentHeader(`  ${header}\t`, PAYMENT_SCHEMES)).toEqual({ ok: true, value: evmPayment });
+    expect(decodePaymentHeader(header.replace(/=+$/, ''), PAYMENT_SCHEMES)).toEqual({ ok: true, value: evmPayment });
   });
 
   it.each([
@@ -82,13 +83,17 @@ describe('X-PAYMENT', () => {
     [withAuthorization({ from: '0x1234' }), 'invalid_payload'],
     [withAuthorization({ to: undefined }), 'invalid_payload'],
   ])('refuses garbage %# without throwing: %s', (header, reason) => {
-    expect(decodePaymentHeader(header)).toMatchObject({ ok: false, reason, details: expect.any(String) });
+    expect(decodePaymentHeader(header, PAYMENT_SCHEMES)).toMatchObject({
+      ok: false,
+      reason,
+      details: expect.any(String),
+    });
   });
 
   it('never throws on random bytes', () => {
     for (let round = 0; round < 200; round++) {
       const bytes = Buffer.from(Array.from({ length: round }, (_, index) => (index * 7919 + round * 104729) % 256));
-      const decoded = decodePaymentHeader(bytes.toString('base64'));
+      const decoded = decodePaymentHeader(bytes.toString('base64'), PAYMENT_SCHEMES);
       expect(decoded.ok).toBe(false);
     }
   });

@@ -6,6 +6,7 @@ import { settleRequestBody } from '../../payments/incoming/facilitator';
 import { decodePaymentSignatureHeader } from '../../payments/x402/headers';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { requirementsToV2 } from '../../payments/x402/v2';
+import { PAYMENT_SCHEMES } from '../../payments/chains/registry';
 
 const base64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64');
 
@@ -45,7 +46,7 @@ const signature = (overrides: Record<string, unknown> = {}) =>
 
 describe('decodePaymentSignatureHeader', () => {
   it('reads a version 2 payment: accepted, payload, resource', () => {
-    expect(decodePaymentSignatureHeader(signature())).toEqual({
+    expect(decodePaymentSignatureHeader(signature(), PAYMENT_SCHEMES)).toEqual({
       ok: true,
       value: { x402Version: 2, resource: { url: offer.resource }, accepted, payload },
     });
@@ -74,7 +75,7 @@ describe('decodePaymentSignatureHeader', () => {
     ],
     ['a Solana payload on EVM', 'invalid_payload', signature({ payload: { transaction: 'AAAA' } })],
   ])('refuses %s (%s)', (_case, reason, header) => {
-    expect(decodePaymentSignatureHeader(header)).toMatchObject({ ok: false, reason });
+    expect(decodePaymentSignatureHeader(header, PAYMENT_SCHEMES)).toMatchObject({ ok: false, reason });
   });
 });
 

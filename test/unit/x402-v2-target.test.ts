@@ -8,8 +8,8 @@ import { verifyTypedData, type Address, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, it } from 'vitest';
 import type { NetworkSettings } from '../../payments/config';
-import type { Chains } from '../../payments/networks/index';
-import { createEvmChains, transferWithAuthorizationTypes } from '../../payments/networks/evm';
+import type { Chains } from '../../payments/chains/index';
+import { createEvmChains, transferWithAuthorizationTypes } from '../../payments/chains/evm';
 import { buildTargetRequest } from '../../payments/outbound/index';
 import { decidePayment, paymentRequiredOf } from '../../payments/outgoing/call';
 import { reportedSettlement, signTargetPayment, type TargetPayment } from '../../payments/outgoing/pay';
@@ -24,6 +24,7 @@ import {
 import { TARGET_X402_RESPONSE_HEADERS as V2_RESPONSE_HEADERS } from '../../payments/x402/v2';
 import { TARGET_X402_RESPONSE_HEADERS as OUTBOUND_RESPONSE_HEADERS } from '../../payments/outbound/headers';
 import { safeResponseHeaders } from '../../payments/outbound/index';
+import { PAYMENT_SCHEMES } from '../../payments/chains/registry';
 
 const TEST_KEY: Hex = '0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318';
 const SERVICE = privateKeyToAccount(TEST_KEY).address;
@@ -302,7 +303,7 @@ describe('the PAYMENT-SIGNATURE we build for a version 2 target', () => {
 
     const v1 = await payFor(response(402, {}, v1Body));
     expect(v1.x402Version).toBe(1);
-    expect(decodePaymentHeader(v1.header)).toMatchObject({
+    expect(decodePaymentHeader(v1.header, PAYMENT_SCHEMES)).toMatchObject({
       ok: true,
       value: { x402Version: 1, network: 'base-sepolia' },
     });

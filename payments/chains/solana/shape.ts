@@ -37,11 +37,11 @@ import {
   TOKEN_PROGRAM_ADDRESS,
   TokenInstruction,
 } from '@solana-program/token';
-import { USDC_DECIMALS, usdcAccountOf } from '../networks/svm';
-import { type ExactSvmPayload, type PaymentPayload, type PaymentRequirements } from '../x402/types';
-import { fail, ok, type Result } from '../result';
-import type { RelayLimits } from '../relayLimits';
-import type { VerifyFailureReason } from './types';
+import { USDC_DECIMALS, usdcAccountOf } from './transactions';
+import { type ExactSvmPayload, type PaymentPayload, type PaymentRequirements } from '../../x402/types';
+import { fail, ok, type Result } from '../../result';
+import type { RelayLimits } from '../../relayLimits';
+import type { VerifyFailureReason } from '../types';
 
 /** SPL Memo (the one x402's client uses) and its first version: both only log their data. */
 export const MEMO_PROGRAM_ADDRESS = 'MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr' as Address;

@@ -1,5 +1,5 @@
 /** What a failed EVM call says: the revert reason a contract gave, or a read's failure as a Result. */
-import { BaseError, decodeErrorResult, isHex, TimeoutError, type Hex } from 'viem';
+import { BaseError, decodeErrorResult, HttpRequestError, isHex, TimeoutError, type Hex } from 'viem';
 import { fail } from '../../result';
 
 export type ReadFailureReason = 'network_not_enabled' | 'invalid_argument' | 'rpc_timeout' | 'rpc_error';
@@ -58,4 +58,23 @@ export function readFailure(error: unknown): { ok: false; reason: ReadFailureRea
   const message =
     error instanceof BaseError ? error.shortMessage : error instanceof Error ? error.message : String(error);
   return fail('rpc_error', message);
+}
+
+/** Whether a failed call never reached an answer: the node timed out or could not be reached. */
+export function isRpcUnavailable(error: unknown): boolean {
+  if (!(error instanceof BaseError)) return false;
+  return error.walk((cause) => cause instanceof TimeoutError || cause instanceof HttpRequestError) !== null;
+}
+
+export function rpcUnavailable(error: unknown): { ok: false; reason: 'rpc_unavailable'; details: string } {
+  const message =
+    error instanceof BaseError ? error.shortMessage : error instanceof Error ? error.message : String(error);
+  return fail('rpc_unavailable', message);
+}
+
+/** A dry run that reverted: the contract's own reason when the node returned one (the payer can act on it). */
+export function simulationFailed(error: unknown): { ok: false; reason: 'simulation_failed'; details: string } {
+  const reason = revertReason(error);
+  if (reason !== undefined) return fail('simulation_failed', `the transfer reverts: ${reason}`);
+  return fail('simulation_failed', error instanceof BaseError ? error.shortMessage : String(error));
 }

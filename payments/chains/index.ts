@@ -1,14 +1,16 @@
 /**
- * The registry of the networks this service runs on, built once from Config: which enabled
- * networks are EVM and which Solana, their clients, and our wallet's address on each. Handlers and
+ * The chains this service runs on, built once from Config: the enabled networks, the clients of
+ * each family (EVM, Solana), and our wallet's address on each. What a family does with them is in
+ * its folder, found through registry.ts. Handlers and
  * jobs receive it as a plain dependency; nothing here is a module-level singleton.
  */
 import type { Config, NetworkSettings } from '../config';
 import type { PaymentChoice } from '../x402/choose';
-import { type PaymentPayload } from '../x402/types';
-import { fail, ok, type Result } from '../result';
+import { fail, type Result } from '../result';
+import type { PreparedPayment } from './family';
+import { FAMILIES } from './registry';
 import { createEvmChains, type EvmChains, type EvmOptions, type SignFailureReason } from './evm';
-import { createSvmChains, type BuildFailureReason, type SvmChains, type SvmOptions } from './svm';
+import { createSvmChains, type BuildFailureReason, type SvmChains, type SvmOptions } from './solana';
 import { canonicalNetwork, NETWORK_TABLE, type ChainType, type NetworkClass, type NetworkName } from '../networkTable';
 
 export interface ChainNetwork {
@@ -41,16 +43,7 @@ export interface Chains {
   close(): Promise<void>;
 }
 
-export interface PreparedPayment {
-  network: NetworkName;
-  payment: PaymentPayload;
-  header: string;
-  payer: string;
-  /** EVM: the authorization nonce, the idempotency key of this payment. Solana: our signature. */
-  reference: string;
-  /** EVM: validBefore (unix seconds). Solana: the last block height at which the transaction can land. */
-  expiresAt: { unixSeconds: bigint } | { blockHeight: bigint };
-}
+export type { PreparedPayment } from './family';
 
 export async function createChains(
   config: Pick<Config, 'networks' | 'evmPrivateKey' | 'solanaPrivateKey'>,
@@ -67,7 +60,7 @@ export async function createChains(
       chainId: entry.chainId,
       usdc: settings.usdc,
       rpcUrl: settings.rpcUrl,
-      serviceAddress: entry.chainType === 'evm' ? evm.account?.address : svm.signer?.address,
+      serviceAddress: FAMILIES[entry.chainType].serviceAddress({ evm, svm }),
     };
   });
   const byName = new Map(networks.map((network) => [network.name, network] as const));
@@ -87,43 +80,20 @@ export async function createChains(
     choice: PaymentChoice,
     { now, nonce }: { now: Date; nonce?: `0x${string}` },
   ): Promise<Result<PreparedPayment, SignFailureReason | BuildFailureReason>> {
-    switch (choice.chainType) {
-      case 'evm': {
-        const signed = await evm.signTransferAuthorization(choice.requirements, { now, nonce });
-        if (!signed.ok) return signed;
-        const { network, payment, header, authorization } = signed.value;
-        return ok({
-          network,
-          payment,
-          header,
-          payer: authorization.from,
-          reference: authorization.nonce,
-          expiresAt: { unixSeconds: authorization.validBefore },
-        });
-      }
-      case 'solana': {
-        const built = await svm.buildExactPayment(choice.requirements);
-        if (!built.ok) return built;
-        const { network, payment, header, payer, payerSignature, lastValidBlockHeight } = built.value;
-        return ok({
-          network,
-          payment,
-          header,
-          payer,
-          reference: payerSignature,
-          expiresAt: { blockHeight: lastValidBlockHeight },
-        });
-      }
-      default:
-        // A choice is plain data a caller may have built itself: its chain type is checked, not trusted.
-        return fail('invalid_requirements', `unknown chain type of ${choice.network}`);
-    }
+    // A choice is plain data a caller may have built itself: its chain type is checked, not trusted.
+    const family = Object.hasOwn(FAMILIES, choice.chainType) ? FAMILIES[choice.chainType] : undefined;
+    if (family === undefined) return fail('invalid_requirements', `unknown chain type of ${choice.network}`);
+    return (await family.signPayment(chains, choice, { now, ...(nonce === undefined ? {} : { nonce }) })) as Result<
+      PreparedPayment,
+      SignFailureReason | BuildFailureReason
+    >;
   }
 
   // viem's http transport and kit's RPC hold no sockets of their own between requests.
   const close = async () => {};
 
-  return { networks, evm, svm, network, payingNetworks, createPayment, close };
+  const chains: Chains = { networks, evm, svm, network, payingNetworks, createPayment, close };
+  return chains;
 }
 
 export type { EvmChains, SvmChains };

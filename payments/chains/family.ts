@@ -1,0 +1,168 @@
+/**
+ * What a chain family does for the flows (docs/architecture.md section 1, "The registry"): one
+ * object per family (chains/evm/family.ts, chains/solana/family.ts), found by a network's row in
+ * the network table, never by a branch in the flow. The flows own their records; a family is
+ * handed a record's facts and the writes it may make (SettlementRecord, RefundRecord) and does the
+ * chain's part between them.
+ */
+import type { ChainType, NetworkName } from '../networkTable';
+import type { Result } from '../result';
+import type { PaymentChoice } from '../x402/choose';
+import type { PaymentPayload, PaymentRequirements } from '../x402/types';
+import type { WalletBalances } from './balances';
+import type { Chains } from './index';
+import type {
+  ChainDeps,
+  ChainReading,
+  RefundFailureReason,
+  SettleFailureReason,
+  SignedTargetPayment,
+  VerifiedClientPayment,
+  VerifyFailureReason,
+} from './types';
+
+/** A client's payment recorded for settling, as the settling flow hands it to the family of its network. */
+export interface SettlementRecord<Outcome> {
+  id: bigint;
+  network: NetworkName;
+  asset: string;
+  payment: PaymentPayload;
+  requirements: PaymentRequirements;
+  /** Our or the facilitator's transaction, once known; its signed bytes when we signed it (EVM). */
+  txHash: string | null;
+  rawTx: string | null;
+  /** Whether a facilitator settles it (then, without its answer, we may not know the transaction). */
+  viaFacilitator: boolean;
+  /** Every check again, right before the money moves (the signature was verified on admission). */
+  reverify(deps: Pick<ChainDeps, 'chains' | 'clock' | 'relayLimits'>): Promise<Result<unknown, VerifyFailureReason>>;
+  /** Stores the transaction before it is broadcast; false when the record moved on without us. */
+  storeTransaction(signed: { hash: string; raw?: string }): Promise<boolean>;
+  /** Stores a transaction signed again in place of `refused`, which can never be mined. */
+  replaceTransaction(refused: string, signed: { hash: string; raw: string }): Promise<boolean>;
+  settled(txHash: string): Promise<Outcome>;
+  failed(reason: SettleFailureReason, details: string): Promise<Outcome>;
+  pending(txHash: string | null): Outcome;
+  /** What the record says now, for a caller that could not act on it. */
+  asRecorded(): Promise<Outcome>;
+  /** Reads the chain once for this record (the record read anew). */
+  reconcile(): Promise<Outcome>;
+}
+
+/** A pending refund, as the refund flow hands it to the family of its network. */
+export interface RefundRecord<Outcome> {
+  network: NetworkName;
+  asset: string;
+  recipient: string;
+  /** In the asset's atomic units. */
+  amount: bigint;
+  relayTransactionId: bigint;
+  txHash: string | null;
+  /** Solana: the blockhash the refund was signed with. */
+  blockhash: string | null;
+  /** EVM: the signed bytes, to send again. */
+  rawTx: string | null;
+  /** Pending for long enough that a refund the chain does not know is given up. */
+  stale: boolean;
+  storeTransaction(hash: string, stored: { blockhash?: string; raw?: string }): Promise<boolean>;
+  replaceTransaction(refused: string, signed: { hash: string; raw: string }): Promise<boolean>;
+  confirmed(txHash: string): Promise<Outcome>;
+  failed(reason: RefundFailureReason, details: string): Promise<Outcome>;
+  pending(txHash: string | null): Outcome;
+  asRecorded(): Promise<Outcome>;
+}
+
+/** Our payment to a target, signed: the header and what the chain is read for afterwards. */
+export interface PreparedPayment {
+  network: NetworkName;
+  payment: PaymentPayload;
+  header: string;
+  payer: string;
+  /** EVM: the authorization nonce, the idempotency key of this payment. Solana: our signature. */
+  reference: string;
+  /** EVM: validBefore (unix seconds). Solana: the last block height at which the transaction can land. */
+  expiresAt: { unixSeconds: bigint } | { blockHeight: bigint };
+}
+
+export interface SigningOptions {
+  now: Date;
+  /** The authorization nonce recorded beforehand, where the family signs one (EVM). */
+  nonce?: `0x${string}`;
+}
+
+export type VerifyOptions = { minValiditySeconds?: number; signatureVerified?: boolean };
+
+/**
+ * One chain family. Its methods take the service's chains (our clients and wallet on each
+ * network) as a dependency: the family object itself holds nothing and is shared (registry.ts).
+ */
+export interface ChainFamily {
+  readonly name: ChainType;
+  /**
+   * Whether a facilitator that settles a payment to us also pays its fees (Solana: it co-signs as
+   * fee payer, so our offer names its fee payer, and is left out when it names none).
+   */
+  readonly facilitatorPaysFees: boolean;
+  /** Our wallet's address on this family's networks; undefined when its key is not configured. */
+  serviceAddress(chains: Pick<Chains, 'evm' | 'svm'>): string | undefined;
+  /** The `extra` of our offer: EVM the token's EIP-712 name and version, Solana the fee payer. */
+  offerExtra(network: NetworkName, feePayer: string): Record<string, unknown>;
+  /** Every check of a client's payment against the entry of our 402 it names. */
+  verifyPayment(
+    payment: PaymentPayload,
+    offered: PaymentRequirements,
+    network: NetworkName,
+    deps: Pick<ChainDeps, 'chains' | 'clock' | 'relayLimits'>,
+    options: VerifyOptions,
+  ): Promise<Result<VerifiedClientPayment, VerifyFailureReason>>;
+  /**
+   * Before a facilitator settles a payment verified a moment ago in the same request: what must
+   * still hold (EVM: the time left), or every check again where nothing cheaper is enough.
+   */
+  recheckBeforeFacilitator<O>(
+    record: SettlementRecord<O>,
+    deps: Pick<ChainDeps, 'chains' | 'clock' | 'relayLimits'>,
+  ): Promise<Result<unknown, VerifyFailureReason>>;
+  /** Settles with our wallet: submits, stores the transaction first, waits a bounded time. */
+  settleDirectly<O>(
+    record: SettlementRecord<O>,
+    deps: Pick<ChainDeps, 'chains' | 'clock' | 'relayLimits' | 'submissions'>,
+  ): Promise<O>;
+  /** A facilitator said it settled in `txHash`: our node's view of it, bounded (undefined: the chain decides). */
+  followFacilitatorSettlement<O>(
+    record: SettlementRecord<O>,
+    txHash: string,
+    deps: Pick<ChainDeps, 'chains' | 'relayLimits'>,
+  ): Promise<O | undefined>;
+  /** Reads the chain once for a record left settling; concludes when the outcome is certain. */
+  reconcileSettlement<O>(record: SettlementRecord<O>, deps: ReconcileDeps): Promise<O>;
+  /** Sends a pending refund (signed and stored before its broadcast) and waits a bounded time. */
+  sendRefund<O>(refund: RefundRecord<O>, deps: Pick<ChainDeps, 'chains' | 'submissions' | 'relayLimits'>): Promise<O>;
+  /** Reads the chain once for a pending refund that has a transaction. */
+  reconcileRefund<O>(refund: RefundRecord<O>, deps: Pick<ChainDeps, 'chains' | 'relayLimits'>): Promise<O>;
+  /** Why our wallet cannot pay `choice` now, where the family reads it before signing. */
+  walletShortage(
+    deps: { chains: Chains; balances: WalletBalances },
+    choice: PaymentChoice,
+    nowMs: number,
+  ): Promise<{ reason: string; details: string } | undefined>;
+  /** Our payment for a target's requirement, signed (not sent). */
+  signPayment(chains: Chains, choice: PaymentChoice, options: SigningOptions): Promise<Result<PreparedPayment, string>>;
+  /** How a payment's reference (PreparedPayment.reference) is recorded: an authorization nonce or our signature. */
+  referenceFields(reference: string | null): Pick<SignedTargetPayment, 'nonce' | 'payerSignature'>;
+  /** What the chain says about a payment we signed for a target. */
+  readOurPayment(
+    chains: Chains,
+    network: NetworkName,
+    payment: SignedTargetPayment & { payer: string },
+    options: { now: Date; reportedTxHash?: string },
+  ): Promise<ChainReading>;
+  /** Resolves when the network's RPC answers within `timeoutMs`; rejects with the reason otherwise. */
+  checkReachable(chains: Chains, network: NetworkName, timeoutMs: number): Promise<void>;
+}
+
+/**
+ * What reconciling uses; with the submission queue and a clock (the jobs have both) it can also
+ * sign a lost settlement again when its nonce went to another transaction of ours.
+ */
+export type ReconcileDeps = Pick<ChainDeps, 'chains' | 'relayLimits'> &
+  Partial<Pick<ChainDeps, 'submissions' | 'clock'>>;

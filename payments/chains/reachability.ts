@@ -1,0 +1,59 @@
+/**
+ * Whether an enabled network's JSON-RPC endpoint answers now, within a short bound: the readiness
+ * probe asks it of every enabled network, through the family of each (EVM: the latest block number;
+ * Solana: the current slot).
+ */
+import type { Chains } from './index';
+import { familyOf } from './registry';
+import type { NetworkName } from '../networkTable';
+
+/**
+ * The reason of a failed check without the endpoint's URL (API keys often live in it) or the
+ * request: viem's short message and details, kit's error name, or the error class.
+ */
+function reasonOf(error: unknown): string {
+  if (!(error instanceof Error)) return 'the RPC request failed';
+  if (error.name === 'TimeoutError' || error.name === 'AbortError') return error.message;
+  const { shortMessage, details } = error as Error & { shortMessage?: unknown; details?: unknown };
+  const parts = [shortMessage, details].filter(
+    (part): part is string => typeof part === 'string' && part.length > 0 && !part.includes('://'),
+  );
+  if (parts.length > 0) return parts.join(' ');
+  const code = (error as Error & { context?: { __code?: unknown } }).context?.__code;
+  return `${error.name}${typeof code === 'number' ? ` ${code}` : ''}`;
+}
+
+/** Resolves when the network's RPC answered within `timeoutMs`; rejects with the reason otherwise. */
+export async function checkRpcReachable(chains: Chains, network: NetworkName, timeoutMs: number): Promise<void> {
+  return familyOf(network).checkReachable(chains, network, timeoutMs);
+}
+
+/** A request raced against `timeoutMs`, whatever bound the request keeps itself (viem keeps a longer one). */
+export async function probe(request: () => Promise<unknown>, timeoutMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => {
+      const timeout = new Error(`no answer within ${timeoutMs} ms`);
+      timeout.name = 'TimeoutError';
+      reject(timeout);
+    }, timeoutMs);
+  });
+  try {
+    await Promise.race([request(), expired]);
+  } catch (error) {
+    throw new Error(reasonOf(error), { cause: error });
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A request that carries its own abort signal of `timeoutMs` (kit's RPC). */
+export async function abortableProbe(request: () => Promise<unknown>, timeoutMs: number): Promise<void> {
+  try {
+    await request();
+  } catch (error) {
+    if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError'))
+      throw new Error(`no answer within ${timeoutMs} ms`, { cause: error });
+    throw new Error(reasonOf(error), { cause: error });
+  }
+}

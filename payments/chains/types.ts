@@ -1,0 +1,132 @@
+/**
+ * What every chain family answers in: a client's payment as verified, the reasons one is refused,
+ * and the parts of the service's dependencies (Deps) the chain code uses. Here, not in
+ * payments/deps.ts, so that the chain code and Deps do not import each other.
+ */
+import type { Clock } from '../clock';
+import type { ChainType, NetworkName } from '../networkTable';
+import type { RelayLimits } from '../relayLimits';
+import type { PaymentPayload, PaymentRequirements } from '../x402/types';
+import type { Chains } from './index';
+import type { SubmissionQueue } from './submissions';
+
+/** The part of Deps the chain code reads: our chains, the clock, the bounds of each wait, the submission queue. */
+export interface ChainDeps {
+  chains: Chains;
+  clock: Clock;
+  relayLimits: RelayLimits;
+  submissions: SubmissionQueue;
+}
+
+/** Why an X-PAYMENT is refused. Everything but rpc_unavailable is the client's doing (a 400 or 402). */
+export type VerifyFailureReason =
+  | 'invalid_header'
+  | 'unsupported_version'
+  | 'invalid_scheme'
+  | 'network_not_offered'
+  /** A version 2 payment whose `accepted` is none of the entries we offered. */
+  | 'offer_mismatch'
+  /** The requirement we offered is not one we can be paid with (our configuration, not the client). */
+  | 'invalid_offer'
+  | 'wrong_recipient'
+  | 'wrong_amount'
+  | 'wrong_asset'
+  | 'expired'
+  | 'not_yet_valid'
+  | 'invalid_signature'
+  | 'nonce_already_used'
+  | 'insufficient_funds'
+  | 'invalid_transaction'
+  | 'wrong_fee_payer'
+  | 'fee_payer_in_instruction'
+  | 'compute_budget_too_high'
+  | 'simulation_failed'
+  /** A chain read failed or timed out: nothing is known about the payment; try again later. */
+  | 'rpc_unavailable';
+
+/** The replay guard of a payment: unique per (network, asset, nonceKey) in relay_transactions. */
+export interface IdempotencyKey {
+  network: NetworkName;
+  asset: string;
+  /** EVM: the authorization nonce (lowercase hex). Solana: the payer's signature of the transaction (base58). */
+  nonceKey: string;
+}
+
+export interface VerifiedClientPayment {
+  network: NetworkName;
+  chainType: ChainType;
+  /** EVM: authorization.from (checksummed). Solana: the transfer authority. */
+  payer: string;
+  payTo: string;
+  asset: string;
+  amountMicroUsdc: bigint;
+  idempotencyKey: IdempotencyKey;
+  /** The X-PAYMENT as decoded (its network name as the client wrote it). */
+  payment: PaymentPayload;
+  /** The entry of our 402 it matched. */
+  requirements: PaymentRequirements;
+  /** EVM: validBefore in unix seconds; the authorization cannot be settled from then on. */
+  validBefore?: bigint;
+}
+
+export function unixSeconds(clock: Clock): bigint {
+  return BigInt(Math.floor(clock.now().getTime() / 1000));
+}
+
+/** Why a client's payment was not settled. */
+export type SettleFailureReason =
+  | VerifyFailureReason
+  | 'not_found'
+  | 'no_wallet'
+  | 'network_not_enabled'
+  | 'submission_queue_full'
+  | 'facilitator_refused'
+  | 'broadcast_refused'
+  | 'transaction_reverted'
+  | 'transaction_failed'
+  | 'authorization_canceled';
+
+/** Why a refund was not made. */
+export type RefundFailureReason =
+  | 'not_found'
+  | 'not_refundable'
+  | 'no_wallet'
+  | 'network_not_enabled'
+  | 'destination_account_missing'
+  | 'insufficient_funds'
+  | 'simulation_failed'
+  | 'rpc_unavailable'
+  | 'submission_queue_full'
+  | 'broadcast_refused'
+  | 'transaction_reverted'
+  | 'transaction_failed'
+  | 'not_sent';
+
+/** What was recorded about one payment of ours to a target before it was sent. */
+export interface SignedTargetPayment {
+  /** Names the payment in messages (its row). */
+  label: string;
+  network: string;
+  /** Our wallet's address on that chain. */
+  payer: string | null;
+  /** EVM: the authorization nonce. */
+  nonce: string | null;
+  /** Solana: our signature in the transaction. */
+  payerSignature: string | null;
+  /** EVM: validBefore, unix seconds. */
+  validBefore: bigint | null;
+  /** Solana: the last block height at which the transaction can land. */
+  lastValidBlockHeight: bigint | null;
+  /** A transaction the target reported or we found earlier. */
+  txHash: string | null;
+}
+
+export type ChainReading =
+  /** On chain: the transfer happened. */
+  | { state: 'settled'; txHash?: string; details: string }
+  /** Never settled, and can no longer be. */
+  | { state: 'expired'; details: string }
+  /** Not settled yet, but may still be. `expiresAt`: when the payment stops being usable by the wall clock, where known. */
+  | { state: 'open'; details: string; expiresAt?: Date }
+  /** The chain could not be read; try again later. */
+  | { state: 'unknown'; details: string };

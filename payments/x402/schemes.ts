@@ -1,0 +1,41 @@
+/**
+ * The wire side of a payment scheme on a chain family, as x402 sees it: the payload a payment in
+ * it carries, and the scheme's own checks of a requirement we might pay. Defined here, implemented
+ * by each family (payments/chains/evm/exact.ts, payments/chains/solana/exact.ts) and looked up in
+ * the registry (payments/chains/registry.ts), as @x402/core's `register(network, scheme)` does:
+ * the functions of x402/ that need a scheme are given the lookup, and never branch on a family.
+ */
+import type { NetworkName } from '../networkTable';
+import type { Result } from '../result';
+import type { ExactEvmPayload, ExactSvmPayload, PaymentRequirements } from './types';
+
+/** A payload as a scheme's wire check returns it. */
+export type SchemePayload = ExactEvmPayload | ExactSvmPayload;
+
+export interface PaymentScheme {
+  /** The scheme's name on the wire ("exact"). */
+  readonly scheme: string;
+  /** The payload of a payment in this scheme, checked field by field (it is untrusted). */
+  checkPayload(payload: unknown): Result<SchemePayload, 'invalid_payload'>;
+  /** Whether a requirement's asset is the one configured for its network (as the family compares addresses). */
+  sameAsset(asset: string, configured: string): boolean;
+  /** Whether a payload (already decoded and checked) is of this scheme's shape. */
+  recognizes(payload: SchemePayload): boolean;
+  /**
+   * What names a payment for replay and idempotency: its payer when the payload says it (an EVM
+   * authorization's from, lowercase), and the payment itself (the authorization's nonce, or a hash
+   * of a Solana transaction).
+   */
+  replayIdentity(payload: SchemePayload): { payer: string | undefined; payment: string };
+  /** What is wrong with a requirement's payTo and extra for this scheme, or undefined. */
+  recipientProblem(
+    requirements: PaymentRequirements,
+  ): { reason: 'invalid_pay_to' | 'missing_fee_payer' | 'invalid_fee_payer'; details: string } | undefined;
+}
+
+/** Finds the scheme registered for a network (by its CAIP-2 id) and a scheme name. */
+export interface SchemeLookup {
+  scheme(network: NetworkName, scheme: string): PaymentScheme | undefined;
+  /** The scheme whose payloads have this one's shape. */
+  schemeOfPayload(payload: SchemePayload): PaymentScheme | undefined;
+}
