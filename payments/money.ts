@@ -66,3 +66,25 @@ export function percentToBasisPoints(percent: number): bigint {
     throw new RangeError(`percentage with more than 2 decimals: ${percent}`);
   return BigInt(basisPoints);
 }
+
+/** The decimals of micro-USDC, the unit of every amount inside the service (fees, credits, limits). */
+export const MICRO_DECIMALS = 6;
+
+/**
+ * An amount in an asset's atomic units, as micro-USDC (USD stablecoins count 1:1). Exact for an
+ * asset with 6 decimals or fewer; for more, a fraction of a micro-unit is dropped: the client is
+ * charged, and credited, never more than the asset amount is worth.
+ */
+export function assetToMicro(amount: bigint, decimals: number): bigint {
+  if (decimals >= MICRO_DECIMALS) return amount / 10n ** BigInt(decimals - MICRO_DECIMALS);
+  return amount * 10n ** BigInt(MICRO_DECIMALS - decimals);
+}
+
+/**
+ * micro-USDC in an asset's atomic units: what we ask a client to pay us in that asset. Exact for an
+ * asset with 6 decimals or more; for fewer, a fraction of an atomic unit is dropped, in the client's favour.
+ */
+export function microToAsset(micro: bigint, decimals: number): bigint {
+  if (decimals >= MICRO_DECIMALS) return micro * 10n ** BigInt(decimals - MICRO_DECIMALS);
+  return micro / 10n ** BigInt(MICRO_DECIMALS - decimals);
+}

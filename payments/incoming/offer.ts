@@ -8,6 +8,7 @@
 import type { Chains } from '../chains/index';
 import { familyOf } from '../chains/registry';
 import { NETWORK_NAMES, NETWORK_TABLE, type NetworkClass, type NetworkName } from '../networkTable';
+import { microToAsset } from '../money';
 import { type PaymentRequirements } from '../x402/types';
 import { fail, ok, type Result } from '../result';
 import { facilitatorFeePayer } from './facilitator';
@@ -38,7 +39,7 @@ export function relayRequirements(
   return ok({
     scheme: 'exact',
     network: network.name,
-    maxAmountRequired: options.amountMicroUsdc.toString(),
+    maxAmountRequired: microToAsset(options.amountMicroUsdc, NETWORK_TABLE[network.name].decimals).toString(),
     resource: options.resource,
     description: options.description ?? 'Relay payment',
     mimeType: options.mimeType ?? 'application/json',

@@ -10,7 +10,8 @@ import type { Db } from '../../db/index';
 import type { RefundRecord } from '../chains/family';
 import { familyOf } from '../chains/registry';
 import type { RefundFailureReason } from '../chains/types';
-import type { NetworkName } from '../networkTable';
+import { NETWORK_TABLE, type NetworkName } from '../networkTable';
+import { microToAsset } from '../money';
 import { moveRefund } from './refundStates';
 import {
   liveRefund,
@@ -192,7 +193,8 @@ function refundRecord(db: Db, refund: Refund, stale: boolean): RefundRecord<Refu
     network: refund.network as NetworkName,
     asset: refund.asset,
     recipient: refund.recipient,
-    amount: refund.amount_micro,
+    // What the client paid, in its asset's atomic units: our offers ask a whole number of micro-USDC.
+    amount: microToAsset(refund.amount_micro, NETWORK_TABLE[refund.network as NetworkName].decimals),
     relayTransactionId: refund.relay_transaction_id,
     txHash: refund.tx_hash,
     blockhash: refund.blockhash,

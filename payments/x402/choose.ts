@@ -7,6 +7,7 @@
  */
 import type { NetworkSettings } from '../config';
 import { canonicalNetwork, NETWORK_TABLE, type ChainType, type NetworkClass, type NetworkName } from '../networkTable';
+import { assetToMicro } from '../money';
 import type { OfferV2 } from './parse';
 import type { SchemeLookup } from './schemes';
 import { type PaymentRequirements } from './types';
@@ -119,8 +120,9 @@ function judgeRequirement(
 
   if (!DIGITS.test(requirements.maxAmountRequired))
     return refuse('invalid_amount', 'maxAmountRequired is not an integer');
-  const amountMicroUsdc = BigInt(requirements.maxAmountRequired);
-  if (amountMicroUsdc <= 0n) return refuse('invalid_amount', 'maxAmountRequired is zero');
+  // The target's price in its asset's atomic units, counted in micro-USDC by the asset's decimals.
+  const amountMicroUsdc = assetToMicro(BigInt(requirements.maxAmountRequired), NETWORK_TABLE[network].decimals);
+  if (amountMicroUsdc <= 0n) return refuse('invalid_amount', 'maxAmountRequired is zero (or under a micro-USDC)');
   if (amountMicroUsdc > options.maxAmountMicroUsdc) {
     return refuse(
       'amount_over_ceiling',

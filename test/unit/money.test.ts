@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import {
+  assetToMicro,
   formatUnits,
+  microToAsset,
   microToUsdc,
   mulDivCeil,
   parseUsdc,
@@ -76,5 +78,27 @@ describe('fees', () => {
     expect(proxyCredits(1_000_000n, 3).totalCredits).toBe(1_030n);
     expect(proxyCredits(1n, 3).totalCredits).toBe(1n);
     expect(proxyCredits(0n, 3).totalCredits).toBe(0n);
+  });
+});
+
+describe("an asset's atomic units and micro-USDC", () => {
+  it('are the same for a 6-decimal stablecoin', () => {
+    expect(assetToMicro(10_300n, 6)).toBe(10_300n);
+    expect(microToAsset(10_300n, 6)).toBe(10_300n);
+  });
+
+  it('convert by the decimals of an 18-decimal stablecoin, dropping what is under a micro-USDC', () => {
+    expect(microToAsset(10_300n, 18)).toBe(10_300_000_000_000_000n);
+    expect(assetToMicro(10_300_000_000_000_000n, 18)).toBe(10_300n);
+    // A price of 10,300.9 micro-USDC is charged 10,300: never more than it is worth.
+    expect(assetToMicro(10_300_900_000_000_000n, 18)).toBe(10_300n);
+    // Round trip of what we ask a client: exact.
+    expect(assetToMicro(microToAsset(123_456_789n, 18), 18)).toBe(123_456_789n);
+  });
+
+  it("convert by the decimals of a 2-decimal asset, in the client's favour", () => {
+    expect(assetToMicro(1_03n, 2)).toBe(1_030_000n);
+    // We ask 1.034999 USD: 1.03 in cents, not 1.04.
+    expect(microToAsset(1_034_999n, 2)).toBe(1_03n);
   });
 });

@@ -31,6 +31,7 @@ import {
   type Hex,
 } from 'viem';
 import { NETWORK_TABLE, type NetworkName } from '../../networkTable';
+import { assetToMicro } from '../../money';
 import { fail, ok, type Result } from '../../result';
 import { type ExactEvmPayload, type PaymentPayload, type PaymentRequirements } from '../../x402/types';
 import { unixSeconds, type ChainDeps as Deps, type VerifiedClientPayment, type VerifyFailureReason } from '../types';
@@ -179,7 +180,7 @@ export async function verifyEvmPayment(
     payer: authorization.from,
     payTo: authorization.to,
     asset: clients.usdc,
-    amountMicroUsdc: amount,
+    amountMicroUsdc: assetToMicro(amount, NETWORK_TABLE[network].decimals),
     idempotencyKey: { network, asset: clients.usdc, nonceKey: authorization.nonce },
     payment,
     requirements: offered,

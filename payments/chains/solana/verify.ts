@@ -18,7 +18,8 @@ import {
 } from '@solana/kit';
 import { AccountState, getTokenDecoder, getTokenSize, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
 import type { SvmNetworkClients } from './index';
-import type { NetworkName } from '../../networkTable';
+import { NETWORK_TABLE, type NetworkName } from '../../networkTable';
+import { assetToMicro } from '../../money';
 import { type PaymentPayload, type PaymentRequirements } from '../../x402/types';
 import { fail, ok, type Result } from '../../result';
 import { inspectSolanaPayment, type InspectedSolanaPayment } from './shape';
@@ -159,7 +160,7 @@ export async function verifySolanaPayment(
     payer: inspected.value.payer,
     payTo: offered.payTo,
     asset: clients.usdc,
-    amountMicroUsdc: inspected.value.amount,
+    amountMicroUsdc: assetToMicro(inspected.value.amount, NETWORK_TABLE[network].decimals),
     idempotencyKey: { network, asset: clients.usdc, nonceKey: inspected.value.payerSignature },
     payment,
     requirements: offered,
