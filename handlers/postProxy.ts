@@ -9,7 +9,7 @@ import {
   type EndedMoney,
 } from '../payments/idempotency';
 import { inProgressReply, keyReusedReply, pathWithFormat, runOnce, type RunAnswer } from './idempotency';
-import type { CallRequest, TargetResponse } from '../payments/outbound/index';
+import type { CallRequest, TargetResponse } from '../payments/http/index';
 import { proxyCall } from '../payments/proxy/call';
 import { errorReply, requireApiKey, unreachable } from './errors';
 import { callTimeoutMs, spendLimitReply, targetReply } from './targetReply';

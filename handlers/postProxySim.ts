@@ -1,5 +1,5 @@
 import type { Handler } from './types';
-import type { CallRequest } from '../payments/outbound/index';
+import type { CallRequest } from '../payments/http/index';
 import { simulateProxyCall } from '../payments/proxy/simulate';
 import { microToUsdc } from '../payments/money';
 import { errorReply, unreachable } from './errors';

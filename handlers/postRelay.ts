@@ -10,7 +10,7 @@ import {
 } from '../payments/idempotency';
 import { paymentIdentity, relayIdempotencyScope } from '../payments/relay/retries';
 import { inProgressReply, keyReusedReply, pathWithFormat, runOnce, type RunAnswer } from './idempotency';
-import type { CallRequest } from '../payments/outbound/index';
+import type { CallRequest } from '../payments/http/index';
 import { checkRelayPayment, relayCall, type RelayHeaders, type RelayOutcome } from '../payments/relay/call';
 import type { X402Version } from '../payments/x402/v2';
 import { errorReply, paymentRefusalCode, unreachable } from './errors';

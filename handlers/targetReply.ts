@@ -6,7 +6,7 @@
 import type { RawReply } from './types';
 import { errorReply } from './errors';
 import { microToUsdc } from '../payments/money';
-import { safeResponseHeaders, type TargetResponse } from '../payments/outbound/index';
+import { safeResponseHeaders, type TargetResponse } from '../payments/http/index';
 import { bodyValue } from '../payments/outgoing/index';
 
 /** X-TIMEOUT's ceiling (milliseconds), as the document declares it. */

@@ -11,7 +11,7 @@ import { chatCompletion, llmConfigured, type ChatMessage } from './llm';
 import { parseUsdc } from './money';
 import { settleableOffers } from './incoming/offer';
 import { sql } from 'kysely';
-import { followUpOpenPayment } from './incoming/followUp';
+import { followUpOpenPayment } from './incoming/openPayment';
 import { markDelivered, markSettleFailed, recordClientPayment } from './incoming/store';
 import { settleClientPayment, type SettleFailureReason } from './incoming/settle';
 import { refundClientPayment } from './incoming/refund';
@@ -75,7 +75,7 @@ export type ChatFollowUp =
  * between) -> refunded to the payer. Safe to repeat.
  */
 export async function followUpChatPayment(
-  deps: Pick<Deps, 'db' | 'chains' | 'submissions' | 'relayLimits'>,
+  deps: Pick<Deps, 'db' | 'chains' | 'submissions' | 'paymentBounds'>,
   relayTxId: bigint,
 ): Promise<ChatFollowUp> {
   const refund = async (): Promise<ChatFollowUp> => {
@@ -114,7 +114,7 @@ export async function openChatPayments(db: Db, now: Date, limit: number): Promis
 }
 
 export async function paidChat(
-  deps: Pick<Deps, 'db' | 'config' | 'chains' | 'clock' | 'submissions' | 'relayLimits'>,
+  deps: Pick<Deps, 'db' | 'config' | 'chains' | 'clock' | 'submissions' | 'paymentBounds'>,
   request: {
     /** X-Payment or PAYMENT-SIGNATURE as the request carried it, if it carried one. */
     payment: ClientPaymentHeader | undefined;

@@ -6,7 +6,7 @@
  * is plain data, passed to whoever needs it; nothing reads process.env after start.
  */
 import { CHAIN_FAMILIES, DEFAULT_NETWORK_NAMES, NETWORK_TABLE, type NetworkName, NETWORK_NAMES } from './networkTable';
-import { parseAllowHosts, type AllowHosts } from './outbound/index';
+import { parseAllowHosts, type AllowHosts } from './http/index';
 
 export interface NetworkSettings {
   name: NetworkName;

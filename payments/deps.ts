@@ -4,9 +4,9 @@ import type { ApiKeyCache } from './accounts';
 import type { Clock } from './clock';
 import type { Config } from './config';
 import type { Chains } from './chains/index';
-import type { Resolver, TargetConnections } from './outbound/index';
+import type { Resolver, TargetConnections } from './http/index';
 import type { SubmissionQueue } from './chains/submissions';
-import type { RelayLimits } from './relayLimits';
+import type { PaymentBounds } from './paymentBounds';
 import type { WalletBalances } from './chains/balances';
 import type { ClaimOwner } from './idempotency';
 
@@ -31,8 +31,8 @@ export interface Deps {
   connections: TargetConnections;
   /** Our wallet's USDC balance as last read, less what was signed since: spares a read per payment. */
   balances: WalletBalances;
-  /** Bounds of the waits of the relay's settlements and refunds (DEFAULT_RELAY_LIMITS). */
-  relayLimits: RelayLimits;
+  /** Bounds of the waits of the relay's settlements and refunds (DEFAULT_PAYMENT_BOUNDS). */
+  paymentBounds: PaymentBounds;
   /** Valid API keys held in memory while key changes are being announced (else every call reads the database). */
   apiKeyCache: ApiKeyCache;
   /** This process as the owner of the paid calls it claims (payments/idempotency.ts): its id and lease. */

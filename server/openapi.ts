@@ -17,7 +17,7 @@ import {
   givenBodyFields,
   HEADER_VALUE,
   TOKEN,
-} from '../payments/outbound/request';
+} from '../payments/http/request';
 
 const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
   addFormatsModule) as unknown as (ajv: Ajv) => Ajv;

@@ -21,9 +21,9 @@ import type { Deps } from '../payments/deps';
 import type { HandlerDeps } from '../handlers/deps';
 import { createChains } from '../payments/chains/index';
 import { checkRpcReachable } from '../payments/chains/reachability';
-import { systemResolver, TargetConnections, type Resolver } from '../payments/outbound/index';
+import { systemResolver, TargetConnections, type Resolver } from '../payments/http/index';
 import { advisoryKeyLock, SubmissionQueue } from '../payments/chains/submissions';
-import { DEFAULT_RELAY_LIMITS } from '../payments/relayLimits';
+import { DEFAULT_PAYMENT_BOUNDS } from '../payments/paymentBounds';
 import { renewIdempotencyLeases } from '../payments/idempotency';
 import { WalletBalances } from '../payments/chains/balances';
 import type { Config } from '../payments/config';
@@ -340,8 +340,8 @@ function assembleDeps({
     log,
     connections,
     balances: new WalletBalances(),
-    relayLimits: {
-      ...DEFAULT_RELAY_LIMITS,
+    paymentBounds: {
+      ...DEFAULT_PAYMENT_BOUNDS,
       rpcTimeoutMs: config.rpcTimeoutMs,
       // ASYNC_THRESHOLD_MS: how long a request waits for a confirmation before the watch goes on in a job.
       confirmationTimeoutMs: config.asyncThresholdMs,

@@ -34,7 +34,7 @@ export interface SettlementRecord<Outcome> {
   /** Whether a facilitator settles it (then, without its answer, we may not know the transaction). */
   viaFacilitator: boolean;
   /** Every check again, right before the money moves (the signature was verified on admission). */
-  reverify(deps: Pick<ChainDeps, 'chains' | 'clock' | 'relayLimits'>): Promise<Result<unknown, VerifyFailureReason>>;
+  reverify(deps: Pick<ChainDeps, 'chains' | 'clock' | 'paymentBounds'>): Promise<Result<unknown, VerifyFailureReason>>;
   /** Stores the transaction before it is broadcast; false when the record moved on without us. */
   storeTransaction(signed: { hash: string; raw?: string }): Promise<boolean>;
   /** Stores a transaction signed again in place of `refused`, which can never be mined. */
@@ -111,7 +111,7 @@ export interface ChainFamily {
     payment: PaymentPayload,
     offered: PaymentRequirements,
     network: NetworkName,
-    deps: Pick<ChainDeps, 'chains' | 'clock' | 'relayLimits'>,
+    deps: Pick<ChainDeps, 'chains' | 'clock' | 'paymentBounds'>,
     options: VerifyOptions,
   ): Promise<Result<VerifiedClientPayment, VerifyFailureReason>>;
   /**
@@ -120,25 +120,25 @@ export interface ChainFamily {
    */
   recheckBeforeFacilitator<O>(
     record: SettlementRecord<O>,
-    deps: Pick<ChainDeps, 'chains' | 'clock' | 'relayLimits'>,
+    deps: Pick<ChainDeps, 'chains' | 'clock' | 'paymentBounds'>,
   ): Promise<Result<unknown, VerifyFailureReason>>;
   /** Settles with our wallet: submits, stores the transaction first, waits a bounded time. */
   settleDirectly<O>(
     record: SettlementRecord<O>,
-    deps: Pick<ChainDeps, 'chains' | 'clock' | 'relayLimits' | 'submissions'>,
+    deps: Pick<ChainDeps, 'chains' | 'clock' | 'paymentBounds' | 'submissions'>,
   ): Promise<O>;
   /** A facilitator said it settled in `txHash`: our node's view of it, bounded (undefined: the chain decides). */
   followFacilitatorSettlement<O>(
     record: SettlementRecord<O>,
     txHash: string,
-    deps: Pick<ChainDeps, 'chains' | 'relayLimits'>,
+    deps: Pick<ChainDeps, 'chains' | 'paymentBounds'>,
   ): Promise<O | undefined>;
   /** Reads the chain once for a record left settling; concludes when the outcome is certain. */
   reconcileSettlement<O>(record: SettlementRecord<O>, deps: ReconcileDeps): Promise<O>;
   /** Sends a pending refund (signed and stored before its broadcast) and waits a bounded time. */
-  sendRefund<O>(refund: RefundRecord<O>, deps: Pick<ChainDeps, 'chains' | 'submissions' | 'relayLimits'>): Promise<O>;
+  sendRefund<O>(refund: RefundRecord<O>, deps: Pick<ChainDeps, 'chains' | 'submissions' | 'paymentBounds'>): Promise<O>;
   /** Reads the chain once for a pending refund that has a transaction. */
-  reconcileRefund<O>(refund: RefundRecord<O>, deps: Pick<ChainDeps, 'chains' | 'relayLimits'>): Promise<O>;
+  reconcileRefund<O>(refund: RefundRecord<O>, deps: Pick<ChainDeps, 'chains' | 'paymentBounds'>): Promise<O>;
   /** Why our wallet cannot pay `choice` now, where the family reads it before signing. */
   walletShortage(
     deps: { chains: Chains; balances: WalletBalances },
@@ -164,5 +164,5 @@ export interface ChainFamily {
  * What reconciling uses; with the submission queue and a clock (the jobs have both) it can also
  * sign a lost settlement again when its nonce went to another transaction of ours.
  */
-export type ReconcileDeps = Pick<ChainDeps, 'chains' | 'relayLimits'> &
+export type ReconcileDeps = Pick<ChainDeps, 'chains' | 'paymentBounds'> &
   Partial<Pick<ChainDeps, 'submissions' | 'clock'>>;

@@ -5,7 +5,7 @@
  */
 import type { Clock } from '../clock';
 import type { ChainType, NetworkName } from '../networkTable';
-import type { RelayLimits } from '../relayLimits';
+import type { PaymentBounds } from '../paymentBounds';
 import type { PaymentPayload, PaymentRequirements } from '../x402/types';
 import type { Chains } from './index';
 import type { SubmissionQueue } from './submissions';
@@ -14,7 +14,7 @@ import type { SubmissionQueue } from './submissions';
 export interface ChainDeps {
   chains: Chains;
   clock: Clock;
-  relayLimits: RelayLimits;
+  paymentBounds: PaymentBounds;
   submissions: SubmissionQueue;
 }
 

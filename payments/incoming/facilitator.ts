@@ -14,7 +14,7 @@
  * unknown, and the chain decides.
  */
 import type { OutgoingHttpHeaders } from 'node:http';
-import { keepAliveAgent, keepAliveExchange } from '../outbound/keepAlive';
+import { keepAliveAgent, keepAliveExchange } from '../http/keepAlive';
 import { canonicalNetwork, caip2Of, type NetworkName } from '../networkTable';
 import { isPlainObject } from '../x402/parse';
 import { X402_VERSION, type PaymentPayload, type PaymentRequirements } from '../x402/types';

@@ -61,7 +61,7 @@ function outcomeOf(refund: Refund, alreadyRequested: boolean): RefundOutcome {
 export async function refundClientPayment(
   db: Db,
   relayTxId: bigint,
-  deps: Pick<Deps, 'chains' | 'submissions' | 'relayLimits'>,
+  deps: Pick<Deps, 'chains' | 'submissions' | 'paymentBounds'>,
 ): Promise<RefundOutcome> {
   const existing = await liveRefund(db, relayTxId);
   if (existing) return outcomeOf(existing, true);
@@ -218,7 +218,7 @@ function refundRecord(db: Db, refund: Refund, stale: boolean): RefundRecord<Refu
 export async function reconcileRefund(
   db: Db,
   refundId: bigint,
-  deps: Pick<Deps, 'chains' | 'relayLimits' | 'clock'>,
+  deps: Pick<Deps, 'chains' | 'paymentBounds' | 'clock'>,
 ): Promise<RefundOutcome> {
   const refund = await refundById(db, refundId);
   if (!refund) return { refunded: false, reason: 'not_found', details: 'no such refund' };

@@ -36,7 +36,7 @@ export type SettlementOutcome =
   | { settled: false; pending?: undefined; reason: SettleFailureReason; details: string };
 
 /** What settling through a facilitator uses; the log, where given, hears why a facilitator did not settle. */
-type SettleDeps = Pick<Deps, 'chains' | 'clock' | 'relayLimits'> & Partial<Pick<Deps, 'log'>>;
+type SettleDeps = Pick<Deps, 'chains' | 'clock' | 'paymentBounds'> & Partial<Pick<Deps, 'log'>>;
 
 const pending = (txHash: string | null): SettlementOutcome => ({ settled: false, pending: true, txHash });
 
@@ -113,11 +113,11 @@ export async function settleClientPayment(
   return familyOf(claimed.network as NetworkName).settleDirectly(settlementRecord(db, claimed, deps), deps);
 }
 
-async function reverify(row: RelayTransaction, deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>) {
+async function reverify(row: RelayTransaction, deps: Pick<Deps, 'chains' | 'clock' | 'paymentBounds'>) {
   const { payment, requirements } = storedPayment(row);
   // The row holds only a payment whose signature was verified when it was admitted.
   return verifyPayment(payment, [requirements], deps, {
-    minValiditySeconds: deps.relayLimits.settleMarginSeconds,
+    minValiditySeconds: deps.paymentBounds.settleMarginSeconds,
     signatureVerified: true,
   });
 }
@@ -129,7 +129,7 @@ async function settleThroughFacilitator(
   facilitatorUrl: string,
   verifiedJustNow: boolean,
 ): Promise<SettlementOutcome> {
-  const limits = deps.relayLimits;
+  const limits = deps.paymentBounds;
   const family = familyOf(row.network as NetworkName);
   const record = settlementRecord(db, row, deps);
   const verified = verifiedJustNow ? await family.recheckBeforeFacilitator(record, deps) : await reverify(row, deps);

@@ -1,7 +1,7 @@
 /**
  * The receiving side of x402 in relay mode: what a verified client payment is and the failure
  * reasons callers act on (defined with the chains, payments/chains/types.ts), and the bounds of
- * each wait (Deps.relayLimits).
+ * each wait (Deps.paymentBounds).
  */
 export {
   unixSeconds,
@@ -9,4 +9,4 @@ export {
   type VerifiedClientPayment,
   type VerifyFailureReason,
 } from '../chains/types';
-export { DEFAULT_RELAY_LIMITS, type RelayLimits } from '../relayLimits';
+export { DEFAULT_PAYMENT_BOUNDS, type PaymentBounds } from '../paymentBounds';

@@ -31,7 +31,7 @@ const DECODE_REASONS: Record<PaymentHeaderFailureReason, VerifyFailureReason> = 
 export async function verifyClientPayment(
   header: unknown,
   offered: readonly PaymentRequirements[],
-  deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
+  deps: Pick<Deps, 'chains' | 'clock' | 'paymentBounds'>,
 ): Promise<Result<VerifiedClientPayment, VerifyFailureReason>> {
   if (typeof header !== 'string') return fail('invalid_header', 'header is missing');
   return verifyClientPaymentHeader({ version: 1, value: header }, offered, deps);
@@ -46,7 +46,7 @@ export function decodeFailureReason(reason: PaymentHeaderFailureReason): VerifyF
 export async function verifyClientPaymentHeader(
   header: ClientPaymentHeader,
   offered: readonly PaymentRequirements[],
-  deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
+  deps: Pick<Deps, 'chains' | 'clock' | 'paymentBounds'>,
 ): Promise<Result<VerifiedClientPayment, VerifyFailureReason>> {
   const decoded = decodeClientPayment(header);
   if (!decoded.ok) return fail(DECODE_REASONS[decoded.reason], decoded.details);
@@ -57,7 +57,7 @@ export async function verifyClientPaymentHeader(
 export async function verifyDecodedPayment(
   decoded: DecodedClientPayment,
   offered: readonly PaymentRequirements[],
-  deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
+  deps: Pick<Deps, 'chains' | 'clock' | 'paymentBounds'>,
 ): Promise<Result<VerifiedClientPayment, VerifyFailureReason>> {
   const matched = paymentForOffers(decoded, offered);
   if (!matched.ok) return matched;
@@ -73,7 +73,7 @@ export async function verifyDecodedPayment(
 export async function verifyPayment(
   payment: PaymentPayload,
   offered: readonly PaymentRequirements[],
-  deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
+  deps: Pick<Deps, 'chains' | 'clock' | 'paymentBounds'>,
   options: { minValiditySeconds?: number; signatureVerified?: boolean } = {},
 ): Promise<Result<VerifiedClientPayment, VerifyFailureReason>> {
   // A stored payment (reverify before settling) is database JSON read back as a PaymentPayload: the

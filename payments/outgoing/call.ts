@@ -13,7 +13,7 @@ import {
   type OutboundErrorCode,
   type TargetRequest,
   type TargetResponse,
-} from '../outbound/index';
+} from '../http/index';
 import { chooseRequirement, type PaymentChoice } from '../x402/choose';
 import { readTargetPaymentRequired, type OfferV2, type TargetPaymentRequired } from '../x402/parse';
 import { PAYMENT_REQUIRED_HEADER } from '../x402/v2';

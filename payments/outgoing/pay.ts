@@ -8,7 +8,7 @@
 import type { Deps } from '../deps';
 import type { PreparedPayment } from '../chains/index';
 import { familyOf } from '../chains/registry';
-import { buildTargetRequest, type CallRequest, type TargetRequest, type TargetResponse } from '../outbound/index';
+import { buildTargetRequest, type CallRequest, type TargetRequest, type TargetResponse } from '../http/index';
 import type { PaymentChoice } from '../x402/choose';
 import { decodePaymentResponseHeader } from '../x402/headers';
 import type { OfferV2 } from '../x402/parse';

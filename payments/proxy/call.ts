@@ -15,7 +15,7 @@ import type { ReservationRefusal, ReservationResult } from '../credits';
 import { proxyCredits } from '../fees';
 import { CREDITS_PER_USDC, formatUnits, MICRO_PER_CREDIT, parseUsdc } from '../money';
 import { randomNonce } from '../chains/evm';
-import { buildTargetRequest, type CallRequest, type OutboundError, type TargetResponse } from '../outbound/index';
+import { buildTargetRequest, type CallRequest, type OutboundError, type TargetResponse } from '../http/index';
 import {
   callBudget,
   callTarget,

@@ -6,7 +6,7 @@ import type { Deps } from '../deps';
 import { proxyCredits } from '../fees';
 import { parseUsdc } from '../money';
 import { canonicalNetwork } from '../networkTable';
-import { buildTargetRequest, type CallRequest } from '../outbound/index';
+import { buildTargetRequest, type CallRequest } from '../http/index';
 import type { PaymentRequirements } from '../x402/types';
 import { bodyValue, callBudget, callTarget, decidePayment, isClientError, paymentRequiredOf } from '../outgoing/index';
 

@@ -16,7 +16,7 @@ import { formatUnits, usdToMicro } from '../money';
 import { randomNonce } from '../chains/evm';
 import type { Chains } from '../chains/index';
 import { NETWORK_TABLE, type NetworkClass } from '../networkTable';
-import type { CallRequest, TargetResponse } from '../outbound/index';
+import type { CallRequest, TargetResponse } from '../http/index';
 import {
   callBudget,
   readPaymentOnChain,
@@ -110,7 +110,7 @@ export async function relayCall(
     | 'log'
     | 'connections'
     | 'balances'
-    | 'relayLimits'
+    | 'paymentBounds'
   >,
   input: RelayCall,
 ): Promise<RelayOutcome> {
@@ -218,7 +218,7 @@ export async function relayCall(
  * would answer. Nothing is recorded, counted or settled.
  */
 export async function checkRelayPayment(
-  deps: Pick<Deps, 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances' | 'relayLimits'>,
+  deps: Pick<Deps, 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances' | 'paymentBounds'>,
   input: RelayCall,
 ): Promise<RelayOutcome | undefined> {
   if (input.payment === undefined) return { kind: 'bad_request', details: 'a payment is required' };

@@ -9,7 +9,7 @@ import { relayFee, type RelayFee } from '../fees';
 import { usdToMicro } from '../money';
 import type { Chains } from '../chains/index';
 import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../networkTable';
-import { buildTargetRequest, type CallRequest, type TargetResponse } from '../outbound/index';
+import { buildTargetRequest, type CallRequest, type TargetResponse } from '../http/index';
 import { callTarget, decidePayment, isClientError, paymentRequiredOf, type CallBudget } from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
 import type { PaymentRequirements } from '../x402/types';

@@ -7,7 +7,7 @@ import { startPeers, type Peers } from '../../devnet/index';
 import { systemClock } from '../../payments/clock';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import { createChains, type Chains } from '../../payments/chains/index';
-import { DEFAULT_RELAY_LIMITS, relayRequirements, verifyClientPayment } from '../../payments/incoming/index';
+import { DEFAULT_PAYMENT_BOUNDS, relayRequirements, verifyClientPayment } from '../../payments/incoming/index';
 
 const nowSeconds = () => BigInt(Math.floor(Date.now() / 1000));
 const idle = (seconds: number) => new Promise((resolve) => setTimeout(resolve, seconds * 1000));
@@ -48,7 +48,7 @@ describe.concurrent('an idle local chain', () => {
       const verified = await verifyClientPayment(header, [offer.value], {
         chains,
         clock: systemClock,
-        relayLimits: DEFAULT_RELAY_LIMITS,
+        paymentBounds: DEFAULT_PAYMENT_BOUNDS,
       });
       expect(verified).toMatchObject({ ok: true, value: { network, amountMicroUsdc: 10_300n } });
     },

@@ -21,7 +21,7 @@ import {
   settleClientPayment,
 } from '../../payments/incoming/index';
 import { createChains, type Chains } from '../../payments/chains/index';
-import { followUpRefund } from '../../payments/relay/followUp';
+import { followUpRefund } from '../../payments/relay/finish';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import { recordedRelayPayment, settlingOn, type Settling } from '../support/chains';
 import { createTestDatabase, type TestDatabase } from '../support/database';
@@ -67,7 +67,7 @@ beforeAll(async () => {
   database = await createTestDatabase();
   db = database.handle.db;
   ({ direct } = settlingOn(chains, peers.facilitator.url));
-  direct = { ...direct, relayLimits: { ...direct.relayLimits, confirmationTimeoutMs: 1_000 } };
+  direct = { ...direct, paymentBounds: { ...direct.paymentBounds, confirmationTimeoutMs: 1_000 } };
 });
 
 afterAll(async () => {

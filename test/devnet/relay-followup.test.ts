@@ -12,7 +12,7 @@ import { spentOn } from '../../payments/limits';
 import type { Chains } from '../../payments/chains/index';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import { admitClientPayment } from '../../payments/relay/admit';
-import { followUpRefund, followUpRelay, MAX_REFUND_ATTEMPTS } from '../../payments/relay/followUp';
+import { followUpRefund, followUpRelay, MAX_REFUND_ATTEMPTS } from '../../payments/relay/finish';
 import { scheduleRefund, targetPaymentOf, watchTargetPayment } from '../../payments/relay/outcome';
 import { IN_PROCESS_ONLY, SubmissionQueue } from '../../payments/chains/submissions';
 import {
@@ -22,7 +22,7 @@ import {
   recordClientPayment,
   recordTargetPayment,
 } from '../../payments/incoming/store';
-import { DEFAULT_RELAY_LIMITS, relayRequirements, verifyClientPayment } from '../../payments/incoming/index';
+import { DEFAULT_PAYMENT_BOUNDS, relayRequirements, verifyClientPayment } from '../../payments/incoming/index';
 import {
   decidePayment,
   paymentRequiredOf,
@@ -44,7 +44,7 @@ let peers: Peers;
 let chains: Chains;
 let database: TestDatabase;
 let db: Db;
-let deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'submissions' | 'config' | 'relayLimits' | 'balances'>;
+let deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'submissions' | 'config' | 'paymentBounds' | 'balances'>;
 
 beforeAll(async () => {
   peers = await startPeers({ networks: ['base-sepolia', 'solana-devnet'] });
@@ -57,7 +57,7 @@ beforeAll(async () => {
     clock: { now: () => new Date() },
     submissions: new SubmissionQueue(IN_PROCESS_ONLY),
     config: loadConfig({ RELAY_ABANDONED_AFTER_MS: String(ABANDONED_AFTER_MS) }),
-    relayLimits: DEFAULT_RELAY_LIMITS,
+    paymentBounds: DEFAULT_PAYMENT_BOUNDS,
     balances: new WalletBalances(),
   };
 });

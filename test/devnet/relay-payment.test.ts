@@ -17,7 +17,7 @@ import {
   relayRequirements,
   settleClientPayment,
   verifyClientPayment,
-  DEFAULT_RELAY_LIMITS,
+  DEFAULT_PAYMENT_BOUNDS,
   type VerifiedClientPayment,
 } from '../../payments/incoming/index';
 import { claimSettlement } from '../../payments/incoming/store';
@@ -288,7 +288,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     const row = await recorded(network, header);
     const impatient: Settling = {
       ...direct,
-      relayLimits: { ...DEFAULT_RELAY_LIMITS, confirmationTimeoutMs: 1, confirmationPollMs: 1_000 },
+      paymentBounds: { ...DEFAULT_PAYMENT_BOUNDS, confirmationTimeoutMs: 1, confirmationPollMs: 1_000 },
     };
 
     // The chain holds the settlement in its mempool, so its receipt cannot arrive within the wait.
@@ -417,7 +417,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ settled: true });
     const impatient: Settling = {
       ...direct,
-      relayLimits: { ...DEFAULT_RELAY_LIMITS, confirmationTimeoutMs: 1, confirmationPollMs: 1_000 },
+      paymentBounds: { ...DEFAULT_PAYMENT_BOUNDS, confirmationTimeoutMs: 1, confirmationPollMs: 1_000 },
     };
     // The chain holds the refund in its mempool, so its receipt cannot arrive within the wait.
     const refund = await withMempoolHeld(network, async () => {

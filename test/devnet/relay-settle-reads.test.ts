@@ -67,7 +67,7 @@ describe('settling through the facilitator', () => {
   });
 
   it('a payment verified just now but too close to its expiry is refused before the facilitator', async () => {
-    const row = await recordedPayment(viaFacilitator.relayLimits.settleMarginSeconds - 1);
+    const row = await recordedPayment(viaFacilitator.paymentBounds.settleMarginSeconds - 1);
     sent.length = 0;
     const outcome = await settleClientPayment(db, row.id, viaFacilitator, { verifiedJustNow: true });
     expect(outcome).toMatchObject({ settled: false, reason: 'expired' });

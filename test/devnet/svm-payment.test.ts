@@ -38,7 +38,7 @@ import {
   MEMO_PROGRAM_ADDRESS,
   MEMO_V1_PROGRAM_ADDRESS,
 } from '../../payments/chains/solana/shape';
-import { DEFAULT_RELAY_LIMITS } from '../../payments/incoming/types';
+import { DEFAULT_PAYMENT_BOUNDS } from '../../payments/incoming/types';
 import type { PaymentPayload, PaymentRequirements } from '../../payments/x402/types';
 import { createSvmFacilitator } from '../../devnet/facilitator/svm';
 import { createSolanaPayment, memoInstruction, type SolanaPaymentOverrides } from '../../devnet/svm/payment-client';
@@ -318,7 +318,7 @@ describe('payments from clients: the shapes we accept and refuse', () => {
     const programs = instructions.map((instruction) => instruction.programAddress);
     return { version: compiled.version, programs };
   }
-  const inspect = (payment: PaymentPayload) => inspectSolanaPayment(payment, offered(), MINT, DEFAULT_RELAY_LIMITS);
+  const inspect = (payment: PaymentPayload) => inspectSolanaPayment(payment, offered(), MINT, DEFAULT_PAYMENT_BOUNDS);
   const BUDGET = COMPUTE_BUDGET_PROGRAM_ADDRESS;
   const TOKEN = TOKEN_PROGRAM_ADDRESS;
 

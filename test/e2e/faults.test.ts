@@ -14,7 +14,7 @@
 // after 2 s, the relay's request is presumed gone after 5 s, authorizations for targets last 10 s.
 // The RPC timeout is the RPC_TIMEOUT_MS setting (1.5 s here), the wait for a receipt
 // ASYNC_THRESHOLD_MS (3 s); the facilitator's wait, which has no setting, is shortened by replacing
-// deps.relayLimits: the handlers and the in-process worker read it from the one deps object at each use.
+// deps.paymentBounds: the handlers and the in-process worker read it from the one deps object at each use.
 import { parseAbi, type Address, type Hex } from 'viem';
 import pg from 'pg';
 import { pino } from 'pino';
@@ -112,10 +112,10 @@ function serviceEnv(): Record<string, string> {
 
 function shortenWaits(t: TestService): void {
   expect(t.config.rpcTimeoutMs).toBe(RPC_TIMEOUT_MS);
-  expect(t.service.deps.relayLimits.rpcTimeoutMs).toBe(RPC_TIMEOUT_MS);
-  expect(t.service.deps.relayLimits.confirmationTimeoutMs).toBe(CONFIRMATION_WAIT_MS);
-  t.service.deps.relayLimits = {
-    ...t.service.deps.relayLimits,
+  expect(t.service.deps.paymentBounds.rpcTimeoutMs).toBe(RPC_TIMEOUT_MS);
+  expect(t.service.deps.paymentBounds.confirmationTimeoutMs).toBe(CONFIRMATION_WAIT_MS);
+  t.service.deps.paymentBounds = {
+    ...t.service.deps.paymentBounds,
     facilitatorTimeoutMs: PEER_TIMEOUT_MS,
     confirmationPollMs: 100,
   };

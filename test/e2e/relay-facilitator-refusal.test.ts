@@ -91,7 +91,7 @@ describe('a facilitator answering success: false', () => {
     expect(webhookId).toMatch(/^[0-9a-f-]{36}$/);
     expect(moved).toBe(0n);
     // Not the 30 s a settled payment's receipt is waited for: the chain was read once.
-    expect(elapsedMs).toBeLessThan(t.service.deps.relayLimits.confirmationTimeoutMs);
+    expect(elapsedMs).toBeLessThan(t.service.deps.paymentBounds.confirmationTimeoutMs);
     // The named transaction is kept: the watch job reads the chain for it and for the authorization.
     const [row] = (await relayRows(t.database.handle.db)).slice(-1);
     expect(row).toMatchObject({ state: 'settling', client_tx_hash: elsewhere });

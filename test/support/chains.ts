@@ -3,7 +3,7 @@ import { systemClock } from '../../payments/clock';
 import { loadConfig } from '../../payments/config';
 import type { Deps } from '../../payments/deps';
 import {
-  DEFAULT_RELAY_LIMITS,
+  DEFAULT_PAYMENT_BOUNDS,
   IN_PROCESS_ONLY,
   recordClientPayment,
   relayRequirements,
@@ -30,7 +30,7 @@ export function createPeerChains(peers: Peers, networks: readonly NetworkName[])
 }
 
 /** What settling, reconciling and refunding a client's payment use. */
-export type Settling = Pick<Deps, 'chains' | 'clock' | 'submissions' | 'relayLimits' | 'config'>;
+export type Settling = Pick<Deps, 'chains' | 'clock' | 'submissions' | 'paymentBounds' | 'config'>;
 
 /**
  * Settling on `chains` directly (our wallet submits, confirmations polled every 20 ms for at most
@@ -41,7 +41,7 @@ export function settlingOn(chains: Chains, facilitatorUrl: string): { direct: Se
     chains,
     clock: systemClock,
     submissions: new SubmissionQueue(IN_PROCESS_ONLY),
-    relayLimits: { ...DEFAULT_RELAY_LIMITS, confirmationTimeoutMs: 10_000, confirmationPollMs: 20 },
+    paymentBounds: { ...DEFAULT_PAYMENT_BOUNDS, confirmationTimeoutMs: 10_000, confirmationPollMs: 20 },
     config: loadConfig({}),
   };
   return { direct, viaFacilitator: { ...direct, config: { ...direct.config, facilitatorUrl } } };
@@ -74,7 +74,7 @@ export async function recordedRelayPayment(
     [offer],
     validForSeconds === undefined
       ? settling
-      : { ...settling, relayLimits: { ...settling.relayLimits, minValiditySeconds: 1 } },
+      : { ...settling, paymentBounds: { ...settling.paymentBounds, minValiditySeconds: 1 } },
   );
   if (!verified.ok) throw new Error(`${verified.reason}: ${verified.details}`);
   const recorded = await recordClientPayment(db, verified.value, { targetUrl: 'http://127.0.0.1/paid', mode });

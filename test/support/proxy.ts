@@ -6,7 +6,7 @@ import { isIP } from 'node:net';
 import { expect } from 'vitest';
 import type { Db } from '../../db/index';
 import { organisationBalance } from '../../payments/credits';
-import type { Resolver } from '../../payments/outbound/index';
+import type { Resolver } from '../../payments/http/index';
 import type { ServiceOptions } from '../../server/service';
 import { startPeers, type NetworkName, type Peers, type StartPeersOptions } from '../../devnet/index';
 import type { LocalLlm } from '../../devnet/llm';

@@ -158,7 +158,7 @@ describe('production code carries no test hooks', () => {
  * The folders of payments/ (and each of its top-level files) form a graph without cycles, type
  * imports included: a cycle means neither side can be read, tested or moved without the other.
  * A type both sides need goes to a module that imports neither (payments/result.ts,
- * payments/relayLimits.ts, payments/networkTable.ts).
+ * payments/paymentBounds.ts, payments/networkTable.ts).
  */
 export function paymentsNodeOf(file: string): string | undefined {
   const parts = file.split(/[\\/]/);

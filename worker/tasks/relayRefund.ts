@@ -1,14 +1,14 @@
 /**
  * relay_refund (job key relay_refund:<id>): sends or reconciles the refund of a relay
  * transaction (one per transaction, spec 3.6), retried a bounded number of times, and ends the
- * call's webhook record (payments/relay/followUp.ts followUpRefund). Enqueued in the transaction
+ * call's webhook record (payments/relay/finish.ts followUpRefund). Enqueued in the transaction
  * that decides the refund.
  */
 import type { Task } from 'graphile-worker';
-import { followUpRefund } from '../../payments/relay/followUp';
+import { followUpRefund } from '../../payments/relay/finish';
 import { enqueueRelayRefund } from '../../payments/relay/outcome';
 import type { WorkerDeps } from '../deps';
-import { followUpTask } from './relayFollowUp';
+import { followUpTask } from './relayTask';
 
 export const relayRefund = (deps: WorkerDeps): Task<'relay_refund'> =>
   followUpTask('relay_refund', deps, followUpRefund, (d, id, at) => enqueueRelayRefund(d.db, id, at));

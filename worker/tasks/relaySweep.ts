@@ -5,7 +5,7 @@
  * keys keep one job per transaction and a queued job keeps its time, so sweeping again changes nothing.
  */
 import type { Task } from 'graphile-worker';
-import { strandedRelayTransactions } from '../../payments/relay/followUp';
+import { strandedRelayTransactions } from '../../payments/relay/finish';
 import { enqueueRelayRefund, enqueueRelayWatch } from '../../payments/relay/outcome';
 import type { WorkerDeps } from '../deps';
 

@@ -18,9 +18,9 @@ import { relayUsdcAbi } from './verify';
 
 export async function sendEvmRefund<O>(
   refund: RefundRecord<O>,
-  deps: Pick<Deps, 'chains' | 'submissions' | 'relayLimits'>,
+  deps: Pick<Deps, 'chains' | 'submissions' | 'paymentBounds'>,
 ): Promise<O> {
-  const limits = deps.relayLimits;
+  const limits = deps.paymentBounds;
   const { network } = refund;
   const data = encodeFunctionData({
     abi: relayUsdcAbi,

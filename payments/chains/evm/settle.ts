@@ -21,27 +21,27 @@ import { authorizationOf, transferWithAuthorizationData } from './verify';
 /** An EVM authorization verified a moment ago: still valid for the settlement margin? */
 export function stillValid<O>(
   record: SettlementRecord<O>,
-  deps: Pick<Deps, 'clock' | 'relayLimits'>,
+  deps: Pick<Deps, 'clock' | 'paymentBounds'>,
 ): Result<true, 'expired'> {
   const { validBefore } = authorizationOf(record.payment);
   const now = BigInt(Math.floor(deps.clock.now().getTime() / 1000));
-  const margin = BigInt(deps.relayLimits.settleMarginSeconds);
+  const margin = BigInt(deps.paymentBounds.settleMarginSeconds);
   if (validBefore < now + margin)
     return fail('expired', `the authorization expires at ${validBefore}, less than ${margin} s from now`);
   return ok(true);
 }
 
 /** Inside the queue of our key: nothing of ours can use the nonce between this check and the send. */
-async function reverified<O>(record: SettlementRecord<O>, deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>) {
+async function reverified<O>(record: SettlementRecord<O>, deps: Pick<Deps, 'chains' | 'clock' | 'paymentBounds'>) {
   const verified = await record.reverify(deps);
   return verified.ok ? ok(true as const) : verified;
 }
 
 export async function settleEvmDirectly<O>(
   record: SettlementRecord<O>,
-  deps: Pick<Deps, 'chains' | 'clock' | 'submissions' | 'relayLimits'>,
+  deps: Pick<Deps, 'chains' | 'clock' | 'submissions' | 'paymentBounds'>,
 ): Promise<O> {
-  const limits = deps.relayLimits;
+  const limits = deps.paymentBounds;
   const { network } = record;
   const authorization = authorizationOf(record.payment);
   const submitted = await submitEvmTransaction(
@@ -78,10 +78,10 @@ export async function settleEvmDirectly<O>(
 export async function followEvmFacilitatorSettlement<O>(
   record: SettlementRecord<O>,
   txHash: string,
-  deps: Pick<Deps, 'chains' | 'relayLimits'>,
+  deps: Pick<Deps, 'chains' | 'paymentBounds'>,
 ): Promise<O | undefined> {
   const { network } = record;
-  const limits = deps.relayLimits;
+  const limits = deps.paymentBounds;
   const usdc = deps.chains.evm.networks.get(network)?.usdc;
   // A successful receipt that shows our payment: settled, without reading it once more.
   const showsOurPayment = (receipt: ReceiptOutcome) =>
@@ -159,7 +159,7 @@ export async function reconcileEvmSettlement<O>(record: SettlementRecord<O>, dep
 async function settleAgain<O>(
   record: SettlementRecord<O>,
   dead: string,
-  deps: Pick<Deps, 'chains' | 'relayLimits' | 'submissions' | 'clock'>,
+  deps: Pick<Deps, 'chains' | 'paymentBounds' | 'submissions' | 'clock'>,
 ): Promise<O> {
   const authorization = authorizationOf(record.payment);
   const submitted = await submitEvmTransaction(

@@ -24,7 +24,7 @@ import {
 } from 'viem';
 import type { NetworkName } from '../../networkTable';
 import { observed, type RpcObserver } from '../rpcTiming';
-import { keepAliveAgent, keepAliveExchange } from '../../outbound/keepAlive';
+import { keepAliveAgent, keepAliveExchange } from '../../http/keepAlive';
 
 /** The largest JSON-RPC answer read (a wide eth_getLogs fits): as viem's default. */
 export const MAX_RPC_RESPONSE_BYTES = 10 * 1024 * 1024;

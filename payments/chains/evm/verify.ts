@@ -124,8 +124,8 @@ export async function verifyEvmPayment(
   payment: PaymentPayload,
   offered: PaymentRequirements,
   network: NetworkName,
-  deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
-  { minValiditySeconds = deps.relayLimits.minValiditySeconds, signatureVerified = false } = {},
+  deps: Pick<Deps, 'chains' | 'clock' | 'paymentBounds'>,
+  { minValiditySeconds = deps.paymentBounds.minValiditySeconds, signatureVerified = false } = {},
 ): Promise<Result<VerifiedClientPayment, VerifyFailureReason>> {
   const clients = clientsOf(deps, network);
   if (!clients) return fail('network_not_offered', `${network} is not an enabled EVM network`);

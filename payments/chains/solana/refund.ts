@@ -15,9 +15,9 @@ import {
 
 export async function sendSolanaRefund<O>(
   refund: RefundRecord<O>,
-  deps: Pick<Deps, 'chains' | 'relayLimits'>,
+  deps: Pick<Deps, 'chains' | 'paymentBounds'>,
 ): Promise<O> {
-  const limits = deps.relayLimits;
+  const limits = deps.paymentBounds;
   const { network } = refund;
   const built = await buildSolanaRefund(deps, network, {
     recipient: refund.recipient,
@@ -40,7 +40,7 @@ export async function sendSolanaRefund<O>(
 
 export async function reconcileSolanaRefund<O>(
   refund: RefundRecord<O> & { txHash: string },
-  deps: Pick<Deps, 'chains' | 'relayLimits'>,
+  deps: Pick<Deps, 'chains' | 'paymentBounds'>,
 ): Promise<O> {
   const { network, txHash } = refund;
   const confirmation = await readConfirmation(deps, network, txHash);

@@ -18,9 +18,9 @@ import { verifySolanaPayment } from './verify';
 
 export async function settleSolanaDirectly<O>(
   record: SettlementRecord<O>,
-  deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
+  deps: Pick<Deps, 'chains' | 'clock' | 'paymentBounds'>,
 ): Promise<O> {
-  const limits = deps.relayLimits;
+  const limits = deps.paymentBounds;
   const { network } = record;
   const verified = await verifySolanaPayment(record.payment, record.requirements, network, deps);
   if (!verified.ok) return record.failed(verified.reason, verified.details);
@@ -47,9 +47,9 @@ export async function settleSolanaDirectly<O>(
 export async function followSolanaFacilitatorSettlement<O>(
   record: SettlementRecord<O>,
   txHash: string,
-  deps: Pick<Deps, 'chains' | 'relayLimits'>,
+  deps: Pick<Deps, 'chains' | 'paymentBounds'>,
 ): Promise<undefined> {
-  const limits = deps.relayLimits;
+  const limits = deps.paymentBounds;
   await record.storeTransaction({ hash: txHash });
   await waitForConfirmation(deps, record.network, txHash, {
     timeoutMs: limits.confirmationTimeoutMs,
@@ -67,7 +67,7 @@ function blockhashOf(payment: PaymentPayload): string {
 
 export async function reconcileSolanaSettlement<O>(
   record: SettlementRecord<O>,
-  deps: Pick<Deps, 'chains' | 'relayLimits'>,
+  deps: Pick<Deps, 'chains' | 'paymentBounds'>,
 ): Promise<O> {
   const { network } = record;
   const hash = record.txHash;

@@ -40,7 +40,7 @@ import {
 import { USDC_DECIMALS, usdcAccountOf } from './transactions';
 import { type ExactSvmPayload, type PaymentPayload, type PaymentRequirements } from '../../x402/types';
 import { fail, ok, type Result } from '../../result';
-import type { RelayLimits } from '../../relayLimits';
+import type { PaymentBounds } from '../../paymentBounds';
 import type { VerifyFailureReason } from '../types';
 
 /** SPL Memo (the one x402's client uses) and its first version: both only log their data. */
@@ -130,7 +130,7 @@ export async function inspectSolanaPayment(
   payment: PaymentPayload,
   offered: PaymentRequirements,
   mint: Address,
-  limits: RelayLimits,
+  limits: PaymentBounds,
 ): Promise<Result<InspectedSolanaPayment, VerifyFailureReason>> {
   const feePayer = offered.extra?.feePayer;
   if (offered.asset !== mint) return fail('invalid_offer', `the offered asset ${offered.asset} is not USDC (${mint})`);

@@ -43,7 +43,7 @@ export type SendOutcome =
  * any other error leaves the outcome unknown, to be read from the cluster later.
  */
 export async function sendSolanaTransaction(
-  deps: Pick<Deps, 'chains' | 'relayLimits'>,
+  deps: Pick<Deps, 'chains' | 'paymentBounds'>,
   network: NetworkName,
   transaction: Transaction,
 ): Promise<SendOutcome> {
@@ -55,7 +55,7 @@ export async function sendSolanaTransaction(
         encoding: 'base64',
         preflightCommitment: 'confirmed',
       })
-      .send(bounded(deps.relayLimits));
+      .send(bounded(deps.paymentBounds));
     return { sent: true };
   } catch (error) {
     const details = error instanceof Error ? error.message : String(error);
@@ -96,7 +96,7 @@ function confirmationOf(status: Awaited<ReturnType<Deps['chains']['svm']['signat
 
 /** Whether a transaction with this blockhash can still land: false once the cluster has forgotten it. */
 export async function blockhashStillValid(
-  deps: Pick<Deps, 'chains' | 'relayLimits'>,
+  deps: Pick<Deps, 'chains' | 'paymentBounds'>,
   network: NetworkName,
   blockhash: string,
 ): Promise<Result<boolean, 'rpc_unavailable'>> {
@@ -105,7 +105,7 @@ export async function blockhashStillValid(
   try {
     const { value } = await clients.rpc
       .isBlockhashValid(blockhash as Blockhash, { commitment: 'confirmed' })
-      .send(bounded(deps.relayLimits));
+      .send(bounded(deps.paymentBounds));
     return ok(value);
   } catch (error) {
     return fail('rpc_unavailable', error instanceof Error ? error.message : String(error));
@@ -120,7 +120,7 @@ export type RefundBuildFailure =
  * payer's, which must exist (we never pay into a missing account). Signed, not sent.
  */
 export async function buildSolanaRefund(
-  deps: Pick<Deps, 'chains' | 'relayLimits'>,
+  deps: Pick<Deps, 'chains' | 'paymentBounds'>,
   network: NetworkName,
   input: { recipient: string; amount: bigint; relayTransactionId: bigint },
 ): Promise<Result<{ transaction: Transaction; signature: Signature; blockhash: string }, RefundBuildFailure>> {
@@ -130,7 +130,7 @@ export async function buildSolanaRefund(
   if (!signer) return fail('no_wallet', 'SOLANA_PRIVATE_KEY is not configured');
   if (!isAddress(input.recipient))
     return fail('destination_account_missing', `${input.recipient} is not a Solana address`);
-  const limits = deps.relayLimits;
+  const limits = deps.paymentBounds;
   const { rpc, usdc } = clients;
   const source = await usdcAccountOf(signer.address, usdc);
   const destination = await usdcAccountOf(input.recipient, usdc);

@@ -24,7 +24,7 @@ import { type PaymentPayload, type PaymentRequirements } from '../../x402/types'
 import { fail, ok, type Result } from '../../result';
 import { inspectSolanaPayment, type InspectedSolanaPayment } from './shape';
 import type { ChainDeps as Deps } from '../types';
-import type { RelayLimits } from '../../relayLimits';
+import type { PaymentBounds } from '../../paymentBounds';
 import type { VerifiedClientPayment, VerifyFailureReason } from '../types';
 
 export { inspectSolanaPayment, type InspectedSolanaPayment } from './shape';
@@ -42,7 +42,7 @@ function rpcUnavailable(error: unknown): Failure {
   return fail('rpc_unavailable', error instanceof Error ? error.message : String(error));
 }
 
-export function bounded(limits: RelayLimits) {
+export function bounded(limits: PaymentBounds) {
   return { abortSignal: AbortSignal.timeout(limits.rpcTimeoutMs) };
 }
 
@@ -70,13 +70,13 @@ export async function coSign(
 
 /** Cluster checks: blockhash, balance, not processed yet (when we can know the id), simulation. */
 export async function checkWithCluster(
-  deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
+  deps: Pick<Deps, 'chains' | 'clock' | 'paymentBounds'>,
   network: NetworkName,
   inspected: InspectedSolanaPayment,
 ): Promise<Result<{ coSigned: Transaction | undefined }, VerifyFailureReason>> {
   const clients = clientsOf(deps, network);
   if (!clients) return fail('network_not_offered', `${network} is not an enabled Solana network`);
-  const limits = deps.relayLimits;
+  const limits = deps.paymentBounds;
   const { rpc } = clients;
   try {
     const { value: blockhashValid } = await rpc
@@ -138,7 +138,7 @@ export async function verifySolanaPayment(
   payment: PaymentPayload,
   offered: PaymentRequirements,
   network: NetworkName,
-  deps: Pick<Deps, 'chains' | 'clock' | 'relayLimits'>,
+  deps: Pick<Deps, 'chains' | 'clock' | 'paymentBounds'>,
 ): Promise<
   Result<
     VerifiedClientPayment & { inspected: InspectedSolanaPayment; coSigned: Transaction | undefined },
@@ -150,7 +150,7 @@ export async function verifySolanaPayment(
   const ours = deps.chains.svm.signer?.address;
   if (ours !== undefined && offered.payTo !== ours)
     return fail('invalid_offer', `the offered payTo ${offered.payTo} is not our wallet`);
-  const inspected = await inspectSolanaPayment(payment, offered, clients.usdc, deps.relayLimits);
+  const inspected = await inspectSolanaPayment(payment, offered, clients.usdc, deps.paymentBounds);
   if (!inspected.ok) return inspected;
   const cluster = await checkWithCluster(deps, network, inspected.value);
   if (!cluster.ok) return cluster;

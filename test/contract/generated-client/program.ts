@@ -149,8 +149,8 @@ async function main(): Promise<void> {
   const docs = await client.GET('/docs', { parseAs: 'text' });
   note('getDocs', { html: (docs.data ?? '').includes('<html') });
 
-  const relayLimits = await client.GET('/relay/limits/{address}', { params: { path: { address: setting.wallet } } });
-  note('getRelayLimits', { wallet: relayLimits.data?.wallet_address });
+  const paymentBounds = await client.GET('/relay/limits/{address}', { params: { path: { address: setting.wallet } } });
+  note('getRelayLimits', { wallet: paymentBounds.data?.wallet_address });
 
   const call = { api_url: setting.freeTarget, method: 'GET' as const };
   const relaySim = await client.POST('/relay/sim', { body: call });

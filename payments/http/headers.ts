@@ -22,7 +22,7 @@ export const PAYMENT_REQUEST_HEADERS = ['x-payment', 'payment-signature'] as con
 
 /**
  * The x402 headers of a target's response, both versions (payments/x402/v2.ts
- * TARGET_X402_RESPONSE_HEADERS, listed again here: outbound imports nothing of x402). They describe
+ * TARGET_X402_RESPONSE_HEADERS, listed again here: http/ imports nothing of x402). They describe
  * the target's dealings with us; our client pays us, not the target, so they never reach it.
  */
 export const TARGET_X402_RESPONSE_HEADERS = ['payment-required', 'payment-response', 'x-payment-response'] as const;

@@ -24,7 +24,7 @@ import {
   type SendOptions,
   type TargetRequest,
   type Transport,
-} from '../../payments/outbound';
+} from '../../payments/http';
 import { callBudget } from '../../payments/outgoing/call';
 
 const isLoopback = (address: string) => /^127\.\d+\.\d+\.\d+$/.test(address) || address === '::1';

@@ -1,9 +1,9 @@
 /**
  * The bounds of each wait of a payment we receive (verification, settlement, refund), one set per
- * process (Deps.relayLimits). Kept apart from the receiving code, importing nothing, so that Deps
+ * process (Deps.paymentBounds). Kept apart from the receiving code, importing nothing, so that Deps
  * can name it without payments/incoming/ and payments/deps.ts importing each other.
  */
-export interface RelayLimits {
+export interface PaymentBounds {
   /** An authorization valid for less than this at verification is refused as expired: settlement needs the time. */
   minValiditySeconds: number;
   /** The same rule right before broadcasting, when only the submission itself is left. */
@@ -23,7 +23,7 @@ export interface RelayLimits {
  * x402 facilitators cap the price at 5,000,000 micro-lamports per unit; with our limit that is at
  * most 0.001 SOL of priority fee per payment. Clients estimate about 6,500 units for TransferChecked.
  */
-export const DEFAULT_RELAY_LIMITS: RelayLimits = {
+export const DEFAULT_PAYMENT_BOUNDS: PaymentBounds = {
   minValiditySeconds: 30,
   settleMarginSeconds: 6,
   facilitatorTimeoutMs: 30_000,

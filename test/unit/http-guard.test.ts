@@ -7,7 +7,7 @@ import {
   parseIpv4,
   type AllowHosts,
   type Resolver,
-} from '../../payments/outbound';
+} from '../../payments/http';
 
 /** A resolver from a table; unknown names fail like getaddrinfo does. Counts its calls. */
 function tableResolver(table: Record<string, string[]>): Resolver & { calls: string[] } {

@@ -41,7 +41,7 @@ export interface FollowUpRules<R> {
 }
 
 export async function followUpOpenPayment<R>(
-  deps: Pick<Deps, 'db' | 'chains' | 'relayLimits'> & Partial<Pick<Deps, 'submissions' | 'clock'>>,
+  deps: Pick<Deps, 'db' | 'chains' | 'paymentBounds'> & Partial<Pick<Deps, 'submissions' | 'clock'>>,
   relayTxId: bigint,
   rules: FollowUpRules<R>,
 ): Promise<R> {

@@ -4,7 +4,7 @@
  * when to look again; every move is a guarded update, so a job that runs twice does nothing more.
  *
  *   followUpRelay    received | settling | settled: settle or give up the client's payment (the
- *                    walk of payments/incoming/followUp.ts, shared with paid chat), then read the
+ *                    walk of payments/incoming/openPayment.ts, shared with paid chat), then read the
  *                    chain for our payment to the target: paid -> delivered, can no longer be
  *                    paid -> refund; a request presumed gone before paying the target -> refund.
  *   followUpRefund   refund_pending | refund_failed: send or reconcile the refund (one per relay
@@ -17,7 +17,7 @@ import { nextLookAt, readPaymentOnChain, UNREADABLE_RECHECK_MS } from '../outgoi
 import { usdcText } from '../money';
 import { closeRecord, deliver, refundedOutcome, scheduleRefund, targetPaymentOf } from './outcome';
 import { reconcileRefund, refundClientPayment, type RefundOutcome } from '../incoming/refund';
-import { followUpOpenPayment } from '../incoming/followUp';
+import { followUpOpenPayment } from '../incoming/openPayment';
 import { findRelayTransaction, getRelayTransaction, liveRefund, type RelayTransaction } from '../incoming/store';
 
 /** A failed refund is tried again after 5 s, 10 s, 20 s, ...; after this many failures the record says refund_failed. */
@@ -84,7 +84,7 @@ function whenGone(row: RelayTransaction, deps: Pick<Deps, 'config'>, claim: Requ
 
 export async function followUpRelay(
   id: bigint,
-  deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'config' | 'relayLimits'> & Partial<Pick<Deps, 'submissions'>>,
+  deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'config' | 'paymentBounds'> & Partial<Pick<Deps, 'submissions'>>,
 ): Promise<FollowUp> {
   const { db } = deps;
   const now = deps.clock.now();
@@ -162,7 +162,7 @@ async function failedRefundCount(db: Db, id: bigint): Promise<number> {
 
 export async function followUpRefund(
   id: bigint,
-  deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'submissions' | 'relayLimits'>,
+  deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'submissions' | 'paymentBounds'>,
 ): Promise<FollowUp> {
   const { db } = deps;
   const row = await findRelayTransaction(db, id);
