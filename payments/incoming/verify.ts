@@ -37,11 +37,6 @@ export async function verifyClientPayment(
   return verifyClientPaymentHeader({ version: 1, value: header }, offered, deps);
 }
 
-/** The reason a header that cannot be decoded is refused with. */
-export function decodeFailureReason(reason: PaymentHeaderFailureReason): VerifyFailureReason {
-  return DECODE_REASONS[reason];
-}
-
 /** X-PAYMENT or PAYMENT-SIGNATURE, decoded strictly and checked against our offers. */
 export async function verifyClientPaymentHeader(
   header: ClientPaymentHeader,

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createChains } from '../../payments/chains/index';
 import { PAYMENT_SCHEMES } from '../../payments/chains/registry';
 import { loadConfig } from '../../payments/config';
-import { relayRequirements } from '../../payments/incoming/index';
+import { relayRequirements } from '../../payments/incoming/offer';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import { chooseRequirement } from '../../payments/x402/choose';
 import { decodePaymentHeader } from '../../payments/x402/headers';

@@ -7,7 +7,9 @@ import { startPeers, type Peers } from '../../devnet/index';
 import { systemClock } from '../../payments/clock';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import { createChains, type Chains } from '../../payments/chains/index';
-import { DEFAULT_PAYMENT_BOUNDS, relayRequirements, verifyClientPayment } from '../../payments/incoming/index';
+import { DEFAULT_PAYMENT_BOUNDS } from '../../payments/incoming/types';
+import { relayRequirements } from '../../payments/incoming/offer';
+import { verifyClientPayment } from '../../payments/incoming/verify';
 
 const nowSeconds = () => BigInt(Math.floor(Date.now() / 1000));
 const idle = (seconds: number) => new Promise((resolve) => setTimeout(resolve, seconds * 1000));

@@ -13,13 +13,9 @@ import type { Db } from '../../db/index';
 import { startFaultProxy, type FaultKind, type FaultProxy, type FaultRequest } from '../../devnet/faults';
 import { startPeers, type Peers } from '../../devnet/index';
 import { systemClock } from '../../payments/clock';
-import {
-  findRelayTransaction,
-  reconcileRefund,
-  reconcileSettlement,
-  refundClientPayment,
-  settleClientPayment,
-} from '../../payments/incoming/index';
+import { findRelayTransaction } from '../../payments/incoming/store';
+import { reconcileRefund, refundClientPayment } from '../../payments/incoming/refund';
+import { reconcileSettlement, settleClientPayment } from '../../payments/incoming/settle';
 import { createChains, type Chains } from '../../payments/chains/index';
 import { followUpRefund } from '../../payments/relay/finish';
 import { NETWORK_TABLE } from '../../payments/networkTable';

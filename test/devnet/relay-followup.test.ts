@@ -22,7 +22,9 @@ import {
   recordClientPayment,
   recordTargetPayment,
 } from '../../payments/incoming/store';
-import { DEFAULT_PAYMENT_BOUNDS, relayRequirements, verifyClientPayment } from '../../payments/incoming/index';
+import { DEFAULT_PAYMENT_BOUNDS } from '../../payments/incoming/types';
+import { relayRequirements } from '../../payments/incoming/offer';
+import { verifyClientPayment } from '../../payments/incoming/verify';
 import {
   decidePayment,
   paymentRequiredOf,

@@ -18,14 +18,11 @@ import type { Db } from '../../db/index';
 import type { Chains } from '../../payments/chains/index';
 import { usdcAccountOf } from '../../payments/chains/solana';
 import { NETWORK_TABLE } from '../../payments/networkTable';
-import {
-  findRelayTransaction,
-  recordClientPayment,
-  refundClientPayment,
-  relayRequirements,
-  settleClientPayment,
-  verifyClientPayment,
-} from '../../payments/incoming/index';
+import { findRelayTransaction, recordClientPayment } from '../../payments/incoming/store';
+import { refundClientPayment } from '../../payments/incoming/refund';
+import { relayRequirements } from '../../payments/incoming/offer';
+import { settleClientPayment } from '../../payments/incoming/settle';
+import { verifyClientPayment } from '../../payments/incoming/verify';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { startPeers, type Peers, type SolanaPaymentOverrides } from '../../devnet/index';
 import { generateSolanaKey } from '../../devnet/svm/keys';

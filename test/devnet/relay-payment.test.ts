@@ -8,18 +8,12 @@ import type { Db } from '../../db/index';
 import type { Chains } from '../../payments/chains/index';
 import type { NetworkName } from '../../devnet/networks';
 import { NETWORK_TABLE } from '../../payments/networkTable';
-import {
-  findRelayTransaction,
-  reconcileRefund,
-  reconcileSettlement,
-  recordClientPayment,
-  refundClientPayment,
-  relayRequirements,
-  settleClientPayment,
-  verifyClientPayment,
-  DEFAULT_PAYMENT_BOUNDS,
-  type VerifiedClientPayment,
-} from '../../payments/incoming/index';
+import { findRelayTransaction, recordClientPayment } from '../../payments/incoming/store';
+import { reconcileRefund, refundClientPayment } from '../../payments/incoming/refund';
+import { reconcileSettlement, settleClientPayment } from '../../payments/incoming/settle';
+import { relayRequirements } from '../../payments/incoming/offer';
+import { verifyClientPayment } from '../../payments/incoming/verify';
+import { DEFAULT_PAYMENT_BOUNDS, type VerifiedClientPayment } from '../../payments/incoming/types';
 import { claimSettlement } from '../../payments/incoming/store';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { localTransport } from '../../devnet/evm/chain';

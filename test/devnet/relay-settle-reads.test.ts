@@ -4,7 +4,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { startPeers, type Peers } from '../../devnet/index';
-import { findRelayTransaction, settleClientPayment } from '../../payments/incoming/index';
+import { findRelayTransaction } from '../../payments/incoming/store';
+import { settleClientPayment } from '../../payments/incoming/settle';
 import { createChains, type Chains } from '../../payments/chains/index';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import { recordedRelayPayment, settlingOn, type Settling } from '../support/chains';

@@ -2,14 +2,11 @@
 import { systemClock } from '../../payments/clock';
 import { loadConfig } from '../../payments/config';
 import type { Deps } from '../../payments/deps';
-import {
-  DEFAULT_PAYMENT_BOUNDS,
-  IN_PROCESS_ONLY,
-  recordClientPayment,
-  relayRequirements,
-  SubmissionQueue,
-  verifyClientPayment,
-} from '../../payments/incoming/index';
+import { DEFAULT_PAYMENT_BOUNDS } from '../../payments/incoming/types';
+import { IN_PROCESS_ONLY, SubmissionQueue } from '../../payments/chains/submissions';
+import { recordClientPayment } from '../../payments/incoming/store';
+import { relayRequirements } from '../../payments/incoming/offer';
+import { verifyClientPayment } from '../../payments/incoming/verify';
 import { createChains, type Chains } from '../../payments/chains/index';
 import type { NetworkName } from '../../devnet/networks';
 import { NETWORK_TABLE } from '../../payments/networkTable';
