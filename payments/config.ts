@@ -7,6 +7,7 @@
  */
 import { CHAIN_FAMILIES, DEFAULT_NETWORK_NAMES, NETWORK_TABLE, type NetworkName, NETWORK_NAMES } from './networkTable';
 import { parseAllowHosts, type AllowHosts } from './http/index';
+import { SECP256K1_IMPLEMENTATIONS, type Secp256k1Name } from './secp256k1';
 
 export interface NetworkSettings {
   name: NetworkName;
@@ -80,6 +81,8 @@ export interface Config {
    * knows the process died and answers from the call's money records.
    */
   idempotencyLeaseMs: number;
+  /** SECP256K1_IMPLEMENTATION: forces one (native, wasm, noble); unset: the fastest that loads. */
+  secp256k1Implementation: Secp256k1Name | undefined;
 }
 
 export class ConfigError extends Error {
@@ -250,6 +253,13 @@ function flag(env: Env, name: string, fallback: boolean): boolean {
   throw new ConfigError(name, `expected true or false, got "${raw}"`);
 }
 
+function oneOf<T extends string>(env: Env, name: string, values: readonly T[]): T | undefined {
+  const raw = text(env, name);
+  if (raw === undefined) return undefined;
+  if (!(values as readonly string[]).includes(raw)) throw new ConfigError(name, `expected one of ${values.join(', ')}`);
+  return raw as T;
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function loadConfig(env: Env = process.env): Config {
@@ -310,6 +320,7 @@ export function loadConfig(env: Env = process.env): Config {
     keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 620_000, 1000, 3_600_000),
     apiKeyCacheMs: integer(env, 'API_KEY_CACHE_MS', 30_000, 0, 3_600_000),
     idempotencyLeaseMs: integer(env, 'IDEMPOTENCY_LEASE_MS', 30_000, 1_000, 600_000),
+    secp256k1Implementation: oneOf(env, 'SECP256K1_IMPLEMENTATION', SECP256K1_IMPLEMENTATIONS),
   };
 }
 

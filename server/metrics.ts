@@ -9,6 +9,7 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { RpcObserver } from '../payments/chains/index';
+import { processSecp256k1, SECP256K1_IMPLEMENTATIONS } from '../payments/secp256k1';
 import type { CapGroup, CapMetric, ConcurrencyCaps } from './caps';
 import { EVENT_LOOP_SAMPLE_MS } from './probes';
 
@@ -35,6 +36,17 @@ export class ServiceMetrics {
 
   constructor(caps: ConcurrencyCaps | undefined) {
     const registers = [this.registry];
+    new Gauge({
+      name: 'prs_secp256k1_implementation',
+      help: 'The secp256k1 implementation this process signs and recovers with (native, wasm or noble): 1 for the one in use.',
+      labelNames: ['implementation'],
+      registers,
+      collect() {
+        const used = processSecp256k1().implementation.name;
+        for (const implementation of SECP256K1_IMPLEMENTATIONS)
+          this.set({ implementation }, implementation === used ? 1 : 0);
+      },
+    });
     // The event-loop lag metrics sample at the liveness monitor's pace (server/probes.ts), not every 10 ms.
     collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
     this.requestDuration = new Histogram({

@@ -18,6 +18,7 @@ import type { HandlerMap } from '../handlers/types';
 import { API_KEY_CHANGES_CHANNEL, ApiKeyCache } from '../payments/accounts';
 import { systemClock, type Clock } from '../payments/clock';
 import type { Deps } from '../payments/deps';
+import { selectSecp256k1 } from '../payments/secp256k1';
 import type { HandlerDeps } from '../handlers/deps';
 import { createChains } from '../payments/chains/index';
 import { checkRpcReachable } from '../payments/chains/reachability';
@@ -82,6 +83,12 @@ async function openDatabase(config: Config, log: Logger): Promise<{ url: string;
 
 export async function startService(config: Config, options: ServiceOptions = {}): Promise<Service> {
   const log = options.logger ?? createLogger(config.logLevel);
+  // Chosen once, before anything signs or recovers (payments/secp256k1.ts).
+  const secp256k1 = selectSecp256k1(config.secp256k1Implementation);
+  log.info(
+    { secp256k1: secp256k1.implementation.name, passedOver: secp256k1.passedOver },
+    `secp256k1: ${secp256k1.implementation.name}`,
+  );
   const { url: databaseUrl, embedded } = await openDatabase(config, log);
   const dbHandle = createDb(databaseUrl, {
     maxConnections: config.databasePoolMax,

@@ -19,6 +19,7 @@ import { ifStarted } from '../support/teardown';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const HOOK = fileURLToPath(new URL('../support/without-dev-packages.mjs', import.meta.url));
+const WITHOUT_BINDING = fileURLToPath(new URL('../support/without-native-secp256k1.mjs', import.meta.url));
 
 let database: TestDatabase;
 let dataDir: string;
@@ -62,8 +63,8 @@ function serveFlags(): string[] {
   return words.slice(1, -1);
 }
 
-function run(env: Record<string, string>) {
-  return spawn(process.execPath, [...serveFlags(), '--import', HOOK, 'dist/main.js'], {
+function run(env: Record<string, string>, nodeFlags: string[] = []) {
+  return spawn(process.execPath, [...serveFlags(), ...nodeFlags, '--import', HOOK, 'dist/main.js'], {
     cwd: ROOT,
     env: { ...bareEnv(), DATA_DIR: dataDir, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -87,25 +88,33 @@ describe('a production install without the development packages', () => {
     expect(stdout).toBe('');
   });
 
-  it('a configured start serves', async () => {
-    const child = run({
-      DATABASE_URL: database.url,
-      HOST: '127.0.0.1',
-      PORT: '0',
-      NETWORKS: 'base-sepolia',
-      EVM_PRIVATE_KEY: generatePrivateKey(),
-      RPC_URL_BASE_SEPOLIA: 'http://127.0.0.1:9/',
-      LOG_LEVEL: 'info',
-    });
+  it.each([
+    ['with the native secp256k1 binding', [], 'native'],
+    ['without it (no prebuild for the platform), on the WebAssembly build', ['--import', WITHOUT_BINDING], 'wasm'],
+  ] as const)('a configured start serves, %s', async (_case, preload, implementation) => {
+    const child = run(
+      {
+        DATABASE_URL: database.url,
+        HOST: '127.0.0.1',
+        PORT: '0',
+        NETWORKS: 'base-sepolia',
+        EVM_PRIVATE_KEY: generatePrivateKey(),
+        RPC_URL_BASE_SEPOLIA: 'http://127.0.0.1:9/',
+        LOG_LEVEL: 'info',
+      },
+      [...preload],
+    );
     try {
       let stderr = '';
+      const logs: { msg?: string; url?: string; secp256k1?: string; passedOver?: { name: string }[] }[] = [];
       child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
       const url = await new Promise<string>((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error(`the service did not start: ${stderr}`)), 30_000);
         child.once('exit', (code) => reject(new Error(`the service exited with ${code}: ${stderr}`)));
         createInterface({ input: child.stdout }).on('line', (line) => {
           try {
-            const entry = JSON.parse(line) as { msg?: string; url?: string };
+            const entry = JSON.parse(line) as (typeof logs)[number];
+            logs.push(entry);
             if (entry.msg === 'listening' && entry.url) {
               clearTimeout(timer);
               resolve(entry.url);
@@ -115,12 +124,18 @@ describe('a production install without the development packages', () => {
           }
         });
       });
+      // The choice is made once at start, said in the log and in /metrics.
+      const chosen = logs.find((entry) => entry.secp256k1 !== undefined);
+      expect(chosen?.secp256k1).toBe(implementation);
+      expect(chosen?.passedOver?.map((passed) => passed.name)).toEqual(implementation === 'native' ? [] : ['native']);
       const client = contractClient(url);
       const config = await client.get('/config');
       expect(config.status).toBe(200);
       expect(config.body.networks.v1).toEqual(['base-sepolia']);
       const limits = await client.get('/limits');
       expect(limits.status).toBe(200);
+      const metrics = await client.get('/metrics');
+      expect(metrics.text).toContain(`prs_secp256k1_implementation{implementation="${implementation}"} 1`);
     } finally {
       child.kill('SIGKILL');
     }

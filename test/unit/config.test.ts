@@ -46,6 +46,7 @@ describe('configuration', () => {
     ['IDEMPOTENCY_LEASE_MS', '999'],
     ['DATABASE_POOL_MAX', '1'],
     ['DATABASE_POOL_MAX', 'many'],
+    ['SECP256K1_IMPLEMENTATION', 'openssl'],
   ])('stops on a wrong %s with a message naming it', (variable, value) => {
     try {
       loadConfig({ [variable]: value });

@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { bytesToHex, type Hex } from 'viem';
 import { privateKeyToAccount, sign } from 'viem/accounts';
+import { serviceAccount } from '../../payments/chains/evm/account';
 import { recoverAddress } from 'viem';
 import { describe, expect, it } from 'vitest';
 import {
@@ -60,6 +61,36 @@ describe('secp256k1', () => {
     for (const implementation of implementations)
       for (const signature of [zeroR, badV, short])
         expect(recoverSigner(digest, signature, implementation)).toBeUndefined();
+  });
+
+  it("signs our transactions, messages and typed data as viem's own account does", async () => {
+    for (let index = 0; index < 50; index += 1) {
+      const key = randomKey();
+      const ours = serviceAccount(key);
+      const viems = privateKeyToAccount(key);
+      const transaction = {
+        chainId: 84532,
+        nonce: index,
+        to: privateKeyToAccount(randomKey()).address,
+        value: BigInt(index) * 10n ** 15n,
+        data: bytesToHex(randomBytes(68)),
+        gas: 90_000n,
+        maxFeePerGas: 2_000_000_000n,
+        maxPriorityFeePerGas: 1_000_000n,
+      } as const;
+      expect(ours.address).toBe(viems.address);
+      expect(await ours.signTransaction(transaction)).toBe(await viems.signTransaction(transaction));
+      expect(await ours.signMessage({ message: `hello ${index}` })).toBe(
+        await viems.signMessage({ message: `hello ${index}` }),
+      );
+      const typedData = {
+        domain: { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: transaction.to },
+        types: { Ping: [{ name: 'count', type: 'uint256' }] },
+        primaryType: 'Ping',
+        message: { count: BigInt(index) },
+      } as const;
+      expect(await ours.signTypedData(typedData)).toBe(await viems.signTypedData(typedData));
+    }
   });
 
   it('refuses to be forced onto an implementation that does not load, naming it', () => {

@@ -18,7 +18,8 @@ import {
   type Transport,
   type WalletClient,
 } from 'viem';
-import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
+import type { PrivateKeyAccount } from 'viem/accounts';
+import { serviceAccount } from './account';
 import { ConfigError, type Config } from '../../config';
 import { fail, ok, type Result } from '../../result';
 import { NETWORK_TABLE, type NetworkName } from '../../networkTable';
@@ -53,7 +54,7 @@ export function evmChain(network: NetworkName, rpcUrl: string): Chain {
 
 export function parsePrivateKey(key: string): PrivateKeyAccount {
   try {
-    return privateKeyToAccount(key as Hex);
+    return serviceAccount(key as Hex);
   } catch {
     throw new ConfigError('EVM_PRIVATE_KEY', 'not a valid secp256k1 private key');
   }

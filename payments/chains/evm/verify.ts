@@ -25,13 +25,13 @@ import {
   parseAbi,
   parseSignature,
   isAddressEqual,
-  recoverAddress,
   zeroAddress,
   type Address,
   type Hex,
 } from 'viem';
 import { NETWORK_TABLE, type NetworkName } from '../../networkTable';
 import { assetToMicro } from '../../money';
+import { recoverSigner } from '../../secp256k1';
 import { fail, ok, type Result } from '../../result';
 import { type ExactEvmPayload, type PaymentPayload, type PaymentRequirements } from '../../x402/types';
 import { unixSeconds, type ChainDeps as Deps, type VerifiedClientPayment, type VerifyFailureReason } from '../types';
@@ -223,7 +223,8 @@ async function verifySignature(
   }
   // The read leaves the process before the recovery takes the thread.
   await new Promise((resolve) => setImmediate(resolve));
-  const recovered = await recoverAddress({ hash, signature: authorization.sentSignature }).catch(() => undefined);
+  // The process's secp256k1 (the native binding where it loads; payments/secp256k1.ts).
+  const recovered = recoverSigner(hash, authorization.sentSignature);
   const read = await codeRead;
   if (!read.ok) return rpcUnavailable(read.error);
   const deployed = read.code !== undefined && read.code !== '0x';
