@@ -276,7 +276,7 @@ export interface paths {
         };
         /**
          * Credit balance of the API key
-         * @description The API key's daily cap and today's spending, and the credits actually available to it (the organisation's credit balance). A call needs both: credits in the balance and room under the key's daily cap. Amounts in credits (1 credit = 0.001 USDC); reset at 00:00 UTC.
+         * @description The API key's daily cap and today's spending, and the credits actually available to it (the organisation's credit balance), and the key's policy (its ceilings per call and allowed hosts). A call needs both: credits in the balance and room under the key's daily cap. Amounts in credits (1 credit = 0.001 USDC); reset at 00:00 UTC.
          */
         get: operations["getCreditsBalance"];
         put?: never;
@@ -621,12 +621,14 @@ export interface components {
          *     | `network_mismatch` | 402 | The payment is on a network we did not offer for this request; nothing moved. Pay on one of the networks of this 402's `accepts`. |
          *     | `payment_expired` | 402 | The payment is outside its validity window: expired, too close to its expiry to be settled, or not valid yet (EVM `validBefore`/`validAfter`; Solana: a blockhash no longer valid); nothing moved. Sign a new payment. |
          *     | `insufficient_credits` | 402 | The organisation's credits cannot cover the call on /proxy; nothing was paid. |
+         *     | `policy_refused` | 403 | The API key's policy refuses the call: the target's host is not among its allowed hosts, or the price is above its hard maximum per call; nothing was paid or charged. |
          *     | `not_found` | 404 | No operation has this path, or no record has this id. |
          *     | `method_not_allowed` | 405 | The path does not support the method; Allow lists those it does. |
          *     | `request_timeout` | 408 | The request was not received in time; the connection is closed. |
          *     | `idempotency_in_progress` | 409 | A call with the same Idempotency-Key (or, on /relay, the same payment) is still running; retry after Retry-After to get its answer. It is not run twice. |
          *     | `payload_too_large` | 413 | The request body is larger than 1 MiB. |
          *     | `idempotency_key_reused` | 422 | The Idempotency-Key was first used with another request (method, path or body); use a new key for a new call. Nothing was run. |
+         *     | `price_above_limit` | 422 | The target asks more than the call's ceiling (`max_amount`, or the API key's default maximum); `price` and `max_amount` name both. Nothing was paid or charged. |
          *     | `capacity_exceeded` | 429 | The server is at its concurrent-request capacity for the route; retry after Retry-After. |
          *     | `spend_limit_exceeded` | 429 | A daily volume limit would be exceeded; nothing was charged. |
          *     | `header_fields_too_large` | 431 | The request's header section is larger than the server reads; the connection is closed. |
@@ -640,7 +642,7 @@ export interface components {
          *     | `llm_unavailable` | 503 | No model backend is configured on this server; nothing was charged. |
          * @enum {string}
          */
-        ErrorCode: "validation_failed" | "malformed_request" | "payment_reused" | "unauthorized" | "payment_required" | "payment_invalid" | "offer_mismatch" | "amount_mismatch" | "network_mismatch" | "payment_expired" | "insufficient_credits" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_in_progress" | "payload_too_large" | "idempotency_key_reused" | "capacity_exceeded" | "spend_limit_exceeded" | "header_fields_too_large" | "internal_error" | "configuration_error" | "llm_failed" | "not_implemented" | "upstream_error" | "target_unreachable" | "verification_unavailable" | "llm_unavailable";
+        ErrorCode: "validation_failed" | "malformed_request" | "payment_reused" | "unauthorized" | "payment_required" | "payment_invalid" | "offer_mismatch" | "amount_mismatch" | "network_mismatch" | "payment_expired" | "insufficient_credits" | "policy_refused" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_in_progress" | "payload_too_large" | "idempotency_key_reused" | "price_above_limit" | "capacity_exceeded" | "spend_limit_exceeded" | "header_fields_too_large" | "internal_error" | "configuration_error" | "llm_failed" | "not_implemented" | "upstream_error" | "target_unreachable" | "verification_unavailable" | "llm_unavailable";
         /** @description Two or more of `json`, `data`, `body` and `payload` given together. A call request must not match this (it is referenced under `not`): at most one of them carries the body sent to the target, and two or more are a 400 naming them. Each pair lists its two fields under `properties` as well, for validators that insist a required property be declared. */
         CallBodyFieldConflict: {
             json: unknown;
@@ -737,6 +739,11 @@ export interface components {
          */
         NetworkName: "base" | "base-sepolia" | "skale-base" | "skale-base-sepolia" | "solana" | "solana-mainnet" | "solana-mainnet-beta" | "solana-devnet";
         /**
+         * @description The most the target may ask for this call, in atomic units of USDC (micro-USDC: `1000000` is 1 USDC), as a decimal string; the relay or proxy fee comes on top. A target whose price is higher is refused with 422 `price_above_limit` before anything is paid or charged, as x402's own clients refuse a payment above their maximum. Without it, an API key's default maximum applies on /proxy and /proxy/sim (see GET /v1/credits/balance), else none but the server's.
+         * @example 50000
+         */
+        CallMaxAmount: string;
+        /**
          * @description The call to relay to the target. At most one of `json`, `data`, `body` and `payload` may be given: two or more is a 400 naming them. Send the same body on the first call (answered with 402) and on the paid second call.
          * @example {
          *       "api_url": "https://api.example.org/weather",
@@ -766,6 +773,7 @@ export interface components {
             auth?: components["schemas"]["BasicAuth"];
             cookies?: components["schemas"]["CallCookies"];
             network?: components["schemas"]["NetworkName"];
+            max_amount?: components["schemas"]["CallMaxAmount"];
         };
         /**
          * X-Client-Payment
@@ -913,6 +921,30 @@ export interface components {
             serviceStatus?: components["schemas"]["ServiceStatus"];
         };
         /**
+         * @description The target asks more than the call's ceiling (`max_amount`, or the API key's default maximum per call); nothing was paid, charged or signed. `price` is the target's price and `max_amount` the ceiling that refused it, both in atomic units of USDC.
+         * @example {
+         *       "code": "price_above_limit",
+         *       "error": "Price above limit",
+         *       "details": "The target asks 120000 atomic units of USDC on base; the ceiling of this call is 50000.",
+         *       "price": "120000",
+         *       "max_amount": "50000",
+         *       "network": "base"
+         *     }
+         */
+        PriceAboveLimit: {
+            code: components["schemas"]["ErrorCode"];
+            /** @description Short phrase naming the failure. */
+            error: string;
+            /** @description The price, the network it is asked on and the ceiling, in words. */
+            details: string;
+            /** @description The target's price, in atomic units of USDC. */
+            price: string;
+            /** @description The ceiling of the call, in atomic units of USDC. */
+            max_amount: string;
+            /** @description The network the target's price is asked on. */
+            network?: string;
+        };
+        /**
          * @description The server is at its concurrent-request capacity for this route (the caps are per server instance: relay 50, proxy 100, webhooks 200 by default; see GET /metrics/rate-limits). Nothing was done; retry after `retryAfter` seconds, which is also sent as the Retry-After header.
          * @example {
          *       "code": "capacity_exceeded",
@@ -979,7 +1011,7 @@ export interface components {
             webhook_id?: string;
         };
         /**
-         * @description Body of a relay simulation: the call that POST /relay would make. Only these six fields are accepted; any other field is a 400.
+         * @description Body of a relay simulation: the call that POST /relay would make. Only these seven fields are accepted; any other field is a 400.
          * @example {
          *       "api_url": "https://api.example.org/weather",
          *       "method": "GET",
@@ -998,6 +1030,7 @@ export interface components {
             params?: components["schemas"]["CallParams"];
             headers?: components["schemas"]["CallHeaders"];
             network?: components["schemas"]["NetworkName"];
+            max_amount?: components["schemas"]["CallMaxAmount"];
         };
         /**
          * @description What a relay of this call would cost, in USDC (decimal numbers, not micro-USDC). In micro-USDC the total is target + max(ceil(target x percentage / 100), minUSDC x 1000000); with the defaults (3%, minimum 0) this is ceil(target x 1.03): a target price of 0.10 costs 0.103.
@@ -1168,6 +1201,7 @@ export interface components {
             auth?: components["schemas"]["BasicAuth"];
             cookies?: components["schemas"]["CallCookies"];
             timeout?: components["schemas"]["CallTimeoutSeconds"];
+            max_amount?: components["schemas"]["CallMaxAmount"];
         };
         /**
          * @description The organisation's credit balance cannot cover the credits this call needs: ceil(price in micro-USDC x 1.03 / 1000) with the default 3% proxy fee. Nothing was paid or charged.
@@ -1253,6 +1287,7 @@ export interface components {
             network?: components["schemas"]["NetworkName"];
             /** @description Accepted and ignored: clients such as HTTPayer's SDK send their client timeout (seconds) on every call. The simulation's single call to the target is bounded by the server default (TARGET_TIMEOUT_MS). */
             timeout?: number | null;
+            max_amount?: components["schemas"]["CallMaxAmount"];
         };
         /**
          * @description What a proxy call would cost. Amounts in USDC (decimal numbers); the account is charged totalCredits = ceil(price in micro-USDC x 1.03 / 1000) with the default 3% proxy fee (1 credit = 0.001 USDC).
@@ -1336,13 +1371,35 @@ export interface components {
             };
         };
         /**
+         * @description The API key's policy for /proxy and /proxy/sim, set by an operator (`npm run admin -- set-policy`). `default_max_amount`: the ceiling of a call that names no `max_amount` (a price above it is 422 `price_above_limit`). `hard_max_amount`: the most any call may pay, whatever its `max_amount` (above it: 403 `policy_refused`). `allowed_hosts`: the target hosts the key may call, each a host name suffix (`example.org` allows `api.example.org`) or an exact `host:port`; any other host is 403 `policy_refused` and is not called. Amounts in atomic units of USDC; null means no such rule.
+         * @example {
+         *       "default_max_amount": "50000",
+         *       "hard_max_amount": "1000000",
+         *       "allowed_hosts": [
+         *         "api.example.org"
+         *       ]
+         *     }
+         */
+        KeyPolicy: {
+            default_max_amount: string | null;
+            hard_max_amount: string | null;
+            allowed_hosts: string[] | null;
+        };
+        /**
          * @description Credits available to the authenticated API key. All amounts in credits (1 credit = 0.001 USDC, 1000 credits per USDC); the daily amounts reset at 00:00 UTC.
          * @example {
          *       "key_prefix": "prs_live_3f9a",
          *       "daily_cap": 100000,
          *       "daily_spent": 1236,
          *       "daily_remaining": 98764,
-         *       "effective_available": 48250
+         *       "effective_available": 48250,
+         *       "policy": {
+         *         "default_max_amount": "50000",
+         *         "hard_max_amount": "1000000",
+         *         "allowed_hosts": [
+         *           "api.example.org"
+         *         ]
+         *       }
          *     }
          */
         CreditBalance: {
@@ -1356,6 +1413,7 @@ export interface components {
             daily_remaining: number;
             /** @description Credits actually available (the organisation's credit balance). */
             effective_available: number;
+            policy: components["schemas"]["KeyPolicy"];
         };
         /** @description How the service reaches one network. */
         NetworkConfig: {
@@ -1960,6 +2018,16 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
+        /** @description `price_above_limit`: the target asks more than the call's ceiling (`max_amount`, or the API key's default maximum); nothing was paid or charged. */
+        PriceAboveLimit: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["PriceAboveLimit"];
+            };
+        };
         /** @description The server is at its concurrent-request capacity for this route; nothing was done. Retry after the number of seconds in Retry-After. */
         CapacityExceeded: {
             headers: {
@@ -2034,6 +2102,23 @@ export interface components {
                  *       "code": "unauthorized",
                  *       "error": "Unauthorized",
                  *       "details": "The x-api-key header is required."
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description `policy_refused`: the API key's policy refuses the call: the target's host is not among the key's allowed hosts (the target was not called), or its price is above the key's hard maximum per call. Nothing was paid or charged. GET /v1/credits/balance shows the key's policy. */
+        PolicyRefused: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "code": "policy_refused",
+                 *       "error": "Forbidden",
+                 *       "details": "The API key prs_Ab3dEf9hJk may call only hosts ending in api.example.org; evil.example.com is not one."
                  *     }
                  */
                 "application/json": components["schemas"]["ErrorBody"];
@@ -2246,7 +2331,7 @@ export interface operations {
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
-            /** @description Ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this payer with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
+            /** @description Ours: the target's price is above the call's ceiling (PriceAboveLimit, `code` = `price_above_limit`; nothing was paid). Or ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this payer with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2260,7 +2345,7 @@ export interface operations {
                      *       "details": "This Idempotency-Key was already used by this payer with another request (method, URL or body); use a new key for a new call."
                      *     }
                      */
-                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
+                    "application/json": components["schemas"]["PriceAboveLimit"] | components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
@@ -2399,6 +2484,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["PriceAboveLimit"];
             429: components["responses"]["CapacityExceeded"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
@@ -2431,6 +2517,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["PriceAboveLimit"];
             429: components["responses"]["CapacityExceeded"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
@@ -2565,6 +2652,24 @@ export interface operations {
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
+            /** @description Ours (ErrorBody, `code` = `policy_refused`): the API key's policy refuses the call (the target's host is not among its allowed hosts, or the price is above its hard maximum per call); nothing was paid. Or the target's own 403, passed through. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "policy_refused",
+                     *       "error": "Forbidden",
+                     *       "details": "The API key prs_Ab3dEf9hJk may call only hosts ending in api.example.org; evil.example.com is not one."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
+                    "*/*": components["schemas"]["UpstreamPassThrough"];
+                };
+            };
             /** @description Ours (ErrorBody, with Allow): the path does not support the request's method (see MethodNotAllowed). Or the target's own 405, passed through with the target's headers. */
             405: {
                 headers: {
@@ -2609,7 +2714,7 @@ export interface operations {
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
-            /** @description Ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this account with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
+            /** @description Ours: the target's price is above the call's ceiling (PriceAboveLimit, `code` = `price_above_limit`; nothing was paid). Or ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this account with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2623,7 +2728,7 @@ export interface operations {
                      *       "details": "This Idempotency-Key was already used by this account with another request (method, URL or body); use a new key for a new call."
                      *     }
                      */
-                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
+                    "application/json": components["schemas"]["PriceAboveLimit"] | components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
@@ -2745,8 +2850,10 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["PriceAboveLimit"];
             429: components["responses"]["CapacityExceeded"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];

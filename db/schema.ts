@@ -24,6 +24,10 @@ export interface ApiKeysTable {
   prefix: string;
   key_hash: Buffer;
   daily_cap_credits: bigint;
+  /** The key's policy (db/migrations/..._key_policies): null means no such rule. */
+  default_max_micro_usdc: ColumnType<bigint | null, bigint | null | undefined, bigint | null>;
+  hard_max_micro_usdc: ColumnType<bigint | null, bigint | null | undefined, bigint | null>;
+  allowed_hosts: ColumnType<string[] | null, string[] | null | undefined, string[] | null>;
   created_at: Timestamp;
   revoked_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
