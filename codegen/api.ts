@@ -287,6 +287,39 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/credits/purchase": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Buy credits over x402
+         * @description Buys credits for the API key's organisation, paid in USDC through x402 version 1 (X-PAYMENT)
+         *     or version 2 (PAYMENT-SIGNATURE): an agent with a wallet and an API key tops up by itself.
+         *
+         *     1. Send `{credits}` without a payment: the answer is 402 offering credits x 1000 atomic units
+         *        of USDC on the service's receiving networks (its mainnets when it has any, else its
+         *        testnets; the same offers in version 2 form in PAYMENT-REQUIRED).
+         *     2. Send the same request with the payment: it is verified, recorded and settled (through
+         *        FACILITATOR_URL when one is set). Once it settles the credits are added, with a ledger
+         *        entry of kind `purchase`: 200. A payment sent but not confirmed in time is 202 with a
+         *        webhook record (X-Service-Webhook); the credits are added once it confirms.
+         *
+         *     Exactly once per payment: the same payment sent again (a client retrying after a lost
+         *     answer) gets the recorded answer, 200 or 202, with `Idempotent-Replayed: true`; it is never
+         *     credited twice. A payment used elsewhere is a 400 `payment_reused`.
+         */
+        post: operations["postCreditsPurchase"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/config": {
         parameters: {
             query?: never;
@@ -1414,6 +1447,50 @@ export interface components {
             /** @description Credits actually available (the organisation's credit balance). */
             effective_available: number;
             policy: components["schemas"]["KeyPolicy"];
+        };
+        /**
+         * @description How many credits to buy (1 credit = 0.001 USDC, so 1000 credits cost 1 USDC).
+         * @example {
+         *       "credits": 5000
+         *     }
+         */
+        CreditPurchaseRequest: {
+            /** @description The number of credits to buy; the price is credits x 1000 atomic units of USDC. */
+            credits: number;
+        };
+        /**
+         * @description A purchase of credits paid over x402. `status` `credited`: the payment settled and the credits were added to the organisation (`balance` is its balance right after). `settling`: the payment was sent but not confirmed yet; poll GET /webhooks/{webhook_id} (200 once credited, 500 if the payment failed). The same payment sent again gets this answer again; it is never credited twice.
+         * @example {
+         *       "status": "credited",
+         *       "credits": 5000,
+         *       "amount": "5000000",
+         *       "network": "base",
+         *       "payer": "0x1111111111111111111111111111111111111111",
+         *       "transaction": "0x9c1f8e1c7b6c1d2e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f80912",
+         *       "balance": 12500,
+         *       "webhook_id": "3f1c2a8e-6f4b-4d7a-9d4e-2b8a1c0e5f71"
+         *     }
+         */
+        CreditPurchase: {
+            /** @enum {string} */
+            status: "credited" | "settling";
+            /** @description The credits bought. */
+            credits: number;
+            /** @description The price paid, in atomic units of USDC. */
+            amount: string;
+            /** @description The network the payment was made on. */
+            network: string;
+            /** @description The paying wallet. */
+            payer: string;
+            /** @description The settlement's transaction, once known. */
+            transaction?: string;
+            /** @description The organisation's credits right after this purchase (with `credited`). */
+            balance?: number;
+            /**
+             * Format: uuid
+             * @description The record of this purchase (GET /webhooks/{id}).
+             */
+            webhook_id: string;
         };
         /** @description How the service reaches one network. */
         NetworkConfig: {
@@ -2910,6 +2987,91 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
+        };
+    };
+    postCreditsPurchase: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The client's x402 version 1 payment to the service, sent on the second call after a 402: base64-encoded JSON `{x402Version: 1, scheme: "exact", network, payload}` paying one of the `accepts` of that 402 (EVM payload: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana payload: a partially signed transaction). Each authorization nonce is settled once: the same payment for the same request again gets the first call's answer (409 while it runs); for another request it is refused with 400 before anything is settled. */
+                "X-PAYMENT"?: components["parameters"]["PaymentHeader"];
+                /** @description The client's x402 version 2 payment to the service, sent instead of X-PAYMENT on the second call after a 402 (never both: a request with both is refused with 400): base64-encoded JSON `{x402Version: 2, resource, accepted, payload, extensions}` where `accepted` repeats one entry of the PAYMENT-REQUIRED header's `accepts` verbatim (network as CAIP-2, `amount`) and `payload` is what X-PAYMENT's would be (EVM: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana: a partially signed transaction). It is verified exactly as the same payment sent in X-PAYMENT, and it is the same payment: an authorization nonce used in either header is refused in both. The answer carries PAYMENT-RESPONSE. */
+                "PAYMENT-SIGNATURE"?: components["parameters"]["PaymentSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreditPurchaseRequest"];
+            };
+        };
+        responses: {
+            /** @description The payment settled and the credits were added. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
+                    "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE"?: components["schemas"]["PAYMENT-RESPONSE"];
+                    "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreditPurchase"];
+                };
+            };
+            /** @description The payment was sent but is not confirmed yet (`status` `settling`): poll GET /webhooks/{id} with the id of X-Service-Webhook; the credits are added once it confirms. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
+                    "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE"?: components["schemas"]["PAYMENT-RESPONSE"];
+                    "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreditPurchase"];
+                };
+            };
+            /** @description The request is invalid (`validation_failed`), carries both payment headers (`validation_failed`), or its payment was already used for another purchase or call (`payment_reused`). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description Payment instructions: the request carried no payment, or its payment was refused (`code` names the cause, as on the paid chat) or could not be settled; nothing was credited. */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Service-Status": components["schemas"]["ServiceStatus"];
+                    "PAYMENT-REQUIRED": components["headers"]["PAYMENT-REQUIRED"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaymentRequired"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+            /** @description The payment could not be verified now (a chain did not answer); nothing was credited. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     getConfig: {

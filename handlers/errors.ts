@@ -149,6 +149,7 @@ const INTERNAL_ERROR_SHAPE: Record<OperationId, InternalErrorShape> = {
   getRateLimitMetrics: DETAILS,
   getRelayLimits: DETAILS,
   getWebhook: DETAILS,
+  postCreditsPurchase: DETAILS,
   postLlmChat: { kind: 'message', error: LLM_FAILED_TITLE.postLlmChat },
   postLlmTranslate: { kind: 'message', error: LLM_FAILED_TITLE.postLlmTranslate },
   postProxy: { kind: 'message_and_details' },

@@ -17,6 +17,7 @@ import { getOpenApiDocument } from './getOpenApiDocument';
 import { getRateLimitMetrics } from './getRateLimitMetrics';
 import { getRelayLimits } from './getRelayLimits';
 import { getWebhook } from './getWebhook';
+import { postCreditsPurchase } from './postCreditsPurchase';
 import { postLlmChat } from './postLlmChat';
 import { postLlmTranslate } from './postLlmTranslate';
 import { postProxy } from './postProxy';
@@ -40,6 +41,7 @@ export const handlers: HandlerMap = {
   getRateLimitMetrics,
   getRelayLimits,
   getWebhook,
+  postCreditsPurchase,
   postLlmChat,
   postLlmTranslate,
   postProxy,

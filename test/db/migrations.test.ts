@@ -33,6 +33,7 @@ describe('migrations', () => {
         '2026_11_25_0011_idempotency_leases',
         '2026_11_25_0012_signed_transactions',
         '2026_11_28_0013_key_policies',
+        '2026_11_28_0014_credit_purchases',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -43,6 +44,7 @@ describe('migrations', () => {
         'accounts',
         'api_keys',
         'credit_ledger',
+        'credit_purchases',
         'credit_reservations',
         'daily_spend',
         'idempotency_records',
@@ -120,6 +122,7 @@ describe('migrations', () => {
         '2026_11_25_0011_idempotency_leases',
         '2026_11_25_0012_signed_transactions',
         '2026_11_28_0013_key_policies',
+        '2026_11_28_0014_credit_purchases',
       ]);
       const rows = await handle.db
         .selectFrom('daily_spend')
