@@ -589,6 +589,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/discovery/resources": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Paid resources this service has called (x402 Bazaar list)
+         * @description Which paid endpoints exist, what they cost and whether they answer: every x402 resource this service has paid over the last day (through /proxy or /relay), with its latest offers, the share of paid calls that succeeded and the median latency, in the Bazaar's list format. Only the origin and path of a resource are shown; never a query string, a body or a payer. Off unless the server sets DISCOVERY=public (404 then); on in the sandbox. No credential is needed.
+         */
+        get: operations["getDiscoveryResources"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/openapi.json": {
         parameters: {
             query?: never;
@@ -2047,6 +2067,47 @@ export interface components {
             };
             /** @description The names of the failed checks; empty when ready. */
             failed: string[];
+        };
+        /** @description One resource: the offers it made when we last paid it (one per network, as the target wrote them in x402 version 1 form, `resource` reduced to origin and path), and in `extensions.router` how its paid calls went over the last day. */
+        DiscoveryResource: {
+            /** @description The target's origin and path. */
+            resource: string;
+            /** @enum {string} */
+            type: "http";
+            /** @enum {integer} */
+            x402Version: 1;
+            accepts: components["schemas"]["PaymentRequirements"][];
+            /**
+             * Format: date-time
+             * @description When the service last paid it.
+             */
+            lastUpdated: string;
+            description?: string;
+            mimeType?: string;
+            extensions: {
+                router: {
+                    /** @description The HTTP method the paid calls used. */
+                    method: string;
+                    /** @description Paid calls over the last day. */
+                    paidCalls: number;
+                    /** @description The share of those calls the target answered below 400 after our payment. */
+                    successRate: number;
+                    /** @description The median time of the paid exchange with the target, in milliseconds. */
+                    p50LatencyMs: number;
+                };
+            };
+        };
+        /** @description The x402 resources this service has paid over the last day, in the list format of the x402 Bazaar (GET /discovery/resources of @x402/extensions' bazaar): newest first. A resource is a target's origin and path only (never a query string, a body or who called). */
+        DiscoveryResources: {
+            /** @enum {integer} */
+            x402Version: 1;
+            items: components["schemas"]["DiscoveryResource"][];
+            pagination: {
+                limit: number;
+                offset: number;
+                /** @description Resources in the list, over every page. */
+                total: number;
+            };
         };
     };
     responses: {
@@ -3592,6 +3653,46 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            405: components["responses"]["MethodNotAllowed"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+        };
+    };
+    getDiscoveryResources: {
+        parameters: {
+            query?: {
+                /** @description Only resources of this type; `http` is the only type listed. */
+                type?: string;
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The list. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DiscoveryResources"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            /** @description Discovery is off on this server (DISCOVERY is not `public`). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             405: components["responses"]["MethodNotAllowed"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];

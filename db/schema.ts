@@ -265,7 +265,22 @@ export interface CreditPurchasesTable {
   finished_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
 
+/** A paid call to a target, for discovery (db/migrations/..._paid_resource_calls). */
+export interface PaidResourceCallsTable {
+  id: Generated<bigint>;
+  /** Origin and path only. */
+  resource: string;
+  method: string;
+  network: string;
+  /** The offer we paid, its resource reduced to origin and path; written as JSON text. */
+  offer: ColumnType<unknown, string, string>;
+  succeeded: boolean;
+  latency_ms: number;
+  created_at: Timestamp;
+}
+
 export interface Database {
+  paid_resource_calls: PaidResourceCallsTable;
   credit_purchases: CreditPurchasesTable;
   proxy_payments: ProxyPaymentsTable;
   credit_reservations: CreditReservationsTable;

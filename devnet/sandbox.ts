@@ -113,6 +113,8 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
     LLM_BASE_URL: llm.url,
     LLM_API_KEY: llm.apiKey,
     LLM_MODEL: llm.model,
+    // The sandbox lists what it has paid (GET /discovery/resources) unless told otherwise.
+    DISCOVERY: options.env.DISCOVERY ?? 'public',
   };
   for (const [network, url] of Object.entries(peers.rpcUrls)) {
     env[`RPC_URL_${network.toUpperCase().replace(/-/g, '_')}`] = required(url, `the RPC URL of ${network}`);

@@ -138,6 +138,7 @@ const INTERNAL_ERROR_SHAPE: Record<OperationId, InternalErrorShape> = {
   getBalance: DETAILS,
   getConfig: DETAILS,
   getCreditsBalance: DETAILS,
+  getDiscoveryResources: DETAILS,
   getDocs: DETAILS,
   getHealth: DETAILS,
   getHealthLive: DETAILS,

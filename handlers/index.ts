@@ -6,6 +6,7 @@ import type { HandlerMap } from './types';
 import { getBalance } from './getBalance';
 import { getConfig } from './getConfig';
 import { getCreditsBalance } from './getCreditsBalance';
+import { getDiscoveryResources } from './getDiscoveryResources';
 import { getDocs } from './getDocs';
 import { getHealth } from './getHealth';
 import { getHealthLive } from './getHealthLive';
@@ -30,6 +31,7 @@ export const handlers: HandlerMap = {
   getBalance,
   getConfig,
   getCreditsBalance,
+  getDiscoveryResources,
   getDocs,
   getHealth,
   getHealthLive,

@@ -12,6 +12,7 @@ import * as idempotencyLeases from './2026_11_25_0011_idempotency_leases';
 import * as signedTransactions from './2026_11_25_0012_signed_transactions';
 import * as keyPolicies from './2026_11_28_0013_key_policies';
 import * as creditPurchases from './2026_11_28_0014_credit_purchases';
+import * as paidResourceCalls from './2026_11_28_0015_paid_resource_calls';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -28,6 +29,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_11_25_0012_signed_transactions': signedTransactions,
   '2026_11_28_0013_key_policies': keyPolicies,
   '2026_11_28_0014_credit_purchases': creditPurchases,
+  '2026_11_28_0015_paid_resource_calls': paidResourceCalls,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -34,6 +34,7 @@ describe('migrations', () => {
         '2026_11_25_0012_signed_transactions',
         '2026_11_28_0013_key_policies',
         '2026_11_28_0014_credit_purchases',
+        '2026_11_28_0015_paid_resource_calls',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -49,6 +50,7 @@ describe('migrations', () => {
         'daily_spend',
         'idempotency_records',
         'organisations',
+        'paid_resource_calls',
         'proxy_payments',
         'refunds',
         'relay_transactions',
@@ -123,6 +125,7 @@ describe('migrations', () => {
         '2026_11_25_0012_signed_transactions',
         '2026_11_28_0013_key_policies',
         '2026_11_28_0014_credit_purchases',
+        '2026_11_28_0015_paid_resource_calls',
       ]);
       const rows = await handle.db
         .selectFrom('daily_spend')
