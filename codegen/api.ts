@@ -589,6 +589,35 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/mcp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * MCP server (streamable HTTP)
+         * @description The router's Model Context Protocol server over streamable HTTP, stateless, answering in JSON
+         *     (no session, no server-sent stream: GET is not supported). Authenticated by x-api-key: the
+         *     tools act for that key. Tools (named as HTTPayer's MCP server names them where they do the
+         *     same thing): `fetch` (POST /proxy), `simulate` (POST /proxy/sim), `get_balance` (GET
+         *     /v1/credits/balance), `check_limits` (GET /limits), `get_webhook_status` (GET
+         *     /webhooks/{id}), `get_topup_link` (the 402 of POST /v1/credits/purchase), `search_endpoints`
+         *     (GET /discovery/resources with `q` and `max_amount`) and `relay_fetch` (POST /relay with an
+         *     X-PAYMENT the agent signed; the stdio server, `npx payment-router-mcp`, pays with its own
+         *     wallet). Each tool's input schema is a schema of this document; an error of ours is a tool
+         *     error (`isError`) whose text carries our `code`.
+         */
+        post: operations["postMcp"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/discovery/resources": {
         parameters: {
             query?: never;
@@ -2068,6 +2097,11 @@ export interface components {
             /** @description The names of the failed checks; empty when ready. */
             failed: string[];
         };
+        /** @description A JSON-RPC 2.0 message of the Model Context Protocol (a request, notification or response), or a batch of them. See the MCP specification; the tools are listed by `tools/list`. */
+        JsonRpcMessage: {
+            /** @enum {string} */
+            jsonrpc: "2.0";
+        } | Record<string, never>[];
         /** @description One resource: the offers it made when we last paid it (one per network, as the target wrote them in x402 version 1 form, `resource` reduced to origin and path), and in `extensions.router` how its paid calls went over the last day. */
         DiscoveryResource: {
             /** @description The target's origin and path. */
@@ -3658,11 +3692,83 @@ export interface operations {
             500: components["responses"]["InternalServerError"];
         };
     };
+    postMcp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JsonRpcMessage"];
+            };
+        };
+        responses: {
+            /** @description The JSON-RPC response. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JsonRpcMessage"];
+                };
+            };
+            /** @description A notification or response was accepted; no body. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Ours (ErrorBody, `validation_failed`), or the MCP transport's JSON-RPC error for a message it cannot take. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["JsonRpcMessage"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description The Accept header names neither application/json nor text/event-stream (JSON-RPC error). */
+            406: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JsonRpcMessage"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            /** @description The body is not JSON (JSON-RPC error). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JsonRpcMessage"];
+                };
+            };
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+        };
+    };
     getDiscoveryResources: {
         parameters: {
             query?: {
                 /** @description Only resources of this type; `http` is the only type listed. */
                 type?: string;
+                /** @description Only resources whose URL or description contains this text (case-insensitive). */
+                q?: string;
+                /** @description Only resources with an offer of at most this price, in atomic units of USDC. */
+                max_amount?: string;
                 limit?: number;
                 offset?: number;
             };

@@ -153,6 +153,7 @@ const INTERNAL_ERROR_SHAPE: Record<OperationId, InternalErrorShape> = {
   postCreditsPurchase: DETAILS,
   postLlmChat: { kind: 'message', error: LLM_FAILED_TITLE.postLlmChat },
   postLlmTranslate: { kind: 'message', error: LLM_FAILED_TITLE.postLlmTranslate },
+  postMcp: DETAILS,
   postProxy: { kind: 'message_and_details' },
   postProxySim: DETAILS,
   postRelay: DETAILS,

@@ -7,13 +7,25 @@ export const getDiscoveryResources: Handler<'getDiscoveryResources'> = async (ct
   if (config.discovery !== 'public')
     return errorReply('not_found', 'Discovery is off on this server (DISCOVERY is not public).');
   // Checked against the document's bounds by the router; numbers may still arrive as their text.
-  const query = ctx.query as { type?: string; limit?: number | string; offset?: number | string };
+  const query = ctx.query as {
+    type?: string;
+    q?: string;
+    max_amount?: string;
+    limit?: number | string;
+    offset?: number | string;
+  };
   const limit = Number(query.limit ?? 20);
   const offset = Number(query.offset ?? 0);
   const { items, total } =
     query.type !== undefined && query.type !== 'http'
       ? { items: [], total: 0 }
-      : await discoveredResources(db, { now: clock.now(), limit, offset });
+      : await discoveredResources(db, {
+          now: clock.now(),
+          limit,
+          offset,
+          text: query.q,
+          maxAmountMicroUsdc: query.max_amount === undefined ? undefined : BigInt(query.max_amount),
+        });
   return {
     status: 200,
     body: {

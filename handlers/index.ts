@@ -19,6 +19,7 @@ import { getRateLimitMetrics } from './getRateLimitMetrics';
 import { getRelayLimits } from './getRelayLimits';
 import { getWebhook } from './getWebhook';
 import { postCreditsPurchase } from './postCreditsPurchase';
+import { postMcp } from './postMcp';
 import { postLlmChat } from './postLlmChat';
 import { postLlmTranslate } from './postLlmTranslate';
 import { postProxy } from './postProxy';
@@ -46,6 +47,7 @@ export const handlers: HandlerMap = {
   postCreditsPurchase,
   postLlmChat,
   postLlmTranslate,
+  postMcp,
   postProxy,
   postProxySim,
   postRelay,

@@ -15,6 +15,8 @@ import type { PaymentRequirements } from './x402/types';
 /** The window the list covers. */
 export const DISCOVERY_WINDOW_MS = 24 * 60 * 60 * 1000;
 export const DISCOVERY_MAX_LIMIT = 100;
+/** The most resources one listing reads before it filters and pages. */
+const DISCOVERY_SCAN_LIMIT = 1000;
 
 /** A URL as discovery shows it: origin and path, nothing else. */
 export function resourceOf(url: string): string | undefined {
@@ -68,7 +70,13 @@ export interface DiscoveredResource {
 
 export async function discoveredResources(
   db: Db,
-  { now, limit, offset }: { now: Date; limit: number; offset: number },
+  {
+    now,
+    limit,
+    offset,
+    text,
+    maxAmountMicroUsdc,
+  }: { now: Date; limit: number; offset: number; text?: string | undefined; maxAmountMicroUsdc?: bigint | undefined },
 ): Promise<{ items: DiscoveredResource[]; total: number }> {
   const since = new Date(now.getTime() - DISCOVERY_WINDOW_MS);
   const { rows } = await sql<{
@@ -99,7 +107,7 @@ export async function discoveredResources(
       count(*) over () as total
     from stats s
     order by s.last_updated desc, s.resource, s.method
-    limit ${limit} offset ${offset}`.execute(db);
+    limit ${DISCOVERY_SCAN_LIMIT}`.execute(db);
   const items = rows.map((row) => {
     const [first] = row.offers;
     return {
@@ -114,14 +122,16 @@ export async function discoveredResources(
       p50LatencyMs: Math.round(row.p50_latency_ms),
     };
   });
-  const total = rows[0] === undefined ? await countResources(db, since) : Number(rows[0].total);
-  return { items, total };
-}
-
-async function countResources(db: Db, since: Date): Promise<number> {
-  const { rows } = await sql<{ total: string }>`
-    select count(*) as total from (select distinct resource, method from paid_resource_calls where created_at >= ${since}) r`.execute(
-    db,
+  const needle = text?.toLowerCase();
+  const matching = items.filter(
+    (item) =>
+      (needle === undefined ||
+        item.resource.toLowerCase().includes(needle) ||
+        (item.description ?? '').toLowerCase().includes(needle)) &&
+      (maxAmountMicroUsdc === undefined ||
+        item.accepts.some(
+          (offer) => /^[0-9]+$/.test(offer.maxAmountRequired) && BigInt(offer.maxAmountRequired) <= maxAmountMicroUsdc,
+        )),
   );
-  return Number(rows[0]?.total ?? 0);
+  return { items: matching.slice(offset, offset + limit), total: matching.length };
 }
