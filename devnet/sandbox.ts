@@ -227,6 +227,13 @@ ${
  A paid chat (a local deterministic model; the client wallet pays 0.01 USDC on base):
    npm run sandbox:pay -- chat "Hello there"
 
+ For AI agents, the MCP server (tools fetch, simulate, get_balance, relay_fetch, ...):
+   over stdio:  ROUTER_URL=${state.baseUrl} ROUTER_API_KEY=${state.apiKey} \\
+                ROUTER_WALLET_KEY=<client EVM key from sandbox.json> npx payment-router-mcp
+   over HTTP:   ${state.baseUrl}/mcp  with the header x-api-key: ${state.apiKey}
+ Paid resources seen so far: curl -s ${state.baseUrl}/discovery/resources
+ Buy credits over x402: POST ${state.baseUrl}/v1/credits/purchase {"credits": 1000} with x-api-key
+
  Dry runs:
    curl -s -X POST ${state.baseUrl}/relay/sim -H 'content-type: application/json' \\
      -d '{"api_url": "${paidTarget}", "method": "GET"}'
