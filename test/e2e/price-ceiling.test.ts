@@ -54,6 +54,15 @@ async function chainBalances() {
   };
 }
 
+async function untilPolicy(headers: Record<string, string>, done: (policy: any) => boolean) {
+  const deadline = Date.now() + 2_000;
+  for (;;) {
+    const res = await t.client.get('/v1/credits/balance', { headers });
+    if (done(res.body.policy) || Date.now() > deadline) return res;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 function expectPriceAboveLimit(res: { status: number; body: any }, maxAmount: bigint): void {
   expect(res.status).toBe(422);
   expect(res.body).toMatchObject({
@@ -139,7 +148,8 @@ describe("a key's policy", () => {
       hardMaxMicroUsdc: PRICE - 1n,
       allowedHosts: [allowedHost],
     });
-    const shown = await t.client.get('/v1/credits/balance', { headers });
+    // A key the service holds in memory takes its new policy once the change is announced: within moments.
+    const shown = await untilPolicy(headers, (policy) => policy.hard_max_amount !== null);
     expect(shown.body.policy).toEqual({
       default_max_amount: (CHEAP - 1n).toString(),
       hard_max_amount: (PRICE - 1n).toString(),
