@@ -276,11 +276,44 @@ export interface paths {
         };
         /**
          * Credit balance of the API key
-         * @description The API key's daily cap and today's spending, and the credits actually available to it (the organisation's credit balance). A call needs both: credits in the balance and room under the key's daily cap. Amounts in credits (1 credit = 0.001 USDC); reset at 00:00 UTC.
+         * @description The API key's daily cap and today's spending, and the credits actually available to it (the organisation's credit balance), and the key's policy (its ceilings per call and allowed hosts). A call needs both: credits in the balance and room under the key's daily cap. Amounts in credits (1 credit = 0.001 USDC); reset at 00:00 UTC.
          */
         get: operations["getCreditsBalance"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/credits/purchase": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Buy credits over x402
+         * @description Buys credits for the API key's organisation, paid in USDC through x402 version 1 (X-PAYMENT)
+         *     or version 2 (PAYMENT-SIGNATURE): an agent with a wallet and an API key tops up by itself.
+         *
+         *     1. Send `{credits}` without a payment: the answer is 402 offering credits x 1000 atomic units
+         *        of USDC on the service's receiving networks (its mainnets when it has any, else its
+         *        testnets; the same offers in version 2 form in PAYMENT-REQUIRED).
+         *     2. Send the same request with the payment: it is verified, recorded and settled (through
+         *        FACILITATOR_URL when one is set). Once it settles the credits are added, with a ledger
+         *        entry of kind `purchase`: 200. A payment sent but not confirmed in time is 202 with a
+         *        webhook record (X-Service-Webhook); the credits are added once it confirms.
+         *
+         *     Exactly once per payment: the same payment sent again (a client retrying after a lost
+         *     answer) gets the recorded answer, 200 or 202, with `Idempotent-Replayed: true`; it is never
+         *     credited twice. A payment used elsewhere is a 400 `payment_reused`.
+         */
+        post: operations["postCreditsPurchase"];
         delete?: never;
         options?: never;
         head?: never;
@@ -556,6 +589,55 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/mcp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * MCP server (streamable HTTP)
+         * @description The router's Model Context Protocol server over streamable HTTP, stateless, answering in JSON
+         *     (no session, no server-sent stream: GET is not supported). Authenticated by x-api-key: the
+         *     tools act for that key. Tools (named as HTTPayer's MCP server names them where they do the
+         *     same thing): `fetch` (POST /proxy), `simulate` (POST /proxy/sim), `get_balance` (GET
+         *     /v1/credits/balance), `check_limits` (GET /limits), `get_webhook_status` (GET
+         *     /webhooks/{id}), `get_topup_link` (the 402 of POST /v1/credits/purchase), `search_endpoints`
+         *     (GET /discovery/resources with `q` and `max_amount`) and `relay_fetch` (POST /relay with an
+         *     X-PAYMENT the agent signed; the stdio server, `npx payment-router-mcp`, pays with its own
+         *     wallet). Each tool's input schema is a schema of this document; an error of ours is a tool
+         *     error (`isError`) whose text carries our `code`.
+         */
+        post: operations["postMcp"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/discovery/resources": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Paid resources this service has called (x402 Bazaar list)
+         * @description Which paid endpoints exist, what they cost and whether they answer: every x402 resource this service has paid over the last day (through /proxy or /relay), with its latest offers, the share of paid calls that succeeded and the median latency, in the Bazaar's list format. Only the origin and path of a resource are shown; never a query string, a body or a payer. Off unless the server sets DISCOVERY=public (404 then); on in the sandbox. No credential is needed.
+         */
+        get: operations["getDiscoveryResources"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/openapi.json": {
         parameters: {
             query?: never;
@@ -621,12 +703,14 @@ export interface components {
          *     | `network_mismatch` | 402 | The payment is on a network we did not offer for this request; nothing moved. Pay on one of the networks of this 402's `accepts`. |
          *     | `payment_expired` | 402 | The payment is outside its validity window: expired, too close to its expiry to be settled, or not valid yet (EVM `validBefore`/`validAfter`; Solana: a blockhash no longer valid); nothing moved. Sign a new payment. |
          *     | `insufficient_credits` | 402 | The organisation's credits cannot cover the call on /proxy; nothing was paid. |
+         *     | `policy_refused` | 403 | The API key's policy refuses the call: the target's host is not among its allowed hosts, or the price is above its hard maximum per call; nothing was paid or charged. |
          *     | `not_found` | 404 | No operation has this path, or no record has this id. |
          *     | `method_not_allowed` | 405 | The path does not support the method; Allow lists those it does. |
          *     | `request_timeout` | 408 | The request was not received in time; the connection is closed. |
          *     | `idempotency_in_progress` | 409 | A call with the same Idempotency-Key (or, on /relay, the same payment) is still running; retry after Retry-After to get its answer. It is not run twice. |
          *     | `payload_too_large` | 413 | The request body is larger than 1 MiB. |
          *     | `idempotency_key_reused` | 422 | The Idempotency-Key was first used with another request (method, path or body); use a new key for a new call. Nothing was run. |
+         *     | `price_above_limit` | 422 | The target asks more than the call's ceiling (`max_amount`, or the API key's default maximum); `price` and `max_amount` name both. Nothing was paid or charged. |
          *     | `capacity_exceeded` | 429 | The server is at its concurrent-request capacity for the route; retry after Retry-After. |
          *     | `spend_limit_exceeded` | 429 | A daily volume limit would be exceeded; nothing was charged. |
          *     | `header_fields_too_large` | 431 | The request's header section is larger than the server reads; the connection is closed. |
@@ -640,7 +724,7 @@ export interface components {
          *     | `llm_unavailable` | 503 | No model backend is configured on this server; nothing was charged. |
          * @enum {string}
          */
-        ErrorCode: "validation_failed" | "malformed_request" | "payment_reused" | "unauthorized" | "payment_required" | "payment_invalid" | "offer_mismatch" | "amount_mismatch" | "network_mismatch" | "payment_expired" | "insufficient_credits" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_in_progress" | "payload_too_large" | "idempotency_key_reused" | "capacity_exceeded" | "spend_limit_exceeded" | "header_fields_too_large" | "internal_error" | "configuration_error" | "llm_failed" | "not_implemented" | "upstream_error" | "target_unreachable" | "verification_unavailable" | "llm_unavailable";
+        ErrorCode: "validation_failed" | "malformed_request" | "payment_reused" | "unauthorized" | "payment_required" | "payment_invalid" | "offer_mismatch" | "amount_mismatch" | "network_mismatch" | "payment_expired" | "insufficient_credits" | "policy_refused" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_in_progress" | "payload_too_large" | "idempotency_key_reused" | "price_above_limit" | "capacity_exceeded" | "spend_limit_exceeded" | "header_fields_too_large" | "internal_error" | "configuration_error" | "llm_failed" | "not_implemented" | "upstream_error" | "target_unreachable" | "verification_unavailable" | "llm_unavailable";
         /** @description Two or more of `json`, `data`, `body` and `payload` given together. A call request must not match this (it is referenced under `not`): at most one of them carries the body sent to the target, and two or more are a 400 naming them. Each pair lists its two fields under `properties` as well, for validators that insist a required property be declared. */
         CallBodyFieldConflict: {
             json: unknown;
@@ -737,6 +821,11 @@ export interface components {
          */
         NetworkName: "base" | "base-sepolia" | "skale-base" | "skale-base-sepolia" | "solana" | "solana-mainnet" | "solana-mainnet-beta" | "solana-devnet" | "polygon-amoy";
         /**
+         * @description The most the target may ask for this call, in atomic units of USDC (micro-USDC: `1000000` is 1 USDC), as a decimal string; the relay or proxy fee comes on top. A target whose price is higher is refused with 422 `price_above_limit` before anything is paid or charged, as x402's own clients refuse a payment above their maximum. Without it, an API key's default maximum applies on /proxy and /proxy/sim (see GET /v1/credits/balance), else none but the server's.
+         * @example 50000
+         */
+        CallMaxAmount: string;
+        /**
          * @description The call to relay to the target. At most one of `json`, `data`, `body` and `payload` may be given: two or more is a 400 naming them. Send the same body on the first call (answered with 402) and on the paid second call.
          * @example {
          *       "api_url": "https://api.example.org/weather",
@@ -766,6 +855,7 @@ export interface components {
             auth?: components["schemas"]["BasicAuth"];
             cookies?: components["schemas"]["CallCookies"];
             network?: components["schemas"]["NetworkName"];
+            max_amount?: components["schemas"]["CallMaxAmount"];
         };
         /**
          * X-Client-Payment
@@ -913,6 +1003,30 @@ export interface components {
             serviceStatus?: components["schemas"]["ServiceStatus"];
         };
         /**
+         * @description The target asks more than the call's ceiling (`max_amount`, or the API key's default maximum per call); nothing was paid, charged or signed. `price` is the target's price and `max_amount` the ceiling that refused it, both in atomic units of USDC.
+         * @example {
+         *       "code": "price_above_limit",
+         *       "error": "Price above limit",
+         *       "details": "The target asks 120000 atomic units of USDC on base; the ceiling of this call is 50000.",
+         *       "price": "120000",
+         *       "max_amount": "50000",
+         *       "network": "base"
+         *     }
+         */
+        PriceAboveLimit: {
+            code: components["schemas"]["ErrorCode"];
+            /** @description Short phrase naming the failure. */
+            error: string;
+            /** @description The price, the network it is asked on and the ceiling, in words. */
+            details: string;
+            /** @description The target's price, in atomic units of USDC. */
+            price: string;
+            /** @description The ceiling of the call, in atomic units of USDC. */
+            max_amount: string;
+            /** @description The network the target's price is asked on. */
+            network?: string;
+        };
+        /**
          * @description The server is at its concurrent-request capacity for this route (the caps are per server instance: relay 50, proxy 100, webhooks 200 by default; see GET /metrics/rate-limits). Nothing was done; retry after `retryAfter` seconds, which is also sent as the Retry-After header.
          * @example {
          *       "code": "capacity_exceeded",
@@ -979,7 +1093,7 @@ export interface components {
             webhook_id?: string;
         };
         /**
-         * @description Body of a relay simulation: the call that POST /relay would make. Only these six fields are accepted; any other field is a 400.
+         * @description Body of a relay simulation: the call that POST /relay would make. Only these seven fields are accepted; any other field is a 400.
          * @example {
          *       "api_url": "https://api.example.org/weather",
          *       "method": "GET",
@@ -998,6 +1112,7 @@ export interface components {
             params?: components["schemas"]["CallParams"];
             headers?: components["schemas"]["CallHeaders"];
             network?: components["schemas"]["NetworkName"];
+            max_amount?: components["schemas"]["CallMaxAmount"];
         };
         /**
          * @description What a relay of this call would cost, in USDC (decimal numbers, not micro-USDC). In micro-USDC the total is target + max(ceil(target x percentage / 100), minUSDC x 1000000); with the defaults (3%, minimum 0) this is ceil(target x 1.03): a target price of 0.10 costs 0.103.
@@ -1168,6 +1283,7 @@ export interface components {
             auth?: components["schemas"]["BasicAuth"];
             cookies?: components["schemas"]["CallCookies"];
             timeout?: components["schemas"]["CallTimeoutSeconds"];
+            max_amount?: components["schemas"]["CallMaxAmount"];
         };
         /**
          * @description The organisation's credit balance cannot cover the credits this call needs: ceil(price in micro-USDC x 1.03 / 1000) with the default 3% proxy fee. Nothing was paid or charged.
@@ -1253,6 +1369,7 @@ export interface components {
             network?: components["schemas"]["NetworkName"];
             /** @description Accepted and ignored: clients such as HTTPayer's SDK send their client timeout (seconds) on every call. The simulation's single call to the target is bounded by the server default (TARGET_TIMEOUT_MS). */
             timeout?: number | null;
+            max_amount?: components["schemas"]["CallMaxAmount"];
         };
         /**
          * @description What a proxy call would cost. Amounts in USDC (decimal numbers); the account is charged totalCredits = ceil(price in micro-USDC x 1.03 / 1000) with the default 3% proxy fee (1 credit = 0.001 USDC).
@@ -1336,13 +1453,35 @@ export interface components {
             };
         };
         /**
+         * @description The API key's policy for /proxy and /proxy/sim, set by an operator (`npm run admin -- set-policy`). `default_max_amount`: the ceiling of a call that names no `max_amount` (a price above it is 422 `price_above_limit`). `hard_max_amount`: the most any call may pay, whatever its `max_amount` (above it: 403 `policy_refused`). `allowed_hosts`: the target hosts the key may call, each a host name suffix (`example.org` allows `api.example.org`) or an exact `host:port`; any other host is 403 `policy_refused` and is not called. Amounts in atomic units of USDC; null means no such rule.
+         * @example {
+         *       "default_max_amount": "50000",
+         *       "hard_max_amount": "1000000",
+         *       "allowed_hosts": [
+         *         "api.example.org"
+         *       ]
+         *     }
+         */
+        KeyPolicy: {
+            default_max_amount: string | null;
+            hard_max_amount: string | null;
+            allowed_hosts: string[] | null;
+        };
+        /**
          * @description Credits available to the authenticated API key. All amounts in credits (1 credit = 0.001 USDC, 1000 credits per USDC); the daily amounts reset at 00:00 UTC.
          * @example {
          *       "key_prefix": "prs_live_3f9a",
          *       "daily_cap": 100000,
          *       "daily_spent": 1236,
          *       "daily_remaining": 98764,
-         *       "effective_available": 48250
+         *       "effective_available": 48250,
+         *       "policy": {
+         *         "default_max_amount": "50000",
+         *         "hard_max_amount": "1000000",
+         *         "allowed_hosts": [
+         *           "api.example.org"
+         *         ]
+         *       }
          *     }
          */
         CreditBalance: {
@@ -1356,6 +1495,51 @@ export interface components {
             daily_remaining: number;
             /** @description Credits actually available (the organisation's credit balance). */
             effective_available: number;
+            policy: components["schemas"]["KeyPolicy"];
+        };
+        /**
+         * @description How many credits to buy (1 credit = 0.001 USDC, so 1000 credits cost 1 USDC).
+         * @example {
+         *       "credits": 5000
+         *     }
+         */
+        CreditPurchaseRequest: {
+            /** @description The number of credits to buy; the price is credits x 1000 atomic units of USDC. */
+            credits: number;
+        };
+        /**
+         * @description A purchase of credits paid over x402. `status` `credited`: the payment settled and the credits were added to the organisation (`balance` is its balance right after). `settling`: the payment was sent but not confirmed yet; poll GET /webhooks/{webhook_id} (200 once credited, 500 if the payment failed). The same payment sent again gets this answer again; it is never credited twice.
+         * @example {
+         *       "status": "credited",
+         *       "credits": 5000,
+         *       "amount": "5000000",
+         *       "network": "base",
+         *       "payer": "0x1111111111111111111111111111111111111111",
+         *       "transaction": "0x9c1f8e1c7b6c1d2e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f80912",
+         *       "balance": 12500,
+         *       "webhook_id": "3f1c2a8e-6f4b-4d7a-9d4e-2b8a1c0e5f71"
+         *     }
+         */
+        CreditPurchase: {
+            /** @enum {string} */
+            status: "credited" | "settling";
+            /** @description The credits bought. */
+            credits: number;
+            /** @description The price paid, in atomic units of USDC. */
+            amount: string;
+            /** @description The network the payment was made on. */
+            network: string;
+            /** @description The paying wallet. */
+            payer: string;
+            /** @description The settlement's transaction, once known. */
+            transaction?: string;
+            /** @description The organisation's credits right after this purchase (with `credited`). */
+            balance?: number;
+            /**
+             * Format: uuid
+             * @description The record of this purchase (GET /webhooks/{id}).
+             */
+            webhook_id: string;
         };
         /** @description How the service reaches one network. */
         NetworkConfig: {
@@ -1913,6 +2097,52 @@ export interface components {
             /** @description The names of the failed checks; empty when ready. */
             failed: string[];
         };
+        /** @description A JSON-RPC 2.0 message of the Model Context Protocol (a request, notification or response), or a batch of them. See the MCP specification; the tools are listed by `tools/list`. */
+        JsonRpcMessage: {
+            /** @enum {string} */
+            jsonrpc: "2.0";
+        } | Record<string, never>[];
+        /** @description One resource: the offers it made when we last paid it (one per network, as the target wrote them in x402 version 1 form, `resource` reduced to origin and path), and in `extensions.router` how its paid calls went over the last day. */
+        DiscoveryResource: {
+            /** @description The target's origin and path. */
+            resource: string;
+            /** @enum {string} */
+            type: "http";
+            /** @enum {integer} */
+            x402Version: 1;
+            accepts: components["schemas"]["PaymentRequirements"][];
+            /**
+             * Format: date-time
+             * @description When the service last paid it.
+             */
+            lastUpdated: string;
+            description?: string;
+            mimeType?: string;
+            extensions: {
+                router: {
+                    /** @description The HTTP method the paid calls used. */
+                    method: string;
+                    /** @description Paid calls over the last day. */
+                    paidCalls: number;
+                    /** @description The share of those calls the target answered below 400 after our payment. */
+                    successRate: number;
+                    /** @description The median time of the paid exchange with the target, in milliseconds. */
+                    p50LatencyMs: number;
+                };
+            };
+        };
+        /** @description The x402 resources this service has paid over the last day, in the list format of the x402 Bazaar (GET /discovery/resources of @x402/extensions' bazaar): newest first. A resource is a target's origin and path only (never a query string, a body or who called). */
+        DiscoveryResources: {
+            /** @enum {integer} */
+            x402Version: 1;
+            items: components["schemas"]["DiscoveryResource"][];
+            pagination: {
+                limit: number;
+                offset: number;
+                /** @description Resources in the list, over every page. */
+                total: number;
+            };
+        };
     };
     responses: {
         /** @description The request is invalid: it does not match this document (for example a query parameter the operation does not declare; every problem is listed in `details`) or a rule of the operation refuses it. */
@@ -1958,6 +2188,16 @@ export interface components {
                  *     }
                  */
                 "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description `price_above_limit`: the target asks more than the call's ceiling (`max_amount`, or the API key's default maximum); nothing was paid or charged. */
+        PriceAboveLimit: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["PriceAboveLimit"];
             };
         };
         /** @description The server is at its concurrent-request capacity for this route; nothing was done. Retry after the number of seconds in Retry-After. */
@@ -2034,6 +2274,23 @@ export interface components {
                  *       "code": "unauthorized",
                  *       "error": "Unauthorized",
                  *       "details": "The x-api-key header is required."
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description `policy_refused`: the API key's policy refuses the call: the target's host is not among the key's allowed hosts (the target was not called), or its price is above the key's hard maximum per call. Nothing was paid or charged. GET /v1/credits/balance shows the key's policy. */
+        PolicyRefused: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "code": "policy_refused",
+                 *       "error": "Forbidden",
+                 *       "details": "The API key prs_Ab3dEf9hJk may call only hosts ending in api.example.org; evil.example.com is not one."
                  *     }
                  */
                 "application/json": components["schemas"]["ErrorBody"];
@@ -2246,7 +2503,7 @@ export interface operations {
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
-            /** @description Ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this payer with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
+            /** @description Ours: the target's price is above the call's ceiling (PriceAboveLimit, `code` = `price_above_limit`; nothing was paid). Or ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this payer with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2260,7 +2517,7 @@ export interface operations {
                      *       "details": "This Idempotency-Key was already used by this payer with another request (method, URL or body); use a new key for a new call."
                      *     }
                      */
-                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
+                    "application/json": components["schemas"]["PriceAboveLimit"] | components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
@@ -2399,6 +2656,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["PriceAboveLimit"];
             429: components["responses"]["CapacityExceeded"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
@@ -2431,6 +2689,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["PriceAboveLimit"];
             429: components["responses"]["CapacityExceeded"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
@@ -2565,6 +2824,24 @@ export interface operations {
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
+            /** @description Ours (ErrorBody, `code` = `policy_refused`): the API key's policy refuses the call (the target's host is not among its allowed hosts, or the price is above its hard maximum per call); nothing was paid. Or the target's own 403, passed through. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "policy_refused",
+                     *       "error": "Forbidden",
+                     *       "details": "The API key prs_Ab3dEf9hJk may call only hosts ending in api.example.org; evil.example.com is not one."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
+                    "*/*": components["schemas"]["UpstreamPassThrough"];
+                };
+            };
             /** @description Ours (ErrorBody, with Allow): the path does not support the request's method (see MethodNotAllowed). Or the target's own 405, passed through with the target's headers. */
             405: {
                 headers: {
@@ -2609,7 +2886,7 @@ export interface operations {
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
-            /** @description Ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this account with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
+            /** @description Ours: the target's price is above the call's ceiling (PriceAboveLimit, `code` = `price_above_limit`; nothing was paid). Or ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this account with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2623,7 +2900,7 @@ export interface operations {
                      *       "details": "This Idempotency-Key was already used by this account with another request (method, URL or body); use a new key for a new call."
                      *     }
                      */
-                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
+                    "application/json": components["schemas"]["PriceAboveLimit"] | components["schemas"]["ErrorBody"] | components["schemas"]["UpstreamPassThrough"];
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
@@ -2745,8 +3022,10 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["PriceAboveLimit"];
             429: components["responses"]["CapacityExceeded"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
@@ -2803,6 +3082,91 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
+        };
+    };
+    postCreditsPurchase: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The client's x402 version 1 payment to the service, sent on the second call after a 402: base64-encoded JSON `{x402Version: 1, scheme: "exact", network, payload}` paying one of the `accepts` of that 402 (EVM payload: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana payload: a partially signed transaction). Each authorization nonce is settled once: the same payment for the same request again gets the first call's answer (409 while it runs); for another request it is refused with 400 before anything is settled. */
+                "X-PAYMENT"?: components["parameters"]["PaymentHeader"];
+                /** @description The client's x402 version 2 payment to the service, sent instead of X-PAYMENT on the second call after a 402 (never both: a request with both is refused with 400): base64-encoded JSON `{x402Version: 2, resource, accepted, payload, extensions}` where `accepted` repeats one entry of the PAYMENT-REQUIRED header's `accepts` verbatim (network as CAIP-2, `amount`) and `payload` is what X-PAYMENT's would be (EVM: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana: a partially signed transaction). It is verified exactly as the same payment sent in X-PAYMENT, and it is the same payment: an authorization nonce used in either header is refused in both. The answer carries PAYMENT-RESPONSE. */
+                "PAYMENT-SIGNATURE"?: components["parameters"]["PaymentSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreditPurchaseRequest"];
+            };
+        };
+        responses: {
+            /** @description The payment settled and the credits were added. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
+                    "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE"?: components["schemas"]["PAYMENT-RESPONSE"];
+                    "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreditPurchase"];
+                };
+            };
+            /** @description The payment was sent but is not confirmed yet (`status` `settling`): poll GET /webhooks/{id} with the id of X-Service-Webhook; the credits are added once it confirms. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
+                    "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "PAYMENT-RESPONSE"?: components["schemas"]["PAYMENT-RESPONSE"];
+                    "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreditPurchase"];
+                };
+            };
+            /** @description The request is invalid (`validation_failed`), carries both payment headers (`validation_failed`), or its payment was already used for another purchase or call (`payment_reused`). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description Payment instructions: the request carried no payment, or its payment was refused (`code` names the cause, as on the paid chat) or could not be settled; nothing was credited. */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Service-Status": components["schemas"]["ServiceStatus"];
+                    "PAYMENT-REQUIRED": components["headers"]["PAYMENT-REQUIRED"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaymentRequired"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+            /** @description The payment could not be verified now (a chain did not answer); nothing was credited. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     getConfig: {
@@ -3323,6 +3687,118 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            405: components["responses"]["MethodNotAllowed"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+        };
+    };
+    postMcp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JsonRpcMessage"];
+            };
+        };
+        responses: {
+            /** @description The JSON-RPC response. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JsonRpcMessage"];
+                };
+            };
+            /** @description A notification or response was accepted; no body. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Ours (ErrorBody, `validation_failed`), or the MCP transport's JSON-RPC error for a message it cannot take. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["JsonRpcMessage"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description The Accept header names neither application/json nor text/event-stream (JSON-RPC error). */
+            406: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JsonRpcMessage"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            /** @description The body is not JSON (JSON-RPC error). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JsonRpcMessage"];
+                };
+            };
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+        };
+    };
+    getDiscoveryResources: {
+        parameters: {
+            query?: {
+                /** @description Only resources of this type; `http` is the only type listed. */
+                type?: string;
+                /** @description Only resources whose URL or description contains this text (case-insensitive). */
+                q?: string;
+                /** @description Only resources with an offer of at most this price, in atomic units of USDC. */
+                max_amount?: string;
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The list. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DiscoveryResources"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            /** @description Discovery is off on this server (DISCOVERY is not `public`). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             405: components["responses"]["MethodNotAllowed"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];

@@ -24,11 +24,15 @@ export interface ApiKeysTable {
   prefix: string;
   key_hash: Buffer;
   daily_cap_credits: bigint;
+  /** The key's policy (db/migrations/..._key_policies): null means no such rule. */
+  default_max_micro_usdc: ColumnType<bigint | null, bigint | null | undefined, bigint | null>;
+  hard_max_micro_usdc: ColumnType<bigint | null, bigint | null | undefined, bigint | null>;
+  allowed_hosts: ColumnType<string[] | null, string[] | null | undefined, string[] | null>;
   created_at: Timestamp;
   revoked_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
 
-export type LedgerKind = 'grant' | 'reserve' | 'charge' | 'release' | 'refund';
+export type LedgerKind = 'grant' | 'reserve' | 'charge' | 'release' | 'refund' | 'purchase';
 
 export interface CreditLedgerTable {
   id: Generated<bigint>;
@@ -69,7 +73,7 @@ export type StoredWebhookStatus =
   | 'validation_failed'
   | 'refund_failed';
 
-export type WebhookKind = 'proxy_payment' | 'relay_refund' | 'relay_payment';
+export type WebhookKind = 'proxy_payment' | 'relay_refund' | 'relay_payment' | 'credit_purchase';
 
 export interface WebhooksTable {
   id: Generated<string>;
@@ -185,7 +189,7 @@ export interface RelayTransactionsTable {
   /** Why the transaction ended as it did, for operators. */
   outcome: string | null;
   /** The endpoint that took the payment; only 'relay' rows are finished by the relay's jobs. */
-  mode: 'relay' | 'chat' | null;
+  mode: 'relay' | 'chat' | 'purchase' | null;
   /** The claim of the idempotency record the paying call ran under (payments/idempotency.ts). */
   idempotency_claim: string | null;
   /** EVM direct settlement: the signed transaction of client_tx_hash, stored before its broadcast (sent again if lost). */
@@ -241,7 +245,43 @@ export interface IdempotencyRecordsTable {
   lease_expires_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
 
+export type CreditPurchaseState = 'settling' | 'credited' | 'failed';
+
+/** Credits bought over x402 (db/migrations/..._credit_purchases): one row per payment. */
+export interface CreditPurchasesTable {
+  id: Generated<bigint>;
+  /** SHA-256 (hex) of the payment's payload: a repeat of the same payment finds its purchase. */
+  payment_id: string;
+  relay_transaction_id: bigint;
+  organisation_id: bigint;
+  api_key_id: bigint;
+  credits: bigint;
+  state: ColumnType<CreditPurchaseState, CreditPurchaseState | undefined, CreditPurchaseState>;
+  webhook_id: string;
+  /** The organisation's balance right after the credits were added. */
+  balance_after: bigint | null;
+  failure: string | null;
+  created_at: Timestamp;
+  finished_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+}
+
+/** A paid call to a target, for discovery (db/migrations/..._paid_resource_calls). */
+export interface PaidResourceCallsTable {
+  id: Generated<bigint>;
+  /** Origin and path only. */
+  resource: string;
+  method: string;
+  network: string;
+  /** The offer we paid, its resource reduced to origin and path; written as JSON text. */
+  offer: ColumnType<unknown, string, string>;
+  succeeded: boolean;
+  latency_ms: number;
+  created_at: Timestamp;
+}
+
 export interface Database {
+  paid_resource_calls: PaidResourceCallsTable;
+  credit_purchases: CreditPurchasesTable;
   proxy_payments: ProxyPaymentsTable;
   credit_reservations: CreditReservationsTable;
   organisations: OrganisationsTable;

@@ -113,6 +113,8 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
     LLM_BASE_URL: llm.url,
     LLM_API_KEY: llm.apiKey,
     LLM_MODEL: llm.model,
+    // The sandbox lists what it has paid (GET /discovery/resources) unless told otherwise.
+    DISCOVERY: options.env.DISCOVERY ?? 'public',
   };
   for (const [network, url] of Object.entries(peers.rpcUrls)) {
     env[`RPC_URL_${network.toUpperCase().replace(/-/g, '_')}`] = required(url, `the RPC URL of ${network}`);
@@ -224,6 +226,13 @@ ${
 }
  A paid chat (a local deterministic model; the client wallet pays 0.01 USDC on base):
    npm run sandbox:pay -- chat "Hello there"
+
+ For AI agents, the MCP server (tools fetch, simulate, get_balance, relay_fetch, ...):
+   over stdio:  ROUTER_URL=${state.baseUrl} ROUTER_API_KEY=${state.apiKey} \\
+                ROUTER_WALLET_KEY=<client EVM key from sandbox.json> npx payment-router-mcp
+   over HTTP:   ${state.baseUrl}/mcp  with the header x-api-key: ${state.apiKey}
+ Paid resources seen so far: curl -s ${state.baseUrl}/discovery/resources
+ Buy credits over x402: POST ${state.baseUrl}/v1/credits/purchase {"credits": 1000} with x-api-key
 
  Dry runs:
    curl -s -X POST ${state.baseUrl}/relay/sim -H 'content-type: application/json' \\

@@ -18,6 +18,11 @@ export const getCreditsBalance: Handler<'getCreditsBalance'> = async (ctx, { db,
       daily_spent: Number(spent),
       daily_remaining: Number(spent >= key.dailyCapCredits ? 0n : key.dailyCapCredits - spent),
       effective_available: Number(balance),
+      policy: {
+        default_max_amount: key.policy.defaultMaxMicroUsdc?.toString() ?? null,
+        hard_max_amount: key.policy.hardMaxMicroUsdc?.toString() ?? null,
+        allowed_hosts: key.policy.allowedHosts === null ? null : [...key.policy.allowedHosts],
+      },
     },
   };
 };

@@ -6,6 +6,7 @@ import type { HandlerMap } from './types';
 import { getBalance } from './getBalance';
 import { getConfig } from './getConfig';
 import { getCreditsBalance } from './getCreditsBalance';
+import { getDiscoveryResources } from './getDiscoveryResources';
 import { getDocs } from './getDocs';
 import { getHealth } from './getHealth';
 import { getHealthLive } from './getHealthLive';
@@ -17,6 +18,8 @@ import { getOpenApiDocument } from './getOpenApiDocument';
 import { getRateLimitMetrics } from './getRateLimitMetrics';
 import { getRelayLimits } from './getRelayLimits';
 import { getWebhook } from './getWebhook';
+import { postCreditsPurchase } from './postCreditsPurchase';
+import { postMcp } from './postMcp';
 import { postLlmChat } from './postLlmChat';
 import { postLlmTranslate } from './postLlmTranslate';
 import { postProxy } from './postProxy';
@@ -29,6 +32,7 @@ export const handlers: HandlerMap = {
   getBalance,
   getConfig,
   getCreditsBalance,
+  getDiscoveryResources,
   getDocs,
   getHealth,
   getHealthLive,
@@ -40,8 +44,10 @@ export const handlers: HandlerMap = {
   getRateLimitMetrics,
   getRelayLimits,
   getWebhook,
+  postCreditsPurchase,
   postLlmChat,
   postLlmTranslate,
+  postMcp,
   postProxy,
   postProxySim,
   postRelay,

@@ -13,6 +13,7 @@ import type { CallRequest, TargetResponse } from '../payments/http/index';
 import { proxyCall } from '../payments/proxy/call';
 import { errorReply, requireApiKey, unreachable } from './errors';
 import { callTimeoutMs, spendLimitReply, targetReply } from './targetReply';
+import { callLimits, limitRefusalReply } from './limitRefusal';
 
 export { callTimeoutMs, MAX_CLIENT_TIMEOUT_MS } from './targetReply';
 
@@ -46,6 +47,7 @@ async function answer(
     key,
     timeoutMs: callTimeoutMs(call.timeout, ctx.headers['x-timeout'], deps.config.targetTimeoutMs),
     requestId: ctx.requestId,
+    limits: callLimits(ctx.body, key),
     ...(idempotency ? { idempotency } : {}),
   });
   switch (outcome.kind) {
@@ -55,6 +57,9 @@ async function answer(
       return { keep: false, reply: errorReply('validation_failed', outcome.details) };
     case 'insufficient_credits':
       return { keep: false, reply: errorReply('insufficient_credits', outcome.details) };
+    case 'policy_refused':
+    case 'price_above_limit':
+      return { keep: false, reply: limitRefusalReply(outcome) };
     case 'spend_limit':
       return { keep: false, reply: spendLimitReply(outcome.error, outcome) };
     case 'bad_gateway':

@@ -2,12 +2,14 @@ import type { Handler } from './types';
 import type { CallRequest } from '../payments/http/index';
 import { simulateProxyCall } from '../payments/proxy/simulate';
 import { microToUsdc } from '../payments/money';
-import { errorReply, unreachable } from './errors';
+import { errorReply, requireApiKey, unreachable } from './errors';
+import { callLimits, limitRefusalReply } from './limitRefusal';
 
 export const postProxySim: Handler<'postProxySim'> = async (ctx, deps) => {
   const outcome = await simulateProxyCall(deps, {
     call: ctx.body as CallRequest,
     timeoutMs: deps.config.targetTimeoutMs,
+    limits: callLimits(ctx.body, requireApiKey(ctx)),
   });
   switch (outcome.kind) {
     case 'result': {
@@ -29,6 +31,9 @@ export const postProxySim: Handler<'postProxySim'> = async (ctx, deps) => {
     }
     case 'bad_request':
       return errorReply('validation_failed', outcome.details);
+    case 'policy_refused':
+    case 'price_above_limit':
+      return limitRefusalReply(outcome);
     case 'bad_gateway':
       return errorReply('upstream_error', outcome.details);
     case 'configuration_error':

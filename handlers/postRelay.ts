@@ -15,6 +15,8 @@ import { checkRelayPayment, relayCall, type RelayHeaders, type RelayOutcome } fr
 import type { X402Version } from '../payments/x402/v2';
 import { errorReply, paymentRefusalCode, unreachable } from './errors';
 import { callTimeoutMs, spendLimitReply, targetReply } from './targetReply';
+import { priceAboveLimitReply } from './limitRefusal';
+import { maxAmountOf } from '../payments/policy';
 import { clientPaymentHeader, paymentRequiredHeaders, paymentResponseHeaders } from './x402Headers';
 
 /**
@@ -46,6 +48,7 @@ function relayInput(
     ...(idempotency ? { idempotency } : {}),
     payment,
     resource: `${deps.baseUrl()}/relay`,
+    maxAmountMicroUsdc: maxAmountOf(call as { max_amount?: string }),
     timeoutMs: callTimeoutMs(undefined, ctx.headers['x-timeout'], deps.config.targetTimeoutMs),
   };
 }
@@ -129,6 +132,8 @@ function replyOf(
           outcome.details,
         ),
       };
+    case 'price_above_limit':
+      return { keep: false, reply: priceAboveLimitReply(outcome) };
     case 'spend_limit':
       return { keep: false, reply: spendLimitReply('Daily wallet spending limit exceeded', outcome) };
     case 'bad_gateway':

@@ -5,10 +5,16 @@ import { microToUsdc } from '../payments/money';
 import { callBudget } from '../payments/outgoing/index';
 import { quoteRelay } from '../payments/relay/quote';
 import { errorReply, unreachable } from './errors';
+import { priceAboveLimitReply } from './limitRefusal';
+import { maxAmountOf } from '../payments/policy';
 
 /** POST /relay/sim and its deprecated alias POST /sim: the quote /relay would charge, by the same code. */
 export async function simulateRelay(ctx: RequestContext<'postRelaySim'> | RequestContext<'postSim'>, deps: Deps) {
-  const quote = await quoteRelay(deps, { call: ctx.body, budget: callBudget(deps.config.targetTimeoutMs) });
+  const quote = await quoteRelay(deps, {
+    call: ctx.body,
+    budget: callBudget(deps.config.targetTimeoutMs),
+    maxAmountMicroUsdc: maxAmountOf(ctx.body),
+  });
   switch (quote.kind) {
     case 'free':
       return {
@@ -40,6 +46,8 @@ export async function simulateRelay(ctx: RequestContext<'postRelaySim'> | Reques
     }
     case 'bad_request':
       return errorReply('validation_failed', quote.details);
+    case 'price_above_limit':
+      return priceAboveLimitReply(quote);
     case 'bad_gateway':
       return errorReply('upstream_error', quote.details);
     case 'configuration_error':

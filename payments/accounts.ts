@@ -4,6 +4,7 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Db, Tx } from '../db/index';
+import type { KeyPolicy } from './policy';
 
 const KEY_ALPHABET = 'abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789';
 const KEY_ID_LENGTH = 10;
@@ -39,6 +40,8 @@ export interface AuthenticatedKey {
   accountId: bigint;
   accountPublicId: string;
   organisationId: bigint;
+  /** Its ceilings per call and allowed hosts on /proxy (payments/policy.ts). */
+  policy: KeyPolicy;
 }
 
 export type KeyRejection = 'missing' | 'malformed' | 'unknown' | 'revoked';
@@ -134,6 +137,9 @@ export async function authenticateKey(
       'api_keys.key_hash',
       'api_keys.daily_cap_credits',
       'api_keys.revoked_at',
+      'api_keys.default_max_micro_usdc',
+      'api_keys.hard_max_micro_usdc',
+      'api_keys.allowed_hosts',
       'accounts.id as account_id',
       'accounts.public_id',
       'accounts.organisation_id',
@@ -151,6 +157,11 @@ export async function authenticateKey(
     accountId: row.account_id,
     accountPublicId: row.public_id,
     organisationId: row.organisation_id,
+    policy: {
+      defaultMaxMicroUsdc: row.default_max_micro_usdc,
+      hardMaxMicroUsdc: row.hard_max_micro_usdc,
+      allowedHosts: row.allowed_hosts,
+    },
   };
   cache?.store(cacheId, key, generation);
   return { ok: true, key };
@@ -194,6 +205,25 @@ export async function revokeApiKey(db: Db, prefix: string): Promise<boolean> {
   const result = await db
     .updateTable('api_keys')
     .set({ revoked_at: new Date() })
+    .where('prefix', '=', prefix)
+    .where('revoked_at', 'is', null)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+/**
+ * Sets the policy of the active key with this prefix (every rule at once: a null clears it).
+ * Returns false when no active key has the prefix. The update is announced on
+ * API_KEY_CHANGES_CHANNEL, so that every instance's cached key takes it at once.
+ */
+export async function setKeyPolicy(db: Db, prefix: string, policy: KeyPolicy): Promise<boolean> {
+  const result = await db
+    .updateTable('api_keys')
+    .set({
+      default_max_micro_usdc: policy.defaultMaxMicroUsdc,
+      hard_max_micro_usdc: policy.hardMaxMicroUsdc,
+      allowed_hosts: policy.allowedHosts === null ? null : [...policy.allowedHosts],
+    })
     .where('prefix', '=', prefix)
     .where('revoked_at', 'is', null)
     .executeTakeFirst();

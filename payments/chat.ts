@@ -40,17 +40,22 @@ export async function chatOffers(
   resource: string,
   description: string,
 ): Promise<PaymentRequirements[]> {
+  return receivingOffers(deps, { resource, description, amountMicroUsdc: parseUsdc(deps.config.llm.priceUsdc) });
+}
+
+/**
+ * The 402 of what the service sells itself (a chat answer, credits): `amountMicroUsdc` on its
+ * mainnet networks when it can be paid on one, else on its testnets.
+ */
+export async function receivingOffers(
+  deps: Pick<Deps, 'chains' | 'config'>,
+  { resource, description, amountMicroUsdc }: { resource: string; description: string; amountMicroUsdc: bigint },
+): Promise<PaymentRequirements[]> {
   const { chains, config } = deps;
   const payable = chains.networks.filter((network) => network.serviceAddress !== undefined);
   const networkClass = payable.some((network) => network.networkClass === 'mainnet') ? 'mainnet' : 'testnet';
   if (payable.length === 0) return [];
-  const request = {
-    networkClass,
-    amountMicroUsdc: parseUsdc(config.llm.priceUsdc),
-    resource,
-    description,
-    mimeType: 'application/json',
-  } as const;
+  const request = { networkClass, amountMicroUsdc, resource, description, mimeType: 'application/json' } as const;
   return settleableOffers(chains, request, config.facilitatorUrl);
 }
 

@@ -54,6 +54,8 @@ export interface Config {
   rpcTimeoutMs: number;
   /** Connections this process's API pool opens to Postgres at most (the worker's pool is its concurrency + 2). */
   databasePoolMax: number;
+  /** GET /discovery/resources: 'public' serves the list of resources this service has paid; 'off' answers 404. */
+  discovery: 'public' | 'off';
   llm: {
     baseUrl: string | undefined;
     apiKey: string | undefined;
@@ -262,6 +264,12 @@ function oneOf<T extends string>(env: Env, name: string, values: readonly T[]): 
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
+function discovery(env: Env): 'public' | 'off' {
+  const value = text(env, 'DISCOVERY') ?? 'off';
+  if (value !== 'public' && value !== 'off') throw new ConfigError('DISCOVERY', 'expected public or off');
+  return value;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const logLevel = text(env, 'LOG_LEVEL') ?? 'info';
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError('LOG_LEVEL', `expected one of ${LOG_LEVELS.join(', ')}`);
@@ -303,6 +311,7 @@ export function loadConfig(env: Env = process.env): Config {
     asyncThresholdMs: integer(env, 'ASYNC_THRESHOLD_MS', 30_000, 100, 600_000),
     rpcTimeoutMs: integer(env, 'RPC_TIMEOUT_MS', 10_000, 100, 120_000),
     databasePoolMax: integer(env, 'DATABASE_POOL_MAX', 20, 2, 1_000),
+    discovery: discovery(env),
     llm: {
       baseUrl: url(env, 'LLM_BASE_URL', 'refused'),
       apiKey: text(env, 'LLM_API_KEY'),

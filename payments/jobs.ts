@@ -25,6 +25,7 @@ export interface JobPayloads {
   proxy_payment_watch: { proxyPaymentId: string };
   proxy_payment_sweep: CronPayload;
   chat_follow_up: CronPayload;
+  credit_purchase_watch: { creditPurchaseId: string };
   day_rollover: CronPayload;
   idempotency_prune: CronPayload;
 }

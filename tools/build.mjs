@@ -38,7 +38,12 @@ const packagesOutside = {
 const started = performance.now();
 const result = await build({
   absWorkingDir: root,
-  entryPoints: { main: 'server/main.ts', admin: 'server/admin.ts', 'source-maps': 'server/sourceMaps.ts' },
+  entryPoints: {
+    main: 'server/main.ts',
+    admin: 'server/admin.ts',
+    mcp: 'mcp/stdio.ts',
+    'source-maps': 'server/sourceMaps.ts',
+  },
   outdir,
   bundle: true,
   splitting: true,

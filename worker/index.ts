@@ -5,6 +5,7 @@ import { parseCronItems, type Task, type TaskList } from 'graphile-worker';
 import type { JobName, JobPayloads } from '../payments/jobs';
 import type { WorkerDeps } from './deps';
 import { chatFollowUp } from './tasks/chatFollowUp';
+import { creditPurchaseWatch } from './tasks/creditPurchaseWatch';
 import { dayRollover } from './tasks/dayRollover';
 import { idempotencyPrune } from './tasks/idempotencyPrune';
 import { proxyPaymentSweep } from './tasks/proxyPaymentSweep';
@@ -32,6 +33,7 @@ export function createTaskList(deps: WorkerDeps): TaskList {
     relay_refund: relayRefund(deps),
     relay_sweep: relaySweep(deps),
     chat_follow_up: chatFollowUp(deps),
+    credit_purchase_watch: creditPurchaseWatch(deps),
     idempotency_prune: idempotencyPrune(deps),
   };
   return tasks;

@@ -10,6 +10,9 @@ import * as spendUnits from './2026_11_21_0009_spend_units';
 import * as idempotencyRecords from './2026_11_22_0010_idempotency_records';
 import * as idempotencyLeases from './2026_11_25_0011_idempotency_leases';
 import * as signedTransactions from './2026_11_25_0012_signed_transactions';
+import * as keyPolicies from './2026_11_28_0013_key_policies';
+import * as creditPurchases from './2026_11_28_0014_credit_purchases';
+import * as paidResourceCalls from './2026_11_28_0015_paid_resource_calls';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -24,6 +27,9 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_11_22_0010_idempotency_records': idempotencyRecords,
   '2026_11_25_0011_idempotency_leases': idempotencyLeases,
   '2026_11_25_0012_signed_transactions': signedTransactions,
+  '2026_11_28_0013_key_policies': keyPolicies,
+  '2026_11_28_0014_credit_purchases': creditPurchases,
+  '2026_11_28_0015_paid_resource_calls': paidResourceCalls,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -389,7 +389,8 @@ async function ledgerOf(db: Db, organisationId: bigint): Promise<PaidAcross['led
     .where('organisation_id', '=', organisationId)
     .execute();
   const sums = { grant: 0n, reserve: 0n, charge: 0n, release: 0n, refund: 0n };
-  for (const row of rows) sums[row.kind] += row.amount_credits;
+  // The runner's accounts are granted their credits; none buys any.
+  for (const row of rows) if (row.kind !== 'purchase') sums[row.kind] += row.amount_credits;
   return sums;
 }
 

@@ -31,7 +31,7 @@ export interface RelayRequest {
   /** The UTC day the payment is counted against the daily relay limits (in the same transaction). */
   spendDay?: string;
   /** The endpoint taking the payment; 'relay' rows are finished by the relay's jobs. */
-  mode?: 'relay' | 'chat';
+  mode?: 'relay' | 'chat' | 'purchase';
   /** The claim of the idempotency record the call runs under (payments/idempotency.ts). */
   idempotencyClaim?: string;
 }

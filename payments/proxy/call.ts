@@ -35,6 +35,8 @@ import {
 import { encodePaymentResponseHeader } from '../x402/headers';
 import type { PaymentChoice } from '../x402/choose';
 import type { ClaimRef } from '../idempotency';
+import { notePaidCall } from '../discovery';
+import { hostRefusal, priceRefusal, type CallLimits, type LimitRefusal } from '../policy';
 import {
   chargeProxyPayment,
   holdProxyPayment,
@@ -51,6 +53,8 @@ export interface ProxyCall {
   requestId: string;
   /** The idempotency record's claim the call runs under: its payment carries it. */
   idempotency?: ClaimRef;
+  /** The caller's ceiling (`max_amount`) and its key's policy: a refusal comes before anything is paid. */
+  limits?: CallLimits;
 }
 
 export type ProxyOutcome =
@@ -65,6 +69,7 @@ export type ProxyOutcome =
       payment?: { charged: boolean; webhookId?: string; paymentResponse: string };
     }
   | { kind: 'bad_request'; details: string }
+  | LimitRefusal
   | { kind: 'insufficient_credits'; details: string }
   | {
       kind: 'spend_limit';
@@ -84,6 +89,9 @@ export async function proxyCall(
   const budget = callBudget(input.timeoutMs);
   const built = buildTargetRequest(input.call);
   if (!built.ok) return { kind: 'bad_request', details: built.error.details };
+  const limits = input.limits ?? {};
+  const refusedHost = hostRefusal(limits, input.call.api_url);
+  if (refusedHost) return refusedHost;
 
   const first = await callTarget(built.value, budget, deps);
   if (!first.ok) return unreachable(first.error);
@@ -104,6 +112,8 @@ export async function proxyCall(
           upstreamStatus: 402,
         };
   }
+  const refusedPrice = priceRefusal(limits, decision.choice.amountMicroUsdc, decision.choice.network);
+  if (refusedPrice) return refusedPrice;
   return payAndRetry(deps, input, decision.choice, budget);
 }
 
@@ -195,7 +205,15 @@ async function sendAndSettle(
   budget: CallBudget,
 ): Promise<ProxyOutcome> {
   const { db, log } = deps;
+  const startedAt = performance.now();
   const answer = await sendPaidCall(input.call, payment, budget, deps);
+  await notePaidCall(deps, {
+    url: input.call.api_url,
+    method: input.call.method,
+    choice,
+    startedAt,
+    status: answer.ok ? answer.response.status : undefined,
+  });
   log.info(
     {
       reference,

@@ -8,6 +8,7 @@ import { parseUsdc } from '../money';
 import { canonicalNetwork } from '../networkTable';
 import { buildTargetRequest, type CallRequest } from '../http/index';
 import type { PaymentRequirements } from '../x402/types';
+import { hostRefusal, priceRefusal, type CallLimits, type LimitRefusal } from '../policy';
 import { bodyValue, callBudget, callTarget, decidePayment, isClientError, paymentRequiredOf } from '../outgoing/index';
 
 /** What /proxy would pay and charge, in atomic units: the handler writes them in USDC. */
@@ -31,6 +32,7 @@ export type ProxySimulation =
 export type SimulationOutcome =
   | { kind: 'result'; result: ProxySimulation }
   | { kind: 'bad_request'; details: string }
+  | LimitRefusal
   | { kind: 'bad_gateway'; details: string }
   | { kind: 'configuration_error'; details: string };
 
@@ -41,10 +43,12 @@ function proxyFeeBreakdown(amountMicroUsdc: bigint, proxyFeePercent: number): Pr
 
 export async function simulateProxyCall(
   deps: Pick<Deps, 'config' | 'chains' | 'resolver' | 'connections'>,
-  { call, timeoutMs }: { call: CallRequest; timeoutMs: number },
+  { call, timeoutMs, limits = {} }: { call: CallRequest; timeoutMs: number; limits?: CallLimits },
 ): Promise<SimulationOutcome> {
   const built = buildTargetRequest(call);
   if (!built.ok) return { kind: 'bad_request', details: built.error.details };
+  const refusedHost = hostRefusal(limits, call.api_url);
+  if (refusedHost) return refusedHost;
   const answer = await callTarget(built.value, callBudget(timeoutMs), deps);
   if (!answer.ok) {
     return isClientError(answer.error)
@@ -72,6 +76,8 @@ export async function simulateProxyCall(
       ? { kind: 'configuration_error', details: decision.details }
       : { kind: 'bad_gateway', details: decision.details };
   }
+  const refusedPrice = priceRefusal(limits, decision.choice.amountMicroUsdc, decision.choice.network);
+  if (refusedPrice) return refusedPrice;
   return {
     kind: 'result',
     result: {

@@ -40,6 +40,8 @@ import { findRelayTransaction, recordTargetPayment, type TargetPaymentRecord } f
 import type { Deps } from '../deps';
 import { verifyDecodedPayment } from '../incoming/verify';
 import { paymentHeaderName, type DecodedClientPayment, type ReceivedPayment } from '../incoming/clientPayment';
+import type { PriceAboveLimit } from '../policy';
+import { notePaidCall } from '../discovery';
 
 export interface RelayCall {
   call: CallRequest;
@@ -51,6 +53,8 @@ export interface RelayCall {
   timeoutMs: number;
   /** The idempotency record's claim the call runs under: the relay transaction carries it. */
   idempotency?: ClaimRef;
+  /** The caller's `max_amount`: a dearer target is refused before any offer or payment. */
+  maxAmountMicroUsdc?: bigint | undefined;
 }
 
 export type ServiceStatus = 'payment_required' | 'payment_validating' | 'processing';
@@ -73,6 +77,7 @@ export type RelayOutcome =
   | { kind: 'payment_required'; accepts: PaymentRequirements[]; error: string; reason?: SettleFailureReason }
   /** `reason`: set when it is the payment that is refused (malformed, or already used). */
   | { kind: 'bad_request'; details: string; reason?: SettleFailureReason }
+  | PriceAboveLimit
   | { kind: 'spend_limit'; details: string; spentMicroUsdc: bigint; limitMicroUsdc: bigint; requestedMicroUsdc: bigint }
   | { kind: 'bad_gateway'; message: string; headers: RelayHeaders }
   | { kind: 'internal_error'; details: string };
@@ -123,7 +128,7 @@ export async function relayCall(
     if (input.payment.decoded.ok) payment = input.payment.decoded.value;
   }
 
-  const quote = await quoteRelay(deps, { call: input.call, budget });
+  const quote = await quoteRelay(deps, { call: input.call, budget, maxAmountMicroUsdc: input.maxAmountMicroUsdc });
   if (quote.kind !== 'priced') return unpriced(quote);
   const accepts = await relayOffers(deps, quote, input);
   if (accepts.length === 0) return noOffer(deps.chains, quote.choice.networkClass);
@@ -224,7 +229,11 @@ export async function checkRelayPayment(
   if (input.payment === undefined) return { kind: 'bad_request', details: 'a payment is required' };
   const { version, decoded } = input.payment;
   if (!decoded.ok) return malformedPayment(input.payment);
-  const quote = await quoteRelay(deps, { call: input.call, budget: callBudget(input.timeoutMs) });
+  const quote = await quoteRelay(deps, {
+    call: input.call,
+    budget: callBudget(input.timeoutMs),
+    maxAmountMicroUsdc: input.maxAmountMicroUsdc,
+  });
   if (quote.kind !== 'priced') return unpriced(quote);
   const accepts = await relayOffers(deps, quote, input);
   if (accepts.length === 0) return noOffer(deps.chains, quote.choice.networkClass);
@@ -309,6 +318,8 @@ function unpriced(quote: Exclude<RelayQuote, { kind: 'priced' }>): RelayOutcome 
       };
     case 'configuration_error':
       return { kind: 'internal_error', details: quote.details };
+    case 'price_above_limit':
+      return quote;
   }
 }
 
@@ -419,7 +430,15 @@ async function payTarget(
       'The relay was finished by the service before the target was paid',
     );
 
+  const startedAt = performance.now();
   const answer = await sendPaidCall(input.call, prepared, budget, deps);
+  await notePaidCall(deps, {
+    url: input.call.api_url,
+    method: input.call.method,
+    choice,
+    startedAt,
+    status: answer.ok ? answer.response.status : undefined,
+  });
   log.info(
     {
       relayTransactionId: String(row.id),

@@ -14,18 +14,25 @@ import { callTarget, decidePayment, isClientError, paymentRequiredOf, type CallB
 import type { PaymentChoice } from '../x402/choose';
 import type { PaymentRequirements } from '../x402/types';
 import { DEFAULT_RELAY_TIMEOUT_SECONDS, settleableOffers } from '../incoming/offer';
+import { ceilingRefusal, type PriceAboveLimit } from '../policy';
 
 export type RelayQuote =
   /** The target did not ask for payment (any status below 500 but an x402 402): its answer, nothing to pay. */
   | { kind: 'free'; response: TargetResponse }
   | { kind: 'priced'; choice: PaymentChoice; fee: RelayFee; namedNetwork?: NetworkName }
   | { kind: 'bad_request'; details: string }
+  /** The target asks more than the caller's `max_amount`: refused before any offer is made. */
+  | PriceAboveLimit
   | { kind: 'bad_gateway'; details: string }
   | { kind: 'configuration_error'; details: string };
 
 export async function quoteRelay(
   deps: Pick<Deps, 'chains' | 'config' | 'resolver' | 'connections'>,
-  { call, budget }: { call: CallRequest; budget: CallBudget },
+  {
+    call,
+    budget,
+    maxAmountMicroUsdc,
+  }: { call: CallRequest; budget: CallBudget; maxAmountMicroUsdc?: bigint | undefined },
 ): Promise<RelayQuote> {
   const built = buildTargetRequest(call);
   if (!built.ok) return { kind: 'bad_request', details: built.error.details };
@@ -52,6 +59,8 @@ export async function quoteRelay(
       ? { kind: 'configuration_error', details: decision.details }
       : { kind: 'bad_gateway', details: decision.details };
   const { choice } = decision;
+  const refusedPrice = ceilingRefusal(maxAmountMicroUsdc, choice.amountMicroUsdc, choice.network);
+  if (refusedPrice) return refusedPrice;
   if (named !== undefined && NETWORK_TABLE[named.network].networkClass !== choice.networkClass) {
     // Paying on one class for a target paid on the other would turn test money into real money.
     return {

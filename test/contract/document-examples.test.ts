@@ -107,6 +107,10 @@ const NOT_PRODUCED: Record<string, string> = {
   'POST /relay 422': 'needs a paid call kept under the key (test/e2e/idempotency.test.ts)',
   'POST /proxy 409': 'needs a paid call held running (test/e2e/idempotency*.test.ts)',
   'POST /proxy 422': 'needs a paid call kept under the key (test/e2e/idempotency.test.ts)',
+  'POST /proxy 403':
+    'names the key prefix of a policy, made at random (test/e2e/price-ceiling.test.ts pins code and details)',
+  PolicyRefused:
+    'names the key prefix of a policy, made at random (test/e2e/price-ceiling.test.ts pins code and details)',
   RequestHeaderFieldsTooLarge: "answered by Node's HTTP parser before any request exists (error-codes.test.ts)",
   InternalServerError: 'needs a handler that throws; its request id differs on each answer (error-codes.test.ts)',
 };

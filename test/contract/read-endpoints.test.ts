@@ -261,6 +261,7 @@ describe('account balances', () => {
       daily_spent: 250,
       daily_remaining: 750,
       effective_available: 900,
+      policy: { default_max_amount: null, hard_max_amount: null, allowed_hosts: null },
     });
     expect(res.text).not.toContain(account.key.slice(account.prefix.length));
   });

@@ -42,8 +42,35 @@ describe('operator commands', () => {
 
     const balances = await run('balances');
     expect(balances[0]).toBe(`organisation ${organisationId} "Acme": 1500 credits`);
-    expect(balances[1]).toBe(`  key ${prefix} (active): spent today 0 of 5000 credits`);
+    expect(balances[1]).toBe(`  key ${prefix} (active): spent today 0 of 5000 credits; no policy`);
     expect(balances.join('\n')).not.toContain(key);
+
+    expect(
+      await run(
+        'set-policy',
+        '--prefix',
+        prefix,
+        '--default-max',
+        '50000',
+        '--hard-max',
+        '1000000',
+        '--hosts',
+        'Example.org,127.0.0.1:8080',
+      ),
+    ).toEqual([
+      `API key ${prefix}: policy: default max 50000 per call; hard max 1000000 per call; hosts example.org, 127.0.0.1:8080 (atomic units of USDC)`,
+    ]);
+    const authenticated = await authenticateKey(db, key);
+    expect(authenticated.ok && authenticated.key.policy).toEqual({
+      defaultMaxMicroUsdc: 50_000n,
+      hardMaxMicroUsdc: 1_000_000n,
+      allowedHosts: ['example.org', '127.0.0.1:8080'],
+    });
+    expect((await run('balances'))[1]).toContain('hard max 1000000 per call');
+    await expect(run('set-policy', '--prefix', prefix, '--hosts', 'http://x')).rejects.toThrow(UsageError);
+    await expect(run('set-policy', '--prefix', 'prs_nothing000')).rejects.toThrow(UsageError);
+    await run('set-policy', '--prefix', prefix);
+    expect((await run('balances'))[1]).toContain('no policy');
 
     expect((await authenticateKey(db, key)).ok).toBe(true);
     await run('revoke-key', '--prefix', prefix);

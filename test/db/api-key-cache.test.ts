@@ -13,6 +13,7 @@ import {
 import { createTestAccount } from '../support/accounts';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { ifStarted } from '../support/teardown';
+import { NO_POLICY } from '../../payments/policy';
 
 let database: TestDatabase;
 let db: Db;
@@ -129,6 +130,7 @@ describe('the API key cache', () => {
       accountId: 1n,
       accountPublicId: 'a',
       organisationId: 1n,
+      policy: NO_POLICY,
     } satisfies AuthenticatedKey;
     const generation = cache.begin();
     cache.changed('prs_bbbbbbbbbb');
@@ -150,6 +152,7 @@ describe('the API key cache', () => {
       accountId: 1n,
       accountPublicId: 'a',
       organisationId: 1n,
+      policy: NO_POLICY,
     });
     for (const id of [1n, 2n, 3n]) cache.store(`h${id}`, key(id), cache.begin());
     expect(cache.size).toBe(2);

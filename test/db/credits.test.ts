@@ -44,14 +44,20 @@ function request(
   };
 }
 
-async function ledgerSums(organisationId: bigint): Promise<Record<LedgerKind, bigint>> {
+async function ledgerSums(organisationId: bigint): Promise<Record<Exclude<LedgerKind, 'purchase'>, bigint>> {
   const rows = await db
     .selectFrom('credit_ledger')
     .select(['kind', 'amount_credits'])
     .where('organisation_id', '=', organisationId)
     .execute();
-  const sums: Record<LedgerKind, bigint> = { grant: 0n, reserve: 0n, charge: 0n, release: 0n, refund: 0n };
-  for (const row of rows) sums[row.kind] += row.amount_credits;
+  const sums: Record<Exclude<LedgerKind, 'purchase'>, bigint> = {
+    grant: 0n,
+    reserve: 0n,
+    charge: 0n,
+    release: 0n,
+    refund: 0n,
+  };
+  for (const row of rows) if (row.kind !== 'purchase') sums[row.kind] += row.amount_credits;
   return sums;
 }
 

@@ -32,6 +32,7 @@ import {
 import { verifiedPayment } from '../support/verified-payment';
 import { createTestAccount, type TestAccount } from '../support/accounts';
 import { createTestDatabase, type TestDatabase } from '../support/database';
+import { NO_POLICY } from '../../payments/policy';
 
 const LEASE_MS = 1_000;
 const dead: ClaimOwner = { instanceId: 'instance-that-dies', leaseMs: LEASE_MS };
@@ -70,7 +71,7 @@ const CHOICE: PaymentChoice = {
 function newPayment(account: TestAccount, idempotency: ClaimRef): NewProxyPayment {
   return {
     reference: `0x${randomBytes(32).toString('hex')}`,
-    key: { ...account, dailyCapCredits: 1_000_000n },
+    key: { ...account, dailyCapCredits: 1_000_000n, policy: NO_POLICY },
     requestId: 'req-1',
     idempotency,
     targetUrl: 'http://target.test/paid',

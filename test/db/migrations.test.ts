@@ -32,6 +32,9 @@ describe('migrations', () => {
         '2026_11_22_0010_idempotency_records',
         '2026_11_25_0011_idempotency_leases',
         '2026_11_25_0012_signed_transactions',
+        '2026_11_28_0013_key_policies',
+        '2026_11_28_0014_credit_purchases',
+        '2026_11_28_0015_paid_resource_calls',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -42,10 +45,12 @@ describe('migrations', () => {
         'accounts',
         'api_keys',
         'credit_ledger',
+        'credit_purchases',
         'credit_reservations',
         'daily_spend',
         'idempotency_records',
         'organisations',
+        'paid_resource_calls',
         'proxy_payments',
         'refunds',
         'relay_transactions',
@@ -118,6 +123,9 @@ describe('migrations', () => {
         '2026_11_22_0010_idempotency_records',
         '2026_11_25_0011_idempotency_leases',
         '2026_11_25_0012_signed_transactions',
+        '2026_11_28_0013_key_policies',
+        '2026_11_28_0014_credit_purchases',
+        '2026_11_28_0015_paid_resource_calls',
       ]);
       const rows = await handle.db
         .selectFrom('daily_spend')

@@ -29,6 +29,7 @@ import {
 import type { PaymentChoice } from '../../payments/x402/choose';
 import { createTestAccount, type TestAccount } from '../support/accounts';
 import { createTestDatabase, type TestDatabase } from '../support/database';
+import { NO_POLICY } from '../../payments/policy';
 
 let database: TestDatabase;
 let db: Db;
@@ -152,7 +153,7 @@ const CHOICE: PaymentChoice = {
 function newPayment(account: TestAccount, credits: bigint, overrides: Partial<NewProxyPayment> = {}): NewProxyPayment {
   return {
     reference: reference(),
-    key: { ...account, dailyCapCredits: 1_000_000n },
+    key: { ...account, dailyCapCredits: 1_000_000n, policy: NO_POLICY },
     requestId: 'req-1',
     targetUrl: 'http://target.test/paid',
     choice: CHOICE,

@@ -29,6 +29,7 @@ import type { PaymentChoice } from '../../payments/x402/choose';
 import { createTestAccount, type TestAccount } from '../support/accounts';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { FIXTURE_PAYER, FIXTURE_USDC, verifiedPayment } from '../support/verified-payment';
+import { NO_POLICY } from '../../payments/policy';
 
 const TABLES: { name: string; file: string; moves: MoveTable<string> }[] = [
   { name: 'RELAY_MOVES', file: 'payments/incoming/states.ts', moves: RELAY_MOVES },
@@ -321,7 +322,7 @@ describe('credit reservations and proxy payments: the write functions and the da
     const reference = hex32();
     const held = await holdProxyPayment(db, {
       reference,
-      key: { ...account, dailyCapCredits: 1_000_000n },
+      key: { ...account, dailyCapCredits: 1_000_000n, policy: NO_POLICY },
       requestId: 'req',
       targetUrl: 'http://target.test/paid',
       choice: CHOICE,

@@ -21,6 +21,7 @@ import { ledgerSums, pollWebhook, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
 import { PAYMENT_SCHEMES } from '../../payments/chains/registry';
+import { NO_POLICY } from '../../payments/policy';
 
 const PRICE = 20_000n;
 const CREDITS = proxyCredits(PRICE, 3).totalCredits;
@@ -146,7 +147,7 @@ describe('a process that stopped between two steps', () => {
     const reference = randomNonce();
     const reserved = await reserveProxyPayment(db, {
       reference,
-      key: { ...account, dailyCapCredits: 100_000n, accountPublicId: account.accountPublicId },
+      key: { ...account, dailyCapCredits: 100_000n, accountPublicId: account.accountPublicId, policy: NO_POLICY },
       requestId: 'test',
       targetUrl: target().routes.paid.url,
       choice: choice.value,

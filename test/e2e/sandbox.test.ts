@@ -123,6 +123,11 @@ describe('sandbox', () => {
       expect(banner).toContain(`SSRF_ALLOW_HOSTS=${sandbox.env.SSRF_ALLOW_HOSTS}`);
       expect(banner).toContain(`curl -s -X POST ${t.service.url}/proxy -H 'x-api-key: ${first.apiKey}'`);
       expect(banner).toContain('npm run sandbox:pay -- relay');
+      // How an agent starts the MCP server, and discovery on.
+      expect(banner).toContain(`ROUTER_URL=${t.service.url} ROUTER_API_KEY=${first.apiKey}`);
+      expect(banner).toContain('npx payment-router-mcp');
+      expect(banner).toContain(`${t.service.url}/mcp`);
+      expect(t.config.discovery).toBe('public');
 
       // The demo key works and holds the demo credits; the configuration points at the local peers.
       const balance = await t.client.get('/v1/credits/balance', { headers: { 'x-api-key': first.apiKey } });

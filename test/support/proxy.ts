@@ -88,6 +88,8 @@ export interface LedgerSums {
   charge: bigint;
   release: bigint;
   refund: bigint;
+  /** Credits bought over x402; present only when some were. */
+  purchase?: bigint;
 }
 
 export async function ledgerSums(db: Db, organisationId: bigint): Promise<LedgerSums> {
@@ -97,7 +99,7 @@ export async function ledgerSums(db: Db, organisationId: bigint): Promise<Ledger
     .where('organisation_id', '=', organisationId)
     .execute();
   const sums: LedgerSums = { grant: 0n, reserve: 0n, charge: 0n, release: 0n, refund: 0n };
-  for (const row of rows) sums[row.kind] += row.amount_credits;
+  for (const row of rows) sums[row.kind] = (sums[row.kind] ?? 0n) + row.amount_credits;
   return sums;
 }
 

@@ -11,12 +11,14 @@ import { checkResponse } from './contract';
 /** fetch, with the response checked against the document before the caller reads it. */
 export function contractFetch(): typeof fetch {
   return async (input, init) => {
-    const response = await fetch(input, init);
+    // A Request (as @x402/fetch and the MCP client send) carries its own method.
+    const request = new Request(input, init);
+    const response = await fetch(request);
     const text = await response.text();
-    const url = new URL(String(input instanceof Request ? input.url : input));
+    const url = new URL(request.url);
     const contentType = (response.headers.get('content-type') ?? '').split(';')[0]!.trim();
     const body = contentType === 'application/json' && text !== '' ? JSON.parse(text) : text;
-    await checkResponse(init?.method ?? 'GET', `${url.pathname}${url.search}`, {
+    await checkResponse(request.method, `${url.pathname}${url.search}`, {
       status: response.status,
       headers: response.headers,
       body,

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../payments/config';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
-const PRODUCTION_FOLDERS = ['server', 'handlers', 'payments', 'worker', 'db'];
+const PRODUCTION_FOLDERS = ['server', 'mcp', 'handlers', 'payments', 'worker', 'db'];
 const manifest = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
   dependencies: Record<string, string>;
   devDependencies: Record<string, string>;

@@ -1,0 +1,53 @@
+import type { Handler } from './types';
+import { discoveredResources } from '../payments/discovery';
+import { errorReply } from './errors';
+
+/** GET /discovery/resources: the resources this service has paid, in the Bazaar's list format. */
+export const getDiscoveryResources: Handler<'getDiscoveryResources'> = async (ctx, { db, clock, config }) => {
+  if (config.discovery !== 'public')
+    return errorReply('not_found', 'Discovery is off on this server (DISCOVERY is not public).');
+  // Checked against the document's bounds by the router; numbers may still arrive as their text.
+  const query = ctx.query as {
+    type?: string;
+    q?: string;
+    max_amount?: string;
+    limit?: number | string;
+    offset?: number | string;
+  };
+  const limit = Number(query.limit ?? 20);
+  const offset = Number(query.offset ?? 0);
+  const { items, total } =
+    query.type !== undefined && query.type !== 'http'
+      ? { items: [], total: 0 }
+      : await discoveredResources(db, {
+          now: clock.now(),
+          limit,
+          offset,
+          text: query.q,
+          maxAmountMicroUsdc: query.max_amount === undefined ? undefined : BigInt(query.max_amount),
+        });
+  return {
+    status: 200,
+    body: {
+      x402Version: 1 as const,
+      items: items.map((item) => ({
+        resource: item.resource,
+        type: 'http' as const,
+        x402Version: 1 as const,
+        accepts: item.accepts.map((offer) => ({ ...offer, scheme: 'exact' as const })),
+        lastUpdated: item.lastUpdated.toISOString(),
+        ...(item.description ? { description: item.description } : {}),
+        ...(item.mimeType ? { mimeType: item.mimeType } : {}),
+        extensions: {
+          router: {
+            method: item.method,
+            paidCalls: item.paidCalls,
+            successRate: item.paidCalls === 0 ? 0 : item.succeeded / item.paidCalls,
+            p50LatencyMs: item.p50LatencyMs,
+          },
+        },
+      })),
+      pagination: { limit, offset, total },
+    },
+  };
+};
