@@ -27,7 +27,7 @@ export function hashKey(key: string): Buffer {
   return createHash('sha256').update(key, 'utf8').digest();
 }
 
-export function newApiKey(): { key: string; prefix: string } {
+function newApiKey(): { key: string; prefix: string } {
   const prefix = `prs_${randomText(KEY_ID_LENGTH)}`;
   return { key: `${prefix}_${randomText(KEY_SECRET_LENGTH)}`, prefix };
 }

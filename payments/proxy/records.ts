@@ -24,7 +24,7 @@ import { holdIdempotencyClaim, type ClaimRef } from '../idempotency';
 export type ProxyPayment = Selectable<ProxyPaymentsTable>;
 
 /** The key of the job that resolves a signed payment from the chain (worker/tasks/proxyPaymentWatch.ts). */
-export function watchJobKey(id: bigint): string {
+function watchJobKey(id: bigint): string {
   return `${'proxy_payment_watch' satisfies JobName}:${id}`;
 }
 

@@ -136,7 +136,7 @@ function checkAmountAndTimeout(
 }
 
 /** Validates one `accepts` entry; keeps only the fields of x402 v1. */
-export function parseRequirements(entry: unknown): EntryResult {
+function parseRequirements(entry: unknown): EntryResult {
   if (!isPlainObject(entry)) return notAnObject();
   for (const field of [
     'scheme',
@@ -290,7 +290,7 @@ function checkResource(resource: unknown): Result<ResourceInfo, 'invalid_resourc
  * Validates one version 2 `accepts` entry (`amount`, CAIP-2 network, no resource fields) and
  * answers it in our version 1 shape; the network is named as version 1 names it when we know it.
  */
-export function parseRequirementsV2(entry: unknown, resource: ResourceInfo): EntryResult {
+function parseRequirementsV2(entry: unknown, resource: ResourceInfo): EntryResult {
   if (!isPlainObject(entry)) return notAnObject();
   for (const field of ['scheme', 'network', 'amount', 'payTo', 'asset'] as const) {
     if (entry[field] === undefined || entry[field] === null) return skip('missing_field', field, `${field} is missing`);

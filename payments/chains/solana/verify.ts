@@ -59,7 +59,7 @@ export function clientsOf(deps: Pick<Deps, 'chains'>, network: NetworkName): Svm
 }
 
 /** The payment signed by us as fee payer, when we are the fee payer it names. */
-export async function coSign(
+async function coSign(
   deps: Pick<Deps, 'chains'>,
   inspected: InspectedSolanaPayment,
 ): Promise<Transaction | undefined> {
@@ -69,7 +69,7 @@ export async function coSign(
 }
 
 /** Cluster checks: blockhash, balance, not processed yet (when we can know the id), simulation. */
-export async function checkWithCluster(
+async function checkWithCluster(
   deps: Pick<Deps, 'chains' | 'clock' | 'paymentBounds'>,
   network: NetworkName,
   inspected: InspectedSolanaPayment,
