@@ -23,7 +23,7 @@ function randomText(length: number): string {
   return out + randomText(length - out.length);
 }
 
-export function hashKey(key: string): Buffer {
+function hashKey(key: string): Buffer {
   return createHash('sha256').update(key, 'utf8').digest();
 }
 
