@@ -51,7 +51,7 @@ export interface ParsedPaymentRequired {
 }
 
 /** Reads a 402 body given as JSON text or as an already parsed value; never throws. */
-export function parsePaymentRequired(input: unknown): Result<ParsedPaymentRequired, PaymentRequiredFailureReason> {
+function parsePaymentRequired(input: unknown): Result<ParsedPaymentRequired, PaymentRequiredFailureReason> {
   let value = input;
   if (typeof input === 'string') {
     if (input.length > MAX_PAYMENT_REQUIRED_BODY_CHARS)
@@ -221,7 +221,7 @@ export function readTargetPaymentRequired(
 }
 
 /** Reads a PAYMENT-REQUIRED header (x402 version 2): bounded, base64 of JSON, every field checked. */
-export function parsePaymentRequiredHeader(
+function parsePaymentRequiredHeader(
   header: unknown,
 ): Result<Extract<TargetPaymentRequired, { x402Version: 2 }>, PaymentRequiredFailureReason> {
   if (typeof header !== 'string' || header.trim() === '') return fail('invalid_header', 'PAYMENT-REQUIRED is missing');
