@@ -59,10 +59,7 @@ export function clientsOf(deps: Pick<Deps, 'chains'>, network: NetworkName): Svm
 }
 
 /** The payment signed by us as fee payer, when we are the fee payer it names. */
-async function coSign(
-  deps: Pick<Deps, 'chains'>,
-  inspected: InspectedSolanaPayment,
-): Promise<Transaction | undefined> {
+async function coSign(deps: Pick<Deps, 'chains'>, inspected: InspectedSolanaPayment): Promise<Transaction | undefined> {
   const signer = deps.chains.svm.signer;
   if (!signer || signer.address !== inspected.feePayer) return undefined;
   return partiallySignTransaction([signer.keyPair], inspected.transaction);
