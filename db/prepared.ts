@@ -27,7 +27,7 @@ export const MAX_NAMED = 256;
 const names = new Map<string, string>();
 
 /** The name of a marked statement's text: the same text always gets the same name. */
-export function statementName(text: string): string | undefined {
+function statementName(text: string): string | undefined {
   let name = names.get(text);
   if (name === undefined) {
     if (names.size >= MAX_NAMED) return undefined;

@@ -17,7 +17,7 @@ const EVM_ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 export const WALLET_ADDRESS = /^(0x[0-9a-fA-F]{40}|[1-9A-HJ-NP-Za-km-z]{32,44})$/;
 
 /** The key the relay counts a paying wallet under: EVM addresses checksummed, Solana addresses as they are. */
-export function walletKey(address: string): string | undefined {
+function walletKey(address: string): string | undefined {
   if (!WALLET_ADDRESS.test(address)) return undefined;
   return EVM_ADDRESS.test(address) ? getAddress(address.toLowerCase()) : address;
 }

@@ -34,7 +34,7 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 type SentReply = RawReply | { status: number; body: unknown; headers?: Record<string, string> };
 
 /** The bytes of a reply as server/app.ts sends them (express's res.json is JSON.stringify with this type). */
-export function keptAnswerOf(reply: SentReply): KeptAnswer {
+function keptAnswerOf(reply: SentReply): KeptAnswer {
   const headers = reply.headers ?? {};
   if ('raw' in reply) {
     const body = typeof reply.raw === 'string' ? Buffer.from(reply.raw, 'utf8') : reply.raw;
@@ -44,7 +44,7 @@ export function keptAnswerOf(reply: SentReply): KeptAnswer {
 }
 
 /** A kept answer as it was sent, marked as a replay. */
-export function replayOf(answer: KeptAnswer): RawReply {
+function replayOf(answer: KeptAnswer): RawReply {
   return {
     status: answer.status,
     raw: answer.body,

@@ -42,7 +42,7 @@ const OWN_HEADERS = new Set([
 ]);
 
 /** The target's response as it came, with `ours` added (a target header of the same name is dropped). */
-export function passThroughReply(response: TargetResponse, ours: Record<string, string> = {}): RawReply {
+function passThroughReply(response: TargetResponse, ours: Record<string, string> = {}): RawReply {
   const replaced = new Set(Object.keys(ours).map((name) => name.toLowerCase()));
   const headers: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(safeResponseHeaders(response.headers))) {
@@ -63,7 +63,7 @@ export function passThroughReply(response: TargetResponse, ours: Record<string, 
  * client reads both the same way): {success, result} with the target's status, plus `status` when
  * it did not answer 2xx. Only our own headers go with it: the target's describe a body we replaced.
  */
-export function jsonWrappedReply(response: TargetResponse, ours: Record<string, string> = {}): RawReply {
+function jsonWrappedReply(response: TargetResponse, ours: Record<string, string> = {}): RawReply {
   const success = response.status >= 200 && response.status < 300;
   const body = { success, result: bodyValue(response), ...(success ? {} : { status: response.status }) };
   return {

@@ -24,11 +24,11 @@ function randomText(length: number): string {
   return out + randomText(length - out.length);
 }
 
-export function hashKey(key: string): Buffer {
+function hashKey(key: string): Buffer {
   return createHash('sha256').update(key, 'utf8').digest();
 }
 
-export function newApiKey(): { key: string; prefix: string } {
+function newApiKey(): { key: string; prefix: string } {
   const prefix = `prs_${randomText(KEY_ID_LENGTH)}`;
   return { key: `${prefix}_${randomText(KEY_SECRET_LENGTH)}`, prefix };
 }

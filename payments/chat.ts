@@ -35,7 +35,7 @@ export type PaidChatOutcome =
  * testnets (a service configured for testnets only). Never both: a testnet payment must not buy
  * what mainnet clients pay for.
  */
-export async function chatOffers(
+async function chatOffers(
   deps: Pick<Deps, 'chains' | 'config'>,
   resource: string,
   description: string,

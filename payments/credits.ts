@@ -5,8 +5,6 @@
  */
 import { sql, type RawBuilder } from 'kysely';
 import type { Db, Tx } from '../db/index';
-import { firstRow } from '../db/rows';
-import { moveReservation } from './reservationStates';
 
 export async function grantCredits(
   db: Db,
@@ -43,7 +41,7 @@ export async function organisationBalance(db: Db | Tx, organisationId: bigint): 
 export type ReservationRefusal =
   'insufficient_credits' | 'key_daily_cap' | 'account_daily_limit' | 'system_daily_limit';
 
-export interface ReservationRequest {
+interface ReservationRequest {
   reference: string;
   organisationId: bigint;
   accountId: bigint;
@@ -69,9 +67,14 @@ export interface ReservationRow {
 }
 
 /**
- * The call of reserve_credits (db/functions/reserve_credits.sql) for `request`,
- * to select from; its columns are those of ReservationRow. Callers that write more in the same
- * statement (a proxy payment row) select from it in a CTE.
+ * The call of reserve_credits (db/functions/reserve_credits.sql) for `request`, to select from;
+ * its columns are those of ReservationRow. It holds credits for a payment in one statement: the
+ * organisation balance, the key's daily cap, the account's and the system's daily proxy limits of
+ * the network class. Either every counter moves or none does; concurrent reservations can never
+ * overdraw or overshoot; a refusal reports the counter that refused (or the balance). The proxy
+ * payment row is written in the same statement (holdProxyPayment selects from it in a CTE); the
+ * reservation is charged or released with its payment (charge_proxy_payment,
+ * release_proxy_payment).
  */
 export function reserveCreditsCall(request: ReservationRequest): RawBuilder<ReservationRow> {
   if (request.credits <= 0n) throw new RangeError('a reservation must be positive');
@@ -101,25 +104,4 @@ export function reservationResultOf(row: ReservationRow): ReservationResult {
     limitCredits: limit_credits,
     balanceCredits: balance_credits,
   };
-}
-
-/**
- * Holds credits for a payment in one statement: the organisation balance, the key's daily cap,
- * the account's and the system's daily proxy limits of the network class. Either every counter
- * moves or none does; concurrent reservations can never overdraw or overshoot. The rules are the
- * database function reserve_credits; a refusal reports the counter that refused (or the balance).
- */
-export async function reserveCredits(db: Db | Tx, request: ReservationRequest): Promise<ReservationResult> {
-  const { rows } = await sql<ReservationRow>`select * from ${reserveCreditsCall(request)}`.execute(db);
-  return reservationResultOf(firstRow(rows, 'reserve_credits'));
-}
-
-/** The payment went through: the held credits are spent (reserved -> charged, RESERVATION_MOVES). Returns false when already settled. One statement. */
-export async function chargeReservation(db: Db | Tx, reference: string): Promise<boolean> {
-  return moveReservation(db, reference, 'charged');
-}
-
-/** The payment did not go through: the credits come back and the daily counters are taken back (reserved -> released). One statement. */
-export async function releaseReservation(db: Db | Tx, reference: string): Promise<boolean> {
-  return moveReservation(db, reference, 'released');
 }

@@ -19,7 +19,7 @@ export const DISCOVERY_MAX_LIMIT = 100;
 const DISCOVERY_SCAN_LIMIT = 1000;
 
 /** A URL as discovery shows it: origin and path, nothing else. */
-export function resourceOf(url: string): string | undefined {
+function resourceOf(url: string): string | undefined {
   try {
     const parsed = new URL(url);
     return `${parsed.origin}${parsed.pathname}`;

@@ -1,12 +1,12 @@
 /**
- * Daily spend counters (docs/architecture.md section 3). A counter is increased only when the result stays
- * within its limit, in one statement, so concurrent calls can never overshoot. Relay counters are
- * in micro-USDC (daily_spend.spent_micro_usdc); proxy and API key counters are in credits
- * (daily_spend.spent_credits). The day is the UTC date.
+ * Daily spend counters (docs/architecture.md section 3). A counter is increased only when the
+ * result stays within its limit, in one statement, so concurrent calls can never overshoot: the
+ * database function try_add_spend (db/functions/try_add_spend.sql), which reserve_credits and
+ * admit_relay_payment call. Relay counters are in micro-USDC (daily_spend.spent_micro_usdc); proxy
+ * and API key counters are in credits (daily_spend.spent_credits). The day is the UTC date.
  */
 import { sql } from 'kysely';
 import type { Db, Tx } from '../db/index';
-import { firstRow } from '../db/rows';
 import type { SpendClass, SpendScope } from '../db/schema';
 import { addDays } from './clock';
 import { MICRO_PER_CREDIT } from './money';
@@ -44,25 +44,6 @@ export async function spentOn(db: Db | Tx, key: SpendKey): Promise<bigint> {
     .where('day', '=', key.day)
     .executeTakeFirst();
   return row?.[column] ?? 0n;
-}
-
-export type SpendResult = { admitted: true; spent: bigint } | { admitted: false; spent: bigint };
-
-/**
- * Adds `amount` to the counter when the total stays within `limit`. Returns the counter after the
- * call: the new total when admitted, the unchanged total when refused. One statement: the rule is
- * the database function try_add_spend (db/functions/try_add_spend.sql), which
- * reserve_credits uses too.
- */
-export async function tryAddSpend(tx: Tx, key: SpendKey, amount: bigint, limit: bigint): Promise<SpendResult> {
-  if (amount < 0n) throw new RangeError('spend amount must not be negative');
-  const { rows } = await sql<{ admitted: boolean; spent: bigint }>`
-    select admitted, spent
-    from try_add_spend(${key.scope}::text, ${key.scopeId}::text, ${key.networkClass}::text, ${key.day}::date, ${amount}::bigint, ${limit}::bigint)`.execute(
-    tx,
-  );
-  const row = firstRow(rows, 'try_add_spend');
-  return { admitted: row.admitted, spent: row.spent };
 }
 
 /** Takes back an amount added earlier (a released reservation); never below zero. */

@@ -48,7 +48,7 @@ export type PurchaseOutcome =
 /** A watch job first looks at a purchase left settling this long after it was recorded. */
 const PURCHASE_WATCH_DELAY_MS = 5_000;
 
-export function purchasePriceMicroUsdc(credits: bigint): bigint {
+function purchasePriceMicroUsdc(credits: bigint): bigint {
   return credits * MICRO_PER_CREDIT;
 }
 
@@ -144,7 +144,7 @@ function unreachablePurchase(id: bigint): never {
 }
 
 /** The payment's identity: the SHA-256 of its payload (the same payment in either header is one payment). */
-export function purchasePaymentId(payment: DecodedClientPayment): string {
+function purchasePaymentId(payment: DecodedClientPayment): string {
   return paymentIdentity(payment);
 }
 
@@ -203,7 +203,7 @@ async function recordedAnswer(
  * balance, the ledger entry, the webhook record and the relay transaction's delivery are one
  * transaction; a second call finds nothing to move. Returns whether this call added them.
  */
-export async function creditPurchase(db: Db, purchaseId: bigint, txHash: string): Promise<boolean> {
+async function creditPurchase(db: Db, purchaseId: bigint, txHash: string): Promise<boolean> {
   return db.transaction().execute(async (tx) => {
     const purchase = await tx
       .selectFrom('credit_purchases')

@@ -25,7 +25,7 @@ const FAILURE_STATUSES = new Set<StoredWebhookStatus>([
   'refund_failed',
 ]);
 
-export function responseStatusOf(stored: StoredWebhookStatus): WebhookResponseStatus {
+function responseStatusOf(stored: StoredWebhookStatus): WebhookResponseStatus {
   if (stored === 'async_processing') return 'pending';
   if (FAILURE_STATUSES.has(stored)) return 'failed';
   return stored as WebhookResponseStatus;

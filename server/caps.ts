@@ -48,7 +48,7 @@ export class ConcurrencyCaps {
   }
 }
 
-export function capGroupOf(path: string): CapGroup | undefined {
+function capGroupOf(path: string): CapGroup | undefined {
   if (path === '/relay' || path.startsWith('/relay/') || path === '/sim') return 'relay';
   if (path === '/proxy' || path.startsWith('/proxy/')) return 'proxy';
   if (path.startsWith('/webhooks/')) return 'webhooks';

@@ -105,7 +105,7 @@ class EventLoopMonitor {
 }
 
 /** The check's outcome as text: `ok`, its error message, or that it did not answer in time. */
-export async function boundedCheck(check: () => Promise<void>, timeoutMs: number): Promise<string> {
+async function boundedCheck(check: () => Promise<void>, timeoutMs: number): Promise<string> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<string>((resolve) => {
     timer = setTimeout(() => resolve(`no answer within ${timeoutMs} ms`), timeoutMs);
@@ -153,11 +153,11 @@ export function createProbes({
 }
 
 /** The status code of each probe's answer. */
-export function liveStatus(report: LiveReport): 200 | 503 {
+function liveStatus(report: LiveReport): 200 | 503 {
   return report.status === 'ok' ? 200 : 503;
 }
 
-export function readyStatus(report: ReadyReport): 200 | 503 {
+function readyStatus(report: ReadyReport): 200 | 503 {
   return report.status === 'ready' ? 200 : 503;
 }
 

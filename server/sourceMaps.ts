@@ -35,7 +35,7 @@ function asNodePrints(frame: NodeJS.CallSite): string {
 }
 
 /** One frame as Node prints it, with its place in the bundle replaced by the place in the source. */
-export function mappedFrame(frame: NodeJS.CallSite): string {
+function mappedFrame(frame: NodeJS.CallSite): string {
   const file = frame.getFileName();
   const line = frame.getLineNumber();
   const column = frame.getColumnNumber();

@@ -26,7 +26,7 @@ export const DATABASE_FUNCTIONS = [
  */
 const APPLY_LOCK = 7_402_001;
 
-export function functionSource(name: (typeof DATABASE_FUNCTIONS)[number]): string {
+function functionSource(name: (typeof DATABASE_FUNCTIONS)[number]): string {
   return readFileSync(new URL(`./${name}.sql`, import.meta.url), 'utf8');
 }
 

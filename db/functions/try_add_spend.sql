@@ -1,6 +1,6 @@
 -- A daily counter moves only while it stays within its limit: an insert of the day's row or an
--- update whose WHERE holds the limit, so concurrent calls never overshoot (payments/limits.ts
--- tryAddSpend, and reserve_credits for each of its counters). The counter is the column of the
+-- update whose WHERE holds the limit, so concurrent calls never overshoot (admit_relay_payment for
+-- the relay counters, reserve_credits for each of its counters). The counter is the column of the
 -- scope's unit: spent_micro_usdc for relay scopes, spent_credits for the others (the check
 -- daily_spend_one_unit); `spent` is the counter in that unit. Two static statements, one per
 -- unit, rather than one built at run time: they are planned once per session.

@@ -153,7 +153,7 @@ export function classifyAddress(ip: string): AddressClass {
   return { allowed: false, reason: 'not_an_ip_address' };
 }
 
-export function classifyIpv4(value: number): AddressClass {
+function classifyIpv4(value: number): AddressClass {
   for (const [base, prefixLength, reason] of IPV4_BLOCKED) {
     if (inIpv4Prefix(value, parseIpv4(base) as number, prefixLength)) return { allowed: false, reason };
   }

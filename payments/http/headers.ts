@@ -42,7 +42,7 @@ const NOT_FOR_CLIENT = new Set<string>(['content-length', 'alt-svc', ...TARGET_X
 
 export type ResponseHeaders = Record<string, string | string[]>;
 
-export function isHopByHopHeader(name: string): boolean {
+function isHopByHopHeader(name: string): boolean {
   const lower = name.toLowerCase();
   return HOP_BY_HOP.has(lower) || lower.startsWith('proxy-');
 }

@@ -51,7 +51,7 @@ export function decodeClientPayment(
 }
 
 /** Equality of JSON values: objects by their keys whatever their order, arrays item by item. */
-export function jsonEqual(left: unknown, right: unknown): boolean {
+function jsonEqual(left: unknown, right: unknown): boolean {
   if (left === right) return true;
   if (typeof left !== 'object' || typeof right !== 'object' || left === null || right === null) return false;
   if (Array.isArray(left) !== Array.isArray(right)) return false;

@@ -26,7 +26,7 @@ export interface OfferOptions {
   feePayer?: string;
 }
 
-export function relayRequirements(
+function relayRequirements(
   chains: Chains,
   networkName: string,
   options: OfferOptions,
@@ -65,7 +65,7 @@ export interface OffersRequest extends OfferOptions {
  * standard x402 v1 clients do not know are offered only when named (docs/decisions.md): those
  * clients reject a whole 402 when one entry names a network they do not know.
  */
-export function offers(chains: Chains, request: OffersRequest): PaymentRequirements[] {
+function offers(chains: Chains, request: OffersRequest): PaymentRequirements[] {
   if (request.amountMicroUsdc <= 0n) throw new RangeError('an offer needs a positive price');
   const order = (name: NetworkName) => (name === request.preferredNetwork ? -1 : NETWORK_NAMES.indexOf(name));
   const candidates =

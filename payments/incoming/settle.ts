@@ -41,7 +41,7 @@ type SettleDeps = Pick<Deps, 'chains' | 'clock' | 'paymentBounds'> & Partial<Pic
 const pending = (txHash: string | null): SettlementOutcome => ({ settled: false, pending: true, txHash });
 
 /** What a row says about its settlement, for a caller that did not (or could not) act on it. */
-export function settlementOutcomeOf(row: RelayTransaction | undefined): SettlementOutcome {
+function settlementOutcomeOf(row: RelayTransaction | undefined): SettlementOutcome {
   if (!row) return { settled: false, reason: 'not_found', details: 'no such relay transaction' };
   switch (row.state) {
     case 'received':

@@ -247,18 +247,6 @@ export function markRefundFailed(db: Db | Tx, id: bigint) {
   return moveRelayTransaction(db, id, 'refund_failed');
 }
 
-/** Rows a job should look at: settling (reconcile) or still received (never settled) since before `olderThan`. */
-export async function unfinishedSettlements(db: Db | Tx, olderThan: Date, limit = 100): Promise<RelayTransaction[]> {
-  return db
-    .selectFrom('relay_transactions')
-    .selectAll()
-    .where('state', 'in', ['received', 'settling'])
-    .where('updated_at', '<', olderThan)
-    .orderBy('updated_at')
-    .limit(limit)
-    .execute();
-}
-
 /** The refund that counts for a relay transaction: the pending or confirmed one, if any. */
 export async function liveRefund(db: Db | Tx, relayTransactionId: bigint): Promise<Refund | undefined> {
   return db
@@ -267,15 +255,4 @@ export async function liveRefund(db: Db | Tx, relayTransactionId: bigint): Promi
     .where('relay_transaction_id', '=', relayTransactionId)
     .where('status', 'in', ['pending', 'confirmed'])
     .executeTakeFirst();
-}
-
-export async function pendingRefunds(db: Db | Tx, olderThan: Date, limit = 100): Promise<Refund[]> {
-  return db
-    .selectFrom('refunds')
-    .selectAll()
-    .where('status', '=', 'pending')
-    .where('updated_at', '<', olderThan)
-    .orderBy('updated_at')
-    .limit(limit)
-    .execute();
 }

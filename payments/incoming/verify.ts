@@ -1,5 +1,5 @@
 /**
- * verifyClientPayment: an X-PAYMENT (or, with verifyClientPaymentHeader, a PAYMENT-SIGNATURE) checked strictly against the requirements of the 402 we sent
+ * verifyClientPaymentHeader: an X-PAYMENT or a PAYMENT-SIGNATURE checked strictly against the requirements of the 402 we sent
  * for this request (payTo = our wallet, asset = USDC there, maxAmountRequired = our price). The
  * payment's network must be one we offered (Solana aliases resolved); then the checks of the family
  * of its network (payments/chains/registry.ts). Nothing is recorded or settled here.
@@ -26,16 +26,6 @@ const DECODE_REASONS: Record<PaymentHeaderFailureReason, VerifyFailureReason> = 
   unsupported_scheme: 'invalid_scheme',
   unknown_network: 'network_not_offered',
 };
-
-/** An X-PAYMENT (version 1) checked against our offers. */
-export async function verifyClientPayment(
-  header: unknown,
-  offered: readonly PaymentRequirements[],
-  deps: Pick<Deps, 'chains' | 'clock' | 'paymentBounds'>,
-): Promise<Result<VerifiedClientPayment, VerifyFailureReason>> {
-  if (typeof header !== 'string') return fail('invalid_header', 'header is missing');
-  return verifyClientPaymentHeader({ version: 1, value: header }, offered, deps);
-}
 
 /** X-PAYMENT or PAYMENT-SIGNATURE, decoded strictly and checked against our offers. */
 export async function verifyClientPaymentHeader(

@@ -55,7 +55,7 @@ export type TargetSigningOutcome =
  * authorization}`, Solana `{transaction}`). Our EVM authorization may be valid for less than the
  * offer's maxTimeoutSeconds; `accepted` still echoes the offer as it was.
  */
-export function paymentSignatureHeader(offer: OfferV2, payload: PreparedPayment['payment']['payload']): string {
+function paymentSignatureHeader(offer: OfferV2, payload: PreparedPayment['payment']['payload']): string {
   const payment: PaymentPayloadV2 = {
     x402Version: X402_VERSION_2,
     resource: offer.resource,
@@ -68,7 +68,7 @@ export function paymentSignatureHeader(offer: OfferV2, payload: PreparedPayment[
 }
 
 /** A signed payment in the version of the offer it answers. */
-export function inTargetVersion(choice: Pick<PaymentChoice, 'offerV2'>, prepared: PreparedPayment): TargetPayment {
+function inTargetVersion(choice: Pick<PaymentChoice, 'offerV2'>, prepared: PreparedPayment): TargetPayment {
   if (choice.offerV2 === undefined) return { ...prepared, x402Version: 1 };
   return {
     ...prepared,

@@ -24,7 +24,7 @@ import { holdIdempotencyClaim, type ClaimRef } from '../idempotency';
 export type ProxyPayment = Selectable<ProxyPaymentsTable>;
 
 /** The key of the job that resolves a signed payment from the chain (worker/tasks/proxyPaymentWatch.ts). */
-export function watchJobKey(id: bigint): string {
+function watchJobKey(id: bigint): string {
   return `${'proxy_payment_watch' satisfies JobName}:${id}`;
 }
 
@@ -106,12 +106,6 @@ export async function holdProxyPayment(
   return { reserved: true, id: row.id };
 }
 
-/** holdProxyPayment for callers that do not need the row's id. */
-export async function reserveProxyPayment(db: Db, payment: NewProxyPayment): Promise<ReservationResult> {
-  const held = await holdProxyPayment(db, payment);
-  return held.reserved ? { reserved: true } : held;
-}
-
 /** What was signed, as a proxy payment row stores it so the chain can be read for it later. */
 export interface SignedFacts {
   payer: string;
@@ -138,9 +132,9 @@ export type SignedRecord = Pick<
 >;
 
 /**
- * The row's fields as holdProxyPayment and recordSigned wrote them, without reading the row back:
- * network and chain from the choice, the signed facts as recordSigned stores them, no transaction
- * hash yet (only watchProxyPayment and the charge write one).
+ * The row's fields as holdProxyPayment wrote them with the signed facts, without reading the row
+ * back: network and chain from the choice, the signed facts as stored, no transaction hash yet
+ * (only watchProxyPayment and the charge write one).
  */
 export function signedRecordOf(
   id: bigint,
@@ -173,17 +167,6 @@ export function signedTargetPaymentOf(payment: SignedRecord): SignedTargetPaymen
     lastValidBlockHeight: payment.last_valid_block_height,
     txHash: payment.tx_hash,
   };
-}
-
-/** Written before X-PAYMENT leaves: from here on only the chain says whether the payment happened. reserved -> signed. */
-export async function recordSigned(db: Db, reference: string, signed: SignedFacts): Promise<boolean> {
-  return moveProxyPayment(db, reference, {
-    to: 'signed',
-    payer: signed.payer,
-    payerSignature: signed.payerSignature ?? null,
-    validBefore: signed.validBefore ?? null,
-    lastValidBlockHeight: signed.lastValidBlockHeight ?? null,
-  });
 }
 
 /**

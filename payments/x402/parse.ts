@@ -51,7 +51,7 @@ export interface ParsedPaymentRequired {
 }
 
 /** Reads a 402 body given as JSON text or as an already parsed value; never throws. */
-export function parsePaymentRequired(input: unknown): Result<ParsedPaymentRequired, PaymentRequiredFailureReason> {
+function parsePaymentRequired(input: unknown): Result<ParsedPaymentRequired, PaymentRequiredFailureReason> {
   let value = input;
   if (typeof input === 'string') {
     if (input.length > MAX_PAYMENT_REQUIRED_BODY_CHARS)
@@ -136,7 +136,7 @@ function checkAmountAndTimeout(
 }
 
 /** Validates one `accepts` entry; keeps only the fields of x402 v1. */
-export function parseRequirements(entry: unknown): EntryResult {
+function parseRequirements(entry: unknown): EntryResult {
   if (!isPlainObject(entry)) return notAnObject();
   for (const field of [
     'scheme',
@@ -221,7 +221,7 @@ export function readTargetPaymentRequired(
 }
 
 /** Reads a PAYMENT-REQUIRED header (x402 version 2): bounded, base64 of JSON, every field checked. */
-export function parsePaymentRequiredHeader(
+function parsePaymentRequiredHeader(
   header: unknown,
 ): Result<Extract<TargetPaymentRequired, { x402Version: 2 }>, PaymentRequiredFailureReason> {
   if (typeof header !== 'string' || header.trim() === '') return fail('invalid_header', 'PAYMENT-REQUIRED is missing');
@@ -290,7 +290,7 @@ function checkResource(resource: unknown): Result<ResourceInfo, 'invalid_resourc
  * Validates one version 2 `accepts` entry (`amount`, CAIP-2 network, no resource fields) and
  * answers it in our version 1 shape; the network is named as version 1 names it when we know it.
  */
-export function parseRequirementsV2(entry: unknown, resource: ResourceInfo): EntryResult {
+function parseRequirementsV2(entry: unknown, resource: ResourceInfo): EntryResult {
   if (!isPlainObject(entry)) return notAnObject();
   for (const field of ['scheme', 'network', 'amount', 'payTo', 'asset'] as const) {
     if (entry[field] === undefined || entry[field] === null) return skip('missing_field', field, `${field} is missing`);

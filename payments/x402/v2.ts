@@ -42,7 +42,7 @@ export const TARGET_X402_RESPONSE_HEADERS = [
 ] as const;
 
 /** The network as version 2 writes it (CAIP-2); a name we do not know is left as it is. */
-export function caip2Name(network: string): string {
+function caip2Name(network: string): string {
   const known = canonicalNetwork(network);
   return known === undefined ? network : caip2Of(known);
 }

@@ -10,10 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createChains } from '../../payments/chains/index';
 import { PAYMENT_SCHEMES } from '../../payments/chains/registry';
 import { loadConfig } from '../../payments/config';
-import { relayRequirements } from '../../payments/incoming/offer';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import { chooseRequirement } from '../../payments/x402/choose';
 import { decodePaymentHeader } from '../../payments/x402/headers';
+import { relayOffer } from '../support/chains';
 import { ifStarted } from '../support/teardown';
 import { startTestService, type TestService } from '../support/service';
 
@@ -70,12 +70,11 @@ describe('Polygon Amoy, one row of the network table', () => {
       RPC_URL_POLYGON_AMOY: 'http://127.0.0.1:9',
     });
     const chains = await createChains(config);
-    const offer = relayRequirements(chains, 'eip155:80002', {
+    const offer = await relayOffer(chains, 'polygon-amoy', {
       amountMicroUsdc: 10_300n,
       resource: 'http://127.0.0.1/relay',
     });
-    if (!offer.ok) throw new Error(offer.details);
-    expect(offer.value).toMatchObject({
+    expect(offer).toMatchObject({
       network: 'polygon-amoy',
       asset: AMOY_USDC,
       payTo: privateKeyToAccount(KEY).address,
@@ -83,7 +82,7 @@ describe('Polygon Amoy, one row of the network table', () => {
       extra: { name: 'USDC', version: '2' },
     });
 
-    const choice = chooseRequirement([offer.value], {
+    const choice = chooseRequirement([offer], {
       networks: chains.payingNetworks(),
       maxAmountMicroUsdc: 1_000_000n,
       schemes: PAYMENT_SCHEMES,

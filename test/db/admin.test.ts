@@ -1,7 +1,8 @@
+import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { runAdminCommand, UsageError } from '../../server/adminCommands';
-import { authenticateKey, hashKey } from '../../payments/accounts';
+import { authenticateKey } from '../../payments/accounts';
 
 let database: TestDatabase;
 beforeAll(async () => {
@@ -28,9 +29,9 @@ describe('operator commands', () => {
     expect(key).toMatch(/^prs_[A-Za-z0-9]{10}_[A-Za-z0-9]{32}$/);
     const prefix = key.slice(0, 14);
     expect(keyLines[0]).toContain(prefix);
-    // Only the hash is stored, never the key.
+    // Only the hash (SHA-256) is stored, never the key.
     const stored = await db.selectFrom('api_keys').selectAll().executeTakeFirstOrThrow();
-    expect(stored.key_hash.equals(hashKey(key))).toBe(true);
+    expect(stored.key_hash.equals(createHash('sha256').update(key).digest())).toBe(true);
     expect(Object.values(stored).some((value) => String(value).includes(key.slice(15)))).toBe(false);
     expect(stored.daily_cap_credits).toBe(5000n);
 

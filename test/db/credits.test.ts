@@ -1,14 +1,20 @@
+// The credit ledger as /proxy moves it: credits held with the payment's row (holdProxyPayment,
+// reserve_credits), charged once the payment is on chain (chargeProxyPayment) or released when
+// it never will be (releaseProxyPayment).
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NO_POLICY } from '../../payments/policy';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { createTestAccount, type TestAccount } from '../support/accounts';
-import {
-  chargeReservation,
-  organisationBalance,
-  releaseReservation,
-  reserveCredits,
-  type ReservationRequest,
-} from '../../payments/credits';
+import { organisationBalance } from '../../payments/credits';
 import { spentOn } from '../../payments/limits';
+import {
+  chargeProxyPayment,
+  holdProxyPayment,
+  releaseProxyPayment,
+  type NewProxyPayment,
+} from '../../payments/proxy/records';
+import type { PaymentChoice } from '../../payments/x402/choose';
 import type { Db } from '../../db/index';
 import type { LedgerKind } from '../../db/schema';
 
@@ -22,25 +28,60 @@ afterAll(async () => {
   await database.drop();
 });
 
-let counter = 0;
-function request(
-  account: TestAccount,
-  credits: bigint,
-  overrides: Partial<ReservationRequest> = {},
-): ReservationRequest {
-  counter += 1;
+function choiceOn(networkClass: 'mainnet' | 'testnet'): PaymentChoice {
+  const network = networkClass === 'mainnet' ? 'base' : 'base-sepolia';
   return {
-    reference: `test-${counter}-${Math.random()}`,
-    organisationId: account.organisationId,
-    accountId: account.accountId,
-    apiKeyId: account.apiKeyId,
+    requirements: {
+      scheme: 'exact',
+      network,
+      maxAmountRequired: '1000',
+      resource: 'http://target.test/paid',
+      description: 'paid',
+      mimeType: 'application/json',
+      payTo: '0x1111111111111111111111111111111111111111',
+      maxTimeoutSeconds: 60,
+      asset: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
+    },
+    index: 0,
+    network,
+    chainType: 'evm',
+    networkClass,
+    amountMicroUsdc: 1_000n,
+  };
+}
+
+/** What the payment was signed with: the row is written as signed, as /proxy writes it before the payment leaves. */
+const SIGNED = { payer: '0x2222222222222222222222222222222222222222', validBefore: 1_900_000_000n };
+
+interface Limits {
+  keyDailyCapCredits: bigint;
+  accountDailyLimitCredits: bigint;
+  systemDailyLimitCredits: bigint;
+  networkClass: 'mainnet' | 'testnet';
+  day: string;
+}
+
+let counter = 0;
+function payment(account: TestAccount, credits: bigint, overrides: Partial<Limits> = {}): NewProxyPayment {
+  counter += 1;
+  const limits: Limits = {
     keyDailyCapCredits: 1_000_000n,
     networkClass: 'testnet',
     day: '2026-11-21',
-    credits,
     accountDailyLimitCredits: 1_000_000n,
     systemDailyLimitCredits: 1_000_000_000n,
     ...overrides,
+  };
+  return {
+    reference: `0x${randomBytes(32).toString('hex')}`,
+    key: { ...account, dailyCapCredits: limits.keyDailyCapCredits, policy: NO_POLICY },
+    requestId: `req-${counter}`,
+    targetUrl: 'http://target.test/paid',
+    choice: choiceOn(limits.networkClass),
+    credits,
+    day: limits.day,
+    accountDailyLimitCredits: limits.accountDailyLimitCredits,
+    systemDailyLimitCredits: limits.systemDailyLimitCredits,
   };
 }
 
@@ -64,7 +105,9 @@ async function ledgerSums(organisationId: bigint): Promise<Record<Exclude<Ledger
 describe('credit reservations', () => {
   it('50 concurrent reservations against credits for exactly 20: exactly 20 hold, the balance ends at 0', async () => {
     const account = await createTestAccount(db, { credits: 20n });
-    const results = await Promise.all(Array.from({ length: 50 }, () => reserveCredits(db, request(account, 1n))));
+    const results = await Promise.all(
+      Array.from({ length: 50 }, () => holdProxyPayment(db, payment(account, 1n), SIGNED)),
+    );
     expect(results.filter((result) => result.reserved)).toHaveLength(20);
     expect(results.filter((result) => !result.reserved && result.reason === 'insufficient_credits')).toHaveLength(30);
     expect(await organisationBalance(db, account.organisationId)).toBe(0n);
@@ -75,10 +118,10 @@ describe('credit reservations', () => {
 
   it('charges or releases exactly once; a release gives back credits and daily counters', async () => {
     const account = await createTestAccount(db, { credits: 100n });
-    const charged = request(account, 30n);
-    const released = request(account, 25n);
-    expect(await reserveCredits(db, charged)).toEqual({ reserved: true });
-    expect(await reserveCredits(db, released)).toEqual({ reserved: true });
+    const charged = payment(account, 30n);
+    const released = payment(account, 25n);
+    expect(await holdProxyPayment(db, charged, SIGNED)).toMatchObject({ reserved: true });
+    expect(await holdProxyPayment(db, released, SIGNED)).toMatchObject({ reserved: true });
     expect(await organisationBalance(db, account.organisationId)).toBe(45n);
     const keySpend = {
       scope: 'api_key',
@@ -88,20 +131,22 @@ describe('credit reservations', () => {
     } as const;
     expect(await spentOn(db, keySpend)).toBe(55n);
 
+    const onChain = { outcome: 'on chain' };
     const [first, second] = await Promise.all([
-      chargeReservation(db, charged.reference),
-      chargeReservation(db, charged.reference),
+      chargeProxyPayment(db, charged.reference, onChain),
+      chargeProxyPayment(db, charged.reference, onChain),
     ]);
     expect([first, second].sort()).toEqual([false, true]);
-    expect(await releaseReservation(db, charged.reference)).toBe(false); // already charged
+    expect(await releaseProxyPayment(db, charged.reference, { outcome: 'late' })).toBe(false); // already charged
     expect(await organisationBalance(db, account.organisationId)).toBe(45n);
 
+    const expired = { outcome: 'expired unused' };
     const releases = await Promise.all([
-      releaseReservation(db, released.reference),
-      releaseReservation(db, released.reference),
+      releaseProxyPayment(db, released.reference, expired),
+      releaseProxyPayment(db, released.reference, expired),
     ]);
     expect(releases.sort()).toEqual([false, true]);
-    expect(await chargeReservation(db, released.reference)).toBe(false);
+    expect(await chargeProxyPayment(db, released.reference, onChain)).toBe(false);
     expect(await organisationBalance(db, account.organisationId)).toBe(70n);
     expect(await spentOn(db, keySpend)).toBe(30n);
     expect(
@@ -124,15 +169,10 @@ describe('credit reservations', () => {
     ['system_daily_limit', { systemDailyLimitCredits: 10n }],
   ] as const)('refuses past the %s and changes nothing', async (reason, overrides) => {
     const account = await createTestAccount(db, { credits: 100n });
-    const ok = await reserveCredits(
-      db,
-      request(account, 6n, { ...overrides, networkClass: 'mainnet', day: `2027-01-0${(counter % 9) + 1}` }),
-    );
+    const day = `2027-01-0${(counter % 9) + 1}`;
+    const ok = await holdProxyPayment(db, payment(account, 6n, { ...overrides, networkClass: 'mainnet', day }));
     expect(ok.reserved).toBe(true);
-    const day = (
-      await db.selectFrom('credit_reservations').select('day').orderBy('id', 'desc').executeTakeFirstOrThrow()
-    ).day;
-    const refused = await reserveCredits(db, request(account, 6n, { ...overrides, networkClass: 'mainnet', day }));
+    const refused = await holdProxyPayment(db, payment(account, 6n, { ...overrides, networkClass: 'mainnet', day }));
     expect(refused).toMatchObject({ reserved: false, reason, spentCredits: 6n, limitCredits: 10n });
     expect(await organisationBalance(db, account.organisationId)).toBe(94n);
     expect((await ledgerSums(account.organisationId)).reserve).toBe(6n);

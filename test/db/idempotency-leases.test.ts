@@ -17,7 +17,6 @@ import {
 import {
   chargeProxyPayment,
   holdProxyPayment,
-  recordSigned,
   releaseProxyPayment,
   type NewProxyPayment,
 } from '../../payments/proxy/records';
@@ -134,7 +133,9 @@ describe('a running record whose lease lapsed', () => {
     const account = await createTestAccount(db, { credits: 1_000n });
     const charged = await claimedByDeadInstance(account);
     const chargedPayment = newPayment(account, charged);
-    expect(await holdProxyPayment(db, chargedPayment)).toMatchObject({ reserved: true });
+    // Held as /proxy holds it: signed beforehand, recorded signed with the reservation.
+    const signed = { payer: '0x2222222222222222222222222222222222222222' };
+    expect(await holdProxyPayment(db, chargedPayment, signed)).toMatchObject({ reserved: true });
     const released = await claimedByDeadInstance(account);
     const releasedPayment = newPayment(account, released);
     expect(await holdProxyPayment(db, releasedPayment)).toMatchObject({ reserved: true });
@@ -142,7 +143,6 @@ describe('a running record whose lease lapsed', () => {
     expect(await repeat(charged)).toMatchObject({ kind: 'running' });
     expect(await repeat(released)).toMatchObject({ kind: 'running' });
 
-    await recordSigned(db, chargedPayment.reference, { payer: '0x2222222222222222222222222222222222222222' });
     expect(await chargeProxyPayment(db, chargedPayment.reference, { txHash: '0xabc', outcome: 'on chain' })).toBe(true);
     expect(await releaseProxyPayment(db, releasedPayment.reference, { outcome: 'never signed' })).toBe(true);
     expect(await repeat(charged)).toEqual({

@@ -1,9 +1,9 @@
 import pg from 'pg';
 import { randomBytes } from 'node:crypto';
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { sql } from 'kysely';
 import { describe, expect, it, inject } from 'vitest';
-import { DATABASE_FUNCTIONS, functionSource } from '../../db/functions/index';
+import { DATABASE_FUNCTIONS } from '../../db/functions/index';
 import { createDb, migrateToLatest } from '../../db/index';
 import { migrationProvider } from '../../db/migrations/index';
 import { Migrator } from 'kysely';
@@ -67,9 +67,9 @@ describe('migrations', () => {
       } finally {
         await Promise.all(concurrent.map((other) => other.close()));
       }
-      const sqlFiles = readdirSync(new URL('../../db/functions/', import.meta.url)).filter((file) =>
-        file.endsWith('.sql'),
-      );
+      const functionsFolder = new URL('../../db/functions/', import.meta.url);
+      const sqlFiles = readdirSync(functionsFolder).filter((file) => file.endsWith('.sql'));
+      const fileSource = (name: string) => readFileSync(new URL(`${name}.sql`, functionsFolder), 'utf8');
       expect(sqlFiles.map((file) => file.replace(/\.sql$/, '')).sort()).toEqual([...DATABASE_FUNCTIONS].sort());
       for (const name of DATABASE_FUNCTIONS) {
         const { rows } = await sql<{ prosrc: string }>`select prosrc from pg_proc where proname = ${name}`.execute(
@@ -78,7 +78,7 @@ describe('migrations', () => {
         expect(
           rows.map((row) => row.prosrc),
           name,
-        ).toEqual([functionSource(name).split('$fn$')[1]]);
+        ).toEqual([fileSource(name).split('$fn$')[1]]);
       }
       // The balance can never go negative, whatever code runs.
       const organisation = await handle.db

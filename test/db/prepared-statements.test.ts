@@ -4,7 +4,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, type DbHandle } from '../../db/index';
-import { MAX_NAMED, PREPARED_MARK, runPrepared, statementName } from '../../db/prepared';
+import { MAX_NAMED, PREPARED_MARK, runPrepared } from '../../db/prepared';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 
 let database: TestDatabase;
@@ -38,7 +38,7 @@ describe('runPrepared', () => {
     const named = (await preparedOnConnection()).filter((row) => row.statement.startsWith(PREPARED_MARK));
     // One statement for both calls, under the name its text gives.
     expect(named).toHaveLength(1);
-    expect(named[0]?.name).toBe(statementName(double(1).sql.replace(/^/, PREPARED_MARK)));
+    expect(named[0]).toEqual({ name: expect.stringMatching(/^prs_[0-9a-f]{32}$/), statement: expect.any(String) });
   });
 
   it('leaves every other statement unnamed', async () => {
@@ -80,14 +80,31 @@ describe('runPrepared', () => {
   });
 });
 
-describe('statementName', () => {
-  it('gives one text one name, another text another, and stops naming past MAX_NAMED texts', () => {
-    const name = statementName(`${PREPARED_MARK}select 1`);
-    expect(statementName(`${PREPARED_MARK}select 1`)).toBe(name);
-    expect(statementName(`${PREPARED_MARK}select 2`)).not.toBe(name);
-    for (let index = 0; index < MAX_NAMED; index += 1) statementName(`${PREPARED_MARK}select ${index + 3}`);
-    expect(statementName(`${PREPARED_MARK}select 'one text too many'`)).toBeUndefined();
+describe('the names of marked statements', () => {
+  it('gives one text one name, another text another, and stops naming past MAX_NAMED texts', async () => {
+    const select = (text: string) => sql<{ value: string }>`select ${sql.raw(text)}::text as value`.compile(single.db);
+    const names = async () => new Map((await preparedOnConnection()).map((row) => [row.statement, row.name] as const));
+    const before = (await names()).size;
+    await runPrepared(single.db, select("'one'"));
+    await runPrepared(single.db, select("'one'"));
+    await runPrepared(single.db, select("'two'"));
+    const named = await names();
+    expect(named.size).toBe(before + 2);
+    const [one, two] = [...named].filter(([text]) => /'one'|'two'/.test(text)).map(([, name]) => name);
+    expect(one).not.toBe(two);
+    // Every text this process named counts (here all on this connection): past MAX_NAMED, statements run unnamed.
+    for (let index = 0; index < MAX_NAMED; index += 1) {
+      expect((await runPrepared(single.db, select(`'text ${index}'`))).rows).toEqual([{ value: `text ${index}` }]);
+    }
+    const full = await names();
+    expect(full.size).toBe(MAX_NAMED);
+    expect((await runPrepared(single.db, select("'one text too many'"))).rows).toEqual([
+      { value: 'one text too many' },
+    ]);
+    expect(await names()).toEqual(full);
     // A text already named keeps its name.
-    expect(statementName(`${PREPARED_MARK}select 1`)).toBe(name);
+    await runPrepared(single.db, select("'one'"));
+    expect((await names()).get([...named].find(([text]) => text.includes("'one'"))![0])).toBe(one);
+    expect(await names()).toEqual(full);
   });
 });

@@ -3,14 +3,14 @@
 // reports, one round trip per step of a paid call, once-only settlement, and the webhook record
 // as the TypeScript side wrote it before.
 import { randomBytes } from 'node:crypto';
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database, Db } from '../../db/index';
 import {
-  chargeReservation,
   organisationBalance,
-  reserveCredits,
-  type ReservationRequest,
+  reservationResultOf,
+  reserveCreditsCall,
+  type ReservationRow,
 } from '../../payments/credits';
 import { spentOn, type SpendKey } from '../../payments/limits';
 import { usdcText } from '../../payments/money';
@@ -18,9 +18,7 @@ import {
   chargeProxyPayment,
   findProxyPayment,
   holdProxyPayment,
-  recordSigned,
   releaseProxyPayment,
-  reserveProxyPayment,
   signedRecordOf,
   signedTargetPaymentOf,
   watchProxyPayment,
@@ -68,24 +66,28 @@ function reference(): string {
   return `0x${randomBytes(32).toString('hex')}`;
 }
 
-function request(
-  account: TestAccount,
-  credits: bigint,
-  overrides: Partial<ReservationRequest> = {},
-): ReservationRequest {
-  return {
-    reference: reference(),
-    organisationId: account.organisationId,
-    accountId: account.accountId,
-    apiKeyId: account.apiKeyId,
-    keyDailyCapCredits: 1_000_000n,
-    networkClass: 'testnet',
+interface Limits {
+  day: string;
+  keyDailyCapCredits: bigint;
+  accountDailyLimitCredits: bigint;
+  systemDailyLimitCredits: bigint;
+}
+
+/** A payment of `credits` held under these limits, on 2028-01-01 unless a day is given. */
+function request(account: TestAccount, credits: bigint, overrides: Partial<Limits> = {}): NewProxyPayment {
+  const limits: Limits = {
     day: '2028-01-01',
-    credits,
+    keyDailyCapCredits: 1_000_000n,
     accountDailyLimitCredits: 1_000_000n,
     systemDailyLimitCredits: 1_000_000_000n,
     ...overrides,
   };
+  return newPayment(account, credits, {
+    key: { ...account, dailyCapCredits: limits.keyDailyCapCredits, policy: NO_POLICY },
+    day: limits.day,
+    accountDailyLimitCredits: limits.accountDailyLimitCredits,
+    systemDailyLimitCredits: limits.systemDailyLimitCredits,
+  });
 }
 
 function counters(
@@ -168,19 +170,19 @@ function newPayment(account: TestAccount, credits: bigint, overrides: Partial<Ne
 const SIGNED = { payer: '0x2222222222222222222222222222222222222222', validBefore: 1_900_000_000n };
 
 describe('reserve_credits: all or nothing', () => {
+  /** As /proxy holds a payment: signed first, held with its row in one statement. */
+  const hold = (payment: NewProxyPayment) => holdProxyPayment(db, payment, SIGNED);
+
   it('a refusal by the account limit after the key cap admitted leaves the key counter, balance and ledger unchanged', async () => {
     const account = await createTestAccount(db, { credits: 100n });
     const day = nextDay();
     expect(
-      await reserveCredits(db, request(account, 6n, { day, accountDailyLimitCredits: 10n, keyDailyCapCredits: 50n })),
-    ).toEqual({ reserved: true });
+      await hold(request(account, 6n, { day, accountDailyLimitCredits: 10n, keyDailyCapCredits: 50n })),
+    ).toMatchObject({ reserved: true });
     const before = await snapshot(account, day);
     expect(before).toMatchObject({ balance: 94n, key: 6n, account: 6n, system: 6n });
 
-    const refused = await reserveCredits(
-      db,
-      request(account, 6n, { day, accountDailyLimitCredits: 10n, keyDailyCapCredits: 50n }),
-    );
+    const refused = await hold(request(account, 6n, { day, accountDailyLimitCredits: 10n, keyDailyCapCredits: 50n }));
     expect(refused).toEqual({
       reserved: false,
       reason: 'account_daily_limit',
@@ -196,13 +198,13 @@ describe('reserve_credits: all or nothing', () => {
     const day = nextDay();
     // The system counter of this day already holds 95 of 100 from other accounts.
     const other = await createTestAccount(db, { credits: 1_000n });
-    expect(await reserveCredits(db, request(other, 95n, { day, systemDailyLimitCredits: 100n }))).toEqual({
+    expect(await hold(request(other, 95n, { day, systemDailyLimitCredits: 100n }))).toMatchObject({
       reserved: true,
     });
     const before = await snapshot(account, day);
     expect(before).toMatchObject({ balance: 100n, key: 0n, account: 0n, system: 95n, ledger: [{ kind: 'grant' }] });
 
-    const refused = await reserveCredits(db, request(account, 6n, { day, systemDailyLimitCredits: 100n }));
+    const refused = await hold(request(account, 6n, { day, systemDailyLimitCredits: 100n }));
     expect(refused).toEqual({
       reserved: false,
       reason: 'system_daily_limit',
@@ -226,7 +228,7 @@ describe('reserve_credits: all or nothing', () => {
   it('a key cap smaller than the request refuses with the counter as it stands (zero when there is none)', async () => {
     const account = await createTestAccount(db, { credits: 100n });
     const day = nextDay();
-    const refused = await reserveCredits(db, request(account, 6n, { day, keyDailyCapCredits: 5n }));
+    const refused = await hold(request(account, 6n, { day, keyDailyCapCredits: 5n }));
     expect(refused).toEqual({
       reserved: false,
       reason: 'key_daily_cap',
@@ -246,7 +248,7 @@ describe('reserve_credits: all or nothing', () => {
   it('insufficient credits: the balance as both limit and balance, nothing spent, nothing written', async () => {
     const account = await createTestAccount(db, { credits: 5n });
     const day = nextDay();
-    const refused = await reserveCredits(db, request(account, 6n, { day }));
+    const refused = await hold(request(account, 6n, { day }));
     expect(refused).toEqual({
       reserved: false,
       reason: 'insufficient_credits',
@@ -268,7 +270,7 @@ describe('reserve_credits: all or nothing', () => {
     const day = nextDay();
     const results = await Promise.all(
       Array.from({ length: 30 }, () =>
-        reserveCredits(db, request(account, 3n, { day, accountDailyLimitCredits: 30n, keyDailyCapCredits: 1_000n })),
+        hold(request(account, 3n, { day, accountDailyLimitCredits: 30n, keyDailyCapCredits: 1_000n })),
       ),
     );
     expect(results.filter((result) => result.reserved)).toHaveLength(10);
@@ -284,7 +286,7 @@ describe('reserve_credits: all or nothing', () => {
 
   it('a reservation must be positive', async () => {
     const account = await createTestAccount(db, { credits: 5n });
-    await expect(reserveCredits(db, request(account, 0n))).rejects.toThrow(RangeError);
+    await expect(hold(request(account, 0n))).rejects.toThrow(RangeError);
   });
 });
 
@@ -308,7 +310,6 @@ describe('proxy payment rows: one round trip per step', () => {
         .where('reference', '=', payment.reference)
         .executeTakeFirst(),
     ).toEqual({ state: 'reserved', credits: 13n });
-    // Charged from there as a row signed in its own step would be.
     expect(await chargeProxyPayment(db, payment.reference, { txHash: '0xabc', outcome: 'on chain' })).toBe(true);
     expect((await snapshot(account, payment.day)).balance).toBe(87n);
   });
@@ -323,17 +324,17 @@ describe('proxy payment rows: one round trip per step', () => {
     ).toEqual([]);
   });
 
-  it('reserve (with the row), sign, charge: one statement each; the row read back is what settleNow builds in memory', async () => {
+  it('hold (the reservation with the signed row), charge: one statement each; the row read back is what settleNow builds in memory', async () => {
     const account = await createTestAccount(db, { credits: 100n });
     const payment = newPayment(account, 13n);
 
-    const held = await roundTrips(() => holdProxyPayment(counted, payment));
+    const held = await roundTrips(() => holdProxyPayment(counted, payment, SIGNED));
     expect(held.count).toBe(1);
     if (!held.value.reserved) throw new Error('not reserved');
     const row = await findProxyPayment(db, held.value.id);
     expect(row).toMatchObject({
       reference: payment.reference,
-      state: 'reserved',
+      state: 'signed',
       organisation_id: account.organisationId,
       account_id: account.accountId,
       api_key_id: account.apiKeyId,
@@ -353,11 +354,8 @@ describe('proxy payment rows: one round trip per step', () => {
         .executeTakeFirst(),
     ).toEqual({ state: 'reserved', credits: 13n });
 
-    const signed = await roundTrips(() => recordSigned(counted, payment.reference, SIGNED));
-    expect(signed).toMatchObject({ value: true, count: 1 });
-    const signedRow = (await findProxyPayment(db, held.value.id))!;
     expect(signedTargetPaymentOf(signedRecordOf(held.value.id, payment.reference, CHOICE, SIGNED))).toEqual(
-      signedTargetPaymentOf(signedRow),
+      signedTargetPaymentOf(row!),
     );
 
     const charged = await roundTrips(() =>
@@ -388,15 +386,14 @@ describe('proxy payment rows: one round trip per step', () => {
       requirements: { ...CHOICE.requirements, network: 'solana-devnet' },
     };
     const payment = newPayment(account, 13n, { choice });
-    const held = await holdProxyPayment(db, payment);
-    if (!held.reserved) throw new Error('not reserved');
     const facts = {
       payer: 'So1anaPayer1111111111111111111111111111111',
       payerSignature: '5sig',
       lastValidBlockHeight: 123_456n,
       validBefore: null,
     };
-    expect(await recordSigned(db, payment.reference, facts)).toBe(true);
+    const held = await holdProxyPayment(db, payment, facts);
+    if (!held.reserved) throw new Error('not reserved');
     const row = (await findProxyPayment(db, held.id))!;
     expect(signedTargetPaymentOf(signedRecordOf(held.id, payment.reference, choice, facts))).toEqual(
       signedTargetPaymentOf(row),
@@ -406,7 +403,7 @@ describe('proxy payment rows: one round trip per step', () => {
   it('a refused reservation writes no row, in one round trip', async () => {
     const account = await createTestAccount(db, { credits: 100n });
     const payment = newPayment(account, 13n, { accountDailyLimitCredits: 12n });
-    const refused = await roundTrips(() => reserveProxyPayment(counted, payment));
+    const refused = await roundTrips(() => holdProxyPayment(counted, payment, SIGNED));
     expect(refused).toMatchObject({
       count: 1,
       value: {
@@ -423,22 +420,32 @@ describe('proxy payment rows: one round trip per step', () => {
       reservations: [],
       payments: [],
     });
-    // The figures are the ones reserveCredits reports for the same request.
-    expect(
-      await reserveCredits(db, request(account, 13n, { day: payment.day, accountDailyLimitCredits: 12n })),
-    ).toEqual(refused.value);
+    // The figures are the ones reserve_credits reports for the same request on its own.
+    const { rows } = await sql<ReservationRow>`select * from ${reserveCreditsCall({
+      reference: reference(),
+      organisationId: account.organisationId,
+      accountId: account.accountId,
+      apiKeyId: account.apiKeyId,
+      keyDailyCapCredits: payment.key.dailyCapCredits,
+      networkClass: 'testnet',
+      day: payment.day,
+      credits: 13n,
+      accountDailyLimitCredits: 12n,
+      systemDailyLimitCredits: payment.systemDailyLimitCredits,
+    })}`.execute(db);
+    expect(reservationResultOf(rows[0]!)).toEqual(refused.value);
   });
 
   it('a reference used twice is an error and leaves the first reservation alone', async () => {
     const account = await createTestAccount(db, { credits: 100n });
     const payment = newPayment(account, 13n);
-    expect(await reserveProxyPayment(db, payment)).toEqual({ reserved: true });
-    await expect(reserveProxyPayment(db, payment)).rejects.toThrow(/duplicate key/);
+    expect(await holdProxyPayment(db, payment, SIGNED)).toMatchObject({ reserved: true });
+    await expect(holdProxyPayment(db, payment, SIGNED)).rejects.toThrow(/duplicate key/);
     expect(await snapshot(account, payment.day)).toMatchObject({
       balance: 87n,
       key: 13n,
       reservations: [{ state: 'reserved' }],
-      payments: [{ state: 'reserved' }],
+      payments: [{ state: 'signed' }],
     });
   });
 });
@@ -446,9 +453,8 @@ describe('proxy payment rows: one round trip per step', () => {
 describe('charge and release: once only, with the webhook record', () => {
   async function signedPayment(account: TestAccount, credits = 13n) {
     const payment = newPayment(account, credits);
-    const held = await holdProxyPayment(db, payment);
+    const held = await holdProxyPayment(db, payment, SIGNED);
     if (!held.reserved) throw new Error('not reserved');
-    expect(await recordSigned(db, payment.reference, SIGNED)).toBe(true);
     return { payment, id: held.id };
   }
 
@@ -485,8 +491,7 @@ describe('charge and release: once only, with the webhook record', () => {
     const account = await createTestAccount(db, { credits: 1_000_000n });
     for (const amount of [1n, 10n, 1_000n, 1_000_000n, 1_500_000n, 123_456_789_012n]) {
       const payment = newPayment(account, 13n, { choice: { ...CHOICE, amountMicroUsdc: amount } });
-      expect(await reserveProxyPayment(db, payment)).toEqual({ reserved: true });
-      expect(await recordSigned(db, payment.reference, SIGNED)).toBe(true);
+      expect(await holdProxyPayment(db, payment, SIGNED)).toMatchObject({ reserved: true });
       const { webhookId } = await watchProxyPayment(db, payment.reference, { openRecord: true });
       expect(await chargeProxyPayment(db, payment.reference, { txHash: '0xdef', outcome: 'on chain' })).toBe(true);
       const record = await db
@@ -535,7 +540,7 @@ describe('charge and release: once only, with the webhook record', () => {
   it('a row still reserved (never signed) is released; it cannot be charged', async () => {
     const account = await createTestAccount(db, { credits: 100n });
     const payment = newPayment(account, 10n);
-    expect(await reserveProxyPayment(db, payment)).toEqual({ reserved: true });
+    expect(await holdProxyPayment(db, payment)).toMatchObject({ reserved: true });
     expect(await chargeProxyPayment(db, payment.reference, { outcome: 'no' })).toBe(false);
     expect(await releaseProxyPayment(db, payment.reference, { outcome: 'not signed' })).toBe(true);
     expect(await snapshot(account, payment.day)).toMatchObject({
@@ -549,7 +554,10 @@ describe('charge and release: once only, with the webhook record', () => {
   it("a reservation settled behind the row's back: the charge fails and changes nothing", async () => {
     const account = await createTestAccount(db, { credits: 100n });
     const { payment, id } = await signedPayment(account);
-    expect(await chargeReservation(db, payment.reference)).toBe(true);
+    const { rows } = await sql<{
+      settled: boolean;
+    }>`select settle_reservation(${payment.reference}::text, 'charged') as settled`.execute(db);
+    expect(rows).toEqual([{ settled: true }]);
     await expect(chargeProxyPayment(db, payment.reference, { txHash: '0x1', outcome: 'on chain' })).rejects.toThrow(
       /reservation was already settled/,
     );

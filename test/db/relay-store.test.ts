@@ -15,8 +15,8 @@ import {
   recordClientPayment,
   recordTargetPayment,
   storeClientTxHash,
-  unfinishedSettlements,
 } from '../../payments/incoming/store';
+import { strandedRelayTransactions } from '../../payments/relay/finish';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { FIXTURE_PAY_TO, FIXTURE_PAYER, FIXTURE_USDC, verifiedPayment } from '../support/verified-payment';
 
@@ -165,11 +165,20 @@ describe('state moves', () => {
   });
 
   it('lists received and settling rows left behind for a job', async () => {
-    const id = await newRow();
-    await claimSettlement(db, id, 'direct');
-    const listed = await unfinishedSettlements(db, new Date(Date.now() + 60_000), 1000);
-    expect(listed.map((row) => row.id)).toContain(id);
-    expect(listed.every((row) => row.state === 'received' || row.state === 'settling')).toBe(true);
+    const relayRow = async () => {
+      const recorded = await recordClientPayment(db, verifiedPayment(), { mode: 'relay' });
+      if (!recorded.ok) throw new Error('not recorded');
+      return recorded.value.id;
+    };
+    const [received, settling, failed] = [await relayRow(), await relayRow(), await relayRow()];
+    await claimSettlement(db, settling, 'direct');
+    await markSettleFailed(db, failed, 'expired', 'late');
+    // What the relay sweep looks at, with every row old enough.
+    const { open } = await strandedRelayTransactions(db, new Date(Date.now() + 60_000), 0, 1000);
+    expect(open).toEqual(expect.arrayContaining([received, settling]));
+    expect(open).not.toContain(failed);
+    const states = await db.selectFrom('relay_transactions').select('state').where('id', 'in', open).execute();
+    expect(states.every(({ state }) => ['received', 'settling', 'settled'].includes(state))).toBe(true);
   });
 
   it('rejects a state the check constraint does not know', async () => {

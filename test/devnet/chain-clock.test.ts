@@ -8,8 +8,7 @@ import { systemClock } from '../../payments/clock';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import { createChains, type Chains } from '../../payments/chains/index';
 import { DEFAULT_PAYMENT_BOUNDS } from '../../payments/incoming/types';
-import { relayRequirements } from '../../payments/incoming/offer';
-import { verifyClientPayment } from '../../payments/incoming/verify';
+import { relayOffer, verifyXPayment } from '../support/chains';
 
 const nowSeconds = () => BigInt(Math.floor(Date.now() / 1000));
 const idle = (seconds: number) => new Promise((resolve) => setTimeout(resolve, seconds * 1000));
@@ -42,12 +41,11 @@ describe.concurrent('an idle local chain', () => {
       expect(latest.timestamp).toBeGreaterThanOrEqual(now - BigInt(MAX_CLOCK_LAG_SECONDS) - 1n);
       expect(latest.timestamp).toBeLessThanOrEqual(nowSeconds());
 
-      const offer = relayRequirements(chains, network, { amountMicroUsdc: 10_300n, resource: 'http://127.0.0.1/paid' });
-      if (!offer.ok) throw new Error(offer.details);
-      const { header } = await peers.signEvmPayment(offer.value, {
+      const offer = await relayOffer(chains, network, { amountMicroUsdc: 10_300n, resource: 'http://127.0.0.1/paid' });
+      const { header } = await peers.signEvmPayment(offer, {
         validAfter: now - BigInt(MAX_CLOCK_LAG_SECONDS) - 3n,
       });
-      const verified = await verifyClientPayment(header, [offer.value], {
+      const verified = await verifyXPayment(header, [offer], {
         chains,
         clock: systemClock,
         paymentBounds: DEFAULT_PAYMENT_BOUNDS,

@@ -7,7 +7,7 @@ import type { Chains } from '../../payments/chains/index';
 import { NETWORK_TABLE, type NetworkName } from '../../payments/networkTable';
 import { chooseRequirement } from '../../payments/x402/choose';
 import { decodePaymentHeader, decodePaymentResponseHeader } from '../../payments/x402/headers';
-import { parsePaymentRequired } from '../../payments/x402/parse';
+import { readTargetPaymentRequired } from '../../payments/x402/parse';
 import { startPeers, type Peers } from '../../devnet/index';
 import { createPeerChains } from '../support/chains';
 import { ifStarted } from '../support/teardown';
@@ -40,10 +40,10 @@ function serviceAddress(network: NetworkName): string {
 async function payTarget(url: string, maxAmountMicroUsdc = CEILING_MICRO_USDC) {
   const unpaid = await fetch(url);
   expect(unpaid.status).toBe(402);
-  const parsed = parsePaymentRequired(await unpaid.text());
-  if (!parsed.ok) throw new Error(`402 body refused: ${parsed.reason}`);
-  expect(parsed.value.skipped).toEqual([]);
-  const choice = chooseRequirement(parsed.value.body.accepts, {
+  const parsed = readTargetPaymentRequired(undefined, await unpaid.text());
+  if (!parsed) throw new Error('402 body refused');
+  expect(parsed.skipped).toEqual([]);
+  const choice = chooseRequirement(parsed.accepts, {
     schemes: PAYMENT_SCHEMES,
     networks: chains.payingNetworks(),
     maxAmountMicroUsdc,
@@ -138,9 +138,9 @@ describe('our balance before signing', () => {
   it('is read once, then payments within what was read less what was signed since need no new read', async () => {
     const { signTargetPayment, BALANCE_FRESH_MS, WalletBalances } = await import('../../payments/outgoing/pay');
     const unpaid = await fetch(peers.targets['base-sepolia']!.routes.paid.url);
-    const parsed = parsePaymentRequired(await unpaid.text());
-    if (!parsed.ok) throw new Error(parsed.details);
-    const choice = chooseRequirement(parsed.value.body.accepts, {
+    const parsed = readTargetPaymentRequired(undefined, await unpaid.text());
+    if (!parsed) throw new Error('402 body refused');
+    const choice = chooseRequirement(parsed.accepts, {
       schemes: PAYMENT_SCHEMES,
       networks: chains.payingNetworks(),
       maxAmountMicroUsdc: CEILING_MICRO_USDC,

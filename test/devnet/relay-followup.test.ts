@@ -23,8 +23,6 @@ import {
   recordTargetPayment,
 } from '../../payments/incoming/store';
 import { DEFAULT_PAYMENT_BOUNDS } from '../../payments/incoming/types';
-import { relayRequirements } from '../../payments/incoming/offer';
-import { verifyClientPayment } from '../../payments/incoming/verify';
 import {
   decidePayment,
   paymentRequiredOf,
@@ -37,7 +35,7 @@ import { findWebhook } from '../../payments/webhooks';
 import { startPeers, type Peers } from '../../devnet/index';
 import { generateSolanaKey } from '../../devnet/svm/keys';
 import { createTestDatabase, type TestDatabase } from '../support/database';
-import { createPeerChains } from '../support/chains';
+import { createPeerChains, relayOffer, verifyXPayment } from '../support/chains';
 import { ifStarted } from '../support/teardown';
 
 const ABANDONED_AFTER_MS = 60_000;
@@ -73,20 +71,19 @@ const later = (ms: number): Clock => ({ now: () => new Date(Date.now() + ms) });
 
 /** A settled relay transaction paid by `payer` (its client payment is not on any chain: only what follows it is tested). */
 async function settledRow(network: 'base-sepolia' | 'solana-devnet', payer: string, nonceKey: string) {
-  const offer = relayRequirements(chains, network, { amountMicroUsdc: 10_300n, resource: 'http://127.0.0.1/relay' });
-  if (!offer.ok) throw new Error(offer.details);
+  const offer = await relayOffer(chains, network, { amountMicroUsdc: 10_300n, resource: 'http://127.0.0.1/relay' });
   const recorded = await recordClientPayment(
     db,
     {
       network,
       chainType: NETWORK_TABLE[network].chainType,
       payer,
-      payTo: offer.value.payTo,
-      asset: offer.value.asset,
+      payTo: offer.payTo,
+      asset: offer.asset,
       amountMicroUsdc: 10_300n,
-      idempotencyKey: { network, asset: offer.value.asset, nonceKey },
+      idempotencyKey: { network, asset: offer.asset, nonceKey },
       payment: { x402Version: 1, scheme: 'exact', network, payload: { transaction: 'AA==' } },
-      requirements: offer.value,
+      requirements: offer,
     },
     { mode: 'relay', targetUrl: peers.targets['base-sepolia']!.routes.paid.url, targetMethod: 'GET' },
   );
@@ -98,13 +95,12 @@ async function settledRow(network: 'base-sepolia' | 'solana-devnet', payer: stri
 
 describe('a payment whose request died before it was settled', () => {
   it('is given up once the request must be over; its daily spend is taken back; nothing moved', async () => {
-    const offer = relayRequirements(chains, 'base-sepolia', {
+    const offer = await relayOffer(chains, 'base-sepolia', {
       amountMicroUsdc: 10_300n,
       resource: 'http://127.0.0.1/relay',
     });
-    if (!offer.ok) throw new Error(offer.details);
-    const { header, payment } = await peers.signEvmPayment(offer.value);
-    const verified = await verifyClientPayment(header, [offer.value], deps);
+    const { header, payment } = await peers.signEvmPayment(offer);
+    const verified = await verifyXPayment(header, [offer], deps);
     if (!verified.ok) throw new Error(verified.details);
     const day = utcDay(new Date());
     const admitted = await admitClientPayment(

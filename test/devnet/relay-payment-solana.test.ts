@@ -20,16 +20,14 @@ import { usdcAccountOf } from '../../payments/chains/solana';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import { findRelayTransaction, recordClientPayment } from '../../payments/incoming/store';
 import { refundClientPayment } from '../../payments/incoming/refund';
-import { relayRequirements } from '../../payments/incoming/offer';
 import { settleClientPayment } from '../../payments/incoming/settle';
-import { verifyClientPayment } from '../../payments/incoming/verify';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { startPeers, type Peers, type SolanaPaymentOverrides } from '../../devnet/index';
 import { generateSolanaKey } from '../../devnet/svm/keys';
 import { memoInstruction } from '../../devnet/svm/payment-client';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { legacyTransfer } from '../support/httpayer-sdk';
-import { createPeerChains, settlingOn, type Settling } from '../support/chains';
+import { createPeerChains, relayOffer, settlingOn, verifyXPayment, type Settling } from '../support/chains';
 import { ifStarted } from '../support/teardown';
 
 const NETWORK = 'solana-devnet' as const;
@@ -60,14 +58,12 @@ afterAll(async () => {
 const service = () => peers.wallets.service.solana.address;
 const client = () => peers.wallets.client.solana.address;
 
-function offer(feePayer?: string): PaymentRequirements {
-  const requirements = relayRequirements(chains, NETWORK, {
+function offer(feePayer?: string): Promise<PaymentRequirements> {
+  return relayOffer(chains, NETWORK, {
     amountMicroUsdc: PRICE_MICRO_USDC,
     resource: 'http://127.0.0.1/relay',
-    feePayer,
+    ...(feePayer === undefined ? {} : { feePayer }),
   });
-  if (!requirements.ok) throw new Error(requirements.details);
-  return requirements.value;
 }
 
 // litesvm's blockhash never changes, so two payments of one amount would be the same transaction
@@ -91,7 +87,7 @@ async function balances() {
 }
 
 async function record(header: string, offered: PaymentRequirements[], deps = direct) {
-  const verified = await verifyClientPayment(header, offered, deps);
+  const verified = await verifyXPayment(header, offered, deps);
   if (!verified.ok) throw new Error(`refused: ${verified.reason}: ${verified.details}`);
   const row = await recordClientPayment(db, verified.value);
   if (!row.ok) throw new Error(row.reason);
@@ -132,7 +128,7 @@ async function landedAs(signature: string, sentBase64: string) {
 
 describe('a client paying us on solana-devnet', () => {
   it('verifies a payment with our wallet as fee payer: payer, exact amount, the payer signature as idempotency key', async () => {
-    const requirements = offer();
+    const requirements = await offer();
     expect(requirements).toMatchObject({
       network: NETWORK,
       payTo: service(),
@@ -140,7 +136,7 @@ describe('a client paying us on solana-devnet', () => {
       extra: { feePayer: service() },
     });
     const { header, payment } = await pay(requirements);
-    const result = await verifyClientPayment(header, [requirements], direct);
+    const result = await verifyXPayment(header, [requirements], direct);
     expect(result).toEqual({
       ok: true,
       value: {
@@ -162,7 +158,7 @@ describe('a client paying us on solana-devnet', () => {
   });
 
   it('refuses a wrong destination, a wrong amount, the fee payer as authority and other shapes; nothing moves', async () => {
-    const requirements = offer();
+    const requirements = await offer();
     const before = await balances();
     const targetAccount = await usdcAccountOf(peers.wallets.target.solana.address, USDC);
     const serviceAccount = await usdcAccountOf(service(), USDC);
@@ -218,18 +214,18 @@ describe('a client paying us on solana-devnet', () => {
     ];
     for (const [reason, overrides] of cases) {
       const { header } = await pay(requirements, overrides);
-      const result = await verifyClientPayment(header, [requirements], direct);
+      const result = await verifyXPayment(header, [requirements], direct);
       expect({ reason, result: result.ok ? 'accepted' : result.reason }).toEqual({ reason, result: reason });
     }
     expect(await balances()).toEqual(before);
   });
 
   it('refuses a payer who cannot pay, and a transaction whose payer signature was tampered with', async () => {
-    const requirements = offer();
+    const requirements = await offer();
     const stranger = await generateSolanaKey();
     await peers.createUsdcAccount(NETWORK, stranger.address);
     const poor = await peers.createSolanaPayment(requirements, undefined, stranger.secretKey);
-    expect(await verifyClientPayment(poor.header, [requirements], direct)).toMatchObject({
+    expect(await verifyXPayment(poor.header, [requirements], direct)).toMatchObject({
       ok: false,
       reason: 'insufficient_funds',
     });
@@ -240,14 +236,14 @@ describe('a client paying us on solana-devnet', () => {
     wire[1 + 64 + 10]! ^= 0xff;
     const tampered = { ...payment, payload: { transaction: wire.toString('base64') } };
     const header = Buffer.from(JSON.stringify(tampered)).toString('base64');
-    expect(await verifyClientPayment(header, [requirements], direct)).toMatchObject({
+    expect(await verifyXPayment(header, [requirements], direct)).toMatchObject({
       ok: false,
       reason: 'invalid_signature',
     });
   });
 
   it('settles with our wallet as fee payer while the payer holds no SOL: exact balances, signature stored', async () => {
-    const requirements = offer();
+    const requirements = await offer();
     const { header } = await pay(requirements);
     const before = await balances();
     expect(before.clientLamports).toBe(0n);
@@ -269,7 +265,7 @@ describe('a client paying us on solana-devnet', () => {
     expect(status).toMatchObject({ ok: true, value: { found: true, failed: false } });
 
     // The same X-PAYMENT again: refused by the database before anything, and by the cluster check too.
-    expect(await verifyClientPayment(header, [requirements], direct)).toMatchObject({
+    expect(await verifyXPayment(header, [requirements], direct)).toMatchObject({
       ok: false,
       reason: 'nonce_already_used',
     });
@@ -277,7 +273,7 @@ describe('a client paying us on solana-devnet', () => {
   });
 
   it("settles directly a legacy payment built as HTTPayer's SDK builds it, and a v0 one with x402's Memo: exact legs, the client's message with our signature first", async () => {
-    const requirements = offer();
+    const requirements = await offer();
     const httpayer = await httpayerPayment(requirements);
     const withMemo = await pay(requirements, { memo: '0123456789abcdef0123456789abcdef' });
     for (const [kind, header, transaction, version] of [
@@ -314,7 +310,7 @@ describe('a client paying us on solana-devnet', () => {
   });
 
   it("settles through the facilitator a legacy payment built as HTTPayer's SDK builds it, and a legacy one with a Memo; we pay no fee", async () => {
-    const requirements = offer(peers.facilitator.solanaFeePayer);
+    const requirements = await offer(peers.facilitator.solanaFeePayer);
     const httpayer = await httpayerPayment(requirements);
     const withMemo = await pay(requirements, { version: 'legacy', memo: 'relay' });
     for (const [kind, header, transaction] of [
@@ -343,11 +339,11 @@ describe('a client paying us on solana-devnet', () => {
   });
 
   it('refuses a replayed X-PAYMENT before any settlement, by the unique index', async () => {
-    const requirements = offer();
+    const requirements = await offer();
     const { header } = await pay(requirements);
     const before = await balances();
     await record(header, [requirements]);
-    const verified = await verifyClientPayment(header, [requirements], direct);
+    const verified = await verifyXPayment(header, [requirements], direct);
     expect(verified.ok).toBe(true);
     if (!verified.ok) return;
     expect(await recordClientPayment(db, verified.value)).toMatchObject({ ok: false, reason: 'nonce_already_used' });
@@ -355,7 +351,7 @@ describe('a client paying us on solana-devnet', () => {
   });
 
   it('settles through the facilitator when its fee payer is the one offered; we pay no fee', async () => {
-    const requirements = offer(peers.facilitator.solanaFeePayer);
+    const requirements = await offer(peers.facilitator.solanaFeePayer);
     const { header } = await pay(requirements);
     const before = await balances();
     const row = await record(header, [requirements], viaFacilitator);
@@ -369,7 +365,7 @@ describe('a client paying us on solana-devnet', () => {
   });
 
   it('does not settle directly a payment whose fee payer is not our wallet; nothing moves', async () => {
-    const requirements = offer(peers.facilitator.solanaFeePayer);
+    const requirements = await offer(peers.facilitator.solanaFeePayer);
     const { header } = await pay(requirements);
     const before = await balances();
     const row = await record(header, [requirements], viaFacilitator);
@@ -384,7 +380,7 @@ describe('a client paying us on solana-devnet', () => {
   });
 
   it('refunds a settled payment exactly, once; a second attempt returns the same signature and moves nothing', async () => {
-    const requirements = offer();
+    const requirements = await offer();
     const { header } = await pay(requirements);
     const before = await balances();
     const row = await record(header, [requirements]);

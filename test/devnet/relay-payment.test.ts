@@ -11,15 +11,13 @@ import { NETWORK_TABLE } from '../../payments/networkTable';
 import { findRelayTransaction, recordClientPayment } from '../../payments/incoming/store';
 import { reconcileRefund, refundClientPayment } from '../../payments/incoming/refund';
 import { reconcileSettlement, settleClientPayment } from '../../payments/incoming/settle';
-import { relayRequirements } from '../../payments/incoming/offer';
-import { verifyClientPayment } from '../../payments/incoming/verify';
 import { DEFAULT_PAYMENT_BOUNDS, type VerifiedClientPayment } from '../../payments/incoming/types';
 import { claimSettlement } from '../../payments/incoming/store';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { localTransport } from '../../devnet/evm/chain';
 import { encodePaymentHeader, startPeers, type AuthorizationOverrides, type Peers } from '../../devnet/index';
 import { createTestDatabase, type TestDatabase } from '../support/database';
-import { createPeerChains, settlingOn, type Settling } from '../support/chains';
+import { createPeerChains, relayOffer, settlingOn, verifyXPayment, type Settling } from '../support/chains';
 import { ifStarted } from '../support/teardown';
 
 const EVM_NETWORKS = ['base-sepolia', 'skale-base-sepolia'] as const;
@@ -50,10 +48,8 @@ const service = () => peers.wallets.service.evm.address;
 const client = () => peers.wallets.client.evm.address;
 const nowSeconds = () => BigInt(Math.floor(Date.now() / 1000));
 
-function offer(network: NetworkName, amountMicroUsdc = PRICE_MICRO_USDC): PaymentRequirements {
-  const requirements = relayRequirements(chains, network, { amountMicroUsdc, resource: 'http://127.0.0.1/relay' });
-  if (!requirements.ok) throw new Error(requirements.details);
-  return requirements.value;
+function offer(network: NetworkName, amountMicroUsdc = PRICE_MICRO_USDC): Promise<PaymentRequirements> {
+  return relayOffer(chains, network, { amountMicroUsdc, resource: 'http://127.0.0.1/relay' });
 }
 
 function sign(requirements: PaymentRequirements, overrides?: AuthorizationOverrides, privateKey?: Hex) {
@@ -72,9 +68,9 @@ async function balances(network: NetworkName) {
 async function verified(
   network: NetworkName,
   header: string,
-  offered = [offer(network)],
+  offered?: PaymentRequirements[],
 ): Promise<VerifiedClientPayment> {
-  const result = await verifyClientPayment(header, offered, direct);
+  const result = await verifyXPayment(header, offered ?? [await offer(network)], direct);
   if (!result.ok) throw new Error(`refused: ${result.reason}: ${result.details}`);
   return result.value;
 }
@@ -92,7 +88,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
   const other: NetworkName = network === 'base-sepolia' ? 'skale-base-sepolia' : 'base-sepolia';
 
   it('verifies: payer, network, exact amount, our payTo and USDC, the nonce as idempotency key', async () => {
-    const requirements = offer(network);
+    const requirements = await offer(network);
     expect(requirements).toMatchObject({
       scheme: 'exact',
       network,
@@ -101,7 +97,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
       maxAmountRequired: '10300',
     });
     const { header, payment } = await sign(requirements);
-    const result = await verifyClientPayment(header, [offer(other), requirements], direct);
+    const result = await verifyXPayment(header, [await offer(other), requirements], direct);
     expect(result).toEqual({
       ok: true,
       value: {
@@ -124,7 +120,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
   });
 
   it('refuses every mismatch with its own reason, and nothing moves', async () => {
-    const requirements = offer(network);
+    const requirements = await offer(network);
     const before = await balances(network);
     const stranger = generatePrivateKey();
     const now = nowSeconds();
@@ -138,7 +134,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
       ['wrong_recipient', (await sign(requirements, { to: peers.wallets.target.evm.address })).header, [requirements]],
       ['wrong_amount', (await sign(requirements, { value: PRICE_MICRO_USDC - 1n })).header, [requirements]],
       ['wrong_amount', (await sign(requirements, { value: PRICE_MICRO_USDC + 1n })).header, [requirements]],
-      ['network_not_offered', (await sign(offer(other))).header, [requirements]],
+      ['network_not_offered', (await sign(await offer(other))).header, [requirements]],
       ['network_not_offered', (await sign(requirements, { network: other })).header, [requirements]],
       ['expired', (await sign(requirements, { validBefore: now - 1n })).header, [requirements]],
       ['expired', (await sign(requirements, { validBefore: now + 10n })).header, [requirements]],
@@ -164,14 +160,14 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
       ],
     ];
     for (const [reason, header, offered] of cases) {
-      const result = await verifyClientPayment(header, offered, direct);
+      const result = await verifyXPayment(header, offered, direct);
       expect({ reason, result: result.ok ? 'accepted' : result.reason }).toEqual({ reason, result: reason });
     }
     expect(await balances(network)).toEqual(before);
   });
 
   it('refuses a nonce already used on chain', async () => {
-    const requirements = offer(network);
+    const requirements = await offer(network);
     const { header, payment } = await sign(requirements);
     // Someone settles it first (here the facilitator, asked directly).
     const settled = await fetch(`${peers.facilitator.url}/settle`, {
@@ -181,7 +177,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     }).then((response) => response.json());
     expect(settled).toMatchObject({ success: true });
     const before = await balances(network);
-    expect(await verifyClientPayment(header, [requirements], direct)).toMatchObject({
+    expect(await verifyXPayment(header, [requirements], direct)).toMatchObject({
       ok: false,
       reason: 'nonce_already_used',
     });
@@ -189,7 +185,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
   });
 
   it('settles directly: exact balances, gas from our wallet, hash stored, settled once', async () => {
-    const requirements = offer(network);
+    const requirements = await offer(network);
     const { header, payment } = await sign(requirements);
     const before = await balances(network);
     const row = await recorded(network, header);
@@ -212,7 +208,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
 
     // A second call settles nothing more and answers the stored outcome; the payment is now spent on chain.
     expect(await settleClientPayment(db, row.id, direct)).toEqual(outcome);
-    expect(await verifyClientPayment(header, [requirements], direct)).toMatchObject({
+    expect(await verifyXPayment(header, [requirements], direct)).toMatchObject({
       ok: false,
       reason: 'nonce_already_used',
     });
@@ -220,7 +216,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
   });
 
   it('settles through the facilitator: exact balances, no gas from us, the facilitator called once', async () => {
-    const requirements = offer(network);
+    const requirements = await offer(network);
     const { header } = await sign(requirements);
     const before = await balances(network);
     const row = await recorded(network, header);
@@ -243,7 +239,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
   });
 
   it('refuses a replayed X-PAYMENT before any settlement, by the unique index', async () => {
-    const requirements = offer(network);
+    const requirements = await offer(network);
     const { header } = await sign(requirements);
     const before = await balances(network);
     const first = await recorded(network, header);
@@ -257,10 +253,10 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
   });
 
   it('records exactly one of two identical X-PAYMENTs arriving at the same moment', async () => {
-    const requirements = offer(network);
+    const requirements = await offer(network);
     const { header, payment } = await sign(requirements);
     const attempt = async () => {
-      const result = await verifyClientPayment(header, [requirements], direct);
+      const result = await verifyXPayment(header, [requirements], direct);
       if (!result.ok) return result.reason;
       const row = await recordClientPayment(db, result.value);
       return row.ok ? 'recorded' : row.reason;
@@ -276,7 +272,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
   });
 
   it('answers pending with the hash when the receipt wait runs out, and reconciles it to settled', async () => {
-    const requirements = offer(network);
+    const requirements = await offer(network);
     const { header } = await sign(requirements);
     const before = await balances(network);
     const row = await recorded(network, header);
@@ -302,7 +298,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
 
   it('reconciles a row left in settling without a transaction: settled by someone else, or expired unused', async () => {
     // Crash after the claim: nothing of ours was sent, the facilitator settled it meanwhile.
-    const requirements = offer(network);
+    const requirements = await offer(network);
     const first = await sign(requirements);
     const row = await recorded(network, first.header);
     await claimSettlement(db, row.id, 'direct');
@@ -340,7 +336,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
   });
 
   it('refunds a settled payment exactly (we pay gas), once; a second attempt returns the same hash and moves nothing', async () => {
-    const requirements = offer(network);
+    const requirements = await offer(network);
     const { header } = await sign(requirements);
     const before = await balances(network);
     const row = await recorded(network, header);
@@ -382,7 +378,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
   });
 
   it('sends one refund when two attempts start at once', async () => {
-    const requirements = offer(network);
+    const requirements = await offer(network);
     const { header } = await sign(requirements);
     const before = await balances(network);
     const row = await recorded(network, header);
@@ -404,7 +400,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
   });
 
   it('answers a refund pending with its hash when the receipt wait runs out, and reconciles it to confirmed', async () => {
-    const requirements = offer(network);
+    const requirements = await offer(network);
     const { header } = await sign(requirements);
     const before = await balances(network);
     const row = await recorded(network, header);
@@ -437,7 +433,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
   });
 
   it('refunds nothing for a payment that never settled', async () => {
-    const requirements = offer(network);
+    const requirements = await offer(network);
     const row = await recorded(network, (await sign(requirements)).header);
     const before = await balances(network);
     expect(await refundClientPayment(db, row.id, direct)).toMatchObject({ refunded: false, reason: 'not_refundable' });
@@ -462,9 +458,9 @@ async function withMempoolHeld<T>(network: NetworkName, work: () => Promise<T>):
 }
 
 describe('our wallet address and asset', () => {
-  it('are what the offer names on every network', () => {
+  it('are what the offer names on every network', async () => {
     for (const network of EVM_NETWORKS) {
-      const requirements = offer(network);
+      const requirements = await offer(network);
       expect(requirements.payTo as Address).toBe(service());
       expect(requirements.extra).toEqual(NETWORK_TABLE[network].eip712);
     }

@@ -191,13 +191,13 @@ describe('GET /llm/health and a service without a backend', () => {
 
 describe('a chat payment its request left half-way', () => {
   async function recordedPayment(settle: boolean) {
-    const { verifyClientPayment } = await import('../../payments/incoming/verify');
+    const { verifyClientPaymentHeader } = await import('../../payments/incoming/verify');
     const { recordClientPayment } = await import('../../payments/incoming/store');
     const { settleClientPayment } = await import('../../payments/incoming/settle');
     const deps = t.service.deps;
     const [accept] = await offered();
     const { header } = await peers.signEvmPayment(accept);
-    const verified = await verifyClientPayment(header, [accept], deps);
+    const verified = await verifyClientPaymentHeader({ version: 1, value: header }, [accept], deps);
     if (!verified.ok) throw new Error(verified.details);
     const recorded = await recordClientPayment(deps.db, verified.value, {
       mode: 'chat',

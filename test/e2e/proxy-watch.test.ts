@@ -8,10 +8,12 @@ import { utcDay, type Clock } from '../../payments/clock';
 import { organisationBalance } from '../../payments/credits';
 import { proxyCredits } from '../../payments/fees';
 import { randomNonce } from '../../payments/chains/evm';
-import { findProxyPayment, recordSigned, reserveProxyPayment } from '../../payments/proxy/records';
-import { chooseRequirement } from '../../payments/x402/choose';
+import { signedFacts } from '../../payments/outgoing/index';
+import { findProxyPayment, holdProxyPayment, type SignedFacts } from '../../payments/proxy/records';
+import { chooseRequirement, type PaymentChoice } from '../../payments/x402/choose';
 import { decodePaymentHeader } from '../../payments/x402/headers';
-import { parsePaymentRequired } from '../../payments/x402/parse';
+import { readTargetPaymentRequired } from '../../payments/x402/parse';
+import { PAYMENT_REQUIRED_HEADER } from '../../payments/x402/v2';
 import type { ExactEvmPayload } from '../../payments/x402/types';
 import { proxyPaymentSweep } from '../../worker/tasks/proxyPaymentSweep';
 import { proxyPaymentWatch } from '../../worker/tasks/proxyPaymentWatch';
@@ -134,48 +136,52 @@ describe('a payment the target never settles', () => {
 describe('a process that stopped between two steps', () => {
   const later = (minutes: number): Clock => ({ now: () => new Date(Date.now() + minutes * 60_000) });
 
-  async function reserve(account: TestAccount) {
+  /** Our choice among the target's offers, as /proxy reads its 402. */
+  async function choose() {
     const unpaid = await fetch(target().routes.paid.url);
-    const parsed = parsePaymentRequired(await unpaid.text());
-    if (!parsed.ok) throw new Error(parsed.details);
-    const choice = chooseRequirement(parsed.value.body.accepts, {
+    const parsed = readTargetPaymentRequired(
+      unpaid.headers.get(PAYMENT_REQUIRED_HEADER) ?? undefined,
+      await unpaid.text(),
+    );
+    if (!parsed) throw new Error('the target did not answer an x402 402');
+    const choice = chooseRequirement(parsed.accepts, {
       schemes: PAYMENT_SCHEMES,
       networks: t.service.deps.chains.payingNetworks(),
       maxAmountMicroUsdc: PRICE,
     });
     if (!choice.ok) throw new Error(choice.details);
-    const reference = randomNonce();
-    const reserved = await reserveProxyPayment(db, {
-      reference,
-      key: { ...account, dailyCapCredits: 100_000n, accountPublicId: account.accountPublicId, policy: NO_POLICY },
-      requestId: 'test',
-      targetUrl: target().routes.paid.url,
-      choice: choice.value,
-      credits: CREDITS,
-      day: utcDay(new Date()),
-      accountDailyLimitCredits: 1_000_000n,
-      systemDailyLimitCredits: 1_000_000n,
-    });
-    expect(reserved).toEqual({ reserved: true });
-    const row = await db
-      .selectFrom('proxy_payments')
-      .selectAll()
-      .where('reference', '=', reference)
-      .executeTakeFirstOrThrow();
-    return { reference, choice: choice.value, row };
+    return choice.value;
+  }
+
+  /** The credits held and the row written as /proxy writes them: signed when `signed` says what was. */
+  async function hold(account: TestAccount, choice: PaymentChoice, reference: string, signed?: SignedFacts) {
+    const held = await holdProxyPayment(
+      db,
+      {
+        reference,
+        key: { ...account, dailyCapCredits: 100_000n, accountPublicId: account.accountPublicId, policy: NO_POLICY },
+        requestId: 'test',
+        targetUrl: target().routes.paid.url,
+        choice,
+        credits: CREDITS,
+        day: utcDay(new Date()),
+        accountDailyLimitCredits: 1_000_000n,
+        systemDailyLimitCredits: 1_000_000n,
+      },
+      signed,
+    );
+    expect(held).toMatchObject({ reserved: true });
+    return db.selectFrom('proxy_payments').selectAll().where('reference', '=', reference).executeTakeFirstOrThrow();
   }
 
   it('a payment sent and settled, but never recorded as such: the sweeper hands it to the watch, which charges it', async () => {
     const account = await createTestAccount(db, { credits: 1_000n });
-    const { reference, choice, row } = await reserve(account);
+    const choice = await choose();
+    const reference = randomNonce();
     const prepared = await t.service.deps.chains.createPayment(choice, { now: new Date(), nonce: reference });
     if (!prepared.ok) throw new Error(prepared.details);
-    expect(
-      await recordSigned(db, reference, {
-        payer: prepared.value.payer,
-        validBefore: (prepared.value.expiresAt as { unixSeconds: bigint }).unixSeconds,
-      }),
-    ).toBe(true);
+    const row = await hold(account, choice, reference, signedFacts(prepared.value));
+    expect(row).toMatchObject({ state: 'signed', payer: prepared.value.payer });
     const paid = await fetch(target().routes.paid.url, { headers: { 'X-PAYMENT': prepared.value.header } });
     expect(paid.status).toBe(200);
     // ...and here the process stopped: no charge, no job.
@@ -205,7 +211,7 @@ describe('a process that stopped between two steps', () => {
 
   it('credits reserved but never signed: released once the request must be over, and not before', async () => {
     const account = await createTestAccount(db, { credits: 1_000n });
-    const { row } = await reserve(account);
+    const row = await hold(account, await choose(), randomNonce());
     const watch = (minutes: number) =>
       proxyPaymentWatch({ ...t.service.deps, clock: later(minutes) })(
         { proxyPaymentId: String(row.id) },

@@ -9,10 +9,10 @@ import { revertReason } from '../../payments/chains/evm';
 import { NETWORK_TABLE } from '../../payments/networkTable';
 import { submitEvmTransaction } from '../../payments/chains/evm/submit';
 import { authorizationOf, transferWithAuthorizationData } from '../../payments/chains/evm/verify';
-import { relayRequirements } from '../../payments/incoming/offer';
 import { SubmissionQueue } from '../../payments/chains/submissions';
 import { IN_PROCESS_ONLY } from '../../payments/chains/submissions';
 import type { PaymentPayload } from '../../payments/x402/types';
+import { relayOffer } from '../support/chains';
 import { startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
@@ -65,14 +65,13 @@ describe('a reverted dry run', () => {
   });
 
   it('decodes the reasons of calls and gas estimates the token refuses: used nonce, amount above the balance', async () => {
-    const offer = relayRequirements(chains, NETWORK, { amountMicroUsdc: 10_300n, resource: 'http://127.0.0.1/paid' });
-    if (!offer.ok) throw new Error(offer.details);
+    const offer = await relayOffer(chains, NETWORK, { amountMicroUsdc: 10_300n, resource: 'http://127.0.0.1/paid' });
     const { publicClient } = chains.evm.networks.get(NETWORK)!;
     const service = peers.wallets.service.evm.address;
     const deps = { chains, submissions: new SubmissionQueue(IN_PROCESS_ONLY) };
 
     // Settled once, then simulated again: the nonce is spent.
-    const { payment } = await peers.signEvmPayment(offer.value);
+    const { payment } = await peers.signEvmPayment(offer);
     const data = transferWithAuthorizationData(authorizationOf(payment as PaymentPayload));
     const settled = await submitEvmTransaction(deps, NETWORK, { to: USDC, data }, () => Promise.resolve(true));
     if (!settled.ok) throw new Error(settled.details);
@@ -87,7 +86,7 @@ describe('a reverted dry run', () => {
     });
 
     const tooMuch = await peers.signEvmPayment({
-      ...offer.value,
+      ...offer,
       maxAmountRequired: 1_000_000_000n.toString(),
     });
     const tooMuchData = transferWithAuthorizationData(authorizationOf(tooMuch.payment as PaymentPayload));

@@ -5,13 +5,38 @@ import type { Deps } from '../../payments/deps';
 import { DEFAULT_PAYMENT_BOUNDS } from '../../payments/incoming/types';
 import { IN_PROCESS_ONLY, SubmissionQueue } from '../../payments/chains/submissions';
 import { recordClientPayment } from '../../payments/incoming/store';
-import { relayRequirements } from '../../payments/incoming/offer';
-import { verifyClientPayment } from '../../payments/incoming/verify';
+import { settleableOffers, type OfferOptions } from '../../payments/incoming/offer';
+import { verifyClientPaymentHeader } from '../../payments/incoming/verify';
+import type { PaymentRequirements } from '../../payments/x402/types';
 import { createChains, type Chains } from '../../payments/chains/index';
 import type { NetworkName } from '../../devnet/networks';
-import { NETWORK_TABLE } from '../../payments/networkTable';
+import { NETWORK_TABLE, type NetworkName as OurNetworkName } from '../../payments/networkTable';
 import type { Db } from '../../db/index';
 import type { Peers } from '../../devnet/index';
+
+/**
+ * Our 402's offer on `network`, as the relay's quote makes it for a client who names that network
+ * (settleableOffers; the fee payer of `options`, else our wallet).
+ */
+export async function relayOffer(
+  chains: Chains,
+  network: OurNetworkName,
+  options: OfferOptions,
+): Promise<PaymentRequirements> {
+  const request = { ...options, networkClass: NETWORK_TABLE[network].networkClass, namedNetwork: network };
+  const [offer] = await settleableOffers(chains, request, undefined);
+  if (offer === undefined) throw new Error(`we offer nothing on ${network}`);
+  return offer;
+}
+
+/** A client's X-PAYMENT checked against our offers, as /relay checks it. */
+export function verifyXPayment(
+  header: string,
+  offered: readonly PaymentRequirements[],
+  deps: Parameters<typeof verifyClientPaymentHeader>[2],
+): ReturnType<typeof verifyClientPaymentHeader> {
+  return verifyClientPaymentHeader({ version: 1, value: header }, offered, deps);
+}
 
 /**
  * Our chains on the peers' `networks` (their RPC URLs, the table's USDC), paying from the service
@@ -58,15 +83,13 @@ export async function recordedRelayPayment(
   amountMicroUsdc: bigint,
   { validForSeconds, mode }: { validForSeconds?: number; mode?: 'relay' } = {},
 ) {
-  const requirements = relayRequirements(settling.chains, network, {
+  const requirements = await relayOffer(settling.chains, network, {
     amountMicroUsdc,
     resource: 'http://127.0.0.1/relay',
   });
-  if (!requirements.ok) throw new Error(requirements.details);
-  const offer =
-    validForSeconds === undefined ? requirements.value : { ...requirements.value, maxTimeoutSeconds: validForSeconds };
+  const offer = validForSeconds === undefined ? requirements : { ...requirements, maxTimeoutSeconds: validForSeconds };
   const { header } = await peers.signEvmPayment(offer);
-  const verified = await verifyClientPayment(
+  const verified = await verifyXPayment(
     header,
     [offer],
     validForSeconds === undefined

@@ -1,5 +1,30 @@
 import { describe, expect, it } from 'vitest';
-import { ConcurrencyCaps, capGroupOf } from '../../server/caps';
+import type { Request, Response } from 'express';
+import { ConcurrencyCaps, capsMiddleware, type CapGroup } from '../../server/caps';
+
+/**
+ * The group the caps middleware counts a path in: with every group full, a path of a group is
+ * refused (and the group named), and any other path goes on.
+ */
+function capGroupOf(path: string): CapGroup | undefined {
+  const caps = new ConcurrencyCaps({ relay: 1, proxy: 1, webhooks: 1 });
+  for (const group of ['relay', 'proxy', 'webhooks'] as const) caps.tryAcquire(group);
+  let refused: CapGroup | undefined;
+  let passed = false;
+  const res = {
+    locals: {},
+    setHeader: () => res,
+    status: () => res,
+    json: () => res,
+  } as unknown as Response;
+  capsMiddleware(caps, (group) => (refused = group))(
+    { path, headers: {} } as unknown as Request,
+    res,
+    () => (passed = true),
+  );
+  expect(passed).toBe(refused === undefined);
+  return refused;
+}
 
 describe('concurrency caps', () => {
   it('maps the routes of the interface to their groups', () => {

@@ -1,8 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { offers as buildOffers, type OffersRequest } from '../../payments/incoming/offer';
+import { settleableOffers, type OffersRequest } from '../../payments/incoming/offer';
 import type { ChainNetwork, Chains } from '../../payments/chains/index';
 import { canonicalNetwork } from '../../payments/networkTable';
 import { DEFAULT_NETWORK_NAMES, NETWORK_TABLE } from '../../payments/networkTable';
+
+/** Our offers as the relay's quote and chat make them, without a facilitator (nothing is fetched). */
+const buildOffers = (chains: Chains, request: OffersRequest) => settleableOffers(chains, request, undefined);
 
 const EVM_ADDRESS = '0x1111111111111111111111111111111111111111';
 const SOLANA_ADDRESS = '7BvGgLdfp1AxHovSHamAuPKqZ1GQ8TCWRRYCPcTFSHcb';
@@ -39,8 +42,8 @@ const base: OffersRequest = {
 };
 
 describe('our 402 offers', () => {
-  it('offers every network of the class, the preferred one first, with its asset, payTo and extra', () => {
-    const offers = buildOffers(chains(networks()), { ...base, preferredNetwork: 'solana-devnet' });
+  it('offers every network of the class, the preferred one first, with its asset, payTo and extra', async () => {
+    const offers = await buildOffers(chains(networks()), { ...base, preferredNetwork: 'solana-devnet' });
     expect(offers.map((offer) => offer.network)).toEqual(['solana-devnet', 'base-sepolia', 'skale-base-sepolia']);
     expect(offers[0]).toMatchObject({
       payTo: SOLANA_ADDRESS,
@@ -57,16 +60,20 @@ describe('our 402 offers', () => {
     expect(offers[2]!.extra).toEqual({ name: 'Bridged USDC (SKALE Bridge)', version: '2' });
   });
 
-  it('leaves out networks standard clients do not know unless named, and networks without a wallet', () => {
-    const mainnet = buildOffers(chains(networks(false)), { ...base, networkClass: 'mainnet' });
+  it('leaves out networks standard clients do not know unless named, and networks without a wallet', async () => {
+    const mainnet = await buildOffers(chains(networks(false)), { ...base, networkClass: 'mainnet' });
     expect(mainnet.map((offer) => offer.network)).toEqual(['base']);
-    const named = buildOffers(chains(networks()), { ...base, networkClass: 'testnet', namedNetwork: 'skale-base' });
+    const named = await buildOffers(chains(networks()), {
+      ...base,
+      networkClass: 'testnet',
+      namedNetwork: 'skale-base',
+    });
     expect(named.map((offer) => offer.network)).toEqual(['skale-base']);
     expect(named[0]!.extra).toEqual({ name: 'Bridged USDC (SKALE Bridge)', version: '2' });
-    expect(buildOffers(chains(networks(false)), { ...base, namedNetwork: 'solana' })).toEqual([]);
+    expect(await buildOffers(chains(networks(false)), { ...base, namedNetwork: 'solana' })).toEqual([]);
   });
 
-  it('refuses a price of zero', () => {
-    expect(() => buildOffers(chains(networks()), { ...base, amountMicroUsdc: 0n })).toThrow(RangeError);
+  it('refuses a price of zero', async () => {
+    await expect(buildOffers(chains(networks()), { ...base, amountMicroUsdc: 0n })).rejects.toThrow(RangeError);
   });
 });

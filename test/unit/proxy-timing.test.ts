@@ -5,9 +5,10 @@ import {
   MAX_RECHECK_MS,
   MIN_RECHECK_MS,
   nextLookAt,
-  parseWatchPayload,
+  proxyPaymentWatch,
   UNTIMED_RECHECK_MS,
 } from '../../worker/tasks/proxyPaymentWatch';
+import type { WorkerDeps } from '../../worker/deps';
 
 describe('the bound on a /proxy call', () => {
   it('is the smaller of the body timeout (s) and X-TIMEOUT (ms), else TARGET_TIMEOUT_MS', () => {
@@ -34,8 +35,21 @@ describe('the watch job', () => {
     expect(nextLookAt(now, undefined)).toEqual(inMs(UNTIMED_RECHECK_MS));
   });
 
-  it('takes only an id as a decimal string', () => {
-    expect(parseWatchPayload({ proxyPaymentId: '42' })).toBe(42n);
+  it('takes only an id as a decimal string', async () => {
+    // The job as the worker runs it, up to its first step: the id it logs under, then the database
+    // (refused here, so nothing is read).
+    const logged: unknown[] = [];
+    const deps = {
+      log: {
+        child: (bindings: unknown) => {
+          logged.push(bindings);
+          throw new Error('no further in a unit test');
+        },
+      },
+    } as unknown as WorkerDeps;
+    const run = (payload: unknown) => proxyPaymentWatch(deps)(payload as never, undefined as never);
+    await expect(run({ proxyPaymentId: '42' })).rejects.toThrow(/no further/);
+    expect(logged).toEqual([{ task: 'proxy_payment_watch', proxyPaymentId: '42' }]);
     for (const payload of [
       null,
       {},
@@ -44,7 +58,8 @@ describe('the watch job', () => {
       { proxyPaymentId: '4x' },
       { proxyPaymentId: '1'.repeat(20) },
     ]) {
-      expect(() => parseWatchPayload(payload)).toThrow(/proxyPaymentId/);
+      await expect(run(payload)).rejects.toThrow(/proxyPaymentId/);
     }
+    expect(logged).toHaveLength(1);
   });
 });

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_ACCEPTS_ENTRIES, parsePaymentRequired } from '../../payments/x402/parse';
+import {
+  MAX_ACCEPTS_ENTRIES,
+  MAX_PAYMENT_REQUIRED_BODY_CHARS,
+  readTargetPaymentRequired,
+} from '../../payments/x402/parse';
+
+/** A target's 402 body (version 1), read as /proxy and /relay read it when no PAYMENT-REQUIRED header came. */
+const read = (input: unknown) => readTargetPaymentRequired(undefined, input);
 
 const baseSepolia = {
   scheme: 'exact',
@@ -32,25 +39,23 @@ function body(accepts: unknown[], extra: Record<string, unknown> = {}) {
   return { x402Version: 1, error: 'X-PAYMENT header is required', accepts, ...extra };
 }
 
-describe('parsePaymentRequired', () => {
+describe('a version 1 402 body', () => {
   it('reads a valid body given as an object or as JSON text, keeping entries as sent', () => {
     for (const input of [body([baseSepolia, solanaDevnet]), JSON.stringify(body([baseSepolia, solanaDevnet]))]) {
-      const parsed = parsePaymentRequired(input);
-      expect(parsed.ok).toBe(true);
-      if (!parsed.ok) return;
-      expect(parsed.value.skipped).toEqual([]);
-      expect(parsed.value.body.error).toBe('X-PAYMENT header is required');
-      expect(parsed.value.body.accepts).toEqual([baseSepolia, solanaDevnet]);
+      expect(read(input)).toEqual({
+        x402Version: 1,
+        error: 'X-PAYMENT header is required',
+        accepts: [baseSepolia, solanaDevnet],
+        skipped: [],
+      });
     }
   });
 
   it('drops fields that x402 v1 does not define and treats null extra as absent', () => {
-    const parsed = parsePaymentRequired(body([{ ...baseSepolia, extra: null, surprise: 'x' }]));
-    expect(parsed.ok).toBe(true);
-    if (!parsed.ok) return;
+    const parsed = read(body([{ ...baseSepolia, extra: null, surprise: 'x' }]));
     const withoutExtra: Record<string, unknown> = { ...baseSepolia };
     delete withoutExtra.extra;
-    expect(parsed.value.body.accepts[0]).toStrictEqual(withoutExtra);
+    expect(parsed?.accepts[0]).toStrictEqual(withoutExtra);
   });
 
   it.each([
@@ -62,10 +67,17 @@ describe('parsePaymentRequired', () => {
     [[body([baseSepolia])], 'not_an_object'],
     [null, 'not_an_object'],
     ['{"x402Version":1,', 'invalid_json'],
-    ['x'.repeat(300 * 1024), 'body_too_large'],
-  ])('refuses the whole body %#: %s', (input, reason) => {
-    const parsed = parsePaymentRequired(input);
-    expect(parsed).toMatchObject({ ok: false, reason });
+    // Valid JSON of a valid body, but past the bound.
+    [JSON.stringify(body([baseSepolia], { padding: 'x'.repeat(MAX_PAYMENT_REQUIRED_BODY_CHARS) })), 'body_too_large'],
+  ])('refuses the whole body %#: %s, not an x402 402', (input, reason) => {
+    expect(read(input), reason).toBeUndefined();
+  });
+
+  it('reads a body just within the bound', () => {
+    const padded = (length: number) => JSON.stringify(body([baseSepolia], { padding: 'x'.repeat(length) }));
+    const within = padded(MAX_PAYMENT_REQUIRED_BODY_CHARS - padded(0).length);
+    expect(within.length).toBe(MAX_PAYMENT_REQUIRED_BODY_CHARS);
+    expect(read(within)?.accepts).toEqual([baseSepolia]);
   });
 
   it.each([
@@ -89,21 +101,17 @@ describe('parsePaymentRequired', () => {
     [{ ...baseSepolia, extra: 'USDC' }, 'invalid_field', 'extra'],
     [{ ...baseSepolia, extra: ['USDC'] }, 'invalid_field', 'extra'],
   ])('skips a bad entry %# with a reason and keeps the good ones', (bad, reason, field) => {
-    const parsed = parsePaymentRequired(body([solanaDevnet, bad, baseSepolia]));
-    expect(parsed.ok).toBe(true);
-    if (!parsed.ok) return;
-    expect(parsed.value.body.accepts).toEqual([solanaDevnet, baseSepolia]);
-    expect(parsed.value.skipped).toEqual([{ index: 1, reason, field, details: expect.any(String) }]);
+    const parsed = read(body([solanaDevnet, bad, baseSepolia]));
+    expect(parsed?.accepts).toEqual([solanaDevnet, baseSepolia]);
+    expect(parsed?.skipped).toEqual([{ index: 1, reason, field, details: expect.any(String) }]);
   });
 
   it('skips entries that are not objects and entries past the bound', () => {
     const many = Array.from({ length: MAX_ACCEPTS_ENTRIES + 2 }, () => baseSepolia);
     many[0] = 'exact' as never;
-    const parsed = parsePaymentRequired(body(many));
-    expect(parsed.ok).toBe(true);
-    if (!parsed.ok) return;
-    expect(parsed.value.body.accepts).toHaveLength(MAX_ACCEPTS_ENTRIES - 1);
-    expect(parsed.value.skipped.map(({ index, reason }) => [index, reason])).toEqual([
+    const parsed = read(body(many));
+    expect(parsed?.accepts).toHaveLength(MAX_ACCEPTS_ENTRIES - 1);
+    expect(parsed?.skipped.map(({ index, reason }) => [index, reason])).toEqual([
       [0, 'not_an_object'],
       [MAX_ACCEPTS_ENTRIES, 'too_many_entries'],
       [MAX_ACCEPTS_ENTRIES + 1, 'too_many_entries'],
@@ -112,7 +120,6 @@ describe('parsePaymentRequired', () => {
 
   it('keeps entries of networks and schemes it does not pay: that is the choice to refuse', () => {
     const other = { ...baseSepolia, network: 'polygon', scheme: 'upto' };
-    const parsed = parsePaymentRequired(body([other]));
-    expect(parsed.ok && parsed.value.body.accepts).toEqual([other]);
+    expect(read(body([other]))?.accepts).toEqual([other]);
   });
 });

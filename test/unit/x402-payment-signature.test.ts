@@ -1,7 +1,7 @@
 // PAYMENT-SIGNATURE (x402 version 2) read strictly and matched against our offers, and the /settle
 // body a facilitator gets in each version.
 import { describe, expect, it } from 'vitest';
-import { decodeClientPayment, jsonEqual, paymentForOffers } from '../../payments/incoming/clientPayment';
+import { decodeClientPayment, paymentForOffers } from '../../payments/incoming/clientPayment';
 import { settleRequestBody } from '../../payments/incoming/facilitator';
 import { decodePaymentSignatureHeader } from '../../payments/x402/headers';
 import type { PaymentRequirements } from '../../payments/x402/types';
@@ -106,12 +106,27 @@ describe('paymentForOffers', () => {
     }
   });
 
-  it('jsonEqual ignores key order and absent keys, nothing else', () => {
-    expect(jsonEqual({ a: 1, b: [1, { c: 2 }] }, { b: [1, { c: 2 }], a: 1 })).toBe(true);
-    expect(jsonEqual({ a: 1, b: undefined }, { a: 1 })).toBe(true);
-    expect(jsonEqual({ a: '1' }, { a: 1 })).toBe(false);
-    expect(jsonEqual([1, 2], [2, 1])).toBe(false);
-    expect(jsonEqual({}, [])).toBe(false);
+  it('matches an accepted to an offer whatever the order of its keys and absent keys, on nothing else', () => {
+    const paidWith = (acceptedNow: Record<string, unknown>) => {
+      const decoded = decodeClientPayment({ version: 2, value: signature({ accepted: acceptedNow }) });
+      if (!decoded.ok) throw new Error(decoded.details);
+      return decoded.value;
+    };
+    const reordered = Object.fromEntries(Object.entries(accepted).reverse());
+    expect(paymentForOffers(paidWith(reordered), [offer]).ok).toBe(true);
+    // A field of ours that is undefined is no field.
+    expect(paymentForOffers(paidWith(accepted), [{ ...offer, outputSchema: undefined }]).ok).toBe(true);
+    const cases: Array<[Record<string, unknown>, Record<string, unknown>, boolean]> = [
+      [{ more: { a: 1, b: [1, { c: 2 }] } }, { more: { b: [1, { c: 2 }], a: 1 } }, true],
+      [{ more: '1' }, { more: 1 }, false],
+      [{ more: [1, 2] }, { more: [2, 1] }, false],
+      [{ more: {} }, { more: [] }, false],
+    ];
+    for (const [ours, theirs, matches] of cases) {
+      const ourOffer = { ...offer, extra: { ...offer.extra, ...ours } };
+      const payment = paidWith({ ...accepted, extra: { ...accepted.extra, ...theirs } });
+      expect(paymentForOffers(payment, [ourOffer]).ok, JSON.stringify([ours, theirs])).toBe(matches);
+    }
   });
 });
 

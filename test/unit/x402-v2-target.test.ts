@@ -18,7 +18,6 @@ import { decodePaymentHeader } from '../../payments/x402/headers';
 import {
   MAX_ACCEPTS_ENTRIES,
   MAX_PAYMENT_REQUIRED_HEADER_CHARS,
-  parsePaymentRequiredHeader,
   readTargetPaymentRequired,
 } from '../../payments/x402/parse';
 import { TARGET_X402_RESPONSE_HEADERS as V2_RESPONSE_HEADERS } from '../../payments/x402/v2';
@@ -92,15 +91,14 @@ const v1Body = {
 
 describe('reading a version 2 402 (PAYMENT-REQUIRED)', () => {
   it('reads the header as @x402/core encodes it, converts each entry to our version 1 shape and keeps it verbatim', () => {
-    const parsed = parsePaymentRequiredHeader(
+    const parsed = readTargetPaymentRequired(
       encodePaymentRequiredHeader(required([evmEntry, svmEntry]) as Parameters<typeof encodePaymentRequiredHeader>[0]),
+      undefined,
     );
-    expect(parsed.ok).toBe(true);
-    if (!parsed.ok) return;
-    expect(parsed.value.x402Version).toBe(2);
-    expect(parsed.value.error).toBe('Payment required');
-    expect(parsed.value.skipped).toEqual([]);
-    expect(parsed.value.accepts).toEqual([
+    if (parsed?.x402Version !== 2) throw new Error('not read as version 2');
+    expect(parsed.error).toBe('Payment required');
+    expect(parsed.skipped).toEqual([]);
+    expect(parsed.accepts).toEqual([
       {
         scheme: 'exact',
         network: 'base-sepolia',
@@ -115,8 +113,8 @@ describe('reading a version 2 402 (PAYMENT-REQUIRED)', () => {
       },
       expect.objectContaining({ network: 'solana-devnet', maxAmountRequired: '2500', extra: svmEntry.extra }),
     ]);
-    expect(parsed.value.offers.map((offer) => offer.accepted)).toStrictEqual([evmEntry, svmEntry]);
-    expect(parsed.value.offers[0]!.resource).toStrictEqual(resource);
+    expect(parsed.offers.map((offer) => offer.accepted)).toStrictEqual([evmEntry, svmEntry]);
+    expect(parsed.offers[0]!.resource).toStrictEqual(resource);
   });
 
   it('prefers the header to a version 1 body, and falls back to the body when the header is absent or unreadable', () => {
@@ -136,7 +134,11 @@ describe('reading a version 2 402 (PAYMENT-REQUIRED)', () => {
     ['not a string', 42, 'invalid_header'],
     ['empty', '  ', 'invalid_header'],
     ['not base64', 'a b c', 'invalid_header'],
-    ['too long', 'A'.repeat(MAX_PAYMENT_REQUIRED_HEADER_CHARS + 4), 'body_too_large'],
+    [
+      'too long',
+      header({ ...required([evmEntry]), padding: 'x'.repeat(MAX_PAYMENT_REQUIRED_HEADER_CHARS) }),
+      'body_too_large',
+    ],
     ['base64 of no JSON', Buffer.from('{nope').toString('base64'), 'invalid_json'],
     ['not an object', header([1]), 'not_an_object'],
     ['version 1 in the header', header({ ...required([evmEntry]), x402Version: 1 }), 'unsupported_x402_version'],
@@ -149,9 +151,8 @@ describe('reading a version 2 402 (PAYMENT-REQUIRED)', () => {
       'invalid_resource',
     ],
     ['no accepts', header({ x402Version: 2, resource }), 'missing_accepts'],
-  ])('refuses a header that is %s', (_case, value, reason) => {
-    const parsed = parsePaymentRequiredHeader(value);
-    expect(parsed).toMatchObject({ ok: false, reason });
+  ])('refuses a header that is %s: not an x402 402', (_case, value, reason) => {
+    expect(readTargetPaymentRequired(value as string, undefined), reason).toBeUndefined();
   });
 
   it.each([
@@ -168,26 +169,23 @@ describe('reading a version 2 402 (PAYMENT-REQUIRED)', () => {
     [{ ...evmEntry, maxTimeoutSeconds: undefined }, 'missing_field', 'maxTimeoutSeconds'],
     [{ ...evmEntry, extra: 'USDC' }, 'invalid_field', 'extra'],
   ])('skips a malformed entry with its reason and keeps the good ones (%#)', (bad, reason, field) => {
-    const parsed = parsePaymentRequiredHeader(header(required([bad, evmEntry, 'x'])));
-    expect(parsed.ok).toBe(true);
-    if (!parsed.ok) return;
-    expect(parsed.value.skipped).toEqual([
+    const parsed = readTargetPaymentRequired(header(required([bad, evmEntry, 'x'])), undefined);
+    if (parsed?.x402Version !== 2) throw new Error('not read as version 2');
+    expect(parsed.skipped).toEqual([
       expect.objectContaining({ index: 0, reason, field }),
       expect.objectContaining({ index: 2, reason: 'not_an_object' }),
     ]);
-    expect(parsed.value.accepts).toHaveLength(1);
-    expect(parsed.value.offers.map((offer) => offer.accepted)).toStrictEqual([evmEntry]);
+    expect(parsed.accepts).toHaveLength(1);
+    expect(parsed.offers.map((offer) => offer.accepted)).toStrictEqual([evmEntry]);
   });
 
   it('reads at most MAX_ACCEPTS_ENTRIES entries', () => {
-    const parsed = parsePaymentRequiredHeader(
+    const parsed = readTargetPaymentRequired(
       header(required(Array.from({ length: MAX_ACCEPTS_ENTRIES + 2 }, () => evmEntry))),
+      undefined,
     );
-    expect(parsed.ok && parsed.value.accepts.length).toBe(MAX_ACCEPTS_ENTRIES);
-    expect(parsed.ok && parsed.value.skipped.map((skip) => skip.reason)).toEqual([
-      'too_many_entries',
-      'too_many_entries',
-    ]);
+    expect(parsed?.accepts.length).toBe(MAX_ACCEPTS_ENTRIES);
+    expect(parsed?.skipped.map((skip) => skip.reason)).toEqual(['too_many_entries', 'too_many_entries']);
   });
 
   it('keeps an entry on a network we do not know in its CAIP-2 spelling, for the choice to refuse', () => {

@@ -27,7 +27,7 @@ export {
 /** A row still `reserved` this long after it was written was never signed: its request is gone. */
 export const NEVER_SIGNED_AFTER_MS = 10 * 60_000;
 
-export function parseWatchPayload(payload: unknown): bigint {
+function parseWatchPayload(payload: unknown): bigint {
   const id = (payload as { proxyPaymentId?: unknown } | null)?.proxyPaymentId;
   if (typeof id !== 'string' || !/^[1-9][0-9]{0,18}$/.test(id)) {
     throw new Error(`proxy_payment_watch: payload needs proxyPaymentId as a decimal string`);

@@ -8,7 +8,7 @@ import type { JobName } from '../../payments/jobs';
 import type { FollowUp } from '../../payments/relay/finish';
 import type { WorkerDeps } from '../deps';
 
-export function parseRelayPayload(task: JobName, payload: unknown): bigint {
+function parseRelayPayload(task: JobName, payload: unknown): bigint {
   const id = (payload as { relayTransactionId?: unknown } | null)?.relayTransactionId;
   if (typeof id !== 'string' || !/^[1-9][0-9]{0,18}$/.test(id))
     throw new Error(`${task}: payload needs relayTransactionId as a decimal string`);

@@ -27,7 +27,7 @@ const TRANSFER_TYPE_HASH = keccak256(
 const separators = new Map<string, Hex>();
 
 /** The domain separator, remembered per domain (a handful of networks, never more). */
-export function domainSeparator(domain: AuthorizationDomain): Hex {
+function domainSeparator(domain: AuthorizationDomain): Hex {
   const key = `${domain.name}\n${domain.version}\n${domain.chainId}\n${domain.verifyingContract.toLowerCase()}`;
   let separator = separators.get(key);
   if (separator === undefined) {

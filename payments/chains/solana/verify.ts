@@ -59,17 +59,14 @@ export function clientsOf(deps: Pick<Deps, 'chains'>, network: NetworkName): Svm
 }
 
 /** The payment signed by us as fee payer, when we are the fee payer it names. */
-export async function coSign(
-  deps: Pick<Deps, 'chains'>,
-  inspected: InspectedSolanaPayment,
-): Promise<Transaction | undefined> {
+async function coSign(deps: Pick<Deps, 'chains'>, inspected: InspectedSolanaPayment): Promise<Transaction | undefined> {
   const signer = deps.chains.svm.signer;
   if (!signer || signer.address !== inspected.feePayer) return undefined;
   return partiallySignTransaction([signer.keyPair], inspected.transaction);
 }
 
 /** Cluster checks: blockhash, balance, not processed yet (when we can know the id), simulation. */
-export async function checkWithCluster(
+async function checkWithCluster(
   deps: Pick<Deps, 'chains' | 'clock' | 'paymentBounds'>,
   network: NetworkName,
   inspected: InspectedSolanaPayment,
