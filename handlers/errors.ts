@@ -135,6 +135,7 @@ const DETAILS: InternalErrorShape = { kind: 'details' };
 const INTERNAL_ERROR_SHAPE: Record<OperationId, InternalErrorShape> = {
   getBalance: DETAILS,
   getConfig: DETAILS,
+  getConsole: DETAILS,
   getCreditsBalance: DETAILS,
   getDocs: DETAILS,
   getHealth: DETAILS,
@@ -144,8 +145,10 @@ const INTERNAL_ERROR_SHAPE: Record<OperationId, InternalErrorShape> = {
   getLlmHealth: DETAILS,
   getMetrics: DETAILS,
   getOpenApiDocument: DETAILS,
+  getPayments: DETAILS,
   getRateLimitMetrics: DETAILS,
   getRelayLimits: DETAILS,
+  getUsage: DETAILS,
   getWebhook: DETAILS,
   postLlmChat: { kind: 'message', error: LLM_FAILED_TITLE.postLlmChat },
   postLlmTranslate: { kind: 'message', error: LLM_FAILED_TITLE.postLlmTranslate },

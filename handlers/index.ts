@@ -5,6 +5,7 @@
 import type { HandlerMap } from './types';
 import { getBalance } from './getBalance';
 import { getConfig } from './getConfig';
+import { getConsole } from './getConsole';
 import { getCreditsBalance } from './getCreditsBalance';
 import { getDocs } from './getDocs';
 import { getHealth } from './getHealth';
@@ -14,8 +15,10 @@ import { getLimits } from './getLimits';
 import { getLlmHealth } from './getLlmHealth';
 import { getMetrics } from './getMetrics';
 import { getOpenApiDocument } from './getOpenApiDocument';
+import { getPayments } from './getPayments';
 import { getRateLimitMetrics } from './getRateLimitMetrics';
 import { getRelayLimits } from './getRelayLimits';
+import { getUsage } from './getUsage';
 import { getWebhook } from './getWebhook';
 import { postLlmChat } from './postLlmChat';
 import { postLlmTranslate } from './postLlmTranslate';
@@ -28,6 +31,7 @@ import { postSim } from './postSim';
 export const handlers: HandlerMap = {
   getBalance,
   getConfig,
+  getConsole,
   getCreditsBalance,
   getDocs,
   getHealth,
@@ -37,8 +41,10 @@ export const handlers: HandlerMap = {
   getLlmHealth,
   getMetrics,
   getOpenApiDocument,
+  getPayments,
   getRateLimitMetrics,
   getRelayLimits,
+  getUsage,
   getWebhook,
   postLlmChat,
   postLlmTranslate,

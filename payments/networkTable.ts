@@ -26,6 +26,8 @@ export interface NetworkEntry {
   /** EIP-712 domain of the USDC contract (EVM only). */
   eip712?: { name: string; version: string };
   publicRpcUrl: string;
+  /** The public explorer's page of a transaction, `{tx}` standing for its hash; absent where we know none. */
+  explorerTxUrl?: string;
   /**
    * Whether standard x402 v1 clients know this network. They reject a whole 402 when one entry names
    * a network they do not know (x402@1.2.0 does not know skale-base), so such a network is offered
@@ -43,6 +45,7 @@ export const NETWORK_TABLE: Record<NetworkName, NetworkEntry> = {
     usdc: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
     eip712: { name: 'USD Coin', version: '2' },
     publicRpcUrl: 'https://mainnet.base.org',
+    explorerTxUrl: 'https://basescan.org/tx/{tx}',
     knownToStandardClients: true,
   },
   'base-sepolia': {
@@ -53,6 +56,7 @@ export const NETWORK_TABLE: Record<NetworkName, NetworkEntry> = {
     usdc: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
     eip712: { name: 'USDC', version: '2' },
     publicRpcUrl: 'https://sepolia.base.org',
+    explorerTxUrl: 'https://sepolia.basescan.org/tx/{tx}',
     knownToStandardClients: true,
   },
   'skale-base': {
@@ -81,6 +85,7 @@ export const NETWORK_TABLE: Record<NetworkName, NetworkEntry> = {
     caip2: 'solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp',
     usdc: 'EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v',
     publicRpcUrl: 'https://api.mainnet-beta.solana.com',
+    explorerTxUrl: 'https://explorer.solana.com/tx/{tx}',
     knownToStandardClients: true,
   },
   'solana-devnet': {
@@ -89,6 +94,7 @@ export const NETWORK_TABLE: Record<NetworkName, NetworkEntry> = {
     caip2: 'solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1',
     usdc: '4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU',
     publicRpcUrl: 'https://api.devnet.solana.com',
+    explorerTxUrl: 'https://explorer.solana.com/tx/{tx}?cluster=devnet',
     knownToStandardClients: true,
   },
 };

@@ -10,6 +10,7 @@ import * as spendUnits from './2026_11_21_0009_spend_units';
 import * as idempotencyRecords from './2026_11_22_0010_idempotency_records';
 import * as idempotencyLeases from './2026_11_25_0011_idempotency_leases';
 import * as signedTransactions from './2026_11_25_0012_signed_transactions';
+import * as usageReads from './2026_11_28_0013_usage_reads';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -24,6 +25,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_11_22_0010_idempotency_records': idempotencyRecords,
   '2026_11_25_0011_idempotency_leases': idempotencyLeases,
   '2026_11_25_0012_signed_transactions': signedTransactions,
+  '2026_11_28_0013_usage_reads': usageReads,
 };
 
 export const migrationProvider: MigrationProvider = {

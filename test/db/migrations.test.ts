@@ -32,6 +32,7 @@ describe('migrations', () => {
         '2026_11_22_0010_idempotency_records',
         '2026_11_25_0011_idempotency_leases',
         '2026_11_25_0012_signed_transactions',
+        '2026_11_28_0013_usage_reads',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -118,6 +119,7 @@ describe('migrations', () => {
         '2026_11_22_0010_idempotency_records',
         '2026_11_25_0011_idempotency_leases',
         '2026_11_25_0012_signed_transactions',
+        '2026_11_28_0013_usage_reads',
       ]);
       const rows = await handle.db
         .selectFrom('daily_spend')

@@ -149,6 +149,9 @@ async function main(): Promise<void> {
   const docs = await client.GET('/docs', { parseAs: 'text' });
   note('getDocs', { html: (docs.data ?? '').includes('<html') });
 
+  const consolePage = await client.GET('/console', { parseAs: 'text' });
+  note('getConsole', { html: (consolePage.data ?? '').includes('<html') });
+
   const relayLimits = await client.GET('/relay/limits/{address}', { params: { path: { address: setting.wallet } } });
   note('getRelayLimits', { wallet: relayLimits.data?.wallet_address });
 
@@ -176,6 +179,12 @@ async function main(): Promise<void> {
 
   const credits = await keyed.GET('/v1/credits/balance');
   note('getCreditsBalance', { available: credits.data?.effective_available });
+
+  const payments = await keyed.GET('/v1/payments', { params: { query: { limit: 10, status: 'charged' } } });
+  note('getPayments', { items: payments.data?.items.length, next: payments.data?.next_cursor });
+
+  const usage = await keyed.GET('/v1/usage', { params: { query: { from: '2026-01-01', to: '2026-01-31' } } });
+  note('getUsage', { days: usage.data?.by_day.length, credits: usage.data?.totals.credits });
 
   const failed = await getWebhook(setting.failedWebhookId);
   note('getWebhook', { status: failed.response.status, body: webhookFailure(failed.error) });
