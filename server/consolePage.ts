@@ -14,6 +14,12 @@ function sha256(text: string): string {
   return `'sha256-${createHash('sha256').update(text, 'utf8').digest('base64')}'`;
 }
 
+/** The page with its placeholder replaced; a page without it would run under a policy that blocks it, so it stops the start. */
+function fill(html: string, placeholder: RegExp, content: string): string {
+  if (!placeholder.test(html)) throw new Error(`server/console/console.html has no placeholder ${placeholder.source}`);
+  return html.replace(placeholder, () => content);
+}
+
 export interface ConsolePage {
   html: string;
   contentSecurityPolicy: string;
@@ -23,15 +29,17 @@ export function loadConsolePage(): ConsolePage {
   const read = (name: string) => readFileSync(new URL(name, FOLDER), 'utf8');
   const style = read('console.css');
   const script = read('console.js');
-  const html = read('console.html')
-    .replace('<style>/*STYLE*/</style>', () => `<style>${style}</style>`)
-    .replace('<script>/*SCRIPT*/</script>', () => `<script>${script}</script>`);
+  const html = fill(
+    fill(read('console.html'), /<style>\s*\/\*STYLE\*\/\s*<\/style>/, `<style>${style}</style>`),
+    /<script>\s*\/\*SCRIPT\*\/\s*<\/script>/,
+    `<script>${script}</script>`,
+  );
   const contentSecurityPolicy = [
     "default-src 'none'",
     `script-src ${sha256(script)}`,
     `style-src ${sha256(style)}`,
     "connect-src 'self'",
-    "img-src 'self'",
+    'img-src data:',
     "base-uri 'none'",
     "form-action 'none'",
     "frame-ancestors 'none'",

@@ -91,10 +91,10 @@
       const labelEvery = Math.ceil(days.length / 10);
       if (index % labelEvery === 0 || index === days.length - 1) {
         const label = document.createElementNS(SVG, 'text');
-        label.setAttribute('x', String(index * slot + slot / 2));
+        label.setAttribute('x', String(index === 0 ? 0 : index === days.length - 1 ? width : index * slot + slot / 2));
         label.setAttribute('y', String(height - 6));
         label.setAttribute('font-size', '11');
-        label.setAttribute('text-anchor', 'middle');
+        label.setAttribute('text-anchor', index === 0 ? 'start' : index === days.length - 1 ? 'end' : 'middle');
         label.setAttribute('fill', '#57606a');
         label.textContent = day.day.slice(5);
         chart.append(label);
