@@ -58,6 +58,11 @@ export default tseslint.config(
     ...tseslint.configs.disableTypeChecked,
   },
   {
+    // The console's script runs in the browser (server/consolePage.ts inlines it).
+    files: ['server/console/**/*.js'],
+    languageOptions: { globals: { ...globals.browser } },
+  },
+  {
     // k6 scripts run inside k6, not Node.
     files: ['load/*.js', 'load/lib/**/*.js'],
     languageOptions: { globals: { __ENV: 'readonly', __VU: 'readonly', __ITER: 'readonly', open: 'readonly' } },

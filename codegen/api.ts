@@ -320,6 +320,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/payments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Payment history of the organisation
+         * @description The /proxy payments and credit movements (grants) of the organisation of the x-api-key, newest first, a page at a time: every key of the organisation, never another organisation's. A /proxy payment is one item whose `status` says where its credits went: `pending` (reserved, the payment not yet seen on chain), `charged` (paid on chain, credits spent) or `released` (never paid, credits given back). A grant is an item of kind `grant` and status `credited`. /relay calls are paid by a wallet, not by an organisation, and are not listed.
+         *
+         *     Pages hold at most 200 items (`limit`, default 50). Pass `next_cursor` as `cursor`, with the same filters, for the next page; `next_cursor` is null on the last one. A cursor belongs to the organisation and the filters it was given for: another organisation's cursor, or a cursor with other filters, is a 400. A query parameter not listed here is a 400.
+         */
+        get: operations["getPayments"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Spend of the organisation by day, key and target host
+         * @description What the organisation of the x-api-key spent through /proxy over a range of UTC days (both included, at most 90; by default the 30 days ending today), summed from the same payment records GET /v1/payments lists: by day (every day of the range, for a chart), by key and by target host (the 100 hosts of the largest spend; `hosts_truncated` says when there were more). A payment counts on the UTC day it was made, as the key's daily cap counts it. Spend is the charged payments, in credits and in micro-USDC; the credits of payments released or still pending are reported beside it. A range over 90 days, or `from` after `to`, is a 400; so is a query parameter not listed here.
+         */
+        get: operations["getUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/config": {
         parameters: {
             query?: never;
@@ -670,6 +712,26 @@ export interface paths {
          * @description A readable HTML reference of this API, with the content of GET /openapi.json. No credential is needed.
          */
         get: operations["getDocs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Usage console
+         * @description A page for people: paste an API key (kept in the browser's session storage, sent as x-api-key) to see the organisation's credit balance, the key's daily cap and today's spend, spend by day, by key and by target host, and the payment history with each transaction's status. It reads GET /v1/credits/balance, GET /v1/usage and GET /v1/payments, nothing else. Plain HTML with one inline script, under a Content-Security-Policy that allows nothing from elsewhere. No credential is needed to load the page.
+         */
+        get: operations["getConsole"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1541,6 +1603,141 @@ export interface components {
              */
             webhook_id: string;
         };
+        /**
+         * @description `pending`: credits reserved for a /proxy payment not yet seen on chain; `charged`: the payment is on chain and its credits are spent; `released`: the payment never happened and its credits came back; `credited`: credits added to the balance (a grant or a purchase).
+         * @enum {string}
+         */
+        PaymentStatus: "pending" | "charged" | "released" | "credited";
+        /**
+         * @description `proxy_payment`: a payment of the service wallet to a target for a /proxy call, charged in credits; `grant`: credits an operator granted to the organisation; `purchase`: credits the organisation bought over x402 (POST /v1/credits/purchase), once its payment settled.
+         * @enum {string}
+         */
+        PaymentKind: "proxy_payment" | "grant" | "purchase";
+        /**
+         * @description A /proxy payment or a credit movement of the organisation. Amounts in micro-USDC are decimal strings; credits are integers (1 credit = 1000 micro-USDC).
+         * @example {
+         *       "id": "pay_1042",
+         *       "kind": "proxy_payment",
+         *       "status": "charged",
+         *       "created_at": "2026-11-28T09:14:03.512204Z",
+         *       "settled_at": "2026-11-28T09:14:04.950Z",
+         *       "key_prefix": "prs_AbCdEfGhJk",
+         *       "target": {
+         *         "origin": "https://api.example.com",
+         *         "path": "/v1/forecast"
+         *       },
+         *       "network": "base",
+         *       "amount_micro_usdc": "10000",
+         *       "credits": 11,
+         *       "fee_micro_usdc": "1000",
+         *       "tx_hash": "0x5f2c9d1e8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d",
+         *       "explorer_url": "https://basescan.org/tx/0x5f2c9d1e8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d",
+         *       "webhook_id": null
+         *     }
+         */
+        PaymentItem: {
+            /** @description The item's id (`pay_` for a proxy payment, `crd_` for a credit movement). */
+            id: string;
+            kind: components["schemas"]["PaymentKind"];
+            status: components["schemas"]["PaymentStatus"];
+            /**
+             * Format: date-time
+             * @description When the call reserved the credits (or the credits were granted), UTC with microseconds.
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When the credits were charged or released; null while pending.
+             */
+            settled_at: string | null;
+            /** @description The prefix of the key that made the call; null for a grant. */
+            key_prefix: string | null;
+            /** @description The target a /proxy payment paid; null for a grant. */
+            target: {
+                /** @description Scheme, host and port of the target (never credentials). */
+                origin: string;
+                /** @description The path of the target URL; the query string is never shown. */
+                path: string;
+            } | null;
+            /** @description The network the target was paid on. */
+            network: string | null;
+            /** @description What the target was paid, in micro-USDC; null for a grant. */
+            amount_micro_usdc: components["schemas"]["MicroUsdcAmount"] | null;
+            /** @description Credits reserved, charged or released for the payment, or granted. */
+            credits: number;
+            /** @description credits x 1000 - amount_micro_usdc: the proxy fee and the rounding up to a whole credit, in micro-USDC; null for a grant. */
+            fee_micro_usdc: components["schemas"]["MicroUsdcAmount"] | null;
+            /** @description The transaction of the payment on its network, once known. */
+            tx_hash: string | null;
+            /**
+             * Format: uri
+             * @description The transaction's page on the network's public explorer, where one is known (none for a service on local chains).
+             */
+            explorer_url: string | null;
+            /**
+             * Format: uuid
+             * @description The webhook record that tracked the payment's confirmation, when one was opened (GET /webhooks/{id}).
+             */
+            webhook_id: string | null;
+        };
+        /** @description One page of the organisation's payment history, newest first. */
+        PaymentPage: {
+            items: components["schemas"]["PaymentItem"][];
+            /** @description Pass it as `cursor` (with the same filters) for the next page; null on the last page. */
+            next_cursor: string | null;
+        };
+        /** @description Spend of a bucket: the payments charged, in credits and in micro-USDC (decimal strings), and the payments released or still pending. */
+        UsageFigures: {
+            /** @description /proxy payments charged. */
+            payments: number;
+            /** @description Credits charged for them. */
+            credits: number;
+            /** @description What the targets were paid for them, in micro-USDC. */
+            amount_micro_usdc: components["schemas"]["MicroUsdcAmount"];
+            /** @description credits x 1000 - amount_micro_usdc (the proxy fee and the rounding up to whole credits). */
+            fee_micro_usdc: components["schemas"]["MicroUsdcAmount"];
+            /** @description Payments that never happened; their credits came back. */
+            released_payments: number;
+            released_credits: number;
+            /** @description Payments whose credits are reserved, not yet charged or released. */
+            pending_payments: number;
+            pending_credits: number;
+        };
+        /** @description The organisation's /proxy spend over a range of UTC days. */
+        UsageReport: {
+            /**
+             * Format: date
+             * @description First day of the range (UTC).
+             */
+            from: string;
+            /**
+             * Format: date
+             * @description Last day of the range (UTC), included.
+             */
+            to: string;
+            /** @description The whole range, and the credits granted to and bought by the organisation in it. */
+            totals: components["schemas"]["UsageFigures"] & {
+                /** @description Credits granted to the organisation over the range. */
+                granted_credits: number;
+                /** @description Credits the organisation bought over x402 over the range (settled purchases). */
+                purchased_credits: number;
+            };
+            /** @description Every day of the range, oldest first. */
+            by_day: ({
+                /** Format: date */
+                day: string;
+            } & components["schemas"]["UsageFigures"])[];
+            /** @description Each key of the organisation with payments in the range, the largest spend first. */
+            by_key: ({
+                key_prefix: string;
+            } & components["schemas"]["UsageFigures"])[];
+            /** @description Each target host with payments in the range, the largest spend first (at most 100). */
+            by_host: ({
+                host: string;
+            } & components["schemas"]["UsageFigures"])[];
+            /** @description More hosts had payments in the range than by_host lists; the totals count them all. */
+            hosts_truncated: boolean;
+        };
         /** @description How the service reaches one network. */
         NetworkConfig: {
             /**
@@ -2097,11 +2294,49 @@ export interface components {
             /** @description The names of the failed checks; empty when ready. */
             failed: string[];
         };
-        /** @description A JSON-RPC 2.0 message of the Model Context Protocol (a request, notification or response), or a batch of them. See the MCP specification; the tools are listed by `tools/list`. */
-        JsonRpcMessage: {
+        message: {
             /** @enum {string} */
             jsonrpc: "2.0";
-        } | Record<string, never>[];
+            /** @description The request's id (absent on a notification). */
+            id?: string | number | null;
+            /** @description The method of a request or notification, for example `tools/list` or `tools/call`. */
+            method?: string;
+            params?: {
+                [key: string]: unknown;
+            };
+            result?: {
+                [key: string]: unknown;
+            };
+            error?: {
+                [key: string]: unknown;
+            };
+        } & {
+            [key: string]: unknown;
+        };
+        /** @description A JSON-RPC 2.0 message of the Model Context Protocol (a request, notification or response), or a batch of them. See the MCP specification; the tools are listed by `tools/list`. */
+        JsonRpcMessage: {
+            $defs: {
+                message: {
+                    /** @enum {string} */
+                    jsonrpc: "2.0";
+                    /** @description The request's id (absent on a notification). */
+                    id?: string | number | null;
+                    /** @description The method of a request or notification, for example `tools/list` or `tools/call`. */
+                    method?: string;
+                    params?: {
+                        [key: string]: unknown;
+                    };
+                    result?: {
+                        [key: string]: unknown;
+                    };
+                    error?: {
+                        [key: string]: unknown;
+                    };
+                } & {
+                    [key: string]: unknown;
+                };
+            };
+        } | components["schemas"]["message"] | components["schemas"]["message"][];
         /** @description One resource: the offers it made when we last paid it (one per network, as the target wrote them in x402 version 1 form, `resource` reduced to origin and path), and in `extensions.router` how its paid calls went over the last day. */
         DiscoveryResource: {
             /** @description The target's origin and path. */
@@ -3169,6 +3404,80 @@ export interface operations {
             };
         };
     };
+    getPayments: {
+        parameters: {
+            query?: {
+                /** @description Only the items of this key of the organisation (its prefix, as GET /v1/credits/balance shows it). Grants belong to no key. */
+                key?: string;
+                /** @description Only the /proxy payments to this target host (with its port where it is not the scheme's default, e.g. `api.example.com` or `127.0.0.1:8402`); case-insensitive. */
+                host?: string;
+                /** @description Only items of this status. */
+                status?: components["schemas"]["PaymentStatus"];
+                /** @description Only items of this kind. */
+                kind?: components["schemas"]["PaymentKind"];
+                /** @description Only items created at or after this instant (RFC 3339). */
+                from?: string;
+                /** @description Only items created before this instant (RFC 3339). */
+                to?: string;
+                /** @description Items per page, 1 to 200. */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the history. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaymentPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+        };
+    };
+    getUsage: {
+        parameters: {
+            query?: {
+                /** @description First UTC day (YYYY-MM-DD); by default 29 days before `to`. */
+                from?: string;
+                /** @description Last UTC day (YYYY-MM-DD), included; by default today (or the last day 90 days from `from`). */
+                to?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The organisation's spend over the range. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsageReport"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+        };
+    };
     getConfig: {
         parameters: {
             query?: never;
@@ -3852,6 +4161,32 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            405: components["responses"]["MethodNotAllowed"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+        };
+    };
+    getConsole: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The console page. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description The page runs only its own inline script and style and connects only to this service. */
+                    "Content-Security-Policy": string;
                     [name: string]: unknown;
                 };
                 content: {

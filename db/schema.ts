@@ -134,6 +134,8 @@ export interface ProxyPaymentsTable {
   outcome: string | null;
   /** The claim of the idempotency record the /proxy call ran under (payments/idempotency.ts). */
   idempotency_claim: string | null;
+  /** The host (and port) of target_url, computed by Postgres (a generated column: never written). */
+  target_host: ColumnType<string | null, never, never>;
   created_at: Timestamp;
   signed_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   settled_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;

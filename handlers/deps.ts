@@ -46,6 +46,8 @@ export interface ApiParts {
   metricsExposition: () => Promise<{ contentType: string; body: string }>;
   document: Record<string, unknown>;
   docsHtml: string;
+  /** The console page (GET /console) and the Content-Security-Policy it is served under. */
+  consolePage: { html: string; contentSecurityPolicy: string };
   /** The base URL clients reach this instance at (PUBLIC_BASE_URL, else http://HOST:PORT). */
   baseUrl: () => string;
 }

@@ -137,6 +137,7 @@ const DETAILS: InternalErrorShape = { kind: 'details' };
 const INTERNAL_ERROR_SHAPE: Record<OperationId, InternalErrorShape> = {
   getBalance: DETAILS,
   getConfig: DETAILS,
+  getConsole: DETAILS,
   getCreditsBalance: DETAILS,
   getDiscoveryResources: DETAILS,
   getDocs: DETAILS,
@@ -147,8 +148,10 @@ const INTERNAL_ERROR_SHAPE: Record<OperationId, InternalErrorShape> = {
   getLlmHealth: DETAILS,
   getMetrics: DETAILS,
   getOpenApiDocument: DETAILS,
+  getPayments: DETAILS,
   getRateLimitMetrics: DETAILS,
   getRelayLimits: DETAILS,
+  getUsage: DETAILS,
   getWebhook: DETAILS,
   postCreditsPurchase: DETAILS,
   postLlmChat: { kind: 'message', error: LLM_FAILED_TITLE.postLlmChat },

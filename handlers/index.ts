@@ -5,6 +5,7 @@
 import type { HandlerMap } from './types';
 import { getBalance } from './getBalance';
 import { getConfig } from './getConfig';
+import { getConsole } from './getConsole';
 import { getCreditsBalance } from './getCreditsBalance';
 import { getDiscoveryResources } from './getDiscoveryResources';
 import { getDocs } from './getDocs';
@@ -15,8 +16,10 @@ import { getLimits } from './getLimits';
 import { getLlmHealth } from './getLlmHealth';
 import { getMetrics } from './getMetrics';
 import { getOpenApiDocument } from './getOpenApiDocument';
+import { getPayments } from './getPayments';
 import { getRateLimitMetrics } from './getRateLimitMetrics';
 import { getRelayLimits } from './getRelayLimits';
+import { getUsage } from './getUsage';
 import { getWebhook } from './getWebhook';
 import { postCreditsPurchase } from './postCreditsPurchase';
 import { postMcp } from './postMcp';
@@ -31,6 +34,7 @@ import { postSim } from './postSim';
 export const handlers: HandlerMap = {
   getBalance,
   getConfig,
+  getConsole,
   getCreditsBalance,
   getDiscoveryResources,
   getDocs,
@@ -41,8 +45,10 @@ export const handlers: HandlerMap = {
   getLlmHealth,
   getMetrics,
   getOpenApiDocument,
+  getPayments,
   getRateLimitMetrics,
   getRelayLimits,
+  getUsage,
   getWebhook,
   postCreditsPurchase,
   postLlmChat,

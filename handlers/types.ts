@@ -35,8 +35,13 @@ type RequestBodyOf<K extends OperationId> = operations[K] extends {
   ? B
   : undefined;
 type ParametersOf<K extends OperationId> = operations[K] extends { parameters: infer P } ? P : never;
+/** The parameters of one place (query, path); an optional place (every parameter optional) is still an object. */
 type Part<P, N extends string> =
-  P extends Record<N, infer Q> ? (Q extends undefined ? Record<string, never> : NonNullable<Q>) : Record<string, never>;
+  P extends Partial<Record<N, infer Q>>
+    ? [NonNullable<Q>] extends [never]
+      ? Record<string, never>
+      : NonNullable<Q>
+    : Record<string, never>;
 
 export interface RequestContext<K extends OperationId> {
   operationId: K;

@@ -27,6 +27,8 @@ export interface NetworkEntry {
   eip712?: { name: string; version: string };
   transferMethod: TransferMethod;
   publicRpcUrl: string;
+  /** The public explorer's page of a transaction, `{tx}` standing for its hash; absent where we know none. */
+  explorerTxUrl?: string;
   /**
    * Whether standard x402 v1 clients know this network. They reject a whole 402 when one entry names
    * a network they do not know (x402@1.2.0 does not know skale-base), so such a network is offered
@@ -49,6 +51,7 @@ const ROWS = [
     eip712: { name: 'USD Coin', version: '2' },
     transferMethod: 'eip3009',
     publicRpcUrl: 'https://mainnet.base.org',
+    explorerTxUrl: 'https://basescan.org/tx/{tx}',
     knownToStandardClients: true,
     enabledByDefault: true,
   },
@@ -63,6 +66,7 @@ const ROWS = [
     eip712: { name: 'USDC', version: '2' },
     transferMethod: 'eip3009',
     publicRpcUrl: 'https://sepolia.base.org',
+    explorerTxUrl: 'https://sepolia.basescan.org/tx/{tx}',
     knownToStandardClients: true,
     enabledByDefault: true,
   },
@@ -103,6 +107,7 @@ const ROWS = [
     decimals: 6,
     transferMethod: 'spl',
     publicRpcUrl: 'https://api.mainnet-beta.solana.com',
+    explorerTxUrl: 'https://explorer.solana.com/tx/{tx}',
     knownToStandardClients: true,
     enabledByDefault: true,
   },
@@ -115,6 +120,7 @@ const ROWS = [
     decimals: 6,
     transferMethod: 'spl',
     publicRpcUrl: 'https://api.devnet.solana.com',
+    explorerTxUrl: 'https://explorer.solana.com/tx/{tx}?cluster=devnet',
     knownToStandardClients: true,
     enabledByDefault: true,
   },

@@ -32,6 +32,7 @@ import { startWorker, type WorkerHandle } from '../worker/runner';
 import { createApp } from './app';
 import { ConcurrencyCaps } from './caps';
 import { renderDocsPage } from './docsPage';
+import { loadConsolePage } from './consolePage';
 import { createLogger } from './logger';
 import { ServiceMetrics } from './metrics';
 import { loadDocument, warmValidators } from './openapi';
@@ -374,6 +375,7 @@ function assembleDeps({
     metricsExposition: () => metrics.exposition(),
     document,
     docsHtml: renderDocsPage(document),
+    consolePage: loadConsolePage(),
     baseUrl: () => config.publicBaseUrl ?? running.url,
   };
 }

@@ -13,6 +13,7 @@ import * as signedTransactions from './2026_11_25_0012_signed_transactions';
 import * as keyPolicies from './2026_11_28_0013_key_policies';
 import * as creditPurchases from './2026_11_28_0014_credit_purchases';
 import * as paidResourceCalls from './2026_11_28_0015_paid_resource_calls';
+import * as usageReads from './2026_11_28_0016_usage_reads';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -30,6 +31,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_11_28_0013_key_policies': keyPolicies,
   '2026_11_28_0014_credit_purchases': creditPurchases,
   '2026_11_28_0015_paid_resource_calls': paidResourceCalls,
+  '2026_11_28_0016_usage_reads': usageReads,
 };
 
 export const migrationProvider: MigrationProvider = {

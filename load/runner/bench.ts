@@ -12,7 +12,9 @@
  *                                          soak, caps, instances, rss, floor, profile (profile: CPU profiles
  *                                          of the service; instances: two API instances and a worker
  *                                          on one Postgres behind a round robin; verify: X-PAYMENT
- *                                          verifications per second on one core, in-process)
+ *                                          verifications per second on one core, in-process; usage:
+ *                                          GET /v1/payments and GET /v1/usage with 100,000 payment rows
+ *                                          in a database of its own, p50 and p95)
  *   options: --rounds N --duration S --connections N --paid-calls N --overload-cap N --soak S
  *            --log-level L --node-flags "FLAGS" (for the service) --tsx --no-pin --keep --json FILE
  *
@@ -44,6 +46,7 @@ import { floor } from './bench/sections/floor';
 import { passThrough } from './bench/sections/passThrough';
 import { profiles } from './bench/sections/profiles';
 import { soak } from './bench/sections/soak';
+import { usage } from './bench/sections/usage';
 import { verify } from './bench/sections/verify';
 
 /** One run of the bench: its id, its scratch directory, the command that reruns it. */
@@ -252,6 +255,7 @@ async function runSections(bench: Bench, service: ServiceChild): Promise<void> {
     ['caps', () => caps(bench)],
     ['instances', () => instances(bench)],
     ['rss', () => memory(bench)],
+    ['usage', () => usage(bench, service)],
     ['profile', () => profiles(bench)],
   ];
   for (const [section, run] of sections) {

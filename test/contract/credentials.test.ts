@@ -1,5 +1,6 @@
 // The credential cases every operation secured by x-api-key must pass, written once and run for
-// each of them: POST /proxy, POST /proxy/sim, GET /balance and GET /v1/credits/balance.
+// each of them: POST /proxy, POST /proxy/sim, GET /balance, GET /v1/credits/balance, GET /v1/payments
+// and GET /v1/usage.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService } from '../support/service';
 import { createTestAccount, revokedKey, type TestAccount } from '../support/accounts';
@@ -58,6 +59,8 @@ const ACCOUNT_OPERATIONS: Array<[string, string, AccountOperation]> = [
       ownAccount: (account) => ({ key_prefix: account.prefix }),
     },
   ],
+  ['GET', '/v1/payments', { method: 'GET', path: '/v1/payments', body: undefined }],
+  ['GET', '/v1/usage', { method: 'GET', path: '/v1/usage', body: undefined }],
   ['POST', '/proxy', { method: 'POST', path: '/proxy', body: callBody }],
   ['POST', '/proxy/sim', { method: 'POST', path: '/proxy/sim', body: callBody }],
   [

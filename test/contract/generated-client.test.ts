@@ -154,6 +154,9 @@ describe('a client generated from the served document (openapi-typescript + open
     const read = (operationId: string) => seen.filter((answer) => answer.operationId === operationId);
     expect(read('getConfig')[0]!.read).toEqual({ enabled: ['base-sepolia'], percentage: 3 });
     expect(read('getRelayLimits')[0]!.read).toEqual({ wallet: WALLET });
+    expect(read('getConsole')[0]!.read).toEqual({ html: true });
+    expect(read('getPayments')[0]!.read).toEqual({ items: 0, next: null });
+    expect(read('getUsage')[0]!.read).toEqual({ days: 31, credits: 0 });
     expect(read('postRelaySim')[0]!.read).toEqual({ requiresPayment: false });
     expect(read('postRelay')[0]!.read).toEqual({
       status: 200,

@@ -35,6 +35,7 @@ describe('migrations', () => {
         '2026_11_28_0013_key_policies',
         '2026_11_28_0014_credit_purchases',
         '2026_11_28_0015_paid_resource_calls',
+        '2026_11_28_0016_usage_reads',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -126,6 +127,7 @@ describe('migrations', () => {
         '2026_11_28_0013_key_policies',
         '2026_11_28_0014_credit_purchases',
         '2026_11_28_0015_paid_resource_calls',
+        '2026_11_28_0016_usage_reads',
       ]);
       const rows = await handle.db
         .selectFrom('daily_spend')

@@ -93,6 +93,15 @@ describe('buying credits over x402', () => {
     expect(await ledgerSums(db, organisationId)).toMatchObject({ purchase: 2_500n, grant: 0n });
     const webhook = await t.client.get(`/webhooks/${String(body.webhook_id)}`);
     expect(webhook.status).toBe(200);
+    // The organisation reads its purchase back: in its history, and in its usage's totals.
+    const history = await t.client.get('/v1/payments?kind=purchase', { headers: { 'x-api-key': key } });
+    expect(history.status).toBe(200);
+    expect(history.body.items).toEqual([
+      expect.objectContaining({ kind: 'purchase', status: 'credited', credits: 2_500 }),
+    ]);
+    const usage = await t.client.get('/v1/usage', { headers: { 'x-api-key': key } });
+    expect(usage.status).toBe(200);
+    expect(usage.body.totals).toMatchObject({ purchased_credits: 2_500, granted_credits: 0 });
   });
 
   it('version 2 (@x402/fetch): paid with PAYMENT-SIGNATURE, credited once', async () => {

@@ -14,6 +14,7 @@ export const SECTIONS = [
   'rss',
   'profile',
   'floor',
+  'usage',
 ] as const;
 export type Section = (typeof SECTIONS)[number];
 
@@ -53,7 +54,9 @@ export function parseOptions(argv: string[]): Options {
     json: undefined,
     nodeFlags: [],
     runtime: 'built',
-    sections: new Set(SECTIONS.filter((section) => section !== 'profile' && !(quick && section === 'logging'))),
+    sections: new Set(
+      SECTIONS.filter((section) => section !== 'profile' && !(quick && (section === 'logging' || section === 'usage'))),
+    ),
   };
   const number = (index: number, name: string, min: number) => {
     const value = Number(argv[index + 1]);

@@ -149,8 +149,11 @@ async function main(): Promise<void> {
   const docs = await client.GET('/docs', { parseAs: 'text' });
   note('getDocs', { html: (docs.data ?? '').includes('<html') });
 
-  const paymentBounds = await client.GET('/relay/limits/{address}', { params: { path: { address: setting.wallet } } });
-  note('getRelayLimits', { wallet: paymentBounds.data?.wallet_address });
+  const consolePage = await client.GET('/console', { parseAs: 'text' });
+  note('getConsole', { html: (consolePage.data ?? '').includes('<html') });
+
+  const relayLimits = await client.GET('/relay/limits/{address}', { params: { path: { address: setting.wallet } } });
+  note('getRelayLimits', { wallet: relayLimits.data?.wallet_address });
 
   const call = { api_url: setting.freeTarget, method: 'GET' as const };
   const relaySim = await client.POST('/relay/sim', { body: call });
@@ -176,6 +179,26 @@ async function main(): Promise<void> {
 
   const credits = await keyed.GET('/v1/credits/balance');
   note('getCreditsBalance', { available: credits.data?.effective_available });
+
+  const payments = await keyed.GET('/v1/payments', { params: { query: { limit: 10, status: 'charged' } } });
+  note('getPayments', { items: payments.data?.items.length, next: payments.data?.next_cursor });
+
+  const usage = await keyed.GET('/v1/usage', { params: { query: { from: '2026-01-01', to: '2026-01-31' } } });
+  note('getUsage', { days: usage.data?.by_day.length, credits: usage.data?.totals.credits });
+
+  // Without a payment: the 402 offering the credits' price.
+  const purchase = await keyed.POST('/v1/credits/purchase', { body: { credits: 5 } });
+  note('postCreditsPurchase', { status: purchase.response.status });
+
+  const discovery = await client.GET('/discovery/resources', { params: { query: { limit: 5 } } });
+  note('getDiscoveryResources', { status: discovery.response.status, items: discovery.data?.items.length });
+
+  const mcp = await keyed.POST('/mcp', {
+    body: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+    headers: { accept: 'application/json, text/event-stream' },
+    parseAs: 'text',
+  });
+  note('postMcp', { status: mcp.response.status });
 
   const failed = await getWebhook(setting.failedWebhookId);
   note('getWebhook', { status: failed.response.status, body: webhookFailure(failed.error) });
