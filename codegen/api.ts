@@ -2294,7 +2294,8 @@ export interface components {
             /** @description The names of the failed checks; empty when ready. */
             failed: string[];
         };
-        message: {
+        /** @description One JSON-RPC 2.0 message of the Model Context Protocol. */
+        JsonRpcSingleMessage: {
             /** @enum {string} */
             jsonrpc: "2.0";
             /** @description The request's id (absent on a notification). */
@@ -2314,29 +2315,7 @@ export interface components {
             [key: string]: unknown;
         };
         /** @description A JSON-RPC 2.0 message of the Model Context Protocol (a request, notification or response), or a batch of them. See the MCP specification; the tools are listed by `tools/list`. */
-        JsonRpcMessage: {
-            $defs: {
-                message: {
-                    /** @enum {string} */
-                    jsonrpc: "2.0";
-                    /** @description The request's id (absent on a notification). */
-                    id?: string | number | null;
-                    /** @description The method of a request or notification, for example `tools/list` or `tools/call`. */
-                    method?: string;
-                    params?: {
-                        [key: string]: unknown;
-                    };
-                    result?: {
-                        [key: string]: unknown;
-                    };
-                    error?: {
-                        [key: string]: unknown;
-                    };
-                } & {
-                    [key: string]: unknown;
-                };
-            };
-        } | components["schemas"]["message"] | components["schemas"]["message"][];
+        JsonRpcMessage: components["schemas"]["JsonRpcSingleMessage"] | components["schemas"]["JsonRpcSingleMessage"][];
         /** @description One resource: the offers it made when we last paid it (one per network, as the target wrote them in x402 version 1 form, `resource` reduced to origin and path), and in `extensions.router` how its paid calls went over the last day. */
         DiscoveryResource: {
             /** @description The target's origin and path. */

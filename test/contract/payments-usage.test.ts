@@ -237,7 +237,12 @@ describe('GET /v1/usage', () => {
     expect(BigInt(totals.fee_micro_usdc)).toBe(BigInt(totals.credits) * 1000n - 30_345n);
 
     const day = res.body.by_day.find((entry: any) => entry.day === today);
-    expect({ ...day, day: undefined }).toEqual({ ...totals, granted_credits: undefined, purchased_credits: undefined, day: undefined });
+    expect({ ...day, day: undefined }).toEqual({
+      ...totals,
+      granted_credits: undefined,
+      purchased_credits: undefined,
+      day: undefined,
+    });
     expect(res.body.by_day.filter((entry: any) => entry.day !== today).every((entry: any) => entry.credits === 0)).toBe(
       true,
     );
