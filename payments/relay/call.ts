@@ -425,22 +425,22 @@ async function payTarget(
       relayTransactionId: String(row.id),
       network: choice.network,
       amountMicroUsdc: String(choice.amountMicroUsdc),
-      status: answer.ok ? answer.response.status : answer.error.code,
+      status: answer.ok ? answer.value.status : answer.reason,
     },
     'paid target call (relay)',
   );
   const ours = { clientPayment };
-  if (!answer.ok || answer.response.status === 402 || answer.response.status >= 500) {
-    const targetStatus = answer.ok ? answer.response.status : undefined;
+  if (!answer.ok || answer.value.status === 402 || answer.value.status >= 500) {
+    const targetStatus = answer.ok ? answer.value.status : undefined;
     const watched = await watchTargetPayment(db, row.id, {
       ...(targetStatus ? { targetStatus } : {}),
-      ...(answer.ok ? withReport(answer.response) : {}),
+      ...(answer.ok ? withReport(answer.value) : {}),
     });
     const message = !answer.ok
-      ? `The target gave no usable answer after it was paid (${answer.error.details}); your payment is refunded unless the target charged`
-      : answer.response.status === 402
+      ? `The target gave no usable answer after it was paid (${answer.details}); your payment is refunded unless the target charged`
+      : answer.value.status === 402
         ? `Upstream refused payment after ${MAX_PAID_ATTEMPTS} attempts; your payment is refunded once our payment to the target can no longer be used`
-        : `The target answered ${answer.response.status} after it was paid; your payment is refunded unless the target charged`;
+        : `The target answered ${answer.value.status} after it was paid; your payment is refunded unless the target charged`;
     return {
       kind: 'bad_gateway',
       message,
@@ -448,7 +448,7 @@ async function payTarget(
     };
   }
 
-  const { response } = answer;
+  const { value: response } = answer;
   const reportedTxHash = reportedSettlement(response);
   // The payment as the row recorded it above (the row only moves on from here by this call or a job
   // that reads the chain the same way).

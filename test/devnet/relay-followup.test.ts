@@ -155,11 +155,11 @@ describe('a target that charged after its request was gone', () => {
     });
     const decision = decidePayment(required!, { chains, maxAmountMicroUsdc: 1_000_000n });
     if (!decision.ok) throw new Error(decision.details);
-    const signed = await signTargetPayment(deps, decision.choice, { windowSeconds: 60 });
+    const signed = await signTargetPayment(deps, decision.value, { windowSeconds: 60 });
     if (!signed.ok) throw new Error(signed.details);
     await recordTargetPayment(db, id, {
       network: 'base-sepolia',
-      amountMicroUsdc: decision.choice.amountMicroUsdc,
+      amountMicroUsdc: decision.value.amountMicroUsdc,
       paymentRef: signed.value.reference,
       ...signedFacts(signed.value),
     });
