@@ -164,10 +164,10 @@ export async function relayCall(
       { err: error, relayTransactionId: String(row.id) },
       'settling the client payment failed; handed to the watch job',
     );
-    settlement = { settled: false, pending: true, txHash: null };
+    settlement = { kind: 'pending', txHash: null };
   }
-  if (!settlement.settled) {
-    if (!settlement.pending) return refused(settlement.reason, settlement.details, accepts, version);
+  if (settlement.kind === 'failed') return refused(settlement.reason, settlement.details, accepts, version);
+  if (settlement.kind === 'pending') {
     // It may still land: never a 402 now. If it does, the client (gone by then) is refunded.
     const { webhookId } = await handedOver(deps, row.id, () =>
       handOver(deps.db, row.id, {
