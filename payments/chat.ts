@@ -179,5 +179,5 @@ export async function paidChat(
     network: verified.value.network,
     payer: verified.value.payer,
   };
-  return { kind: 'answered', response: answer.response, model: answer.model, settlement: receipt };
+  return { kind: 'answered', response: answer.value.response, model: answer.value.model, settlement: receipt };
 }
