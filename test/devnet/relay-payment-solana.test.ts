@@ -266,7 +266,7 @@ describe('a client paying us on solana-devnet', () => {
       client_tx_hash: outcome.kind === 'settled' && outcome.txHash,
     });
     const status = await chains.svm.signatureStatus(NETWORK, outcome.kind === 'settled' ? outcome.txHash : '');
-    expect(status).toMatchObject({ ok: true, value: { found: true, failed: false } });
+    expect(status).toMatchObject({ ok: true, value: { kind: 'found', failed: false } });
 
     // The same X-PAYMENT again: refused by the database before anything, and by the cluster check too.
     expect(await verifyClientPayment(header, [requirements], direct)).toMatchObject({

@@ -89,7 +89,7 @@ export async function readConfirmation(
 }
 
 function confirmationOf(status: Awaited<ReturnType<Deps['chains']['svm']['signatureStatus']>>): ConfirmationOutcome {
-  if (!status.ok || !status.value.found) return { status: 'pending' };
+  if (!status.ok || status.value.kind !== 'found') return { status: 'pending' };
   const { confirmationStatus, failed, err } = status.value;
   if (confirmationStatus !== 'confirmed' && confirmationStatus !== 'finalized') return { status: 'pending' };
   return failed ? { status: 'failed', details: describe(err) } : { status: 'confirmed' };
