@@ -118,12 +118,12 @@ export const postProxy: Handler<'postProxy'> = async (ctx, deps) => {
   const read = readIdempotencyKey(ctx.headers[IDEMPOTENCY_KEY_HEADER]);
   if (!read.ok) return errorReply('validation_failed', read.details);
   const key = requireApiKey(ctx);
-  if (read.key === undefined) return (await answer(ctx, deps, key)).reply;
+  if (read.value === undefined) return (await answer(ctx, deps, key)).reply;
   return runOnce({
     db: deps.db,
     log: deps.log,
     owner: deps.idempotencyOwner,
-    id: { scope: `proxy:${key.accountId}`, key: read.key },
+    id: { scope: `proxy:${key.accountId}`, key: read.value },
     fingerprint: requestFingerprint({
       method: 'POST',
       path: pathWithFormat('/proxy', ctx.query.format),

@@ -176,7 +176,7 @@ export const postRelay: Handler<'postRelay'> = async (ctx, deps) => {
   const { decoded } = payment;
   // A malformed payment is refused by the call itself, before anything moves.
   if (!decoded.ok) return run();
-  const { key } = keyRead;
+  const { value: key } = keyRead;
   const named = paymentHeaderName(payment.version);
   return runOnce({
     db: deps.db,

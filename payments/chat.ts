@@ -85,7 +85,7 @@ export async function followUpChatPayment(
 ): Promise<ChatFollowUp> {
   const refund = async (): Promise<ChatFollowUp> => {
     const outcome = await refundClientPayment(deps.db, relayTxId, deps);
-    return outcome.refunded ? 'refunded' : outcome.pending ? 'refund_pending' : 'refund_failed';
+    return outcome.kind === 'refunded' ? 'refunded' : outcome.kind === 'pending' ? 'refund_pending' : 'refund_failed';
   };
   // Only rows open past CHAT_ABANDONED_AFTER_MS are followed up: their request is over.
   return followUpOpenPayment<ChatFollowUp>(deps, relayTxId, {
@@ -166,7 +166,7 @@ export async function paidChat(
 
   // Settled as relayed payments are (through FACILITATOR_URL when deps.config names one).
   const settlement = await settleClientPayment(deps.db, relayTxId, deps);
-  if (!settlement.settled && !settlement.pending) {
+  if (settlement.kind === 'failed') {
     // Nothing moved: the client is asked to pay again, as any x402 server does after a failed settlement.
     return {
       kind: 'payment_required',
@@ -175,14 +175,14 @@ export async function paidChat(
       reason: settlement.reason,
     };
   }
-  if (settlement.settled) await markDelivered(deps.db, relayTxId);
+  if (settlement.kind === 'settled') await markDelivered(deps.db, relayTxId);
   // Still pending: the answer is given now, and the chat follow-up job delivers the row once the chain shows the payment.
   else await markAnswered(deps.db, relayTxId);
   const receipt: SettlementResponse = {
-    success: settlement.settled,
+    success: settlement.kind === 'settled',
     transaction: settlement.txHash ?? '',
     network: verified.value.network,
     payer: verified.value.payer,
   };
-  return { kind: 'answered', response: answer.response, model: answer.model, settlement: receipt };
+  return { kind: 'answered', response: answer.value.response, model: answer.value.model, settlement: receipt };
 }

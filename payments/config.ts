@@ -243,7 +243,7 @@ function parseNetworks(env: Env): NetworkSettings[] {
 
 function hostList(env: Env, name: string): AllowHosts {
   const parsed = parseAllowHosts(text(env, name) ?? '');
-  if (!parsed.ok) throw new ConfigError(name, parsed.error.details);
+  if (!parsed.ok) throw new ConfigError(name, parsed.details);
   return parsed.value;
 }
 

@@ -26,6 +26,7 @@ import { sql } from 'kysely';
 import type { Db, Tx } from '../db/index';
 import type { ProxyPaymentState, RelayTransactionState } from '../db/schema';
 import { runPrepared } from '../db/prepared';
+import { fail, ok, type Result } from './result';
 
 /** How long a kept answer is replayed: 24 hours from the first call. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
@@ -99,18 +100,19 @@ export type Claim =
   /** The key was first used with another request. */
   | { kind: 'other_request' };
 
-export type KeyRead = { ok: true; key: string | undefined } | { ok: false; details: string };
+export type KeyRead = Result<string | undefined, 'invalid_idempotency_key'>;
 
 /** The Idempotency-Key header: absent, or one value of the allowed length and characters. */
 export function readIdempotencyKey(header: string | string[] | undefined): KeyRead {
-  if (header === undefined) return { ok: true, key: undefined };
-  if (Array.isArray(header)) return { ok: false, details: 'Idempotency-Key was sent more than once; send one key' };
+  if (header === undefined) return ok(undefined);
+  if (Array.isArray(header))
+    return fail('invalid_idempotency_key', 'Idempotency-Key was sent more than once; send one key');
   if (!IDEMPOTENCY_KEY_PATTERN.test(header))
-    return {
-      ok: false,
-      details: `Idempotency-Key must be 1 to 255 printable ASCII characters without spaces (got ${header.length} characters)`,
-    };
-  return { ok: true, key: header };
+    return fail(
+      'invalid_idempotency_key',
+      `Idempotency-Key must be 1 to 255 printable ASCII characters without spaces (got ${header.length} characters)`,
+    );
+  return ok(header);
 }
 
 export function sha256Hex(value: string | Buffer): string {

@@ -4,6 +4,7 @@
  * max_tokens is capped at LLM_MAX_TOKENS. Every call is bounded in time and size.
  */
 import type { Config } from './config';
+import { ok, type Result } from './result';
 
 export const LLM_TIMEOUT_MS = 60_000;
 const MAX_RESPONSE_BYTES = 2 * 1024 * 1024;
@@ -15,8 +16,7 @@ export interface ChatMessage {
 
 export type ChatFailure = 'not_configured' | 'backend_error' | 'timeout' | 'invalid_response';
 
-export type ChatResult =
-  { ok: true; response: string; model: string } | { ok: false; reason: ChatFailure; details: string };
+export type ChatResult = Result<{ response: string; model: string }, ChatFailure>;
 
 export function llmConfigured(config: Pick<Config, 'llm'>): boolean {
   return Boolean(config.llm.baseUrl && config.llm.model);
@@ -61,7 +61,7 @@ export async function chatCompletion(
     const parsed = JSON.parse(text) as { model?: unknown; choices?: Array<{ message?: { content?: unknown } }> };
     const content = parsed.choices?.[0]?.message?.content;
     if (typeof content !== 'string') throw new Error('no content');
-    return { ok: true, response: content, model };
+    return ok({ response: content, model });
   } catch {
     return { ok: false, reason: 'invalid_response', details: 'the chat backend answered without a message' };
   }

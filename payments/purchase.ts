@@ -126,7 +126,7 @@ export async function buyCredits(
     );
 
   const settlement = await settleClientPayment(db, recorded.relay_transaction_id, deps, { verifiedJustNow: true });
-  if (!settlement.settled && !settlement.pending) {
+  if (settlement.kind === 'failed') {
     await failPurchase(db, recorded, settlement.reason, settlement.details);
     return {
       kind: 'payment_required',
@@ -135,7 +135,7 @@ export async function buyCredits(
       reason: settlement.reason,
     };
   }
-  if (settlement.settled) await creditPurchase(db, recorded.id, settlement.txHash);
+  if (settlement.kind === 'settled') await creditPurchase(db, recorded.id, settlement.txHash);
   return (await recordedAnswer(db, paymentId, request.key, false)) ?? unreachablePurchase(recorded.id);
 }
 
@@ -277,11 +277,11 @@ export async function followUpPurchase(
     row?.state === 'received'
       ? await settleClientPayment(db, purchase.relay_transaction_id, deps)
       : await reconcileSettlement(db, purchase.relay_transaction_id, deps);
-  if (outcome.settled) {
+  if (outcome.kind === 'settled') {
     await creditPurchase(db, purchase.id, outcome.txHash);
     return 'credited';
   }
-  if (outcome.pending) return 'still_settling';
+  if (outcome.kind === 'pending') return 'still_settling';
   await failPurchase(db, purchase, outcome.reason, outcome.details);
   return 'failed';
 }

@@ -2,6 +2,7 @@
  * The outcome of a step that can be refused: a value, or a snake_case reason that callers act on
  * with details safe to show. Its own module, importing nothing, so that every folder of payments/
  * (the network table, x402, the chains, configuration) can use it without importing each other.
+ * An outcome with more than two answers is a union on `kind` instead (docs/architecture.md 1.2).
  */
 export type Ok<T> = { ok: true; value: T };
 export type Failure<Reason extends string> = { ok: false; reason: Reason; details: string };

@@ -1,8 +1,11 @@
 /**
- * Every failure of the outbound client is an OutboundError with a snake_case code that callers
- * map to a response (400 for the request and URL codes, 502 for the target codes) and a
- * human-readable `details` that is safe to show to our client.
+ * Every failure of the outbound client has a snake_case code that callers map to a response (400
+ * for the request and URL codes, 502 for the target codes) and a human-readable `details` that is
+ * safe to show to our client. Inside this folder a failure is thrown as an OutboundError; every
+ * exported function hands it back as the failure of a Result.
  */
+import { fail, type Failure } from '../result';
+
 export type OutboundErrorCode =
   // The call request cannot be turned into a target request (answer 400).
   | 'invalid_method'
@@ -35,4 +38,7 @@ export class OutboundError extends Error {
   }
 }
 
-export type OutboundResult<T> = { ok: true; value: T } | { ok: false; error: OutboundError };
+/** The failure an exported function returns for an OutboundError thrown inside the client. */
+export function outboundFailure(error: OutboundError): Failure<OutboundErrorCode> {
+  return fail(error.code, error.details);
+}

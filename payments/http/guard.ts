@@ -1,7 +1,8 @@
 import { promises as dns } from 'node:dns';
 import { isIP } from 'node:net';
 import { classifyAddress, formatIpv4, parseIpv4, type AddressReason } from './address';
-import { OutboundError, type OutboundResult } from './errors';
+import { fail, ok, type Failure, type Ok, type Result } from '../result';
+import type { OutboundErrorCode } from './errors';
 
 export interface ResolvedAddress {
   address: string;
@@ -31,9 +32,9 @@ export interface VettedTarget {
   allowListed: boolean;
 }
 
+/** The guard's decision; a refusal for an address names it and its class (addressReason). */
 export type UrlCheck =
-  | { allowed: true; target: VettedTarget }
-  | { allowed: false; error: OutboundError; address?: string; reason?: AddressReason };
+  Ok<VettedTarget> | (Failure<OutboundErrorCode> & { address?: string; addressReason?: AddressReason });
 
 const DEFAULT_PORTS: Record<string, number> = { 'http:': 80, 'https:': 443 };
 
@@ -43,7 +44,7 @@ const ALLOW_HOST_ENTRY = /^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]/@?#]+):([0-9]{1,5})$/;
  * Parses SSRF_ALLOW_HOSTS ("127.0.0.1:4010,localhost:4011,[::1]:4012"). Every entry needs a
  * port: an entry exempts exactly that host and port, never the host's other ports.
  */
-export function parseAllowHosts(list: string | readonly string[]): OutboundResult<AllowHosts> {
+export function parseAllowHosts(list: string | readonly string[]): Result<AllowHosts, 'invalid_allow_host'> {
   const entries = (typeof list === 'string' ? list.split(',') : list).map((entry) => entry.trim()).filter(Boolean);
   const allowHosts = new Set<string>();
   for (const entry of entries) {
@@ -52,11 +53,11 @@ export function parseAllowHosts(list: string | readonly string[]): OutboundResul
     const hostname = host === undefined ? null : normaliseHostname(host);
     if (hostname === null || port < 1 || port > 65535) {
       const details = `allow-list entry ${JSON.stringify(entry)} is not host:port (for example 127.0.0.1:4010)`;
-      return { ok: false, error: new OutboundError('invalid_allow_host', details) };
+      return fail('invalid_allow_host', details);
     }
     allowHosts.add(`${hostname}:${port}`);
   }
-  return { ok: true, value: allowHosts };
+  return ok(allowHosts);
 }
 
 function normaliseHostname(host: string): string | null {
@@ -91,7 +92,7 @@ export async function checkUrl(url: string | URL, resolver: Resolver, allowHosts
   const allowListed = allowHosts.has(`${parsed.hostname}:${port}`);
 
   const resolution = await resolve(hostname, resolver);
-  if (!resolution.ok) return { allowed: false, error: resolution.error };
+  if (!resolution.ok) return resolution;
   const addresses = resolution.value;
 
   if (!allowListed) {
@@ -103,34 +104,32 @@ export async function checkUrl(url: string | URL, resolver: Resolver, allowHosts
         : '';
       const where = address === hostname ? `host ${address} is` : `host ${parsed.hostname} resolves to ${address},`;
       const details = `api_url ${where} a ${verdict.reason.replaceAll('_', ' ')} address${via}; only public addresses may be called`;
-      return { allowed: false, error: new OutboundError('ssrf_blocked', details), address, reason: verdict.reason };
+      return { ...fail('ssrf_blocked', details), address, addressReason: verdict.reason };
     }
   }
-  return { allowed: true, target: { url: parsed, hostname, port, addresses, allowListed } };
+  return ok({ url: parsed, hostname, port, addresses, allowListed });
 }
 
-async function resolve(hostname: string, resolver: Resolver): Promise<OutboundResult<ResolvedAddress[]>> {
+async function resolve(hostname: string, resolver: Resolver): Promise<Result<ResolvedAddress[], 'unreachable'>> {
   const family = isIP(hostname);
-  if (family !== 0) return { ok: true, value: [{ address: hostname, family: family === 6 ? 6 : 4 }] };
+  if (family !== 0) return ok([{ address: hostname, family: family === 6 ? 6 : 4 }]);
   // The URL parser already turns legacy IPv4 forms into dotted quads; this keeps a host that
   // reached us some other way from being handed to inet_aton behind our back.
   const legacyIpv4 = parseIpv4(hostname);
-  if (legacyIpv4 !== null) return { ok: true, value: [{ address: formatIpv4(legacyIpv4), family: 4 }] };
+  if (legacyIpv4 !== null) return ok([{ address: formatIpv4(legacyIpv4), family: 4 }]);
   let addresses: ResolvedAddress[];
   try {
     addresses = await resolver(hostname);
   } catch (cause) {
     const code = (cause as { code?: string } | null)?.code;
     const details = `api_url host ${hostname} could not be resolved${code ? ` (${code})` : ''}`;
-    return { ok: false, error: new OutboundError('unreachable', details, { cause }) };
+    return fail('unreachable', details);
   }
-  if (addresses.length === 0) {
-    return { ok: false, error: new OutboundError('unreachable', `api_url host ${hostname} has no address`) };
-  }
+  if (addresses.length === 0) return fail('unreachable', `api_url host ${hostname} has no address`);
   // The family comes from the address itself: it is what the connection will use.
-  return { ok: true, value: addresses.map(({ address }) => ({ address, family: isIP(address) === 6 ? 6 : 4 })) };
+  return ok(addresses.map(({ address }) => ({ address, family: isIP(address) === 6 ? 6 : 4 })));
 }
 
 function refuse(code: 'invalid_url' | 'unsupported_scheme', details: string): UrlCheck {
-  return { allowed: false, error: new OutboundError(code, details) };
+  return fail(code, details);
 }

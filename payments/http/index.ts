@@ -5,6 +5,9 @@
  *   sendTargetRequest(request, o)   guard, connect to the vetted address, bounded read
  *   checkUrl / classifyAddress      the guard's decision, without connecting
  *
+ * Each returns its failures as values (Result with an OutboundErrorCode reason); OutboundError is
+ * thrown only inside this folder.
+ *
  * Decisions:
  * - The guard runs on every hop, before any byte leaves: scheme, then every address the host
  *   resolves to. The connection is made with a lookup that only yields those addresses, so a
@@ -20,7 +23,7 @@
  * - Allow list (SSRF_ALLOW_HOSTS) exempts exact host:port pairs from the address check only;
  *   scheme rules and address pinning still apply. The caller passes it in.
  */
-export { OutboundError, type OutboundErrorCode, type OutboundResult } from './errors';
+export type { OutboundErrorCode } from './errors';
 export {
   classifyAddress,
   parseIpv4,
@@ -62,6 +65,7 @@ export {
   DEFAULT_MAX_REDIRECTS,
   DEFAULT_MAX_RESPONSE_BYTES,
   type SendOptions,
+  type TargetAnswer,
   type TargetResponse,
   type Transport,
 } from './send';

@@ -1,4 +1,5 @@
-import { OutboundError, type OutboundResult } from './errors';
+import { ok, type Result } from '../result';
+import { OutboundError, outboundFailure, type OutboundErrorCode } from './errors';
 import { connectionTokens, isOwnedRequestHeader } from './headers';
 
 export const TARGET_METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'] as const;
@@ -60,11 +61,14 @@ export function givenBodyFields(call: Partial<Record<BodyField, unknown>>): Body
   return BODY_FIELDS.filter((field) => call[field] !== undefined && call[field] !== null);
 }
 
-export function buildTargetRequest(call: CallRequest, options: BuildOptions = {}): OutboundResult<TargetRequest> {
+export function buildTargetRequest(
+  call: CallRequest,
+  options: BuildOptions = {},
+): Result<TargetRequest, OutboundErrorCode> {
   try {
-    return { ok: true, value: build(call, options) };
+    return ok(build(call, options));
   } catch (error) {
-    if (error instanceof OutboundError) return { ok: false, error };
+    if (error instanceof OutboundError) return outboundFailure(error);
     throw error;
   }
 }

@@ -2,7 +2,8 @@ import http from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import type { TargetConnections } from './connections';
-import { OutboundError } from './errors';
+import { fail, ok, type Result } from '../result';
+import { OutboundError, outboundFailure, type OutboundErrorCode } from './errors';
 import { checkUrl, systemResolver, type AllowHosts, type Resolver, type VettedTarget } from './guard';
 import { PAYMENT_REQUEST_HEADERS, withoutHopByHop, type ResponseHeaders } from './headers';
 import type { TargetMethod, TargetRequest } from './request';
@@ -48,6 +49,9 @@ export interface TargetResponse {
   url: string;
 }
 
+/** The target's answer, or why there is none. */
+export type TargetAnswer = Result<TargetResponse, OutboundErrorCode>;
+
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 const BODY_HEADERS = ['content-type', 'content-encoding', 'content-language', 'content-location'];
 const CREDENTIAL_HEADERS = ['authorization', 'cookie', ...PAYMENT_REQUEST_HEADERS];
@@ -64,11 +68,11 @@ interface Exchange {
 }
 
 /**
- * Sends a built request to its target through the SSRF guard. Rejects only with OutboundError:
- * ssrf_blocked, invalid_url, unsupported_scheme (before anything is sent), too_many_redirects,
- * timeout, unreachable, malformed_response, response_too_large.
+ * Sends a built request to its target through the SSRF guard. Fails with ssrf_blocked, invalid_url,
+ * unsupported_scheme (before anything is sent), too_many_redirects, timeout, unreachable,
+ * malformed_response or response_too_large; rejects only for a timeoutMs that is not positive.
  */
-export async function sendTargetRequest(request: TargetRequest, options: SendOptions): Promise<TargetResponse> {
+export async function sendTargetRequest(request: TargetRequest, options: SendOptions): Promise<TargetAnswer> {
   const { timeoutMs, allowHosts } = options;
   if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
     throw new RangeError(`timeoutMs must be positive, got ${timeoutMs}`);
@@ -90,14 +94,17 @@ export async function sendTargetRequest(request: TargetRequest, options: SendOpt
     let current = request;
     for (let redirects = 0; ; redirects += 1) {
       const check = await beforeDeadline(checkUrl(current.url, resolver, allowHosts), exchange);
-      if (!check.allowed) throw check.error;
-      const response = await exchangeWithPool(check.target, current, exchange);
-      if (!exchange.follows(response.status, response.headers)) return response;
+      if (!check.ok) return fail(check.reason, check.details);
+      const response = await exchangeWithPool(check.value, current, exchange);
+      if (!exchange.follows(response.status, response.headers)) return ok(response);
       if (redirects >= maxRedirects) {
-        throw new OutboundError('too_many_redirects', `target redirected more than ${maxRedirects} times`);
+        return fail('too_many_redirects', `target redirected more than ${maxRedirects} times`);
       }
-      current = redirected(current, check.target.url, response);
+      current = redirected(current, check.value.url, response);
     }
+  } catch (error) {
+    if (error instanceof OutboundError) return outboundFailure(error);
+    throw error;
   } finally {
     clearTimeout(timer);
   }

@@ -60,9 +60,9 @@ export async function followUpOpenPayment<R>(
     const wait = rules.requestActive?.(row, 'settling');
     if (wait !== undefined) return wait;
     const settlement = await reconcileSettlement(db, relayTxId, deps);
-    if (!settlement.settled && settlement.pending) return rules.settlementPending(row);
+    if (settlement.kind === 'pending') return rules.settlementPending(row);
     row = await getRelayTransaction(db, relayTxId);
-    if (!settlement.settled && row.state === 'settle_failed') return rules.neverSettled(row);
+    if (settlement.kind !== 'settled' && row.state === 'settle_failed') return rules.neverSettled(row);
   }
   if (row.state === 'settled') return rules.settled(row);
   const step = rules.inState?.[row.state];

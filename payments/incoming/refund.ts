@@ -29,9 +29,14 @@ export type { RefundFailureReason } from '../chains/types';
 /** A pending refund with no transaction (we stopped before signing) is given up after this long, so it can be tried again. */
 export const UNSENT_REFUND_STALE_MS = 10 * 60_000;
 
+/**
+ * refunded: the chain shows our refund. pending: it may still land (txHash once signed). failed:
+ * nothing moved (refundId when a refund row records the failure). alreadyRequested: the refund
+ * answered is one an earlier attempt started.
+ */
 export type RefundOutcome =
   | {
-      refunded: true;
+      kind: 'refunded';
       refundId: bigint;
       txHash: string;
       network: string;
@@ -39,23 +44,22 @@ export type RefundOutcome =
       alreadyRequested: boolean;
     }
   | {
-      refunded: false;
-      pending: true;
+      kind: 'pending';
       refundId: bigint;
       txHash: string | null;
       network: string;
       method: 'direct' | 'facilitator';
       alreadyRequested: boolean;
     }
-  | { refunded: false; pending?: undefined; reason: RefundFailureReason; details: string; refundId?: bigint };
+  | { kind: 'failed'; reason: RefundFailureReason; details: string; refundId?: bigint };
 
 function outcomeOf(refund: Refund, alreadyRequested: boolean): RefundOutcome {
   const common = { refundId: refund.id, network: refund.network, method: refund.method, alreadyRequested };
-  if (refund.status === 'confirmed') return { refunded: true, txHash: refund.tx_hash ?? '', ...common };
-  if (refund.status === 'pending') return { refunded: false, pending: true, txHash: refund.tx_hash, ...common };
+  if (refund.status === 'confirmed') return { kind: 'refunded', txHash: refund.tx_hash ?? '', ...common };
+  if (refund.status === 'pending') return { kind: 'pending', txHash: refund.tx_hash, ...common };
   // failRefund stores "reason: details".
   const [reason, ...details] = (refund.error ?? 'transaction_failed: ').split(': ');
-  return { refunded: false, reason: reason as RefundFailureReason, details: details.join(': '), refundId: refund.id };
+  return { kind: 'failed', reason: reason as RefundFailureReason, details: details.join(': '), refundId: refund.id };
 }
 
 export async function refundClientPayment(
@@ -66,9 +70,9 @@ export async function refundClientPayment(
   const existing = await liveRefund(db, relayTxId);
   if (existing) return outcomeOf(existing, true);
   const row = await findRelayTransaction(db, relayTxId);
-  if (!row) return { refunded: false, reason: 'not_found', details: 'no such relay transaction' };
+  if (!row) return { kind: 'failed', reason: 'not_found', details: 'no such relay transaction' };
   if (!REFUNDABLE_STATES.includes(row.state)) {
-    return { refunded: false, reason: 'not_refundable', details: `the client's payment is ${row.state}, not settled` };
+    return { kind: 'failed', reason: 'not_refundable', details: `the client's payment is ${row.state}, not settled` };
   }
 
   const refund = await db
@@ -97,12 +101,12 @@ export async function refundClientPayment(
       throw error;
     });
   if (refund === null)
-    return { refunded: false, reason: 'not_refundable', details: 'the relay transaction left the refundable states' };
+    return { kind: 'failed', reason: 'not_refundable', details: 'the relay transaction left the refundable states' };
   if (refund === undefined) {
     const winner = await liveRefund(db, relayTxId);
     if (winner) return outcomeOf(winner, true);
     return {
-      refunded: false,
+      kind: 'failed',
       reason: 'not_refundable',
       details: 'another refund attempt ended while this one started',
     };
@@ -168,13 +172,12 @@ async function failRefund(
     const updated = await moveRefund(tx, refund.id, 'failed', { error: `${reason}: ${details}`.slice(0, 2000) });
     if (updated) await markRefundFailed(tx, refund.relay_transaction_id);
   });
-  return { refunded: false, reason, details, refundId: refund.id };
+  return { kind: 'failed', reason, details, refundId: refund.id };
 }
 
 function pendingOutcome(refund: Refund, txHash: string | null): RefundOutcome {
   return {
-    refunded: false,
-    pending: true,
+    kind: 'pending',
     refundId: refund.id,
     txHash,
     network: refund.network,
@@ -221,7 +224,7 @@ export async function reconcileRefund(
   deps: Pick<Deps, 'chains' | 'paymentBounds' | 'clock'>,
 ): Promise<RefundOutcome> {
   const refund = await refundById(db, refundId);
-  if (!refund) return { refunded: false, reason: 'not_found', details: 'no such refund' };
+  if (!refund) return { kind: 'failed', reason: 'not_found', details: 'no such refund' };
   if (refund.status !== 'pending') return outcomeOf(refund, true);
   const stale = deps.clock.now().getTime() - refund.updated_at.getTime() > UNSENT_REFUND_STALE_MS;
   const network = refund.network as NetworkName;

@@ -30,44 +30,49 @@ import { verifyPayment } from './verify';
 
 export type { SettleFailureReason } from '../chains/types';
 
+/**
+ * settled: the chain shows the client's payment. pending: it may still land (a broadcast whose
+ * outcome is not known yet, or a row another request is settling); txHash once it was broadcast.
+ * failed: nothing moved, for the reason given.
+ */
 export type SettlementOutcome =
-  | { settled: true; txHash: string }
-  | { settled: false; pending: true; txHash: string | null; details?: string }
-  | { settled: false; pending?: undefined; reason: SettleFailureReason; details: string };
+  | { kind: 'settled'; txHash: string }
+  | { kind: 'pending'; txHash: string | null; details?: string }
+  | { kind: 'failed'; reason: SettleFailureReason; details: string };
 
 /** What settling through a facilitator uses; the log, where given, hears why a facilitator did not settle. */
 type SettleDeps = Pick<Deps, 'chains' | 'clock' | 'paymentBounds'> & Partial<Pick<Deps, 'log'>>;
 
-const pending = (txHash: string | null): SettlementOutcome => ({ settled: false, pending: true, txHash });
+const pending = (txHash: string | null): SettlementOutcome => ({ kind: 'pending', txHash });
 
 /** What a row says about its settlement, for a caller that did not (or could not) act on it. */
 function settlementOutcomeOf(row: RelayTransaction | undefined): SettlementOutcome {
-  if (!row) return { settled: false, reason: 'not_found', details: 'no such relay transaction' };
+  if (!row) return { kind: 'failed', reason: 'not_found', details: 'no such relay transaction' };
   switch (row.state) {
     case 'received':
     case 'settling':
       return pending(row.client_tx_hash);
     case 'settle_failed':
       return {
-        settled: false,
+        kind: 'failed',
         reason: (row.failure_reason ?? 'transaction_failed') as SettleFailureReason,
         details: row.failure_details ?? '',
       };
     default:
-      return { settled: true, txHash: row.client_tx_hash ?? '' };
+      return { kind: 'settled', txHash: row.client_tx_hash ?? '' };
   }
 }
 
 async function failed(db: Db, id: bigint, reason: SettleFailureReason, details: string): Promise<SettlementOutcome> {
   const row = await markSettleFailed(db, id, reason, details);
   if (!row) return settlementOutcomeOf(await findRelayTransaction(db, id));
-  return { settled: false, reason, details };
+  return { kind: 'failed', reason, details };
 }
 
 async function settled(db: Db, id: bigint, txHash: string): Promise<SettlementOutcome> {
   const row = await markSettled(db, id, txHash);
   if (!row) return settlementOutcomeOf(await findRelayTransaction(db, id));
-  return { settled: true, txHash };
+  return { kind: 'settled', txHash };
 }
 
 /** The row as the family of its network is handed it: its facts, and the writes it may make. */
@@ -186,7 +191,7 @@ async function notSettledByFacilitator(
   );
   await storeClientTxHash(db, row.id, answer.transaction);
   const outcome = await reconcileSettlement(db, row.id, deps);
-  if (outcome.settled || !outcome.pending) return outcome;
+  if (outcome.kind !== 'pending') return outcome;
   return { ...outcome, details: `the facilitator did not settle it (${answer.errorReason})` };
 }
 

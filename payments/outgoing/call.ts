@@ -8,12 +8,13 @@ import type { Chains } from '../chains/index';
 import { PAYMENT_SCHEMES } from '../chains/registry';
 import { canonicalNetwork, type NetworkName } from '../networkTable';
 import {
-  OutboundError,
   sendTargetRequest,
   type OutboundErrorCode,
+  type TargetAnswer,
   type TargetRequest,
   type TargetResponse,
 } from '../http/index';
+import { fail, ok, type Result } from '../result';
 import { chooseRequirement, type PaymentChoice } from '../x402/choose';
 import { readTargetPaymentRequired, type OfferV2, type TargetPaymentRequired } from '../x402/parse';
 import { PAYMENT_REQUIRED_HEADER } from '../x402/v2';
@@ -30,11 +31,9 @@ const REFUSED_BEFORE_SENDING = new Set<OutboundErrorCode>([
   'ssrf_blocked',
 ]);
 
-export function isClientError(error: OutboundError): boolean {
-  return REFUSED_BEFORE_SENDING.has(error.code);
+export function isClientError(code: OutboundErrorCode): boolean {
+  return REFUSED_BEFORE_SENDING.has(code);
 }
-
-export type TargetCall = { ok: true; response: TargetResponse } | { ok: false; error: OutboundError };
 
 /**
  * The time a caller gave a whole call (its body's `timeout`, X-TIMEOUT, the server's maximum) and
@@ -55,20 +54,14 @@ export async function callTarget(
   request: TargetRequest,
   budget: CallBudget,
   deps: Pick<Deps, 'config' | 'resolver' | 'connections'>,
-): Promise<TargetCall> {
-  try {
-    const response = await sendTargetRequest(request, {
-      timeoutMs: budget.remainingMs(),
-      boundMs: budget.boundMs,
-      allowHosts: deps.config.ssrfAllowHosts,
-      resolver: deps.resolver,
-      connections: deps.connections,
-    });
-    return { ok: true, response };
-  } catch (error) {
-    if (error instanceof OutboundError) return { ok: false, error };
-    throw error;
-  }
+): Promise<TargetAnswer> {
+  return sendTargetRequest(request, {
+    timeoutMs: budget.remainingMs(),
+    boundMs: budget.boundMs,
+    allowHosts: deps.config.ssrfAllowHosts,
+    resolver: deps.resolver,
+    connections: deps.connections,
+  });
 }
 
 /**
@@ -80,14 +73,13 @@ export function paymentRequiredOf(response: TargetResponse): TargetPaymentRequir
   return readTargetPaymentRequired(response.headers[PAYMENT_REQUIRED_HEADER], response.body.toString('utf8'));
 }
 
-export type PaymentDecision =
-  | { ok: true; choice: PaymentChoice }
-  /** Our own setup cannot pay what the target accepts (no wallet key for an enabled network): a 500. */
-  | { ok: false; kind: 'configuration'; details: string }
-  /** The target asks for nothing we pay (network, asset, amount over the ceiling, ...): a 502. */
-  | { ok: false; kind: 'unpayable'; details: string }
-  /** The network the caller named is not among the target's payable options (simulation only): a 400. */
-  | { ok: false; kind: 'network_not_offered'; details: string };
+/**
+ * Why we pay nothing: `configuration`, our own setup cannot pay what the target accepts (no wallet
+ * key for an enabled network), a 500; `unpayable`, the target asks for nothing we pay (network,
+ * asset, amount over the ceiling, ...), a 502; `network_not_offered`, the network the caller named
+ * is not among the target's payable options (simulation only), a 400.
+ */
+export type PaymentDecision = Result<PaymentChoice, 'configuration' | 'unpayable' | 'network_not_offered'>;
 
 /**
  * The requirement we would pay: exact scheme, an enabled network where we hold a key, that
@@ -104,10 +96,10 @@ export function decidePayment(
   if (choice.ok) {
     // A version 2 offer is paid in version 2: the entry chosen is echoed verbatim.
     const offerV2 = body.offers?.[choice.value.index];
-    return { ok: true, choice: offerV2 === undefined ? choice.value : { ...choice.value, offerV2 } };
+    return ok(offerV2 === undefined ? choice.value : { ...choice.value, offerV2 });
   }
   if (network !== undefined && !body.accepts.some((entry) => canonicalNetwork(entry.network) === network)) {
-    return { ok: false, kind: 'network_not_offered', details: `the target does not accept payment on ${network}` };
+    return fail('network_not_offered', `the target does not accept payment on ${network}`);
   }
   const missingWallet = choice.refusals.find((refusal) => {
     if (refusal.reason !== 'network_not_enabled') return false;
@@ -116,17 +108,12 @@ export function decidePayment(
     return enabled !== undefined && enabled.serviceAddress === undefined;
   });
   if (missingWallet) {
-    return {
-      ok: false,
-      kind: 'configuration',
-      details: `no service wallet is configured for ${canonicalNetwork(missingWallet.network)}, the network the target accepts`,
-    };
+    return fail(
+      'configuration',
+      `no service wallet is configured for ${canonicalNetwork(missingWallet.network)}, the network the target accepts`,
+    );
   }
-  return {
-    ok: false,
-    kind: 'unpayable',
-    details: `the target's payment requirements cannot be paid: ${choice.details}`,
-  };
+  return fail('unpayable', `the target's payment requirements cannot be paid: ${choice.details}`);
 }
 
 /** The target's body for a JSON field: parsed when it is JSON, otherwise its text. */

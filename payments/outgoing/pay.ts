@@ -8,7 +8,13 @@
 import type { Deps } from '../deps';
 import type { PreparedPayment } from '../chains/index';
 import { familyOf } from '../chains/registry';
-import { buildTargetRequest, type CallRequest, type TargetRequest, type TargetResponse } from '../http/index';
+import {
+  buildTargetRequest,
+  type CallRequest,
+  type TargetAnswer,
+  type TargetRequest,
+  type TargetResponse,
+} from '../http/index';
 import type { PaymentChoice } from '../x402/choose';
 import { decodePaymentResponseHeader } from '../x402/headers';
 import type { OfferV2 } from '../x402/parse';
@@ -20,7 +26,8 @@ import {
   type PaymentPayloadV2,
   type X402Version,
 } from '../x402/v2';
-import { callTarget, type CallBudget, type TargetCall } from './call';
+import type { Failure, Ok } from '../result';
+import { callTarget, type CallBudget } from './call';
 export { BALANCE_FRESH_MS, WalletBalances } from '../chains/balances';
 import type { SignedTargetPayment } from './chain';
 
@@ -46,8 +53,7 @@ const TARGET_SIDE_SIGN_FAILURES = new Set([
 export type TargetPayment = PreparedPayment & { x402Version: X402Version };
 
 /** Our payment to a target, signed, or why it could not be (targetSide: the target's requirements are at fault). */
-export type TargetSigningOutcome =
-  { ok: true; value: TargetPayment } | { ok: false; reason: string; details: string; targetSide: boolean };
+export type TargetSigningOutcome = Ok<TargetPayment> | (Failure<string> & { targetSide: boolean });
 
 /**
  * PAYMENT-SIGNATURE for a version 2 offer: `accepted` and `resource` (and `extensions`) echo the
@@ -131,13 +137,13 @@ export async function sendPaidCall(
   payment: Pick<TargetPayment, 'header' | 'x402Version'>,
   budget: CallBudget,
   deps: Pick<Deps, 'config' | 'resolver' | 'connections'>,
-): Promise<TargetCall> {
+): Promise<TargetAnswer> {
   const built = buildTargetRequest(call, {
     paymentHeader: payment.header,
     paymentVersion: payment.x402Version,
-  }) as { ok: true; value: TargetRequest };
+  }) as Ok<TargetRequest>;
   let answer = await callTarget(built.value, budget, deps);
-  for (let attempt = 2; attempt <= MAX_PAID_ATTEMPTS && answer.ok && answer.response.status === 402; attempt += 1) {
+  for (let attempt = 2; attempt <= MAX_PAID_ATTEMPTS && answer.ok && answer.value.status === 402; attempt += 1) {
     answer = await callTarget(built.value, budget, deps);
   }
   return answer;

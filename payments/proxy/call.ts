@@ -15,7 +15,8 @@ import type { ReservationRefusal, ReservationResult } from '../credits';
 import { proxyCredits } from '../fees';
 import { CREDITS_PER_USDC, formatUnits, MICRO_PER_CREDIT, parseUsdc } from '../money';
 import { randomNonce } from '../chains/evm';
-import { buildTargetRequest, type CallRequest, type OutboundError, type TargetResponse } from '../http/index';
+import { buildTargetRequest, type CallRequest, type OutboundErrorCode, type TargetResponse } from '../http/index';
+import type { Failure } from '../result';
 import {
   callBudget,
   callTarget,
@@ -88,22 +89,22 @@ export async function proxyCall(
 ): Promise<ProxyOutcome> {
   const budget = callBudget(input.timeoutMs);
   const built = buildTargetRequest(input.call);
-  if (!built.ok) return { kind: 'bad_request', details: built.error.details };
+  if (!built.ok) return { kind: 'bad_request', details: built.details };
   const limits = input.limits ?? {};
   const refusedHost = hostRefusal(limits, input.call.api_url);
   if (refusedHost) return refusedHost;
 
   const first = await callTarget(built.value, budget, deps);
-  if (!first.ok) return unreachable(first.error);
-  const required = paymentRequiredOf(first.response);
-  if (!required) return answerOf(first.response);
+  if (!first.ok) return unreachable(first);
+  const required = paymentRequiredOf(first.value);
+  if (!required) return answerOf(first.value);
 
   const decision = decidePayment(required, {
     chains: deps.chains,
     maxAmountMicroUsdc: parseUsdc(deps.config.proxyMaxPaymentUsdc),
   });
   if (!decision.ok) {
-    return decision.kind === 'configuration'
+    return decision.reason === 'configuration'
       ? { kind: 'configuration_error', message: 'The service cannot pay this target', details: decision.details }
       : {
           kind: 'bad_gateway',
@@ -112,13 +113,13 @@ export async function proxyCall(
           upstreamStatus: 402,
         };
   }
-  const refusedPrice = priceRefusal(limits, decision.choice.amountMicroUsdc, decision.choice.network);
+  const refusedPrice = priceRefusal(limits, decision.value.amountMicroUsdc, decision.value.network);
   if (refusedPrice) return refusedPrice;
-  return payAndRetry(deps, input, decision.choice, budget);
+  return payAndRetry(deps, input, decision.value, budget);
 }
 
-function unreachable(error: OutboundError): ProxyOutcome {
-  if (isClientError(error)) return { kind: 'bad_request', details: error.details };
+function unreachable(error: Failure<OutboundErrorCode>): ProxyOutcome {
+  if (isClientError(error.reason)) return { kind: 'bad_request', details: error.details };
   return {
     kind: 'bad_gateway',
     message: 'The target could not be reached or gave no usable answer',
@@ -212,14 +213,14 @@ async function sendAndSettle(
     method: input.call.method,
     choice,
     startedAt,
-    status: answer.ok ? answer.response.status : undefined,
+    status: answer.ok ? answer.value.status : undefined,
   });
   log.info(
     {
       reference,
       network: choice.network,
       amountMicroUsdc: String(choice.amountMicroUsdc),
-      status: answer.ok ? answer.response.status : answer.error.code,
+      status: answer.ok ? answer.value.status : answer.reason,
     },
     'paid target call',
   );
@@ -229,11 +230,11 @@ async function sendAndSettle(
     return {
       kind: 'bad_gateway',
       message: 'The target gave no usable answer after the payment was sent',
-      details: answer.error.details,
+      details: answer.details,
       ...withWebhook(webhookId),
     };
   }
-  const { response } = answer;
+  const { value: response } = answer;
   if (response.status === 402) {
     const { webhookId } = await watchProxyPayment(db, reference, { openRecord: true });
     return {

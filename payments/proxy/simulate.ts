@@ -46,16 +46,16 @@ export async function simulateProxyCall(
   { call, timeoutMs, limits = {} }: { call: CallRequest; timeoutMs: number; limits?: CallLimits },
 ): Promise<SimulationOutcome> {
   const built = buildTargetRequest(call);
-  if (!built.ok) return { kind: 'bad_request', details: built.error.details };
+  if (!built.ok) return { kind: 'bad_request', details: built.details };
   const refusedHost = hostRefusal(limits, call.api_url);
   if (refusedHost) return refusedHost;
   const answer = await callTarget(built.value, callBudget(timeoutMs), deps);
   if (!answer.ok) {
-    return isClientError(answer.error)
-      ? { kind: 'bad_request', details: answer.error.details }
-      : { kind: 'bad_gateway', details: answer.error.details };
+    return isClientError(answer.reason)
+      ? { kind: 'bad_request', details: answer.details }
+      : { kind: 'bad_gateway', details: answer.details };
   }
-  const { response } = answer;
+  const { value: response } = answer;
   if (response.status >= 500) return { kind: 'bad_gateway', details: `the target answered ${response.status}` };
   const required = paymentRequiredOf(response);
   if (!required)
@@ -71,12 +71,12 @@ export async function simulateProxyCall(
     ...(network ? { network } : {}),
   });
   if (!decision.ok) {
-    if (decision.kind === 'network_not_offered') return { kind: 'bad_request', details: decision.details };
-    return decision.kind === 'configuration'
+    if (decision.reason === 'network_not_offered') return { kind: 'bad_request', details: decision.details };
+    return decision.reason === 'configuration'
       ? { kind: 'configuration_error', details: decision.details }
       : { kind: 'bad_gateway', details: decision.details };
   }
-  const refusedPrice = priceRefusal(limits, decision.choice.amountMicroUsdc, decision.choice.network);
+  const refusedPrice = priceRefusal(limits, decision.value.amountMicroUsdc, decision.value.network);
   if (refusedPrice) return refusedPrice;
   return {
     kind: 'result',
@@ -85,8 +85,8 @@ export async function simulateProxyCall(
       status: response.status,
       response: bodyValue(response),
       // The choice only keeps exact entries.
-      paymentRequirements: { ...decision.choice.requirements, scheme: 'exact' },
-      feeBreakdown: proxyFeeBreakdown(decision.choice.amountMicroUsdc, deps.config.proxyFeePercent),
+      paymentRequirements: { ...decision.value.requirements, scheme: 'exact' },
+      feeBreakdown: proxyFeeBreakdown(decision.value.amountMicroUsdc, deps.config.proxyFeePercent),
     },
   };
 }

@@ -169,10 +169,10 @@ export async function relayCall(
       { err: error, relayTransactionId: String(row.id) },
       'settling the client payment failed; handed to the watch job',
     );
-    settlement = { settled: false, pending: true, txHash: null };
+    settlement = { kind: 'pending', txHash: null };
   }
-  if (!settlement.settled) {
-    if (!settlement.pending) return refused(settlement.reason, settlement.details, accepts, version);
+  if (settlement.kind === 'failed') return refused(settlement.reason, settlement.details, accepts, version);
+  if (settlement.kind === 'pending') {
     // It may still land: never a 402 now. If it does, the client (gone by then) is refunded.
     const { webhookId } = await handedOver(deps, row.id, () =>
       handOver(deps.db, row.id, {
@@ -437,29 +437,29 @@ async function payTarget(
     method: input.call.method,
     choice,
     startedAt,
-    status: answer.ok ? answer.response.status : undefined,
+    status: answer.ok ? answer.value.status : undefined,
   });
   log.info(
     {
       relayTransactionId: String(row.id),
       network: choice.network,
       amountMicroUsdc: String(choice.amountMicroUsdc),
-      status: answer.ok ? answer.response.status : answer.error.code,
+      status: answer.ok ? answer.value.status : answer.reason,
     },
     'paid target call (relay)',
   );
   const ours = { clientPayment };
-  if (!answer.ok || answer.response.status === 402 || answer.response.status >= 500) {
-    const targetStatus = answer.ok ? answer.response.status : undefined;
+  if (!answer.ok || answer.value.status === 402 || answer.value.status >= 500) {
+    const targetStatus = answer.ok ? answer.value.status : undefined;
     const watched = await watchTargetPayment(db, row.id, {
       ...(targetStatus ? { targetStatus } : {}),
-      ...(answer.ok ? withReport(answer.response) : {}),
+      ...(answer.ok ? withReport(answer.value) : {}),
     });
     const message = !answer.ok
-      ? `The target gave no usable answer after it was paid (${answer.error.details}); your payment is refunded unless the target charged`
-      : answer.response.status === 402
+      ? `The target gave no usable answer after it was paid (${answer.details}); your payment is refunded unless the target charged`
+      : answer.value.status === 402
         ? `Upstream refused payment after ${MAX_PAID_ATTEMPTS} attempts; your payment is refunded once our payment to the target can no longer be used`
-        : `The target answered ${answer.response.status} after it was paid; your payment is refunded unless the target charged`;
+        : `The target answered ${answer.value.status} after it was paid; your payment is refunded unless the target charged`;
     return {
       kind: 'bad_gateway',
       message,
@@ -467,7 +467,7 @@ async function payTarget(
     };
   }
 
-  const { response } = answer;
+  const { value: response } = answer;
   const reportedTxHash = reportedSettlement(response);
   // The payment as the row recorded it above (the row only moves on from here by this call or a job
   // that reads the chain the same way).

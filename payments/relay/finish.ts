@@ -28,10 +28,11 @@ export const STRANDED_REFUND_AFTER_MS = 5 * 60_000;
 /** A refund or settlement sent but not confirmed yet is read again after this long. */
 export const UNCONFIRMED_RECHECK_MS = 2_000;
 
-export type FollowUp = { done: true; details: string } | { done: false; lookAgainAt: Date; details: string };
+/** What a job's step leaves: nothing more to do, or a look again at lookAgainAt. */
+export type FollowUp = { kind: 'done'; details: string } | { kind: 'look_again'; lookAgainAt: Date; details: string };
 
-const done = (details: string): FollowUp => ({ done: true, details });
-const later = (at: Date, details: string): FollowUp => ({ done: false, lookAgainAt: at, details });
+const done = (details: string): FollowUp => ({ kind: 'done', details });
+const later = (at: Date, details: string): FollowUp => ({ kind: 'look_again', lookAgainAt: at, details });
 
 /** A lapsed lease is looked at this long after it lapses, so that a late renewal is not taken for a death. */
 const LEASE_GRACE_MS = 1_000;
@@ -182,8 +183,8 @@ export async function followUpRefund(
   } else {
     outcome = await refundClientPayment(db, id, deps);
   }
-  if (outcome.refunded) return finishRefunded(await getRelayTransaction(db, id), deps);
-  if (outcome.pending)
+  if (outcome.kind === 'refunded') return finishRefunded(await getRelayTransaction(db, id), deps);
+  if (outcome.kind === 'pending')
     return later(
       new Date(now.getTime() + UNCONFIRMED_RECHECK_MS),
       `refund ${outcome.txHash ?? '(not sent yet)'} not confirmed yet`,

@@ -35,16 +35,16 @@ export async function quoteRelay(
   }: { call: CallRequest; budget: CallBudget; maxAmountMicroUsdc?: bigint | undefined },
 ): Promise<RelayQuote> {
   const built = buildTargetRequest(call);
-  if (!built.ok) return { kind: 'bad_request', details: built.error.details };
+  if (!built.ok) return { kind: 'bad_request', details: built.details };
   const named = namedNetwork(deps.chains, call.network);
   if (named !== undefined && !named.ok) return { kind: 'bad_request', details: named.details };
 
   const answer = await callTarget(built.value, budget, deps);
   if (!answer.ok)
-    return isClientError(answer.error)
-      ? { kind: 'bad_request', details: answer.error.details }
-      : { kind: 'bad_gateway', details: answer.error.details };
-  const { response } = answer;
+    return isClientError(answer.reason)
+      ? { kind: 'bad_request', details: answer.details }
+      : { kind: 'bad_gateway', details: answer.details };
+  const { value: response } = answer;
   if (response.status >= 500) return { kind: 'bad_gateway', details: `the target answered ${response.status}` };
   const required = paymentRequiredOf(response);
   if (!required) return { kind: 'free', response };
@@ -55,10 +55,10 @@ export async function quoteRelay(
     maxAmountMicroUsdc: usdToMicro(deps.config.relayDailyTotalUsd),
   });
   if (!decision.ok)
-    return decision.kind === 'configuration'
+    return decision.reason === 'configuration'
       ? { kind: 'configuration_error', details: decision.details }
       : { kind: 'bad_gateway', details: decision.details };
-  const { choice } = decision;
+  const { value: choice } = decision;
   const refusedPrice = ceilingRefusal(maxAmountMicroUsdc, choice.amountMicroUsdc, choice.network);
   if (refusedPrice) return refusedPrice;
   if (named !== undefined && NETWORK_TABLE[named.network].networkClass !== choice.networkClass) {

@@ -12,7 +12,6 @@ import {
   buildTargetRequest,
   nodeTransport,
   NO_ALLOW_HOSTS,
-  OutboundError,
   parseAllowHosts,
   safeResponseHeaders,
   sendTargetRequest,
@@ -22,9 +21,12 @@ import {
   type OutboundErrorCode,
   type Resolver,
   type SendOptions,
+  type TargetAnswer,
   type TargetRequest,
+  type TargetResponse,
   type Transport,
 } from '../../payments/http';
+import type { Failure } from '../../payments/result';
 import { callBudget } from '../../payments/outgoing/call';
 
 const isLoopback = (address: string) => /^127\.\d+\.\d+\.\d+$/.test(address) || address === '::1';
@@ -72,7 +74,7 @@ function tableResolver(table: Record<string, string[]>): Resolver & { calls: str
 
 function allow(...hosts: string[]): AllowHosts {
   const parsed = parseAllowHosts(hosts);
-  if (!parsed.ok) throw parsed.error;
+  if (!parsed.ok) throw new Error(parsed.details);
   return parsed.value;
 }
 
@@ -156,7 +158,7 @@ afterEach(async () => {
 
 function request(call: CallRequest, paymentHeader?: string, paymentVersion?: 1 | 2): TargetRequest {
   const built = buildTargetRequest(call, { paymentHeader, ...(paymentVersion ? { paymentVersion } : {}) });
-  if (!built.ok) throw built.error;
+  if (!built.ok) throw new Error(`${built.reason}: ${built.details}`);
   return built.value;
 }
 
@@ -164,7 +166,7 @@ function request(call: CallRequest, paymentHeader?: string, paymentVersion?: 1 |
 const sharedConnections = new TargetConnections();
 afterAll(() => sharedConnections.close());
 
-function send(target: TargetRequest, options: Partial<SendOptions> & Pick<SendOptions, 'allowHosts'>) {
+function attempt(target: TargetRequest, options: Partial<SendOptions> & Pick<SendOptions, 'allowHosts'>) {
   return sendTargetRequest(target, {
     timeoutMs: 5_000,
     resolver: tableResolver({}),
@@ -174,19 +176,32 @@ function send(target: TargetRequest, options: Partial<SendOptions> & Pick<SendOp
   });
 }
 
-async function failure(promise: Promise<unknown>): Promise<OutboundError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(OutboundError);
-    return error as OutboundError;
-  }
-  throw new Error('expected the call to fail');
+/** A call that must be answered: its response. */
+async function send(
+  target: TargetRequest,
+  options: Partial<SendOptions> & Pick<SendOptions, 'allowHosts'>,
+): Promise<TargetResponse> {
+  return answered(attempt(target, options));
 }
 
-async function expectCode(promise: Promise<unknown>, code: OutboundErrorCode): Promise<OutboundError> {
+async function answered(promise: Promise<TargetAnswer>): Promise<TargetResponse> {
+  const answer = await promise;
+  if (!answer.ok) throw new Error(`expected an answer, got ${answer.reason}: ${answer.details}`);
+  return answer.value;
+}
+
+async function failure(promise: Promise<TargetAnswer>): Promise<Failure<OutboundErrorCode>> {
+  const answer = await promise;
+  if (answer.ok) throw new Error('expected the call to fail');
+  return answer;
+}
+
+async function expectCode(
+  promise: Promise<TargetAnswer>,
+  code: OutboundErrorCode,
+): Promise<Failure<OutboundErrorCode>> {
   const error = await failure(promise);
-  expect(error.code, error.details).toBe(code);
+  expect(error.reason, error.details).toBe(code);
   return error;
 }
 
@@ -318,11 +333,13 @@ describe('each body form arrives at the target as specified', () => {
 
   it('works through the default transport for a literal loopback target', async () => {
     const peer = await startPeer();
-    const response = await sendTargetRequest(request({ api_url: peer.origin, method: 'GET' }), {
-      timeoutMs: 5_000,
-      allowHosts: allow(peer.hostPort),
-      connections: sharedConnections,
-    });
+    const response = await answered(
+      sendTargetRequest(request({ api_url: peer.origin, method: 'GET' }), {
+        timeoutMs: 5_000,
+        allowHosts: allow(peer.hostPort),
+        connections: sharedConnections,
+      }),
+    );
     expect(response.body.toString()).toBe('ok');
   });
 });
@@ -370,7 +387,7 @@ describe('the SSRF corpus is refused with nothing sent', () => {
     const allowHosts = allow('127.0.0.1:1', '[::1]:1');
     for (const url of corpus(guarded.port)) {
       const error = await expectCode(
-        send(request({ api_url: url, method: 'POST', json: { x: 1 } }), { allowHosts }),
+        attempt(request({ api_url: url, method: 'POST', json: { x: 1 } }), { allowHosts }),
         'ssrf_blocked',
       );
       expect(error.details).toMatch(/loopback|unspecified/);
@@ -383,7 +400,7 @@ describe('the SSRF corpus is refused with nothing sent', () => {
   it('a host name that resolves to 127.0.0.1', async () => {
     const resolver = tableResolver({ 'internal.example': ['127.0.0.1'] });
     await expectCode(
-      send(request({ api_url: `http://internal.example:${guarded.port}/`, method: 'GET' }), {
+      attempt(request({ api_url: `http://internal.example:${guarded.port}/`, method: 'GET' }), {
         allowHosts: NO_ALLOW_HOSTS,
         resolver,
       }),
@@ -407,7 +424,7 @@ describe('the SSRF corpus is refused with nothing sent', () => {
     });
     for (const index of redirectTargets.keys()) {
       const call = { api_url: `${redirector.origin}/${index}`, method: 'GET' };
-      await expectCode(send(request(call), { allowHosts: allow(redirector.hostPort) }), 'ssrf_blocked');
+      await expectCode(attempt(request(call), { allowHosts: allow(redirector.hostPort) }), 'ssrf_blocked');
     }
     await settle();
     expect(redirector.received).toHaveLength(redirectTargets.length);
@@ -421,7 +438,7 @@ describe('the SSRF corpus is refused with nothing sent', () => {
     });
     const resolver = tableResolver({ 'sneaky.example': ['127.0.0.1'] });
     await expectCode(
-      send(request({ api_url: redirector.origin, method: 'GET' }), {
+      attempt(request({ api_url: redirector.origin, method: 'GET' }), {
         allowHosts: allow(redirector.hostPort),
         resolver,
       }),
@@ -434,11 +451,11 @@ describe('the SSRF corpus is refused with nothing sent', () => {
   it('file: and gopher: URLs, directly and as redirect targets', async () => {
     const allowHosts = allow(`127.0.0.1:${guarded.port}`);
     await expectCode(
-      send(request({ api_url: 'file:///etc/passwd', method: 'GET' }), { allowHosts }),
+      attempt(request({ api_url: 'file:///etc/passwd', method: 'GET' }), { allowHosts }),
       'unsupported_scheme',
     );
     await expectCode(
-      send(request({ api_url: `gopher://127.0.0.1:${guarded.port}/`, method: 'GET' }), { allowHosts }),
+      attempt(request({ api_url: `gopher://127.0.0.1:${guarded.port}/`, method: 'GET' }), { allowHosts }),
       'unsupported_scheme',
     );
     const redirector = await startPeer((received, response) => {
@@ -450,11 +467,11 @@ describe('the SSRF corpus is refused with nothing sent', () => {
     });
     const redirected = { allowHosts: allow(redirector.hostPort, `127.0.0.1:${guarded.port}`) };
     await expectCode(
-      send(request({ api_url: `${redirector.origin}/file`, method: 'GET' }), redirected),
+      attempt(request({ api_url: `${redirector.origin}/file`, method: 'GET' }), redirected),
       'unsupported_scheme',
     );
     await expectCode(
-      send(request({ api_url: `${redirector.origin}/gopher`, method: 'GET' }), redirected),
+      attempt(request({ api_url: `${redirector.origin}/gopher`, method: 'GET' }), redirected),
       'unsupported_scheme',
     );
     await settle();
@@ -524,7 +541,7 @@ describe('private and public ranges through sendTargetRequest, with the connecti
     const { attempts, transport } = recorder(echo);
     const resolver = tableResolver({ 'target.example': ['8.8.4.4', address] });
     await expectCode(
-      send(request({ api_url: 'https://target.example/pay', method: 'POST', json: {} }), {
+      attempt(request({ api_url: 'https://target.example/pay', method: 'POST', json: {} }), {
         allowHosts: NO_ALLOW_HOSTS,
         resolver,
         transport,
@@ -540,7 +557,7 @@ describe('private and public ranges through sendTargetRequest, with the connecti
     const { attempts, transport } = recorder(echo);
     const host = isIP(address) === 6 ? `[${address}]` : address;
     await expectCode(
-      send(request({ api_url: `http://${host}:8080/`, method: 'GET' }), { allowHosts: NO_ALLOW_HOSTS, transport }),
+      attempt(request({ api_url: `http://${host}:8080/`, method: 'GET' }), { allowHosts: NO_ALLOW_HOSTS, transport }),
       'ssrf_blocked',
     );
     expect(attempts).toEqual([]);
@@ -628,9 +645,9 @@ describe('connections use the checked address', () => {
     const peer = await startPeer();
     const other = await startPeer();
     const call = { api_url: `http://127.0.0.1:${peer.port}/`, method: 'GET' };
-    await expectCode(send(request(call), { allowHosts: allow(`127.0.0.1:${other.port}`) }), 'ssrf_blocked');
-    await expectCode(send(request(call), { allowHosts: allow(`localhost:${peer.port}`) }), 'ssrf_blocked');
-    await expectCode(send(request(call), { allowHosts: allow(`127.0.0.2:${peer.port}`) }), 'ssrf_blocked');
+    await expectCode(attempt(request(call), { allowHosts: allow(`127.0.0.1:${other.port}`) }), 'ssrf_blocked');
+    await expectCode(attempt(request(call), { allowHosts: allow(`localhost:${peer.port}`) }), 'ssrf_blocked');
+    await expectCode(attempt(request(call), { allowHosts: allow(`127.0.0.2:${peer.port}`) }), 'ssrf_blocked');
     await settle();
     expect(peer.connections).toBe(0);
     const response = await send(request(call), { allowHosts: allow(`127.0.0.1:${peer.port}`) });
@@ -684,7 +701,7 @@ describe('reused connections', () => {
     const call = request({ api_url: `${peer.origin}/`, method: 'GET' });
     await send(call, { allowHosts: allow(peer.hostPort), connections });
     slow = true;
-    await expectCode(send(call, { allowHosts: allow(peer.hostPort), connections, timeoutMs: 200 }), 'timeout');
+    await expectCode(attempt(call, { allowHosts: allow(peer.hostPort), connections, timeoutMs: 200 }), 'timeout');
     expect(connections.idleSockets()).toBe(0);
     slow = false;
     await send(call, { allowHosts: allow(peer.hostPort), connections });
@@ -726,7 +743,10 @@ describe('reused connections', () => {
     const connections = new TargetConnections();
     const post = request({ api_url: `${peer.origin}/`, method: 'POST', json: { a: 1 } });
     await send(post, { allowHosts: allow(peer.hostPort), connections });
-    const error = await expectCode(send(post, { allowHosts: allow(peer.hostPort), connections }), 'malformed_response');
+    const error = await expectCode(
+      attempt(post, { allowHosts: allow(peer.hostPort), connections }),
+      'malformed_response',
+    );
     expect(error.details).toMatch(/closed the connection/);
     expect(peer.requests).toBe(2);
     expect(peer.connections).toBe(1);
@@ -836,7 +856,7 @@ describe('redirects', () => {
       response.writeHead(302, { Location: `/hop${received.url.length}` }).end(),
     );
     await expectCode(
-      send(request({ api_url: `${peer.origin}/`, method: 'GET' }), {
+      attempt(request({ api_url: `${peer.origin}/`, method: 'GET' }), {
         allowHosts: allow(peer.hostPort),
         maxRedirects: 3,
       }),
@@ -864,7 +884,10 @@ describe('bounds and failures', () => {
     const silent = await startRawPeer(() => {});
     const started = performance.now();
     await expectCode(
-      send(request({ api_url: silent.origin, method: 'GET' }), { allowHosts: allow(silent.hostPort), timeoutMs: 300 }),
+      attempt(request({ api_url: silent.origin, method: 'GET' }), {
+        allowHosts: allow(silent.hostPort),
+        timeoutMs: 300,
+      }),
       'timeout',
     );
     const elapsed = performance.now() - started;
@@ -883,7 +906,7 @@ describe('bounds and failures', () => {
     const left = budget.remainingMs();
     expect(left).toBeLessThanOrEqual(251);
     const error = await expectCode(
-      send(request({ api_url: silent.origin, method: 'GET' }), {
+      attempt(request({ api_url: silent.origin, method: 'GET' }), {
         allowHosts: allow(silent.hostPort),
         timeoutMs: left,
         boundMs: budget.boundMs,
@@ -901,7 +924,7 @@ describe('bounds and failures', () => {
     });
     const started = performance.now();
     await expectCode(
-      send(request({ api_url: stalling.origin, method: 'GET' }), {
+      attempt(request({ api_url: stalling.origin, method: 'GET' }), {
         allowHosts: allow(stalling.hostPort),
         timeoutMs: 300,
       }),
@@ -913,7 +936,7 @@ describe('bounds and failures', () => {
   it('counts name resolution inside the timeout', async () => {
     const resolver: Resolver = () => new Promise(() => {});
     await expectCode(
-      send(request({ api_url: 'http://slow-dns.example/', method: 'GET' }), {
+      attempt(request({ api_url: 'http://slow-dns.example/', method: 'GET' }), {
         allowHosts: NO_ALLOW_HOSTS,
         resolver,
         timeoutMs: 200,
@@ -930,7 +953,7 @@ describe('bounds and failures', () => {
       response.end();
     });
     const error = await expectCode(
-      send(request({ api_url: big.origin, method: 'GET' }), {
+      attempt(request({ api_url: big.origin, method: 'GET' }), {
         allowHosts: allow(big.hostPort),
         maxResponseBytes: 1024 * 1024,
       }),
@@ -944,7 +967,10 @@ describe('bounds and failures', () => {
       response.end(Buffer.alloc(received.url === '/over' ? 1001 : 1000)),
     );
     const options = { allowHosts: allow(sized.hostPort), maxResponseBytes: 1000 };
-    await expectCode(send(request({ api_url: `${sized.origin}/over`, method: 'GET' }), options), 'response_too_large');
+    await expectCode(
+      attempt(request({ api_url: `${sized.origin}/over`, method: 'GET' }), options),
+      'response_too_large',
+    );
     const response = await send(request({ api_url: `${sized.origin}/exact`, method: 'GET' }), options);
     expect(response.body.length).toBe(1000);
   });
@@ -955,7 +981,7 @@ describe('bounds and failures', () => {
       response.end();
     });
     await expectCode(
-      send(request({ api_url: huge.origin, method: 'GET' }), { allowHosts: allow(huge.hostPort) }),
+      attempt(request({ api_url: huge.origin, method: 'GET' }), { allowHosts: allow(huge.hostPort) }),
       'response_too_large',
     );
   });
@@ -964,14 +990,14 @@ describe('bounds and failures', () => {
     const closed = await startPeer();
     await closed.close();
     await expectCode(
-      send(request({ api_url: closed.origin, method: 'GET' }), { allowHosts: allow(closed.hostPort) }),
+      attempt(request({ api_url: closed.origin, method: 'GET' }), { allowHosts: allow(closed.hostPort) }),
       'unreachable',
     );
   });
 
   it('reports a name that does not resolve as unreachable', async () => {
     await expectCode(
-      send(request({ api_url: 'http://missing.example/', method: 'GET' }), { allowHosts: NO_ALLOW_HOSTS }),
+      attempt(request({ api_url: 'http://missing.example/', method: 'GET' }), { allowHosts: NO_ALLOW_HOSTS }),
       'unreachable',
     );
   });
@@ -979,7 +1005,7 @@ describe('bounds and failures', () => {
   it('reports a response that is not HTTP as malformed', async () => {
     const garbage = await startRawPeer((socket) => socket.end('SSH-2.0-OpenSSH_9.6\r\n\r\n'));
     await expectCode(
-      send(request({ api_url: garbage.origin, method: 'GET' }), { allowHosts: allow(garbage.hostPort) }),
+      attempt(request({ api_url: garbage.origin, method: 'GET' }), { allowHosts: allow(garbage.hostPort) }),
       'malformed_response',
     );
   });
@@ -987,7 +1013,7 @@ describe('bounds and failures', () => {
   it('reports a connection closed before any response as malformed', async () => {
     const hangUp = await startRawPeer((socket) => socket.once('data', () => socket.destroy()));
     await expectCode(
-      send(request({ api_url: hangUp.origin, method: 'GET' }), { allowHosts: allow(hangUp.hostPort) }),
+      attempt(request({ api_url: hangUp.origin, method: 'GET' }), { allowHosts: allow(hangUp.hostPort) }),
       'malformed_response',
     );
   });
@@ -997,7 +1023,7 @@ describe('bounds and failures', () => {
       socket.once('data', () => socket.end('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly a little')),
     );
     await expectCode(
-      send(request({ api_url: truncated.origin, method: 'GET' }), { allowHosts: allow(truncated.hostPort) }),
+      attempt(request({ api_url: truncated.origin, method: 'GET' }), { allowHosts: allow(truncated.hostPort) }),
       'malformed_response',
     );
   });
@@ -1005,7 +1031,7 @@ describe('bounds and failures', () => {
   it('refuses a redirect to a URL that cannot be parsed', async () => {
     const peer = await startPeer((_received, response) => response.writeHead(302, { Location: 'http://[bad' }).end());
     await expectCode(
-      send(request({ api_url: peer.origin, method: 'GET' }), { allowHosts: allow(peer.hostPort) }),
+      attempt(request({ api_url: peer.origin, method: 'GET' }), { allowHosts: allow(peer.hostPort) }),
       'malformed_response',
     );
   });

@@ -21,7 +21,7 @@ describe('chat backend client', () => {
       maxTokens: 5000,
       temperature: 0.3,
     });
-    expect(result).toEqual({ ok: true, response: 'Echo: hello there', model: llm.model });
+    expect(result).toEqual({ ok: true, value: { response: 'Echo: hello there', model: llm.model } });
     expect(llm.requests).toHaveLength(1);
     expect(llm.requests[0]).toMatchObject({ model: llm.model, max_tokens: 64, temperature: 0.3 });
     await chatCompletion(config, { messages: [{ role: 'user', content: 'x' }], maxTokens: 10 });

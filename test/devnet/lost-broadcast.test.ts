@@ -109,7 +109,7 @@ describe.each(['drop', 'error5xx'] as const)('a broadcast lost to %s', (fault) =
     broadcastFault = fault;
     const settlement = await settleClientPayment(db, row.id, direct);
     broadcastFault = 'pass';
-    expect(settlement).toMatchObject({ settled: false, pending: true });
+    expect(settlement).toMatchObject({ kind: 'pending' });
     const pending = (await findRelayTransaction(db, row.id))!;
     expect(pending.state).toBe('settling');
     expect(pending.client_raw_tx).not.toBeNull();
@@ -117,7 +117,7 @@ describe.each(['drop', 'error5xx'] as const)('a broadcast lost to %s', (fault) =
     expect(await knownToChain(pending.client_tx_hash!)).toBe(false);
     expect(await usdc(client())).toBe(before.client);
 
-    const tookMs = await followUntil(async () => (await reconcileSettlement(db, row.id, direct)).settled);
+    const tookMs = await followUntil(async () => (await reconcileSettlement(db, row.id, direct)).kind === 'settled');
     console.log(`${fault}: settled ${tookMs} ms after the lost broadcast, by the follow-up's rebroadcast`);
     expect(tookMs).toBeLessThan(10_000);
     const settled = (await findRelayTransaction(db, row.id))!;
@@ -130,11 +130,11 @@ describe.each(['drop', 'error5xx'] as const)('a broadcast lost to %s', (fault) =
 
   it('a refund whose broadcast was lost is sent again and pays the client back exactly once', async () => {
     const row = await recordedPayment();
-    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ settled: true });
+    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ kind: 'settled' });
     const before = await usdc(client());
     broadcasts.length = 0;
     broadcastFault = fault;
-    expect(await refundClientPayment(db, row.id, direct)).toMatchObject({ refunded: false, pending: true });
+    expect(await refundClientPayment(db, row.id, direct)).toMatchObject({ kind: 'pending' });
     broadcastFault = 'pass';
     expect(await usdc(client())).toBe(before);
     const deps = { ...direct, clock: systemClock };
@@ -144,7 +144,7 @@ describe.each(['drop', 'error5xx'] as const)('a broadcast lost to %s', (fault) =
         .selectAll()
         .where('relay_transaction_id', '=', row.id)
         .executeTakeFirstOrThrow();
-      return (await reconcileRefund(db, refund.id, deps)).refunded;
+      return (await reconcileRefund(db, refund.id, deps)).kind === 'refunded';
     });
     console.log(`${fault}: refund confirmed ${tookMs} ms after its lost broadcast`);
     const refunds = await db.selectFrom('refunds').selectAll().where('relay_transaction_id', '=', row.id).execute();
@@ -175,13 +175,13 @@ describe('a lost broadcast whose nonce another transaction of ours took meanwhil
     const row = await recordedPayment();
     broadcasts.length = 0;
     broadcastFault = 'drop';
-    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ settled: false, pending: true });
+    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ kind: 'pending' });
     broadcastFault = 'pass';
     const lost = (await findRelayTransaction(db, row.id))!;
     await takeOurNextNonce();
 
     const jobDeps = { ...direct, clock: systemClock };
-    const tookMs = await followUntil(async () => (await reconcileSettlement(db, row.id, jobDeps)).settled);
+    const tookMs = await followUntil(async () => (await reconcileSettlement(db, row.id, jobDeps)).kind === 'settled');
     console.log(`settled ${tookMs} ms after the lost broadcast, signed again with a new nonce`);
     const settled = (await findRelayTransaction(db, row.id))!;
     expect(settled.state).toBe('settled');
@@ -193,10 +193,10 @@ describe('a lost broadcast whose nonce another transaction of ours took meanwhil
   });
   it('a refund: the refund job fails it at once (it can never be mined) and its next attempt pays the client back once', async () => {
     const row = await recordedRelayPayment(peers, db, direct, NETWORK, PRICE, { mode: 'relay' });
-    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ settled: true });
+    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ kind: 'settled' });
     const before = await usdc(client());
     broadcastFault = 'drop';
-    expect(await refundClientPayment(db, row.id, direct)).toMatchObject({ refunded: false, pending: true });
+    expect(await refundClientPayment(db, row.id, direct)).toMatchObject({ kind: 'pending' });
     broadcastFault = 'pass';
     const refundsOf = () =>
       db.selectFrom('refunds').selectAll().where('relay_transaction_id', '=', row.id).orderBy('id').execute();
@@ -205,10 +205,10 @@ describe('a lost broadcast whose nonce another transaction of ours took meanwhil
 
     const jobDeps = { ...direct, db, clock: systemClock };
     const first = await followUpRefund(row.id, jobDeps);
-    expect(first, first.details).toMatchObject({ done: false });
+    expect(first, first.details).toMatchObject({ kind: 'look_again' });
     expect(first.details).toMatch(/refund attempt 1 failed: .*can never be mined/);
     expect((await refundsOf())[0]).toMatchObject({ id: lost!.id, status: 'failed' });
-    await followUntil(async () => (await followUpRefund(row.id, jobDeps)).done);
+    await followUntil(async () => (await followUpRefund(row.id, jobDeps)).kind === 'done');
 
     const refunds = await refundsOf();
     expect(refunds.map((refund) => refund.status)).toEqual(['failed', 'confirmed']);

@@ -93,13 +93,13 @@ describe('a broadcast whose nonce another sender of our key took', () => {
     interlopers.length = 0;
     takeNext = 2;
     const settlement = await settleClientPayment(db, row.id, direct);
-    expect(settlement).toMatchObject({ settled: true });
+    expect(settlement).toMatchObject({ kind: 'settled' });
     // Two broadcasts refused (their nonces taken), the third accepted.
     expect(interlopers).toHaveLength(2);
     expect(broadcasts).toHaveLength(3);
     const settled = (await findRelayTransaction(db, row.id))!;
     expect(settled.state).toBe('settled');
-    if (!settlement.settled) return;
+    if (settlement.kind !== 'settled') return;
     expect(settled.client_tx_hash).toBe(settlement.txHash);
     expect(await minedHash(settlement.txHash)).toBe('success');
     expect(await usdc(client())).toBe(before.client - PRICE);
@@ -113,11 +113,11 @@ describe('a broadcast whose nonce another sender of our key took', () => {
   it('a refund whose nonce is taken is sent again and pays the client back exactly once', async () => {
     const row = await recordedPayment();
     const settled = await settleClientPayment(db, row.id, direct);
-    expect(settled).toMatchObject({ settled: true });
+    expect(settled).toMatchObject({ kind: 'settled' });
     const before = await usdc(client());
     takeNext = 1;
     const refund = await refundClientPayment(db, row.id, direct);
-    expect(refund).toMatchObject({ refunded: true });
+    expect(refund).toMatchObject({ kind: 'refunded' });
     expect(await usdc(client())).toBe(before + PRICE);
     const rows = await db.selectFrom('refunds').selectAll().where('relay_transaction_id', '=', row.id).execute();
     expect(rows).toHaveLength(1);
@@ -131,7 +131,7 @@ describe('a broadcast whose nonce another sender of our key took', () => {
     broadcasts.length = 0;
     takeNext = MAX_NONCE_RETRIES + 1;
     const settlement = await settleClientPayment(db, row.id, direct);
-    expect(settlement).toMatchObject({ settled: false, pending: true });
+    expect(settlement).toMatchObject({ kind: 'pending' });
     expect(broadcasts).toHaveLength(MAX_NONCE_RETRIES + 1);
     expect(await usdc(client())).toBe(before);
     takeNext = 0;

@@ -101,7 +101,7 @@ describe.each(NETWORKS)('paying a %s target', (network) => {
         timeoutMs: 5_000,
         pollMs: 20,
       });
-      expect(status).toMatchObject({ ok: true, value: { found: true, failed: false } });
+      expect(status).toMatchObject({ ok: true, value: { kind: 'found', failed: false } });
     }
     const ourBalance = network.startsWith('solana')
       ? await chains.svm.usdcBalance(network, serviceAddress(network))

@@ -118,17 +118,17 @@ describe('a payment whose request died before it was settled', () => {
     };
     expect(await spentOn(db, wallet)).toBe(10_300n);
 
-    expect(await followUpRelay(admitted.value.id, deps)).toMatchObject({ done: false });
+    expect(await followUpRelay(admitted.value.id, deps)).toMatchObject({ kind: 'look_again' });
     expect((await findRelayTransaction(db, admitted.value.id))!.state).toBe('received');
     const abandoned = { ...deps, clock: later(ABANDONED_AFTER_MS + 1) };
-    expect(await followUpRelay(admitted.value.id, abandoned)).toMatchObject({ done: true });
+    expect(await followUpRelay(admitted.value.id, abandoned)).toMatchObject({ kind: 'done' });
     expect(await findRelayTransaction(db, admitted.value.id)).toMatchObject({
       state: 'settle_failed',
       failure_reason: 'abandoned',
       spend_day: null,
     });
     expect(await spentOn(db, wallet)).toBe(0n);
-    expect(await followUpRelay(admitted.value.id, abandoned)).toMatchObject({ done: true });
+    expect(await followUpRelay(admitted.value.id, abandoned)).toMatchObject({ kind: 'done' });
     expect(await spentOn(db, wallet)).toBe(0n);
     const nonceUsed = await chains.evm.authorizationState(
       'base-sepolia',
@@ -151,21 +151,21 @@ describe('a target that charged after its request was gone', () => {
     });
     const decision = decidePayment(required!, { chains, maxAmountMicroUsdc: 1_000_000n });
     if (!decision.ok) throw new Error(decision.details);
-    const signed = await signTargetPayment(deps, decision.choice, { windowSeconds: 60 });
+    const signed = await signTargetPayment(deps, decision.value, { windowSeconds: 60 });
     if (!signed.ok) throw new Error(signed.details);
     await recordTargetPayment(db, id, {
       network: 'base-sepolia',
-      amountMicroUsdc: decision.choice.amountMicroUsdc,
+      amountMicroUsdc: decision.value.amountMicroUsdc,
       paymentRef: signed.value.reference,
       ...signedFacts(signed.value),
     });
     const watched = await watchTargetPayment(db, id, { targetStatus: 402 });
-    expect(await followUpRelay(id, deps)).toMatchObject({ done: false });
+    expect(await followUpRelay(id, deps)).toMatchObject({ kind: 'look_again' });
 
     const paid = await fetch(url, { headers: { 'X-PAYMENT': signed.value.header } });
     expect(paid.status).toBe(200);
     const done = await followUpRelay(id, deps);
-    expect(done).toMatchObject({ done: true, details: expect.stringContaining('the target charged') });
+    expect(done).toMatchObject({ kind: 'done', details: expect.stringContaining('the target charged') });
     const row = (await findRelayTransaction(db, id))!;
     expect(row).toMatchObject({ state: 'delivered', target_tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
     expect(await readPaymentOnChain(chains, targetPaymentOf(row), { now: new Date() })).toMatchObject({
@@ -177,7 +177,7 @@ describe('a target that charged after its request was gone', () => {
       relayTxId: Number(id),
     });
     expect(await followUpRelay(id, deps)).toMatchObject({
-      done: true,
+      kind: 'done',
       details: expect.stringContaining('nothing to do'),
     });
   });
@@ -197,10 +197,10 @@ describe('a refund that cannot be made', () => {
     expect(
       steps
         .slice(0, MAX_REFUND_ATTEMPTS - 1)
-        .every((step) => !step.done && step.details.includes('destination_account_missing')),
+        .every((step) => step.kind !== 'done' && step.details.includes('destination_account_missing')),
     ).toBe(true);
     expect(steps[MAX_REFUND_ATTEMPTS - 1]).toMatchObject({
-      done: true,
+      kind: 'done',
       details: `refund given up after ${MAX_REFUND_ATTEMPTS} attempts`,
     });
     const refunds = await db.selectFrom('refunds').selectAll().where('relay_transaction_id', '=', id).execute();

@@ -250,7 +250,7 @@ describe('a client paying us on solana-devnet', () => {
     const row = await record(header, [requirements]);
 
     const outcome = await settleClientPayment(db, row.id, direct);
-    expect(outcome).toEqual({ settled: true, txHash: expect.stringMatching(/^[1-9A-HJ-NP-Za-km-z]{64,88}$/) });
+    expect(outcome).toEqual({ kind: 'settled', txHash: expect.stringMatching(/^[1-9A-HJ-NP-Za-km-z]{64,88}$/) });
     const after = await balances();
     expect(after.client).toBe(before.client - PRICE_MICRO_USDC);
     expect(after.service).toBe(before.service + PRICE_MICRO_USDC);
@@ -259,10 +259,10 @@ describe('a client paying us on solana-devnet', () => {
     expect(await findRelayTransaction(db, row.id)).toMatchObject({
       state: 'settled',
       settle_method: 'direct',
-      client_tx_hash: outcome.settled && outcome.txHash,
+      client_tx_hash: outcome.kind === 'settled' && outcome.txHash,
     });
-    const status = await chains.svm.signatureStatus(NETWORK, outcome.settled ? outcome.txHash : '');
-    expect(status).toMatchObject({ ok: true, value: { found: true, failed: false } });
+    const status = await chains.svm.signatureStatus(NETWORK, outcome.kind === 'settled' ? outcome.txHash : '');
+    expect(status).toMatchObject({ ok: true, value: { kind: 'found', failed: false } });
 
     // The same X-PAYMENT again: refused by the database before anything, and by the cluster check too.
     expect(await verifyXPayment(header, [requirements], direct)).toMatchObject({
@@ -283,8 +283,8 @@ describe('a client paying us on solana-devnet', () => {
       const before = await balances();
       const row = await record(header, [requirements]);
       const outcome = await settleClientPayment(db, row.id, direct);
-      expect(outcome, kind).toEqual({ settled: true, txHash: expect.any(String) });
-      if (!outcome.settled) return;
+      expect(outcome, kind).toEqual({ kind: 'settled', txHash: expect.any(String) });
+      if (outcome.kind !== 'settled') return;
       const after = await balances();
       expect({ client: after.client, service: after.service, clientLamports: after.clientLamports }, kind).toEqual({
         client: before.client - PRICE_MICRO_USDC,
@@ -320,8 +320,8 @@ describe('a client paying us on solana-devnet', () => {
       const before = await balances();
       const row = await record(header, [requirements], viaFacilitator);
       const outcome = await settleClientPayment(db, row.id, viaFacilitator);
-      expect(outcome, kind).toEqual({ settled: true, txHash: expect.any(String) });
-      if (!outcome.settled) return;
+      expect(outcome, kind).toEqual({ kind: 'settled', txHash: expect.any(String) });
+      if (outcome.kind !== 'settled') return;
       expect(await balances(), kind).toEqual({
         ...before,
         client: before.client - PRICE_MICRO_USDC,
@@ -356,7 +356,7 @@ describe('a client paying us on solana-devnet', () => {
     const before = await balances();
     const row = await record(header, [requirements], viaFacilitator);
     const outcome = await settleClientPayment(db, row.id, viaFacilitator);
-    expect(outcome).toMatchObject({ settled: true });
+    expect(outcome).toMatchObject({ kind: 'settled' });
     const after = await balances();
     expect(after.client).toBe(before.client - PRICE_MICRO_USDC);
     expect(after.service).toBe(before.service + PRICE_MICRO_USDC);
@@ -369,13 +369,13 @@ describe('a client paying us on solana-devnet', () => {
     const { header } = await pay(requirements);
     const before = await balances();
     const row = await record(header, [requirements], viaFacilitator);
-    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ settled: false, reason: 'invalid_offer' });
+    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ kind: 'failed', reason: 'invalid_offer' });
     expect(await findRelayTransaction(db, row.id)).toMatchObject({
       state: 'settle_failed',
       failure_reason: 'invalid_offer',
       client_tx_hash: null,
     });
-    expect(await refundClientPayment(db, row.id, direct)).toMatchObject({ refunded: false, reason: 'not_refundable' });
+    expect(await refundClientPayment(db, row.id, direct)).toMatchObject({ kind: 'failed', reason: 'not_refundable' });
     expect(await balances()).toEqual(before);
   });
 
@@ -384,10 +384,10 @@ describe('a client paying us on solana-devnet', () => {
     const { header } = await pay(requirements);
     const before = await balances();
     const row = await record(header, [requirements]);
-    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ settled: true });
+    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ kind: 'settled' });
 
     const refund = await refundClientPayment(db, row.id, direct);
-    expect(refund).toMatchObject({ refunded: true, network: NETWORK, method: 'direct', alreadyRequested: false });
+    expect(refund).toMatchObject({ kind: 'refunded', network: NETWORK, method: 'direct', alreadyRequested: false });
     const afterRefund = await balances();
     expect(afterRefund.client).toBe(before.client);
     expect(afterRefund.service).toBe(before.service);

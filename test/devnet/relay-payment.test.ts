@@ -191,8 +191,8 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     const row = await recorded(network, header);
 
     const outcome = await settleClientPayment(db, row.id, direct);
-    expect(outcome).toEqual({ settled: true, txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
-    if (!outcome.settled) return;
+    expect(outcome).toEqual({ kind: 'settled', txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
+    if (outcome.kind !== 'settled') return;
     const after = await balances(network);
     expect(after.client).toBe(before.client - PRICE_MICRO_USDC);
     expect(after.service).toBe(before.service + PRICE_MICRO_USDC);
@@ -223,18 +223,21 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     const calls = peers.facilitator.calls.length;
 
     const outcome = await settleClientPayment(db, row.id, viaFacilitator);
-    expect(outcome).toEqual({ settled: true, txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
+    expect(outcome).toEqual({ kind: 'settled', txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
     const after = await balances(network);
     expect(after.client).toBe(before.client - PRICE_MICRO_USDC);
     expect(after.service).toBe(before.service + PRICE_MICRO_USDC);
     expect(after.serviceWei).toBe(before.serviceWei);
     const settleCalls = peers.facilitator.calls.slice(calls).filter((call) => call.path === '/settle');
     expect(settleCalls).toHaveLength(1);
-    expect(settleCalls[0]!.answer).toMatchObject({ success: true, transaction: outcome.settled ? outcome.txHash : '' });
+    expect(settleCalls[0]!.answer).toMatchObject({
+      success: true,
+      transaction: outcome.kind === 'settled' ? outcome.txHash : '',
+    });
     expect(await findRelayTransaction(db, row.id)).toMatchObject({
       state: 'settled',
       settle_method: 'facilitator',
-      client_tx_hash: outcome.settled && outcome.txHash,
+      client_tx_hash: outcome.kind === 'settled' && outcome.txHash,
     });
   });
 
@@ -248,7 +251,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     expect(again).toMatchObject({ ok: false, reason: 'nonce_already_used' });
     expect(await balances(network)).toEqual(before);
 
-    expect(await settleClientPayment(db, first.id, direct)).toMatchObject({ settled: true });
+    expect(await settleClientPayment(db, first.id, direct)).toMatchObject({ kind: 'settled' });
     expect((await balances(network)).client).toBe(before.client - PRICE_MICRO_USDC);
   });
 
@@ -284,14 +287,14 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     // The chain holds the settlement in its mempool, so its receipt cannot arrive within the wait.
     const txHash = await withMempoolHeld(network, async () => {
       const outcome = await settleClientPayment(db, row.id, impatient);
-      expect(outcome).toEqual({ settled: false, pending: true, txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
+      expect(outcome).toEqual({ kind: 'pending', txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
       const hash = 'txHash' in outcome ? outcome.txHash : undefined;
       expect(await findRelayTransaction(db, row.id)).toMatchObject({ state: 'settling', client_tx_hash: hash });
       return hash;
     });
 
     const reconciled = await reconcileSettlement(db, row.id, direct);
-    expect(reconciled).toEqual({ settled: true, txHash });
+    expect(reconciled).toEqual({ kind: 'settled', txHash });
     expect(await findRelayTransaction(db, row.id)).toMatchObject({ state: 'settled' });
     expect((await balances(network)).client).toBe(before.client - PRICE_MICRO_USDC);
   });
@@ -308,7 +311,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
       body: JSON.stringify({ x402Version: 1, paymentPayload: first.payment, paymentRequirements: requirements }),
     }).then((response) => response.json() as Promise<{ transaction: string }>);
     expect(await reconcileSettlement(db, row.id, direct)).toEqual({
-      settled: true,
+      kind: 'settled',
       txHash: settledElsewhere.transaction,
     });
 
@@ -326,7 +329,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     if (!staleRow.ok) throw new Error('not recorded');
     await claimSettlement(db, staleRow.value.id, 'direct');
     expect(await reconcileSettlement(db, staleRow.value.id, direct)).toMatchObject({
-      settled: false,
+      kind: 'failed',
       reason: 'expired',
     });
     expect(await findRelayTransaction(db, staleRow.value.id)).toMatchObject({
@@ -340,15 +343,15 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     const { header } = await sign(requirements);
     const before = await balances(network);
     const row = await recorded(network, header);
-    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ settled: true });
+    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ kind: 'settled' });
     expect(await refundClientPayment(db, row.id + 1_000_000n, direct)).toMatchObject({
-      refunded: false,
+      kind: 'failed',
       reason: 'not_found',
     });
 
     const refund = await refundClientPayment(db, row.id, direct);
     expect(refund).toEqual({
-      refunded: true,
+      kind: 'refunded',
       refundId: expect.any(BigInt),
       txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/),
       network,
@@ -372,7 +375,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
         method: 'direct',
         recipient: client(),
         amount_micro: PRICE_MICRO_USDC,
-        tx_hash: refund.refunded && refund.txHash,
+        tx_hash: refund.kind === 'refunded' && refund.txHash,
       },
     ]);
   });
@@ -382,7 +385,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     const { header } = await sign(requirements);
     const before = await balances(network);
     const row = await recorded(network, header);
-    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ settled: true });
+    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ kind: 'settled' });
     const [first, second] = await Promise.all([
       refundClientPayment(db, row.id, direct),
       refundClientPayment(db, row.id, direct),
@@ -404,7 +407,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     const { header } = await sign(requirements);
     const before = await balances(network);
     const row = await recorded(network, header);
-    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ settled: true });
+    expect(await settleClientPayment(db, row.id, direct)).toMatchObject({ kind: 'settled' });
     const impatient: Settling = {
       ...direct,
       paymentBounds: { ...DEFAULT_PAYMENT_BOUNDS, confirmationTimeoutMs: 1, confirmationPollMs: 1_000 },
@@ -413,8 +416,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     const refund = await withMempoolHeld(network, async () => {
       const pending = await refundClientPayment(db, row.id, impatient);
       expect(pending).toMatchObject({
-        refunded: false,
-        pending: true,
+        kind: 'pending',
         txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/),
         alreadyRequested: false,
       });
@@ -422,9 +424,9 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
       expect(await refundClientPayment(db, row.id, impatient)).toEqual({ ...pending, alreadyRequested: true });
       return pending;
     });
-    if (!('pending' in refund) || refund.pending !== true) throw new Error('the refund was not pending');
+    if (refund.kind !== 'pending') throw new Error('the refund was not pending');
     expect(await reconcileRefund(db, refund.refundId, direct)).toMatchObject({
-      refunded: true,
+      kind: 'refunded',
       txHash: refund.txHash,
       refundId: refund.refundId,
     });
@@ -436,7 +438,7 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     const requirements = await offer(network);
     const row = await recorded(network, (await sign(requirements)).header);
     const before = await balances(network);
-    expect(await refundClientPayment(db, row.id, direct)).toMatchObject({ refunded: false, reason: 'not_refundable' });
+    expect(await refundClientPayment(db, row.id, direct)).toMatchObject({ kind: 'failed', reason: 'not_refundable' });
     expect(await balances(network)).toEqual(before);
     expect(await db.selectFrom('refunds').select('id').where('relay_transaction_id', '=', row.id).execute()).toEqual(
       [],

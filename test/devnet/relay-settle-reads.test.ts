@@ -53,7 +53,7 @@ describe('settling through the facilitator', () => {
     const row = await recordedPayment();
     sent.length = 0;
     const outcome = await settleClientPayment(db, row.id, viaFacilitator, { verifiedJustNow: true });
-    expect(outcome).toEqual({ settled: true, txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
+    expect(outcome).toEqual({ kind: 'settled', txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
     expect(sent.filter((method) => method === 'eth_call' || method === 'eth_getCode')).toEqual([]);
     expect(sent.filter((method) => method === 'eth_getTransactionReceipt')).toHaveLength(1);
     expect(await findRelayTransaction(db, row.id)).toMatchObject({ state: 'settled' });
@@ -63,7 +63,7 @@ describe('settling through the facilitator', () => {
   it('a payment settled later reads the chain again first (nonce, balance, dry run)', async () => {
     const row = await recordedPayment();
     sent.length = 0;
-    expect(await settleClientPayment(db, row.id, viaFacilitator)).toMatchObject({ settled: true });
+    expect(await settleClientPayment(db, row.id, viaFacilitator)).toMatchObject({ kind: 'settled' });
     expect(sent.filter((method) => method === 'eth_call')).toHaveLength(3);
   });
 
@@ -71,7 +71,7 @@ describe('settling through the facilitator', () => {
     const row = await recordedPayment(viaFacilitator.paymentBounds.settleMarginSeconds - 1);
     sent.length = 0;
     const outcome = await settleClientPayment(db, row.id, viaFacilitator, { verifiedJustNow: true });
-    expect(outcome).toMatchObject({ settled: false, reason: 'expired' });
+    expect(outcome).toMatchObject({ kind: 'failed', reason: 'expired' });
     expect(sent).toEqual([]);
     expect(await findRelayTransaction(db, row.id)).toMatchObject({ state: 'settle_failed' });
   });

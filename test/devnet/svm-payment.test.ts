@@ -177,7 +177,10 @@ describe('buildExactPayment', () => {
     const signature = await coSignAndSend(built.payment.payload.transaction);
 
     const status = await chains.waitForSignature(NETWORK, signature, { timeoutMs: 5_000, pollMs: 20 });
-    expect(status).toMatchObject({ ok: true, value: { found: true, failed: false, confirmationStatus: 'finalized' } });
+    expect(status).toMatchObject({
+      ok: true,
+      value: { kind: 'found', failed: false, confirmationStatus: 'finalized' },
+    });
     expect(await ledger.usdcBalance(payer.address)).toBe(before.payer - amount);
     expect(await ledger.usdcBalance(payTo.address)).toBe(before.payTo + amount);
     expect(await chains.usdcBalance(NETWORK, payer.address)).toEqual({ ok: true, value: before.payer - amount });
@@ -209,7 +212,7 @@ describe('buildExactPayment', () => {
     expect(settled).toMatchObject({ success: true, network: NETWORK, payer: payer.address });
     expect(await chains.signatureStatus(NETWORK, settled.transaction)).toMatchObject({
       ok: true,
-      value: { found: true, failed: false },
+      value: { kind: 'found', failed: false },
     });
     expect(await ledger.usdcBalance(payTo.address)).toBe(before + 7n);
   });
@@ -269,12 +272,12 @@ describe('buildExactPayment', () => {
 
   it('answers signature statuses: unknown signatures are not found, malformed ones are refused', async () => {
     const unknown = getBase58Decoder().decode(new Uint8Array(64).fill(7));
-    expect(await chains.signatureStatus(NETWORK, unknown)).toEqual({ ok: true, value: { found: false } });
+    expect(await chains.signatureStatus(NETWORK, unknown)).toEqual({ ok: true, value: { kind: 'not_found' } });
     expect(await chains.signatureStatus(NETWORK, 'nope')).toMatchObject({ ok: false, reason: 'invalid_argument' });
     const started = Date.now();
     expect(await chains.waitForSignature(NETWORK, unknown, { timeoutMs: 200, pollMs: 20 })).toEqual({
       ok: true,
-      value: { found: false },
+      value: { kind: 'not_found' },
     });
     expect(Date.now() - started).toBeLessThan(2_000);
   });
@@ -480,8 +483,8 @@ describe('payments from clients: the shapes we accept and refuse', () => {
     // What landed is the client's legacy message, with the fee payer's signature in the first slot.
     const landed = await chains.transactionSignatures(NETWORK, settled.transaction);
     const sent = getTransactionDecoder().decode(getBase64Encoder().encode(payment.payload.transaction));
-    expect(landed).toMatchObject({ ok: true, value: { found: true, failed: false } });
-    if (!landed.ok || !landed.value.found) return;
+    expect(landed).toMatchObject({ ok: true, value: { kind: 'found', failed: false } });
+    if (!landed.ok || landed.value.kind !== 'found') return;
     expect(Object.keys(landed.value.signatures)).toEqual([feePayer.address, payer.address]);
     expect(landed.value.signatures[feePayer.address]).toBe(settled.transaction);
     expect(landed.value.signatures[payer.address]).toBe(getBase58Decoder().decode(sent.signatures[payer.address]!));

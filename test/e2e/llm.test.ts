@@ -205,7 +205,7 @@ describe('a chat payment its request left half-way', () => {
       targetMethod: 'POST',
     });
     if (!recorded.ok) throw new Error(recorded.details);
-    if (settle) expect((await settleClientPayment(deps.db, recorded.value.id, deps)).settled).toBe(true);
+    if (settle) expect((await settleClientPayment(deps.db, recorded.value.id, deps)).kind).toBe('settled');
     // Its request is long gone.
     await deps.db
       .updateTable('relay_transactions')

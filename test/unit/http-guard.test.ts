@@ -26,7 +26,7 @@ function tableResolver(table: Record<string, string[]>): Resolver & { calls: str
 
 function allow(list: string): AllowHosts {
   const parsed = parseAllowHosts(list);
-  if (!parsed.ok) throw parsed.error;
+  if (!parsed.ok) throw new Error(parsed.details);
   return parsed.value;
 }
 
@@ -193,8 +193,8 @@ describe('checkUrl', () => {
   ])('refuses the literal host of %s without resolving it', async (url) => {
     const resolver = tableResolver({});
     const check = await checkUrl(url, resolver, NO_ALLOW_HOSTS);
-    expect(check.allowed).toBe(false);
-    if (!check.allowed) expect(check.error.code).toBe('ssrf_blocked');
+    expect(check.ok).toBe(false);
+    if (!check.ok) expect(check.reason).toBe('ssrf_blocked');
     expect(resolver.calls).toEqual([]);
   });
 
@@ -217,23 +217,23 @@ describe('checkUrl', () => {
       tableResolver({ 'target.example': [address] }),
       NO_ALLOW_HOSTS,
     );
-    expect(check).toMatchObject({ allowed: false, address, reason, error: { code: 'ssrf_blocked' } });
+    expect(check).toMatchObject({ ok: false, address, addressReason: reason, reason: 'ssrf_blocked' });
   });
 
   it('refuses a host name when any one of its addresses is forbidden', async () => {
     const resolver = tableResolver({ 'mixed.example': ['8.8.8.8', '2606:4700::1111', '10.0.0.5'] });
     const check = await checkUrl('http://mixed.example/', resolver, NO_ALLOW_HOSTS);
-    expect(check).toMatchObject({ allowed: false, address: '10.0.0.5', reason: 'private' });
-    if (!check.allowed) expect(check.error.details).toContain('mixed.example resolves to 10.0.0.5');
+    expect(check).toMatchObject({ ok: false, address: '10.0.0.5', addressReason: 'private' });
+    if (!check.ok) expect(check.details).toContain('mixed.example resolves to 10.0.0.5');
   });
 
   it('allows a host name whose addresses are all public and returns them for the connection', async () => {
     const resolver = tableResolver({ 'public.example': ['8.8.8.8', '2606:4700::1111', '64:ff9b::808:808'] });
     const check = await checkUrl('https://public.example/x?y=1', resolver, NO_ALLOW_HOSTS);
-    expect(check.allowed).toBe(true);
-    if (!check.allowed) return;
-    expect(check.target).toMatchObject({ hostname: 'public.example', port: 443, allowListed: false });
-    expect(check.target.addresses).toEqual([
+    expect(check.ok).toBe(true);
+    if (!check.ok) return;
+    expect(check.value).toMatchObject({ hostname: 'public.example', port: 443, allowListed: false });
+    expect(check.value.addresses).toEqual([
       { address: '8.8.8.8', family: 4 },
       { address: '2606:4700::1111', family: 6 },
       { address: '64:ff9b::808:808', family: 6 },
@@ -245,7 +245,7 @@ describe('checkUrl', () => {
     'allows the public literal %s',
     async (url) => {
       const check = await checkUrl(url, tableResolver({}), NO_ALLOW_HOSTS);
-      expect(check.allowed).toBe(true);
+      expect(check.ok).toBe(true);
     },
   );
 
@@ -261,14 +261,14 @@ describe('checkUrl', () => {
     ['http://[::1/', 'invalid_url'],
   ])('refuses %s with %s', async (url, code) => {
     const check = await checkUrl(url, tableResolver({}), NO_ALLOW_HOSTS);
-    expect(check).toMatchObject({ allowed: false, error: { code } });
+    expect(check).toMatchObject({ ok: false, reason: code });
   });
 
   it('reports a name that does not resolve as unreachable', async () => {
     const check = await checkUrl('http://nowhere.example/', tableResolver({}), NO_ALLOW_HOSTS);
-    expect(check).toMatchObject({ allowed: false, error: { code: 'unreachable' } });
+    expect(check).toMatchObject({ ok: false, reason: 'unreachable' });
     const empty = await checkUrl('http://empty.example/', tableResolver({ 'empty.example': [] }), NO_ALLOW_HOSTS);
-    expect(empty).toMatchObject({ allowed: false, error: { code: 'unreachable' } });
+    expect(empty).toMatchObject({ ok: false, reason: 'unreachable' });
   });
 
   it('refuses a resolver answer that is not an IP address', async () => {
@@ -277,13 +277,13 @@ describe('checkUrl', () => {
       tableResolver({ 'odd.example': ['localhost'] }),
       NO_ALLOW_HOSTS,
     );
-    expect(check).toMatchObject({ allowed: false, reason: 'not_an_ip_address' });
+    expect(check).toMatchObject({ ok: false, addressReason: 'not_an_ip_address' });
   });
 
   it('exempts exactly the allow-listed host and port', async () => {
     const allowHosts = allow('127.0.0.1:4010,localhost:4011,[::1]:4012');
     const resolver = tableResolver({ localhost: ['127.0.0.1', '::1'] });
-    const decisions = async (url: string) => (await checkUrl(url, resolver, allowHosts)).allowed;
+    const decisions = async (url: string) => (await checkUrl(url, resolver, allowHosts)).ok;
     expect(await decisions('http://127.0.0.1:4010/')).toBe(true);
     expect(await decisions('http://2130706433:4010/')).toBe(true);
     expect(await decisions('https://127.0.0.1:4010/')).toBe(true);
@@ -302,8 +302,8 @@ describe('checkUrl', () => {
     const resolver = tableResolver({ localhost: ['127.0.0.1'] });
     const check = await checkUrl('http://localhost:4011/', resolver, allow('localhost:4011'));
     expect(check).toMatchObject({
-      allowed: true,
-      target: { allowListed: true, addresses: [{ address: '127.0.0.1', family: 4 }] },
+      ok: true,
+      value: { allowListed: true, addresses: [{ address: '127.0.0.1', family: 4 }] },
     });
     expect(resolver.calls).toEqual(['localhost']);
   });
@@ -332,7 +332,7 @@ describe('parseAllowHosts', () => {
     '[::1]',
   ])('refuses %j: every entry names one port', (entry) => {
     const parsed = parseAllowHosts(`127.0.0.1:4010,${entry}`);
-    expect(parsed).toMatchObject({ ok: false, error: { code: 'invalid_allow_host' } });
-    if (!parsed.ok) expect(parsed.error.details).toContain(JSON.stringify(entry));
+    expect(parsed).toMatchObject({ ok: false, reason: 'invalid_allow_host' });
+    if (!parsed.ok) expect(parsed.details).toContain(JSON.stringify(entry));
   });
 });

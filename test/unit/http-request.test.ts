@@ -3,14 +3,14 @@ import { buildTargetRequest, type CallRequest, type TargetRequest } from '../../
 
 function built(call: CallRequest, paymentHeader?: string): TargetRequest {
   const result = buildTargetRequest(call, { paymentHeader });
-  if (!result.ok) throw result.error;
+  if (!result.ok) throw new Error(`${result.reason}: ${result.details}`);
   return result.value;
 }
 
 function refusal(call: CallRequest) {
   const result = buildTargetRequest(call);
   if (result.ok) throw new Error(`expected a refusal, built ${JSON.stringify(result.value)}`);
-  return result.error;
+  return result;
 }
 
 const target = 'https://api.example/v1/items';
@@ -77,7 +77,7 @@ describe('buildTargetRequest bodies', () => {
     [{ json: {}, payload: {} }, 'json and payload'],
   ])('refuses two body fields and names them: %j', (fields, named) => {
     const error = refusal({ api_url: target, method: 'POST', ...fields });
-    expect(error.code).toBe('conflicting_body_fields');
+    expect(error.reason).toBe('conflicting_body_fields');
     expect(error.details).toContain(named);
   });
 });
@@ -176,13 +176,13 @@ describe('buildTargetRequest URL, headers and credentials', () => {
     [{ method: 'TRACE' }, 'invalid_method'],
     [{ api_url: 'not a url' }, 'invalid_url'],
   ])('refuses %j with %s', (fields, code) => {
-    expect(refusal({ api_url: target, method: 'GET', ...fields }).code).toBe(code);
+    expect(refusal({ api_url: target, method: 'GET', ...fields }).reason).toBe(code);
   });
 
   it('refuses our own payment header when it carries a line break', () => {
     expect(buildTargetRequest({ api_url: target, method: 'GET' }, { paymentHeader: 'a\r\nb: c' })).toMatchObject({
       ok: false,
-      error: { code: 'invalid_header' },
+      reason: 'invalid_header',
     });
   });
 

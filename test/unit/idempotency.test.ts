@@ -16,8 +16,8 @@ const v2 = (payload: object): DecodedClientPayment =>
 
 describe('Idempotency-Key', () => {
   it('is optional, one value of 1 to 255 printable ASCII characters without spaces', () => {
-    expect(readIdempotencyKey(undefined)).toEqual({ ok: true, key: undefined });
-    expect(readIdempotencyKey('3f1c-ok_key:1~')).toEqual({ ok: true, key: '3f1c-ok_key:1~' });
+    expect(readIdempotencyKey(undefined)).toEqual({ ok: true, value: undefined });
+    expect(readIdempotencyKey('3f1c-ok_key:1~')).toEqual({ ok: true, value: '3f1c-ok_key:1~' });
     expect(readIdempotencyKey('k'.repeat(255))).toMatchObject({ ok: true });
     for (const bad of ['', 'k'.repeat(256), 'a b', 'tab\there', 'é', ['a', 'b']])
       expect(readIdempotencyKey(bad)).toMatchObject({ ok: false, details: expect.stringContaining('Idempotency-Key') });

@@ -235,7 +235,7 @@ async function payFor(target: TargetResponse, windowSeconds = 120): Promise<Targ
     clock: { now: () => NOW },
     balances: { evmShortage: () => Promise.resolve(undefined) },
   } as unknown as Parameters<typeof signTargetPayment>[0];
-  const signed = await signTargetPayment(deps, decision.choice, { windowSeconds });
+  const signed = await signTargetPayment(deps, decision.value, { windowSeconds });
   if (!signed.ok) throw new Error(`${signed.reason}: ${signed.details}`);
   return signed.value;
 }

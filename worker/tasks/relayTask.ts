@@ -25,7 +25,7 @@ export function followUpTask<N extends 'relay_watch' | 'relay_refund'>(
     const id = parseRelayPayload(task, payload);
     const log = deps.log.child({ task, relayTransactionId: String(id) });
     const result = await step(id, deps);
-    if (result.done) {
+    if (result.kind === 'done') {
       log.info({ details: result.details }, 'relay transaction followed up');
       return;
     }

@@ -55,12 +55,12 @@ async function ourTransaction(
   const status = await chains.svm.signatureStatus(network, signature);
   if (!status.ok) return { state: status.reason === 'invalid_argument' ? 'open' : 'unknown', details: status.details };
   const confirmed =
-    status.value.found &&
+    status.value.kind === 'found' &&
     (status.value.confirmationStatus === 'confirmed' || status.value.confirmationStatus === 'finalized');
   if (!confirmed) return { state: 'open', details: `transaction ${signature} not confirmed yet` };
   const transaction = await chains.svm.transactionSignatures(network, signature);
   if (!transaction.ok) return { state: 'unknown', details: transaction.details };
-  if (!transaction.value.found || transaction.value.signatures[payment.payer] !== payment.payerSignature) {
+  if (transaction.value.kind !== 'found' || transaction.value.signatures[payment.payer] !== payment.payerSignature) {
     // Not our transfer: the report is ignored and the payment's own expiry decides.
     return { state: 'open', details: `transaction ${signature} does not carry our signature` };
   }

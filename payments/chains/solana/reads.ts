@@ -15,10 +15,11 @@ import { usdcAccountOf } from './transactions';
 export const DEFAULT_CONFIRMATION_TIMEOUT_MS = 30_000;
 export const DEFAULT_CONFIRMATION_POLL_MS = 400;
 
+/** not_found: the cluster does not know the signature (yet, or any more). */
 export type SignatureStatus =
-  | { found: false }
+  | { kind: 'not_found' }
   | {
-      found: true;
+      kind: 'found';
       slot: bigint;
       confirmationStatus: 'processed' | 'confirmed' | 'finalized' | null;
       failed: boolean;
@@ -26,7 +27,7 @@ export type SignatureStatus =
     };
 
 export type TransactionSignatures =
-  { found: false } | { found: true; failed: boolean; signatures: Record<string, string | null> };
+  { kind: 'not_found' } | { kind: 'found'; failed: boolean; signatures: Record<string, string | null> };
 
 export interface SvmReads {
   usdcBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>>;
@@ -81,9 +82,9 @@ export function createSvmReads(rpc: SvmRpc): SvmReads {
         .getSignatureStatuses([signature], { searchTransactionHistory: true })
         .send(bounded());
       const status = value[0];
-      if (!status) return ok({ found: false });
+      if (!status) return ok({ kind: 'not_found' });
       return ok({
-        found: true,
+        kind: 'found',
         slot: status.slot,
         confirmationStatus: status.confirmationStatus,
         failed: status.err !== null,
@@ -109,14 +110,14 @@ export function createSvmReads(rpc: SvmRpc): SvmReads {
           commitment: 'confirmed',
         })
         .send(bounded());
-      if (!found) return ok({ found: false });
+      if (!found) return ok({ kind: 'not_found' });
       const wire = getBase64Encoder().encode(found.transaction[0]);
       const transaction = getTransactionDecoder().decode(wire);
       const decoder = getBase58Decoder();
       const signatures: Record<string, string | null> = {};
       for (const [address, bytes] of Object.entries(transaction.signatures))
         signatures[address] = bytes ? decoder.decode(bytes) : null;
-      return ok({ found: true, failed: found.meta?.err != null, signatures });
+      return ok({ kind: 'found', failed: found.meta?.err != null, signatures });
     } catch (error) {
       return rpcFailure(error);
     }
@@ -145,7 +146,7 @@ export function createSvmReads(rpc: SvmRpc): SvmReads {
       const status = await signatureStatus(network, signature);
       if (!status.ok) return status;
       const settled =
-        status.value.found &&
+        status.value.kind === 'found' &&
         (status.value.confirmationStatus === 'confirmed' || status.value.confirmationStatus === 'finalized');
       if (settled || Date.now() + pollMs > deadline) return status;
       await new Promise((resolve) => setTimeout(resolve, pollMs));

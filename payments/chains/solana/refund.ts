@@ -28,7 +28,7 @@ export async function sendSolanaRefund<O>(
   const { transaction, signature, blockhash } = built.value;
   if (!(await refund.storeTransaction(signature, { blockhash }))) return refund.asRecorded();
   const sent = await sendSolanaTransaction(deps, network, transaction);
-  if (!sent.sent && sent.refused) return refund.failed('broadcast_refused', sent.details);
+  if (sent.kind === 'refused') return refund.failed('broadcast_refused', sent.details);
   const confirmation = await waitForConfirmation(deps, network, signature, {
     timeoutMs: limits.confirmationTimeoutMs,
     pollMs: limits.confirmationPollMs,

@@ -33,7 +33,7 @@ export async function settleSolanaDirectly<O>(
   const signature = getSignatureFromTransaction(signed);
   if (!(await record.storeTransaction({ hash: signature }))) return record.asRecorded();
   const sent = await sendSolanaTransaction(deps, network, signed);
-  if (!sent.sent && sent.refused) return record.failed('broadcast_refused', sent.details);
+  if (sent.kind === 'refused') return record.failed('broadcast_refused', sent.details);
   const confirmation = await waitForConfirmation(deps, network, signature, {
     timeoutMs: limits.confirmationTimeoutMs,
     pollMs: limits.confirmationPollMs,

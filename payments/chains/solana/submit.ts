@@ -35,8 +35,9 @@ const REFUND_COMPUTE_UNIT_LIMIT_BASE = 20_000;
 /** The refund's compute unit limit varies with the relay transaction id, so two refunds of the same amount to the same payer are distinct transactions. */
 const REFUND_COMPUTE_UNIT_LIMIT_SPREAD = 100_000n;
 
+/** refused: the node did not take it (definite); unknown: it may have been forwarded, the cluster tells later. */
 export type SendOutcome =
-  { sent: true } | { sent: false; refused: true; details: string } | { sent: false; refused: false; details: string };
+  { kind: 'sent' } | { kind: 'refused'; details: string } | { kind: 'unknown'; details: string };
 
 /**
  * Sends a fully signed transaction. A preflight refusal is definite (the node did not forward it);
@@ -48,7 +49,7 @@ export async function sendSolanaTransaction(
   transaction: Transaction,
 ): Promise<SendOutcome> {
   const clients = clientsOf(deps, network);
-  if (!clients) return { sent: false, refused: true, details: `${network} is not an enabled Solana network` };
+  if (!clients) return { kind: 'refused', details: `${network} is not an enabled Solana network` };
   try {
     await clients.rpc
       .sendTransaction(getBase64EncodedWireTransaction(transaction), {
@@ -56,12 +57,12 @@ export async function sendSolanaTransaction(
         preflightCommitment: 'confirmed',
       })
       .send(bounded(deps.paymentBounds));
-    return { sent: true };
+    return { kind: 'sent' };
   } catch (error) {
     const details = error instanceof Error ? error.message : String(error);
     if (isSolanaError(error, SOLANA_ERROR__JSON_RPC__SERVER_ERROR_SEND_TRANSACTION_PREFLIGHT_FAILURE))
-      return { sent: false, refused: true, details };
-    return { sent: false, refused: false, details };
+      return { kind: 'refused', details };
+    return { kind: 'unknown', details };
   }
 }
 
@@ -88,7 +89,7 @@ export async function readConfirmation(
 }
 
 function confirmationOf(status: Awaited<ReturnType<Deps['chains']['svm']['signatureStatus']>>): ConfirmationOutcome {
-  if (!status.ok || !status.value.found) return { status: 'pending' };
+  if (!status.ok || status.value.kind !== 'found') return { status: 'pending' };
   const { confirmationStatus, failed, err } = status.value;
   if (confirmationStatus !== 'confirmed' && confirmationStatus !== 'finalized') return { status: 'pending' };
   return failed ? { status: 'failed', details: describe(err) } : { status: 'confirmed' };
