@@ -5,6 +5,7 @@
  */
 import { sql, type RawBuilder } from 'kysely';
 import type { Db, Tx } from '../db/index';
+import { fail, ok, type Failure, type Ok } from './result';
 
 export async function grantCredits(
   db: Db,
@@ -54,9 +55,14 @@ interface ReservationRequest {
   systemDailyLimitCredits: bigint;
 }
 
-export type ReservationResult =
-  | { reserved: true }
-  | { reserved: false; reason: ReservationRefusal; spentCredits: bigint; limitCredits: bigint; balanceCredits: bigint };
+/** A refused reservation: the counter that refused (or the balance), with its figures. */
+export type ReservationRefused = Failure<ReservationRefusal> & {
+  spentCredits: bigint;
+  limitCredits: bigint;
+  balanceCredits: bigint;
+};
+
+export type ReservationResult = Ok<true> | ReservationRefused;
 
 export interface ReservationRow {
   reserved: boolean;
@@ -92,14 +98,13 @@ export function reserveCreditsCall(request: ReservationRequest): RawBuilder<Rese
 }
 
 export function reservationResultOf(row: ReservationRow): ReservationResult {
-  if (row.reserved) return { reserved: true };
+  if (row.reserved) return ok(true);
   const { reason, spent_credits, limit_credits, balance_credits } = row;
   // reserve_credits fills every column of a refusal; a null is a broken function, not a refusal.
   if (reason === null || spent_credits === null || limit_credits === null || balance_credits === null)
     throw new Error(`reserve_credits refused without its figures: ${JSON.stringify({ reason })}`);
   return {
-    reserved: false,
-    reason,
+    ...fail(reason, `${reason}: ${spent_credits} of ${limit_credits} credits used, ${balance_credits} left`),
     spentCredits: spent_credits,
     limitCredits: limit_credits,
     balanceCredits: balance_credits,

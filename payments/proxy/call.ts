@@ -11,7 +11,7 @@
 import type { Deps } from '../deps';
 import type { AuthenticatedKey } from '../accounts';
 import { utcDay } from '../clock';
-import type { ReservationRefusal, ReservationResult } from '../credits';
+import type { ReservationRefusal, ReservationRefused } from '../credits';
 import { proxyCredits } from '../fees';
 import { CREDITS_PER_USDC, formatUnits, MICRO_PER_CREDIT, parseUsdc } from '../money';
 import { randomNonce } from '../chains/evm';
@@ -172,10 +172,10 @@ async function payAndRetry(
     },
     signed,
   );
-  if (!reservation.reserved) return refusal(reservation, totalCredits, input.key, choice);
+  if (!reservation.ok) return refusal(reservation, totalCredits, input.key, choice);
 
   try {
-    return await sendAndSettle(deps, input, choice, reference, reservation.id, payment, signed, budget);
+    return await sendAndSettle(deps, input, choice, reference, reservation.value.id, payment, signed, budget);
   } catch (error) {
     // The payment may have left (a database write after the paid call failed): the watch job reads
     // the chain and charges or releases; the client gets the record to poll rather than a 500.
@@ -350,7 +350,7 @@ const LIMIT_ERRORS: Record<ReservationRefusal, string> = {
 };
 
 function refusal(
-  result: Extract<ReservationResult, { reserved: false }>,
+  result: ReservationRefused,
   credits: bigint,
   key: AuthenticatedKey,
   choice: PaymentChoice,

@@ -11,7 +11,8 @@ import { firstRow } from '../../db/rows';
 import { runPrepared } from '../../db/prepared';
 import type { ProxyPaymentsTable } from '../../db/schema';
 import type { AuthenticatedKey } from '../accounts';
-import { reservationResultOf, reserveCreditsCall, type ReservationResult, type ReservationRow } from '../credits';
+import { reservationResultOf, reserveCreditsCall, type ReservationRefused, type ReservationRow } from '../credits';
+import { ok, type Ok } from '../result';
 import { addJob, type JobName } from '../jobs';
 import { usdcText } from '../money';
 import { FAMILIES } from '../chains/registry';
@@ -43,7 +44,7 @@ export interface NewProxyPayment {
   systemDailyLimitCredits: bigint;
 }
 
-export type ProxyReservation = { reserved: true; id: bigint } | Extract<ReservationResult, { reserved: false }>;
+export type ProxyReservation = Ok<{ id: bigint }> | ReservationRefused;
 
 /**
  * Holds the credits and writes the row in one statement (so one transaction and one round trip):
@@ -101,9 +102,9 @@ export async function holdProxyPayment(
     : await runPrepared(db, statement.compile(db));
   const row = firstRow(rows, `proxy payment ${payment.reference}: reserve_credits`);
   const result = reservationResultOf(row);
-  if (!result.reserved) return result;
+  if (!result.ok) return result;
   if (row.id === null) throw new Error(`proxy payment ${payment.reference}: reserved, but no row was written`);
-  return { reserved: true, id: row.id };
+  return ok({ id: row.id });
 }
 
 /** What was signed, as a proxy payment row stores it so the chain can be read for it later. */

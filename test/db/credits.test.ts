@@ -108,8 +108,8 @@ describe('credit reservations', () => {
     const results = await Promise.all(
       Array.from({ length: 50 }, () => holdProxyPayment(db, payment(account, 1n), SIGNED)),
     );
-    expect(results.filter((result) => result.reserved)).toHaveLength(20);
-    expect(results.filter((result) => !result.reserved && result.reason === 'insufficient_credits')).toHaveLength(30);
+    expect(results.filter((result) => result.ok)).toHaveLength(20);
+    expect(results.filter((result) => !result.ok && result.reason === 'insufficient_credits')).toHaveLength(30);
     expect(await organisationBalance(db, account.organisationId)).toBe(0n);
     const sums = await ledgerSums(account.organisationId);
     expect(sums.grant - sums.reserve + sums.release + sums.refund).toBe(0n);
@@ -120,8 +120,8 @@ describe('credit reservations', () => {
     const account = await createTestAccount(db, { credits: 100n });
     const charged = payment(account, 30n);
     const released = payment(account, 25n);
-    expect(await holdProxyPayment(db, charged, SIGNED)).toMatchObject({ reserved: true });
-    expect(await holdProxyPayment(db, released, SIGNED)).toMatchObject({ reserved: true });
+    expect(await holdProxyPayment(db, charged, SIGNED)).toMatchObject({ ok: true });
+    expect(await holdProxyPayment(db, released, SIGNED)).toMatchObject({ ok: true });
     expect(await organisationBalance(db, account.organisationId)).toBe(45n);
     const keySpend = {
       scope: 'api_key',
@@ -171,9 +171,9 @@ describe('credit reservations', () => {
     const account = await createTestAccount(db, { credits: 100n });
     const day = `2027-01-0${(counter % 9) + 1}`;
     const ok = await holdProxyPayment(db, payment(account, 6n, { ...overrides, networkClass: 'mainnet', day }));
-    expect(ok.reserved).toBe(true);
+    expect(ok.ok).toBe(true);
     const refused = await holdProxyPayment(db, payment(account, 6n, { ...overrides, networkClass: 'mainnet', day }));
-    expect(refused).toMatchObject({ reserved: false, reason, spentCredits: 6n, limitCredits: 10n });
+    expect(refused).toMatchObject({ ok: false, reason, spentCredits: 6n, limitCredits: 10n });
     expect(await organisationBalance(db, account.organisationId)).toBe(94n);
     expect((await ledgerSums(account.organisationId)).reserve).toBe(6n);
   });

@@ -124,7 +124,7 @@ describe('a running record whose lease lapsed', () => {
     await expect(holdProxyPayment(db, newPayment(account, ref))).rejects.toBeInstanceOf(IdempotencyClaimLost);
     expect(await organisationBalance(db, account.organisationId)).toBe(1_000n);
     // The new claim records as usual.
-    expect(await holdProxyPayment(db, newPayment(account, taken.ref))).toMatchObject({ reserved: true });
+    expect(await holdProxyPayment(db, newPayment(account, taken.ref))).toMatchObject({ ok: true });
     expect(await organisationBalance(db, account.organisationId)).toBe(987n);
     expect(await repeat(ref)).toMatchObject({ kind: 'running' });
   });
@@ -135,10 +135,10 @@ describe('a running record whose lease lapsed', () => {
     const chargedPayment = newPayment(account, charged);
     // Held as /proxy holds it: signed beforehand, recorded signed with the reservation.
     const signed = { payer: '0x2222222222222222222222222222222222222222' };
-    expect(await holdProxyPayment(db, chargedPayment, signed)).toMatchObject({ reserved: true });
+    expect(await holdProxyPayment(db, chargedPayment, signed)).toMatchObject({ ok: true });
     const released = await claimedByDeadInstance(account);
     const releasedPayment = newPayment(account, released);
-    expect(await holdProxyPayment(db, releasedPayment)).toMatchObject({ reserved: true });
+    expect(await holdProxyPayment(db, releasedPayment)).toMatchObject({ ok: true });
     await lapse();
     expect(await repeat(charged)).toMatchObject({ kind: 'running' });
     expect(await repeat(released)).toMatchObject({ kind: 'running' });

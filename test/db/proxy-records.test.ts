@@ -178,13 +178,13 @@ describe('reserve_credits: all or nothing', () => {
     const day = nextDay();
     expect(
       await hold(request(account, 6n, { day, accountDailyLimitCredits: 10n, keyDailyCapCredits: 50n })),
-    ).toMatchObject({ reserved: true });
+    ).toMatchObject({ ok: true });
     const before = await snapshot(account, day);
     expect(before).toMatchObject({ balance: 94n, key: 6n, account: 6n, system: 6n });
 
     const refused = await hold(request(account, 6n, { day, accountDailyLimitCredits: 10n, keyDailyCapCredits: 50n }));
-    expect(refused).toEqual({
-      reserved: false,
+    expect(refused).toMatchObject({
+      ok: false,
       reason: 'account_daily_limit',
       spentCredits: 6n,
       limitCredits: 10n,
@@ -199,14 +199,14 @@ describe('reserve_credits: all or nothing', () => {
     // The system counter of this day already holds 95 of 100 from other accounts.
     const other = await createTestAccount(db, { credits: 1_000n });
     expect(await hold(request(other, 95n, { day, systemDailyLimitCredits: 100n }))).toMatchObject({
-      reserved: true,
+      ok: true,
     });
     const before = await snapshot(account, day);
     expect(before).toMatchObject({ balance: 100n, key: 0n, account: 0n, system: 95n, ledger: [{ kind: 'grant' }] });
 
     const refused = await hold(request(account, 6n, { day, systemDailyLimitCredits: 100n }));
-    expect(refused).toEqual({
-      reserved: false,
+    expect(refused).toMatchObject({
+      ok: false,
       reason: 'system_daily_limit',
       spentCredits: 95n,
       limitCredits: 100n,
@@ -229,8 +229,8 @@ describe('reserve_credits: all or nothing', () => {
     const account = await createTestAccount(db, { credits: 100n });
     const day = nextDay();
     const refused = await hold(request(account, 6n, { day, keyDailyCapCredits: 5n }));
-    expect(refused).toEqual({
-      reserved: false,
+    expect(refused).toMatchObject({
+      ok: false,
       reason: 'key_daily_cap',
       spentCredits: 0n,
       limitCredits: 5n,
@@ -249,8 +249,8 @@ describe('reserve_credits: all or nothing', () => {
     const account = await createTestAccount(db, { credits: 5n });
     const day = nextDay();
     const refused = await hold(request(account, 6n, { day }));
-    expect(refused).toEqual({
-      reserved: false,
+    expect(refused).toMatchObject({
+      ok: false,
       reason: 'insufficient_credits',
       spentCredits: 0n,
       limitCredits: 5n,
@@ -273,9 +273,9 @@ describe('reserve_credits: all or nothing', () => {
         hold(request(account, 3n, { day, accountDailyLimitCredits: 30n, keyDailyCapCredits: 1_000n })),
       ),
     );
-    expect(results.filter((result) => result.reserved)).toHaveLength(10);
+    expect(results.filter((result) => result.ok)).toHaveLength(10);
     for (const result of results) {
-      if (!result.reserved)
+      if (!result.ok)
         expect(result).toMatchObject({ reason: 'account_daily_limit', spentCredits: 30n, limitCredits: 30n });
     }
     const after = await snapshot(account, day);
@@ -296,12 +296,12 @@ describe('proxy payment rows: one round trip per step', () => {
     const payment = newPayment(account, 13n);
     const held = await roundTrips(() => holdProxyPayment(counted, payment, SIGNED));
     expect(held.count).toBe(1);
-    if (!held.value.reserved) throw new Error('not reserved');
-    const row = (await findProxyPayment(db, held.value.id))!;
+    if (!held.value.ok) throw new Error('not reserved');
+    const row = (await findProxyPayment(db, held.value.value.id))!;
     expect(row.state).toBe('signed');
     expect(row.signed_at).toBeInstanceOf(Date);
     expect(signedTargetPaymentOf(row)).toEqual(
-      signedTargetPaymentOf(signedRecordOf(held.value.id, payment.reference, CHOICE, SIGNED)),
+      signedTargetPaymentOf(signedRecordOf(held.value.value.id, payment.reference, CHOICE, SIGNED)),
     );
     expect(
       await db
@@ -318,7 +318,7 @@ describe('proxy payment rows: one round trip per step', () => {
     const account = await createTestAccount(db, { credits: 5n });
     const payment = newPayment(account, 13n);
     const refused = await holdProxyPayment(db, payment, SIGNED);
-    expect(refused).toMatchObject({ reserved: false, reason: 'insufficient_credits' });
+    expect(refused).toMatchObject({ ok: false, reason: 'insufficient_credits' });
     expect(
       await db.selectFrom('proxy_payments').select('id').where('reference', '=', payment.reference).execute(),
     ).toEqual([]);
@@ -330,8 +330,8 @@ describe('proxy payment rows: one round trip per step', () => {
 
     const held = await roundTrips(() => holdProxyPayment(counted, payment, SIGNED));
     expect(held.count).toBe(1);
-    if (!held.value.reserved) throw new Error('not reserved');
-    const row = await findProxyPayment(db, held.value.id);
+    if (!held.value.ok) throw new Error('not reserved');
+    const row = await findProxyPayment(db, held.value.value.id);
     expect(row).toMatchObject({
       reference: payment.reference,
       state: 'signed',
@@ -354,7 +354,7 @@ describe('proxy payment rows: one round trip per step', () => {
         .executeTakeFirst(),
     ).toEqual({ state: 'reserved', credits: 13n });
 
-    expect(signedTargetPaymentOf(signedRecordOf(held.value.id, payment.reference, CHOICE, SIGNED))).toEqual(
+    expect(signedTargetPaymentOf(signedRecordOf(held.value.value.id, payment.reference, CHOICE, SIGNED))).toEqual(
       signedTargetPaymentOf(row!),
     );
 
@@ -362,7 +362,7 @@ describe('proxy payment rows: one round trip per step', () => {
       chargeProxyPayment(counted, payment.reference, { txHash: '0xabc', outcome: 'on chain' }),
     );
     expect(charged).toMatchObject({ value: true, count: 1 });
-    expect(await findProxyPayment(db, held.value.id)).toMatchObject({
+    expect(await findProxyPayment(db, held.value.value.id)).toMatchObject({
       state: 'charged',
       tx_hash: '0xabc',
       outcome: 'on chain',
@@ -393,9 +393,9 @@ describe('proxy payment rows: one round trip per step', () => {
       validBefore: null,
     };
     const held = await holdProxyPayment(db, payment, facts);
-    if (!held.reserved) throw new Error('not reserved');
-    const row = (await findProxyPayment(db, held.id))!;
-    expect(signedTargetPaymentOf(signedRecordOf(held.id, payment.reference, choice, facts))).toEqual(
+    if (!held.ok) throw new Error('not reserved');
+    const row = (await findProxyPayment(db, held.value.id))!;
+    expect(signedTargetPaymentOf(signedRecordOf(held.value.id, payment.reference, choice, facts))).toEqual(
       signedTargetPaymentOf(row),
     );
   });
@@ -407,7 +407,7 @@ describe('proxy payment rows: one round trip per step', () => {
     expect(refused).toMatchObject({
       count: 1,
       value: {
-        reserved: false,
+        ok: false,
         reason: 'account_daily_limit',
         spentCredits: 0n,
         limitCredits: 12n,
@@ -439,7 +439,7 @@ describe('proxy payment rows: one round trip per step', () => {
   it('a reference used twice is an error and leaves the first reservation alone', async () => {
     const account = await createTestAccount(db, { credits: 100n });
     const payment = newPayment(account, 13n);
-    expect(await holdProxyPayment(db, payment, SIGNED)).toMatchObject({ reserved: true });
+    expect(await holdProxyPayment(db, payment, SIGNED)).toMatchObject({ ok: true });
     await expect(holdProxyPayment(db, payment, SIGNED)).rejects.toThrow(/duplicate key/);
     expect(await snapshot(account, payment.day)).toMatchObject({
       balance: 87n,
@@ -454,8 +454,8 @@ describe('charge and release: once only, with the webhook record', () => {
   async function signedPayment(account: TestAccount, credits = 13n) {
     const payment = newPayment(account, credits);
     const held = await holdProxyPayment(db, payment, SIGNED);
-    if (!held.reserved) throw new Error('not reserved');
-    return { payment, id: held.id };
+    if (!held.ok) throw new Error('not reserved');
+    return { payment, id: held.value.id };
   }
 
   it('charges once when two charges race; a release after it does nothing; the record says success as before', async () => {
@@ -491,7 +491,7 @@ describe('charge and release: once only, with the webhook record', () => {
     const account = await createTestAccount(db, { credits: 1_000_000n });
     for (const amount of [1n, 10n, 1_000n, 1_000_000n, 1_500_000n, 123_456_789_012n]) {
       const payment = newPayment(account, 13n, { choice: { ...CHOICE, amountMicroUsdc: amount } });
-      expect(await holdProxyPayment(db, payment, SIGNED)).toMatchObject({ reserved: true });
+      expect(await holdProxyPayment(db, payment, SIGNED)).toMatchObject({ ok: true });
       const { webhookId } = await watchProxyPayment(db, payment.reference, { openRecord: true });
       expect(await chargeProxyPayment(db, payment.reference, { txHash: '0xdef', outcome: 'on chain' })).toBe(true);
       const record = await db
@@ -540,7 +540,7 @@ describe('charge and release: once only, with the webhook record', () => {
   it('a row still reserved (never signed) is released; it cannot be charged', async () => {
     const account = await createTestAccount(db, { credits: 100n });
     const payment = newPayment(account, 10n);
-    expect(await holdProxyPayment(db, payment)).toMatchObject({ reserved: true });
+    expect(await holdProxyPayment(db, payment)).toMatchObject({ ok: true });
     expect(await chargeProxyPayment(db, payment.reference, { outcome: 'no' })).toBe(false);
     expect(await releaseProxyPayment(db, payment.reference, { outcome: 'not signed' })).toBe(true);
     expect(await snapshot(account, payment.day)).toMatchObject({

@@ -312,7 +312,7 @@ describe('credit reservations and proxy payments: the write functions and the da
       accountDailyLimitCredits: 1_000_000n,
       systemDailyLimitCredits: 1_000_000_000n,
     });
-    expect(held.reserved).toBe(true);
+    expect(held.ok).toBe(true);
     return reference;
   }
 

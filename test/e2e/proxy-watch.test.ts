@@ -170,7 +170,7 @@ describe('a process that stopped between two steps', () => {
       },
       signed,
     );
-    expect(held).toMatchObject({ reserved: true });
+    expect(held).toMatchObject({ ok: true });
     return db.selectFrom('proxy_payments').selectAll().where('reference', '=', reference).executeTakeFirstOrThrow();
   }
 

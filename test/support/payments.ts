@@ -66,7 +66,7 @@ export async function recordProxyPayment(
     // Written as signed, as /proxy writes a payment it has signed.
     { payer: '0x2222222222222222222222222222222222222222', validBefore: 1_900_000_000n },
   );
-  if (!held.reserved) throw new Error(`the test payment was not reserved: ${held.reason}`);
+  if (!held.ok) throw new Error(`the test payment was not reserved: ${held.reason}`);
   let txHash: string | null = null;
   if (payment.end === 'charged') {
     txHash = `0x${randomBytes(32).toString('hex')}`;
@@ -76,5 +76,5 @@ export async function recordProxyPayment(
     if (!(await releaseProxyPayment(db, reference, { outcome: 'test: expired' })))
       throw new Error('the test payment was not released');
   }
-  return { id: held.id, reference, txHash };
+  return { id: held.value.id, reference, txHash };
 }
