@@ -97,7 +97,7 @@ interface CursorContent extends Position {
 const CREATED_AT_TEXT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
 /** A fingerprint of the filters: a cursor continues the query it was made for, not another. */
-function queryFingerprint(filters: ActivityFilters): string {
+export function queryFingerprint(filters: ActivityFilters): string {
   const normal = [
     filters.keyPrefix ?? '',
     filters.host?.toLowerCase() ?? '',
@@ -413,8 +413,8 @@ export function usageRange(
   to: string | undefined,
   now: Date,
 ): Result<UsageRange, UsageRangeRefusal> {
-  const toDay = to ?? (from === undefined ? utcDay(now) : maxDay(from, utcDay(now)));
-  const fromDay = from ?? addDays(toDay, -(USAGE_RANGE_DEFAULT_DAYS - 1));
+  const toDay = to ?? (from === undefined ? utcDay(now) : defaultEnd(from, utcDay(now)));
+  const fromDay = from ?? laterDay(addDays(toDay, -(USAGE_RANGE_DEFAULT_DAYS - 1)), FIRST_DAY);
   const days = daysBetween(fromDay, toDay) + 1;
   if (days < 1) return fail('range_reversed', `from (${fromDay}) is after to (${toDay}).`);
   if (days > USAGE_RANGE_MAX_DAYS)
@@ -425,10 +425,22 @@ export function usageRange(
   return ok({ fromDay, toDay });
 }
 
-function maxDay(from: string, today: string): string {
-  // Given only `from`: up to today, but never more than the bound allows (the caller sees the range it got).
-  const capped = addDays(from, USAGE_RANGE_MAX_DAYS - 1);
-  return today < capped ? (today < from ? from : today) : capped;
+/** The days a date of four-digit year can name (RFC 3339): a range never leaves them. */
+const FIRST_DAY = '0000-01-01';
+const LAST_DAY = '9999-12-31';
+
+/** Compared as days, not as text: past year 9999 a day is written '+010000-01-01', which sorts first. */
+function laterDay(a: string, b: string): string {
+  return daysBetween(a, b) > 0 ? b : a;
+}
+
+function earlierDay(a: string, b: string): string {
+  return daysBetween(a, b) < 0 ? b : a;
+}
+
+/** Given only `from`: up to today, never before `from`, never past the bound nor the last day. */
+function defaultEnd(from: string, today: string): string {
+  return earlierDay(earlierDay(laterDay(today, from), addDays(from, USAGE_RANGE_MAX_DAYS - 1)), LAST_DAY);
 }
 
 /** Spend of one bucket: charged payments, and the credits of payments released or still pending. */
@@ -553,7 +565,9 @@ export async function usageReport(db: Db, organisationId: bigint, range: UsageRa
       .executeTakeFirstOrThrow(),
   ]);
   const days = new Map<string, UsageFigures>();
-  for (let day = range.fromDay; day <= range.toDay; day = addDays(day, 1)) days.set(day, zero());
+  // By count, not by comparing day strings: past year 9999 a day is written '+010000-01-01', which sorts first.
+  for (let offset = 0; offset <= daysBetween(range.fromDay, range.toDay); offset += 1)
+    days.set(addDays(range.fromDay, offset), zero());
   const keyRows: Array<{ apiKeyId: bigint } & UsageFigures> = [];
   const hosts: Array<{ host: string } & UsageFigures> = [];
   const totals = zero();

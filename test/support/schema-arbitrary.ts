@@ -2,7 +2,7 @@
  * fast-check arbitraries from the JSON Schemas of the OpenAPI document: values a schema accepts,
  * and values it refuses together with the reason. It covers the subset the document uses ($ref,
  * type and type lists, enum, const, properties/required/additionalProperties/propertyNames,
- * items/minItems/maxItems, numeric bounds, string lengths, pattern, format uri and uuid,
+ * items/minItems/maxItems, numeric bounds, string lengths, pattern, format uri, uuid, date and date-time,
  * allOf/anyOf/oneOf/not). Every value is checked by an independent Ajv (draft 2020-12, the
  * dialect of OpenAPI 3.1) against the schema it was made for: a generator mistake shows up as a
  * filtered value, never as a request of the wrong class.
@@ -149,13 +149,21 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
     return sets.every(Array.isArray) ? (sets as string[][]) : [];
   }
 
+  const instants = fc.date({
+    min: new Date('1000-01-01T00:00:00Z'),
+    max: new Date('9999-12-31T23:59:59Z'),
+    noInvalidDate: true,
+  });
+
   function stringArb(schema: Record<string, any>): fc.Arbitrary<string> {
     const min: number = schema.minLength ?? 0;
     const max: number = Math.min(schema.maxLength ?? min + 24, min + 24);
     if (schema.format === 'uuid') return fc.uuid();
     if (schema.format === 'uri')
       return fc.webUrl().filter((url) => url.length >= min && url.length <= (schema.maxLength ?? Infinity));
-    if (schema.format === 'date-time') return fc.date({ noInvalidDate: true }).map((date) => date.toISOString());
+    // RFC 3339 writes a four-digit year: instants of years 1000 to 9999.
+    if (schema.format === 'date-time') return instants.map((date) => date.toISOString());
+    if (schema.format === 'date') return instants.map((date) => date.toISOString().slice(0, 10));
     if (schema.pattern) {
       const pattern = new RegExp(schema.pattern, 'u');
       return fc
@@ -352,6 +360,13 @@ export function schemaArbitraries(document: Record<string, any>, options: Arbitr
             '',
           ),
         );
+      if (schema.format === 'date-time')
+        add(
+          'not a date-time',
+          fc.constantFrom('yesterday', '2026-13-01T00:00:00Z', '2026-01-01', '1700000000', '2026-01-01 25:00'),
+        );
+      if (schema.format === 'date')
+        add('not a date', fc.constantFrom('2026-02-30', '26-01-01', 'today', '2026-1-1', '2026-01-01T00:00:00Z'));
       if (schema.format === 'uuid')
         add(
           'not a UUID',
