@@ -97,7 +97,7 @@ interface CursorContent extends Position {
 const CREATED_AT_TEXT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
 /** A fingerprint of the filters: a cursor continues the query it was made for, not another. */
-export function queryFingerprint(filters: ActivityFilters): string {
+function queryFingerprint(filters: ActivityFilters): string {
   const normal = [
     filters.keyPrefix ?? '',
     filters.host?.toLowerCase() ?? '',

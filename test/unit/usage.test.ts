@@ -2,14 +2,7 @@
 // history shows it, explorer links, and the cursor's checks.
 import { describe, expect, it } from 'vitest';
 import type { NetworkSettings } from '../../payments/config';
-import {
-  decodeCursor,
-  encodeCursor,
-  explorerUrl,
-  queryFingerprint,
-  targetOriginAndPath,
-  usageRange,
-} from '../../payments/usage';
+import { explorerUrl, targetOriginAndPath, usageRange } from '../../payments/usage';
 
 const NOW = new Date('2026-11-28T12:00:00Z');
 
@@ -75,18 +68,5 @@ describe('explorerUrl', () => {
     expect(
       explorerUrl('skale-base', '0xabc', [{ name: 'skale-base', rpcUrl: 'https://x.example', usdc: '0x' }]),
     ).toBeNull();
-  });
-});
-
-describe('cursors', () => {
-  const position = { createdAt: '2026-11-28T09:14:03.512204Z', rank: 1 as const, id: 42n };
-  it('continue the query of their organisation only', () => {
-    const filters = { status: 'charged' as const };
-    const query = queryFingerprint(filters);
-    const cursor = encodeCursor({ organisationId: 7n, query, ...position });
-    expect(decodeCursor(cursor, 7n, filters)).toEqual({ ok: true, value: position });
-    expect(decodeCursor(cursor, 8n, filters)).toMatchObject({ ok: false, reason: 'cursor_other_organisation' });
-    expect(decodeCursor(cursor, 7n, {})).toMatchObject({ ok: false, reason: 'cursor_other_query' });
-    expect(decodeCursor('garbage', 7n, filters)).toMatchObject({ ok: false, reason: 'cursor_invalid' });
   });
 });
