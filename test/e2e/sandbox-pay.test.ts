@@ -94,7 +94,12 @@ async function confirmed(network: NetworkName, transaction: string): Promise<boo
 async function pastSlotOf(network: SolanaNetworkName, transaction: string): Promise<void> {
   const rpc = createSolanaRpc(state.rpc[network]!);
   const { value } = await rpc.getSignatureStatuses([transaction as Signature]).send();
-  const slot = value[0]!.slot;
+  await pastSlot(network, value[0]!.slot);
+}
+
+/** Waits (bounded) until the cluster is past `slot`: a payment signed then has a newer blockhash. */
+async function pastSlot(network: SolanaNetworkName, slot: bigint): Promise<void> {
+  const rpc = createSolanaRpc(state.rpc[network]!);
   const deadline = Date.now() + 50 * SLOT_DURATION_MS;
   while ((await rpc.getSlot().send()) <= slot) {
     if (Date.now() > deadline) throw new Error(`${network} stayed at slot ${slot}`);
@@ -179,6 +184,8 @@ describe('sandbox:pay relay', () => {
       const payer = state.client.solanaAddress;
       const total = (price * 103n + 99n) / 100n;
       const before = { client: await usdcBalance(network, payer), target: await usdcBalance(network, payTo) };
+      // An earlier test may have paid this very target moments ago: sign the first payment in a later slot.
+      await pastSlot(network, await createSolanaRpc(state.rpc[network]!).getSlot().send());
 
       const first = await sandboxPay(state, { mode: 'relay', targetUrl }, contractFetch());
       expect(first.status, first.text).toBe(200);
