@@ -3,6 +3,7 @@
 // it never will be (releaseProxyPayment).
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testPaymentChoice } from '../support/payments';
 import { NO_POLICY } from '../../payments/policy';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { createTestAccount, type TestAccount } from '../support/accounts';
@@ -29,25 +30,7 @@ afterAll(async () => {
 });
 
 function choiceOn(networkClass: 'mainnet' | 'testnet'): PaymentChoice {
-  const network = networkClass === 'mainnet' ? 'base' : 'base-sepolia';
-  return {
-    requirements: {
-      scheme: 'exact',
-      network,
-      maxAmountRequired: '1000',
-      resource: 'http://target.test/paid',
-      description: 'paid',
-      mimeType: 'application/json',
-      payTo: '0x1111111111111111111111111111111111111111',
-      maxTimeoutSeconds: 60,
-      asset: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
-    },
-    index: 0,
-    network,
-    chainType: 'evm',
-    networkClass,
-    amountMicroUsdc: 1_000n,
-  };
+  return testPaymentChoice({ network: networkClass === 'mainnet' ? 'base' : 'base-sepolia', amountMicroUsdc: 1_000n });
 }
 
 /** What the payment was signed with: the row is written as signed, as /proxy writes it before the payment leaves. */

@@ -5,6 +5,7 @@
 // ended: the outcome (credits charged or released; the relay transaction's end), never a second run.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testPaymentChoice } from '../support/payments';
 import type { Db } from '../../db/index';
 import { organisationBalance } from '../../payments/credits';
 import {
@@ -48,24 +49,7 @@ afterAll(async () => {
   await database.drop();
 });
 
-const CHOICE: PaymentChoice = {
-  requirements: {
-    scheme: 'exact',
-    network: 'base-sepolia',
-    maxAmountRequired: '12345',
-    resource: 'http://target.test/paid',
-    description: 'paid',
-    mimeType: 'application/json',
-    payTo: '0x1111111111111111111111111111111111111111',
-    maxTimeoutSeconds: 60,
-    asset: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
-  },
-  index: 0,
-  network: 'base-sepolia',
-  chainType: 'evm',
-  networkClass: 'testnet',
-  amountMicroUsdc: 12_345n,
-};
+const CHOICE: PaymentChoice = testPaymentChoice();
 
 function newPayment(account: TestAccount, idempotency: ClaimRef): NewProxyPayment {
   return {

@@ -10,6 +10,35 @@ import type { PaymentChoice } from '../../payments/x402/choose';
 import { utcDay } from '../../payments/clock';
 import type { TestAccount } from './accounts';
 
+/**
+ * A choice of a target's USDC offer as /proxy makes it (payments/x402/choose.ts), for payment rows
+ * written without a chain: on base (mainnet) or base-sepolia (testnet), at the given price.
+ */
+export function testPaymentChoice(
+  options: { network?: 'base' | 'base-sepolia'; amountMicroUsdc?: bigint; resource?: string } = {},
+): PaymentChoice {
+  const network = options.network ?? 'base-sepolia';
+  const amountMicroUsdc = options.amountMicroUsdc ?? 12_345n;
+  return {
+    requirements: {
+      scheme: 'exact',
+      network,
+      maxAmountRequired: amountMicroUsdc.toString(),
+      resource: options.resource ?? 'http://target.test/paid',
+      description: 'paid',
+      mimeType: 'application/json',
+      payTo: '0x1111111111111111111111111111111111111111',
+      maxTimeoutSeconds: 60,
+      asset: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
+    },
+    index: 0,
+    network,
+    chainType: 'evm',
+    networkClass: network === 'base' ? 'mainnet' : 'testnet',
+    amountMicroUsdc,
+  };
+}
+
 export type PaymentEnd = 'charged' | 'released' | 'pending';
 
 export interface RecordedPayment {
@@ -24,24 +53,7 @@ export async function recordProxyPayment(
   payment: { targetUrl: string; amountMicroUsdc: bigint; credits: bigint; end: PaymentEnd },
 ): Promise<RecordedPayment> {
   const reference = `0x${randomBytes(32).toString('hex')}`;
-  const choice: PaymentChoice = {
-    requirements: {
-      scheme: 'exact',
-      network: 'base-sepolia',
-      maxAmountRequired: payment.amountMicroUsdc.toString(),
-      resource: payment.targetUrl,
-      description: 'paid',
-      mimeType: 'application/json',
-      payTo: '0x1111111111111111111111111111111111111111',
-      maxTimeoutSeconds: 60,
-      asset: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
-    },
-    index: 0,
-    network: 'base-sepolia',
-    chainType: 'evm',
-    networkClass: 'testnet',
-    amountMicroUsdc: payment.amountMicroUsdc,
-  };
+  const choice = testPaymentChoice({ amountMicroUsdc: payment.amountMicroUsdc, resource: payment.targetUrl });
   const held = await holdProxyPayment(
     db,
     {
