@@ -11,6 +11,9 @@ import type { Db } from '../db/index';
 import type { Deps } from './deps';
 import type { PaymentChoice } from './x402/choose';
 import type { PaymentRequirements } from './x402/types';
+import type { CallRequest, TargetAnswer } from './http/index';
+import type { CallBudget } from './outgoing/call';
+import { sendPaidCall, type TargetPayment } from './outgoing/pay';
 
 /** The window the list covers. */
 export const DISCOVERY_WINDOW_MS = 24 * 60 * 60 * 1000;
@@ -32,7 +35,7 @@ function resourceOf(url: string): string | undefined {
  * Notes a paid call to a target. Never fails the call it describes: a failed write is logged.
  * `succeeded`: the target answered below 400 after our payment.
  */
-export async function notePaidCall(
+async function notePaidCall(
   deps: Pick<Deps, 'db' | 'log'>,
   call: { url: string; method: unknown; choice: PaymentChoice; status: number | undefined; startedAt: number },
 ): Promise<void> {
@@ -54,6 +57,26 @@ export async function notePaidCall(
   } catch (error) {
     deps.log.warn({ err: error }, 'a paid call could not be noted for discovery');
   }
+}
+
+/** Our paid call to the target (sendPaidCall), noted for discovery with how it went. */
+export async function sendNotedPaidCall(
+  deps: Pick<Deps, 'db' | 'log' | 'config' | 'resolver' | 'connections'>,
+  call: CallRequest,
+  payment: Pick<TargetPayment, 'header' | 'x402Version'>,
+  choice: PaymentChoice,
+  budget: CallBudget,
+): Promise<TargetAnswer> {
+  const startedAt = performance.now();
+  const answer = await sendPaidCall(call, payment, budget, deps);
+  await notePaidCall(deps, {
+    url: call.api_url,
+    method: call.method,
+    choice,
+    startedAt,
+    status: answer.ok ? answer.value.status : undefined,
+  });
+  return answer;
 }
 
 export interface DiscoveredResource {

@@ -26,7 +26,6 @@ import {
   paymentRequiredOf,
   readPaymentOnChain,
   reportedSettlement,
-  sendPaidCall,
   signedFacts,
   signTargetPayment,
   type CallBudget,
@@ -36,7 +35,7 @@ import {
 import { encodePaymentResponseHeader } from '../x402/headers';
 import type { PaymentChoice } from '../x402/choose';
 import type { ClaimRef } from '../idempotency';
-import { notePaidCall } from '../discovery';
+import { sendNotedPaidCall } from '../discovery';
 import { hostRefusal, priceRefusal, type CallLimits, type LimitRefusal } from '../policy';
 import {
   chargeProxyPayment,
@@ -206,15 +205,7 @@ async function sendAndSettle(
   budget: CallBudget,
 ): Promise<ProxyOutcome> {
   const { db, log } = deps;
-  const startedAt = performance.now();
-  const answer = await sendPaidCall(input.call, payment, budget, deps);
-  await notePaidCall(deps, {
-    url: input.call.api_url,
-    method: input.call.method,
-    choice,
-    startedAt,
-    status: answer.ok ? answer.value.status : undefined,
-  });
+  const answer = await sendNotedPaidCall(deps, input.call, payment, choice, budget);
   log.info(
     {
       reference,

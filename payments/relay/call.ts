@@ -21,7 +21,6 @@ import {
   callBudget,
   readPaymentOnChain,
   reportedSettlement,
-  sendPaidCall,
   signedFacts,
   signTargetPayment,
   MAX_PAID_ATTEMPTS,
@@ -41,7 +40,7 @@ import type { Deps } from '../deps';
 import { verifyDecodedPayment } from '../incoming/verify';
 import { paymentHeaderName, type DecodedClientPayment, type ReceivedPayment } from '../incoming/clientPayment';
 import type { PriceAboveLimit } from '../policy';
-import { notePaidCall } from '../discovery';
+import { sendNotedPaidCall } from '../discovery';
 
 export interface RelayCall {
   call: CallRequest;
@@ -430,15 +429,7 @@ async function payTarget(
       'The relay was finished by the service before the target was paid',
     );
 
-  const startedAt = performance.now();
-  const answer = await sendPaidCall(input.call, prepared, budget, deps);
-  await notePaidCall(deps, {
-    url: input.call.api_url,
-    method: input.call.method,
-    choice,
-    startedAt,
-    status: answer.ok ? answer.value.status : undefined,
-  });
+  const answer = await sendNotedPaidCall(deps, input.call, prepared, choice, budget);
   log.info(
     {
       relayTransactionId: String(row.id),
