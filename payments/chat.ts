@@ -16,6 +16,7 @@ import { markDelivered, markSettleFailed, recordClientPayment } from './incoming
 import { settleClientPayment, type SettleFailureReason } from './incoming/settle';
 import { refundClientPayment } from './incoming/refund';
 import { verifyClientPaymentHeader } from './incoming/verify';
+import type { VerifyFailureReason } from './chains/types';
 import type { ClientPaymentHeader } from './incoming/clientPayment';
 import type { Deps } from './deps';
 import type { PaymentRequirements, SettlementResponse } from './x402/types';
@@ -41,6 +42,19 @@ async function chatOffers(
   description: string,
 ): Promise<PaymentRequirements[]> {
   return receivingOffers(deps, { resource, description, amountMicroUsdc: parseUsdc(deps.config.llm.priceUsdc) });
+}
+
+/** How a payment for what the service sells (a chat answer, credits) is refused, by why its verification failed. */
+export function refusedPayment(
+  failure: { reason: VerifyFailureReason; details: string },
+  accepts: PaymentRequirements[],
+):
+  | { kind: 'payment_reused'; details: string }
+  | { kind: 'verification_unavailable'; details: string }
+  | { kind: 'payment_required'; accepts: PaymentRequirements[]; error: string; reason: VerifyFailureReason } {
+  if (failure.reason === 'nonce_already_used') return { kind: 'payment_reused', details: failure.details };
+  if (failure.reason === 'rpc_unavailable') return { kind: 'verification_unavailable', details: failure.details };
+  return { kind: 'payment_required', accepts, error: `${failure.reason}: ${failure.details}`, reason: failure.reason };
 }
 
 /**
@@ -136,16 +150,7 @@ export async function paidChat(
     return { kind: 'payment_required', accepts, error: 'Payment Required' };
   }
   const verified = await verifyClientPaymentHeader(request.payment, accepts, deps);
-  if (!verified.ok) {
-    if (verified.reason === 'nonce_already_used') return { kind: 'payment_reused', details: verified.details };
-    if (verified.reason === 'rpc_unavailable') return { kind: 'verification_unavailable', details: verified.details };
-    return {
-      kind: 'payment_required',
-      accepts,
-      error: `${verified.reason}: ${verified.details}`,
-      reason: verified.reason,
-    };
-  }
+  if (!verified.ok) return refusedPayment(verified, accepts);
   const recorded = await recordClientPayment(deps.db, verified.value, {
     targetUrl: request.resource,
     targetMethod: 'POST',

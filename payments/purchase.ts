@@ -11,7 +11,7 @@ import { sql, type Selectable } from 'kysely';
 import type { Db, Tx } from '../db/index';
 import type { CreditPurchasesTable } from '../db/schema';
 import type { AuthenticatedKey } from './accounts';
-import { receivingOffers } from './chat';
+import { receivingOffers, refusedPayment } from './chat';
 import type { Deps } from './deps';
 import { receivedPayment, type ClientPaymentHeader, type DecodedClientPayment } from './incoming/clientPayment';
 import { reconcileSettlement, settleClientPayment, type SettleFailureReason } from './incoming/settle';
@@ -72,16 +72,7 @@ export async function buyCredits(
   if (earlier) return earlier;
 
   const verified = await verifyDecodedPayment(received.decoded.value, accepts, deps);
-  if (!verified.ok) {
-    if (verified.reason === 'nonce_already_used') return { kind: 'payment_reused', details: verified.details };
-    if (verified.reason === 'rpc_unavailable') return { kind: 'verification_unavailable', details: verified.details };
-    return {
-      kind: 'payment_required',
-      accepts,
-      error: `${verified.reason}: ${verified.details}`,
-      reason: verified.reason,
-    };
-  }
+  if (!verified.ok) return refusedPayment(verified, accepts);
   const recorded = await db.transaction().execute(async (tx) => {
     const row = await recordClientPayment(tx, verified.value, {
       targetUrl: request.resource,
