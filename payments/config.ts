@@ -349,9 +349,9 @@ export function rpcHost(rpcUrl: string): string {
  */
 export function checkProductionConfig(config: Config, env: Env): void {
   if (config.nodeEnv !== 'production') return;
+  const enabledFamilies = new Set<string>(config.networks.map((network) => NETWORK_TABLE[network.name].chainType));
   for (const [family, { keyVariable, keySetting, enabledText }] of Object.entries(CHAIN_FAMILIES)) {
-    const enabled = config.networks.some((network) => NETWORK_TABLE[network.name].chainType === family);
-    if (enabled && !config[keySetting])
+    if (enabledFamilies.has(family) && !config[keySetting])
       throw new ConfigError(keyVariable, `is required in production when ${enabledText} is enabled`);
   }
   if (!config.databaseUrl && text(env, 'EMBEDDED_POSTGRES') !== 'allow') {
