@@ -3,17 +3,15 @@
 // over proxy_payments after payments are made, charged and released, after a payment's state,
 // amounts, day, key or target change by any statement, after deletes, bulk writes and a rolled
 // back change; and the migration that creates it sums the payments already there.
-import pg from 'pg';
-import { randomBytes } from 'node:crypto';
 import { Migrator, sql } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
-import { createDb, migrateToLatest, type Db } from '../../db/index';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrateToLatest, type Db } from '../../db/index';
 import { migrationProvider } from '../../db/migrations/index';
 import { createApiKey, createOrganisation } from '../../payments/accounts';
 import { chargeProxyPayment, releaseProxyPayment } from '../../payments/proxy/records';
 import { usageReport } from '../../payments/usage';
 import { createTestAccount, type TestAccount } from '../support/accounts';
-import { createTestDatabase, pgAdminUrl, type TestDatabase } from '../support/database';
+import { createEmptyTestDatabase, createTestDatabase, type TestDatabase } from '../support/database';
 import { recordProxyPayment } from '../support/payments';
 
 interface Bucket {
@@ -211,14 +209,8 @@ describe('the daily usage summary', () => {
 
 describe('the migration of the daily usage summary', () => {
   it('sums the payments written before it, in batches, and follows the writes after it', async () => {
-    const adminUrl = pgAdminUrl();
-    const name = `prs_${inject('runId')}_usage_${randomBytes(3).toString('hex')}`;
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    await admin.query(`create database "${name}"`);
-    const url = new URL(adminUrl);
-    url.pathname = `/${name}`;
-    const handle = createDb(url.toString());
+    const database = await createEmptyTestDatabase('usage');
+    const { handle } = database;
     try {
       const migrator = new Migrator({ db: handle.db, provider: migrationProvider });
       expect((await migrator.migrateTo('2026_11_28_0016_usage_reads')).error).toBeUndefined();
@@ -271,9 +263,7 @@ describe('the migration of the daily usage summary', () => {
       await handle.db.updateTable('proxy_payments').set({ state: 'released' }).where('state', '=', 'signed').execute();
       await expectSummaryEqualsPayments(handle.db);
     } finally {
-      await handle.close();
-      await admin.query(`drop database "${name}" with (force)`);
-      await admin.end();
+      await database.drop();
     }
   }, 120_000);
 });
