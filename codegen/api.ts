@@ -648,7 +648,8 @@ export interface paths {
          *     same thing): `fetch` (POST /proxy), `simulate` (POST /proxy/sim), `get_balance` (GET
          *     /v1/credits/balance), `check_limits` (GET /limits), `get_webhook_status` (GET
          *     /webhooks/{id}), `get_topup_link` (the 402 of POST /v1/credits/purchase), `search_endpoints`
-         *     (GET /discovery/resources with `q` and `max_amount`) and `relay_fetch` (POST /relay with an
+         *     (GET /discovery/resources with `q` and `max_amount`), `get_usage` (GET /v1/usage),
+         *     `list_payments` (GET /v1/payments) and `relay_fetch` (POST /relay with an
          *     X-PAYMENT the agent signed; the stdio server, `npx payment-router-mcp`, pays with its own
          *     wallet). Each tool's input schema is a schema of this document; an error of ours is a tool
          *     error (`isError`) whose text carries our `code`.

@@ -141,6 +141,28 @@ export interface ProxyPaymentsTable {
   settled_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
 
+/**
+ * The daily summary of proxy_payments GET /v1/usage reads, kept by triggers on proxy_payments
+ * (the migration ..._usage_daily): never written by the service.
+ */
+export interface UsageDailyTable {
+  organisation_id: bigint;
+  day: ColumnType<string, never, never>;
+  api_key_id: bigint;
+  /** proxy_payments.target_host, '' where it has none. */
+  target_host: string;
+  charged_payments: bigint;
+  charged_credits: bigint;
+  charged_amount_micro_usdc: bigint;
+  released_payments: bigint;
+  released_credits: bigint;
+  released_amount_micro_usdc: bigint;
+  /** Reserved or signed. */
+  pending_payments: bigint;
+  pending_credits: bigint;
+  pending_amount_micro_usdc: bigint;
+}
+
 export type RelayTransactionState =
   'received' | 'settling' | 'settled' | 'settle_failed' | 'delivered' | 'refund_pending' | 'refunded' | 'refund_failed';
 
@@ -285,6 +307,7 @@ export interface Database {
   paid_resource_calls: PaidResourceCallsTable;
   credit_purchases: CreditPurchasesTable;
   proxy_payments: ProxyPaymentsTable;
+  usage_daily: UsageDailyTable;
   credit_reservations: CreditReservationsTable;
   organisations: OrganisationsTable;
   accounts: AccountsTable;

@@ -1,7 +1,7 @@
 /**
  * The MCP server of the router: tools named as HTTPayer's MCP server names them where they do the
  * same thing (fetch, simulate, get_balance, check_limits, get_webhook_status, get_topup_link,
- * search_endpoints) and relay_fetch, each a call of our HTTP API with the caller's API key. Each
+ * search_endpoints, get_usage, list_payments) and relay_fetch, each a call of our HTTP API with the caller's API key. Each
  * tool's input schema is a schema of the OpenAPI document (openapi/dist/openapi.json), with its
  * references resolved, never a second copy; the API validates the arguments against the same
  * schema, and an error of ours comes back as a tool error carrying our `code`. Served over stdio
@@ -13,7 +13,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 
 export const MCP_SERVER_NAME = 'payment-router';
-export const MCP_SERVER_VERSION = '1.2.0';
+export const MCP_SERVER_VERSION = '1.3.0';
 
 type JsonSchema = Record<string, unknown>;
 
@@ -149,8 +149,31 @@ interface Tool {
 
 const EMPTY: JsonSchema = { type: 'object', additionalProperties: false, properties: {} };
 
-function searchSchema(): JsonSchema {
-  return parameterSchema('/discovery/resources', 'get', { query: 'q', max_price: 'max_amount', limit: 'limit' });
+/** A query parameter's value as the URL carries it; anything but a string, number or boolean as JSON, for the API to refuse. */
+function queryValue(value: unknown): string {
+  return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean'
+    ? String(value)
+    : JSON.stringify(value);
+}
+
+/**
+ * A tool that GETs `path` with its arguments as query parameters, named as `names` maps them (tool
+ * argument -> the document's parameter). An argument the schema does not name is sent as it is,
+ * so that the API refuses it by name (a 400, a tool error) rather than it being dropped unseen.
+ */
+function queryTool(name: string, description: string, path: string, names: Record<string, string>): Tool {
+  return {
+    name,
+    description,
+    inputSchema: parameterSchema(path, 'get', names),
+    run: async (connection, args) => {
+      const query = new URLSearchParams();
+      for (const [argument, value] of Object.entries(args))
+        if (value !== undefined) query.set(names[argument] ?? argument, queryValue(value));
+      const search = query.toString();
+      return resultOf(await callApi(connection, 'GET', search === '' ? path : `${path}?${search}`));
+    },
+  };
 }
 
 function tools(): Tool[] {
@@ -214,24 +237,33 @@ function tools(): Tool[] {
         return result;
       },
     },
-    {
-      name: 'search_endpoints',
-      description:
-        'Paid endpoints the router has called over the last day (GET /discovery/resources, the x402 Bazaar list): filter by text and by a maximum price in atomic USDC.',
-      inputSchema: searchSchema(),
-      run: async (connection, args) => {
-        const query = new URLSearchParams();
-        for (const [argument, parameter] of [
-          ['query', 'q'],
-          ['max_price', 'max_amount'],
-          ['limit', 'limit'],
-        ] as const) {
-          const value = args[argument];
-          if (typeof value === 'string' || typeof value === 'number') query.set(parameter, String(value));
-        }
-        return resultOf(await callApi(connection, 'GET', `/discovery/resources?${query.toString()}`));
+    queryTool(
+      'search_endpoints',
+      'Paid endpoints the router has called over the last day (GET /discovery/resources, the x402 Bazaar list): filter by text and by a maximum price in atomic USDC.',
+      '/discovery/resources',
+      { query: 'q', max_price: 'max_amount', limit: 'limit' },
+    ),
+    queryTool(
+      'get_usage',
+      "What the API key's organisation spent through fetch (/proxy) over a range of UTC days (at most 90; by default the last 30), by day, by key and by target host, in credits and atomic USDC, with the credits released or still pending (GET /v1/usage).",
+      '/v1/usage',
+      { from: 'from', to: 'to' },
+    ),
+    queryTool(
+      'list_payments',
+      "The API key's organisation's payments through fetch (/proxy) and its credit grants and purchases, newest first (GET /v1/payments): target, network, amount, credits, fee, status, transaction and key of each; filter by key, target host, status, kind and time; pass next_cursor as cursor for the next page.",
+      '/v1/payments',
+      {
+        key: 'key',
+        host: 'host',
+        status: 'status',
+        kind: 'kind',
+        from: 'from',
+        to: 'to',
+        limit: 'limit',
+        cursor: 'cursor',
       },
-    },
+    ),
     {
       name: 'relay_fetch',
       description:
@@ -294,5 +326,7 @@ export const TOOL_NAMES = [
   'get_webhook_status',
   'get_topup_link',
   'search_endpoints',
+  'get_usage',
+  'list_payments',
   'relay_fetch',
 ] as const;

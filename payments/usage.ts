@@ -1,8 +1,11 @@
 /**
  * What an organisation can read of its own money: the history of its /proxy payments and of the
- * credit movements of its own (grants), and its spend by day, by key and by target host. Both read
- * the records the money moves in (proxy_payments, credit_ledger), never a copy, and only the rows
- * of the organisation that asks: every statement here filters by its id, whatever else is asked.
+ * credit movements of its own (grants), and its spend by day, by key and by target host. The
+ * history reads the records the money moves in (proxy_payments, credit_ledger); the spend reads
+ * the daily summary of proxy_payments (usage_daily), which triggers of the database move in the
+ * same transaction as every write of a payment, so that it always equals the sums of the records.
+ * Only the rows of the organisation that asks: every statement here filters by its id, whatever
+ * else is asked.
  *
  * A /proxy payment is one item whose status says where its credits went: pending (reserved or
  * signed), charged, or released. /relay calls are not here: they are paid by a wallet, not by an
@@ -527,7 +530,8 @@ function bySpend<T extends UsageFigures>(name: (item: T) => string) {
 /**
  * Spend of the organisation's /proxy payments over the days of `range` (UTC, by the day each
  * payment was made, as the daily caps count it), by day, by key and by target host: one scan of
- * the organisation's payments of the range with three groupings. Every day of the range is listed.
+ * the organisation's daily summary rows of the range (usage_daily: one per day, key and host, not
+ * one per payment) with three groupings. Every day of the range is listed.
  */
 export async function usageReport(db: Db, organisationId: bigint, range: UsageRange): Promise<UsageReport> {
   const from = new Date(`${range.fromDay}T00:00:00.000Z`);
@@ -537,20 +541,18 @@ export async function usageReport(db: Db, organisationId: bigint, range: UsageRa
       select
         case when grouping(day) = 0 then 'day' when grouping(api_key_id) = 0 then 'key' else 'host' end as dimension,
         to_char(day, 'YYYY-MM-DD') as day, api_key_id, target_host,
-        count(*) filter (where state = 'charged') as payments,
-        coalesce(sum(credits) filter (where state = 'charged'), 0)::bigint as credits,
-        coalesce(sum(amount_micro_usdc) filter (where state = 'charged'), 0)::bigint as amount_micro_usdc,
-        count(*) filter (where state = 'released') as released_payments,
-        coalesce(sum(credits) filter (where state = 'released'), 0)::bigint as released_credits,
-        count(*) filter (where state in ('reserved', 'signed')) as pending_payments,
-        coalesce(sum(credits) filter (where state in ('reserved', 'signed')), 0)::bigint as pending_credits
-      from (
-        select (created_at at time zone 'UTC')::date as day, api_key_id, coalesce(target_host, '') as target_host,
-               state, credits, amount_micro_usdc
-        from proxy_payments
-        where organisation_id = ${organisationId} and created_at >= ${from} and created_at < ${to}
-      ) p
-      group by grouping sets ((day), (api_key_id), (target_host))`.execute(db),
+        sum(charged_payments)::bigint as payments,
+        sum(charged_credits)::bigint as credits,
+        sum(charged_amount_micro_usdc)::bigint as amount_micro_usdc,
+        sum(released_payments)::bigint as released_payments,
+        sum(released_credits)::bigint as released_credits,
+        sum(pending_payments)::bigint as pending_payments,
+        sum(pending_credits)::bigint as pending_credits
+      from usage_daily
+      where organisation_id = ${organisationId}
+        and day >= (${from}::timestamptz at time zone 'UTC')::date and day < (${to}::timestamptz at time zone 'UTC')::date
+      group by grouping sets ((day), (api_key_id), (target_host))
+      having sum(charged_payments + released_payments + pending_payments) > 0`.execute(db),
     db
       .selectFrom('credit_ledger')
       .select([

@@ -1,24 +1,16 @@
-import pg from 'pg';
-import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { sql } from 'kysely';
-import { describe, expect, it, inject } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DATABASE_FUNCTIONS } from '../../db/functions/index';
 import { createDb, migrateToLatest } from '../../db/index';
 import { migrationProvider } from '../../db/migrations/index';
 import { Migrator } from 'kysely';
-import { pgAdminUrl } from '../support/database';
+import { createEmptyTestDatabase } from '../support/database';
 
 describe('migrations', () => {
   it('build every table on an empty database, are idempotent and leave the functions of db/functions', async () => {
-    const adminUrl = pgAdminUrl();
-    const name = `prs_${inject('runId')}_empty_${randomBytes(3).toString('hex')}`;
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    await admin.query(`create database "${name}"`);
-    const url = new URL(adminUrl);
-    url.pathname = `/${name}`;
-    const handle = createDb(url.toString());
+    const database = await createEmptyTestDatabase('empty');
+    const { handle } = database;
     try {
       expect(await migrateToLatest(handle.db)).toEqual([
         '2026_11_21_0001_foundation',
@@ -36,6 +28,7 @@ describe('migrations', () => {
         '2026_11_28_0014_credit_purchases',
         '2026_11_28_0015_paid_resource_calls',
         '2026_11_28_0016_usage_reads',
+        '2026_11_28_0017_usage_daily',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -55,6 +48,7 @@ describe('migrations', () => {
         'proxy_payments',
         'refunds',
         'relay_transactions',
+        'usage_daily',
         'webhooks',
       ]);
       // The database functions are their files' source, re-applied on every migrate (also by
@@ -62,7 +56,7 @@ describe('migrations', () => {
       await sql`create or replace function settle_reservation(p_reference text, p_to text) returns boolean language sql as 'select false'`.execute(
         handle.db,
       );
-      const concurrent = Array.from({ length: 3 }, () => createDb(url.toString(), { maxConnections: 2 }));
+      const concurrent = Array.from({ length: 3 }, () => createDb(database.url, { maxConnections: 2 }));
       try {
         expect(await Promise.all(concurrent.map((other) => migrateToLatest(other.db)))).toEqual([[], [], []]);
       } finally {
@@ -91,21 +85,13 @@ describe('migrations', () => {
         handle.db.updateTable('organisations').set({ credit_balance: -1n }).where('id', '=', organisation.id).execute(),
       ).rejects.toThrow(/credit_balance/);
     } finally {
-      await handle.close();
-      await admin.query(`drop database "${name}" with (force)`);
-      await admin.end();
+      await database.drop();
     }
   });
 
   it('carry every daily counter over to the column of its unit, exactly', async () => {
-    const adminUrl = pgAdminUrl();
-    const name = `prs_${inject('runId')}_units_${randomBytes(3).toString('hex')}`;
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    await admin.query(`create database "${name}"`);
-    const url = new URL(adminUrl);
-    url.pathname = `/${name}`;
-    const handle = createDb(url.toString());
+    const database = await createEmptyTestDatabase('units');
+    const { handle } = database;
     try {
       const migrator = new Migrator({ db: handle.db, provider: migrationProvider });
       const before = await migrator.migrateTo('2026_11_21_0008_reserve_function');
@@ -128,6 +114,7 @@ describe('migrations', () => {
         '2026_11_28_0014_credit_purchases',
         '2026_11_28_0015_paid_resource_calls',
         '2026_11_28_0016_usage_reads',
+        '2026_11_28_0017_usage_daily',
       ]);
       const rows = await handle.db
         .selectFrom('daily_spend')
@@ -147,9 +134,7 @@ describe('migrations', () => {
         handle.db.updateTable('daily_spend').set({ spent_credits: 1n }).where('scope', '=', 'relay_wallet').execute(),
       ).rejects.toThrow(/daily_spend_one_unit/);
     } finally {
-      await handle.close();
-      await admin.query(`drop database "${name}" with (force)`);
-      await admin.end();
+      await database.drop();
     }
   });
 });

@@ -14,7 +14,7 @@ import type { Db } from '../../db/index';
 import { startPeers, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
 import { organisationBalance } from '../../payments/credits';
 import { createTestAccount, type TestAccount } from '../support/accounts';
-import { startProxyService } from '../support/proxy';
+import { ledgerSums, startProxyService } from '../support/proxy';
 import { contractFetch, relayLegBalances } from '../support/relay';
 import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
@@ -31,7 +31,9 @@ const TOOLS = [
   'fetch',
   'get_balance',
   'get_topup_link',
+  'get_usage',
   'get_webhook_status',
+  'list_payments',
   'relay_fetch',
   'search_endpoints',
   'simulate',
@@ -120,6 +122,23 @@ describe.each([
     expect(tools.find((tool) => tool.name === 'get_topup_link')!.inputSchema).toMatchObject({
       required: ['credits'],
     });
+    expect(tools.find((tool) => tool.name === 'get_usage')!.inputSchema).toEqual({
+      type: 'object',
+      additionalProperties: false,
+      required: [],
+      properties: {
+        from: expect.objectContaining({ type: 'string', format: 'date' }),
+        to: expect.objectContaining({ type: 'string', format: 'date' }),
+      },
+    });
+    const listPayments = tools.find((tool) => tool.name === 'list_payments')!.inputSchema;
+    expect(Object.keys(listPayments.properties ?? {}).sort()).toEqual(
+      ['cursor', 'from', 'host', 'key', 'kind', 'limit', 'status', 'to'].sort(),
+    );
+    expect(listPayments.properties).toMatchObject({
+      limit: { type: 'integer', minimum: 1, maximum: 200 },
+      status: { enum: expect.arrayContaining(['pending', 'charged', 'released', 'credited']) },
+    });
     transcript.push(`[${over}] tools/list -> ${tools.map((tool) => tool.name).join(', ')}`);
   });
 
@@ -143,6 +162,72 @@ describe.each([
     expect(balance.answer.body).toMatchObject({ key_prefix: account.prefix, effective_available: 987 });
     const limits = await call(client, over, 'check_limits');
     expect(limits.answer.status).toBe(200);
+  });
+
+  it("get_usage and list_payments read the key's organisation's spend and payments, as the ledger and the HTTP API say", async () => {
+    // After the paid fetch above: one charged payment of CREDITS, and the grant of 1,000.
+    const ledger = await ledgerSums(db, account.organisationId);
+    expect(ledger).toMatchObject({ grant: 1_000n, charge: CREDITS, release: 0n });
+
+    const usage = await call(client, over, 'get_usage');
+    expect(usage.isError).toBe(false);
+    expect(usage.answer.status).toBe(200);
+    expect(usage.answer.body.totals).toMatchObject({
+      payments: 1,
+      credits: Number(ledger.charge),
+      amount_micro_usdc: PRICE.toString(),
+      granted_credits: Number(ledger.grant),
+      released_credits: 0,
+      pending_credits: 0,
+    });
+    expect(usage.answer.body.by_key).toEqual([expect.objectContaining({ key_prefix: account.prefix, credits: 13 })]);
+    const http = await t.client.get('/v1/usage', { headers: { 'x-api-key': account.key } });
+    expect(usage.answer.body).toEqual(http.body);
+    const today = new Date().toISOString().slice(0, 10);
+    const oneDay = await call(client, over, 'get_usage', { from: today, to: today });
+    expect(oneDay.answer.body.by_day).toEqual([expect.objectContaining({ day: today, credits: 13 })]);
+
+    const listed = await call(client, over, 'list_payments', { kind: 'proxy_payment', limit: 10 });
+    expect(listed.isError).toBe(false);
+    const [payment, ...others] = listed.answer.body.items;
+    expect(others).toEqual([]);
+    const row = await db
+      .selectFrom('proxy_payments')
+      .selectAll()
+      .where('organisation_id', '=', account.organisationId)
+      .executeTakeFirstOrThrow();
+    expect(payment).toMatchObject({
+      id: `pay_${row.id}`,
+      kind: 'proxy_payment',
+      status: 'charged',
+      key_prefix: account.prefix,
+      credits: Number(CREDITS),
+      amount_micro_usdc: PRICE.toString(),
+      tx_hash: row.tx_hash,
+      network: NETWORK,
+    });
+    const every = await call(client, over, 'list_payments');
+    const httpList = await t.client.get('/v1/payments', { headers: { 'x-api-key': account.key } });
+    expect(every.answer.body).toEqual(httpList.body);
+    expect(every.answer.body.items.map((item: { kind: string }) => item.kind)).toEqual(['proxy_payment', 'grant']);
+  });
+
+  it('get_usage and list_payments refuse bad input with a tool error naming it, and change nothing', async () => {
+    const long = await call(client, over, 'get_usage', { from: '2026-01-01', to: '2026-06-01' });
+    expect(long.isError).toBe(true);
+    expect(long.answer).toMatchObject({ status: 400, body: { code: 'validation_failed' } });
+    expect(long.answer.body.details).toContain('at most 90 days');
+    const tooMany = await call(client, over, 'list_payments', { limit: 500 });
+    expect(tooMany.isError).toBe(true);
+    expect(tooMany.answer).toMatchObject({ status: 400, body: { code: 'validation_failed' } });
+    expect(JSON.stringify(tooMany.answer.body.details)).toContain('limit');
+    const unknown = await call(client, over, 'list_payments', { wallet: '0xabc' });
+    expect(unknown.isError).toBe(true);
+    expect(JSON.stringify(unknown.answer.body.details)).toContain('wallet');
+    const cursor = await call(client, over, 'list_payments', { cursor: 'bm90LWEtY3Vyc29y' });
+    expect(cursor.isError).toBe(true);
+    expect(cursor.answer).toMatchObject({ status: 400, body: { code: 'validation_failed' } });
+    expect(await organisationBalance(db, account.organisationId)).toBe(1_000n - CREDITS);
   });
 
   it('errors of ours are tool errors with our code: a ceiling below the price, an unknown record', async () => {

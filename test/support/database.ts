@@ -24,12 +24,23 @@ export function pgAdminUrl(): string {
 
 /** A fresh, migrated database of this run, cloned from the run's template. */
 export async function createTestDatabase(): Promise<TestDatabase> {
+  return newDatabase(
+    `prs_${inject('runId')}_${randomBytes(4).toString('hex')}`,
+    `template "${inject('templateDatabase')}"`,
+  );
+}
+
+/** A fresh database of this run with no migration applied, for the tests of the migrations themselves. */
+export async function createEmptyTestDatabase(label: string): Promise<TestDatabase> {
+  return newDatabase(`prs_${inject('runId')}_${label}_${randomBytes(3).toString('hex')}`, '');
+}
+
+async function newDatabase(name: string, options: string): Promise<TestDatabase> {
   const adminUrl = pgAdminUrl();
-  const name = `prs_${inject('runId')}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   try {
-    await admin.query(`create database "${name}" template "${inject('templateDatabase')}"`);
+    await admin.query(`create database "${name}" ${options}`);
   } finally {
     await admin.end();
   }
