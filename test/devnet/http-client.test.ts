@@ -797,30 +797,38 @@ describe('redirects', () => {
     expect(peer.received[1]!.body.toString()).toBe(followedBody);
   });
 
-  it('keeps credentials on the same origin and strips them when the origin changes', async () => {
+  /**
+   * One call redirected to its own origin (/same) and one to another origin (/cross): the requests
+   * each redirect lands with, as the two peers received them.
+   */
+  async function landedAfterRedirects(call: Omit<CallRequest, 'api_url'>, paymentVersion?: 1 | 2) {
     const other = await startPeer();
     const start = await startPeer((received, response) => {
       if (received.url === '/same') response.writeHead(302, { Location: '/landed' }).end();
       else if (received.url === '/cross') response.writeHead(302, { Location: `${other.origin}/landed` }).end();
       else response.end('landed');
     });
-    const call = (path: string): CallRequest => ({
-      api_url: `${start.origin}${path}`,
+    const allowHosts = allow(start.hostPort, other.hostPort);
+    for (const path of ['/same', '/cross'])
+      await send(request({ ...call, api_url: `${start.origin}${path}` }, 'pay', paymentVersion), { allowHosts });
+    return {
+      sameOrigin: start.received.find((received) => received.url === '/landed')!,
+      crossOrigin: other.received[0]!,
+    };
+  }
+
+  it('keeps credentials on the same origin and strips them when the origin changes', async () => {
+    const { sameOrigin, crossOrigin } = await landedAfterRedirects({
       method: 'GET',
       auth: { username: 'u', password: 'p' },
       cookies: { session: 's' },
       headers: { 'X-Trace': 't' },
     });
-    const allowHosts = allow(start.hostPort, other.hostPort);
-    await send(request(call('/same'), 'pay'), { allowHosts });
-    await send(request(call('/cross'), 'pay'), { allowHosts });
-    const sameOrigin = start.received.find((received) => received.url === '/landed')!;
     expect(sameOrigin.headers).toMatchObject({
       authorization: expect.stringMatching(/^Basic /),
       cookie: 'session=s',
       'x-payment': 'pay',
     });
-    const crossOrigin = other.received[0]!;
     expect(crossOrigin.headers['x-trace']).toBe('t');
     expect(crossOrigin.headers.authorization).toBeUndefined();
     expect(crossOrigin.headers.cookie).toBeUndefined();
@@ -828,24 +836,12 @@ describe('redirects', () => {
   });
 
   it('keeps our PAYMENT-SIGNATURE (x402 version 2) on the same origin and strips it when the origin changes', async () => {
-    const other = await startPeer();
-    const start = await startPeer((received, response) => {
-      if (received.url === '/same') response.writeHead(302, { Location: '/landed' }).end();
-      else if (received.url === '/cross') response.writeHead(302, { Location: `${other.origin}/landed` }).end();
-      else response.end('landed');
-    });
-    const call = (path: string): CallRequest => ({
-      api_url: `${start.origin}${path}`,
-      method: 'GET',
-      headers: { 'X-Payment': 'forged', 'X-Trace': 't' },
-    });
-    const allowHosts = allow(start.hostPort, other.hostPort);
-    await send(request(call('/same'), 'pay', 2), { allowHosts });
-    await send(request(call('/cross'), 'pay', 2), { allowHosts });
-    const sameOrigin = start.received.find((received) => received.url === '/landed')!;
+    const { sameOrigin, crossOrigin } = await landedAfterRedirects(
+      { method: 'GET', headers: { 'X-Payment': 'forged', 'X-Trace': 't' } },
+      2,
+    );
     expect(sameOrigin.headers['payment-signature']).toBe('pay');
     expect(sameOrigin.headers['x-payment']).toBeUndefined();
-    const crossOrigin = other.received[0]!;
     expect(crossOrigin.headers['x-trace']).toBe('t');
     expect(crossOrigin.headers['payment-signature']).toBeUndefined();
     expect(crossOrigin.headers['x-payment']).toBeUndefined();
