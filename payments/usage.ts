@@ -12,7 +12,7 @@
  * organisation's key.
  */
 import { createHash } from 'node:crypto';
-import { sql, type RawBuilder, type SqlBool } from 'kysely';
+import { sql, type RawBuilder, type SelectQueryBuilder, type SqlBool } from 'kysely';
 import type { Db } from '../db/index';
 import { addDays, utcDay } from './clock';
 import type { NetworkSettings } from './config';
@@ -186,6 +186,30 @@ function after(table: 'proxy_payments' | 'credit_ledger', rank: 0 | 1, position:
 }
 
 /**
+ * The steps both sources of the history take alike: the organisation's keys asked for, the time
+ * range, the rows after the cursor, the history's order (newest first, then the highest id) and
+ * the page's size.
+ */
+function readPage<DB, TB extends keyof DB, O>(
+  query: SelectQueryBuilder<DB, TB, O>,
+  table: 'proxy_payments' | 'credit_ledger',
+  rank: 0 | 1,
+  page: { filters: ActivityFilters; keyIds: bigint[] | undefined; position: Position | undefined; rows: number },
+): Promise<O[]> {
+  const createdAt = sql.ref<Date>(`${table}.created_at`);
+  const { filters, keyIds, position, rows } = page;
+  if (keyIds !== undefined) query = query.where(sql.ref<bigint>(`${table}.api_key_id`), 'in', keyIds);
+  if (filters.from !== undefined) query = query.where(createdAt, '>=', filters.from);
+  if (filters.to !== undefined) query = query.where(createdAt, '<', filters.to);
+  if (position !== undefined) query = query.where(after(table, rank, position));
+  return query
+    .orderBy(createdAt, 'desc')
+    .orderBy(sql.ref(`${table}.id`), 'desc')
+    .limit(rows)
+    .execute();
+}
+
+/**
  * One page of the organisation's history, newest first. Each of the two sources is read with its
  * own index (at most limit + 1 rows each) and the two are merged here.
  */
@@ -274,17 +298,9 @@ async function readPayments(
       'proxy_payments.webhook_id',
     ])
     .where('proxy_payments.organisation_id', '=', organisationId);
-  if (keyIds !== undefined) query = query.where('proxy_payments.api_key_id', 'in', keyIds);
   if (filters.host !== undefined) query = query.where('proxy_payments.target_host', '=', filters.host.toLowerCase());
   if (filters.status !== undefined) query = query.where('proxy_payments.state', 'in', PAYMENT_STATES[filters.status]);
-  if (filters.from !== undefined) query = query.where('proxy_payments.created_at', '>=', filters.from);
-  if (filters.to !== undefined) query = query.where('proxy_payments.created_at', '<', filters.to);
-  if (position !== undefined) query = query.where(after('proxy_payments', 1, position));
-  const found = await query
-    .orderBy('proxy_payments.created_at', 'desc')
-    .orderBy('proxy_payments.id', 'desc')
-    .limit(rows)
-    .execute();
+  const found = await readPage(query, 'proxy_payments', 1, { filters, keyIds, position, rows });
   return found.map((row) => ({
     position: { createdAt: row.created_at_text, rank: 1, id: row.id },
     activity: {
@@ -315,7 +331,7 @@ async function readMovements(
   if (filters.kind === 'proxy_payment' || filters.host !== undefined) return [];
   if (filters.status !== undefined && filters.status !== 'credited') return [];
   const kinds = filters.kind === undefined ? MOVEMENT_KINDS : MOVEMENT_KINDS.filter((kind) => kind === filters.kind);
-  let query = db
+  const query = db
     .selectFrom('credit_ledger')
     .leftJoin('api_keys', 'api_keys.id', 'credit_ledger.api_key_id')
     .select([
@@ -330,15 +346,7 @@ async function readMovements(
     // The predicate of the partial index credit_ledger_organisation_movements, so that it is used.
     .where('credit_ledger.kind', 'not in', PAYMENT_STEP_KINDS)
     .where('credit_ledger.kind', 'in', kinds);
-  if (keyIds !== undefined) query = query.where('credit_ledger.api_key_id', 'in', keyIds);
-  if (filters.from !== undefined) query = query.where('credit_ledger.created_at', '>=', filters.from);
-  if (filters.to !== undefined) query = query.where('credit_ledger.created_at', '<', filters.to);
-  if (position !== undefined) query = query.where(after('credit_ledger', 0, position));
-  const found = await query
-    .orderBy('credit_ledger.created_at', 'desc')
-    .orderBy('credit_ledger.id', 'desc')
-    .limit(rows)
-    .execute();
+  const found = await readPage(query, 'credit_ledger', 0, { filters, keyIds, position, rows });
   return found.map((row) => ({
     position: { createdAt: row.created_at_text, rank: 0, id: row.id },
     activity: {

@@ -2,6 +2,7 @@
 // that replay a payment, send many at once, or tamper with one field.
 import { randomBytes } from 'node:crypto';
 import { getAddress, toHex, type Address, type Hex, type LocalAccount, type TypedDataDomain } from 'viem';
+import { transferWithAuthorizationTypes } from '../../payments/chains/evm';
 import { EVM_NETWORKS, isEvmNetwork } from '../networks.js';
 import {
   encodePaymentHeader,
@@ -10,17 +11,6 @@ import {
   type PaymentPayload,
   type PaymentRequirements,
 } from '../x402.js';
-
-export const transferWithAuthorizationTypes = {
-  TransferWithAuthorization: [
-    { name: 'from', type: 'address' },
-    { name: 'to', type: 'address' },
-    { name: 'value', type: 'uint256' },
-    { name: 'validAfter', type: 'uint256' },
-    { name: 'validBefore', type: 'uint256' },
-    { name: 'nonce', type: 'bytes32' },
-  ],
-} as const;
 
 /** The EIP-712 domain of USDC on an EVM network: name and version from the requirements' extra, as x402 clients do. */
 export function usdcDomain(requirements: PaymentRequirements): TypedDataDomain {

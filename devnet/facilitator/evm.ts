@@ -14,7 +14,7 @@ import {
   type LocalAccount,
 } from 'viem';
 import { localTransport, type LocalEvmChain } from '../evm/chain.js';
-import { transferWithAuthorizationTypes } from '../evm/authorization.js';
+import { transferWithAuthorizationTypes, type TransferAuthorization } from '../../payments/chains/evm';
 import { RECEIPT_TIMEOUT_MS, usdcAbi } from '../evm/usdc.js';
 import type { KeyedQueue } from '../key-queue.js';
 import { checkVersionSchemeAndNetwork, InvalidPayment } from './invalid.js';
@@ -30,15 +30,9 @@ import {
 /** An authorization must stay valid this long after verification, so that settlement can land. */
 export const VALID_BEFORE_MARGIN_SECONDS = 6n;
 
-interface CheckedAuthorization {
+interface CheckedAuthorization extends TransferAuthorization {
   chain: LocalEvmChain;
   usdc: Address;
-  from: Address;
-  to: Address;
-  value: bigint;
-  validAfter: bigint;
-  validBefore: bigint;
-  nonce: Hex;
   signature: Hex;
 }
 

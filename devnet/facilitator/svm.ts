@@ -20,19 +20,12 @@ import {
   type Transaction,
 } from '@solana/kit';
 import {
-  COMPUTE_BUDGET_PROGRAM_ADDRESS,
   ComputeBudgetInstruction,
-  identifyComputeBudgetInstruction,
   parseSetComputeUnitLimitInstruction,
   parseSetComputeUnitPriceInstruction,
 } from '@solana-program/compute-budget';
-import {
-  findAssociatedTokenPda,
-  identifyTokenInstruction,
-  parseTransferCheckedInstruction,
-  TOKEN_PROGRAM_ADDRESS,
-  TokenInstruction,
-} from '@solana-program/token';
+import { findAssociatedTokenPda, parseTransferCheckedInstruction, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
+import { isComputeBudget, isMemo, isTransferChecked } from '../../payments/chains/solana/shape';
 import type { KeyedQueue } from '../key-queue.js';
 import { required } from '../required.js';
 import { checkVersionSchemeAndNetwork, InvalidPayment } from './invalid.js';
@@ -44,10 +37,6 @@ import {
   type SettleResponse,
   type VerifyResponse,
 } from '../x402.js';
-
-/** SPL Memo (the one x402's client uses) and its first version. */
-export const MEMO_PROGRAM_ADDRESS = 'MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr' as Address;
-export const MEMO_V1_PROGRAM_ADDRESS = 'Memo1UhkJRfHyvLMcVucJwxXeuD728EqVDDwQDxFMNo' as Address;
 
 /** x402's own ceiling for the compute unit price (5 lamports per unit). */
 export const MAX_COMPUTE_UNIT_PRICE_MICRO_LAMPORTS = 5_000_000n;
@@ -197,11 +186,7 @@ async function checkShape(
   ) {
     throw new InvalidPayment('invalid_exact_svm_payload_transaction_fee_payer_included_in_instruction_accounts');
   }
-  if (
-    transfer.programAddress !== TOKEN_PROGRAM_ADDRESS ||
-    !transfer.data ||
-    identifyTokenInstruction(transfer.data) !== TokenInstruction.TransferChecked
-  ) {
+  if (!isTransferChecked(transfer)) {
     throw new InvalidPayment('invalid_exact_svm_payload_transaction_instruction_not_spl_token_transfer_checked');
   }
   const parsed = parseTransferCheckedInstruction(transfer as Parameters<typeof parseTransferCheckedInstruction>[0]);
@@ -263,19 +248,11 @@ async function checkWithCluster({ rpcs, feePayer }: SvmContext, checked: Checked
   return signed;
 }
 
-function isMemo(instruction: Instruction): boolean {
-  return instruction.programAddress === MEMO_PROGRAM_ADDRESS || instruction.programAddress === MEMO_V1_PROGRAM_ADDRESS;
-}
-
 function checkComputeBudget(limit: Instruction, price: Instruction): void {
-  const isBudget = (instruction: Instruction, kind: ComputeBudgetInstruction) =>
-    instruction.programAddress === COMPUTE_BUDGET_PROGRAM_ADDRESS &&
-    instruction.data !== undefined &&
-    identifyComputeBudgetInstruction(instruction.data) === kind;
-  if (!isBudget(limit, ComputeBudgetInstruction.SetComputeUnitLimit)) {
+  if (!isComputeBudget(limit, ComputeBudgetInstruction.SetComputeUnitLimit)) {
     throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_compute_limit_instruction');
   }
-  if (!isBudget(price, ComputeBudgetInstruction.SetComputeUnitPrice)) {
+  if (!isComputeBudget(price, ComputeBudgetInstruction.SetComputeUnitPrice)) {
     throw new InvalidPayment('invalid_exact_svm_payload_transaction_instructions_compute_price_instruction');
   }
   const units = parseSetComputeUnitLimitInstruction(limit as Parameters<typeof parseSetComputeUnitLimitInstruction>[0])

@@ -22,7 +22,7 @@ import {
 } from '@solana/kit';
 import { getSetComputeUnitLimitInstruction, getSetComputeUnitPriceInstruction } from '@solana-program/compute-budget';
 import { findAssociatedTokenPda, getTransferCheckedInstruction, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
-import { MEMO_PROGRAM_ADDRESS } from '../facilitator/svm.js';
+import { MEMO_PROGRAM_ADDRESS } from '../../payments/chains/solana/shape';
 import { USDC_DECIMALS, isSolanaNetwork, type SolanaNetworkName } from '../networks.js';
 import {
   encodePaymentHeader,

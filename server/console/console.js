@@ -109,6 +109,17 @@
     chart.append(peak);
   }
 
+  /** The two breakdown tables (by key, by target host): one template, its first column named by its section. */
+  function buildBreakdowns() {
+    const template = byId('breakdown');
+    for (const section of document.querySelectorAll('section[data-breakdown]')) {
+      const table = template.content.cloneNode(true);
+      table.querySelector('th').textContent = section.dataset.name;
+      table.querySelector('tbody').id = section.dataset.breakdown;
+      section.append(table);
+    }
+  }
+
   function renderBuckets(tbodyId, rows, name) {
     const body = byId(tbodyId);
     body.replaceChildren();
@@ -250,6 +261,7 @@
   setInterval(() => {
     if (document.visibilityState === 'visible') void refresh();
   }, REFRESH_MS);
+  buildBreakdowns();
   showSignedIn();
   void refresh();
 })();

@@ -22,7 +22,8 @@ import {
   type FuzzRequest,
   type Operation,
 } from '../support/fuzz-requests';
-import { peersEnv, tableResolver } from '../support/proxy';
+import { peersEnv } from '../support/proxy';
+import { tableResolver } from '../support/resolver';
 import { startTestService, type TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
 

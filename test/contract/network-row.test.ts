@@ -7,6 +7,7 @@
 import { getAddress, hashTypedData, recoverTypedDataAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { transferWithAuthorizationTypes } from '../../payments/chains/evm';
 import { createChains } from '../../payments/chains/index';
 import { PAYMENT_SCHEMES } from '../../payments/chains/registry';
 import { loadConfig } from '../../payments/config';
@@ -98,16 +99,7 @@ describe('Polygon Amoy, one row of the network table', () => {
     };
     const typedData = {
       domain: { name: 'USDC', version: '2', chainId: 80002, verifyingContract: getAddress(AMOY_USDC) },
-      types: {
-        TransferWithAuthorization: [
-          { name: 'from', type: 'address' },
-          { name: 'to', type: 'address' },
-          { name: 'value', type: 'uint256' },
-          { name: 'validAfter', type: 'uint256' },
-          { name: 'validBefore', type: 'uint256' },
-          { name: 'nonce', type: 'bytes32' },
-        ],
-      },
+      types: transferWithAuthorizationTypes,
       primaryType: 'TransferWithAuthorization',
       message: {
         from: authorization.from as Hex,

@@ -16,7 +16,8 @@ import {
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localUsdcArtifact } from '../../contracts/LocalUsdc.artifact.js';
-import { randomNonce, transferWithAuthorizationTypes } from '../../devnet/evm/authorization.js';
+import { randomNonce } from '../../devnet/evm/authorization.js';
+import { transferWithAuthorizationTypes } from '../../payments/chains/evm';
 import { localTransport, startEvmChain, type LocalEvmChain } from '../../devnet/evm/chain.js';
 import { createSmartWallet, deployWalletFactory } from '../../devnet/evm/smart-wallet.js';
 import { compileUsdc, renderUsdcArtifactModule } from '../../devnet/evm/usdc-artifact.js';

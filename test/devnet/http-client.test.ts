@@ -184,6 +184,11 @@ async function send(
   return answered(attempt(target, options));
 }
 
+/** Sends a call to this peer (at `path`, its root by default), only the peer's host allowed. */
+function sendToPeer(peer: { origin: string; hostPort: string }, call: Omit<CallRequest, 'api_url'>, path = '') {
+  return send(request({ api_url: `${peer.origin}${path}`, ...call }), { allowHosts: allow(peer.hostPort) });
+}
+
 async function answered(promise: Promise<TargetAnswer>): Promise<TargetResponse> {
   const answer = await promise;
   if (!answer.ok) throw new Error(`expected an answer, got ${answer.reason}: ${answer.details}`);
@@ -211,9 +216,7 @@ const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
 describe('each body form arrives at the target as specified', () => {
   it('json', async () => {
     const peer = await startPeer();
-    await send(request({ api_url: `${peer.origin}/pay`, method: 'POST', json: { amount: '0.10', note: 'café' } }), {
-      allowHosts: allow(peer.hostPort),
-    });
+    await sendToPeer(peer, { method: 'POST', json: { amount: '0.10', note: 'café' } }, '/pay');
     const received = peer.received[0]!;
     expect(received.method).toBe('POST');
     expect(received.headers['content-type']).toBe('application/json');
@@ -223,33 +226,22 @@ describe('each body form arrives at the target as specified', () => {
 
   it('payload, the deprecated alias of json', async () => {
     const peer = await startPeer();
-    await send(request({ api_url: peer.origin, method: 'PUT', payload: { a: 1 } }), {
-      allowHosts: allow(peer.hostPort),
-    });
+    await sendToPeer(peer, { method: 'PUT', payload: { a: 1 } });
     expect(peer.received[0]).toMatchObject({ method: 'PUT', headers: { 'content-type': 'application/json' } });
     expect(peer.received[0]!.body.toString()).toBe('{"a":1}');
   });
 
   it('data object as a form', async () => {
     const peer = await startPeer();
-    await send(request({ api_url: peer.origin, method: 'POST', data: { a: 'x y', b: ['1', '2'] } }), {
-      allowHosts: allow(peer.hostPort),
-    });
+    await sendToPeer(peer, { method: 'POST', data: { a: 'x y', b: ['1', '2'] } });
     expect(peer.received[0]!.headers['content-type']).toBe('application/x-www-form-urlencoded');
     expect(peer.received[0]!.body.toString()).toBe('a=x+y&b=1&b=2');
   });
 
   it('data string raw, with the caller content type only', async () => {
     const peer = await startPeer();
-    await send(request({ api_url: peer.origin, method: 'POST', data: 'raw\u00e9 bytes' }), {
-      allowHosts: allow(peer.hostPort),
-    });
-    await send(
-      request({ api_url: peer.origin, method: 'POST', data: '<a/>', headers: { 'Content-Type': 'application/xml' } }),
-      {
-        allowHosts: allow(peer.hostPort),
-      },
-    );
+    await sendToPeer(peer, { method: 'POST', data: 'raw\u00e9 bytes' });
+    await sendToPeer(peer, { method: 'POST', data: '<a/>', headers: { 'Content-Type': 'application/xml' } });
     expect(peer.received[0]!.headers['content-type']).toBeUndefined();
     expect(peer.received[0]!.body).toEqual(Buffer.from('raw\u00e9 bytes', 'utf8'));
     expect(peer.received[1]!.headers['content-type']).toBe('application/xml');
@@ -258,24 +250,15 @@ describe('each body form arrives at the target as specified', () => {
 
   it('body string as-is and body object as JSON text, neither with a content type of ours', async () => {
     const peer = await startPeer();
-    await send(request({ api_url: peer.origin, method: 'PATCH', body: '{"pre":"serialised"}' }), {
-      allowHosts: allow(peer.hostPort),
-    });
-    await send(request({ api_url: peer.origin, method: 'POST', body: { k: ['v'] } }), {
-      allowHosts: allow(peer.hostPort),
-    });
+    await sendToPeer(peer, { method: 'PATCH', body: '{"pre":"serialised"}' });
+    await sendToPeer(peer, { method: 'POST', body: { k: ['v'] } });
     expect(peer.received.map((received) => received.body.toString())).toEqual(['{"pre":"serialised"}', '{"k":["v"]}']);
     expect(peer.received.map((received) => received.headers['content-type'])).toEqual([undefined, undefined]);
   });
 
   it('params appended to the existing query', async () => {
     const peer = await startPeer();
-    await send(
-      request({ api_url: `${peer.origin}/search?q=a%20b&x=1`, method: 'GET', params: { page: 2, tag: ['p', 'q r'] } }),
-      {
-        allowHosts: allow(peer.hostPort),
-      },
-    );
+    await sendToPeer(peer, { method: 'GET', params: { page: 2, tag: ['p', 'q r'] } }, '/search?q=a%20b&x=1');
     expect(peer.received[0]).toMatchObject({ method: 'GET', url: '/search?q=a%20b&x=1&page=2&tag=p&tag=q+r' });
     expect(peer.received[0]!.headers['content-length']).toBeUndefined();
     expect(peer.received[0]!.body.length).toBe(0);
@@ -319,9 +302,7 @@ describe('each body form arrives at the target as specified', () => {
       });
       response.end('created');
     });
-    const response = await send(request({ api_url: `${peer.origin}/r`, method: 'GET' }), {
-      allowHosts: allow(peer.hostPort),
-    });
+    const response = await sendToPeer(peer, { method: 'GET' }, '/r');
     expect(response.status).toBe(201);
     expect(response.body.toString()).toBe('created');
     expect(response.url).toBe(`${peer.origin}/r`);
@@ -790,37 +771,43 @@ describe('redirects', () => {
       if (received.url === '/start') response.writeHead(status, { Location: '/next' }).end();
       else response.end('done');
     });
-    await send(request({ api_url: `${peer.origin}/start`, method, json: { a: 1 } }), {
-      allowHosts: allow(peer.hostPort),
-    });
+    await sendToPeer(peer, { method, json: { a: 1 } }, '/start');
     expect(peer.received[1]).toMatchObject({ method: followedMethod, url: '/next' });
     expect(peer.received[1]!.body.toString()).toBe(followedBody);
   });
 
-  it('keeps credentials on the same origin and strips them when the origin changes', async () => {
+  /**
+   * One call redirected to its own origin (/same) and one to another origin (/cross): the requests
+   * each redirect lands with, as the two peers received them.
+   */
+  async function landedAfterRedirects(call: Omit<CallRequest, 'api_url'>, paymentVersion?: 1 | 2) {
     const other = await startPeer();
     const start = await startPeer((received, response) => {
       if (received.url === '/same') response.writeHead(302, { Location: '/landed' }).end();
       else if (received.url === '/cross') response.writeHead(302, { Location: `${other.origin}/landed` }).end();
       else response.end('landed');
     });
-    const call = (path: string): CallRequest => ({
-      api_url: `${start.origin}${path}`,
+    const allowHosts = allow(start.hostPort, other.hostPort);
+    for (const path of ['/same', '/cross'])
+      await send(request({ ...call, api_url: `${start.origin}${path}` }, 'pay', paymentVersion), { allowHosts });
+    return {
+      sameOrigin: start.received.find((received) => received.url === '/landed')!,
+      crossOrigin: other.received[0]!,
+    };
+  }
+
+  it('keeps credentials on the same origin and strips them when the origin changes', async () => {
+    const { sameOrigin, crossOrigin } = await landedAfterRedirects({
       method: 'GET',
       auth: { username: 'u', password: 'p' },
       cookies: { session: 's' },
       headers: { 'X-Trace': 't' },
     });
-    const allowHosts = allow(start.hostPort, other.hostPort);
-    await send(request(call('/same'), 'pay'), { allowHosts });
-    await send(request(call('/cross'), 'pay'), { allowHosts });
-    const sameOrigin = start.received.find((received) => received.url === '/landed')!;
     expect(sameOrigin.headers).toMatchObject({
       authorization: expect.stringMatching(/^Basic /),
       cookie: 'session=s',
       'x-payment': 'pay',
     });
-    const crossOrigin = other.received[0]!;
     expect(crossOrigin.headers['x-trace']).toBe('t');
     expect(crossOrigin.headers.authorization).toBeUndefined();
     expect(crossOrigin.headers.cookie).toBeUndefined();
@@ -828,24 +815,12 @@ describe('redirects', () => {
   });
 
   it('keeps our PAYMENT-SIGNATURE (x402 version 2) on the same origin and strips it when the origin changes', async () => {
-    const other = await startPeer();
-    const start = await startPeer((received, response) => {
-      if (received.url === '/same') response.writeHead(302, { Location: '/landed' }).end();
-      else if (received.url === '/cross') response.writeHead(302, { Location: `${other.origin}/landed` }).end();
-      else response.end('landed');
-    });
-    const call = (path: string): CallRequest => ({
-      api_url: `${start.origin}${path}`,
-      method: 'GET',
-      headers: { 'X-Payment': 'forged', 'X-Trace': 't' },
-    });
-    const allowHosts = allow(start.hostPort, other.hostPort);
-    await send(request(call('/same'), 'pay', 2), { allowHosts });
-    await send(request(call('/cross'), 'pay', 2), { allowHosts });
-    const sameOrigin = start.received.find((received) => received.url === '/landed')!;
+    const { sameOrigin, crossOrigin } = await landedAfterRedirects(
+      { method: 'GET', headers: { 'X-Payment': 'forged', 'X-Trace': 't' } },
+      2,
+    );
     expect(sameOrigin.headers['payment-signature']).toBe('pay');
     expect(sameOrigin.headers['x-payment']).toBeUndefined();
-    const crossOrigin = other.received[0]!;
     expect(crossOrigin.headers['x-trace']).toBe('t');
     expect(crossOrigin.headers['payment-signature']).toBeUndefined();
     expect(crossOrigin.headers['x-payment']).toBeUndefined();

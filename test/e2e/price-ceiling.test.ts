@@ -4,11 +4,11 @@
 // policy_refused, and hold exactly under 50 concurrent calls. Amounts are read from the chains.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
-import { startPeers, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
+import { type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
 import { setKeyPolicy } from '../../payments/accounts';
 import { organisationBalance } from '../../payments/credits';
 import { createTestAccount } from '../support/accounts';
-import { ledgerSums, startProxyService } from '../support/proxy';
+import { ledgerSums, startPeersAndProxyService } from '../support/proxy';
 import { relayRows } from '../support/relay';
 import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
@@ -26,16 +26,14 @@ let t: TestService;
 let db: Db;
 
 beforeAll(async () => {
-  peers = await startPeers({
+  ({ peers, t, db } = await startPeersAndProxyService({
     networks: [NETWORK],
     pricesMicroUsdc: { paid: PRICE, paidEcho: CHEAP },
     targets: [
       { name: NETWORK, network: NETWORK },
       { name: 'other', network: NETWORK },
     ],
-  });
-  t = await startProxyService(peers);
-  db = t.database.handle.db;
+  }));
 });
 
 afterAll(async () => {

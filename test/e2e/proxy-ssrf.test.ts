@@ -6,7 +6,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestAccount } from '../support/accounts';
-import { tableResolver } from '../support/proxy';
+import { tableResolver } from '../support/resolver';
 import { startTestService, type TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
 

@@ -14,7 +14,8 @@ import { startService, type Service } from '../../server/service';
 import { createTestAccount } from '../support/accounts';
 import { contractClient } from '../support/contract';
 import { createTestDatabase, type TestDatabase } from '../support/database';
-import { peersEnv, tableResolver } from '../support/proxy';
+import { peersEnv } from '../support/proxy';
+import { tableResolver } from '../support/resolver';
 import { payingFetch, relayRequest } from '../support/relay';
 import { ifStarted } from '../support/teardown';
 

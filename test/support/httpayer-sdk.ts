@@ -43,7 +43,7 @@ import { getSetComputeUnitLimitInstruction, getSetComputeUnitPriceInstruction } 
 import { findAssociatedTokenPda, getTransferCheckedInstruction, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
 import { getAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import { transferWithAuthorizationTypes } from '../../devnet/evm/authorization';
+import { transferWithAuthorizationTypes } from '../../payments/chains/evm';
 import { checkResponse, type ContractResponse } from './contract';
 
 /** The SDK's own network -> chain id table (it signs with these, whatever the 402 says). */

@@ -2,14 +2,13 @@
  * The service set up to pay the local peers of devnet: RPC URLs of the running networks, the
  * harness's funded service wallets, and exactly the targets' host:port pairs allow-listed.
  */
-import { isIP } from 'node:net';
 import { expect } from 'vitest';
 import type { Db } from '../../db/index';
 import { organisationBalance } from '../../payments/credits';
-import type { Resolver } from '../../payments/http/index';
 import type { ServiceOptions } from '../../server/service';
 import { startPeers, type NetworkName, type Peers, type StartPeersOptions } from '../../devnet/index';
 import type { LocalLlm } from '../../devnet/llm';
+import { tableResolver } from './resolver';
 import { startTestService, type TestService } from './service';
 
 const RPC_VARIABLES: Record<NetworkName, string> = {
@@ -33,21 +32,6 @@ export function peersEnv(peers: Peers, extraAllowHosts: string[] = []): Record<s
   };
   for (const network of peers.networks) env[RPC_VARIABLES[network]] = peers.rpcUrls[network]!;
   return env;
-}
-
-/** Resolves only the names in its table; every other name fails as unknown, so no test reaches a real DNS server. */
-export function tableResolver(table: Record<string, string[]> = {}): Resolver & { calls: string[] } {
-  const calls: string[] = [];
-  const resolver = (hostname: string) => {
-    calls.push(hostname);
-    const addresses = table[hostname];
-    if (!addresses)
-      return Promise.reject(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }));
-    return Promise.resolve(
-      addresses.map((address) => ({ address, family: isIP(address) === 6 ? (6 as const) : (4 as const) })),
-    );
-  };
-  return Object.assign(resolver, { calls });
 }
 
 export async function startProxyService(

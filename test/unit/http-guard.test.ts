@@ -6,23 +6,8 @@ import {
   parseAllowHosts,
   parseIpv4,
   type AllowHosts,
-  type Resolver,
 } from '../../payments/http';
-
-/** A resolver from a table; unknown names fail like getaddrinfo does. Counts its calls. */
-function tableResolver(table: Record<string, string[]>): Resolver & { calls: string[] } {
-  const calls: string[] = [];
-  const resolver = (hostname: string) => {
-    calls.push(hostname);
-    const addresses = table[hostname];
-    if (!addresses)
-      return Promise.reject(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }));
-    return Promise.resolve(
-      addresses.map((address) => ({ address, family: address.includes(':') ? (6 as const) : (4 as const) })),
-    );
-  };
-  return Object.assign(resolver, { calls });
-}
+import { tableResolver } from '../support/resolver';
 
 function allow(list: string): AllowHosts {
   const parsed = parseAllowHosts(list);

@@ -25,20 +25,23 @@ export interface PeersInfo {
 
 export const BASE_SEPOLIA_CHAIN_ID = 84532;
 
+/** Runs one statement (create or drop a database) on the Postgres server of `serverUrl`, through its postgres database. */
+export async function onServer(serverUrl: string, statement: string): Promise<void> {
+  const admin = new URL(serverUrl);
+  admin.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: admin.toString() });
+  await client.connect();
+  try {
+    await client.query(statement);
+  } finally {
+    await client.end();
+  }
+}
+
 export async function throwawayDatabase(name: string): Promise<{ url: string; drop: () => Promise<void> } | undefined> {
   const serverUrl = process.env.DATABASE_URL;
   if (!serverUrl) return undefined;
-  const admin = new URL(serverUrl);
-  admin.pathname = '/postgres';
-  const run = async (statement: string) => {
-    const client = new pg.Client({ connectionString: admin.toString() });
-    await client.connect();
-    try {
-      await client.query(statement);
-    } finally {
-      await client.end();
-    }
-  };
+  const run = (statement: string) => onServer(serverUrl, statement);
   await run(`create database "${name}"`);
   const url = new URL(serverUrl);
   url.pathname = `/${name}`;

@@ -36,48 +36,50 @@ export interface EvmReads {
 }
 
 export function createEvmReads(clientsOf: ClientsOf): EvmReads {
-  async function usdcBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>> {
+  /**
+   * One read on a network's clients: an argument refused (`refusal`, checked once the network is
+   * known to be served) changes nothing; a node's failure is a read failure.
+   */
+  async function read<T>(
+    network: NetworkName,
+    refusal: string | undefined,
+    step: (clients: EvmNetworkClients) => Promise<T>,
+  ): Promise<Result<T, ReadFailureReason>> {
     const clients = clientsOf(network);
     if (!clients.ok) return clients;
-    if (!isAddress(owner, { strict: false })) return fail('invalid_argument', `${owner} is not an EVM address`);
+    if (refusal !== undefined) return fail('invalid_argument', refusal);
     try {
-      const { publicClient, usdc } = clients.value;
-      return ok(
-        await publicClient.readContract({
-          address: usdc,
-          abi: usdcAbi,
-          functionName: 'balanceOf',
-          args: [getAddress(owner)],
-        }),
-      );
+      return ok(await step(clients.value));
     } catch (error) {
       return readFailure(error);
     }
   }
 
-  async function authorizationState(
+  function usdcBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>> {
+    const refusal = isAddress(owner, { strict: false }) ? undefined : `${owner} is not an EVM address`;
+    return read(network, refusal, ({ publicClient, usdc }) =>
+      publicClient.readContract({ address: usdc, abi: usdcAbi, functionName: 'balanceOf', args: [getAddress(owner)] }),
+    );
+  }
+
+  function authorizationState(
     network: NetworkName,
     authorizer: string,
     nonce: string,
   ): Promise<Result<boolean, ReadFailureReason>> {
-    const clients = clientsOf(network);
-    if (!clients.ok) return clients;
-    if (!isAddress(authorizer, { strict: false }))
-      return fail('invalid_argument', `${authorizer} is not an EVM address`);
-    if (!/^0x[0-9a-fA-F]{64}$/.test(nonce)) return fail('invalid_argument', 'nonce is not 32 bytes of hex');
-    try {
-      const { publicClient, usdc } = clients.value;
-      return ok(
-        await publicClient.readContract({
-          address: usdc,
-          abi: usdcAbi,
-          functionName: 'authorizationState',
-          args: [getAddress(authorizer), nonce as Hex],
-        }),
-      );
-    } catch (error) {
-      return readFailure(error);
-    }
+    const refusal = !isAddress(authorizer, { strict: false })
+      ? `${authorizer} is not an EVM address`
+      : !/^0x[0-9a-fA-F]{64}$/.test(nonce)
+        ? 'nonce is not 32 bytes of hex'
+        : undefined;
+    return read(network, refusal, ({ publicClient, usdc }) =>
+      publicClient.readContract({
+        address: usdc,
+        abi: usdcAbi,
+        functionName: 'authorizationState',
+        args: [getAddress(authorizer), nonce as Hex],
+      }),
+    );
   }
 
   async function findAuthorizationUse(
@@ -122,17 +124,13 @@ export function createEvmReads(clientsOf: ClientsOf): EvmReads {
     }
   }
 
-  async function latestBlock(
+  function latestBlock(
     network: NetworkName,
   ): Promise<Result<{ number: bigint; timestamp: bigint }, ReadFailureReason>> {
-    const clients = clientsOf(network);
-    if (!clients.ok) return clients;
-    try {
-      const block = await clients.value.publicClient.getBlock({ blockTag: 'latest' });
-      return ok({ number: block.number, timestamp: block.timestamp });
-    } catch (error) {
-      return readFailure(error);
-    }
+    return read(network, undefined, async ({ publicClient }) => {
+      const block = await publicClient.getBlock({ blockTag: 'latest' });
+      return { number: block.number, timestamp: block.timestamp };
+    });
   }
 
   return { usdcBalance, authorizationState, findAuthorizationUse, latestBlock };

@@ -63,7 +63,8 @@ type Failure = { ok: false; reason: VerifyFailureReason; details: string };
 
 const invalid = (details: string): Failure => fail('invalid_transaction', details);
 
-function isComputeBudget(instruction: Instruction, kind: ComputeBudgetInstruction): boolean {
+/** Whether this is the compute budget program's instruction of this kind (a local facilitator checks the same). */
+export function isComputeBudget(instruction: Instruction, kind: ComputeBudgetInstruction): boolean {
   if (instruction.programAddress !== COMPUTE_BUDGET_PROGRAM_ADDRESS || instruction.data === undefined) return false;
   try {
     return identifyComputeBudgetInstruction(instruction.data) === kind;
@@ -72,11 +73,11 @@ function isComputeBudget(instruction: Instruction, kind: ComputeBudgetInstructio
   }
 }
 
-function isMemo(instruction: Instruction): boolean {
+export function isMemo(instruction: Instruction): boolean {
   return instruction.programAddress === MEMO_PROGRAM_ADDRESS || instruction.programAddress === MEMO_V1_PROGRAM_ADDRESS;
 }
 
-function isTransferChecked(instruction: Instruction): boolean {
+export function isTransferChecked(instruction: Instruction): boolean {
   if (instruction.programAddress !== TOKEN_PROGRAM_ADDRESS || instruction.data === undefined) return false;
   try {
     return identifyTokenInstruction(instruction.data) === TokenInstruction.TransferChecked;

@@ -12,25 +12,13 @@ import { createDb, migrateToLatest } from '../../../../db/index';
 import { defined } from '../../checked';
 import type { ServiceChild } from '../../serviceChild';
 import { fmt, progress, say } from '../output';
-import type { Bench } from '../setup';
+import { onServer, type Bench } from '../setup';
 
 const ROWS = 100_000;
 const OTHER_ROWS = 10_000;
 const SAMPLES = 200;
 const WARMUP = 20;
 const GOAL_MS = 50;
-
-async function onServer(serverUrl: string, statement: string): Promise<void> {
-  const admin = new URL(serverUrl);
-  admin.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: admin.toString() });
-  await client.connect();
-  try {
-    await client.query(statement);
-  } finally {
-    await client.end();
-  }
-}
 
 /** `rows` payments of the organisation's keys, created over the last 90 days, with their reservation and ledger rows. */
 async function seedPayments(
