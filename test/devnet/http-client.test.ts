@@ -185,6 +185,11 @@ async function send(
 }
 
 /** Sends a call to this peer (at `path`, its root by default), only the peer's host allowed. */
+/** A GET of a peer's root, with only that peer's host allowed. */
+function getFrom(peer: { origin: string; hostPort: string }, options: Partial<SendOptions> = {}) {
+  return attempt(request({ api_url: peer.origin, method: 'GET' }), { allowHosts: allow(peer.hostPort), ...options });
+}
+
 function sendToPeer(peer: { origin: string; hostPort: string }, call: Omit<CallRequest, 'api_url'>, path = '') {
   return send(request({ api_url: `${peer.origin}${path}`, ...call }), { allowHosts: allow(peer.hostPort) });
 }
@@ -418,13 +423,7 @@ describe('the SSRF corpus is refused with nothing sent', () => {
       response.writeHead(307, { Location: `http://sneaky.example:${guarded.port}/` }).end();
     });
     const resolver = tableResolver({ 'sneaky.example': ['127.0.0.1'] });
-    await expectCode(
-      attempt(request({ api_url: redirector.origin, method: 'GET' }), {
-        allowHosts: allow(redirector.hostPort),
-        resolver,
-      }),
-      'ssrf_blocked',
-    );
+    await expectCode(getFrom(redirector, { resolver }), 'ssrf_blocked');
     await settle();
     expect(guarded.connections).toBe(0);
   });
@@ -858,13 +857,7 @@ describe('bounds and failures', () => {
   it('times out on a target that accepts and never answers, within the bound', async () => {
     const silent = await startRawPeer(() => {});
     const started = performance.now();
-    await expectCode(
-      attempt(request({ api_url: silent.origin, method: 'GET' }), {
-        allowHosts: allow(silent.hostPort),
-        timeoutMs: 300,
-      }),
-      'timeout',
-    );
+    await expectCode(getFrom(silent, { timeoutMs: 300 }), 'timeout');
     const elapsed = performance.now() - started;
     expect(elapsed).toBeGreaterThanOrEqual(290);
     expect(elapsed).toBeLessThan(1_500);
@@ -880,14 +873,7 @@ describe('bounds and failures', () => {
     const started = performance.now();
     const left = budget.remainingMs();
     expect(left).toBeLessThanOrEqual(251);
-    const error = await expectCode(
-      attempt(request({ api_url: silent.origin, method: 'GET' }), {
-        allowHosts: allow(silent.hostPort),
-        timeoutMs: left,
-        boundMs: budget.boundMs,
-      }),
-      'timeout',
-    );
+    const error = await expectCode(getFrom(silent, { timeoutMs: left, boundMs: budget.boundMs }), 'timeout');
     expect(performance.now() - started).toBeLessThan(400);
     expect(error.details).toBe('target did not answer within 400 ms');
   });
@@ -898,13 +884,7 @@ describe('bounds and failures', () => {
       response.write('partial');
     });
     const started = performance.now();
-    await expectCode(
-      attempt(request({ api_url: stalling.origin, method: 'GET' }), {
-        allowHosts: allow(stalling.hostPort),
-        timeoutMs: 300,
-      }),
-      'timeout',
-    );
+    await expectCode(getFrom(stalling, { timeoutMs: 300 }), 'timeout');
     expect(performance.now() - started).toBeLessThan(1_500);
   });
 
@@ -927,13 +907,7 @@ describe('bounds and failures', () => {
       for (let index = 0; index < 32; index += 1) response.write(chunk);
       response.end();
     });
-    const error = await expectCode(
-      attempt(request({ api_url: big.origin, method: 'GET' }), {
-        allowHosts: allow(big.hostPort),
-        maxResponseBytes: 1024 * 1024,
-      }),
-      'response_too_large',
-    );
+    const error = await expectCode(getFrom(big, { maxResponseBytes: 1024 * 1024 }), 'response_too_large');
     expect(error.details).toContain('1048576');
   });
 
@@ -955,19 +929,13 @@ describe('bounds and failures', () => {
       response.writeHead(200, { 'Content-Length': String(10 * 1024 * 1024 + 1) });
       response.end();
     });
-    await expectCode(
-      attempt(request({ api_url: huge.origin, method: 'GET' }), { allowHosts: allow(huge.hostPort) }),
-      'response_too_large',
-    );
+    await expectCode(getFrom(huge), 'response_too_large');
   });
 
   it('reports a refused connection as unreachable', async () => {
     const closed = await startPeer();
     await closed.close();
-    await expectCode(
-      attempt(request({ api_url: closed.origin, method: 'GET' }), { allowHosts: allow(closed.hostPort) }),
-      'unreachable',
-    );
+    await expectCode(getFrom(closed), 'unreachable');
   });
 
   it('reports a name that does not resolve as unreachable', async () => {
@@ -979,36 +947,24 @@ describe('bounds and failures', () => {
 
   it('reports a response that is not HTTP as malformed', async () => {
     const garbage = await startRawPeer((socket) => socket.end('SSH-2.0-OpenSSH_9.6\r\n\r\n'));
-    await expectCode(
-      attempt(request({ api_url: garbage.origin, method: 'GET' }), { allowHosts: allow(garbage.hostPort) }),
-      'malformed_response',
-    );
+    await expectCode(getFrom(garbage), 'malformed_response');
   });
 
   it('reports a connection closed before any response as malformed', async () => {
     const hangUp = await startRawPeer((socket) => socket.once('data', () => socket.destroy()));
-    await expectCode(
-      attempt(request({ api_url: hangUp.origin, method: 'GET' }), { allowHosts: allow(hangUp.hostPort) }),
-      'malformed_response',
-    );
+    await expectCode(getFrom(hangUp), 'malformed_response');
   });
 
   it('reports a body cut short of its Content-Length as malformed', async () => {
     const truncated = await startRawPeer((socket) =>
       socket.once('data', () => socket.end('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly a little')),
     );
-    await expectCode(
-      attempt(request({ api_url: truncated.origin, method: 'GET' }), { allowHosts: allow(truncated.hostPort) }),
-      'malformed_response',
-    );
+    await expectCode(getFrom(truncated), 'malformed_response');
   });
 
   it('refuses a redirect to a URL that cannot be parsed', async () => {
     const peer = await startPeer((_received, response) => response.writeHead(302, { Location: 'http://[bad' }).end());
-    await expectCode(
-      attempt(request({ api_url: peer.origin, method: 'GET' }), { allowHosts: allow(peer.hostPort) }),
-      'malformed_response',
-    );
+    await expectCode(getFrom(peer), 'malformed_response');
   });
 
   it('needs a positive timeout', async () => {
