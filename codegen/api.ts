@@ -878,10 +878,10 @@ export interface components {
             [key: string]: string;
         };
         /**
-         * @description Payment network. `base` and `skale-base` are EVM mainnets, `base-sepolia` and `skale-base-sepolia` EVM testnets, `polygon-amoy` an EVM testnet enabled only when NETWORKS names it, `solana-devnet` the Solana testnet. `solana`, `solana-mainnet` and `solana-mainnet-beta` are three names of the same Solana mainnet: the interface lists different spellings on different endpoints, so every operation accepts all three and the service answers with `solana`. Only networks enabled on the server (GET /config, `networks.enabled`) can be used; another name is a 400.
+         * @description Payment network, by its name: the x402 version 1 name where the network has one (`base`, `polygon`, `solana-devnet`), else its CAIP-2 id (`eip155:42161` for Arbitrum One). Requests may also name a network by its CAIP-2 id (`eip155:8453` for `base`); answers use its name. The six networks of the interface (`base`, `base-sepolia`, `skale-base`, `skale-base-sepolia`, `solana`, `solana-devnet`) are enabled by default; every other one (the EVM networks of @x402/evm's table of default assets, and `polygon-amoy`) only when NETWORKS names it. `solana`, `solana-mainnet` and `solana-mainnet-beta` are three names of the same Solana mainnet: the interface lists different spellings on different endpoints, so every operation accepts all three and the service answers with `solana`. Only networks enabled on the server (GET /config, `networks.enabled`) can be used; another name is a 400.
          * @enum {string}
          */
-        NetworkName: "base" | "base-sepolia" | "skale-base" | "skale-base-sepolia" | "solana" | "solana-mainnet" | "solana-mainnet-beta" | "solana-devnet" | "polygon-amoy";
+        NetworkName: "base" | "base-sepolia" | "skale-base" | "skale-base-sepolia" | "solana" | "solana-mainnet" | "solana-mainnet-beta" | "solana-devnet" | "polygon-amoy" | "ethereum" | "avalanche" | "megaeth" | "monad" | "stable" | "stable-testnet" | "polygon" | "eip155:42161" | "eip155:421614" | "eip155:31612" | "eip155:31611" | "eip155:723487" | "eip155:72344" | "eip155:36900" | "eip155:190415" | "eip155:181228" | "eip155:50" | "eip155:51" | "eip155:38833" | "flare" | "celo" | "eip155:11142220" | "sei" | "sei-testnet" | "eip155:8453" | "eip155:84532" | "eip155:1187947933" | "eip155:324705682" | "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp" | "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1" | "eip155:80002" | "eip155:1" | "eip155:43114" | "eip155:4326" | "eip155:143" | "eip155:988" | "eip155:2201" | "eip155:137" | "eip155:14" | "eip155:42220" | "eip155:1329" | "eip155:1328";
         /**
          * @description The most the target may ask for this call, in atomic units of USDC (micro-USDC: `1000000` is 1 USDC), as a decimal string; the relay or proxy fee comes on top. A target whose price is higher is refused with 422 `price_above_limit` before anything is paid or charged, as x402's own clients refuse a payment above their maximum. Without it, an API key's default maximum applies on /proxy and /proxy/sim (see GET /v1/credits/balance), else none but the server's.
          * @example 50000
@@ -1747,8 +1747,24 @@ export interface components {
             chainType: "evm" | "solana";
             /** @description EVM chain id (for example 8453 for base); absent on Solana. */
             chainId?: number;
-            /** @description USDC contract address (EVM) or mint address (Solana) on this network. */
+            /** @description Address of the USD stablecoin we pay and are paid in on this network: its contract (EVM) or mint (Solana). USDC on most networks; another USD stablecoin (`symbol`) on some, counted 1:1 with USDC. */
             usdc: string;
+            /** @description The network's name for people (`Arbitrum One` for `eip155:42161`). */
+            label?: string;
+            /**
+             * @description Mainnet or testnet; each class has its own limits.
+             * @enum {string}
+             */
+            networkClass?: "mainnet" | "testnet";
+            /** @description Symbol of the stablecoin (`USDC`, `USDT0`, `MegaUSD`, ...). */
+            symbol?: string;
+            /** @description Decimals of the stablecoin: amounts on this network are in its atomic units and convert to USDC by them, rounding in the client's favour. */
+            decimals?: number;
+            /**
+             * @description How the stablecoin moves: an EIP-3009 authorization, a Permit2 witness transfer, or an SPL TransferChecked (Solana).
+             * @enum {string}
+             */
+            transferMethod?: "eip3009" | "permit2" | "spl";
             /** @description Host name of the JSON-RPC endpoint the service uses (the host only; never credentials or a path). */
             rpcHost: string;
         };

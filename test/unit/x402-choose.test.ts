@@ -148,7 +148,7 @@ describe('chooseRequirement', () => {
 
   it('refuses disabled and unknown networks and other schemes', () => {
     expect(
-      refusalsOf([evm('skale-base', '1'), evm('polygon', '1'), evm('base-sepolia', '1', { scheme: 'upto' })]),
+      refusalsOf([evm('skale-base', '1'), evm('gnosis', '1'), evm('base-sepolia', '1', { scheme: 'upto' })]),
     ).toEqual([
       [0, 'network_not_enabled'],
       [1, 'unknown_network'],
