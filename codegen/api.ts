@@ -772,6 +772,7 @@ export interface components {
          *     | `idempotency_in_progress` | 409 | A call with the same Idempotency-Key (or, on /relay, the same payment) is still running; retry after Retry-After to get its answer. It is not run twice. |
          *     | `payload_too_large` | 413 | The request body is larger than 1 MiB. |
          *     | `idempotency_key_reused` | 422 | The Idempotency-Key was first used with another request (method, path or body); use a new key for a new call. Nothing was run. |
+         *     | `transfer_method_unsupported` | 422 | The target asks to be paid in a way this service does not pay: its stablecoin moves by a transfer method (`permit2`) we do not sign; `details` names the network, the stablecoin and the method. Nothing was paid or charged. |
          *     | `price_above_limit` | 422 | The target asks more than the call's ceiling (`max_amount`, or the API key's default maximum); `price` and `max_amount` name both. Nothing was paid or charged. |
          *     | `capacity_exceeded` | 429 | The server is at its concurrent-request capacity for the route; retry after Retry-After. |
          *     | `spend_limit_exceeded` | 429 | A daily volume limit would be exceeded; nothing was charged. |
@@ -786,7 +787,7 @@ export interface components {
          *     | `llm_unavailable` | 503 | No model backend is configured on this server; nothing was charged. |
          * @enum {string}
          */
-        ErrorCode: "validation_failed" | "malformed_request" | "payment_reused" | "unauthorized" | "payment_required" | "payment_invalid" | "offer_mismatch" | "amount_mismatch" | "network_mismatch" | "payment_expired" | "insufficient_credits" | "policy_refused" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_in_progress" | "payload_too_large" | "idempotency_key_reused" | "price_above_limit" | "capacity_exceeded" | "spend_limit_exceeded" | "header_fields_too_large" | "internal_error" | "configuration_error" | "llm_failed" | "not_implemented" | "upstream_error" | "target_unreachable" | "verification_unavailable" | "llm_unavailable";
+        ErrorCode: "validation_failed" | "malformed_request" | "payment_reused" | "unauthorized" | "payment_required" | "payment_invalid" | "offer_mismatch" | "amount_mismatch" | "network_mismatch" | "payment_expired" | "insufficient_credits" | "policy_refused" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_in_progress" | "payload_too_large" | "idempotency_key_reused" | "price_above_limit" | "transfer_method_unsupported" | "capacity_exceeded" | "spend_limit_exceeded" | "header_fields_too_large" | "internal_error" | "configuration_error" | "llm_failed" | "not_implemented" | "upstream_error" | "target_unreachable" | "verification_unavailable" | "llm_unavailable";
         /** @description Two or more of `json`, `data`, `body` and `payload` given together. A call request must not match this (it is referenced under `not`): at most one of them carries the body sent to the target, and two or more are a 400 naming them. Each pair lists its two fields under `properties` as well, for validators that insist a required property be declared. */
         CallBodyFieldConflict: {
             json: unknown;
@@ -2420,14 +2421,14 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
-        /** @description `price_above_limit`: the target asks more than the call's ceiling (`max_amount`, or the API key's default maximum); nothing was paid or charged. */
-        PriceAboveLimit: {
+        /** @description `price_above_limit` (PriceAboveLimit): the target asks more than the call's ceiling (`max_amount`, or the API key's default maximum). `transfer_method_unsupported` (ErrorBody): the target's stablecoin moves by a transfer method (`permit2`) the service does not pay with; `details` names it. Nothing was paid or charged. */
+        PaymentRefusedBeforePaying: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["PriceAboveLimit"];
+                "application/json": components["schemas"]["PriceAboveLimit"] | components["schemas"]["ErrorBody"];
             };
         };
         /** @description The server is at its concurrent-request capacity for this route; nothing was done. Retry after the number of seconds in Retry-After. */
@@ -2733,7 +2734,7 @@ export interface operations {
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
-            /** @description Ours: the target's price is above the call's ceiling (PriceAboveLimit, `code` = `price_above_limit`; nothing was paid). Or ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this payer with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
+            /** @description Ours: the target's price is above the call's ceiling (PriceAboveLimit, `code` = `price_above_limit`; nothing was paid). Or ours (ErrorBody, `code` = `transfer_method_unsupported`): the target's stablecoin moves by a transfer method the service does not pay with; nothing was paid. Or ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this payer with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2886,7 +2887,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
-            422: components["responses"]["PriceAboveLimit"];
+            422: components["responses"]["PaymentRefusedBeforePaying"];
             429: components["responses"]["CapacityExceeded"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
@@ -2919,7 +2920,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
-            422: components["responses"]["PriceAboveLimit"];
+            422: components["responses"]["PaymentRefusedBeforePaying"];
             429: components["responses"]["CapacityExceeded"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
@@ -3116,7 +3117,7 @@ export interface operations {
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
-            /** @description Ours: the target's price is above the call's ceiling (PriceAboveLimit, `code` = `price_above_limit`; nothing was paid). Or ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this account with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
+            /** @description Ours: the target's price is above the call's ceiling (PriceAboveLimit, `code` = `price_above_limit`; nothing was paid). Or ours (ErrorBody, `code` = `transfer_method_unsupported`): the target's stablecoin moves by a transfer method the service does not pay with; nothing was paid. Or ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this account with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3255,7 +3256,7 @@ export interface operations {
             403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
-            422: components["responses"]["PriceAboveLimit"];
+            422: components["responses"]["PaymentRefusedBeforePaying"];
             429: components["responses"]["CapacityExceeded"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];

@@ -6,7 +6,13 @@
  * then the lowest amount, then the target's own order.
  */
 import type { NetworkSettings } from '../config';
-import { canonicalNetwork, NETWORK_TABLE, type ChainType, type NetworkClass, type NetworkName } from '../networkTable';
+import {
+  canonicalNetwork,
+  NETWORK_TABLE,
+  type ChainType,
+  type NetworkClass,
+  type NetworkName,
+} from '../networkTable';
 import { assetToMicro } from '../money';
 import type { OfferV2 } from './parse';
 import type { SchemeLookup } from './schemes';
@@ -22,6 +28,7 @@ export type RefusalReason =
   | 'unknown_network'
   | 'network_not_enabled'
   | 'asset_mismatch'
+  | 'unsupported_transfer_method'
   | 'invalid_amount'
   | 'amount_over_ceiling'
   | 'invalid_pay_to'
@@ -117,6 +124,14 @@ function judgeRequirement(
 
   if (!scheme.sameAsset(requirements.asset, settings.usdc))
     return refuse('asset_mismatch', `asset ${requirements.asset} is not USDC on ${network} (${settings.usdc})`);
+  const transferMethod = offeredTransferMethod(requirements, network);
+  if (!(scheme.transferMethods as readonly string[]).includes(transferMethod)) {
+    const { symbol } = NETWORK_TABLE[network];
+    return refuse(
+      'unsupported_transfer_method',
+      `${symbol} on ${network} is paid by the ${transferMethod} transfer method, which this service does not pay with (it pays by ${scheme.transferMethods.join(', ')})`,
+    );
+  }
 
   if (!DIGITS.test(requirements.maxAmountRequired))
     return refuse('invalid_amount', 'maxAmountRequired is not an integer');
@@ -141,4 +156,10 @@ function judgeRequirement(
   const recipientProblem = scheme.recipientProblem(requirements);
   if (recipientProblem) return recipientProblem;
   return { requirements, index, network, chainType, networkClass, amountMicroUsdc };
+}
+
+/** The transfer method an offer asks for: its `extra.assetTransferMethod` (@x402/evm), else its network's. */
+export function offeredTransferMethod(requirements: PaymentRequirements, network: NetworkName): string {
+  const named = requirements.extra?.assetTransferMethod;
+  return typeof named === 'string' && named !== '' ? named : NETWORK_TABLE[network].transferMethod;
 }

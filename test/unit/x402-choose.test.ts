@@ -160,6 +160,38 @@ describe('chooseRequirement', () => {
     ]);
   });
 
+  it('refuses an offer moved by a transfer method we do not pay with, by the offer or by its network', () => {
+    const megaUsd = '0xFAfDdbb3FC7688494971a79cc65DCa3EF82079E7';
+    const withMegaeth: ChoiceOptions = {
+      ...options,
+      networks: [...networks, { name: 'megaeth', rpcUrl: 'http://127.0.0.1:6', usdc: megaUsd }],
+    };
+    expect(
+      refusalsOf(
+        [
+          evm('base', '1', { extra: { name: 'USD Coin', version: '2', assetTransferMethod: 'permit2' } }),
+          evm('megaeth', '1', { asset: megaUsd, extra: { name: 'MegaUSD', version: '1' } }),
+        ],
+        withMegaeth,
+      ),
+    ).toEqual([
+      [0, 'unsupported_transfer_method'],
+      [1, 'unsupported_transfer_method'],
+    ]);
+    const choice = chooseRequirement(
+      [
+        evm('megaeth', '1', {
+          asset: megaUsd,
+          extra: { name: 'MegaUSD', version: '1', assetTransferMethod: 'permit2' },
+        }),
+      ],
+      withMegaeth,
+    );
+    expect(!choice.ok && choice.refusals[0]!.details).toBe(
+      'MegaUSD on megaeth is paid by the permit2 transfer method, which this service does not pay with (it pays by eip3009)',
+    );
+  });
+
   it('refuses Solana entries without a usable fee payer', () => {
     expect(
       refusalsOf([
