@@ -6,13 +6,7 @@
  * then the lowest amount, then the target's own order.
  */
 import type { NetworkSettings } from '../config';
-import {
-  canonicalNetwork,
-  NETWORK_TABLE,
-  type ChainType,
-  type NetworkClass,
-  type NetworkName,
-} from '../networkTable';
+import { canonicalNetwork, NETWORK_TABLE, type ChainType, type NetworkClass, type NetworkName } from '../networkTable';
 import { assetToMicro } from '../money';
 import type { OfferV2 } from './parse';
 import type { SchemeLookup } from './schemes';

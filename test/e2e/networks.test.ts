@@ -74,7 +74,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await ifStarted(t)?.stop();
-  await new Promise((resolve) => permit2Target?.close(resolve));
+  if (ifStarted(permit2Target)) await new Promise((resolve) => permit2Target.close(resolve));
   await ifStarted(peers)?.stop();
 });
 
