@@ -15,7 +15,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createChains } from '../../payments/chains/index';
 import { PAYMENT_SCHEMES } from '../../payments/chains/registry';
 import { ConfigError, envSuffix, loadConfig } from '../../payments/config';
-import { canonicalNetwork, NETWORK_NAMES, NETWORK_TABLE, type NetworkName } from '../../payments/networkTable';
+import {
+  aliasesOf,
+  canonicalNetwork,
+  NETWORK_NAMES,
+  NETWORK_TABLE,
+  type NetworkName,
+} from '../../payments/networkTable';
+import { loadDocument } from '../../server/openapi';
 import { chooseRequirement } from '../../payments/x402/choose';
 import { decodePaymentHeader } from '../../payments/x402/headers';
 import { relayOffer } from '../support/chains';
@@ -133,6 +140,14 @@ describe('NETWORKS', () => {
     expect(() => loadConfig({ NETWORKS: 'eip155:42161', RPC_URL_EIP155_42161: 'not a url' })).toThrow(
       /^RPC_URL_EIP155_42161: /,
     );
+  });
+});
+
+describe("the document's NetworkName", () => {
+  it('lists every name, alias and CAIP-2 id the service accepts, and nothing else', () => {
+    const document = loadDocument() as unknown as { components: { schemas: { NetworkName: { enum: string[] } } } };
+    const accepted = NETWORK_NAMES.flatMap((name) => [name, ...aliasesOf(name), NETWORK_TABLE[name].caip2]);
+    expect([...document.components.schemas.NetworkName.enum].sort()).toEqual([...new Set(accepted)].sort());
   });
 });
 
