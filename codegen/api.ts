@@ -773,6 +773,7 @@ export interface components {
          *     | `idempotency_in_progress` | 409 | A call with the same Idempotency-Key (or, on /relay, the same payment) is still running; retry after Retry-After to get its answer. It is not run twice. |
          *     | `payload_too_large` | 413 | The request body is larger than 1 MiB. |
          *     | `idempotency_key_reused` | 422 | The Idempotency-Key was first used with another request (method, path or body); use a new key for a new call. Nothing was run. |
+         *     | `transfer_method_unsupported` | 422 | The target asks to be paid in a way this service does not pay: its stablecoin moves by a transfer method (`permit2`) we do not sign; `details` names the network, the stablecoin and the method. Nothing was paid or charged. |
          *     | `price_above_limit` | 422 | The target asks more than the call's ceiling (`max_amount`, or the API key's default maximum); `price` and `max_amount` name both. Nothing was paid or charged. |
          *     | `capacity_exceeded` | 429 | The server is at its concurrent-request capacity for the route; retry after Retry-After. |
          *     | `spend_limit_exceeded` | 429 | A daily volume limit would be exceeded; nothing was charged. |
@@ -787,7 +788,7 @@ export interface components {
          *     | `llm_unavailable` | 503 | No model backend is configured on this server; nothing was charged. |
          * @enum {string}
          */
-        ErrorCode: "validation_failed" | "malformed_request" | "payment_reused" | "unauthorized" | "payment_required" | "payment_invalid" | "offer_mismatch" | "amount_mismatch" | "network_mismatch" | "payment_expired" | "insufficient_credits" | "policy_refused" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_in_progress" | "payload_too_large" | "idempotency_key_reused" | "price_above_limit" | "capacity_exceeded" | "spend_limit_exceeded" | "header_fields_too_large" | "internal_error" | "configuration_error" | "llm_failed" | "not_implemented" | "upstream_error" | "target_unreachable" | "verification_unavailable" | "llm_unavailable";
+        ErrorCode: "validation_failed" | "malformed_request" | "payment_reused" | "unauthorized" | "payment_required" | "payment_invalid" | "offer_mismatch" | "amount_mismatch" | "network_mismatch" | "payment_expired" | "insufficient_credits" | "policy_refused" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_in_progress" | "payload_too_large" | "idempotency_key_reused" | "price_above_limit" | "transfer_method_unsupported" | "capacity_exceeded" | "spend_limit_exceeded" | "header_fields_too_large" | "internal_error" | "configuration_error" | "llm_failed" | "not_implemented" | "upstream_error" | "target_unreachable" | "verification_unavailable" | "llm_unavailable";
         /** @description Two or more of `json`, `data`, `body` and `payload` given together. A call request must not match this (it is referenced under `not`): at most one of them carries the body sent to the target, and two or more are a 400 naming them. Each pair lists its two fields under `properties` as well, for validators that insist a required property be declared. */
         CallBodyFieldConflict: {
             json: unknown;
@@ -879,10 +880,10 @@ export interface components {
             [key: string]: string;
         };
         /**
-         * @description Payment network. `base` and `skale-base` are EVM mainnets, `base-sepolia` and `skale-base-sepolia` EVM testnets, `polygon-amoy` an EVM testnet enabled only when NETWORKS names it, `solana-devnet` the Solana testnet. `solana`, `solana-mainnet` and `solana-mainnet-beta` are three names of the same Solana mainnet: the interface lists different spellings on different endpoints, so every operation accepts all three and the service answers with `solana`. Only networks enabled on the server (GET /config, `networks.enabled`) can be used; another name is a 400.
+         * @description Payment network, by its name: the x402 version 1 name where the network has one (`base`, `polygon`, `solana-devnet`), else its CAIP-2 id (`eip155:42161` for Arbitrum One). Requests may also name a network by its CAIP-2 id (`eip155:8453` for `base`); answers use its name. The six networks of the interface (`base`, `base-sepolia`, `skale-base`, `skale-base-sepolia`, `solana`, `solana-devnet`) are enabled by default; every other one (the EVM networks of @x402/evm's table of default assets, and `polygon-amoy`) only when NETWORKS names it. `solana`, `solana-mainnet` and `solana-mainnet-beta` are three names of the same Solana mainnet: the interface lists different spellings on different endpoints, so every operation accepts all three and the service answers with `solana`. Only networks enabled on the server (GET /config, `networks.enabled`) can be used; another name is a 400.
          * @enum {string}
          */
-        NetworkName: "base" | "base-sepolia" | "skale-base" | "skale-base-sepolia" | "solana" | "solana-mainnet" | "solana-mainnet-beta" | "solana-devnet" | "polygon-amoy";
+        NetworkName: "base" | "base-sepolia" | "skale-base" | "skale-base-sepolia" | "solana" | "solana-mainnet" | "solana-mainnet-beta" | "solana-devnet" | "polygon-amoy" | "ethereum" | "avalanche" | "megaeth" | "monad" | "stable" | "stable-testnet" | "polygon" | "eip155:42161" | "eip155:421614" | "eip155:31612" | "eip155:31611" | "eip155:723487" | "eip155:72344" | "eip155:36900" | "eip155:190415" | "eip155:181228" | "eip155:50" | "eip155:51" | "eip155:38833" | "flare" | "celo" | "eip155:11142220" | "sei" | "sei-testnet" | "eip155:8453" | "eip155:84532" | "eip155:1187947933" | "eip155:324705682" | "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp" | "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1" | "eip155:80002" | "eip155:1" | "eip155:43114" | "eip155:4326" | "eip155:143" | "eip155:988" | "eip155:2201" | "eip155:137" | "eip155:14" | "eip155:42220" | "eip155:1329" | "eip155:1328";
         /**
          * @description The most the target may ask for this call, in atomic units of USDC (micro-USDC: `1000000` is 1 USDC), as a decimal string; the relay or proxy fee comes on top. A target whose price is higher is refused with 422 `price_above_limit` before anything is paid or charged, as x402's own clients refuse a payment above their maximum. Without it, an API key's default maximum applies on /proxy and /proxy/sim (see GET /v1/credits/balance), else none but the server's.
          * @example 50000
@@ -1748,8 +1749,24 @@ export interface components {
             chainType: "evm" | "solana";
             /** @description EVM chain id (for example 8453 for base); absent on Solana. */
             chainId?: number;
-            /** @description USDC contract address (EVM) or mint address (Solana) on this network. */
+            /** @description Address of the USD stablecoin we pay and are paid in on this network: its contract (EVM) or mint (Solana). USDC on most networks; another USD stablecoin (`symbol`) on some, counted 1:1 with USDC. */
             usdc: string;
+            /** @description The network's name for people (`Arbitrum One` for `eip155:42161`). */
+            label?: string;
+            /**
+             * @description Mainnet or testnet; each class has its own limits.
+             * @enum {string}
+             */
+            networkClass?: "mainnet" | "testnet";
+            /** @description Symbol of the stablecoin (`USDC`, `USDT0`, `MegaUSD`, ...). */
+            symbol?: string;
+            /** @description Decimals of the stablecoin: amounts on this network are in its atomic units and convert to USDC by them, rounding in the client's favour. */
+            decimals?: number;
+            /**
+             * @description How the stablecoin moves: an EIP-3009 authorization, a Permit2 witness transfer, or an SPL TransferChecked (Solana).
+             * @enum {string}
+             */
+            transferMethod?: "eip3009" | "permit2" | "spl";
             /** @description Host name of the JSON-RPC endpoint the service uses (the host only; never credentials or a path). */
             rpcHost: string;
         };
@@ -2405,14 +2422,14 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
-        /** @description `price_above_limit`: the target asks more than the call's ceiling (`max_amount`, or the API key's default maximum); nothing was paid or charged. */
-        PriceAboveLimit: {
+        /** @description `price_above_limit` (PriceAboveLimit): the target asks more than the call's ceiling (`max_amount`, or the API key's default maximum). `transfer_method_unsupported` (ErrorBody): the target's stablecoin moves by a transfer method (`permit2`) the service does not pay with; `details` names it. Nothing was paid or charged. */
+        PaymentRefusedBeforePaying: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["PriceAboveLimit"];
+                "application/json": components["schemas"]["PriceAboveLimit"] | components["schemas"]["ErrorBody"];
             };
         };
         /** @description The server is at its concurrent-request capacity for this route; nothing was done. Retry after the number of seconds in Retry-After. */
@@ -2718,7 +2735,7 @@ export interface operations {
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
-            /** @description Ours: the target's price is above the call's ceiling (PriceAboveLimit, `code` = `price_above_limit`; nothing was paid). Or ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this payer with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
+            /** @description Ours: the target's price is above the call's ceiling (PriceAboveLimit, `code` = `price_above_limit`; nothing was paid). Or ours (ErrorBody, `code` = `transfer_method_unsupported`): the target's stablecoin moves by a transfer method the service does not pay with; nothing was paid. Or ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this payer with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2871,7 +2888,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
-            422: components["responses"]["PriceAboveLimit"];
+            422: components["responses"]["PaymentRefusedBeforePaying"];
             429: components["responses"]["CapacityExceeded"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
@@ -2904,7 +2921,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
-            422: components["responses"]["PriceAboveLimit"];
+            422: components["responses"]["PaymentRefusedBeforePaying"];
             429: components["responses"]["CapacityExceeded"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
@@ -3101,7 +3118,7 @@ export interface operations {
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
-            /** @description Ours: the target's price is above the call's ceiling (PriceAboveLimit, `code` = `price_above_limit`; nothing was paid). Or ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this account with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
+            /** @description Ours: the target's price is above the call's ceiling (PriceAboveLimit, `code` = `price_above_limit`; nothing was paid). Or ours (ErrorBody, `code` = `transfer_method_unsupported`): the target's stablecoin moves by a transfer method the service does not pay with; nothing was paid. Or ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this account with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3240,7 +3257,7 @@ export interface operations {
             403: components["responses"]["PolicyRefused"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
-            422: components["responses"]["PriceAboveLimit"];
+            422: components["responses"]["PaymentRefusedBeforePaying"];
             429: components["responses"]["CapacityExceeded"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];

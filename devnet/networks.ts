@@ -28,9 +28,23 @@ export const EVM_NETWORKS = {
     eip712: { name: 'Bridged USDC (SKALE Bridge)', version: '2' },
     class: 'testnet',
   },
+  // Beyond the six of the interface: started only when a test names it.
+  polygon: {
+    chainId: 137,
+    usdc: '0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359',
+    eip712: { name: 'USD Coin', version: '2' },
+    class: 'mainnet',
+    onlyWhenNamed: true,
+  },
 } as const satisfies Record<
   string,
-  { chainId: number; usdc: Address; eip712: { name: string; version: string }; class: 'mainnet' | 'testnet' }
+  {
+    chainId: number;
+    usdc: Address;
+    eip712: { name: string; version: string };
+    class: 'mainnet' | 'testnet';
+    onlyWhenNamed?: boolean;
+  }
 >;
 
 export const SOLANA_NETWORKS = {
@@ -45,6 +59,10 @@ export type NetworkName = EvmNetworkName | SolanaNetworkName;
 export const EVM_NETWORK_NAMES = Object.keys(EVM_NETWORKS) as EvmNetworkName[];
 export const SOLANA_NETWORK_NAMES = Object.keys(SOLANA_NETWORKS) as SolanaNetworkName[];
 export const NETWORK_NAMES: NetworkName[] = [...EVM_NETWORK_NAMES, ...SOLANA_NETWORK_NAMES];
+/** The networks the peers start when none are named: all but those started only when named. */
+export const DEFAULT_PEER_NETWORKS: NetworkName[] = NETWORK_NAMES.filter(
+  (network) => !(isEvmNetwork(network) && 'onlyWhenNamed' in EVM_NETWORKS[network]),
+);
 
 export const USDC_DECIMALS = 6;
 
@@ -62,6 +80,7 @@ export const CAIP2_NETWORKS = {
   'base-sepolia': 'eip155:84532',
   'skale-base': 'eip155:1187947933',
   'skale-base-sepolia': 'eip155:324705682',
+  polygon: 'eip155:137',
   solana: 'solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp',
   'solana-devnet': 'solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1',
 } as const satisfies Record<NetworkName, `${string}:${string}`>;

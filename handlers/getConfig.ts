@@ -23,6 +23,11 @@ export const getConfig: Handler<'getConfig'> = (_ctx, { config, baseUrl }) => {
           ...(entry.chainId === undefined ? {} : { chainId: entry.chainId }),
           usdc: network.usdc,
           rpcHost: rpcHost(network.rpcUrl),
+          label: entry.label,
+          networkClass: entry.networkClass,
+          symbol: entry.symbol,
+          decimals: entry.decimals,
+          transferMethod: entry.transferMethod,
         },
       ];
     }),

@@ -62,6 +62,8 @@ async function answer(
       return { keep: false, reply: limitRefusalReply(outcome) };
     case 'spend_limit':
       return { keep: false, reply: spendLimitReply(outcome.error, outcome) };
+    case 'transfer_method_unsupported':
+      return { keep: false, reply: errorReply('transfer_method_unsupported', outcome.details) };
     case 'bad_gateway':
       return {
         keep: true,

@@ -34,6 +34,8 @@ export const postProxySim: Handler<'postProxySim'> = async (ctx, deps) => {
     case 'policy_refused':
     case 'price_above_limit':
       return limitRefusalReply(outcome);
+    case 'transfer_method_unsupported':
+      return errorReply('transfer_method_unsupported', outcome.details);
     case 'bad_gateway':
       return errorReply('upstream_error', outcome.details);
     case 'configuration_error':

@@ -136,6 +136,8 @@ function replyOf(
       return { keep: false, reply: priceAboveLimitReply(outcome) };
     case 'spend_limit':
       return { keep: false, reply: spendLimitReply('Daily wallet spending limit exceeded', outcome) };
+    case 'transfer_method_unsupported':
+      return { keep: false, reply: errorReply('transfer_method_unsupported', outcome.details) };
     case 'bad_gateway':
       return {
         keep: true,

@@ -48,6 +48,8 @@ export async function simulateRelay(ctx: RequestContext<'postRelaySim'> | Reques
       return errorReply('validation_failed', quote.details);
     case 'price_above_limit':
       return priceAboveLimitReply(quote);
+    case 'transfer_method_unsupported':
+      return errorReply('transfer_method_unsupported', quote.details);
     case 'bad_gateway':
       return errorReply('upstream_error', quote.details);
     case 'configuration_error':

@@ -5,7 +5,14 @@
  * on them. A wrong value stops the service with a message naming the variable. The parsed object
  * is plain data, passed to whoever needs it; nothing reads process.env after start.
  */
-import { CHAIN_FAMILIES, DEFAULT_NETWORK_NAMES, NETWORK_TABLE, type NetworkName, NETWORK_NAMES } from './networkTable';
+import {
+  canonicalNetwork,
+  CHAIN_FAMILIES,
+  DEFAULT_NETWORK_NAMES,
+  NETWORK_TABLE,
+  type NetworkName,
+  NETWORK_NAMES,
+} from './networkTable';
 import { parseAllowHosts, type AllowHosts } from './http/index';
 import { SECP256K1_IMPLEMENTATIONS, type Secp256k1Name } from './secp256k1';
 
@@ -209,8 +216,9 @@ function databaseUrl(env: Env): string | undefined {
   return raw;
 }
 
-function envSuffix(network: NetworkName): string {
-  return network.toUpperCase().replace(/-/g, '_');
+/** The suffix of a network's variables: its name in capitals, each other character an underscore (EIP155_42161). */
+export function envSuffix(network: NetworkName): string {
+  return network.toUpperCase().replace(/[^A-Z0-9]/g, '_');
 }
 
 function parseNetworks(env: Env): NetworkSettings[] {
@@ -225,19 +233,29 @@ function parseNetworks(env: Env): NetworkSettings[] {
   if (names.length === 0) throw new ConfigError('NETWORKS', 'names no network');
   const seen = new Set<string>();
   return names.map((name) => {
-    if (!(NETWORK_NAMES as readonly string[]).includes(name)) {
-      throw new ConfigError('NETWORKS', `unknown network "${name}"; known: ${NETWORK_NAMES.join(', ')}`);
+    const network = canonicalNetwork(name);
+    if (network === undefined) {
+      throw new ConfigError(
+        'NETWORKS',
+        `unknown network "${name}"; known (by this name or by their CAIP-2 id): ${NETWORK_NAMES.join(', ')}`,
+      );
     }
-    if (seen.has(name)) throw new ConfigError('NETWORKS', `network "${name}" is listed twice`);
-    seen.add(name);
-    const network = name as NetworkName;
+    if (seen.has(network)) throw new ConfigError('NETWORKS', `network "${network}" is listed twice`);
+    seen.add(network);
     const entry = NETWORK_TABLE[network];
     const rpcVariable = `RPC_URL_${envSuffix(network)}`;
     const usdcVariable = `USDC_ADDRESS_${envSuffix(network)}`;
     const usdc = text(env, usdcVariable) ?? entry.usdc;
     if (!CHAIN_FAMILIES[entry.chainType].addressPattern.test(usdc))
       throw new ConfigError(usdcVariable, `not a valid ${entry.chainType} address: "${usdc}"`);
-    return { name: network, rpcUrl: url(env, rpcVariable) ?? entry.publicRpcUrl, usdc };
+    const rpcUrl = url(env, rpcVariable) ?? entry.publicRpcUrl;
+    if (rpcUrl === undefined) {
+      throw new ConfigError(
+        rpcVariable,
+        `is required: NETWORKS enables ${network} (${entry.label}), which has no public RPC endpoint we know of`,
+      );
+    }
+    return { name: network, rpcUrl, usdc };
   });
 }
 

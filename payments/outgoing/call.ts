@@ -76,10 +76,21 @@ export function paymentRequiredOf(response: TargetResponse): TargetPaymentRequir
 /**
  * Why we pay nothing: `configuration`, our own setup cannot pay what the target accepts (no wallet
  * key for an enabled network), a 500; `unpayable`, the target asks for nothing we pay (network,
- * asset, amount over the ceiling, ...), a 502; `network_not_offered`, the network the caller named
- * is not among the target's payable options (simulation only), a 400.
+ * asset, amount over the ceiling, ...), a 502; `transfer_method_unsupported`, what the target asks
+ * for is ours to pay but moves by a transfer method we do not pay with (Permit2), a 422 naming it;
+ * `network_not_offered`, the network the caller named is not among the target's payable options
+ * (simulation only), a 400.
  */
-export type PaymentDecision = Result<PaymentChoice, 'configuration' | 'unpayable' | 'network_not_offered'>;
+export type PaymentDecision = Result<
+  PaymentChoice,
+  'configuration' | 'unpayable' | 'transfer_method_unsupported' | 'network_not_offered'
+>;
+
+/** A target's offer that moves its asset by a transfer method we do not pay with: a 422 naming it, nothing moved. */
+export interface TransferMethodUnsupported {
+  kind: 'transfer_method_unsupported';
+  details: string;
+}
 
 /**
  * The requirement we would pay: exact scheme, an enabled network where we hold a key, that
@@ -113,6 +124,8 @@ export function decidePayment(
       `no service wallet is configured for ${canonicalNetwork(missingWallet.network)}, the network the target accepts`,
     );
   }
+  const method = choice.refusals.find((refusal) => refusal.reason === 'unsupported_transfer_method');
+  if (method) return fail('transfer_method_unsupported', `the target's payment cannot be made: ${method.details}`);
   return fail('unpayable', `the target's payment requirements cannot be paid: ${choice.details}`);
 }
 

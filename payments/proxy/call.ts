@@ -31,6 +31,7 @@ import {
   type CallBudget,
   type SignedTargetPayment,
   type TargetPayment,
+  type TransferMethodUnsupported,
 } from '../outgoing/index';
 import { encodePaymentResponseHeader } from '../x402/headers';
 import type { PaymentChoice } from '../x402/choose';
@@ -70,6 +71,7 @@ export type ProxyOutcome =
     }
   | { kind: 'bad_request'; details: string }
   | LimitRefusal
+  | TransferMethodUnsupported
   | { kind: 'insufficient_credits'; details: string }
   | {
       kind: 'spend_limit';
@@ -103,6 +105,8 @@ export async function proxyCall(
     maxAmountMicroUsdc: parseUsdc(deps.config.proxyMaxPaymentUsdc),
   });
   if (!decision.ok) {
+    if (decision.reason === 'transfer_method_unsupported')
+      return { kind: 'transfer_method_unsupported', details: decision.details };
     return decision.reason === 'configuration'
       ? { kind: 'configuration_error', message: 'The service cannot pay this target', details: decision.details }
       : {

@@ -9,7 +9,15 @@ import { canonicalNetwork } from '../networkTable';
 import { buildTargetRequest, type CallRequest } from '../http/index';
 import type { PaymentRequirements } from '../x402/types';
 import { hostRefusal, priceRefusal, type CallLimits, type LimitRefusal } from '../policy';
-import { bodyValue, callBudget, callTarget, decidePayment, isClientError, paymentRequiredOf } from '../outgoing/index';
+import {
+  bodyValue,
+  callBudget,
+  callTarget,
+  decidePayment,
+  isClientError,
+  paymentRequiredOf,
+  type TransferMethodUnsupported,
+} from '../outgoing/index';
 
 /** What /proxy would pay and charge, in atomic units: the handler writes them in USDC. */
 export interface ProxyFeeBreakdown {
@@ -33,6 +41,7 @@ export type SimulationOutcome =
   | { kind: 'result'; result: ProxySimulation }
   | { kind: 'bad_request'; details: string }
   | LimitRefusal
+  | TransferMethodUnsupported
   | { kind: 'bad_gateway'; details: string }
   | { kind: 'configuration_error'; details: string };
 
@@ -72,6 +81,8 @@ export async function simulateProxyCall(
   });
   if (!decision.ok) {
     if (decision.reason === 'network_not_offered') return { kind: 'bad_request', details: decision.details };
+    if (decision.reason === 'transfer_method_unsupported')
+      return { kind: 'transfer_method_unsupported', details: decision.details };
     return decision.reason === 'configuration'
       ? { kind: 'configuration_error', details: decision.details }
       : { kind: 'bad_gateway', details: decision.details };

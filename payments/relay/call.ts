@@ -25,6 +25,7 @@ import {
   signTargetPayment,
   MAX_PAID_ATTEMPTS,
   type CallBudget,
+  type TransferMethodUnsupported,
 } from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
 import { encodePaymentResponseHeader } from '../x402/headers';
@@ -77,6 +78,7 @@ export type RelayOutcome =
   /** `reason`: set when it is the payment that is refused (malformed, or already used). */
   | { kind: 'bad_request'; details: string; reason?: SettleFailureReason }
   | PriceAboveLimit
+  | TransferMethodUnsupported
   | { kind: 'spend_limit'; details: string; spentMicroUsdc: bigint; limitMicroUsdc: bigint; requestedMicroUsdc: bigint }
   | { kind: 'bad_gateway'; message: string; headers: RelayHeaders }
   | { kind: 'internal_error'; details: string };
@@ -318,6 +320,7 @@ function unpriced(quote: Exclude<RelayQuote, { kind: 'priced' }>): RelayOutcome 
     case 'configuration_error':
       return { kind: 'internal_error', details: quote.details };
     case 'price_above_limit':
+    case 'transfer_method_unsupported':
       return quote;
   }
 }

@@ -10,7 +10,14 @@ import { usdToMicro } from '../money';
 import type { Chains } from '../chains/index';
 import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../networkTable';
 import { buildTargetRequest, type CallRequest, type TargetResponse } from '../http/index';
-import { callTarget, decidePayment, isClientError, paymentRequiredOf, type CallBudget } from '../outgoing/index';
+import {
+  callTarget,
+  decidePayment,
+  isClientError,
+  paymentRequiredOf,
+  type CallBudget,
+  type TransferMethodUnsupported,
+} from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
 import type { PaymentRequirements } from '../x402/types';
 import { DEFAULT_RELAY_TIMEOUT_SECONDS, settleableOffers } from '../incoming/offer';
@@ -23,6 +30,7 @@ export type RelayQuote =
   | { kind: 'bad_request'; details: string }
   /** The target asks more than the caller's `max_amount`: refused before any offer is made. */
   | PriceAboveLimit
+  | TransferMethodUnsupported
   | { kind: 'bad_gateway'; details: string }
   | { kind: 'configuration_error'; details: string };
 
@@ -54,10 +62,13 @@ export async function quoteRelay(
     chains: deps.chains,
     maxAmountMicroUsdc: usdToMicro(deps.config.relayDailyTotalUsd),
   });
-  if (!decision.ok)
+  if (!decision.ok) {
+    if (decision.reason === 'transfer_method_unsupported')
+      return { kind: 'transfer_method_unsupported', details: decision.details };
     return decision.reason === 'configuration'
       ? { kind: 'configuration_error', details: decision.details }
       : { kind: 'bad_gateway', details: decision.details };
+  }
   const { value: choice } = decision;
   const refusedPrice = ceilingRefusal(maxAmountMicroUsdc, choice.amountMicroUsdc, choice.network);
   if (refusedPrice) return refusedPrice;

@@ -22,6 +22,7 @@ export type RefusalReason =
   | 'unknown_network'
   | 'network_not_enabled'
   | 'asset_mismatch'
+  | 'unsupported_transfer_method'
   | 'invalid_amount'
   | 'amount_over_ceiling'
   | 'invalid_pay_to'
@@ -117,6 +118,14 @@ function judgeRequirement(
 
   if (!scheme.sameAsset(requirements.asset, settings.usdc))
     return refuse('asset_mismatch', `asset ${requirements.asset} is not USDC on ${network} (${settings.usdc})`);
+  const transferMethod = offeredTransferMethod(requirements, network);
+  if (!(scheme.transferMethods as readonly string[]).includes(transferMethod)) {
+    const { symbol } = NETWORK_TABLE[network];
+    return refuse(
+      'unsupported_transfer_method',
+      `${symbol} on ${network} is paid by the ${transferMethod} transfer method, which this service does not pay with (it pays by ${scheme.transferMethods.join(', ')})`,
+    );
+  }
 
   if (!DIGITS.test(requirements.maxAmountRequired))
     return refuse('invalid_amount', 'maxAmountRequired is not an integer');
@@ -141,4 +150,10 @@ function judgeRequirement(
   const recipientProblem = scheme.recipientProblem(requirements);
   if (recipientProblem) return recipientProblem;
   return { requirements, index, network, chainType, networkClass, amountMicroUsdc };
+}
+
+/** The transfer method an offer asks for: its `extra.assetTransferMethod` (@x402/evm), else its network's. */
+export function offeredTransferMethod(requirements: PaymentRequirements, network: NetworkName): string {
+  const named = requirements.extra?.assetTransferMethod;
+  return typeof named === 'string' && named !== '' ? named : NETWORK_TABLE[network].transferMethod;
 }

@@ -5,7 +5,7 @@
  * the registry (payments/chains/registry.ts), as @x402/core's `register(network, scheme)` does:
  * the functions of x402/ that need a scheme are given the lookup, and never branch on a family.
  */
-import type { NetworkName } from '../networkTable';
+import type { NetworkName, TransferMethod } from '../networkTable';
 import type { Result } from '../result';
 import type { ExactEvmPayload, ExactSvmPayload, PaymentRequirements } from './types';
 
@@ -15,6 +15,11 @@ export type SchemePayload = ExactEvmPayload | ExactSvmPayload;
 export interface PaymentScheme {
   /** The scheme's name on the wire ("exact"). */
   readonly scheme: string;
+  /**
+   * How the asset moves in the payments we sign and accept in this scheme: an offer whose network
+   * (or whose `extra.assetTransferMethod`) asks for another method is refused by name.
+   */
+  readonly transferMethods: readonly TransferMethod[];
   /** The payload of a payment in this scheme, checked field by field (it is untrusted). */
   checkPayload(payload: unknown): Result<SchemePayload, 'invalid_payload'>;
   /** Whether a requirement's asset is the one configured for its network (as the family compares addresses). */

@@ -46,11 +46,21 @@ describe('GET /config', () => {
       chainId: 8453,
       usdc: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
       rpcHost: 'rpc.example.org',
+      label: 'Base',
+      networkClass: 'mainnet',
+      symbol: 'USDC',
+      decimals: 6,
+      transferMethod: 'eip3009',
     });
     expect(res.body.networks.configs['solana-devnet']).toEqual({
       chainType: 'solana',
       usdc: '4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU',
       rpcHost: 'api.devnet.solana.com',
+      label: 'Solana Devnet',
+      networkClass: 'testnet',
+      symbol: 'USDC',
+      decimals: 6,
+      transferMethod: 'spl',
     });
     expect(res.text).not.toContain('secret');
     expect(res.text).not.toContain('KEY');

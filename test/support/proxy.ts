@@ -16,6 +16,7 @@ const RPC_VARIABLES: Record<NetworkName, string> = {
   'base-sepolia': 'RPC_URL_BASE_SEPOLIA',
   'skale-base': 'RPC_URL_SKALE_BASE',
   'skale-base-sepolia': 'RPC_URL_SKALE_BASE_SEPOLIA',
+  polygon: 'RPC_URL_POLYGON',
   solana: 'RPC_URL_SOLANA',
   'solana-devnet': 'RPC_URL_SOLANA_DEVNET',
 };

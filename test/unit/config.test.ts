@@ -30,8 +30,10 @@ describe('configuration', () => {
   it.each([
     ['PORT', 'eighty'],
     ['CAP_RELAY', '0'],
-    ['NETWORKS', 'base,ethereum'],
+    ['NETWORKS', 'base,ethereum-classic'],
+    ['NETWORKS', 'base,eip155:61'],
     ['NETWORKS', 'base,base'],
+    ['NETWORKS', 'base,eip155:8453'],
     ['RPC_URL_BASE', 'not a url'],
     ['RPC_URL_BASE', 'ftp://example.org'],
     ['RELAY_FEE_PERCENT', '3.333'],

@@ -148,7 +148,7 @@ describe('chooseRequirement', () => {
 
   it('refuses disabled and unknown networks and other schemes', () => {
     expect(
-      refusalsOf([evm('skale-base', '1'), evm('polygon', '1'), evm('base-sepolia', '1', { scheme: 'upto' })]),
+      refusalsOf([evm('skale-base', '1'), evm('gnosis', '1'), evm('base-sepolia', '1', { scheme: 'upto' })]),
     ).toEqual([
       [0, 'network_not_enabled'],
       [1, 'unknown_network'],
@@ -158,6 +158,38 @@ describe('chooseRequirement', () => {
     expect(refusalsOf([evm('base-sepolia', '1')], { ...options, networks: withoutBase })).toEqual([
       [0, 'network_not_enabled'],
     ]);
+  });
+
+  it('refuses an offer moved by a transfer method we do not pay with, by the offer or by its network', () => {
+    const megaUsd = '0xFAfDdbb3FC7688494971a79cc65DCa3EF82079E7';
+    const withMegaeth: ChoiceOptions = {
+      ...options,
+      networks: [...networks, { name: 'megaeth', rpcUrl: 'http://127.0.0.1:6', usdc: megaUsd }],
+    };
+    expect(
+      refusalsOf(
+        [
+          evm('base', '1', { extra: { name: 'USD Coin', version: '2', assetTransferMethod: 'permit2' } }),
+          evm('megaeth', '1', { asset: megaUsd, extra: { name: 'MegaUSD', version: '1' } }),
+        ],
+        withMegaeth,
+      ),
+    ).toEqual([
+      [0, 'unsupported_transfer_method'],
+      [1, 'unsupported_transfer_method'],
+    ]);
+    const choice = chooseRequirement(
+      [
+        evm('megaeth', '1', {
+          asset: megaUsd,
+          extra: { name: 'MegaUSD', version: '1', assetTransferMethod: 'permit2' },
+        }),
+      ],
+      withMegaeth,
+    );
+    expect(!choice.ok && choice.refusals[0]!.details).toBe(
+      'MegaUSD on megaeth is paid by the permit2 transfer method, which this service does not pay with (it pays by eip3009)',
+    );
   });
 
   it('refuses Solana entries without a usable fee payer', () => {

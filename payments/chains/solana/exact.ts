@@ -29,6 +29,7 @@ function checkPayload(payload: unknown): Result<ExactSvmPayload, 'invalid_payloa
 
 export const EXACT_SOLANA: PaymentScheme = {
   scheme: 'exact',
+  transferMethods: ['spl'],
   checkPayload,
   sameAsset: (asset, configured) => asset === configured,
   recognizes: (payload) => 'transaction' in payload,
