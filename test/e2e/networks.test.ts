@@ -13,7 +13,8 @@ import { startPeers, type Peers } from '../../devnet/index';
 import { organisationBalance } from '../../payments/credits';
 import { createTestAccount } from '../support/accounts';
 import { payingFetch, relayLegBalances, relayRequest } from '../support/relay';
-import { peersEnv, tableResolver } from '../support/proxy';
+import { peersEnv } from '../support/proxy';
+import { tableResolver } from '../support/resolver';
 import { startTestService, type TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
 
