@@ -153,7 +153,7 @@ function judgeRequirement(
 }
 
 /** The transfer method an offer asks for: its `extra.assetTransferMethod` (@x402/evm), else its network's. */
-export function offeredTransferMethod(requirements: PaymentRequirements, network: NetworkName): string {
+function offeredTransferMethod(requirements: PaymentRequirements, network: NetworkName): string {
   const named = requirements.extra?.assetTransferMethod;
   return typeof named === 'string' && named !== '' ? named : NETWORK_TABLE[network].transferMethod;
 }

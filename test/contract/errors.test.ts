@@ -74,7 +74,7 @@ describe('errors outside the operations', () => {
 
 describe('request validation', () => {
   it('lists every problem of an invalid request', async () => {
-    const res = await t.client.post('/relay/sim', { method: 'FETCH', colour: 'red', network: 'ethereum' });
+    const res = await t.client.post('/relay/sim', { method: 'FETCH', colour: 'red', network: 'gnosis' });
     expect(res.status).toBe(400);
     expect(res.body.error).toBe('Bad Request');
     const details: string = res.body.details;

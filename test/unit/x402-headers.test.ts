@@ -68,7 +68,7 @@ describe('X-PAYMENT', () => {
     [base64Json([evmPayment]), 'invalid_payload'],
     [base64Json({ ...evmPayment, x402Version: 2 }), 'unsupported_x402_version'],
     [base64Json({ ...evmPayment, scheme: 'upto' }), 'unsupported_scheme'],
-    [base64Json({ ...evmPayment, network: 'polygon' }), 'unknown_network'],
+    [base64Json({ ...evmPayment, network: 'gnosis' }), 'unknown_network'],
     [base64Json({ ...evmPayment, network: undefined }), 'unknown_network'],
     [base64Json({ ...evmPayment, payload: svmPayment.payload }), 'invalid_payload'],
     [base64Json({ ...svmPayment, payload: evmPayment.payload }), 'invalid_payload'],

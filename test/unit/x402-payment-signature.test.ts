@@ -58,7 +58,7 @@ describe('decodePaymentSignatureHeader', () => {
     ['version 1', 'unsupported_x402_version', signature({ x402Version: 1 })],
     ['no accepted', 'invalid_payload', signature({ accepted: undefined })],
     ['another scheme', 'unsupported_scheme', signature({ accepted: { ...accepted, scheme: 'upto' } })],
-    ['an unknown network', 'unknown_network', signature({ accepted: { ...accepted, network: 'eip155:1' } })],
+    ['an unknown network', 'unknown_network', signature({ accepted: { ...accepted, network: 'eip155:61' } })],
     ['an amount that is not digits', 'invalid_payload', signature({ accepted: { ...accepted, amount: '1e4' } })],
     [
       'a timeout that is not an integer',

@@ -189,9 +189,9 @@ describe('reading a version 2 402 (PAYMENT-REQUIRED)', () => {
   });
 
   it('keeps an entry on a network we do not know in its CAIP-2 spelling, for the choice to refuse', () => {
-    const other = { ...evmEntry, network: 'eip155:1' };
+    const other = { ...evmEntry, network: 'eip155:61' };
     const read = readTargetPaymentRequired(header(required([other])), '{}');
-    expect(read?.accepts[0]?.network).toBe('eip155:1');
+    expect(read?.accepts[0]?.network).toBe('eip155:61');
   });
 });
 
