@@ -2053,6 +2053,11 @@ export interface components {
             /** @description Failed records. What went wrong. */
             error?: string;
             errorType?: components["schemas"]["WebhookErrorType"];
+            /**
+             * @description Whether the on-chain payments of this operation are final ( absent when no transaction of the operation is watched yet). Settled is not final: `pending` while a settled transaction (the client's settlement, the payment to the target, the refund) is shallower than its network's finality rule (a depth in blocks or a finalized head on EVM networks, the `finalized` commitment on Solana), including one a reorg dropped and the service sent again; `final` once every one is at that rule; `lost` when a reorg dropped one that can no longer land (a /proxy payment's credits are then given back).
+             * @enum {string}
+             */
+            finality?: "pending" | "final" | "lost";
         };
         /**
          * @description A record that ended in success (HTTP 200).
@@ -2062,7 +2067,8 @@ export interface components {
          *       "network": "base",
          *       "method": "direct",
          *       "relayTxId": 4812,
-         *       "message": "Refund of 0.103 USDC confirmed"
+         *       "message": "Refund of 0.103 USDC confirmed",
+         *       "finality": "final"
          *     }
          */
         WebhookSucceeded: components["schemas"]["WebhookRecord"] & {

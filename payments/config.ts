@@ -5,7 +5,14 @@
  * on them. A wrong value stops the service with a message naming the variable. The parsed object
  * is plain data, passed to whoever needs it; nothing reads process.env after start.
  */
-import { CHAIN_FAMILIES, DEFAULT_NETWORK_NAMES, NETWORK_TABLE, type NetworkName, NETWORK_NAMES } from './networkTable';
+import {
+  CHAIN_FAMILIES,
+  DEFAULT_NETWORK_NAMES,
+  NETWORK_TABLE,
+  type FinalityRule,
+  type NetworkName,
+  NETWORK_NAMES,
+} from './networkTable';
 import { parseAllowHosts, type AllowHosts } from './http/index';
 import { SECP256K1_IMPLEMENTATIONS, type Secp256k1Name } from './secp256k1';
 
@@ -13,6 +20,13 @@ export interface NetworkSettings {
   name: NetworkName;
   rpcUrl: string;
   usdc: string;
+  /** FINALITY_DEPTH_<NAME>: a depth in blocks in place of the row's finality rule (absent: the row's). */
+  finality?: FinalityRule;
+}
+
+/** The finality rule of an enabled network: its configured depth, else its row's. */
+export function finalityRuleOf(networks: readonly NetworkSettings[], network: NetworkName): FinalityRule {
+  return networks.find((settings) => settings.name === network)?.finality ?? NETWORK_TABLE[network].finality;
 }
 
 export interface Config {
@@ -237,7 +251,22 @@ function parseNetworks(env: Env): NetworkSettings[] {
     const usdc = text(env, usdcVariable) ?? entry.usdc;
     if (!CHAIN_FAMILIES[entry.chainType].addressPattern.test(usdc))
       throw new ConfigError(usdcVariable, `not a valid ${entry.chainType} address: "${usdc}"`);
-    return { name: network, rpcUrl: url(env, rpcVariable) ?? entry.publicRpcUrl, usdc };
+    const depthVariable = `FINALITY_DEPTH_${envSuffix(network)}`;
+    const depth = text(env, depthVariable);
+    let finality: FinalityRule | undefined;
+    if (depth !== undefined) {
+      if ('commitment' in entry.finality)
+        throw new ConfigError(depthVariable, `${network} is final at a commitment, not at a depth in blocks`);
+      if (!/^[1-9][0-9]{0,5}$/.test(depth))
+        throw new ConfigError(depthVariable, 'must be a whole number of blocks, 1 or more');
+      finality = { blocks: Number(depth), watchSeconds: entry.finality.watchSeconds };
+    }
+    return {
+      name: network,
+      rpcUrl: url(env, rpcVariable) ?? entry.publicRpcUrl,
+      usdc,
+      ...(finality ? { finality } : {}),
+    };
   });
 }
 

@@ -11,6 +11,22 @@ export type ChainType = 'evm' | 'solana';
 /** How the asset moves: an EIP-3009 authorization, a Permit2 witness transfer, or an SPL TransferChecked. */
 export type TransferMethod = 'eip3009' | 'permit2' | 'spl';
 
+/**
+ * When a transaction of the network counts as final, and how long one is watched before a sweep
+ * reconciles it against the chain (docs/decisions.md, "What is final when"). The rule is the row's;
+ * FINALITY_DEPTH_<NAME> replaces a row's rule by a depth in blocks (the local chains use a small one).
+ */
+export type FinalityRule = (
+  | /** Final once its block is this many blocks deep (its own block counts as one). */ { blocks: number }
+  | /** Final once its block is at or below the node's safe or finalized head (EVM block tags). */ {
+      head: 'safe' | 'finalized';
+    }
+  | /** Final once the cluster reports the transaction at this commitment (Solana). */ { commitment: 'finalized' }
+) & {
+  /** How long a settled transaction is watched before the sweep reconciles it (and a loss is declared). */
+  watchSeconds: number;
+};
+
 export interface NetworkEntry {
   /** Our name of the network, the one x402 version 1 uses. */
   name: string;
@@ -37,6 +53,8 @@ export interface NetworkEntry {
   knownToStandardClients: boolean;
   /** Enabled when NETWORKS is not set. */
   enabledByDefault: boolean;
+  /** When a transaction here is final, and how long it is watched until then. */
+  finality: FinalityRule;
 }
 
 const ROWS = [
@@ -54,6 +72,7 @@ const ROWS = [
     explorerTxUrl: 'https://basescan.org/tx/{tx}',
     knownToStandardClients: true,
     enabledByDefault: true,
+    finality: { head: 'finalized', watchSeconds: 3600 },
   },
   {
     name: 'base-sepolia',
@@ -69,6 +88,7 @@ const ROWS = [
     explorerTxUrl: 'https://sepolia.basescan.org/tx/{tx}',
     knownToStandardClients: true,
     enabledByDefault: true,
+    finality: { head: 'finalized', watchSeconds: 3600 },
   },
   {
     name: 'skale-base',
@@ -83,6 +103,7 @@ const ROWS = [
     publicRpcUrl: 'https://skale-base.skalenodes.com/v1/base',
     knownToStandardClients: false,
     enabledByDefault: true,
+    finality: { blocks: 1, watchSeconds: 600 },
   },
   {
     name: 'skale-base-sepolia',
@@ -97,6 +118,7 @@ const ROWS = [
     publicRpcUrl: 'https://base-sepolia-testnet.skalenodes.com/v1/jubilant-horrible-ancha',
     knownToStandardClients: true,
     enabledByDefault: true,
+    finality: { blocks: 1, watchSeconds: 600 },
   },
   {
     name: 'solana',
@@ -110,6 +132,7 @@ const ROWS = [
     explorerTxUrl: 'https://explorer.solana.com/tx/{tx}',
     knownToStandardClients: true,
     enabledByDefault: true,
+    finality: { commitment: 'finalized', watchSeconds: 600 },
   },
   {
     name: 'solana-devnet',
@@ -123,6 +146,7 @@ const ROWS = [
     explorerTxUrl: 'https://explorer.solana.com/tx/{tx}?cluster=devnet',
     knownToStandardClients: true,
     enabledByDefault: true,
+    finality: { commitment: 'finalized', watchSeconds: 600 },
   },
   {
     name: 'polygon-amoy',
@@ -137,6 +161,7 @@ const ROWS = [
     publicRpcUrl: 'https://rpc-amoy.polygon.technology',
     knownToStandardClients: true,
     enabledByDefault: false,
+    finality: { head: 'finalized', watchSeconds: 1800 },
   },
 ] as const satisfies readonly NetworkEntry[];
 
