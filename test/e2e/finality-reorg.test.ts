@@ -47,9 +47,13 @@ afterAll(async () => {
 });
 
 const chain = () => peers.evmChains[NETWORK]!;
-const rpc = (method: string, params: unknown[] = []) =>
-  chain().publicClient.request({ method, params } as never) as Promise<unknown>;
-const snapshot = () => rpc('evm_snapshot') as Promise<string>;
+/** Hardhat's own methods (evm_snapshot, evm_revert, evm_mine, hardhat_setBalance), which viem's types do not list. */
+const rpc = (method: string, params: unknown[] = []): Promise<unknown> =>
+  (chain().publicClient.request as (args: { method: string; params: unknown[] }) => Promise<unknown>)({
+    method,
+    params,
+  });
+const snapshot = async () => String(await rpc('evm_snapshot'));
 async function revert(id: string) {
   expect(await rpc('evm_revert', [id])).toBe(true);
 }
