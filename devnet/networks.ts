@@ -48,6 +48,14 @@ export const NETWORK_NAMES: NetworkName[] = [...EVM_NETWORK_NAMES, ...SOLANA_NET
 
 export const USDC_DECIMALS = 6;
 
+/**
+ * The local EVM chains mine only on request (and an idle block every few seconds): the service is
+ * told (FINALITY_DEPTH_<NAME>) that a transaction there is final this many blocks deep, where the
+ * live network's row names its finalized head. The local Solana ledger reports a transaction
+ * `finalized` at once.
+ */
+export const LOCAL_FINALITY_DEPTH = 2;
+
 export function isEvmNetwork(network: string): network is EvmNetworkName {
   return Object.hasOwn(EVM_NETWORKS, network);
 }

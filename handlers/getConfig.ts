@@ -1,7 +1,7 @@
 import type { Handler } from './types';
 import type { components } from '../codegen/api';
 import { aliasesOf, caip2Of, NETWORK_TABLE, type ChainType, type NetworkName } from '../payments/networkTable';
-import { rpcHost } from '../payments/config';
+import { finalityRuleOf, rpcHost } from '../payments/config';
 import { relayFeeModelText } from '../payments/fees';
 
 type ApiNetworkName = components['schemas']['NetworkName'];
@@ -23,6 +23,7 @@ export const getConfig: Handler<'getConfig'> = (_ctx, { config, baseUrl }) => {
           ...(entry.chainId === undefined ? {} : { chainId: entry.chainId }),
           usdc: network.usdc,
           rpcHost: rpcHost(network.rpcUrl),
+          finality: finalityRuleOf(config.networks, network.name),
         },
       ];
     }),
