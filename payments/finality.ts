@@ -37,14 +37,14 @@ export const MAX_FINALITY_RECHECK_MS = 30_000;
 export const UNREADABLE_FINALITY_RECHECK_MS = 15_000;
 
 /** Looks closer together while a transfer is young, further apart as it ages: a quarter of its age, bounded. */
-export function nextFinalityLook(now: Date, createdAt: Date): Date {
+function nextFinalityLook(now: Date, createdAt: Date): Date {
   const age = now.getTime() - createdAt.getTime();
   const wait = Math.min(MAX_FINALITY_RECHECK_MS, Math.max(MIN_FINALITY_RECHECK_MS, Math.floor(age / 4)));
   return new Date(now.getTime() + wait);
 }
 
 /** Whether the watch is past its network's bound: a sweep then reconciles it (and operators hear of it). */
-export function pastWatchBound(
+function pastWatchBound(
   watch: Pick<FinalityWatch, 'network' | 'created_at'>,
   now: Date,
   deps: Pick<Deps, 'config'>,
@@ -65,7 +65,7 @@ export function enqueueFinalityWatch(db: Db, id: bigint, runAt?: Date, { keepSch
   });
 }
 
-export async function findFinalityWatch(db: Db, id: bigint): Promise<FinalityWatch | undefined> {
+async function findFinalityWatch(db: Db, id: bigint): Promise<FinalityWatch | undefined> {
   return db.selectFrom('finality_watches').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
@@ -150,11 +150,14 @@ async function concludeReading(
       return undefined;
     }
     case 'pending': {
-      if (reading.txHash !== watch.tx_hash || reading.blockNumber !== (watch.block_number ?? undefined))
+      // The same transaction sent again (its signed bytes, or signed again to the same signature) is counted here.
+      const resentAsIs = reading.resent === true && reading.txHash === watch.tx_hash;
+      if (resentAsIs || reading.txHash !== watch.tx_hash || reading.blockNumber !== (watch.block_number ?? undefined))
         await moveFinalityWatch(db, watch.id, 'pending', {
           tx_hash: reading.txHash,
           block_number: reading.blockNumber ?? null,
           details: reading.details,
+          ...(resentAsIs ? { resends: watch.resends + 1 } : {}),
         });
       if (reading.resent) log.warn({ txHash: reading.txHash, details: reading.details }, 'dropped payment sent again');
       if (pastWatchBound(watch, now, deps))

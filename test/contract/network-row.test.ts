@@ -60,6 +60,7 @@ describe('Polygon Amoy, one row of the network table', () => {
       chainId: 80002,
       usdc: AMOY_USDC,
       rpcHost: '127.0.0.1:9',
+      finality: { head: 'finalized', watchSeconds: 1800 },
     });
   });
 

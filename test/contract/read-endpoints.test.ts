@@ -46,11 +46,13 @@ describe('GET /config', () => {
       chainId: 8453,
       usdc: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
       rpcHost: 'rpc.example.org',
+      finality: { head: 'finalized', watchSeconds: 3600 },
     });
     expect(res.body.networks.configs['solana-devnet']).toEqual({
       chainType: 'solana',
       usdc: '4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU',
       rpcHost: 'api.devnet.solana.com',
+      finality: { commitment: 'finalized', watchSeconds: 600 },
     });
     expect(res.text).not.toContain('secret');
     expect(res.text).not.toContain('KEY');

@@ -284,7 +284,7 @@ describe('a reorg drops a refund', () => {
       ['refund', 'final'],
     ]);
     // The same signed refund, sent again: same hash, mined once.
-    expect(watches[1]).toMatchObject({ tx_hash: refundTx, resends: 0 });
+    expect(watches[1]).toMatchObject({ tx_hash: refundTx, resends: 1 });
     await expectMined(refundTx);
     const record = await t.client.get(`/webhooks/${webhookId}`);
     expect(record.body).toMatchObject({ status: 'refund_confirmed', finality: 'final', txHash: refundTx });
