@@ -11,7 +11,7 @@ import { BLOCKHASH_VALIDITY_BLOCKS } from '../../devnet/svm/ledger';
 import type { Db } from '../../db/index';
 import { growth } from '../support/metrics';
 import { startProxyService } from '../support/proxy';
-import { payingFetch, relayRequest } from '../support/relay';
+import { paidRelayRow } from '../support/relay';
 import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
 
@@ -77,17 +77,8 @@ describe('a reorg of the local Solana ledger drops both legs of a paid /relay ca
     const before = await balances();
     const metrics = await scrape();
     const fork = ledger().snapshot();
-    const response = await payingFetch(peers, NETWORK)(
-      `${t.service.url}/relay`,
-      relayRequest({ api_url: peers.targets[NETWORK]!.routes.paid.url, method: 'GET' }),
-    );
-    expect(response.status).toBe(200);
-    const clientTx = response.headers.get('x-client-payment')!;
-    const row = await db
-      .selectFrom('relay_transactions')
-      .selectAll()
-      .where('client_tx_hash', '=', clientTx)
-      .executeTakeFirstOrThrow();
+    const row = await paidRelayRow(peers, t, NETWORK);
+    const clientTx = row.client_tx_hash!;
     expect((await watchesOf(row.id)).map((watch) => [watch.leg, watch.finality])).toEqual([
       ['client_settlement', 'pending'],
       ['target_payment', 'pending'],

@@ -16,7 +16,7 @@ import type { PaymentPayload } from '../../payments/x402/types';
 import { createTestAccount } from '../support/accounts';
 import { growth } from '../support/metrics';
 import { pollWebhook, startProxyService } from '../support/proxy';
-import { payingFetch, relayLegBalances, relayRequest } from '../support/relay';
+import { paidRelayRow, payingFetch, relayLegBalances, relayRequest } from '../support/relay';
 import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
 
@@ -112,20 +112,19 @@ async function landElsewhere(payment: unknown) {
   return hash;
 }
 
-async function paidRelay() {
-  const response = await payingFetch(peers, NETWORK)(
-    `${t.service.url}/relay`,
-    relayRequest({ api_url: peers.targets[NETWORK]!.routes.paid.url, method: 'GET' }),
-  );
-  expect(response.status).toBe(200);
-  const clientTx = response.headers.get('x-client-payment')!;
-  const row = await db
-    .selectFrom('relay_transactions')
-    .selectAll()
-    .where('client_tx_hash', '=', clientTx)
-    .executeTakeFirstOrThrow();
-  expect(row.state).toBe('delivered');
-  return row;
+const paidRelay = () => paidRelayRow(peers, t, NETWORK);
+
+/** Every watched transaction is mined on the chain as it is now, and each leg moved its amount once. */
+async function expectEachLegPaidOnce(
+  watches: { tx_hash: string }[],
+  before: Awaited<ReturnType<typeof relayLegBalances>>,
+) {
+  for (const watch of watches) await expectMined(watch.tx_hash);
+  expect(await relayLegBalances(peers, NETWORK, payTo())).toEqual({
+    client: before.client - TOTAL,
+    service: before.service + TOTAL - PRICE,
+    target: before.target + PRICE,
+  });
 }
 
 describe('a reorg drops what a paid /relay call settled', () => {
@@ -153,12 +152,7 @@ describe('a reorg drops what a paid /relay call settled', () => {
     expect(clientLeg!.tx_hash).not.toBe(row.client_tx_hash);
     expect(targetLeg!.resends).toBe(0);
     expect(targetLeg!.tx_hash).toBe(targetOnFork);
-    for (const watch of watches) await expectMined(watch.tx_hash);
-    expect(await relayLegBalances(peers, NETWORK, payTo())).toEqual({
-      client: before.client - TOTAL,
-      service: before.service + TOTAL - PRICE,
-      target: before.target + PRICE,
-    });
+    await expectEachLegPaidOnce(watches, before);
   }, 60_000);
 
   it('the target payment only: our authorization to the target is sent again and lands once', async () => {
@@ -175,12 +169,7 @@ describe('a reorg drops what a paid /relay call settled', () => {
     ]);
     expect(watches[0]!.tx_hash).toBe(clientOnFork);
     expect(watches[1]!.tx_hash).not.toBe(row.target_tx_hash);
-    for (const watch of watches) await expectMined(watch.tx_hash);
-    expect(await relayLegBalances(peers, NETWORK, payTo())).toEqual({
-      client: before.client - TOTAL,
-      service: before.service + TOTAL - PRICE,
-      target: before.target + PRICE,
-    });
+    await expectEachLegPaidOnce(watches, before);
   }, 60_000);
 
   it('both legs: each is sent again and lands once', async () => {
@@ -194,12 +183,7 @@ describe('a reorg drops what a paid /relay call settled', () => {
       ['client_settlement', 'final', 1],
       ['target_payment', 'final', 1],
     ]);
-    for (const watch of watches) await expectMined(watch.tx_hash);
-    expect(await relayLegBalances(peers, NETWORK, payTo())).toEqual({
-      client: before.client - TOTAL,
-      service: before.service + TOTAL - PRICE,
-      target: before.target + PRICE,
-    });
+    await expectEachLegPaidOnce(watches, before);
   }, 60_000);
 
   it('the client settlement, when the client moved its balance away on the new fork: lost, alerted, the amount at risk recorded', async () => {
@@ -207,16 +191,7 @@ describe('a reorg drops what a paid /relay call settled', () => {
     const before = await relayLegBalances(peers, NETWORK, payTo());
     const metrics = await scrape();
     const fork = await snapshot();
-    const response = await payingFetch(peers, NETWORK)(
-      `${t.service.url}/relay`,
-      relayRequest({ api_url: peers.targets[NETWORK]!.routes.paid.url, method: 'GET' }),
-    );
-    expect(response.status).toBe(200);
-    const row = await db
-      .selectFrom('relay_transactions')
-      .selectAll()
-      .where('client_tx_hash', '=', response.headers.get('x-client-payment')!)
-      .executeTakeFirstOrThrow();
+    const row = await paidRelay();
     await revert(fork);
     await landElsewhere(row.target_payment_payload);
     // On the new fork the client spends what it had authorized before our settlement could land again.
