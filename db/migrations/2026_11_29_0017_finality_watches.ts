@@ -4,7 +4,8 @@ import { sql, type Kysely } from 'kysely';
  * Settled and final are two states (docs/decisions.md, "What is final when"). Every transaction a
  * payment rests on gets a finality watch once the flow records it settled: a client's settlement
  * (relay_transactions.client_tx_hash of a settled row), our payment to a target
- * (relay_transactions.target_tx_hash, a charged proxy payment's tx_hash) and a confirmed refund.
+ * (relay_transactions.target_tx_hash of a delivered row, a charged proxy payment's tx_hash) and a
+ * confirmed refund: each only once the chain showed it.
  * Triggers open the watch and enqueue its `finality_watch` job in the writer's own transaction, so
  * no path that settles a payment can forget it. A watch holds what the chain family needs to read
  * the transaction and to send it again (`transfer`): the client's authorization or transaction, our
@@ -74,7 +75,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
           new.client_tx_hash, new.payer, new.amount_micro,
           jsonb_build_object('payment', new.payment_payload, 'raw', new.client_raw_tx));
       end if;
-      if new.target_tx_hash is not null and new.target_network is not null then
+      -- Only once delivered: the chain showed our payment to the target. A hash the target reported
+      -- while the row is still settled is a hint the relay's watch job checks, never a payment to re-send.
+      if new.state = 'delivered' and new.target_tx_hash is not null and new.target_network is not null then
         perform open_finality_watch('relay:' || new.id::text || ':target', 'target_payment', new.target_network, new.id, null, null,
           new.target_tx_hash, new.target_payer, coalesce(new.target_amount_micro, 0),
           jsonb_build_object('payment', new.target_payment_payload));

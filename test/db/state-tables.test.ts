@@ -256,6 +256,23 @@ describe('refunds: moveRefund', () => {
 });
 
 describe('finality watches: moveFinalityWatch, and the triggers that open them', () => {
+  it("a relay's client settlement is watched once settled, its target payment only once delivered (a reported hash is no proof)", async () => {
+    const id = await newRelayTransaction();
+    const legs = async () =>
+      (await db.selectFrom('finality_watches').select('leg').where('relay_transaction_id', '=', id).execute()).map(
+        (watch) => watch.leg,
+      );
+    await moveRelayTransaction(db, id, 'settling', { client_tx_hash: hex32() });
+    expect(await legs()).toEqual([]);
+    await moveRelayTransaction(db, id, 'settled', { settled_at: new Date() });
+    expect(await legs()).toEqual(['client_settlement']);
+    await recordTargetPayment(db, id, { network: 'base-sepolia', amountMicroUsdc: 10_000n, paymentRef: hex32() });
+    await db.updateTable('relay_transactions').set({ target_tx_hash: hex32() }).where('id', '=', id).execute();
+    expect(await legs()).toEqual(['client_settlement']);
+    await moveRelayTransaction(db, id, 'delivered');
+    expect(await legs()).toEqual(['client_settlement', 'target_payment']);
+  });
+
   it('a confirmed refund opens one watch with its job; the watch moves from exactly the states FINALITY_MOVES allows', async () => {
     const relayId = await newRelayTransaction();
     const refund = await db
