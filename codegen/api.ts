@@ -1769,6 +1769,23 @@ export interface components {
             transferMethod?: "eip3009" | "permit2" | "spl";
             /** @description Host name of the JSON-RPC endpoint the service uses (the host only; never credentials or a path). */
             rpcHost: string;
+            /** @description When a transaction on this network counts as final (settled is not final; GET /webhooks/{id} shows `finality`), and how long the service watches one before a sweep reconciles it against the chain. Exactly one of `blocks`, `head` and `commitment` is present. */
+            finality?: {
+                /** @description Final once its block is this many blocks deep (its own block counts as one). */
+                blocks?: number;
+                /**
+                 * @description Final once its block is at or below the node's safe or finalized head.
+                 * @enum {string}
+                 */
+                head?: "safe" | "finalized";
+                /**
+                 * @description Final once the cluster reports it at this commitment (Solana).
+                 * @enum {string}
+                 */
+                commitment?: "finalized";
+                /** @description How long a settled transaction is watched before a sweep reconciles it. */
+                watchSeconds: number;
+            };
         };
         /**
          * @description Public configuration of this server.
@@ -1827,18 +1844,30 @@ export interface components {
          *             "chainType": "evm",
          *             "chainId": 8453,
          *             "usdc": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
-         *             "rpcHost": "mainnet.base.org"
+         *             "rpcHost": "mainnet.base.org",
+         *             "finality": {
+         *               "head": "finalized",
+         *               "watchSeconds": 3600
+         *             }
          *           },
          *           "base-sepolia": {
          *             "chainType": "evm",
          *             "chainId": 84532,
          *             "usdc": "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
-         *             "rpcHost": "sepolia.base.org"
+         *             "rpcHost": "sepolia.base.org",
+         *             "finality": {
+         *               "head": "finalized",
+         *               "watchSeconds": 3600
+         *             }
          *           },
          *           "solana-devnet": {
          *             "chainType": "solana",
          *             "usdc": "4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU",
-         *             "rpcHost": "api.devnet.solana.com"
+         *             "rpcHost": "api.devnet.solana.com",
+         *             "finality": {
+         *               "commitment": "finalized",
+         *               "watchSeconds": 600
+         *             }
          *           }
          *         }
          *       },
@@ -2071,6 +2100,11 @@ export interface components {
             /** @description Failed records. What went wrong. */
             error?: string;
             errorType?: components["schemas"]["WebhookErrorType"];
+            /**
+             * @description Whether the on-chain payments of this operation are final ( absent when no transaction of the operation is watched yet). Settled is not final: `pending` while a settled transaction (the client's settlement, the payment to the target, the refund) is shallower than its network's finality rule (a depth in blocks or a finalized head on EVM networks, the `finalized` commitment on Solana), including one a reorg dropped and the service sent again; `final` once every one is at that rule; `lost` when a reorg dropped one that can no longer land (a /proxy payment's credits are then given back).
+             * @enum {string}
+             */
+            finality?: "pending" | "final" | "lost";
         };
         /**
          * @description A record that ended in success (HTTP 200).
@@ -2080,7 +2114,8 @@ export interface components {
          *       "network": "base",
          *       "method": "direct",
          *       "relayTxId": 4812,
-         *       "message": "Refund of 0.103 USDC confirmed"
+         *       "message": "Refund of 0.103 USDC confirmed",
+         *       "finality": "final"
          *     }
          */
         WebhookSucceeded: components["schemas"]["WebhookRecord"] & {

@@ -42,6 +42,8 @@ export interface CreditLedgerTable {
   kind: LedgerKind;
   amount_credits: bigint;
   reference: string;
+  /** A proxy payment's charge: whether the payment it rests on is final on chain (null: no chain payment). */
+  finality: ColumnType<Finality | null, Finality | null | undefined, Finality | null>;
   created_at: Timestamp;
 }
 
@@ -130,6 +132,8 @@ export interface ProxyPaymentsTable {
   last_valid_block_height: bigint | null;
   tx_hash: string | null;
   webhook_id: string | null;
+  /** Our signed payment (the x402 payload), kept to send it again if a reorg drops it. */
+  payment_payload: ColumnType<unknown, string | null | undefined, string | null>;
   /** Why the payment ended as it did, for operators. */
   outcome: string | null;
   /** The claim of the idempotency record the /proxy call ran under (payments/idempotency.ts). */
@@ -202,6 +206,8 @@ export interface RelayTransactionsTable {
   target_valid_before: bigint | null;
   /** Solana: the last block height at which our transaction can land. */
   target_last_valid_block_height: bigint | null;
+  /** Our signed payment to the target (the x402 payload), kept to send it again if a reorg drops it. */
+  target_payment_payload: ColumnType<unknown, string | null | undefined, string | null>;
   /** The HTTP status the target answered our paid call with. */
   target_status: number | null;
   /** The call's webhook record, once one was opened (a refund, a payment watched on-chain). */
@@ -243,6 +249,37 @@ export interface RefundsTable {
   created_at: Timestamp;
   updated_at: Timestamp;
   confirmed_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+}
+
+/** Settled is not final: a transaction is final at its network's finality rule (payments/finality.ts). */
+export type Finality = 'pending' | 'final' | 'lost';
+export type FinalityLeg = 'client_settlement' | 'target_payment' | 'refund';
+
+/** One transaction a payment rests on, watched from settled to final (payments/finality.ts). */
+export interface FinalityWatchesTable {
+  id: Generated<bigint>;
+  /** relay:<id>:client, relay:<id>:target, proxy:<id> or refund:<id>: one watch per leg. */
+  subject: string;
+  leg: FinalityLeg;
+  network: string;
+  relay_transaction_id: bigint | null;
+  proxy_payment_id: bigint | null;
+  refund_id: bigint | null;
+  /** The transaction watched now (a new one after it was sent again). */
+  tx_hash: string;
+  /** Whose money the transfer moves (an authorization's signer); null for our own refunds. */
+  payer: string | null;
+  /** What is at risk if the transaction never lands. */
+  amount_micro_usdc: bigint;
+  /** What the chain family needs to read the transfer and send it again (read as an object). */
+  transfer: ColumnType<unknown, string, string>;
+  finality: ColumnType<Finality, Finality | undefined, Finality>;
+  block_number: bigint | null;
+  resends: ColumnType<number, number | undefined, number>;
+  details: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  final_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
 
 export type IdempotencyState = 'running' | 'finished';
@@ -315,6 +352,7 @@ export interface Database {
   credit_ledger: CreditLedgerTable;
   daily_spend: DailySpendTable;
   webhooks: WebhooksTable;
+  finality_watches: FinalityWatchesTable;
   relay_transactions: RelayTransactionsTable;
   refunds: RefundsTable;
   idempotency_records: IdempotencyRecordsTable;

@@ -66,6 +66,14 @@ export const DEFAULT_PEER_NETWORKS: NetworkName[] = NETWORK_NAMES.filter(
 
 export const USDC_DECIMALS = 6;
 
+/**
+ * The local EVM chains mine only on request (and an idle block every few seconds): the service is
+ * told (FINALITY_DEPTH_<NAME>) that a transaction there is final this many blocks deep, where the
+ * live network's row names its finalized head. The local Solana ledger reports a transaction
+ * `finalized` at once.
+ */
+export const LOCAL_FINALITY_DEPTH = 2;
+
 export function isEvmNetwork(network: string): network is EvmNetworkName {
   return Object.hasOwn(EVM_NETWORKS, network);
 }

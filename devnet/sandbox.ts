@@ -16,7 +16,7 @@ import { grantCredits } from '../payments/credits';
 import { DEFAULT_NETWORK_NAMES } from '../payments/networkTable';
 import { startPeers } from './index';
 import { startLocalLlm } from './llm';
-import type { NetworkName } from './networks';
+import { LOCAL_FINALITY_DEPTH, type NetworkName } from './networks';
 import { required } from './required';
 import type { X402Version } from './targets/payment';
 import type { Sandbox, SandboxOptions } from '../server/sandbox';
@@ -119,6 +119,9 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
   for (const [network, url] of Object.entries(peers.rpcUrls)) {
     env[`RPC_URL_${network.toUpperCase().replace(/-/g, '_')}`] = required(url, `the RPC URL of ${network}`);
   }
+  // The local EVM chains mine on request: a payment there is final a few blocks deep.
+  for (const network of peers.evmNetworks)
+    env[`FINALITY_DEPTH_${network.toUpperCase().replace(/-/g, '_')}`] = String(LOCAL_FINALITY_DEPTH);
 
   async function demoApiKey(db: Db, previous: string | undefined): Promise<string> {
     if (previous && (await authenticateKey(db, previous)).ok) return previous;

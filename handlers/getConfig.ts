@@ -1,7 +1,7 @@
 import type { Handler } from './types';
 import type { components } from '../codegen/api';
 import { aliasesOf, caip2Of, NETWORK_TABLE, type ChainType, type NetworkName } from '../payments/networkTable';
-import { rpcHost } from '../payments/config';
+import { finalityRuleOf, rpcHost } from '../payments/config';
 import { relayFeeModelText } from '../payments/fees';
 
 type ApiNetworkName = components['schemas']['NetworkName'];
@@ -28,6 +28,7 @@ export const getConfig: Handler<'getConfig'> = (_ctx, { config, baseUrl }) => {
           symbol: entry.symbol,
           decimals: entry.decimals,
           transferMethod: entry.transferMethod,
+          finality: finalityRuleOf(config.networks, network.name),
         },
       ];
     }),

@@ -10,6 +10,7 @@ import {
   CHAIN_FAMILIES,
   DEFAULT_NETWORK_NAMES,
   NETWORK_TABLE,
+  type FinalityRule,
   type NetworkName,
   NETWORK_NAMES,
 } from './networkTable';
@@ -20,6 +21,13 @@ export interface NetworkSettings {
   name: NetworkName;
   rpcUrl: string;
   usdc: string;
+  /** FINALITY_DEPTH_<NAME>: a depth in blocks in place of the row's finality rule (absent: the row's). */
+  finality?: FinalityRule;
+}
+
+/** The finality rule of an enabled network: its configured depth, else its row's. */
+export function finalityRuleOf(networks: readonly NetworkSettings[], network: NetworkName): FinalityRule {
+  return networks.find((settings) => settings.name === network)?.finality ?? NETWORK_TABLE[network].finality;
 }
 
 export interface Config {
@@ -255,7 +263,17 @@ function parseNetworks(env: Env): NetworkSettings[] {
         `is required: NETWORKS enables ${network} (${entry.label}), which has no public RPC endpoint we know of`,
       );
     }
-    return { name: network, rpcUrl, usdc };
+    const depthVariable = `FINALITY_DEPTH_${envSuffix(network)}`;
+    const depth = text(env, depthVariable);
+    let finality: FinalityRule | undefined;
+    if (depth !== undefined) {
+      if ('commitment' in entry.finality)
+        throw new ConfigError(depthVariable, `${network} is final at a commitment, not at a depth in blocks`);
+      if (!/^[1-9][0-9]{0,5}$/.test(depth))
+        throw new ConfigError(depthVariable, 'must be a whole number of blocks, 1 or more');
+      finality = { blocks: Number(depth), watchSeconds: entry.finality.watchSeconds };
+    }
+    return { name: network, rpcUrl, usdc, ...(finality ? { finality } : {}) };
   });
 }
 

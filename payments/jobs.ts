@@ -28,6 +28,8 @@ export interface JobPayloads {
   credit_purchase_watch: { creditPurchaseId: string };
   day_rollover: CronPayload;
   idempotency_prune: CronPayload;
+  finality_watch: { watchId: string };
+  finality_sweep: CronPayload;
 }
 
 export type JobName = keyof JobPayloads;

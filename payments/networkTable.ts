@@ -12,6 +12,22 @@ export type ChainType = 'evm' | 'solana';
 /** How the asset moves: an EIP-3009 authorization, a Permit2 witness transfer, or an SPL TransferChecked. */
 export type TransferMethod = 'eip3009' | 'permit2' | 'spl';
 
+/**
+ * When a transaction of the network counts as final, and how long one is watched before a sweep
+ * reconciles it against the chain (docs/decisions.md, "What is final when"). The rule is the row's;
+ * FINALITY_DEPTH_<NAME> replaces a row's rule by a depth in blocks (the local chains use a small one).
+ */
+export type FinalityRule = (
+  | /** Final once its block is this many blocks deep (its own block counts as one). */ { blocks: number }
+  | /** Final once its block is at or below the node's safe or finalized head (EVM block tags). */ {
+      head: 'safe' | 'finalized';
+    }
+  | /** Final once the cluster reports the transaction at this commitment (Solana). */ { commitment: 'finalized' }
+) & {
+  /** How long a settled transaction is watched before the sweep reconciles it (and a loss is declared). */
+  watchSeconds: number;
+};
+
 export interface NetworkEntry {
   /**
    * Our name of the network: the one x402 version 1 uses where it has one, else its CAIP-2 id
@@ -50,7 +66,16 @@ export interface NetworkEntry {
   knownToStandardClients: boolean;
   /** Enabled when NETWORKS is not set. */
   enabledByDefault: boolean;
+  /** When a transaction here is final, and how long it is watched until then. */
+  finality: FinalityRule;
 }
+
+/**
+ * The rule of the rows taken from @x402/evm's default asset table: final at the node's finalized
+ * head, which every one of those chains' nodes serve as the `finalized` block tag (on chains with
+ * instant finality it is the latest block), watched for up to an hour.
+ */
+const EVM_FINALIZED_HEAD = { head: 'finalized', watchSeconds: 3600 } as const satisfies FinalityRule;
 
 const ROWS = [
   {
@@ -69,6 +94,7 @@ const ROWS = [
     explorerTxUrl: 'https://basescan.org/tx/{tx}',
     knownToStandardClients: true,
     enabledByDefault: true,
+    finality: { head: 'finalized', watchSeconds: 3600 },
   },
   {
     name: 'base-sepolia',
@@ -86,6 +112,7 @@ const ROWS = [
     explorerTxUrl: 'https://sepolia.basescan.org/tx/{tx}',
     knownToStandardClients: true,
     enabledByDefault: true,
+    finality: { head: 'finalized', watchSeconds: 3600 },
   },
   {
     name: 'skale-base',
@@ -102,6 +129,7 @@ const ROWS = [
     publicRpcUrl: 'https://skale-base.skalenodes.com/v1/base',
     knownToStandardClients: false,
     enabledByDefault: true,
+    finality: { blocks: 1, watchSeconds: 600 },
   },
   {
     name: 'skale-base-sepolia',
@@ -118,6 +146,7 @@ const ROWS = [
     publicRpcUrl: 'https://base-sepolia-testnet.skalenodes.com/v1/jubilant-horrible-ancha',
     knownToStandardClients: true,
     enabledByDefault: true,
+    finality: { blocks: 1, watchSeconds: 600 },
   },
   {
     name: 'solana',
@@ -133,6 +162,7 @@ const ROWS = [
     explorerTxUrl: 'https://explorer.solana.com/tx/{tx}',
     knownToStandardClients: true,
     enabledByDefault: true,
+    finality: { commitment: 'finalized', watchSeconds: 600 },
   },
   {
     name: 'solana-devnet',
@@ -148,6 +178,7 @@ const ROWS = [
     explorerTxUrl: 'https://explorer.solana.com/tx/{tx}?cluster=devnet',
     knownToStandardClients: true,
     enabledByDefault: true,
+    finality: { commitment: 'finalized', watchSeconds: 600 },
   },
   {
     name: 'polygon-amoy',
@@ -164,6 +195,7 @@ const ROWS = [
     publicRpcUrl: 'https://rpc-amoy.polygon.technology',
     knownToStandardClients: true,
     enabledByDefault: false,
+    finality: { head: 'finalized', watchSeconds: 1800 },
   },
   {
     name: 'ethereum',
@@ -181,6 +213,7 @@ const ROWS = [
     explorerTxUrl: 'https://etherscan.io/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'avalanche',
@@ -198,6 +231,7 @@ const ROWS = [
     explorerTxUrl: 'https://snowtrace.io/tx/{tx}',
     knownToStandardClients: true,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'megaeth',
@@ -215,6 +249,7 @@ const ROWS = [
     explorerTxUrl: 'https://mega.etherscan.io/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'monad',
@@ -232,6 +267,7 @@ const ROWS = [
     explorerTxUrl: 'https://monadscan.com/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'stable',
@@ -249,6 +285,7 @@ const ROWS = [
     explorerTxUrl: 'https://stablescan.xyz/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'stable-testnet',
@@ -266,6 +303,7 @@ const ROWS = [
     explorerTxUrl: 'https://testnet.stablescan.xyz/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'polygon',
@@ -283,6 +321,7 @@ const ROWS = [
     explorerTxUrl: 'https://polygonscan.com/tx/{tx}',
     knownToStandardClients: true,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'eip155:42161',
@@ -300,6 +339,7 @@ const ROWS = [
     explorerTxUrl: 'https://arbiscan.io/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'eip155:421614',
@@ -317,6 +357,7 @@ const ROWS = [
     explorerTxUrl: 'https://sepolia.arbiscan.io/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'eip155:31612',
@@ -334,6 +375,7 @@ const ROWS = [
     explorerTxUrl: 'https://explorer.mezo.org/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'eip155:31611',
@@ -351,6 +393,7 @@ const ROWS = [
     explorerTxUrl: 'https://explorer.test.mezo.org/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'eip155:723487',
@@ -367,6 +410,7 @@ const ROWS = [
     explorerTxUrl: 'https://network.radiustech.xyz/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'eip155:72344',
@@ -383,6 +427,7 @@ const ROWS = [
     explorerTxUrl: 'https://testnet.radiustech.xyz/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'eip155:36900',
@@ -399,6 +444,7 @@ const ROWS = [
     explorerTxUrl: 'https://explorer.adifoundation.ai/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'eip155:190415',
@@ -415,6 +461,7 @@ const ROWS = [
     explorerTxUrl: 'https://explorer.hpp.io/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'eip155:181228',
@@ -431,6 +478,7 @@ const ROWS = [
     explorerTxUrl: 'https://sepolia-explorer.hpp.io/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'eip155:50',
@@ -448,6 +496,7 @@ const ROWS = [
     explorerTxUrl: 'https://xdcscan.com/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'eip155:51',
@@ -465,6 +514,7 @@ const ROWS = [
     explorerTxUrl: 'https://testnet.xdcscan.com/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'eip155:38833',
@@ -481,6 +531,7 @@ const ROWS = [
     explorerTxUrl: 'https://explorer.igralabs.com/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'flare',
@@ -498,6 +549,7 @@ const ROWS = [
     explorerTxUrl: 'https://flare-explorer.flare.network/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'celo',
@@ -515,6 +567,7 @@ const ROWS = [
     explorerTxUrl: 'https://celoscan.io/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'eip155:11142220',
@@ -532,6 +585,7 @@ const ROWS = [
     explorerTxUrl: 'https://celo-sepolia.blockscout.com/tx/{tx}',
     knownToStandardClients: false,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'sei',
@@ -549,6 +603,7 @@ const ROWS = [
     explorerTxUrl: 'https://seiscan.io/tx/{tx}',
     knownToStandardClients: true,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
   {
     name: 'sei-testnet',
@@ -566,6 +621,7 @@ const ROWS = [
     explorerTxUrl: 'https://testnet.seiscan.io/tx/{tx}',
     knownToStandardClients: true,
     enabledByDefault: false,
+    finality: EVM_FINALIZED_HEAD,
   },
 ] as const satisfies readonly NetworkEntry[];
 

@@ -4,7 +4,7 @@
  */
 import { sql } from 'kysely';
 import type { Db, Tx } from '../db/index';
-import type { StoredWebhookStatus, WebhookKind } from '../db/schema';
+import type { Finality, StoredWebhookStatus, WebhookKind } from '../db/schema';
 import { allowedFrom } from './states';
 import { WEBHOOK_MOVES } from './webhookStates';
 
@@ -41,6 +41,29 @@ export interface WebhookView {
   message?: string;
   error?: string;
   errorType?: FailureStatus;
+  /** Whether the record's on-chain payments are final (payments/finality.ts); absent while none is watched. */
+  finality?: Finality;
+}
+
+/**
+ * The finality of a record's watched transactions taken together: lost if any is lost, pending if
+ * any is not final yet, final once all are. A relay record covers its transaction's legs (the
+ * client's settlement, the payment to the target, the refund), a proxy record its payment.
+ */
+async function finalityOf(db: Db, id: string, relayTxId: bigint | null): Promise<Finality | undefined> {
+  const rows = await db
+    .selectFrom('finality_watches')
+    .select('finality')
+    .where((eb) =>
+      eb.or([
+        ...(relayTxId === null ? [] : [eb('relay_transaction_id', '=', relayTxId)]),
+        eb('proxy_payment_id', 'in', eb.selectFrom('proxy_payments').select('id').where('webhook_id', '=', id)),
+      ]),
+    )
+    .execute();
+  if (rows.length === 0) return undefined;
+  if (rows.some((row) => row.finality === 'lost')) return 'lost';
+  return rows.some((row) => row.finality === 'pending') ? 'pending' : 'final';
 }
 
 export async function findWebhook(db: Db, id: string): Promise<WebhookView | undefined> {
@@ -58,6 +81,8 @@ export async function findWebhook(db: Db, id: string): Promise<WebhookView | und
     view.error = row.error ?? row.message ?? row.status;
     view.errorType = row.status as FailureStatus;
   }
+  const finality = await finalityOf(db, id, row.relay_tx_id);
+  if (finality !== undefined) view.finality = finality;
   return view;
 }
 

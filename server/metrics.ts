@@ -9,11 +9,15 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { RpcObserver } from '../payments/chains/index';
+import type { FinalityLeg } from '../db/schema';
+import { NETWORK_NAMES } from '../payments/networkTable';
 import { processSecp256k1, SECP256K1_IMPLEMENTATIONS } from '../payments/secp256k1';
 import type { CapGroup, CapMetric, ConcurrencyCaps } from './caps';
 import { EVENT_LOOP_SAMPLE_MS } from './probes';
 
 export const CAP_GROUPS: readonly CapGroup[] = ['proxy', 'relay', 'webhooks'];
+
+const FINALITY_LEGS: readonly FinalityLeg[] = ['client_settlement', 'target_payment', 'refund'];
 
 export type PaidCallMode = 'proxy' | 'relay' | 'chat';
 export type PaidCallResult = 'paid' | 'refunded' | 'failed' | 'pending';
@@ -33,6 +37,7 @@ export class ServiceMetrics {
   private readonly paidCalls: Counter<'mode' | 'result'>;
   private readonly jobs: Counter<'task' | 'outcome'>;
   private readonly rpcDuration: Histogram<'network' | 'method' | 'outcome'>;
+  private readonly lostPayments: Counter<'leg' | 'network'>;
 
   constructor(caps: ConcurrencyCaps | undefined) {
     const registers = [this.registry];
@@ -103,8 +108,15 @@ export class ServiceMetrics {
       buckets: RPC_BUCKETS,
       registers,
     });
+    this.lostPayments = new Counter({
+      name: 'prs_payments_lost_to_reorg_total',
+      help: 'Settled payments a reorg dropped that can no longer land (expired, nonce used elsewhere, balance gone), by leg (client_settlement, target_payment, refund) and network, as this process found them: alert on any increase. The amount at risk is on the record (finality_watches) and in the error log line.',
+      labelNames: ['leg', 'network'],
+      registers,
+    });
     // Every known series from the start, at zero: a rate over a counter that appears late misses its first increase.
     for (const group of CAP_GROUPS) this.capRefusals.inc({ group }, 0);
+    for (const leg of FINALITY_LEGS) for (const network of NETWORK_NAMES) this.lostPayments.inc({ leg, network }, 0);
     for (const mode of ['proxy', 'relay', 'chat'] as const)
       for (const result of ['paid', 'refunded', 'failed', 'pending'] as const) this.paidCalls.inc({ mode, result }, 0);
   }
@@ -119,6 +131,11 @@ export class ServiceMetrics {
 
   paidCall(mode: PaidCallMode, result: PaidCallResult): void {
     this.paidCalls.inc({ mode, result });
+  }
+
+  /** A settled payment that a reorg dropped and that can no longer land. */
+  paymentLost(leg: FinalityLeg, network: string): void {
+    this.lostPayments.inc({ leg, network: (NETWORK_NAMES as readonly string[]).includes(network) ? network : 'other' });
   }
 
   job(task: string, outcome: JobOutcome): void {

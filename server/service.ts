@@ -142,7 +142,10 @@ export async function startService(config: Config, options: ServiceOptions = {})
     });
 
     if (config.runWorker) {
-      const started = await startWorker(databaseUrl, deps, { onJob: (task, outcome) => metrics.job(task, outcome) });
+      const started = await startWorker(databaseUrl, deps, {
+        onJob: (task, outcome) => metrics.job(task, outcome),
+        onPaymentLost: (leg, network) => metrics.paymentLost(leg, network),
+      });
       running.worker = started;
       cleanups.push(() => started.stop());
     }

@@ -2,11 +2,14 @@
  * The task list and crontab of our graphile-worker: one file per task, registered here.
  */
 import { parseCronItems, type Task, type TaskList } from 'graphile-worker';
+import type { LossObserver } from '../payments/finality';
 import type { JobName, JobPayloads } from '../payments/jobs';
 import type { WorkerDeps } from './deps';
 import { chatFollowUp } from './tasks/chatFollowUp';
 import { creditPurchaseWatch } from './tasks/creditPurchaseWatch';
 import { dayRollover } from './tasks/dayRollover';
+import { finalitySweep } from './tasks/finalitySweep';
+import { finalityWatch } from './tasks/finalityWatch';
 import { idempotencyPrune } from './tasks/idempotencyPrune';
 import { proxyPaymentSweep } from './tasks/proxyPaymentSweep';
 import { proxyPaymentWatch } from './tasks/proxyPaymentWatch';
@@ -24,7 +27,7 @@ declare global {
 }
 
 /** One task for every name of the catalog (payments/jobs.ts), and no other. */
-export function createTaskList(deps: WorkerDeps): TaskList {
+export function createTaskList(deps: WorkerDeps, { onPaymentLost }: { onPaymentLost?: LossObserver } = {}): TaskList {
   const tasks: { [N in JobName]: Task<N> } = {
     day_rollover: dayRollover(deps),
     proxy_payment_watch: proxyPaymentWatch(deps),
@@ -35,6 +38,8 @@ export function createTaskList(deps: WorkerDeps): TaskList {
     chat_follow_up: chatFollowUp(deps),
     credit_purchase_watch: creditPurchaseWatch(deps),
     idempotency_prune: idempotencyPrune(deps),
+    finality_watch: finalityWatch(deps, onPaymentLost),
+    finality_sweep: finalitySweep(deps),
   };
   return tasks;
 }
@@ -56,4 +61,5 @@ export const cronItems = parseCronItems([
   cron('relay_sweep', '* * * * *', 0),
   cron('chat_follow_up', '* * * * *', 0),
   cron('idempotency_prune', '17 * * * *', 0),
+  cron('finality_sweep', '* * * * *', 0),
 ]);

@@ -8,6 +8,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { createTaskList, cronItems } from './index';
 import type { WorkerDeps } from './deps';
+import type { LossObserver } from '../payments/finality';
 import { trackConnections } from '../db/index';
 
 export interface WorkerHandle {
@@ -32,6 +33,8 @@ export interface WorkerOptions {
   concurrency?: number;
   /** Told of every job attempt's end, by task name (the service's metrics). */
   onJob?: (task: string, outcome: JobOutcome) => void;
+  /** Told of every payment found lost to a reorg (the service's metrics). */
+  onPaymentLost?: LossObserver;
 }
 
 /** graphile-worker's events, turned into one call per attempt: `failed` replaces `error` on the last attempt. */
@@ -49,7 +52,7 @@ function jobEvents(onJob: (task: string, outcome: JobOutcome) => void): WorkerEv
 export async function startWorker(
   connectionString: string,
   deps: WorkerDeps,
-  { concurrency = 5, onJob }: WorkerOptions = {},
+  { concurrency = 5, onJob, onPaymentLost }: WorkerOptions = {},
 ): Promise<WorkerHandle> {
   const log = deps.log.child({ component: 'worker' });
   const pool = new pg.Pool({ connectionString, max: concurrency + 2 });
@@ -62,7 +65,7 @@ export async function startWorker(
     concurrency,
     noHandleSignals: true,
     pollInterval: 1000,
-    taskList: createTaskList(deps),
+    taskList: createTaskList(deps, onPaymentLost ? { onPaymentLost } : {}),
     parsedCronItems: cronItems,
     logger: workerLogger(log),
     ...(onJob ? { events: jobEvents(onJob) } : {}),

@@ -1,6 +1,7 @@
 -- signed -> charged (PROXY_MOVES in payments/proxy/states.ts; the from-state in the WHERE below is
 -- the table's, test/db/state-tables.test.ts checks it), the reservation charged, and the webhook
--- record async_processing -> success (WEBHOOK_MOVES), in the caller's statement.
+-- record async_processing -> success (WEBHOOK_MOVES), in the caller's statement. The charge's ledger
+-- entry is pending finality while the payment has a transaction.
 create or replace function charge_proxy_payment(p_reference text, p_tx_hash text, p_outcome text) returns boolean
 language plpgsql as $fn$
 #variable_conflict use_column
@@ -16,6 +17,10 @@ begin
   end if;
   if not settle_reservation(p_reference, 'charged') then
     raise exception 'proxy payment %: its reservation was already settled', p.id;
+  end if;
+  -- Charged is settled, not final: the finality watch (payments/finality.ts) marks the charge final or lost.
+  if p.tx_hash is not null then
+    update credit_ledger l set finality = 'pending' where l.reference = p_reference and l.kind = 'charge';
   end if;
   if p.webhook_id is not null then
     -- Only a record still in flight moves (payments/webhooks.ts completeWebhook); amounts as usdcText shows them.

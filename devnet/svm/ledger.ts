@@ -26,6 +26,7 @@ import {
   type Address,
   type Blockhash,
   type EncodedAccount,
+  type MaybeEncodedAccount,
   type Instruction,
   type KeyPairSigner,
   type Transaction,
@@ -110,6 +111,16 @@ export class SolanaLedger {
   private latest!: Blockhash;
   private readonly clock: NodeJS.Timeout;
   private helperSequence = 0;
+  /** The states kept by snapshot(): what the executed transactions were, and each account's state before it was first written since. */
+  private readonly snapshots: {
+    executed: Map<string, ExecutedTransaction>;
+    accounts: Map<Address, MaybeEncodedAccount>;
+  }[] = [];
+  /**
+   * How many slots deep a transaction is reported `finalized` (`confirmed` until then). 0, as by
+   * default: at once. A test of what follows a reorg sets a few slots, as a live cluster's ~32.
+   */
+  finalizationSlots = 0n;
 
   constructor(
     readonly network: SolanaNetworkName,
@@ -208,6 +219,9 @@ export class SolanaLedger {
     const refused = this.refusalBeforeLoading(transaction);
     if (refused !== null) return { executed: false, signature, err: refused, logs: [] };
     const accounts = getCompiledTransactionMessageDecoder().decode(transaction.messageBytes).staticAccounts;
+    for (const kept of this.snapshots)
+      for (const address of accounts)
+        if (!kept.accounts.has(address)) kept.accounts.set(address, this.svm.getAccount(address));
     const preBalances = accounts.map((address) => this.lamports(address));
     const preTokenBalances = this.tokenBalances(accounts);
     const result = this.svm.sendTransaction(transaction);
@@ -262,6 +276,49 @@ export class SolanaLedger {
 
   executedTransaction(signature: string): ExecutedTransaction | undefined {
     return this.executed.get(signature);
+  }
+
+  /** The commitment a node reports an executed transaction at now (see finalizationSlots). */
+  commitmentOf(executed: ExecutedTransaction): 'confirmed' | 'finalized' {
+    return this.slot >= executed.slot + this.finalizationSlots ? 'finalized' : 'confirmed';
+  }
+
+  /**
+   * Keeps the ledger's state as it is now, as evm_snapshot does on the local EVM chains; revert(id)
+   * goes back to it. Returns its id.
+   */
+  snapshot(): number {
+    this.snapshots.push({ executed: new Map(this.executed), accounts: new Map() });
+    return this.snapshots.length - 1;
+  }
+
+  /**
+   * A reorg back to snapshot `id`: every transaction executed since is forgotten (its signature
+   * unknown again, so the same transaction may land again while its blockhash is valid) and every
+   * account it wrote is as it was. Slots and blockhashes go on, as a cluster's do. Later snapshots
+   * are dropped with it.
+   */
+  revert(id: number): void {
+    const kept = this.snapshots[id];
+    if (!kept) throw new Error(`no snapshot ${id} on ${this.network}`);
+    // Newest first, so that each account ends as the oldest state kept for it.
+    for (const later of this.snapshots.splice(id).reverse())
+      for (const [address, account] of later.accounts) {
+        if (account.exists) this.svm.setAccount(account);
+        else
+          this.svm.setAccount({
+            address,
+            lamports: lamports(0n),
+            data: new Uint8Array(),
+            programAddress: '11111111111111111111111111111111' as Address,
+            executable: false,
+            space: 0n,
+          });
+      }
+    this.executed.clear();
+    for (const [signature, executed] of kept.executed) this.executed.set(signature, executed);
+    // litesvm's own record of processed signatures would refuse a forgotten transaction landing again.
+    this.svm.withTransactionHistory(0n);
   }
 
   /**

@@ -97,7 +97,7 @@ function transactionMethods(ledger: SolanaLedger, withContext: WithContext): Met
             confirmations: null,
             err: executed.err,
             status: executed.err === null ? { Ok: null } : { Err: executed.err },
-            confirmationStatus: 'finalized',
+            confirmationStatus: ledger.commitmentOf(executed),
           };
         }),
       ),

@@ -5,7 +5,7 @@
  * handed a record's facts and the writes it may make (SettlementRecord, RefundRecord) and does the
  * chain's part between them.
  */
-import type { ChainType, NetworkName } from '../networkTable';
+import type { ChainType, FinalityRule, NetworkName } from '../networkTable';
 import type { Result } from '../result';
 import type { PaymentChoice } from '../x402/choose';
 import type { PaymentPayload, PaymentRequirements } from '../x402/types';
@@ -83,6 +83,41 @@ export interface PreparedPayment {
   expiresAt: { unixSeconds: bigint } | { blockHeight: bigint };
 }
 
+/**
+ * A settled transaction followed to finality (payments/finality.ts owns the watch): what the family
+ * stored to read it and to send it again. `transfer` is the watch's record of the transfer: the
+ * x402 payload of an authorization or transaction (a client's, or ours to a target), or a refund's
+ * signed bytes, recipient and amount.
+ */
+export interface WatchedTransfer {
+  network: NetworkName;
+  txHash: string;
+  transfer: {
+    payment?: PaymentPayload | null;
+    raw?: string | null;
+    recipient?: string;
+    amount?: string;
+    asset?: string;
+    blockhash?: string | null;
+  };
+  /** Records a transaction sent in place of txHash, before its broadcast; false when the watch moved on. */
+  storeTransaction(hash: string): Promise<boolean>;
+}
+
+/** Why a settled transfer can no longer land after the chain dropped it. */
+export type LossReason = 'expired' | 'nonce_used_elsewhere' | 'balance_gone' | 'reverted' | 'not_resendable';
+
+/** What the chain says about a watched transfer now. */
+export type FinalityReading =
+  /** In a block at the network's finality rule. */
+  | { state: 'final'; txHash: string; blockNumber: bigint; details: string }
+  /** Not final yet: in a shallow block, or sent again (`resent`), or moved to another transaction of the same transfer. */
+  | { state: 'pending'; txHash: string; blockNumber?: bigint; resent?: boolean; details: string }
+  /** Dropped and unable to land again. */
+  | { state: 'lost'; reason: LossReason; details: string }
+  /** The chain could not be read; look again later. */
+  | { state: 'unknown'; details: string };
+
 export interface SigningOptions {
   now: Date;
   /** The authorization nonce recorded beforehand, where the family signs one (EVM). */
@@ -156,6 +191,16 @@ export interface ChainFamily {
     payment: SignedTargetPayment & { payer: string },
     options: { now: Date; reportedTxHash?: string },
   ): Promise<ChainReading>;
+  /**
+   * Follows a settled transfer to finality: its depth by `rule`, and, when the chain dropped it (a
+   * reorg), the same transfer sent again while it can land (an authorization or a signed
+   * transaction is used at most once, so sending it again never pays twice).
+   */
+  followToFinality(
+    watch: WatchedTransfer,
+    rule: FinalityRule,
+    deps: Pick<ChainDeps, 'chains' | 'submissions' | 'paymentBounds'>,
+  ): Promise<FinalityReading>;
   /** Resolves when the network's RPC answers within `timeoutMs`; rejects with the reason otherwise. */
   checkReachable(chains: Chains, network: NetworkName, timeoutMs: number): Promise<void>;
 }

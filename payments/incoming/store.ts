@@ -184,6 +184,8 @@ export interface TargetPaymentRecord {
   payer?: string;
   validBefore?: bigint | null;
   lastValidBlockHeight?: bigint | null;
+  /** The signed payment itself, kept to send it again if a reorg drops its settlement. */
+  payload?: PaymentPayload;
 }
 
 /**
@@ -203,6 +205,7 @@ export function recordTargetPayment(db: Db | Tx, id: bigint, target: TargetPayme
       target_payer: target.payer ?? null,
       target_valid_before: target.validBefore ?? null,
       target_last_valid_block_height: target.lastValidBlockHeight ?? null,
+      target_payment_payload: target.payload ? JSON.stringify(target.payload) : null,
     },
     { targetPaymentRefIsNull: true },
   );

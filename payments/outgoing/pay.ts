@@ -16,6 +16,7 @@ import {
   type TargetResponse,
 } from '../http/index';
 import type { PaymentChoice } from '../x402/choose';
+import type { PaymentPayload } from '../x402/types';
 import { decodePaymentResponseHeader } from '../x402/headers';
 import type { OfferV2 } from '../x402/parse';
 import {
@@ -119,9 +120,14 @@ export async function signTargetPayment(
 /** What to record about a signed payment before it leaves, so the chain can be read for it later. */
 export function signedFacts(
   payment: PreparedPayment,
-): { payer: string } & Pick<SignedTargetPayment, 'payerSignature' | 'validBefore' | 'lastValidBlockHeight'> {
+): { payer: string; payload: PaymentPayload } & Pick<
+  SignedTargetPayment,
+  'payerSignature' | 'validBefore' | 'lastValidBlockHeight'
+> {
   return {
     payer: payment.payer,
+    // Kept to send the payment again if a reorg drops its settlement (payments/finality.ts).
+    payload: payment.payment,
     payerSignature: familyOf(payment.network).referenceFields(payment.reference).payerSignature,
     validBefore: 'unixSeconds' in payment.expiresAt ? payment.expiresAt.unixSeconds : null,
     lastValidBlockHeight: 'blockHeight' in payment.expiresAt ? payment.expiresAt.blockHeight : null,

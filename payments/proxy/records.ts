@@ -18,6 +18,7 @@ import { usdcText } from '../money';
 import { FAMILIES } from '../chains/registry';
 import type { SignedTargetPayment } from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
+import type { PaymentPayload } from '../x402/types';
 import { openWebhook } from '../webhooks';
 import { moveProxyPayment } from './states';
 import { holdIdempotencyClaim, type ClaimRef } from '../idempotency';
@@ -79,7 +80,7 @@ export async function holdProxyPayment(
     p as (
       insert into proxy_payments
         (reference, organisation_id, account_id, api_key_id, request_id, target_url, network, chain_type, pay_to, amount_micro_usdc, credits,
-         idempotency_claim, state, payer, payer_signature, valid_before, last_valid_block_height, signed_at)
+         idempotency_claim, state, payer, payer_signature, valid_before, last_valid_block_height, signed_at, payment_payload)
       select
         ${payment.reference}::text, ${key.organisationId}::bigint, ${key.accountId}::bigint, ${key.apiKeyId}::bigint,
         ${payment.requestId}::text, ${payment.targetUrl}::text, ${choice.network}::text, ${choice.chainType}::text,
@@ -87,7 +88,7 @@ export async function holdProxyPayment(
         ${idempotency?.claim ?? null}::uuid,
         ${signed ? 'signed' : 'reserved'}::text, ${signed?.payer ?? null}::text, ${signed?.payerSignature ?? null}::text,
         ${signed?.validBefore ?? null}::bigint, ${signed?.lastValidBlockHeight ?? null}::bigint,
-        ${signed ? sql`now()` : sql`null`}
+        ${signed ? sql`now()` : sql`null`}, ${signed?.payload ? JSON.stringify(signed.payload) : null}::jsonb
       from r where r.reserved
       returning id
     )
@@ -110,6 +111,8 @@ export async function holdProxyPayment(
 /** What was signed, as a proxy payment row stores it so the chain can be read for it later. */
 export interface SignedFacts {
   payer: string;
+  /** The signed payment itself, kept to send it again if a reorg drops its settlement. */
+  payload?: PaymentPayload;
   /** Solana: our signature in the transaction. */
   payerSignature?: string | null;
   /** EVM: validBefore, unix seconds. */

@@ -224,6 +224,7 @@ describe('Polygon Amoy, one row of the network table', () => {
       symbol: 'USDC',
       decimals: 6,
       transferMethod: 'eip3009',
+      finality: { head: 'finalized', watchSeconds: 1800 },
     });
   });
 

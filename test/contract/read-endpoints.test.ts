@@ -51,6 +51,7 @@ describe('GET /config', () => {
       symbol: 'USDC',
       decimals: 6,
       transferMethod: 'eip3009',
+      finality: { head: 'finalized', watchSeconds: 3600 },
     });
     expect(res.body.networks.configs['solana-devnet']).toEqual({
       chainType: 'solana',
@@ -61,6 +62,7 @@ describe('GET /config', () => {
       symbol: 'USDC',
       decimals: 6,
       transferMethod: 'spl',
+      finality: { commitment: 'finalized', watchSeconds: 600 },
     });
     expect(res.text).not.toContain('secret');
     expect(res.text).not.toContain('KEY');

@@ -29,6 +29,7 @@ describe('migrations', () => {
         '2026_11_28_0015_paid_resource_calls',
         '2026_11_28_0016_usage_reads',
         '2026_11_28_0017_usage_daily',
+        '2026_11_29_0017_finality_watches',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -42,6 +43,7 @@ describe('migrations', () => {
         'credit_purchases',
         'credit_reservations',
         'daily_spend',
+        'finality_watches',
         'idempotency_records',
         'organisations',
         'paid_resource_calls',
@@ -115,6 +117,7 @@ describe('migrations', () => {
         '2026_11_28_0015_paid_resource_calls',
         '2026_11_28_0016_usage_reads',
         '2026_11_28_0017_usage_daily',
+        '2026_11_29_0017_finality_watches',
       ]);
       const rows = await handle.db
         .selectFrom('daily_spend')

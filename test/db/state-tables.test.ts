@@ -13,6 +13,7 @@ import type {
   RelayTransactionState,
   ReservationState,
   StoredWebhookStatus,
+  Finality,
 } from '../../db/schema';
 import { holdProxyPayment } from '../../payments/proxy/records';
 import { moveProxyPayment, PROXY_MOVES, type ProxyMove } from '../../payments/proxy/states';
@@ -24,6 +25,7 @@ import { RESERVATION_MOVES } from '../../payments/reservationStates';
 import type { MoveTable } from '../../payments/states';
 import { completeWebhook, openWebhook, type WebhookOutcome } from '../../payments/webhooks';
 import { WEBHOOK_MOVES } from '../../payments/webhookStates';
+import { FINALITY_MOVES, moveFinalityWatch } from '../../payments/finalityStates';
 import type { PaymentChoice } from '../../payments/x402/choose';
 import { createTestAccount, type TestAccount } from '../support/accounts';
 import { createTestDatabase, type TestDatabase } from '../support/database';
@@ -36,6 +38,7 @@ const TABLES: { name: string; file: string; moves: MoveTable<string> }[] = [
   { name: 'PROXY_MOVES', file: 'payments/proxy/states.ts', moves: PROXY_MOVES },
   { name: 'RESERVATION_MOVES', file: 'payments/reservationStates.ts', moves: RESERVATION_MOVES },
   { name: 'WEBHOOK_MOVES', file: 'payments/webhookStates.ts', moves: WEBHOOK_MOVES },
+  { name: 'FINALITY_MOVES', file: 'payments/finalityStates.ts', moves: FINALITY_MOVES },
 ];
 
 const STATE = /^[a-z_]+$/;
@@ -248,6 +251,68 @@ describe('refunds: moveRefund', () => {
       expect((await moveRefund(db, refund.id, to)) !== undefined, `${from} -> ${to}`).toBe(allowed);
       const row = await db.selectFrom('refunds').select('status').where('id', '=', refund.id).executeTakeFirstOrThrow();
       expect(row.status, `${from} -> ${to}`).toBe(allowed ? to : from);
+    }
+  });
+});
+
+describe('finality watches: moveFinalityWatch, and the triggers that open them', () => {
+  it("a relay's client settlement is watched once settled, its target payment only once delivered (a reported hash is no proof)", async () => {
+    const id = await newRelayTransaction();
+    const legs = async () =>
+      (await db.selectFrom('finality_watches').select('leg').where('relay_transaction_id', '=', id).execute()).map(
+        (watch) => watch.leg,
+      );
+    await moveRelayTransaction(db, id, 'settling', { client_tx_hash: hex32() });
+    expect(await legs()).toEqual([]);
+    await moveRelayTransaction(db, id, 'settled', { settled_at: new Date() });
+    expect(await legs()).toEqual(['client_settlement']);
+    await recordTargetPayment(db, id, { network: 'base-sepolia', amountMicroUsdc: 10_000n, paymentRef: hex32() });
+    await db.updateTable('relay_transactions').set({ target_tx_hash: hex32() }).where('id', '=', id).execute();
+    expect(await legs()).toEqual(['client_settlement']);
+    await moveRelayTransaction(db, id, 'delivered');
+    expect(await legs()).toEqual(['client_settlement', 'target_payment']);
+  });
+
+  it('a confirmed refund opens one watch with its job; the watch moves from exactly the states FINALITY_MOVES allows', async () => {
+    const relayId = await newRelayTransaction();
+    const refund = await db
+      .insertInto('refunds')
+      .values({
+        relay_transaction_id: relayId,
+        network: 'base-sepolia',
+        asset: USDC,
+        recipient: PAYER,
+        amount_micro: 10_300n,
+        method: 'direct',
+        status: 'confirmed',
+        tx_hash: hex32(),
+      })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    // Written again: still one watch.
+    await db.updateTable('refunds').set({ status: 'confirmed' }).where('id', '=', refund.id).execute();
+    const watches = await db.selectFrom('finality_watches').selectAll().where('refund_id', '=', refund.id).execute();
+    expect(watches.map((watch) => [watch.leg, watch.finality, watch.amount_micro_usdc])).toEqual([
+      ['refund', 'pending', 10_300n],
+    ]);
+    const watch = watches[0]!;
+    const { rows: jobs } = await sql<{ key: string }>`
+      select key from graphile_worker.jobs where task_identifier = 'finality_watch'`.execute(db);
+    expect(jobs.map((job) => job.key)).toContain(`finality_watch:${watch.id}`);
+    const targets = reachable<Finality>(FINALITY_MOVES);
+    for (const { from, to, allowed } of everyPair<Finality>(FINALITY_MOVES)) {
+      await db.updateTable('finality_watches').set({ finality: from }).where('id', '=', watch.id).execute();
+      if (!targets.has(to)) {
+        await expect(moveFinalityWatch(db, watch.id, to)).rejects.toThrow(/nothing may move to/);
+        continue;
+      }
+      expect((await moveFinalityWatch(db, watch.id, to)) !== undefined, `${from} -> ${to}`).toBe(allowed);
+      const row = await db
+        .selectFrom('finality_watches')
+        .select('finality')
+        .where('id', '=', watch.id)
+        .executeTakeFirstOrThrow();
+      expect(row.finality, `${from} -> ${to}`).toBe(allowed ? to : from);
     }
   });
 });

@@ -6,7 +6,13 @@ import { expect } from 'vitest';
 import type { Db } from '../../db/index';
 import { organisationBalance } from '../../payments/credits';
 import type { ServiceOptions } from '../../server/service';
-import { startPeers, type NetworkName, type Peers, type StartPeersOptions } from '../../devnet/index';
+import {
+  LOCAL_FINALITY_DEPTH,
+  startPeers,
+  type NetworkName,
+  type Peers,
+  type StartPeersOptions,
+} from '../../devnet/index';
 import type { LocalLlm } from '../../devnet/llm';
 import { tableResolver } from './resolver';
 import { startTestService, type TestService } from './service';
@@ -32,6 +38,8 @@ export function peersEnv(peers: Peers, extraAllowHosts: string[] = []): Record<s
     ].join(','),
   };
   for (const network of peers.networks) env[RPC_VARIABLES[network]] = peers.rpcUrls[network]!;
+  for (const network of peers.evmNetworks)
+    env[`FINALITY_DEPTH_${network.toUpperCase().replace(/-/g, '_')}`] = String(LOCAL_FINALITY_DEPTH);
   return env;
 }
 

@@ -6,7 +6,9 @@
 import { wrapFetchWithPayment } from 'x402-fetch';
 import type { Db } from '../../db/index';
 import type { EvmNetworkName, Peers, SolanaNetworkName } from '../../devnet/index';
+import { expect } from 'vitest';
 import { checkResponse } from './contract';
+import type { TestService } from './service';
 
 /** fetch, with the response checked against the document before the caller reads it. */
 export function contractFetch(): typeof fetch {
@@ -62,6 +64,22 @@ export async function relayLegBalances(
     service: await peers.usdcBalance(network, peers.wallets.service.evm.address),
     target: await peers.usdcBalance(network, payTo),
   };
+}
+
+/** A /relay call of the network's paid target, paid by the harness's client: 200, and its row, delivered. */
+export async function paidRelayRow(peers: Peers, t: TestService, network: EvmNetworkName | SolanaNetworkName) {
+  const response = await payingFetch(peers, network)(
+    `${t.service.url}/relay`,
+    relayRequest({ api_url: peers.targets[network]!.routes.paid.url, method: 'GET' }),
+  );
+  expect(response.status).toBe(200);
+  const row = await t.database.handle.db
+    .selectFrom('relay_transactions')
+    .selectAll()
+    .where('client_tx_hash', '=', response.headers.get('x-client-payment')!)
+    .executeTakeFirstOrThrow();
+  expect(row.state).toBe('delivered');
+  return row;
 }
 
 export async function relayRows(db: Db) {

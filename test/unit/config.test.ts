@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MALFORMED_WITH_SECRETS, SECRET, URL_VARIABLES } from '../support/url-variables';
-import { checkProductionConfig, ConfigError, loadConfig, rpcHost } from '../../payments/config';
+import { checkProductionConfig, ConfigError, finalityRuleOf, loadConfig, rpcHost } from '../../payments/config';
 
 describe('configuration', () => {
   it('has the documented defaults', () => {
@@ -76,6 +76,24 @@ describe('configuration', () => {
       },
     ]);
     expect([...config.ssrfAllowHosts]).toEqual(['127.0.0.1:4010', 'localhost:4011']);
+  });
+
+  it("takes a network's finality rule from its row, or a depth in blocks from FINALITY_DEPTH_<NAME> on an EVM network", () => {
+    const rows = loadConfig({ NETWORKS: 'base-sepolia,solana-devnet,skale-base' });
+    expect(finalityRuleOf(rows.networks, 'base-sepolia')).toEqual({ head: 'finalized', watchSeconds: 3600 });
+    expect(finalityRuleOf(rows.networks, 'solana-devnet')).toEqual({ commitment: 'finalized', watchSeconds: 600 });
+    expect(finalityRuleOf(rows.networks, 'skale-base')).toEqual({ blocks: 1, watchSeconds: 600 });
+    const local = loadConfig({ NETWORKS: 'base-sepolia', FINALITY_DEPTH_BASE_SEPOLIA: '2' });
+    expect(finalityRuleOf(local.networks, 'base-sepolia')).toEqual({ blocks: 2, watchSeconds: 3600 });
+    for (const [variable, value] of [
+      ['FINALITY_DEPTH_BASE_SEPOLIA', '0'],
+      ['FINALITY_DEPTH_BASE_SEPOLIA', '1.5'],
+      ['FINALITY_DEPTH_SOLANA_DEVNET', '2'],
+    ] as const) {
+      const attempt = () => loadConfig({ NETWORKS: 'base-sepolia,solana-devnet', [variable]: value });
+      expect(attempt).toThrow(ConfigError);
+      expect(attempt).toThrow(variable);
+    }
   });
 
   it('never shows credentials of an RPC URL', () => {

@@ -7,6 +7,7 @@ import { NETWORK_TABLE, type NetworkName } from '../../networkTable';
 import { ok } from '../../result';
 import { probe } from '../reachability';
 import type { ChainFamily } from '../family';
+import { followEvmTransfer } from './finality';
 import { followEvmFacilitatorSettlement, reconcileEvmSettlement, settleEvmDirectly, stillValid } from './settle';
 import { readEvmTargetPayment } from './readPayment';
 import { reconcileEvmRefund, sendEvmRefund } from './refund';
@@ -51,6 +52,7 @@ export const EVM_FAMILY: ChainFamily = {
   },
   referenceFields: (reference) => ({ nonce: reference, payerSignature: null }),
   readOurPayment: readEvmTargetPayment,
+  followToFinality: followEvmTransfer,
   checkReachable: (chains, network, timeoutMs) => {
     const clients = chains.evm.networks.get(network);
     if (!clients) return Promise.reject(new Error(`${network} is not an enabled network`));

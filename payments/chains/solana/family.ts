@@ -7,6 +7,7 @@ import { ok } from '../../result';
 import type { ChainFamily } from '../family';
 import type { VerifiedClientPayment } from '../types';
 import { abortableProbe } from '../reachability';
+import { followSolanaTransfer } from './finality';
 import { readSolanaTargetPayment } from './readPayment';
 import { reconcileSolanaRefund, sendSolanaRefund } from './refund';
 import { followSolanaFacilitatorSettlement, reconcileSolanaSettlement, settleSolanaDirectly } from './settle';
@@ -54,6 +55,7 @@ export const SOLANA_FAMILY: ChainFamily = {
   },
   referenceFields: (reference) => ({ nonce: null, payerSignature: reference }),
   readOurPayment: readSolanaTargetPayment,
+  followToFinality: followSolanaTransfer,
   checkReachable: (chains, network, timeoutMs) => {
     const clients = chains.svm.networks.get(network);
     if (!clients) return Promise.reject(new Error(`${network} is not an enabled network`));

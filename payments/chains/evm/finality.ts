@@ -1,0 +1,169 @@
+/**
+ * Following a settled EVM transfer to finality (docs/decisions.md, "What is final when"): its block
+ * is final at the network's depth in blocks or once the node's safe or finalized head reaches it.
+ * A transfer a reorg dropped is sent again from what we hold: an EIP-3009 authorization (a
+ * client's, or ours to a target) by our wallet while it is unused and valid (its nonce can be used
+ * once, so it never pays twice), our own refund's signed bytes again, or, once another transaction
+ * of ours took their nonce, the same refund signed anew (the dropped one can then never be mined).
+ */
+import { encodeFunctionData, type Address, type Hash } from 'viem';
+import type { FinalityRule } from '../../networkTable';
+import type { FinalityReading, WatchedTransfer } from '../family';
+import type { ChainDeps as Deps } from '../types';
+import type { EvmNetworkClients } from './clients';
+import {
+  lostTransactionFate,
+  readReceipt,
+  rebroadcastEvmTransaction,
+  receiptUsesAuthorization,
+  submitEvmTransaction,
+} from './submit';
+import { authorizationOf, relayUsdcAbi, transferWithAuthorizationData, type CheckedAuthorization } from './verify';
+
+type FinalityDeps = Pick<Deps, 'chains' | 'submissions' | 'paymentBounds'>;
+
+async function depthReading(
+  clients: EvmNetworkClients,
+  rule: FinalityRule,
+  txHash: string,
+  blockNumber: bigint,
+): Promise<FinalityReading> {
+  try {
+    if ('blocks' in rule) {
+      const latest = await clients.publicClient.getBlockNumber({ cacheTime: 0 });
+      const depth = latest - blockNumber + 1n;
+      return depth >= BigInt(rule.blocks)
+        ? { state: 'final', txHash, blockNumber, details: `block ${blockNumber} is ${depth} blocks deep` }
+        : {
+            state: 'pending',
+            txHash,
+            blockNumber,
+            details: `block ${blockNumber} is ${depth} of ${rule.blocks} blocks deep`,
+          };
+    }
+    if ('head' in rule) {
+      const head = await clients.publicClient.getBlock({ blockTag: rule.head });
+      return blockNumber <= head.number
+        ? { state: 'final', txHash, blockNumber, details: `block ${blockNumber} is at or below the ${rule.head} head` }
+        : { state: 'pending', txHash, blockNumber, details: `block ${blockNumber} is above the ${rule.head} head` };
+    }
+    return { state: 'unknown', details: 'an EVM network needs a depth in blocks or a head as its finality rule' };
+  } catch (error) {
+    return { state: 'unknown', details: error instanceof Error ? error.message : String(error) };
+  }
+}
+
+export async function followEvmTransfer(
+  watch: WatchedTransfer,
+  rule: FinalityRule,
+  deps: FinalityDeps,
+): Promise<FinalityReading> {
+  const { network, txHash } = watch;
+  const clients = deps.chains.evm.networks.get(network);
+  if (!clients) return { state: 'unknown', details: `${network} is not an enabled EVM network` };
+  const payment = watch.transfer.payment;
+  const authorization = payment ? authorizationOf(payment) : undefined;
+  const receipt = await readReceipt(deps, network, txHash as Hash);
+  if (!receipt.ok) return { state: 'unknown', details: receipt.details };
+  const ours =
+    receipt.value.status === 'success' &&
+    (authorization === undefined || receiptUsesAuthorization(receipt.value.logs, clients.usdc, authorization));
+  if (receipt.value.status === 'success' && ours) return depthReading(clients, rule, txHash, receipt.value.blockNumber);
+  if (authorization) return followAuthorization(watch, authorization, clients, deps);
+  if (receipt.value.status === 'reverted') return { state: 'lost', reason: 'reverted', details: `${txHash} reverted` };
+  return followOwnTransaction(watch, deps);
+}
+
+/** The authorization is not used in the watched transaction: used in another, or sent again while it can land. */
+async function followAuthorization(
+  watch: WatchedTransfer,
+  authorization: CheckedAuthorization,
+  clients: EvmNetworkClients,
+  deps: FinalityDeps,
+): Promise<FinalityReading> {
+  const { network, txHash } = watch;
+  let latestTimestamp: bigint;
+  try {
+    latestTimestamp = (await clients.publicClient.getBlock({ blockTag: 'latest' })).timestamp;
+  } catch (error) {
+    return { state: 'unknown', details: error instanceof Error ? error.message : String(error) };
+  }
+  const use = await deps.chains.evm.findAuthorizationUse(network, authorization.from, authorization.nonce);
+  if (!use.ok) return { state: 'unknown', details: use.details };
+  if (use.value.state === 'settled')
+    return {
+      state: 'pending',
+      txHash: use.value.transactionHash,
+      blockNumber: use.value.blockNumber,
+      details: `the authorization is used in ${use.value.transactionHash}`,
+    };
+  if (use.value.state === 'used_without_event')
+    return {
+      state: 'lost',
+      reason: 'nonce_used_elsewhere',
+      details: 'the authorization nonce is used on chain without this transfer',
+    };
+  if (latestTimestamp >= authorization.validBefore)
+    return {
+      state: 'lost',
+      reason: 'expired',
+      details: `${txHash} was dropped and the authorization expired unused at ${authorization.validBefore}`,
+    };
+  const balance = await deps.chains.evm.usdcBalance(network, authorization.from);
+  if (balance.ok && balance.value < authorization.value)
+    return {
+      state: 'lost',
+      reason: 'balance_gone',
+      details: `${txHash} was dropped and ${authorization.from} holds ${balance.value} of the ${authorization.value} it authorized`,
+    };
+  const submitted = await submitEvmTransaction(
+    deps,
+    network,
+    { to: clients.usdc, data: transferWithAuthorizationData(authorization) },
+    (signed) => watch.storeTransaction(signed.hash),
+  );
+  if (!submitted.ok) return { state: 'unknown', details: `sending ${txHash} again failed: ${submitted.details}` };
+  return {
+    state: 'pending',
+    txHash: submitted.value.hash,
+    resent: true,
+    details: `${txHash} was dropped; the authorization was sent again in ${submitted.value.hash}`,
+  };
+}
+
+/** Our own signed transaction (a refund): the same bytes again, or, once its nonce went to another of ours, signed anew. */
+async function followOwnTransaction(watch: WatchedTransfer, deps: FinalityDeps): Promise<FinalityReading> {
+  const { network, txHash, transfer } = watch;
+  if (!transfer.raw)
+    return { state: 'lost', reason: 'not_resendable', details: `${txHash} was dropped; no signed bytes are kept` };
+  const signed = { hash: txHash, raw: transfer.raw };
+  const resent = await rebroadcastEvmTransaction(deps, network, signed);
+  if (resent === 'sent' || resent === 'known')
+    return { state: 'pending', txHash, resent: resent === 'sent', details: `${txHash} was dropped and sent again` };
+  if (resent === 'failed') return { state: 'unknown', details: `${txHash} is not mined and could not be sent again` };
+  const fate = await lostTransactionFate(deps, network, signed);
+  if (fate !== 'dead')
+    return { state: 'unknown', details: `${txHash} is not mined; its nonce is taken in the mempool` };
+  if (!transfer.recipient || !transfer.amount || !transfer.asset)
+    return { state: 'lost', reason: 'not_resendable', details: `${txHash} can never be mined and names no transfer` };
+  // Dropped for good (its nonce went to another of our transactions): the same transfer, signed anew.
+  const data = encodeFunctionData({
+    abi: relayUsdcAbi,
+    functionName: 'transfer',
+    args: [transfer.recipient as Address, BigInt(transfer.amount)],
+  });
+  const submitted = await submitEvmTransaction(deps, network, { to: transfer.asset as Address, data }, (next) =>
+    watch.storeTransaction(next.hash),
+  );
+  if (!submitted.ok) {
+    return submitted.reason === 'simulation_failed'
+      ? { state: 'lost', reason: 'balance_gone', details: `${txHash} can never be mined: ${submitted.details}` }
+      : { state: 'unknown', details: `signing ${txHash} anew failed: ${submitted.details}` };
+  }
+  return {
+    state: 'pending',
+    txHash: submitted.value.hash,
+    resent: true,
+    details: `${txHash} can never be mined (its nonce went to another transaction); sent anew in ${submitted.value.hash}`,
+  };
+}

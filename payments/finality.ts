@@ -1,0 +1,216 @@
+/**
+ * Settled is not final (docs/decisions.md, "What is final when"). Every transaction a payment rests
+ * on (a client's settlement, our payment to a target, a refund) gets a finality watch once its flow
+ * records it settled (db/migrations/2026_11_29_0017_finality_watches.ts opens it, with its job).
+ * The `finality_watch` job follows it through its network's family: final at the network's rule;
+ * dropped by a reorg, sent again while it can land; lost when it cannot, with the amount at risk on
+ * the watch, an error log line and the payments_lost_to_reorg metric, and a /proxy charge's credits
+ * given back. Answers to clients never wait for any of this.
+ */
+import { sql, type Selectable } from 'kysely';
+import type { Db } from '../db/index';
+import type { FinalityLeg, FinalityWatchesTable } from '../db/schema';
+import { familyOf } from './chains/registry';
+import type { FinalityReading, WatchedTransfer } from './chains/family';
+import { finalityRuleOf } from './config';
+import type { Deps } from './deps';
+import { moveFinalityWatch } from './finalityStates';
+import { addJob } from './jobs';
+import { canonicalNetwork, NETWORK_TABLE } from './networkTable';
+
+export type FinalityWatch = Selectable<FinalityWatchesTable>;
+
+/** Told of every transfer found lost (the service's metrics). */
+export type LossObserver = (leg: FinalityLeg, network: string) => void;
+
+export type FinalityDeps = Pick<
+  Deps,
+  'db' | 'config' | 'chains' | 'submissions' | 'clock' | 'log' | 'paymentBounds'
+> & {
+  onPaymentLost?: LossObserver;
+};
+
+/** The first look soon after settling; later looks further apart, at most this far. */
+export const MIN_FINALITY_RECHECK_MS = 1_000;
+export const MAX_FINALITY_RECHECK_MS = 30_000;
+/** A chain that cannot be read is looked at again after this. */
+export const UNREADABLE_FINALITY_RECHECK_MS = 15_000;
+
+/** Looks closer together while a transfer is young, further apart as it ages: a quarter of its age, bounded. */
+function nextFinalityLook(now: Date, createdAt: Date): Date {
+  const age = now.getTime() - createdAt.getTime();
+  const wait = Math.min(MAX_FINALITY_RECHECK_MS, Math.max(MIN_FINALITY_RECHECK_MS, Math.floor(age / 4)));
+  return new Date(now.getTime() + wait);
+}
+
+/** Whether the watch is past its network's bound: a sweep then reconciles it (and operators hear of it). */
+function pastWatchBound(
+  watch: Pick<FinalityWatch, 'network' | 'created_at'>,
+  now: Date,
+  deps: Pick<Deps, 'config'>,
+): boolean {
+  const network = canonicalNetwork(watch.network);
+  if (network === undefined) return true;
+  const { watchSeconds } = finalityRuleOf(deps.config.networks, network);
+  return now.getTime() - watch.created_at.getTime() >= watchSeconds * 1000;
+}
+
+export function enqueueFinalityWatch(db: Db, id: bigint, runAt?: Date, { keepSchedule = false } = {}): Promise<void> {
+  return addJob(db, {
+    task: 'finality_watch',
+    payload: { watchId: String(id) },
+    key: `finality_watch:${id}`,
+    ...(runAt ? { runAt } : {}),
+    keepSchedule,
+  });
+}
+
+async function findFinalityWatch(db: Db, id: bigint): Promise<FinalityWatch | undefined> {
+  return db.selectFrom('finality_watches').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** Watches still pending past their network's bound, oldest first (the sweep's share). */
+export async function overdueFinalityWatches(db: Db, deps: Pick<Deps, 'config'>, now: Date, limit: number) {
+  // The shortest bound of any network is the cut: the rows are filtered by their own bound after.
+  const shortest = Math.min(...Object.values(NETWORK_TABLE).map((row) => row.finality.watchSeconds));
+  const rows = await db
+    .selectFrom('finality_watches')
+    .select(['id', 'network', 'created_at'])
+    .where('finality', '=', 'pending')
+    .where('created_at', '<', new Date(now.getTime() - shortest * 1000))
+    .orderBy('created_at')
+    .orderBy('id')
+    .limit(limit)
+    .execute();
+  return rows.filter((row) => pastWatchBound(row, now, deps));
+}
+
+/**
+ * One look at a watch: the family reads the chain (and sends a dropped transfer again); the watch
+ * moves as the reading says. Returns when to look again, or undefined once the watch is final or
+ * lost (or gone). Safe to repeat: every write is a guarded move from pending.
+ */
+export async function followFinality(deps: FinalityDeps, id: bigint): Promise<Date | undefined> {
+  const { db, log } = deps;
+  const watch = await findFinalityWatch(db, id);
+  if (!watch || watch.finality !== 'pending') return undefined;
+  const now = deps.clock.now();
+  const network = canonicalNetwork(watch.network);
+  if (network === undefined || deps.chains.network(network) === undefined) {
+    log.warn({ finalityWatchId: String(id), network: watch.network }, 'finality watch on a network not enabled here');
+    return new Date(now.getTime() + UNREADABLE_FINALITY_RECHECK_MS);
+  }
+  let resends = watch.resends;
+  const transfer: WatchedTransfer = {
+    network,
+    txHash: watch.tx_hash,
+    transfer: watch.transfer ?? {},
+    async storeTransaction(hash) {
+      resends += 1;
+      const moved = await moveFinalityWatch(db, id, 'pending', { tx_hash: hash, resends, block_number: null });
+      return moved !== undefined;
+    },
+  };
+  const reading = await familyOf(network).followToFinality(
+    transfer,
+    finalityRuleOf(deps.config.networks, network),
+    deps,
+  );
+  return concludeReading(deps, watch, reading, now);
+}
+
+async function concludeReading(
+  deps: FinalityDeps,
+  watch: FinalityWatch,
+  reading: FinalityReading,
+  now: Date,
+): Promise<Date | undefined> {
+  const { db } = deps;
+  const log = deps.log.child({
+    finalityWatchId: String(watch.id),
+    leg: watch.leg,
+    network: watch.network,
+    subject: watch.subject,
+  });
+  switch (reading.state) {
+    case 'final': {
+      const moved = await db.transaction().execute(async (tx) => {
+        const row = await moveFinalityWatch(tx, watch.id, 'final', {
+          tx_hash: reading.txHash,
+          block_number: reading.blockNumber,
+          details: reading.details,
+          final_at: now,
+        });
+        if (row?.proxy_payment_id !== null && row?.proxy_payment_id !== undefined)
+          await markProxyCharge(tx, row.proxy_payment_id, 'final');
+        return row;
+      });
+      if (moved)
+        log.info({ txHash: reading.txHash, blockNumber: String(reading.blockNumber) }, 'payment final on chain');
+      return undefined;
+    }
+    case 'pending': {
+      // The same transaction sent again (its signed bytes, or signed again to the same signature) is counted here.
+      const resentAsIs = reading.resent === true && reading.txHash === watch.tx_hash;
+      if (resentAsIs || reading.txHash !== watch.tx_hash || reading.blockNumber !== (watch.block_number ?? undefined))
+        await moveFinalityWatch(db, watch.id, 'pending', {
+          tx_hash: reading.txHash,
+          block_number: reading.blockNumber ?? null,
+          details: reading.details,
+          ...(resentAsIs ? { resends: watch.resends + 1 } : {}),
+        });
+      if (reading.resent) log.warn({ txHash: reading.txHash, details: reading.details }, 'dropped payment sent again');
+      if (pastWatchBound(watch, now, deps))
+        log.warn({ txHash: reading.txHash, details: reading.details }, 'payment not final after its watch bound');
+      return nextFinalityLook(now, watch.created_at);
+    }
+    case 'lost': {
+      const moved = await db.transaction().execute(async (tx) => {
+        const row = await moveFinalityWatch(tx, watch.id, 'lost', { details: `${reading.reason}: ${reading.details}` });
+        if (row?.proxy_payment_id !== null && row?.proxy_payment_id !== undefined)
+          await restoreProxyCredits(tx, row.proxy_payment_id);
+        return row;
+      });
+      if (moved) {
+        log.error(
+          {
+            txHash: watch.tx_hash,
+            reason: reading.reason,
+            details: reading.details,
+            amountAtRiskMicroUsdc: String(watch.amount_micro_usdc),
+            payer: watch.payer,
+          },
+          'payment lost to a reorg: it can no longer land',
+        );
+        deps.onPaymentLost?.(watch.leg, watch.network);
+      }
+      return undefined;
+    }
+    case 'unknown':
+      log.warn({ details: reading.details }, 'could not follow a payment to finality; will look again');
+      return new Date(now.getTime() + UNREADABLE_FINALITY_RECHECK_MS);
+  }
+}
+
+type DbOrTx = Parameters<typeof moveFinalityWatch>[0];
+
+/** The charge entry of a proxy payment's credits says whether its payment is final. */
+async function markProxyCharge(tx: DbOrTx, proxyPaymentId: bigint, finality: 'final' | 'lost') {
+  await sql`
+    update credit_ledger l set finality = ${finality}
+    from proxy_payments p
+    where p.id = ${proxyPaymentId} and l.reference = p.reference and l.kind = 'charge'`.execute(tx);
+}
+
+/**
+ * Our payment to the target never landed: the credits charged for it go back to the organisation,
+ * once (the watch moved to lost in the same transaction), with a refund entry in the ledger.
+ */
+async function restoreProxyCredits(tx: DbOrTx, proxyPaymentId: bigint) {
+  await markProxyCharge(tx, proxyPaymentId, 'lost');
+  await sql`
+    with p as (select * from proxy_payments where id = ${proxyPaymentId} and state = 'charged'),
+    o as (update organisations set credit_balance = credit_balance + p.credits from p where organisations.id = p.organisation_id)
+    insert into credit_ledger (organisation_id, account_id, api_key_id, kind, amount_credits, reference)
+      select p.organisation_id, p.account_id, p.api_key_id, 'refund', p.credits, p.reference from p`.execute(tx);
+}
