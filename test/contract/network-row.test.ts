@@ -174,6 +174,7 @@ describe('/config with every network enabled', () => {
         symbol: 'USDC',
         decimals: 6,
         transferMethod: 'eip3009',
+        finality: { head: 'finalized', watchSeconds: 3600 },
       });
       expect(res.body.networks.configs.megaeth).toMatchObject({
         chainId: 4326,

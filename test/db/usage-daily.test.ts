@@ -169,7 +169,15 @@ describe('the daily usage summary', () => {
     ).rejects.toThrow('rolled back');
     expect(await expectSummaryEqualsPayments(db)).toEqual(rows);
 
-    // Deleted payments leave it.
+    // Deleted payments leave it (their finality watches first, which reference them).
+    await db
+      .deleteFrom('finality_watches')
+      .where(
+        'proxy_payment_id',
+        'in',
+        db.selectFrom('proxy_payments').select('id').where('organisation_id', '=', b.organisationId),
+      )
+      .execute();
     await db.deleteFrom('proxy_payments').where('organisation_id', '=', b.organisationId).execute();
     rows = await expectSummaryEqualsPayments(db);
     expect(bucketOf(rows, b, 'maps.example.org')).toBeUndefined();
