@@ -878,10 +878,10 @@ export interface components {
             [key: string]: string;
         };
         /**
-         * @description Payment network. `base` and `skale-base` are EVM mainnets, `base-sepolia` and `skale-base-sepolia` EVM testnets, `polygon-amoy` an EVM testnet enabled only when NETWORKS names it, `solana-devnet` the Solana testnet. `solana`, `solana-mainnet` and `solana-mainnet-beta` are three names of the same Solana mainnet: the interface lists different spellings on different endpoints, so every operation accepts all three and the service answers with `solana`. Only networks enabled on the server (GET /config, `networks.enabled`) can be used; another name is a 400.
+         * @description Payment network. `base` and `skale-base` are EVM mainnets, `base-sepolia` and `skale-base-sepolia` EVM testnets, `polygon-amoy` an EVM testnet enabled only when NETWORKS names it, `megaeth` an EVM mainnet whose stablecoin (MegaUSD, 18 decimals) moves through Permit2, on which targets are paid but clients do not pay, enabled only when NETWORKS names it, `solana-devnet` the Solana testnet. `solana`, `solana-mainnet` and `solana-mainnet-beta` are three names of the same Solana mainnet: the interface lists different spellings on different endpoints, so every operation accepts all three and the service answers with `solana`. Only networks enabled on the server (GET /config, `networks.enabled`) can be used; another name is a 400.
          * @enum {string}
          */
-        NetworkName: "base" | "base-sepolia" | "skale-base" | "skale-base-sepolia" | "solana" | "solana-mainnet" | "solana-mainnet-beta" | "solana-devnet" | "polygon-amoy";
+        NetworkName: "base" | "base-sepolia" | "skale-base" | "skale-base-sepolia" | "solana" | "solana-mainnet" | "solana-mainnet-beta" | "solana-devnet" | "polygon-amoy" | "megaeth";
         /**
          * @description The most the target may ask for this call, in atomic units of USDC (micro-USDC: `1000000` is 1 USDC), as a decimal string; the relay or proxy fee comes on top. A target whose price is higher is refused with 422 `price_above_limit` before anything is paid or charged, as x402's own clients refuse a payment above their maximum. Without it, an API key's default maximum applies on /proxy and /proxy/sim (see GET /v1/credits/balance), else none but the server's.
          * @example 50000

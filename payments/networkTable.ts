@@ -19,7 +19,7 @@ export interface NetworkEntry {
   chainId?: number;
   /** The CAIP-2 id x402 version 2 names the network by (docs/architecture.md section 4). */
   caip2: `${string}:${string}`;
-  /** The USD stablecoin we are paid and pay in there (USDC on every network today). */
+  /** The USD stablecoin we are paid and pay in there (USDC, or the network's own: MegaUSD on MegaETH). */
   usdc: string;
   /** Its decimals: amounts convert between its atomic units and micro-USDC by them (payments/money.ts). */
   decimals: number;
@@ -136,6 +136,22 @@ const ROWS = [
     transferMethod: 'eip3009',
     publicRpcUrl: 'https://rpc-amoy.polygon.technology',
     knownToStandardClients: true,
+    enabledByDefault: false,
+  },
+  // From @x402/evm's table of default assets (eip155:4326): MegaUSD, 18 decimals, no EIP-3009; it
+  // moves only through Permit2 (`assetTransferMethod: "permit2"`). Paid on, not received on.
+  {
+    name: 'megaeth',
+    chainType: 'evm',
+    networkClass: 'mainnet',
+    chainId: 4326,
+    caip2: 'eip155:4326',
+    usdc: '0xFAfDdbb3FC7688494971a79cc65DCa3EF82079E7',
+    decimals: 18,
+    eip712: { name: 'MegaUSD', version: '1' },
+    transferMethod: 'permit2',
+    publicRpcUrl: 'https://mainnet.megaeth.com/rpc',
+    knownToStandardClients: false,
     enabledByDefault: false,
   },
 ] as const satisfies readonly NetworkEntry[];

@@ -62,7 +62,12 @@ describe('start-up', () => {
   });
 
   it('runs each EVM chain with its real chain id', async () => {
-    const expected = { base: 8453, 'base-sepolia': 84532, 'skale-base': 1187947933, 'skale-base-sepolia': 324705682 };
+    const expected: Record<string, number> = {
+      base: 8453,
+      'base-sepolia': 84532,
+      'skale-base': 1187947933,
+      'skale-base-sepolia': 324705682,
+    };
     for (const network of peers.evmNetworks) {
       expect(await peers.evmChains[network]!.publicClient.getChainId()).toBe(expected[network]);
     }

@@ -106,6 +106,8 @@ describe('sandbox', () => {
       expect(Object.keys(first.rpc).sort()).toEqual([
         'base',
         'base-sepolia',
+        'megaeth',
+        'polygon-amoy',
         'skale-base',
         'skale-base-sepolia',
         'solana',
