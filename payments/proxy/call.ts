@@ -83,7 +83,19 @@ export type ProxyOutcome =
   | { kind: 'configuration_error'; message: string; details: string };
 
 export async function proxyCall(
-  deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances'>,
+  deps: Pick<
+    Deps,
+    | 'db'
+    | 'config'
+    | 'chains'
+    | 'resolver'
+    | 'clock'
+    | 'log'
+    | 'connections'
+    | 'balances'
+    | 'submissions'
+    | 'paymentBounds'
+  >,
   input: ProxyCall,
 ): Promise<ProxyOutcome> {
   const budget = callBudget(input.timeoutMs);
@@ -139,7 +151,19 @@ function answerOf(response: TargetResponse): ProxyOutcome {
 }
 
 async function payAndRetry(
-  deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances'>,
+  deps: Pick<
+    Deps,
+    | 'db'
+    | 'config'
+    | 'chains'
+    | 'resolver'
+    | 'clock'
+    | 'log'
+    | 'connections'
+    | 'balances'
+    | 'submissions'
+    | 'paymentBounds'
+  >,
   input: ProxyCall,
   choice: PaymentChoice,
   budget: CallBudget,
@@ -195,7 +219,19 @@ async function payAndRetry(
 }
 
 async function sendAndSettle(
-  deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances'>,
+  deps: Pick<
+    Deps,
+    | 'db'
+    | 'config'
+    | 'chains'
+    | 'resolver'
+    | 'clock'
+    | 'log'
+    | 'connections'
+    | 'balances'
+    | 'submissions'
+    | 'paymentBounds'
+  >,
   input: ProxyCall,
   choice: PaymentChoice,
   reference: `0x${string}`,
@@ -265,7 +301,7 @@ type Prepared =
   { ok: true; value: TargetPayment } | { ok: false; reason: string; details: string; outcome: ProxyOutcome };
 
 async function prepare(
-  deps: Pick<Deps, 'chains' | 'clock' | 'balances' | 'config'>,
+  deps: Pick<Deps, 'chains' | 'clock' | 'balances' | 'config' | 'db' | 'submissions' | 'paymentBounds'>,
   choice: PaymentChoice,
   reference: `0x${string}`,
 ): Promise<Prepared> {

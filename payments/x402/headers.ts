@@ -6,7 +6,14 @@
 import { canonicalNetwork } from '../networkTable';
 import { isPlainObject } from './parse';
 import type { SchemeLookup, SchemePayload } from './schemes';
-import { X402_VERSION, type PaymentPayload, type SettlementResponse } from './types';
+import {
+  X402_VERSION,
+  type ExactEvmPayload,
+  type ExactPermit2Payload,
+  type ExactSvmPayload,
+  type PaymentPayload,
+  type SettlementResponse,
+} from './types';
 import { X402_VERSION_2, type PaymentRequirementsV2, type ResourceInfo } from './v2';
 import { fail, ok, type Result } from '../result';
 
@@ -29,7 +36,9 @@ function toBase64Json(value: unknown): string {
   return Buffer.from(JSON.stringify(value), 'utf8').toString('base64');
 }
 
-export function encodePaymentHeader(payment: PaymentPayload): string {
+export function encodePaymentHeader(
+  payment: PaymentPayload<ExactEvmPayload | ExactSvmPayload | ExactPermit2Payload>,
+): string {
   return toBase64Json(payment);
 }
 

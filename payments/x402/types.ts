@@ -48,7 +48,22 @@ export interface ExactSvmPayload {
   transaction: string;
 }
 
-export interface PaymentPayload<Payload extends ExactEvmPayload | ExactSvmPayload = ExactEvmPayload | ExactSvmPayload> {
+/** A Permit2 witness transfer (exact with `assetTransferMethod: "permit2"`), as we pay targets; decimal strings. */
+export interface ExactPermit2Payload {
+  signature: string;
+  permit2Authorization: {
+    from: string;
+    permitted: { token: string; amount: string };
+    spender: string;
+    nonce: string;
+    deadline: string;
+    witness: { to: string; validAfter: string };
+  };
+}
+
+export interface PaymentPayload<
+  Payload extends ExactEvmPayload | ExactSvmPayload | ExactPermit2Payload = ExactEvmPayload | ExactSvmPayload,
+> {
   x402Version: typeof X402_VERSION;
   scheme: 'exact';
   network: string;
