@@ -4,11 +4,10 @@
 // canonical address with hardhat_setCode; test/devnet/permit2.test.ts checks that it matches the
 // source.
 // Rebuild it with: npx tsx devnet/evm/permit2-artifact.ts
-import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Abi, Hex } from 'viem';
+import { compileSolidity } from './solc.js';
 
 export const PERMIT2_SOURCE_PATH = fileURLToPath(new URL('../../contracts/Permit2.sol', import.meta.url));
 export const PERMIT2_ARTIFACT_PATH = fileURLToPath(new URL('../../contracts/Permit2.artifact.ts', import.meta.url));
@@ -19,8 +18,6 @@ const CONTRACTS = {
   exactProxy: 'x402ExactPermit2Proxy',
   uptoProxy: 'x402UptoPermit2Proxy',
 } as const;
-// As LocalUsdc: Cancun runs on every chain we target and on hardhat's default hardfork.
-const EVM_VERSION = 'cancun';
 
 export interface PlantedContract {
   contractName: string;
@@ -39,39 +36,24 @@ export interface Permit2Artifact {
 }
 
 export function compilePermit2(source = readFileSync(PERMIT2_SOURCE_PATH, 'utf8')): Permit2Artifact {
-  const require = createRequire(import.meta.url);
-  const solc = require('solc') as { compile(input: string): string; version(): string };
-  const input = {
-    language: 'Solidity',
-    sources: { [SOURCE_NAME]: { content: source } },
-    settings: {
-      evmVersion: EVM_VERSION,
-      optimizer: { enabled: true, runs: 200 },
-      outputSelection: {
-        '*': Object.fromEntries(Object.values(CONTRACTS).map((name) => [name, ['abi', 'evm.deployedBytecode.object']])),
-      },
-    },
-  };
-  const output = JSON.parse(solc.compile(JSON.stringify(input))) as {
-    errors?: { severity: string; formattedMessage: string }[];
-    contracts?: Record<string, Record<string, { abi: Abi; evm: { deployedBytecode: { object: string } } }>>;
-  };
-  const errors = (output.errors ?? []).filter((entry) => entry.severity === 'error');
-  if (errors.length > 0) {
-    throw new Error(`Permit2.sol does not compile:\n${errors.map((entry) => entry.formattedMessage).join('\n')}`);
-  }
-  const compiled = (contractName: string): PlantedContract => {
-    const contract = output.contracts?.[SOURCE_NAME]?.[contractName];
-    if (!contract) throw new Error(`solc produced no ${contractName} contract`);
-    return { contractName, abi: contract.abi, deployedBytecode: `0x${contract.evm.deployedBytecode.object}` };
-  };
+  const { compiler, evmVersion, sourceSha256, contracts } = compileSolidity(
+    SOURCE_NAME,
+    source,
+    Object.values(CONTRACTS),
+    'deployedBytecode',
+  );
+  const planted = (contractName: (typeof CONTRACTS)[keyof typeof CONTRACTS]): PlantedContract => ({
+    contractName,
+    abi: contracts[contractName].abi,
+    deployedBytecode: contracts[contractName].code,
+  });
   return {
-    compiler: `solc-js ${solc.version()}`,
-    evmVersion: EVM_VERSION,
-    sourceSha256: createHash('sha256').update(source).digest('hex'),
-    permit2: compiled(CONTRACTS.permit2),
-    exactProxy: compiled(CONTRACTS.exactProxy),
-    uptoProxy: compiled(CONTRACTS.uptoProxy),
+    compiler,
+    evmVersion,
+    sourceSha256,
+    permit2: planted(CONTRACTS.permit2),
+    exactProxy: planted(CONTRACTS.exactProxy),
+    uptoProxy: planted(CONTRACTS.uptoProxy),
   };
 }
 

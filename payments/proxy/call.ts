@@ -9,6 +9,7 @@
  * a 402 we cannot read or pay, requirements we cannot build a payment for) is a 502.
  */
 import type { Deps } from '../deps';
+
 import type { AuthenticatedKey } from '../accounts';
 import { utcDay } from '../clock';
 import type { ReservationRefusal, ReservationRefused } from '../credits';
@@ -44,6 +45,21 @@ import {
   signedTargetPaymentOf,
   watchProxyPayment,
 } from './records';
+
+/** What a paid proxy call uses: the database, the chains, the target's connection, and the approvals a payment may need first. */
+type PayingDeps = Pick<
+  Deps,
+  | 'db'
+  | 'config'
+  | 'chains'
+  | 'resolver'
+  | 'clock'
+  | 'log'
+  | 'connections'
+  | 'balances'
+  | 'submissions'
+  | 'paymentBounds'
+>;
 
 export interface ProxyCall {
   call: CallRequest;
@@ -82,22 +98,7 @@ export type ProxyOutcome =
   | { kind: 'bad_gateway'; message: string; details: string; upstreamStatus?: number; webhookId?: string }
   | { kind: 'configuration_error'; message: string; details: string };
 
-export async function proxyCall(
-  deps: Pick<
-    Deps,
-    | 'db'
-    | 'config'
-    | 'chains'
-    | 'resolver'
-    | 'clock'
-    | 'log'
-    | 'connections'
-    | 'balances'
-    | 'submissions'
-    | 'paymentBounds'
-  >,
-  input: ProxyCall,
-): Promise<ProxyOutcome> {
+export async function proxyCall(deps: PayingDeps, input: ProxyCall): Promise<ProxyOutcome> {
   const budget = callBudget(input.timeoutMs);
   const built = buildTargetRequest(input.call);
   if (!built.ok) return { kind: 'bad_request', details: built.details };
@@ -151,19 +152,7 @@ function answerOf(response: TargetResponse): ProxyOutcome {
 }
 
 async function payAndRetry(
-  deps: Pick<
-    Deps,
-    | 'db'
-    | 'config'
-    | 'chains'
-    | 'resolver'
-    | 'clock'
-    | 'log'
-    | 'connections'
-    | 'balances'
-    | 'submissions'
-    | 'paymentBounds'
-  >,
+  deps: PayingDeps,
   input: ProxyCall,
   choice: PaymentChoice,
   budget: CallBudget,
@@ -219,19 +208,7 @@ async function payAndRetry(
 }
 
 async function sendAndSettle(
-  deps: Pick<
-    Deps,
-    | 'db'
-    | 'config'
-    | 'chains'
-    | 'resolver'
-    | 'clock'
-    | 'log'
-    | 'connections'
-    | 'balances'
-    | 'submissions'
-    | 'paymentBounds'
-  >,
+  deps: PayingDeps,
   input: ProxyCall,
   choice: PaymentChoice,
   reference: `0x${string}`,
