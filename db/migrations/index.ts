@@ -14,7 +14,7 @@ import * as keyPolicies from './2026_11_28_0013_key_policies';
 import * as creditPurchases from './2026_11_28_0014_credit_purchases';
 import * as paidResourceCalls from './2026_11_28_0015_paid_resource_calls';
 import * as usageReads from './2026_11_28_0016_usage_reads';
-import * as spendingApprovals from './2026_11_28_0017_spending_approvals';
+import * as spendingApprovals from './2026_11_28_0018_spending_approvals';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -33,7 +33,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_11_28_0014_credit_purchases': creditPurchases,
   '2026_11_28_0015_paid_resource_calls': paidResourceCalls,
   '2026_11_28_0016_usage_reads': usageReads,
-  '2026_11_28_0017_spending_approvals': spendingApprovals,
+  '2026_11_28_0018_spending_approvals': spendingApprovals,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -36,7 +36,7 @@ describe('migrations', () => {
         '2026_11_28_0014_credit_purchases',
         '2026_11_28_0015_paid_resource_calls',
         '2026_11_28_0016_usage_reads',
-        '2026_11_28_0017_spending_approvals',
+        '2026_11_28_0018_spending_approvals',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -130,7 +130,7 @@ describe('migrations', () => {
         '2026_11_28_0014_credit_purchases',
         '2026_11_28_0015_paid_resource_calls',
         '2026_11_28_0016_usage_reads',
-        '2026_11_28_0017_spending_approvals',
+        '2026_11_28_0018_spending_approvals',
       ]);
       const rows = await handle.db
         .selectFrom('daily_spend')
