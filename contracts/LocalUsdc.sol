@@ -6,8 +6,9 @@ pragma solidity ^0.8.20;
 /// authorizations and an owner who mints. Signatures are EIP-712 and checked here, on chain.
 /// @dev No constructor and no immutables, so the runtime code does not depend on where it was
 /// deployed: the same bytes are planted at each network's canonical USDC address, and each copy is
-/// given its network's EIP-712 name and version by a one-time initialize. The domain separator is
-/// computed on every call from block.chainid and address(this), as FiatToken does since v2.2.
+/// given its network's EIP-712 name and version, its symbol and its decimals (6 for USDC, 18 for
+/// MegaETH's MegaUSD) by a one-time initialize. The domain separator is computed on every call
+/// from block.chainid and address(this), as FiatToken does since v2.2.
 /// Signers are checked as FiatToken v2.2's SignatureChecker does: a signer with code is asked
 /// through ERC-1271 (isValidSignature must return 0x1626ba7e), any other by ECDSA recovery.
 /// Not carried over from FiatToken: blacklisting, pausing, minter allowances.
@@ -29,6 +30,7 @@ contract LocalUsdc {
     string public name;
     string public symbol;
     string public version;
+    uint8 public decimals;
     address public owner;
     bool public initialized;
     uint256 public totalSupply;
@@ -51,6 +53,7 @@ contract LocalUsdc {
         string calldata tokenName,
         string calldata tokenSymbol,
         string calldata tokenVersion,
+        uint8 tokenDecimals,
         address tokenOwner
     ) external {
         require(!initialized, "LocalUsdc: already initialized");
@@ -58,12 +61,9 @@ contract LocalUsdc {
         name = tokenName;
         symbol = tokenSymbol;
         version = tokenVersion;
+        decimals = tokenDecimals;
         owner = tokenOwner;
         initialized = true;
-    }
-
-    function decimals() external pure returns (uint8) {
-        return 6;
     }
 
     // solhint-disable-next-line func-name-mixedcase

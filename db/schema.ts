@@ -340,7 +340,21 @@ export interface PaidResourceCallsTable {
   created_at: Timestamp;
 }
 
+export interface SpendingApprovalsTable {
+  network: string;
+  token: string;
+  owner: string;
+  spender: string;
+  tx_hash: string | null;
+  /** numeric: read as text, written as bigint. */
+  gas_used: ColumnType<string | null, bigint | null, bigint | null>;
+  gas_fee_wei: ColumnType<string | null, bigint | null, bigint | null>;
+  created_at: Timestamp;
+  confirmed_at: ColumnType<Date | null, Date | null, Date | null>;
+}
+
 export interface Database {
+  spending_approvals: SpendingApprovalsTable;
   paid_resource_calls: PaidResourceCallsTable;
   credit_purchases: CreditPurchasesTable;
   proxy_payments: ProxyPaymentsTable;

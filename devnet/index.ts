@@ -11,7 +11,7 @@ import { createSvmFacilitator } from './facilitator/svm.js';
 import { startFacilitatorV2 } from './facilitator/v2.js';
 import { KeyedQueue } from './key-queue.js';
 import {
-  DEFAULT_PEER_NETWORKS,
+  NETWORK_NAMES,
   isEvmNetwork,
   isSolanaNetwork,
   type EvmNetworkName,
@@ -50,7 +50,7 @@ const MICRO_USDC_PER_USDC = 1_000_000n;
 
 export async function startPeers(options: StartPeersOptions = {}): Promise<Peers> {
   const startedAt = performance.now();
-  const networks = [...new Set(options.networks ?? DEFAULT_PEER_NETWORKS)];
+  const networks = [...new Set(options.networks ?? NETWORK_NAMES)];
   const evmNetworks = networks.filter(isEvmNetwork);
   const solanaNetworks = networks.filter(isSolanaNetwork);
   const funding = {

@@ -1,8 +1,9 @@
 /**
  * The sandbox of `npm start` when nothing is configured (no wallet key, no RPC URL, NODE_ENV not
  * production): real local peers on 127.0.0.1 (EVM chains with the real chain ids and USDC at the
- * canonical addresses, both Solana clusters, an x402 v1 and a v2 facilitator, x402-protected demo
- * targets of both protocol versions: x402 v1 and v2 on every network), funded
+ * canonical addresses, Permit2 and x402's Permit2 proxies, both Solana clusters, an x402 v1 and a
+ * v2 facilitator, x402-protected demo targets of both protocol versions: x402 v1 and v2 on every
+ * network, and on Polygon Amoy and MegaETH targets asking for Permit2 and upto), funded
  * service wallets, and a demo organisation whose API key and a funded client wallet are printed
  * with commands for a paid proxy call, a paid relay call and a paid chat. State is written to
  * DATA_DIR/sandbox.json; keys are kept in DATA_DIR so the printed commands survive a restart.
@@ -16,7 +17,7 @@ import { grantCredits } from '../payments/credits';
 import { DEFAULT_NETWORK_NAMES } from '../payments/networkTable';
 import { startPeers } from './index';
 import { startLocalLlm } from './llm';
-import { LOCAL_FINALITY_DEPTH, type NetworkName } from './networks';
+import { LOCAL_FINALITY_DEPTH, OPT_IN_NETWORK_NAMES, type NetworkName } from './networks';
 import { required } from './required';
 import type { X402Version } from './targets/payment';
 import type { Sandbox, SandboxOptions } from '../server/sandbox';
@@ -73,8 +74,11 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
   const print = options.print ?? ((text: string) => process.stdout.write(text));
   const keysFile = path.join(dataDir, KEYS_FILE);
   const saved = readKeys(keysFile);
+  // The networks enabled by default, and the opt-in ones the sandbox enables too: Polygon Amoy
+  // and MegaETH, whose targets ask for Permit2 (exact) and upto.
+  const networks = [...new Set([...(DEFAULT_NETWORK_NAMES as readonly NetworkName[]), ...OPT_IN_NETWORK_NAMES])];
   const peers = await startPeers({
-    networks: [...DEFAULT_NETWORK_NAMES] as NetworkName[],
+    networks,
     keys: saved && {
       serviceEvmPrivateKey: saved.serviceEvmPrivateKey,
       clientEvmPrivateKey: saved.clientEvmPrivateKey,
@@ -106,6 +110,7 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
   const allowHosts = { sandbox: sandboxHosts, user: [...new Set(userHosts)] };
   const ssrfAllowHosts = [...allowHosts.sandbox, ...allowHosts.user].join(',');
   const env: Record<string, string> = {
+    NETWORKS: networks.join(','),
     EVM_PRIVATE_KEY: wallets.service.evm.privateKey,
     SOLANA_PRIVATE_KEY: JSON.stringify([...wallets.service.solana.secretKey]),
     FACILITATOR_URL: peers.facilitator.url,

@@ -16,6 +16,7 @@ import * as paidResourceCalls from './2026_11_28_0015_paid_resource_calls';
 import * as usageReads from './2026_11_28_0016_usage_reads';
 import * as usageDaily from './2026_11_28_0017_usage_daily';
 import * as finalityWatches from './2026_11_29_0017_finality_watches';
+import * as spendingApprovals from './2026_11_29_0018_spending_approvals';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -36,6 +37,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_11_28_0016_usage_reads': usageReads,
   '2026_11_28_0017_usage_daily': usageDaily,
   '2026_11_29_0017_finality_watches': finalityWatches,
+  '2026_11_29_0018_spending_approvals': spendingApprovals,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -1,6 +1,7 @@
 // USDC on a local chain: LocalUsdc's runtime code planted at the network's canonical address with
-// hardhat_setCode, then initialized with that network's EIP-712 name and version. The owner of
-// every copy is the harness's minter key.
+// hardhat_setCode, then initialized with that network's EIP-712 name and version, symbol and
+// decimals (the stablecoin of a network without USDC, MegaETH's MegaUSD, is the same contract with
+// 18 decimals). The owner of every copy is the harness's minter key.
 import {
   createTestClient,
   createWalletClient,
@@ -37,7 +38,7 @@ export async function waitForSuccess(chain: LocalEvmChain, hash: Hash): Promise<
 }
 
 export async function installUsdc(chain: LocalEvmChain, owner: LocalAccount, queue: KeyedQueue): Promise<LocalUsdc> {
-  const { usdc, eip712 } = EVM_NETWORKS[chain.network];
+  const { usdc, eip712, symbol, decimals } = EVM_NETWORKS[chain.network];
   const address = getAddress(usdc);
   const transport = localTransport(chain.rpcUrl);
   const testClient = createTestClient({ mode: 'hardhat', chain: chain.chain, transport });
@@ -50,7 +51,7 @@ export async function installUsdc(chain: LocalEvmChain, owner: LocalAccount, que
       address,
       abi: usdcAbi,
       functionName: 'initialize',
-      args: [eip712.name, 'USDC', eip712.version, owner.address],
+      args: [eip712.name, symbol, eip712.version, decimals, owner.address],
     });
     await waitForSuccess(chain, hash);
   });

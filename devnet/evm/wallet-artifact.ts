@@ -3,19 +3,16 @@
 // next to the source as a TypeScript module; test/devnet/smart-wallet.test.ts checks that it
 // matches the source.
 // Rebuild it with: npx tsx devnet/evm/wallet-artifact.ts
-import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Abi, Hex } from 'viem';
+import { compileSolidity } from './solc.js';
 
 export const WALLET_SOURCE_PATH = fileURLToPath(new URL('../../contracts/SmartWallet.sol', import.meta.url));
 export const WALLET_ARTIFACT_PATH = fileURLToPath(new URL('../../contracts/SmartWallet.artifact.ts', import.meta.url));
 
 const SOURCE_NAME = 'SmartWallet.sol';
 const CONTRACT_NAMES = ['SmartWallet', 'SmartWalletFactory'] as const;
-// As LocalUsdc: Cancun runs on every chain we target and on hardhat's default hardfork.
-const EVM_VERSION = 'cancun';
 
 export interface CompiledContract {
   abi: Abi;
@@ -32,36 +29,20 @@ export interface WalletArtifact {
 }
 
 export function compileWallet(source = readFileSync(WALLET_SOURCE_PATH, 'utf8')): WalletArtifact {
-  const require = createRequire(import.meta.url);
-  const solc = require('solc') as { compile(input: string): string; version(): string };
-  const input = {
-    language: 'Solidity',
-    sources: { [SOURCE_NAME]: { content: source } },
-    settings: {
-      evmVersion: EVM_VERSION,
-      optimizer: { enabled: true, runs: 200 },
-      outputSelection: {
-        '*': Object.fromEntries(CONTRACT_NAMES.map((name) => [name, ['abi', 'evm.bytecode.object']])),
-      },
-    },
-  };
-  const output = JSON.parse(solc.compile(JSON.stringify(input))) as {
-    errors?: { severity: string; formattedMessage: string }[];
-    contracts?: Record<string, Record<string, { abi: Abi; evm: { bytecode: { object: string } } }>>;
-  };
-  const errors = (output.errors ?? []).filter((entry) => entry.severity === 'error');
-  if (errors.length > 0) {
-    throw new Error(`SmartWallet.sol does not compile:\n${errors.map((entry) => entry.formattedMessage).join('\n')}`);
-  }
-  const compiled = (name: (typeof CONTRACT_NAMES)[number]): CompiledContract => {
-    const contract = output.contracts?.[SOURCE_NAME]?.[name];
-    if (!contract) throw new Error(`solc produced no ${name} contract`);
-    return { abi: contract.abi, bytecode: `0x${contract.evm.bytecode.object}` };
-  };
+  const { compiler, evmVersion, sourceSha256, contracts } = compileSolidity(
+    SOURCE_NAME,
+    source,
+    CONTRACT_NAMES,
+    'bytecode',
+  );
+  const compiled = (name: (typeof CONTRACT_NAMES)[number]): CompiledContract => ({
+    abi: contracts[name].abi,
+    bytecode: contracts[name].code,
+  });
   return {
-    compiler: `solc-js ${solc.version()}`,
-    evmVersion: EVM_VERSION,
-    sourceSha256: createHash('sha256').update(source).digest('hex'),
+    compiler,
+    evmVersion,
+    sourceSha256,
     wallet: compiled('SmartWallet'),
     factory: compiled('SmartWalletFactory'),
   };

@@ -1,7 +1,9 @@
 // The x402 version 2 facilitator: @x402/core's x402Facilitator with @x402/evm's and @x402/svm's
-// exact schemes, unmodified, behind the same HTTP API as the v1 facilitator (GET /supported, POST
-// /verify, POST /settle) on 127.0.0.1. Each EVM network gets its own scheme instance, its signer
-// bound to that network's local chain; every Solana cluster is served by @x402/svm's
+// exact schemes and @x402/evm's upto scheme, unmodified, behind the same HTTP API as the v1
+// facilitator (GET /supported, POST /verify, POST /settle) on 127.0.0.1. Each EVM network gets its
+// own scheme instances, their signer bound to that network's local chain (exact settles EIP-3009
+// authorizations and Permit2 witness transfers through x402ExactPermit2Proxy, upto through
+// x402UptoPermit2Proxy, both planted on every local chain); every Solana cluster is served by @x402/svm's
 // toFacilitatorSvmSigner with its own fee payer key and a kit RPC client per cluster on our local
 // JSON-RPC endpoint (one settlement cache shared by the v1 and v2 Solana kinds, as
 // registerExactSvmScheme does). v1 kinds are listed too where the v1 schemes know the network, as
@@ -16,6 +18,7 @@ import { ExactSvmSchemeV1 } from '@x402/svm/exact/v1/facilitator';
 import { createSolanaRpc, devnet, mainnet, type KeyPairSigner } from '@solana/kit';
 import { ExactEvmScheme } from '@x402/evm/exact/facilitator';
 import { ExactEvmSchemeV1 } from '@x402/evm/exact/v1/facilitator';
+import { UptoEvmScheme } from '@x402/evm/upto/facilitator';
 import { EVM_NETWORK_CHAIN_ID_MAP } from '@x402/evm/v1';
 import { createWalletClient, type LocalAccount } from 'viem';
 import { localTransport, type LocalEvmChain } from '../evm/chain.js';
@@ -66,7 +69,9 @@ function localEvmSigner(chain: LocalEvmChain, account: LocalAccount, queue: Keye
   return toFacilitatorEvmSigner(
     {
       address: account.address,
-      readContract: (args) => publicClient.readContract(args),
+      // From the facilitator's address, as a viem wallet client with public actions calls: the upto
+      // proxy lets only the facilitator the payer named settle, simulations included.
+      readContract: (args) => publicClient.readContract({ ...args, account: account.address }),
       verifyTypedData: (args) =>
         publicClient.verifyTypedData(args as Parameters<typeof publicClient.verifyTypedData>[0]),
       writeContract: (args) => queue.run(sendKey, () => wallet.writeContract({ ...args, account, chain: chain.chain })),
@@ -95,6 +100,7 @@ export function createFacilitatorV2({
   for (const [network, chain] of evmChains) {
     const signer = localEvmSigner(chain, evmAccount, queue);
     facilitator.register(CAIP2_NETWORKS[network], new ExactEvmScheme(signer));
+    facilitator.register(CAIP2_NETWORKS[network], new UptoEvmScheme(signer));
     // x402Facilitator types every network as CAIP-2; version 1 kinds carry the v1 name all the same.
     const v1Name: string = network;
     if (Object.hasOwn(EVM_NETWORK_CHAIN_ID_MAP, v1Name))

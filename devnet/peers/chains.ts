@@ -1,9 +1,11 @@
-// Starting the chains: a local EVM chain with USDC per EVM network, a litesvm ledger behind its
-// JSON-RPC endpoint per Solana cluster, each funded for the service and the client.
+// Starting the chains: a local EVM chain per EVM network with USDC (or the network's stablecoin),
+// Permit2 and x402's Permit2 proxies, a litesvm ledger behind its JSON-RPC endpoint per Solana
+// cluster, each funded for the service and the client.
 import { startEvmChain, type LocalEvmChain } from '../evm/chain.js';
+import { installPermit2 } from '../evm/permit2.js';
 import { installUsdc, type LocalUsdc } from '../evm/usdc.js';
 import type { KeyedQueue } from '../key-queue.js';
-import type { EvmNetworkName, SolanaNetworkName } from '../networks.js';
+import { atomicAmount, type EvmNetworkName, type SolanaNetworkName } from '../networks.js';
 import { SolanaLedger } from '../svm/ledger.js';
 import { startSolanaRpcServer, type SolanaRpcServer } from '../svm/rpc-server.js';
 import type { PeerKeys } from './wallets.js';
@@ -34,10 +36,12 @@ export async function startEvmNetwork(
     { privateKey: wallets.service.evm.privateKey, balanceWei: gas },
   ]);
   onStop(() => chain.close());
-  const usdc = await installUsdc(chain, minter.account, queue);
+  const [usdc] = await Promise.all([installUsdc(chain, minter.account, queue), installPermit2(chain)]);
   // The token refuses to mint nothing, as FiatToken does.
-  if (funding.serviceMicroUsdc > 0n) await usdc.mint(wallets.service.evm.address, funding.serviceMicroUsdc);
-  if (funding.clientMicroUsdc > 0n) await usdc.mint(wallets.client.evm.address, funding.clientMicroUsdc);
+  if (funding.serviceMicroUsdc > 0n)
+    await usdc.mint(wallets.service.evm.address, atomicAmount(network, funding.serviceMicroUsdc));
+  if (funding.clientMicroUsdc > 0n)
+    await usdc.mint(wallets.client.evm.address, atomicAmount(network, funding.clientMicroUsdc));
   return { chain, usdc };
 }
 

@@ -8,6 +8,7 @@ import { localTransport, type LocalEvmChain } from '../evm/chain.js';
 import { signEvmPayment } from '../evm/authorization.js';
 import type { LocalUsdc } from '../evm/usdc.js';
 import {
+  atomicAmount,
   isEvmNetwork,
   isSolanaNetwork,
   type EvmNetworkName,
@@ -89,7 +90,7 @@ export function peerMethods({
     },
     async mint(network, owner, amountMicroUsdc) {
       if (isEvmNetwork(network)) {
-        await usdcOf(network).mint(owner as Address, amountMicroUsdc);
+        await usdcOf(network).mint(owner as Address, atomicAmount(network, amountMicroUsdc));
         return;
       }
       await ledgerOf(network).mintUsdc(owner as SolanaAddress, amountMicroUsdc);

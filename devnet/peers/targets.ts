@@ -3,7 +3,14 @@
 // default one x402 version 1 target per network, named after it, and one version 2 target per
 // network the v2 peers serve, named `v2-<network>`.
 import type { Address as SolanaAddress } from '@solana/kit';
-import { isEvmNetwork, isSolanaNetwork, type NetworkName, type SolanaNetworkName } from '../networks.js';
+import {
+  EVM_NETWORKS,
+  isEvmNetwork,
+  isSolanaNetwork,
+  type EvmNetworkRow,
+  type NetworkName,
+  type SolanaNetworkName,
+} from '../networks.js';
 import { required } from '../required.js';
 import type { SolanaLedger } from '../svm/ledger.js';
 import { DEFAULT_PRICES_MICRO_USDC, ROUTE_NAMES, type RouteName } from '../targets/routes.js';
@@ -52,6 +59,7 @@ export async function startTargets(
         payTo: target.payTo ?? defaultPayTo(target.network),
         x402Version: target.x402Version,
         paymentLayer: target.paymentLayer,
+        v2Offer: target.v2Offer,
         routes,
         slowDelayMs: target.slowDelayMs ?? options.slowDelayMs,
         errorStatus: target.errorStatus,
@@ -83,11 +91,37 @@ export function v2TargetName(network: NetworkName): string {
   return `v2-${network}`;
 }
 
+/** The EVM network's row, as a row (not one of the table's literal types). */
+function evmRow(network: NetworkName): EvmNetworkRow | undefined {
+  return isEvmNetwork(network) ? EVM_NETWORKS[network] : undefined;
+}
+
+/**
+ * One x402 version 1 target per network (not where the stablecoin moves only through Permit2,
+ * which version 1 cannot ask for), one version 2 target per network, and on the opt-in EVM
+ * networks two more version 2 targets: `v2-permit2-<network>` asking exact through Permit2 (where
+ * the network's own method is EIP-3009) and `v2-upto-<network>` asking upto.
+ */
 function defaultTargets(networks: NetworkName[], withV2: boolean): TargetOptions[] {
-  const v1 = networks.map((network): TargetOptions => ({ name: network, network }));
+  const v1 = networks
+    .filter((network) => evmRow(network)?.transferMethod !== 'permit2')
+    .map((network): TargetOptions => ({ name: network, network }));
   if (!withV2) return v1;
   const v2 = networks
     .filter(x402ExpressV2Knows)
     .map((network): TargetOptions => ({ name: v2TargetName(network), network, x402Version: 2 }));
-  return [...v1, ...v2];
+  const permit2 = networks.flatMap((network): TargetOptions[] => {
+    const row = evmRow(network);
+    if (!row?.optIn) return [];
+    const upto: TargetOptions = { name: `v2-upto-${network}`, network, x402Version: 2, v2Offer: { scheme: 'upto' } };
+    if (row.transferMethod === 'permit2') return [upto];
+    const exact: TargetOptions = {
+      name: `v2-permit2-${network}`,
+      network,
+      x402Version: 2,
+      v2Offer: { scheme: 'exact', assetTransferMethod: 'permit2' },
+    };
+    return [exact, upto];
+  });
+  return [...v1, ...v2, ...permit2];
 }

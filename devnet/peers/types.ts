@@ -9,6 +9,7 @@ import type { SolanaLedger } from '../svm/ledger.js';
 import type { SignedSolanaPayment, SolanaPaymentOverrides } from '../svm/payment-client.js';
 import type { FacilitatorV2Call } from '../facilitator/v2.js';
 import type { PaymentLayerName, X402Version } from '../targets/payment.js';
+import type { V2OfferKind } from '../targets/payment-v2.js';
 import type { RouteName } from '../targets/routes.js';
 import type { RouteSettings, Target } from '../targets/target.js';
 import type { PaymentRequirements } from '../x402.js';
@@ -21,6 +22,8 @@ export interface TargetOptions {
   /** Default: the harness's target wallet on that kind of chain. */
   payTo?: string;
   paymentLayer?: PaymentLayerName;
+  /** Version 2 only: exact through Permit2, or upto (devnet/targets/payment-v2.ts); default exact by the network's transfer method. */
+  v2Offer?: V2OfferKind;
   /** Prices of this target's routes in micro-USDC (null: free); over startPeers' pricesMicroUsdc. */
   pricesMicroUsdc?: Partial<Record<RouteName, bigint | null>>;
   /** Per-route payTo or network, when one route differs from the rest of its target. */
@@ -95,10 +98,14 @@ export interface Peers {
   /** Milliseconds from the call of startPeers until everything answered. */
   startupMs: number;
 
-  /** USDC of an owner in micro-USDC (on Solana: of the owner's associated token account, 0 when missing). */
+  /**
+   * The stablecoin an owner holds, in its atomic units: micro-USDC for USDC, 10^-18 for MegaETH's
+   * MegaUSD (on Solana: of the owner's associated token account, 0 when missing).
+   */
   usdcBalance(network: NetworkName, owner: string): Promise<bigint>;
   /** Wei on EVM networks, lamports on Solana. */
   nativeBalance(network: NetworkName, owner: string): Promise<bigint>;
+  /** Mints the network's stablecoin worth `amountMicroUsdc` (scaled up by its decimals). */
   mint(network: NetworkName, owner: string, amountMicroUsdc: bigint): Promise<void>;
   /** Creates the owner's associated USDC account on a cluster (idempotent); returns its address. */
   createUsdcAccount(network: SolanaNetworkName, owner: string): Promise<string>;
@@ -118,12 +125,14 @@ export interface Peers {
    * also answers version 1 402s under the v1 names @x402/evm knows (not skale-base). With `solana`,
    * also @x402/svm's exact scheme on every started cluster (CAIP-2, and the v1 names with
    * `v1Names`), paying as the client's Solana key (or `secretKey`) through the local RPC. Every
-   * local network's USDC is allowed, up to maxValueMicroUsdc (default 0.1 USDC) per payment.
+   * local network's stablecoin is allowed, up to maxValueMicroUsdc (default 0.1 USDC) per payment.
+   * With `upto`, @x402/evm's upto scheme too.
    */
   x402FetchV2(options?: {
     privateKey?: Hex;
     v1Names?: boolean;
     maxValueMicroUsdc?: bigint;
+    upto?: boolean;
     solana?: boolean;
     secretKey?: Uint8Array;
   }): typeof fetch;

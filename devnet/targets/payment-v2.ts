@@ -1,7 +1,8 @@
 // The x402 version 2 payment layer of a paid route: the unmodified @x402/express 2.27 middleware
 // with an x402ResourceServer that asks the v2 facilitator over HTTP (HTTPFacilitatorClient).
-// Prices are given as atomic USDC with the token (and on EVM its EIP-712 domain), so no float is
-// involved and the networks @x402/evm has no default asset for (SKALE) work the same. On Solana the
+// Prices are given as atomic units of the network's stablecoin with the token (and on EVM its
+// EIP-712 domain), so no float is involved and the networks @x402/evm has no default asset for
+// (SKALE) work the same. On EVM a route asks `exact` with EIP-3009 or Permit2, or `upto`. On Solana the
 // scheme is @x402/svm's exact server scheme: the offer's `extra.feePayer` is the one the
 // facilitator's /supported lists for the cluster; no recent blockhash is embedded (the payer fetches
 // its own from its RPC). `paymentMiddleware` starts fetching the facilitator's /supported in the
@@ -12,11 +13,20 @@ import { decodePaymentSignatureHeader, encodePaymentRequiredHeader } from '@x402
 import { HTTPFacilitatorClient, x402HTTPResourceServer } from '@x402/core/server';
 import type { AssetAmount, PaymentRequired, SchemeNetworkServer } from '@x402/core/types';
 import { ExactEvmScheme } from '@x402/evm/exact/server';
+import { UptoEvmScheme } from '@x402/evm/upto/server';
 import { ExactSvmScheme } from '@x402/svm/exact/server';
-import { paymentMiddlewareFromHTTPServer, x402ResourceServer } from '@x402/express';
+import { paymentMiddlewareFromHTTPServer, setSettlementOverrides, x402ResourceServer } from '@x402/express';
 import type { Request, RequestHandler } from 'express';
 import { getAddress } from 'viem';
-import { CAIP2_NETWORKS, EVM_NETWORKS, isEvmNetwork, SOLANA_NETWORKS, type NetworkName } from '../networks.js';
+import {
+  atomicAmount,
+  CAIP2_NETWORKS,
+  EVM_NETWORKS,
+  isEvmNetwork,
+  SOLANA_NETWORKS,
+  type EvmTransferMethod,
+  type NetworkName,
+} from '../networks.js';
 import { MAX_TIMEOUT_SECONDS, type PaidRoute } from './payment.js';
 
 export const V2_PAYMENT_HEADER = 'PAYMENT-SIGNATURE';
@@ -28,17 +38,44 @@ export function x402ExpressV2Knows(network: NetworkName): boolean {
   return Object.hasOwn(CAIP2_NETWORKS, network);
 }
 
-/** The route's price as atomic USDC, its payTo as the network writes addresses, and the scheme of its kind of chain. */
-function offerOf(route: PaidRoute): { scheme: SchemeNetworkServer; payTo: string; price: AssetAmount } {
-  const amount = route.priceMicroUsdc.toString();
+/**
+ * What a v2 target asks on EVM networks beyond exact EIP-3009 (@x402/evm 2.27): `exact` paid
+ * through Permit2 (`extra.assetTransferMethod: "permit2"`, the x402ExactPermit2Proxy), or `upto`
+ * (always Permit2, the x402UptoPermit2Proxy): the payer signs the price as a maximum and the
+ * target settles `uptoChargeMicroUsdc` of it (default: all of it).
+ */
+export interface V2OfferKind {
+  scheme: 'exact' | 'upto';
+  /** exact only; default: the network's own (Permit2 on MegaETH, EIP-3009 elsewhere). */
+  assetTransferMethod?: EvmTransferMethod;
+  /** upto only: what the target settles on each paid call, in micro-USDC; at most the price. */
+  uptoChargeMicroUsdc?: bigint;
+}
+
+/** The route's price as atomic units of the network's stablecoin, its payTo as the network writes addresses, and the scheme of its kind of chain. */
+function offerOf(
+  route: PaidRoute,
+  kind: V2OfferKind,
+): { scheme: SchemeNetworkServer; payTo: string; price: AssetAmount } {
+  const amount = atomicAmount(route.network, route.priceMicroUsdc).toString();
   if (isEvmNetwork(route.network)) {
-    const { usdc, eip712 } = EVM_NETWORKS[route.network];
+    const { usdc, eip712, transferMethod } = EVM_NETWORKS[route.network];
+    const permit2 = kind.scheme === 'upto' || (kind.assetTransferMethod ?? transferMethod) === 'permit2';
     return {
-      scheme: new ExactEvmScheme(),
+      scheme: kind.scheme === 'upto' ? new UptoEvmScheme() : new ExactEvmScheme(),
       payTo: getAddress(route.payTo),
-      price: { amount, asset: getAddress(usdc), extra: { name: eip712.name, version: eip712.version } },
+      price: {
+        amount,
+        asset: getAddress(usdc),
+        extra: {
+          name: eip712.name,
+          version: eip712.version,
+          ...(permit2 ? { assetTransferMethod: 'permit2' } : {}),
+        },
+      },
     };
   }
+  if (kind.scheme !== 'exact') throw new Error(`the v2 targets serve upto on EVM networks only, not ${route.network}`);
   return {
     scheme: new ExactSvmScheme(),
     payTo: route.payTo,
@@ -47,21 +84,25 @@ function offerOf(route: PaidRoute): { scheme: SchemeNetworkServer; payTo: string
 }
 
 export interface V2Layer {
-  handler: RequestHandler;
+  handlers: RequestHandler[];
   /** Resolves once the facilitator's /supported has been read and the route checked against it. */
   ready: Promise<void>;
 }
 
 /** @x402/express 2.27 in front of one route, verifying and settling through the v2 facilitator. */
-export function x402ExpressV2Layer(route: PaidRoute, facilitatorUrl: string): V2Layer {
+export function x402ExpressV2Layer(
+  route: PaidRoute,
+  facilitatorUrl: string,
+  kind: V2OfferKind = { scheme: 'exact' },
+): V2Layer {
   if (!x402ExpressV2Knows(route.network)) throw new Error(`the v2 targets do not serve ${route.network}`);
   const network = CAIP2_NETWORKS[route.network];
-  const { scheme, payTo, price } = offerOf(route);
+  const { scheme, payTo, price } = offerOf(route, kind);
   const server = new x402ResourceServer(new HTTPFacilitatorClient({ url: facilitatorUrl })).register(network, scheme);
   const httpServer = new x402HTTPResourceServer(server, {
     [route.path]: {
       accepts: {
-        scheme: 'exact',
+        scheme: kind.scheme,
         network,
         payTo,
         price,
@@ -74,7 +115,18 @@ export function x402ExpressV2Layer(route: PaidRoute, facilitatorUrl: string): V2
   const ready = httpServer.initialize();
   // Awaited by startTarget; a rejection is its failure, not an unhandled one.
   ready.catch(() => undefined);
-  return { handler: paymentMiddlewareFromHTTPServer(httpServer, undefined, undefined, false), ready };
+  const handlers: RequestHandler[] = [paymentMiddlewareFromHTTPServer(httpServer, undefined, undefined, false)];
+  if (kind.scheme === 'upto') {
+    const charge = kind.uptoChargeMicroUsdc ?? route.priceMicroUsdc;
+    if (charge > route.priceMicroUsdc) throw new Error(`an upto target charges at most its price (${route.path})`);
+    // What the call used: @x402/express settles this amount instead of the maximum.
+    const amount = atomicAmount(route.network, charge).toString();
+    handlers.push((_request, response, next) => {
+      setSettlementOverrides(response, { amount });
+      next();
+    });
+  }
+  return { handlers, ready };
 }
 
 /**

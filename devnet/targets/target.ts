@@ -23,6 +23,7 @@ import {
   V2_PAYMENT_RESPONSE_HEADER,
   x402ExpressV2Knows,
   x402ExpressV2Layer,
+  type V2OfferKind,
 } from './payment-v2.js';
 import {
   DEFAULT_HOLD_TIMEOUT_MS,
@@ -53,6 +54,8 @@ export interface TargetConfig {
   x402Version?: X402Version;
   /** Default: x402-express where it knows the route's network, our own layer elsewhere; @x402/express for version 2. */
   paymentLayer?: PaymentLayerName;
+  /** Version 2 only: what the paid routes ask (default exact, by the network's own transfer method). */
+  v2Offer?: V2OfferKind;
   routes: Record<RouteName, RouteSettings>;
   slowDelayMs?: number;
   errorStatus?: number;
@@ -295,9 +298,9 @@ function mountRoute(
   } else {
     const handlers: RequestHandler[] = [];
     if (paid && paymentLayer === '@x402/express') {
-      const layer = x402ExpressV2Layer(paid, facilitatorV2Url);
+      const layer = x402ExpressV2Layer(paid, facilitatorV2Url, config.v2Offer);
       layersReady.push(layer.ready);
-      handlers.push(layer.handler);
+      handlers.push(...layer.handlers);
     } else if (paid) {
       handlers.push(x402ExpressLayer(paid, facilitatorUrl));
     }

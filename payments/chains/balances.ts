@@ -1,3 +1,5 @@
+import { assetToMicro } from '../money';
+import { NETWORK_TABLE } from '../networkTable';
 import type { PaymentChoice } from '../x402/choose';
 import type { Chains } from './index';
 
@@ -42,14 +44,16 @@ export class WalletBalances {
         details: `our USDC balance on ${choice.network} could not be read: ${balance.details}`,
       };
     }
+    // In micro-USDC by the asset's decimals, as choice.amountMicroUsdc is (MegaUSD has 18).
+    const held = assetToMicro(balance.value, NETWORK_TABLE[choice.network].decimals);
     known.set(key, {
-      microUsdc: balance.value >= choice.amountMicroUsdc ? balance.value - choice.amountMicroUsdc : 0n,
+      microUsdc: held >= choice.amountMicroUsdc ? held - choice.amountMicroUsdc : 0n,
       readAtMs: nowMs,
     });
-    if (balance.value < choice.amountMicroUsdc) {
+    if (held < choice.amountMicroUsdc) {
       return {
         reason: 'insufficient_funds',
-        details: `our USDC balance on ${choice.network} is ${balance.value}, the payment needs ${choice.amountMicroUsdc}`,
+        details: `our USDC balance on ${choice.network} is ${held} micro-USDC, the payment needs ${choice.amountMicroUsdc}`,
       };
     }
     return undefined;

@@ -8,7 +8,7 @@
 import type { ChainType, FinalityRule, NetworkName } from '../networkTable';
 import type { Result } from '../result';
 import type { PaymentChoice } from '../x402/choose';
-import type { PaymentPayload, PaymentRequirements } from '../x402/types';
+import type { PaymentPayload, PaymentRequirements, SignedPaymentPayload } from '../x402/types';
 import type { WalletBalances } from './balances';
 import type { Chains } from './index';
 import type {
@@ -71,10 +71,18 @@ export interface RefundRecord<Outcome> {
   asRecorded(): Promise<Outcome>;
 }
 
+/** An approval our wallet gives once per network, token and spender (EVM: Permit2 on a stablecoin). */
+export interface SpendingApproval {
+  network: NetworkName;
+  token: string;
+  owner: string;
+  spender: string;
+}
+
 /** Our payment to a target, signed: the header and what the chain is read for afterwards. */
 export interface PreparedPayment {
   network: NetworkName;
-  payment: PaymentPayload;
+  payment: SignedPaymentPayload;
   header: string;
   payer: string;
   /** EVM: the authorization nonce, the idempotency key of this payment. Solana: our signature. */
@@ -93,7 +101,7 @@ export interface WatchedTransfer {
   network: NetworkName;
   txHash: string;
   transfer: {
-    payment?: PaymentPayload | null;
+    payment?: SignedPaymentPayload | null;
     raw?: string | null;
     recipient?: string;
     amount?: string;
@@ -180,6 +188,17 @@ export interface ChainFamily {
     choice: PaymentChoice,
     nowMs: number,
   ): Promise<{ reason: string; details: string } | undefined>;
+  /**
+   * A standing approval our wallet must give once before it can pay `choice` (EVM: Permit2's on
+   * the token, for a target that asks for Permit2, while our allowance falls short), or undefined.
+   */
+  spendingApproval(chains: Chains, choice: PaymentChoice): Promise<Result<SpendingApproval | undefined, string>>;
+  /** Gives that approval from our wallet (`store` records its transaction before the broadcast) and waits for its receipt. */
+  giveApproval(
+    approval: SpendingApproval,
+    store: (txHash: string) => Promise<boolean>,
+    deps: Pick<ChainDeps, 'chains' | 'submissions' | 'paymentBounds'>,
+  ): Promise<Result<{ txHash: string; gasUsed: bigint; feeWei: bigint }, string>>;
   /** Our payment for a target's requirement, signed (not sent). */
   signPayment(chains: Chains, choice: PaymentChoice, options: SigningOptions): Promise<Result<PreparedPayment, string>>;
   /** How a payment's reference (PreparedPayment.reference) is recorded: an authorization nonce or our signature. */

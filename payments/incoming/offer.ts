@@ -34,6 +34,10 @@ function relayRequirements(
   const network = chains.network(networkName);
   if (!network) return fail('network_not_enabled', `${networkName} is not enabled`);
   if (!network.serviceAddress) return fail('no_wallet', `no wallet is configured for ${network.name}`);
+  // We verify and settle EIP-3009 authorizations and SPL transfers; a stablecoin that moves only
+  // through Permit2 (MegaETH's) is one we pay targets in, never one we are paid in.
+  if (NETWORK_TABLE[network.name].transferMethod === 'permit2')
+    return fail('network_not_enabled', `${network.name} is enabled for paying targets only (Permit2)`);
   if (options.amountMicroUsdc <= 0n) return fail('invalid_amount', 'the price must be positive');
   const extra = familyOf(network.name).offerExtra(network.name, options.feePayer ?? network.serviceAddress);
   return ok({

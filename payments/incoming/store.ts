@@ -13,7 +13,7 @@ import type { Db, Tx } from '../../db/index';
 import type { RefundsTable, RelayTransactionState, RelayTransactionsTable, SettlementMethod } from '../../db/schema';
 import { subtractSpend, SYSTEM_SCOPE_ID } from '../limits';
 import { canonicalNetwork, NETWORK_TABLE } from '../networkTable';
-import type { PaymentPayload, PaymentRequirements } from '../x402/types';
+import type { PaymentPayload, PaymentRequirements, SignedPaymentPayload } from '../x402/types';
 import { fail, ok, type Result } from '../result';
 import { fromStates } from '../states';
 import { moveRelayTransaction, RELAY_MOVES, updateRelayTransactionIn } from './states';
@@ -185,7 +185,7 @@ export interface TargetPaymentRecord {
   validBefore?: bigint | null;
   lastValidBlockHeight?: bigint | null;
   /** The signed payment itself, kept to send it again if a reorg drops its settlement. */
-  payload?: PaymentPayload;
+  payload?: SignedPaymentPayload;
 }
 
 /**

@@ -16,7 +16,7 @@ import {
   type TargetResponse,
 } from '../http/index';
 import type { PaymentChoice } from '../x402/choose';
-import type { PaymentPayload } from '../x402/types';
+import type { SignedPaymentPayload } from '../x402/types';
 import { decodePaymentResponseHeader } from '../x402/headers';
 import type { OfferV2 } from '../x402/parse';
 import {
@@ -28,6 +28,7 @@ import {
   type X402Version,
 } from '../x402/v2';
 import type { Failure, Ok } from '../result';
+import { ensureSpendingApproval } from './approval';
 import { callTarget, type CallBudget } from './call';
 export { BALANCE_FRESH_MS, WalletBalances } from '../chains/balances';
 import type { SignedTargetPayment } from './chain';
@@ -85,20 +86,24 @@ function inTargetVersion(choice: Pick<PaymentChoice, 'offerV2'>, prepared: Prepa
 }
 
 /**
- * Signs our payment for `choice`. An EVM authorization is valid at most `windowSeconds` (shorter
+ * Signs our payment for `choice`, after the standing approval it needs where it needs one
+ * (approval.ts). An EVM authorization is valid at most `windowSeconds` (shorter
  * when the target asks) and uses `nonce`, recorded by the caller beforehand where it wants; a
  * wallet short of USDC is refused before signing where the family reads it first (signing needs no
  * funds, so the shortage would otherwise only show as the target's refusal; the Solana builder
  * reads the balance itself).
  */
 export async function signTargetPayment(
-  deps: Pick<Deps, 'chains' | 'clock' | 'balances'>,
+  deps: Pick<Deps, 'chains' | 'clock' | 'balances' | 'db' | 'submissions' | 'paymentBounds'>,
   choice: PaymentChoice,
   { nonce, windowSeconds }: { nonce?: `0x${string}`; windowSeconds: number },
 ): Promise<TargetSigningOutcome> {
   const family = familyOf(choice.network);
   const shortage = await family.walletShortage(deps, choice, deps.clock.now().getTime());
   if (shortage) return { ok: false, ...shortage, targetSide: false };
+  // A target paid through Permit2: our wallet's one approval of Permit2 on the token comes first.
+  const approved = await ensureSpendingApproval(deps, choice);
+  if (!approved.ok) return { ok: false, reason: approved.reason, details: approved.details, targetSide: false };
   // A scheme without a time bound (Solana's blockhash bounds it instead) reads no maxTimeoutSeconds.
   const requirements = {
     ...choice.requirements,
@@ -120,7 +125,7 @@ export async function signTargetPayment(
 /** What to record about a signed payment before it leaves, so the chain can be read for it later. */
 export function signedFacts(
   payment: PreparedPayment,
-): { payer: string; payload: PaymentPayload } & Pick<
+): { payer: string; payload: SignedPaymentPayload } & Pick<
   SignedTargetPayment,
   'payerSignature' | 'validBefore' | 'lastValidBlockHeight'
 > {

@@ -9,6 +9,7 @@
  * a 402 we cannot read or pay, requirements we cannot build a payment for) is a 502.
  */
 import type { Deps } from '../deps';
+
 import type { AuthenticatedKey } from '../accounts';
 import { utcDay } from '../clock';
 import type { ReservationRefusal, ReservationRefused } from '../credits';
@@ -45,6 +46,21 @@ import {
   signedTargetPaymentOf,
   watchProxyPayment,
 } from './records';
+
+/** What a paid proxy call uses: the database, the chains, the target's connection, and the approvals a payment may need first. */
+type PayingDeps = Pick<
+  Deps,
+  | 'db'
+  | 'config'
+  | 'chains'
+  | 'resolver'
+  | 'clock'
+  | 'log'
+  | 'connections'
+  | 'balances'
+  | 'submissions'
+  | 'paymentBounds'
+>;
 
 export interface ProxyCall {
   call: CallRequest;
@@ -84,10 +100,7 @@ export type ProxyOutcome =
   | { kind: 'bad_gateway'; message: string; details: string; upstreamStatus?: number; webhookId?: string }
   | { kind: 'configuration_error'; message: string; details: string };
 
-export async function proxyCall(
-  deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances'>,
-  input: ProxyCall,
-): Promise<ProxyOutcome> {
+export async function proxyCall(deps: PayingDeps, input: ProxyCall): Promise<ProxyOutcome> {
   const budget = callBudget(input.timeoutMs);
   const built = buildTargetRequest(input.call);
   if (!built.ok) return { kind: 'bad_request', details: built.details };
@@ -143,7 +156,7 @@ function answerOf(response: TargetResponse): ProxyOutcome {
 }
 
 async function payAndRetry(
-  deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances'>,
+  deps: PayingDeps,
   input: ProxyCall,
   choice: PaymentChoice,
   budget: CallBudget,
@@ -199,7 +212,7 @@ async function payAndRetry(
 }
 
 async function sendAndSettle(
-  deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances'>,
+  deps: PayingDeps,
   input: ProxyCall,
   choice: PaymentChoice,
   reference: `0x${string}`,
@@ -269,7 +282,7 @@ type Prepared =
   { ok: true; value: TargetPayment } | { ok: false; reason: string; details: string; outcome: ProxyOutcome };
 
 async function prepare(
-  deps: Pick<Deps, 'chains' | 'clock' | 'balances' | 'config'>,
+  deps: Pick<Deps, 'chains' | 'clock' | 'balances' | 'config' | 'db' | 'submissions' | 'paymentBounds'>,
   choice: PaymentChoice,
   reference: `0x${string}`,
 ): Promise<Prepared> {

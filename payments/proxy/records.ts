@@ -18,7 +18,7 @@ import { usdcText } from '../money';
 import { FAMILIES } from '../chains/registry';
 import type { SignedTargetPayment } from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
-import type { PaymentPayload } from '../x402/types';
+import type { SignedPaymentPayload } from '../x402/types';
 import { openWebhook } from '../webhooks';
 import { moveProxyPayment } from './states';
 import { holdIdempotencyClaim, type ClaimRef } from '../idempotency';
@@ -112,7 +112,7 @@ export async function holdProxyPayment(
 export interface SignedFacts {
   payer: string;
   /** The signed payment itself, kept to send it again if a reorg drops its settlement. */
-  payload?: PaymentPayload;
+  payload?: SignedPaymentPayload;
   /** Solana: our signature in the transaction. */
   payerSignature?: string | null;
   /** EVM: validBefore, unix seconds. */

@@ -383,7 +383,19 @@ function overLimit(refusal: RelayLimitRefusal, payer: string, networkClass: stri
 }
 
 async function payTarget(
-  deps: Pick<Deps, 'db' | 'config' | 'chains' | 'resolver' | 'clock' | 'log' | 'connections' | 'balances'>,
+  deps: Pick<
+    Deps,
+    | 'db'
+    | 'config'
+    | 'chains'
+    | 'resolver'
+    | 'clock'
+    | 'log'
+    | 'connections'
+    | 'balances'
+    | 'submissions'
+    | 'paymentBounds'
+  >,
   input: RelayCall,
   row: { id: bigint },
   choice: PaymentChoice,

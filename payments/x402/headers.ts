@@ -6,7 +6,7 @@
 import { canonicalNetwork } from '../networkTable';
 import { isPlainObject } from './parse';
 import type { SchemeLookup, SchemePayload } from './schemes';
-import { X402_VERSION, type PaymentPayload, type SettlementResponse } from './types';
+import { X402_VERSION, type PaymentPayload, type SettlementResponse, type SignedPaymentPayload } from './types';
 import { X402_VERSION_2, type PaymentRequirementsV2, type ResourceInfo } from './v2';
 import { fail, ok, type Result } from '../result';
 
@@ -29,7 +29,7 @@ function toBase64Json(value: unknown): string {
   return Buffer.from(JSON.stringify(value), 'utf8').toString('base64');
 }
 
-export function encodePaymentHeader(payment: PaymentPayload): string {
+export function encodePaymentHeader(payment: SignedPaymentPayload): string {
   return toBase64Json(payment);
 }
 

@@ -48,12 +48,30 @@ export interface ExactSvmPayload {
   transaction: string;
 }
 
-export interface PaymentPayload<Payload extends ExactEvmPayload | ExactSvmPayload = ExactEvmPayload | ExactSvmPayload> {
+/** A Permit2 witness transfer (exact with `assetTransferMethod: "permit2"`), as we pay targets; decimal strings. */
+export interface ExactPermit2Payload {
+  signature: string;
+  permit2Authorization: {
+    from: string;
+    permitted: { token: string; amount: string };
+    spender: string;
+    nonce: string;
+    deadline: string;
+    witness: { to: string; validAfter: string };
+  };
+}
+
+export interface PaymentPayload<
+  Payload extends ExactEvmPayload | ExactSvmPayload | ExactPermit2Payload = ExactEvmPayload | ExactSvmPayload,
+> {
   x402Version: typeof X402_VERSION;
   scheme: 'exact';
   network: string;
   payload: Payload;
 }
+
+/** A payment we sign to a target: an EIP-3009 authorization, a Solana transaction, or a Permit2 witness transfer. */
+export type SignedPaymentPayload = PaymentPayload<ExactEvmPayload | ExactSvmPayload | ExactPermit2Payload>;
 
 /** X-PAYMENT-RESPONSE, and the answer of a facilitator's /settle. */
 export interface SettlementResponse {

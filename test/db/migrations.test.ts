@@ -30,6 +30,7 @@ describe('migrations', () => {
         '2026_11_28_0016_usage_reads',
         '2026_11_28_0017_usage_daily',
         '2026_11_29_0017_finality_watches',
+        '2026_11_29_0018_spending_approvals',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -51,6 +52,7 @@ describe('migrations', () => {
         'refunds',
         'relay_transactions',
         'usage_daily',
+        'spending_approvals',
         'webhooks',
       ]);
       // The database functions are their files' source, re-applied on every migrate (also by
@@ -118,6 +120,7 @@ describe('migrations', () => {
         '2026_11_28_0016_usage_reads',
         '2026_11_28_0017_usage_daily',
         '2026_11_29_0017_finality_watches',
+        '2026_11_29_0018_spending_approvals',
       ]);
       const rows = await handle.db
         .selectFrom('daily_spend')

@@ -301,7 +301,7 @@ describe('LocalUsdc on the local chains', () => {
     const initialize = encodeFunctionData({
       abi: usdcAbi,
       functionName: 'initialize',
-      args: ['X', 'X', '9', relayer.address],
+      args: ['X', 'X', '9', 6, relayer.address],
     });
     expect(await revertReason(relayer, initialize)).toContain('already initialized');
     const mint = encodeFunctionData({ abi: usdcAbi, functionName: 'mint', args: [relayer.address, 1n] });

@@ -1,5 +1,5 @@
 // The x402 version 2 peers: the v2 facilitator (@x402/core's x402Facilitator with @x402/evm's exact
-// scheme) lists CAIP-2 kinds, and unmodified @x402/fetch 2.27 pays targets served by unmodified
+// and upto schemes) lists CAIP-2 kinds, and unmodified @x402/fetch 2.27 pays targets served by unmodified
 // @x402/express 2.27 on every EVM network, settled on the local chains with balances moving by
 // exactly the price; a replayed payment and a target that never settles move nothing.
 import { x402Client } from '@x402/core/client';
@@ -52,10 +52,17 @@ describe('the v2 facilitator', () => {
     };
     const v2 = supported.kinds.filter((kind) => kind.x402Version === 2);
     // The Solana kinds (solana-devnet is running too) are tested in harness-v2-solana.test.ts.
-    expect(v2.map((kind) => kind.network).sort()).toEqual(
+    const networksOf = (scheme: string) =>
+      v2
+        .filter((kind) => kind.scheme === scheme)
+        .map((kind) => kind.network)
+        .sort();
+    expect(networksOf('exact')).toEqual(
       [...NETWORKS.map((network) => CAIP2_NETWORKS[network]), CAIP2_NETWORKS['solana-devnet']].sort(),
     );
-    expect(v2.every((kind) => kind.scheme === 'exact')).toBe(true);
+    // upto on every EVM network (test/devnet/permit2.test.ts pays it).
+    expect(networksOf('upto')).toEqual(NETWORKS.map((network) => CAIP2_NETWORKS[network]).sort());
+    expect(v2).toHaveLength(2 * NETWORKS.length + 1);
     expect(
       supported.kinds
         .filter((kind) => kind.x402Version === 1)

@@ -62,7 +62,7 @@ describe('start-up', () => {
   });
 
   it('runs each EVM chain with its real chain id', async () => {
-    const expected = {
+    const expected: Record<string, number> = {
       base: 8453,
       'base-sepolia': 84532,
       'skale-base': 1187947933,

@@ -161,7 +161,15 @@ describe('our balance before signing', () => {
       },
     };
     let now = Date.now();
-    const deps = { chains: counted, clock: { now: () => new Date(now) }, balances: new WalletBalances() };
+    // An EIP-3009 payment needs no standing approval: the database and the submission queue stay unused.
+    const deps = {
+      chains: counted,
+      clock: { now: () => new Date(now) },
+      balances: new WalletBalances(),
+      db: undefined as never,
+      submissions: undefined as never,
+      paymentBounds: undefined as never,
+    };
     const sign = (amount: bigint) =>
       signTargetPayment(
         deps,

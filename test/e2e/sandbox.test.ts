@@ -71,6 +71,13 @@ describe('sandbox', () => {
         'v2-skale-base-sepolia': 2,
         'v2-solana': 2,
         'v2-solana-devnet': 2,
+        // The opt-in networks: Polygon Amoy (USDC) and MegaETH (MegaUSD, Permit2 only, no version 1 target).
+        'polygon-amoy': 1,
+        'v2-polygon-amoy': 2,
+        'v2-permit2-polygon-amoy': 2,
+        'v2-upto-polygon-amoy': 2,
+        'v2-megaeth': 2,
+        'v2-upto-megaeth': 2,
       });
       for (const [name, target] of Object.entries(first.targetDetails)) expect(target.url).toBe(first.targets[name]);
 
@@ -106,6 +113,8 @@ describe('sandbox', () => {
       expect(Object.keys(first.rpc).sort()).toEqual([
         'base',
         'base-sepolia',
+        'megaeth',
+        'polygon-amoy',
         'skale-base',
         'skale-base-sepolia',
         'solana',

@@ -23,6 +23,8 @@ const RPC_VARIABLES: Record<NetworkName, string> = {
   'skale-base': 'RPC_URL_SKALE_BASE',
   'skale-base-sepolia': 'RPC_URL_SKALE_BASE_SEPOLIA',
   polygon: 'RPC_URL_POLYGON',
+  'polygon-amoy': 'RPC_URL_POLYGON_AMOY',
+  megaeth: 'RPC_URL_MEGAETH',
   solana: 'RPC_URL_SOLANA',
   'solana-devnet': 'RPC_URL_SOLANA_DEVNET',
 };

@@ -1,10 +1,16 @@
 /**
  * The EVM family (viem): what the flows ask of a network whose row says `evm`, assembled from this
- * folder. Payments are EIP-3009 TransferWithAuthorization (the exact scheme, exact.ts); our wallet
- * submits and pays gas for settlements and refunds.
+ * folder. Payments are EIP-3009 TransferWithAuthorization (the exact scheme, exact.ts), and to a
+ * target that asks for it a Permit2 witness transfer (permit2.ts), for which our wallet approves
+ * Permit2 once per token (approval.ts); our wallet submits and pays gas for settlements, refunds
+ * and that approval.
  */
+import { maxUint256 } from 'viem';
 import { NETWORK_TABLE, type NetworkName } from '../../networkTable';
-import { ok } from '../../result';
+import { fail, ok } from '../../result';
+import { encodePaymentHeader } from '../../x402/headers';
+import { givePermit2Approval } from './approval';
+import { asksPermit2, PERMIT2_ADDRESS } from './permit2';
 import { probe } from '../reachability';
 import type { ChainFamily } from '../family';
 import { followEvmTransfer } from './finality';
@@ -37,7 +43,33 @@ export const EVM_FAMILY: ChainFamily = {
       ? Promise.resolve(refund.pending(null))
       : reconcileEvmRefund({ ...refund, txHash: refund.txHash }, deps),
   walletShortage: ({ chains, balances }, choice, nowMs) => balances.evmShortage(chains, choice, nowMs),
+  async spendingApproval(chains, choice) {
+    if (!asksPermit2(choice.requirements)) return ok(undefined);
+    const owner = chains.evm.account?.address;
+    if (owner === undefined) return fail('no_wallet', 'EVM_PRIVATE_KEY is not configured');
+    const allowance = await chains.evm.permit2Allowance(choice.network, owner);
+    if (!allowance.ok) return allowance;
+    // We approve every unit, once: an allowance that no longer covers this payment is approved again.
+    if (allowance.value >= BigInt(choice.requirements.maxAmountRequired) && allowance.value > maxUint256 / 2n)
+      return ok(undefined);
+    const token = chains.evm.networks.get(choice.network)?.usdc;
+    if (token === undefined) return fail('network_not_enabled', `${choice.network} is not an enabled EVM network`);
+    return ok({ network: choice.network, token, owner, spender: PERMIT2_ADDRESS });
+  },
+  giveApproval: (approval, store, deps) => givePermit2Approval(deps, approval.network, store),
   async signPayment(chains, choice, { now, nonce }) {
+    if (asksPermit2(choice.requirements)) {
+      const permit = await chains.evm.signPermit2Transfer(choice.requirements, { now, nonce });
+      if (!permit.ok) return permit;
+      return ok({
+        network: permit.value.network,
+        payment: permit.value.payment,
+        header: encodePaymentHeader(permit.value.payment),
+        payer: permit.value.payment.payload.permit2Authorization.from,
+        reference: permit.value.nonce,
+        expiresAt: { unixSeconds: permit.value.unusableFrom },
+      });
+    }
     const signed = await chains.evm.signTransferAuthorization(choice.requirements, { now, nonce });
     if (!signed.ok) return signed;
     const { network, payment, header, authorization } = signed.value;

@@ -9,6 +9,7 @@
 import { encodeFunctionData, type Address, type Hash } from 'viem';
 import type { FinalityRule } from '../../networkTable';
 import type { FinalityReading, WatchedTransfer } from '../family';
+import type { PaymentPayload } from '../../x402/types';
 import type { ChainDeps as Deps } from '../types';
 import type { EvmNetworkClients } from './clients';
 import {
@@ -62,7 +63,9 @@ export async function followEvmTransfer(
   const clients = deps.chains.evm.networks.get(network);
   if (!clients) return { state: 'unknown', details: `${network} is not an enabled EVM network` };
   const payment = watch.transfer.payment;
-  const authorization = payment ? authorizationOf(payment) : undefined;
+  // A Permit2 transfer is the proxy's call, made by the target's facilitator: nothing of ours to send again.
+  const authorization =
+    payment && 'authorization' in payment.payload ? authorizationOf(payment as PaymentPayload) : undefined;
   const receipt = await readReceipt(deps, network, txHash as Hash);
   if (!receipt.ok) return { state: 'unknown', details: receipt.details };
   const ours =

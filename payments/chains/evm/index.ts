@@ -1,6 +1,7 @@
 /**
  * The service wallet on EVM networks (viem): per-network clients built from our configuration
- * (clients.ts), EIP-3009 TransferWithAuthorization signing for paying targets (authorization.ts),
+ * (clients.ts), EIP-3009 TransferWithAuthorization signing for paying targets (authorization.ts)
+ * and Permit2 witness transfers where a target asks for them (permit2.ts),
  * and the reads a payment needs (reads.ts: USDC balance, authorization state, the transaction that
  * used an authorization). The USDC interface is in abi.ts, revert reasons in errors.ts.
  *
@@ -28,6 +29,7 @@ import {
   parsePrivateKey,
   type EvmNetworkClients,
 } from './clients';
+import { createPermit2Reads, signPermit2Transfer, type Permit2Reads, type SignedPermit2 } from './permit2';
 import { createEvmReads, type EvmReads } from './reads';
 
 export {
@@ -51,8 +53,10 @@ export {
 export { revertReason, type ReadFailureReason } from './errors';
 export { DEFAULT_LOG_CHUNK_BLOCKS, DEFAULT_MAX_SCAN_BLOCKS, type AuthorizationUse } from './reads';
 
-/** Our wallet on the EVM networks: its signing, and the reads of createEvmReads. */
-export interface EvmChains extends EvmReads {
+export { asksPermit2, EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS, type SignedPermit2 } from './permit2';
+
+/** Our wallet on the EVM networks: its signing, the reads of createEvmReads, and Permit2's. */
+export interface EvmChains extends EvmReads, Permit2Reads {
   account: PrivateKeyAccount | undefined;
   networks: ReadonlyMap<NetworkName, EvmNetworkClients>;
   /** `nonce`: the authorization nonce to sign with, when the caller recorded it first; random otherwise. */
@@ -60,6 +64,11 @@ export interface EvmChains extends EvmReads {
     requirements: PaymentRequirements,
     options: { now: Date; nonce?: Hex },
   ): Promise<Result<SignedAuthorization, SignFailureReason>>;
+  /** A Permit2 witness transfer for a target that asks for Permit2; `nonce` as for signTransferAuthorization. */
+  signPermit2Transfer(
+    requirements: PaymentRequirements,
+    options: { now: Date; nonce?: Hex },
+  ): Promise<Result<SignedPermit2, SignFailureReason>>;
 }
 
 export interface EvmOptions {
@@ -84,6 +93,9 @@ export function createEvmChains(
     networks,
     signTransferAuthorization: (requirements, signing) =>
       signTransferAuthorization({ clientsOf, account, nextNonce }, requirements, signing),
+    signPermit2Transfer: (requirements, { now, nonce }) =>
+      signPermit2Transfer({ clientsOf, account }, requirements, { now, nonce: nonce ?? nextNonce() }),
+    ...createPermit2Reads(clientsOf),
     // Closures over clientsOf, not methods: they need no `this`.
     ...createEvmReads(clientsOf),
   };

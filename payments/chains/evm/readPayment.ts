@@ -1,11 +1,13 @@
 /**
- * What the chain says about an EIP-3009 authorization we signed for a target (/proxy, and the
- * second leg of /relay): the transaction the target reported is read first (one receipt proves the
- * common case), else the authorization's use is looked up, with the newest block read first so
- * that an unused authorization past its validBefore is known to be expired.
+ * What the chain says about an EIP-3009 authorization or a Permit2 witness transfer we signed for a
+ * target (/proxy, and the second leg of /relay): the transaction the target reported is read first
+ * (one receipt proves the common case), else the authorization's use is looked up (and Permit2's
+ * nonce bitmap: the nonce is ours either way, and a token that moves only through Permit2 has no
+ * EIP-3009 state), with the newest block read first so that an unused payment past its validBefore
+ * (a permit's deadline + 1) is known to be expired.
  */
-import type { Hex } from 'viem';
-import type { NetworkName } from '../../networkTable';
+import { parseAbi, parseEventLogs, type Hex } from 'viem';
+import { NETWORK_TABLE, type NetworkName } from '../../networkTable';
 import type { Chains } from '../index';
 import type { ChainReading, SignedTargetPayment } from '../types';
 import { logsShowAuthorizationUse } from './abi';
@@ -18,6 +20,8 @@ import { logsShowAuthorizationUse } from './abi';
 export const EVM_EXPIRY_MARGIN_SECONDS = 60n;
 
 type PaymentWithPayer = SignedTargetPayment & { payer: string };
+
+const transferEvent = parseAbi(['event Transfer(address indexed from, address indexed to, uint256 value)']);
 
 export async function readEvmTargetPayment(
   chains: Chains,
@@ -34,7 +38,10 @@ export async function readEvmTargetPayment(
   return readEvmPayment(chains, network, payment, now);
 }
 
-/** Whether `hash` is a successful transaction whose USDC contract logged AuthorizationUsed for our payer and nonce. */
+/**
+ * Whether `hash` is a successful transaction whose USDC contract logged AuthorizationUsed for our
+ * payer and nonce, or (Permit2) moved our wallet's tokens while our Permit2 nonce is spent.
+ */
 async function receiptProvesUse(
   chains: Chains,
   network: NetworkName,
@@ -47,7 +54,16 @@ async function receiptProvesUse(
   try {
     const receipt = await clients.publicClient.getTransactionReceipt({ hash: hash as Hex });
     if (receipt.status !== 'success') return false;
-    return logsShowAuthorizationUse(receipt.logs, clients.usdc, { authorizer: payer, nonce });
+    if (logsShowAuthorizationUse(receipt.logs, clients.usdc, { authorizer: payer, nonce })) return true;
+    // A Permit2 witness transfer logs nothing of its own: the token leaving our wallet in this
+    // transaction, with our Permit2 nonce spent, is its proof.
+    const movedOurs = parseEventLogs({ abi: transferEvent, logs: receipt.logs, eventName: 'Transfer' }).some(
+      (log) =>
+        log.address.toLowerCase() === clients.usdc.toLowerCase() && log.args.from.toLowerCase() === payer.toLowerCase(),
+    );
+    if (!movedOurs) return false;
+    const used = await chains.evm.permit2NonceUsed(network, payer, nonce);
+    return used.ok && used.value;
   } catch {
     // Not found yet, or the node did not answer: the full reading decides.
     return false;
@@ -65,8 +81,22 @@ async function readEvmPayment(
   if (payment.nonce === null) return { state: 'unknown', details: `${payment.label} has no authorization nonce` };
   const block = await chains.evm.latestBlock(network);
   if (!block.ok) return { state: 'unknown', details: block.details };
-  const use = await chains.evm.findAuthorizationUse(network, payment.payer, payment.nonce);
+  const permit2Only = NETWORK_TABLE[network].transferMethod === 'permit2';
+  const use = permit2Only
+    ? ({ ok: true, value: { state: 'unused' } } as const)
+    : await chains.evm.findAuthorizationUse(network, payment.payer, payment.nonce);
   if (!use.ok) return { state: 'unknown', details: use.details };
+  if (use.value.state === 'unused') {
+    const permitUsed = await chains.evm.permit2NonceUsed(network, payment.payer, payment.nonce);
+    if (!permitUsed.ok) return { state: 'unknown', details: permitUsed.details };
+    // We never invalidate a Permit2 nonce: a spent one is our transfer.
+    if (permitUsed.value)
+      return {
+        state: 'settled',
+        ...(payment.txHash ? { txHash: payment.txHash } : {}),
+        details: 'Permit2 nonce spent',
+      };
+  }
   if (use.value.state === 'settled') {
     return {
       state: 'settled',

@@ -3,7 +3,7 @@
  * assembled from this folder. Payments are partially signed transactions (the exact scheme,
  * exact.ts) that the settler co-signs as fee payer: our wallet, or a facilitator's.
  */
-import { ok } from '../../result';
+import { fail, ok } from '../../result';
 import type { ChainFamily } from '../family';
 import type { VerifiedClientPayment } from '../types';
 import { abortableProbe } from '../reachability';
@@ -40,6 +40,9 @@ export const SOLANA_FAMILY: ChainFamily = {
       : reconcileSolanaRefund({ ...refund, txHash: refund.txHash }, deps),
   // The builder reads our balance itself.
   walletShortage: () => Promise.resolve(undefined),
+  // SPL transfers need no standing approval.
+  spendingApproval: () => Promise.resolve(ok(undefined)),
+  giveApproval: () => Promise.resolve(fail('not_needed', 'Solana payments need no approval')),
   async signPayment(chains, choice) {
     const built = await chains.svm.buildExactPayment(choice.requirements);
     if (!built.ok) return built;
