@@ -17,7 +17,7 @@ import { grantCredits } from '../payments/credits';
 import { DEFAULT_NETWORK_NAMES } from '../payments/networkTable';
 import { startPeers } from './index';
 import { startLocalLlm } from './llm';
-import { LOCAL_FINALITY_DEPTH, OPT_IN_NETWORK_NAMES, type NetworkName } from './networks';
+import { LOCAL_FINALITY_DEPTH, type NetworkName } from './networks';
 import { required } from './required';
 import type { X402Version } from './targets/payment';
 import type { Sandbox, SandboxOptions } from '../server/sandbox';
@@ -76,7 +76,7 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
   const saved = readKeys(keysFile);
   // The networks enabled by default, and the opt-in ones the sandbox enables too: Polygon Amoy
   // and MegaETH, whose targets ask for Permit2 (exact) and upto.
-  const networks = [...new Set([...(DEFAULT_NETWORK_NAMES as readonly NetworkName[]), ...OPT_IN_NETWORK_NAMES])];
+  const networks: NetworkName[] = [...(DEFAULT_NETWORK_NAMES as readonly NetworkName[]), 'polygon-amoy', 'megaeth'];
   const peers = await startPeers({
     networks,
     keys: saved && {

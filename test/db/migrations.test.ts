@@ -51,8 +51,8 @@ describe('migrations', () => {
         'proxy_payments',
         'refunds',
         'relay_transactions',
-        'usage_daily',
         'spending_approvals',
+        'usage_daily',
         'webhooks',
       ]);
       // The database functions are their files' source, re-applied on every migrate (also by

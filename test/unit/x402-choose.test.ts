@@ -160,11 +160,27 @@ describe('chooseRequirement', () => {
     ]);
   });
 
-  it('refuses an offer moved by a transfer method we do not pay with, by the offer or by its network', () => {
+  it('chooses a Permit2 offer and refuses a transfer method no scheme of ours pays with, by the offer or by its network', () => {
     const megaUsd = '0xFAfDdbb3FC7688494971a79cc65DCa3EF82079E7';
     const withMegaeth: ChoiceOptions = {
       ...options,
       networks: [...networks, { name: 'megaeth', rpcUrl: 'http://127.0.0.1:6', usdc: megaUsd }],
+    };
+    const permit2Offer = evm('megaeth', '1', {
+      asset: megaUsd,
+      extra: { name: 'MegaUSD', version: '1', assetTransferMethod: 'permit2' },
+    });
+    expect(chooseRequirement([permit2Offer], withMegaeth).ok).toBe(true);
+    // A lookup whose EVM scheme pays by EIP-3009 only: the refusal names the method.
+    const eip3009Only: ChoiceOptions = {
+      ...withMegaeth,
+      schemes: {
+        scheme: (network, scheme) => {
+          const found = PAYMENT_SCHEMES.scheme(network, scheme);
+          return found && { ...found, transferMethods: found.transferMethods.filter((method) => method !== 'permit2') };
+        },
+        schemeOfPayload: (payload) => PAYMENT_SCHEMES.schemeOfPayload(payload),
+      },
     };
     expect(
       refusalsOf(
@@ -172,21 +188,13 @@ describe('chooseRequirement', () => {
           evm('base', '1', { extra: { name: 'USD Coin', version: '2', assetTransferMethod: 'permit2' } }),
           evm('megaeth', '1', { asset: megaUsd, extra: { name: 'MegaUSD', version: '1' } }),
         ],
-        withMegaeth,
+        eip3009Only,
       ),
     ).toEqual([
       [0, 'unsupported_transfer_method'],
       [1, 'unsupported_transfer_method'],
     ]);
-    const choice = chooseRequirement(
-      [
-        evm('megaeth', '1', {
-          asset: megaUsd,
-          extra: { name: 'MegaUSD', version: '1', assetTransferMethod: 'permit2' },
-        }),
-      ],
-      withMegaeth,
-    );
+    const choice = chooseRequirement([permit2Offer], eip3009Only);
     expect(!choice.ok && choice.refusals[0]!.details).toBe(
       'MegaUSD on megaeth is paid by the permit2 transfer method, which this service does not pay with (it pays by eip3009)',
     );

@@ -57,7 +57,7 @@ function checkPayload(payload: unknown): Result<ExactEvmPayload, 'invalid_payloa
 
 export const EXACT_EVM: PaymentScheme = {
   scheme: 'exact',
-  transferMethods: ['eip3009'],
+  transferMethods: ['eip3009', 'permit2'],
   checkPayload,
   sameAsset: (asset, configured) => asset.toLowerCase() === configured.toLowerCase(),
   recognizes: (payload) => 'authorization' in payload,
