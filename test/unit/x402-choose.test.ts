@@ -166,7 +166,8 @@ describe('chooseRequirement', () => {
       ...options,
       networks: [...networks, { name: 'megaeth', rpcUrl: 'http://127.0.0.1:6', usdc: megaUsd }],
     };
-    const permit2Offer = evm('megaeth', '1', {
+    // 0.001 MegaUSD (18 decimals): 1,000 micro-USDC.
+    const permit2Offer = evm('megaeth', '1000000000000000', {
       asset: megaUsd,
       extra: { name: 'MegaUSD', version: '1', assetTransferMethod: 'permit2' },
     });
