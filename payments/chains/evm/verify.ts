@@ -120,6 +120,19 @@ export function transferWithAuthorizationData(authorization: CheckedAuthorizatio
   });
 }
 
+/** The checksummed form of an address written in one case or with a right checksum (isAddress); else undefined. */
+function checksummed(address: string): Address | undefined {
+  return isAddress(address) ? getAddress(address) : undefined;
+}
+
+/**
+ * Whether `address` (as isAddress takes it) is `checksummedAddress`. Our own offers carry the
+ * checksummed form, which is equal without computing anything.
+ */
+function sameAddress(address: string, checksummedAddress: Address): boolean {
+  return address === checksummedAddress || checksummed(address) === checksummedAddress;
+}
+
 /** Every check of an EVM payment against the requirement we offered on `network`. */
 export async function verifyEvmPayment(
   payment: PaymentPayload,
@@ -131,19 +144,20 @@ export async function verifyEvmPayment(
   const clients = clientsOf(deps, network);
   if (!clients) return fail('network_not_offered', `${network} is not an enabled EVM network`);
   const { eip712, chainId } = NETWORK_TABLE[network];
-  if (!isAddress(offered.asset) || getAddress(offered.asset) !== clients.usdc || !eip712 || chainId === undefined) {
+  if (!sameAddress(offered.asset, clients.usdc) || !eip712 || chainId === undefined) {
     return fail('invalid_offer', `the offered asset ${offered.asset} is not USDC on ${network}`);
   }
-  if (!isAddress(offered.payTo) || !/^[1-9][0-9]*$/.test(offered.maxAmountRequired)) {
+  const ours = deps.chains.evm.account?.address;
+  const payTo = ours !== undefined && offered.payTo === ours ? ours : checksummed(offered.payTo);
+  if (payTo === undefined || !/^[1-9][0-9]*$/.test(offered.maxAmountRequired)) {
     return fail('invalid_offer', 'the offered payTo or amount is not valid');
   }
-  const ours = deps.chains.evm.account?.address;
-  if (ours !== undefined && getAddress(offered.payTo) !== ours)
+  if (ours !== undefined && payTo !== ours)
     return fail('invalid_offer', `the offered payTo ${offered.payTo} is not our wallet`);
   const authorization = authorizationOf(payment);
   const amount = BigInt(offered.maxAmountRequired);
 
-  if (authorization.to !== getAddress(offered.payTo))
+  if (authorization.to !== payTo)
     return fail('wrong_recipient', `the authorization pays ${authorization.to}, not ${offered.payTo}`);
   if (authorization.value !== amount)
     return fail('wrong_amount', `the authorization is for ${authorization.value}, the price is ${amount}`);
