@@ -2,7 +2,7 @@
 // byte for byte viem's encodeFunctionData of the same ABI, and their answers decode as viem's
 // decodeFunctionResult decodes them; answers that are not the word asked for are refused.
 import { randomBytes } from 'node:crypto';
-import { decodeFunctionResult, encodeFunctionData, getAddress, parseAbi, toHex, type Address, type Hex } from 'viem';
+import { decodeFunctionResult, encodeFunctionData, parseAbi, toHex, type Hex } from 'viem';
 import { describe, expect, it } from 'vitest';
 import {
   authorizationStateData,
@@ -12,10 +12,9 @@ import {
   transferWithAuthorizationVrsData,
 } from '../../payments/chains/evm/calldata';
 import { relayUsdcAbi } from '../../payments/chains/evm/verify';
+import { randomAddress, randomAuthorization, randomWord } from '../support/random-authorization';
 
 const RUNS = 500;
-const randomAddress = (): Address => getAddress(toHex(randomBytes(20)));
-const randomWord = (bytes: number): bigint => BigInt(toHex(randomBytes(bytes)));
 /** Hex as clients may send it: either case. */
 const anyCase = (hex: Hex): Hex => (randomBytes(1)[0]! % 2 === 0 ? hex : `0x${hex.slice(2).toUpperCase()}`);
 const vrsAbi = parseAbi([
@@ -38,14 +37,7 @@ describe('the calldata of a verification', () => {
 
   it(`is viem's encodeFunctionData for transferWithAuthorization (v, r, s), over ${RUNS} random authorizations`, () => {
     for (let index = 0; index < RUNS; index += 1) {
-      const authorization = {
-        from: randomAddress(),
-        to: randomAddress(),
-        value: randomWord(1 + (randomBytes(1)[0]! % 32)),
-        validAfter: randomWord(4),
-        validBefore: randomWord(8),
-        nonce: toHex(randomBytes(32)),
-      };
+      const authorization = randomAuthorization();
       const [r, s] = [toHex(randomBytes(32)), toHex(randomBytes(32))];
       const last = [0, 1, 27, 28][index % 4]!;
       const signature = anyCase(`${r}${s.slice(2)}${last.toString(16).padStart(2, '0')}`);
@@ -61,28 +53,14 @@ describe('the calldata of a verification', () => {
   });
 
   it('takes r and s as they come: the token judges them, nothing throws for a zero r', () => {
-    const authorization = {
-      from: randomAddress(),
-      to: randomAddress(),
-      value: 1n,
-      validAfter: 0n,
-      validBefore: 1n,
-      nonce: toHex(randomBytes(32)),
-    };
+    const authorization = randomAuthorization();
     expect(transferWithAuthorizationVrsData(authorization, `0x${'00'.repeat(32)}${'11'.repeat(32)}1b`)).toMatch(
       /^0x[0-9a-f]{8}([0-9a-f]{64}){9}$/,
     );
   });
 
   it('refuses what no such call takes', () => {
-    const authorization = {
-      from: randomAddress(),
-      to: randomAddress(),
-      value: 1n << 256n,
-      validAfter: 0n,
-      validBefore: 1n,
-      nonce: toHex(randomBytes(32)),
-    };
+    const authorization = { ...randomAuthorization(), value: 1n << 256n };
     const signature: Hex = `0x${'11'.repeat(64)}1b`;
     expect(() => transferWithAuthorizationVrsData(authorization, signature)).toThrow(RangeError);
     expect(() => transferWithAuthorizationVrsData({ ...authorization, value: 1n }, `0x${'11'.repeat(64)}1d`)).toThrow(

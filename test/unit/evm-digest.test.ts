@@ -3,10 +3,10 @@
 // payment on every EVM network of the table, sent as X-PAYMENT or as PAYMENT-SIGNATURE, decodes to
 // the authorization the client signed, whose digest is hashTypedData's and whose signer is recovered.
 import { randomBytes } from 'node:crypto';
-import { getAddress, hashTypedData, recoverTypedDataAddress, toHex, type Address } from 'viem';
+import { hashTypedData, recoverTypedDataAddress, toHex, type Address } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, it } from 'vitest';
-import { transferWithAuthorizationTypes, type TransferAuthorization } from '../../payments/chains/evm';
+import { transferWithAuthorizationTypes } from '../../payments/chains/evm';
 import { usdcDomain } from '../../payments/chains/evm/authorization';
 import { authorizationOf } from '../../payments/chains/evm/verify';
 import {
@@ -19,20 +19,7 @@ import { NETWORK_TABLE, type NetworkName } from '../../payments/networkTable';
 import { recoverSignerLowercase } from '../../payments/secp256k1';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { requirementsToV2 } from '../../payments/x402/v2';
-
-const randomAddress = (): Address => getAddress(toHex(randomBytes(20)));
-const randomWord = (bytes: number): bigint => BigInt(toHex(randomBytes(bytes)));
-
-function randomAuthorization(): TransferAuthorization {
-  return {
-    from: randomAddress(),
-    to: randomAddress(),
-    value: randomWord(1 + (randomBytes(1)[0]! % 32)),
-    validAfter: randomWord(4),
-    validBefore: randomWord(8),
-    nonce: toHex(randomBytes(32)),
-  };
-}
+import { randomAddress, randomAuthorization, randomWord } from '../support/random-authorization';
 
 const DOMAINS: AuthorizationDomain[] = [
   { name: 'USDC', version: '2', chainId: 84532, verifyingContract: '0x036CbD53842c5426634e7929541eC2318f3dCF7e' },

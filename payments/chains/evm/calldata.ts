@@ -7,6 +7,7 @@
  * A test holds every encoding equal to viem's encodeFunctionData on many random arguments.
  */
 import { toFunctionSelector, type Address, type Hex } from 'viem';
+import type { TransferAuthorization } from './authorization';
 
 const UINT256_LIMIT = 1n << 256n;
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
@@ -48,21 +49,12 @@ export function balanceOfData(owner: Address): Hex {
   return `${BALANCE_OF}${addressWord(owner)}`;
 }
 
-export interface TransferAuthorizationCall {
-  from: Address;
-  to: Address;
-  value: bigint;
-  validAfter: bigint;
-  validBefore: bigint;
-  nonce: Hex;
-}
-
 /**
  * transferWithAuthorization(from, to, value, validAfter, validBefore, nonce, v, r, s) for a 65-byte
  * ECDSA signature (ECDSA_SIGNATURE); v as 27 or 28 whichever way the signature carries it. r and s
  * are passed as they are: the token judges them (a signature of ours to verify is checked first).
  */
-export function transferWithAuthorizationVrsData(authorization: TransferAuthorizationCall, signature: Hex): Hex {
+export function transferWithAuthorizationVrsData(authorization: TransferAuthorization, signature: Hex): Hex {
   if (!ECDSA_SIGNATURE.test(signature)) throw new RangeError('the signature is not 65 bytes with v in {0, 1, 27, 28}');
   const last = Number.parseInt(signature.slice(130), 16);
   const v = last < 27 ? last + 27 : last;
