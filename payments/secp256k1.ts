@@ -178,18 +178,35 @@ export function selectSecp256k1(forced?: Secp256k1Name): Secp256k1Choice {
 }
 
 /**
- * The address (checksummed) that signed a 32-byte digest with a 65-byte Ethereum signature (r, s,
- * and v as 27 or 28, or 0 or 1); undefined when the signature recovers no key.
+ * The address (lowercase hex) that signed a 32-byte digest with a 65-byte Ethereum signature (r, s,
+ * and v as 27 or 28, or 0 or 1); undefined when the signature is not 65 bytes of hex or recovers no
+ * key. No checksum is computed: comparing it with another address needs none.
  */
-export function recoverSigner(digest: Hex, signature: Hex, secp: Secp256k1 = processSecp256k1().implementation) {
-  const bytes = hexToBytes(signature);
+export function recoverSignerLowercase(
+  digest: Uint8Array,
+  signature: Hex,
+  secp: Secp256k1 = processSecp256k1().implementation,
+): Hex | undefined {
+  if (signature.length !== 132 || digest.length !== 32) return undefined;
+  // Hex that is not hex stops the decoding short, which the length then refuses.
+  const bytes = Buffer.from(signature.slice(2), 'hex');
   const v = bytes[64];
   if (bytes.length !== 65 || v === undefined) return undefined;
   const recoveryId = v >= 27 ? v - 27 : v;
   if (recoveryId !== 0 && recoveryId !== 1) return undefined;
-  const publicKey = secp.recover(hexToBytes(digest), bytes.subarray(0, 64), recoveryId);
+  const publicKey = secp.recover(digest, bytes.subarray(0, 64), recoveryId);
   if (publicKey === undefined) return undefined;
-  return getAddress(`0x${keccak256(publicKey.subarray(1)).slice(-40)}`);
+  const hash = keccak256(publicKey.subarray(1), 'bytes');
+  return `0x${Buffer.from(hash.buffer, hash.byteOffset + 12, 20).toString('hex')}`;
+}
+
+/**
+ * The address (checksummed) that signed a 32-byte digest with a 65-byte Ethereum signature (r, s,
+ * and v as 27 or 28, or 0 or 1); undefined when the signature recovers no key.
+ */
+export function recoverSigner(digest: Hex, signature: Hex, secp: Secp256k1 = processSecp256k1().implementation) {
+  const recovered = recoverSignerLowercase(hexToBytes(digest), signature, secp);
+  return recovered === undefined ? undefined : getAddress(recovered);
 }
 
 /** The 65-byte Ethereum signature (r, s, v as 27 or 28) of a 32-byte digest, as viem's `sign` makes it. */

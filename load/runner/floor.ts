@@ -3,9 +3,9 @@
  * in CPU of this process per operation (user + system, every thread): a keep-alive HTTP exchange
  * as a client (node:http, as our outbound client and RPC transport use it), a Postgres round trip
  * (pg's `select 1`), a JSON-RPC call through our transport (eth_blockNumber) and four made
- * together (one batch), viem's ECDSA
- * recovery (recoverAddress, what checking a client's EIP-3009 signature costs) and viem's
- * signature of a digest (our account's sign, what paying a target costs). On the Postgres side it
+ * together (one batch), an ECDSA recovery of a signer (recoverSigner, what checking a client's
+ * EIP-3009 signature costs) and a signature of a digest (our account's sign, what paying a target
+ * costs), both through the secp256k1 the service chooses (payments/secp256k1.ts). On the Postgres side it
  * measures the server's CPU for a committed write and for each further row of it. It also sends
  * requests to an inbound server the bench measures (the server's own CPU per request).
  *
@@ -23,9 +23,11 @@
 import http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { createPublicClient, recoverAddress, type Hex } from 'viem';
-import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { createPublicClient, type Hex } from 'viem';
+import { generatePrivateKey } from 'viem/accounts';
+import { serviceAccount } from '../../payments/chains/evm/account';
 import { rpcTransport } from '../../payments/chains/evm/transport';
+import { processSecp256k1, recoverSigner, type Secp256k1Name } from '../../payments/secp256k1';
 import { cpuMs, serveChild } from './children';
 import { median } from './stats';
 
@@ -38,6 +40,8 @@ export interface FloorFigures {
   rpcBatchOfFourUs: number;
   recoverUs: number;
   signUs: number;
+  /** The secp256k1 implementation the recovery and the signature went through, as the service's would. */
+  secp256k1: Secp256k1Name;
   /**
    * Postgres's own CPU (its backend's, read from /proc; NaN when the server is not on this
    * machine): a committed transaction inserting one row, and each further row it inserts by a
@@ -151,7 +155,7 @@ async function measure(message: {
     ]),
   );
 
-  const account = privateKeyToAccount(generatePrivateKey());
+  const account = serviceAccount(generatePrivateKey());
   const hashes = Array.from({ length: count }, (): Hex => `0x${randomBytes(32).toString('hex')}`);
   const at = <T>(list: readonly T[], index: number): T => {
     const item = list[index % list.length];
@@ -162,9 +166,10 @@ async function measure(message: {
   const sign = await perOperation(count, gapMs, async (index) => {
     signatures[index % count] = await account.sign({ hash: at(hashes, index) });
   });
-  const recover = await perOperation(count, gapMs, async (index) => {
-    const recovered = await recoverAddress({ hash: at(hashes, index), signature: at(signatures, index) });
+  const recover = await perOperation(count, gapMs, (index) => {
+    const recovered = recoverSigner(at(hashes, index), at(signatures, index));
     if (recovered !== account.address) throw new Error('recovered another address');
+    return Promise.resolve();
   });
   return {
     httpClientUs: httpClient.cpuUs,
@@ -173,6 +178,7 @@ async function measure(message: {
     rpcBatchOfFourUs: rpcBatchOfFour.cpuUs,
     recoverUs: recover.cpuUs,
     signUs: sign.cpuUs,
+    secp256k1: processSecp256k1().implementation.name,
     postgresCommitUs: server.postgresCommitUs,
     postgresRowUs: server.postgresRowUs,
     postgresUpdateUs: server.postgresUpdateUs,

@@ -129,6 +129,19 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
     const elsewhere = { ...requirements, payTo: peers.wallets.target.evm.address };
     const forged = await sign(requirements, {}, stranger);
     forged.payment.payload.authorization.from = client();
+    // r = 0 and r = the group order are no signature at all (no point has them); s = 0 likewise.
+    const ORDER = 'fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141';
+    const outOfRange = await Promise.all(
+      [
+        (signature: string): Hex => `0x${'00'.repeat(32)}${signature.slice(66)}`,
+        (signature: string): Hex => `0x${ORDER}${signature.slice(66)}`,
+        (signature: string): Hex => `0x${signature.slice(2, 66)}${'00'.repeat(32)}${signature.slice(130)}`,
+      ].map(async (replace) => {
+        const signed = await sign(requirements);
+        signed.payment.payload.signature = replace(signed.payment.payload.signature);
+        return encodePaymentHeader(signed.payment);
+      }),
+    );
 
     const cases: Array<[string, string, PaymentRequirements[]]> = [
       ['wrong_recipient', (await sign(requirements, { to: peers.wallets.target.evm.address })).header, [requirements]],
@@ -143,6 +156,11 @@ describe.each(EVM_NETWORKS)('a client paying us on %s', (network) => {
       ['invalid_signature', (await sign(requirements, { domain: { name: 'USD Coin' } })).header, [requirements]],
       ['invalid_signature', encodePaymentHeader(forged.payment), [requirements]],
       ['invalid_signature', encodePaymentHeader(tampered.payment), [requirements]],
+      ...outOfRange.map((header): [string, string, PaymentRequirements[]] => [
+        'invalid_signature',
+        header,
+        [requirements],
+      ]),
       ['insufficient_funds', (await sign(requirements, {}, stranger)).header, [requirements]],
       // An offer that would pay someone else is ours to get right; it is refused, not trusted.
       ['invalid_offer', (await sign(elsewhere)).header, [elsewhere]],

@@ -54,12 +54,14 @@ describe('secp256k1', () => {
 
   it('recovers nothing, in every implementation, from a signature that recovers no key', () => {
     const digest = bytesToHex(randomBytes(32));
-    // r = 0 is no point; a v of 29 is no Ethereum recovery id; a short signature is malformed.
+    // r = 0 is no point; a v of 29 is no Ethereum recovery id; a short signature is malformed, and
+    // so is one of the right length that is not hex.
     const zeroR: Hex = `0x${'00'.repeat(32)}${'11'.repeat(32)}1b`;
     const badV: Hex = `0x${'11'.repeat(64)}1d`;
     const short: Hex = `0x${'11'.repeat(64)}`;
+    const notHex: Hex = `0x${'11'.repeat(40)}zz${'11'.repeat(23)}1b`;
     for (const implementation of implementations)
-      for (const signature of [zeroR, badV, short])
+      for (const signature of [zeroR, badV, short, notHex])
         expect(recoverSigner(digest, signature, implementation)).toBeUndefined();
   });
 

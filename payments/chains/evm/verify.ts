@@ -19,25 +19,29 @@ import {
   encodeFunctionData,
   getAddress,
   isAddress,
-  isErc6492Signature,
-  isErc8010Signature,
   parseErc6492Signature,
   parseAbi,
-  parseSignature,
-  isAddressEqual,
   zeroAddress,
   type Address,
   type Hex,
 } from 'viem';
 import { NETWORK_TABLE, type NetworkName } from '../../networkTable';
 import { assetToMicro } from '../../money';
-import { recoverSigner } from '../../secp256k1';
+import { recoverSignerLowercase } from '../../secp256k1';
 import { fail, ok, type Result } from '../../result';
 import { type ExactEvmPayload, type PaymentPayload, type PaymentRequirements } from '../../x402/types';
 import { unixSeconds, type ChainDeps as Deps, type VerifiedClientPayment, type VerifyFailureReason } from '../types';
 import type { TransferAuthorization } from './authorization';
 import type { EvmNetworkClients } from './clients';
-import { transferAuthorizationDigest, type AuthorizationDomain } from './digest';
+import {
+  authorizationStateData,
+  balanceOfData,
+  decodeBool,
+  decodeUint256,
+  ECDSA_SIGNATURE,
+  transferWithAuthorizationVrsData,
+} from './calldata';
+import { transferAuthorizationDigestBytes, type AuthorizationDomain } from './digest';
 import { isRpcUnavailable, rpcUnavailable, simulationFailed } from './errors';
 
 /** The (v, r, s) form: every FiatToken v2 has it; the bytes form (smart-wallet signatures) came with v2.2. */
@@ -49,8 +53,18 @@ export const relayUsdcAbi = parseAbi([
   'function authorizationState(address authorizer, bytes32 nonce) view returns (bool)',
 ]);
 
-/** 65 bytes r || s || v with v in {0, 1, 27, 28}: what the (v, r, s) form of transferWithAuthorization takes. */
-const ECDSA_SIGNATURE = /^0x[0-9a-fA-F]{128}(00|01|1[bB]|1[cC])$/;
+/** The last 32 bytes that mark an ERC-6492 wrapper (viem's erc6492MagicBytes) and an ERC-8010 one (ox's magicBytes). */
+const ERC6492_SUFFIX = '6492649264926492649264926492649264926492649264926492649264926492';
+const ERC8010_SUFFIX = '8010801080108010801080108010801080108010801080108010801080108010';
+
+/**
+ * Whether a signature ends in a wrapper's 32 magic bytes: viem's isErc6492Signature and
+ * isErc8010Signature, without the error ox builds (and throws, and catches) to answer no for every
+ * plain signature.
+ */
+function hasSuffix(signature: Hex, suffix: string): boolean {
+  return signature.length >= 2 + suffix.length && signature.endsWith(suffix);
+}
 
 /** A client's authorization as we check and submit it. */
 export interface CheckedAuthorization extends TransferAuthorization {
@@ -78,7 +92,7 @@ export function authorizationOf(payment: PaymentPayload): CheckedAuthorization {
     nonce: authorization.nonce.toLowerCase() as Hex,
     sentSignature: sent,
   };
-  if (!isErc6492Signature(sent)) return { ...common, signature: sent };
+  if (!hasSuffix(sent, ERC6492_SUFFIX)) return { ...common, signature: sent };
   let unwrapped: ReturnType<typeof parseErc6492Signature>;
   try {
     unwrapped = parseErc6492Signature(sent);
@@ -96,27 +110,27 @@ export function authorizationOf(payment: PaymentPayload): CheckedAuthorization {
 
 /** The call our wallet submits: the (v, r, s) form for an ECDSA signature, the `bytes` form for any other. */
 export function transferWithAuthorizationData(authorization: CheckedAuthorization): Hex {
-  const head = [
-    authorization.from,
-    authorization.to,
-    authorization.value,
-    authorization.validAfter,
-    authorization.validBefore,
-    authorization.nonce,
-  ] as const;
-  if (!ECDSA_SIGNATURE.test(authorization.signature)) {
-    return encodeFunctionData({
-      abi: relayUsdcAbi,
-      functionName: 'transferWithAuthorization',
-      args: [...head, authorization.signature],
-    });
-  }
-  const { r, s, v, yParity } = parseSignature(authorization.signature);
+  if (ECDSA_SIGNATURE.test(authorization.signature))
+    return transferWithAuthorizationVrsData(authorization, authorization.signature);
+  const { from, to, value, validAfter, validBefore, nonce, signature } = authorization;
   return encodeFunctionData({
     abi: relayUsdcAbi,
     functionName: 'transferWithAuthorization',
-    args: [...head, Number(v ?? 27n + BigInt(yParity)), r, s],
+    args: [from, to, value, validAfter, validBefore, nonce, signature],
   });
+}
+
+/** The checksummed form of an address written in one case or with a right checksum (isAddress); else undefined. */
+function checksummed(address: string): Address | undefined {
+  return isAddress(address) ? getAddress(address) : undefined;
+}
+
+/**
+ * Whether `address` (as isAddress takes it) is `checksummedAddress`. Our own offers carry the
+ * checksummed form, which is equal without computing anything.
+ */
+function sameAddress(address: string, checksummedAddress: Address): boolean {
+  return address === checksummedAddress || checksummed(address) === checksummedAddress;
 }
 
 /** Every check of an EVM payment against the requirement we offered on `network`. */
@@ -130,19 +144,20 @@ export async function verifyEvmPayment(
   const clients = clientsOf(deps, network);
   if (!clients) return fail('network_not_offered', `${network} is not an enabled EVM network`);
   const { eip712, chainId } = NETWORK_TABLE[network];
-  if (!isAddress(offered.asset) || getAddress(offered.asset) !== clients.usdc || !eip712 || chainId === undefined) {
+  if (!sameAddress(offered.asset, clients.usdc) || !eip712 || chainId === undefined) {
     return fail('invalid_offer', `the offered asset ${offered.asset} is not USDC on ${network}`);
   }
-  if (!isAddress(offered.payTo) || !/^[1-9][0-9]*$/.test(offered.maxAmountRequired)) {
+  const ours = deps.chains.evm.account?.address;
+  const payTo = ours !== undefined && offered.payTo === ours ? ours : checksummed(offered.payTo);
+  if (payTo === undefined || !/^[1-9][0-9]*$/.test(offered.maxAmountRequired)) {
     return fail('invalid_offer', 'the offered payTo or amount is not valid');
   }
-  const ours = deps.chains.evm.account?.address;
-  if (ours !== undefined && getAddress(offered.payTo) !== ours)
+  if (ours !== undefined && payTo !== ours)
     return fail('invalid_offer', `the offered payTo ${offered.payTo} is not our wallet`);
   const authorization = authorizationOf(payment);
   const amount = BigInt(offered.maxAmountRequired);
 
-  if (authorization.to !== getAddress(offered.payTo))
+  if (authorization.to !== payTo)
     return fail('wrong_recipient', `the authorization pays ${authorization.to}, not ${offered.payTo}`);
   if (authorization.value !== amount)
     return fail('wrong_amount', `the authorization is for ${authorization.value}, the price is ${amount}`);
@@ -207,16 +222,16 @@ async function verifySignature(
     `the signature is not ${authorization.from}'s for this authorization on ${clients.network}`,
   );
   // ERC-8010 (EIP-7702 delegation carried in the signature) is not something USDC can be given.
-  if (isErc8010Signature(authorization.sentSignature)) return invalid;
-  if (isErc6492Signature(authorization.sentSignature) && authorization.erc6492 === undefined) return invalid;
+  if (hasSuffix(authorization.sentSignature, ERC8010_SUFFIX)) return invalid;
+  if (hasSuffix(authorization.sentSignature, ERC6492_SUFFIX) && authorization.erc6492 === undefined) return invalid;
   // Read first: a node that is down answers here, not as a refused signature below.
   const codeRead = publicClient.getCode({ address: authorization.from }).then(
     (code) => ({ ok: true as const, code }),
     (error: unknown) => ({ ok: false as const, error }),
   );
-  let hash: Hex;
+  let digest: Uint8Array;
   try {
-    hash = transferAuthorizationDigest(domain, authorization);
+    digest = transferAuthorizationDigestBytes(domain, authorization);
   } catch {
     // Fields no EIP-712 encoding takes (the strict decoding refuses them first): no signature of it.
     return invalid;
@@ -224,23 +239,19 @@ async function verifySignature(
   // The read leaves the process before the recovery takes the thread.
   await new Promise((resolve) => setImmediate(resolve));
   // The process's secp256k1 (the native binding where it loads; payments/secp256k1.ts).
-  const recovered = recoverSigner(hash, authorization.sentSignature);
+  const recovered = recoverSignerLowercase(digest, authorization.sentSignature);
   const read = await codeRead;
   if (!read.ok) return rpcUnavailable(read.error);
   const deployed = read.code !== undefined && read.code !== '0x';
+  const signer = authorization.from.toLowerCase();
   let valid: boolean;
-  if (
-    !deployed &&
-    authorization.from !== zeroAddress &&
-    recovered !== undefined &&
-    isAddressEqual(recovered, authorization.from)
-  ) {
+  if (!deployed && signer !== zeroAddress && recovered === signer) {
     valid = true;
   } else {
     try {
       valid = await publicClient.verifyHash({
         address: authorization.from,
-        hash,
+        hash: `0x${Buffer.from(digest.buffer, digest.byteOffset, digest.length).toString('hex')}`,
         signature: authorization.sentSignature,
         // An account without code is checked by recovery here, without a call; anything else on chain.
         mode: deployed ? 'auto' : 'eoa',
@@ -278,28 +289,31 @@ async function readOnChain(
   sender: Address | undefined,
 ): Promise<OnChainReading> {
   const { publicClient, usdc } = clients;
+  // The two reads as eth_call with their calldata written directly (./calldata.ts), as viem's
+  // readContract sends them; an answer that is not the word asked for is a failed read. Each part
+  // starts in a microtask (still this turn: the reads leave together), so that nothing thrown while
+  // building a call can escape as a rejection nobody awaits.
+  const read = (data: () => Hex) =>
+    Promise.resolve().then(() =>
+      publicClient.request({ method: 'eth_call', params: [{ to: usdc, data: data() }, 'latest'] }),
+    );
   const [state, simulation] = await Promise.all([
     Promise.all([
-      publicClient.readContract({
-        address: usdc,
-        abi: relayUsdcAbi,
-        functionName: 'authorizationState',
-        args: [authorization.from, authorization.nonce],
-      }),
-      publicClient.readContract({
-        address: usdc,
-        abi: relayUsdcAbi,
-        functionName: 'balanceOf',
-        args: [authorization.from],
-      }),
-    ]).then(
-      ([used, balance]) => ({ ok: true as const, used, balance }),
-      (error: unknown) => ({ ok: false as const, error }),
-    ),
-    publicClient.call({ account: sender, to: usdc, data: transferWithAuthorizationData(authorization) }).then(
-      () => ({ ok: true as const }),
-      (error: unknown) => ({ ok: false as const, error }),
-    ),
+      read(() => authorizationStateData(authorization.from, authorization.nonce)),
+      read(() => balanceOfData(authorization.from)),
+    ])
+      .then(([used, balance]) => ({
+        ok: true as const,
+        used: decodeBool(used, 'authorizationState'),
+        balance: decodeUint256(balance, 'balanceOf'),
+      }))
+      .catch((error: unknown) => ({ ok: false as const, error })),
+    Promise.resolve()
+      .then(() => publicClient.call({ account: sender, to: usdc, data: transferWithAuthorizationData(authorization) }))
+      .then(
+        () => ({ ok: true as const }),
+        (error: unknown) => ({ ok: false as const, error }),
+      ),
   ]);
   return { state, simulation };
 }

@@ -184,8 +184,8 @@ export async function floor(bench: Bench, service: ServiceChild): Promise<void> 
     both('a JSON-RPC call through our transport (eth_blockNumber)', (parts) => parts.rpcUs);
     both('four JSON-RPC calls made together (one batch)', (parts) => parts.rpcBatchOfFourUs);
     both('a Postgres round trip (pg, select 1)', (parts) => parts.postgresUs);
-    both("viem's ECDSA recovery (recoverAddress, secp256k1 in JavaScript)", (parts) => parts.recoverUs);
-    both("viem's signature of a digest (our account's sign)", (parts) => parts.signUs);
+    both(`an ECDSA recovery of a signer (recoverSigner, ${hot.secp256k1} secp256k1)`, (parts) => parts.recoverUs);
+    both(`a signature of a digest (our account's sign, ${hot.secp256k1} secp256k1)`, (parts) => parts.signUs);
     both("Postgres's CPU (its backend): a committed one-row insert", (parts) => parts.postgresCommitUs);
     both("Postgres's CPU: each further row that transaction inserts", (parts) => parts.postgresRowUs);
     both("Postgres's CPU: each further row it updates (a counter)", (parts) => parts.postgresUpdateUs);
@@ -206,8 +206,8 @@ export async function floor(bench: Bench, service: ServiceChild): Promise<void> 
     both('a JSON-RPC call', (parts) => parts.wallUs.rpc);
     both('four JSON-RPC calls made together', (parts) => parts.wallUs.rpcBatchOfFour);
     both('a committed one-row insert, from the client (its flush included)', (parts) => parts.wallUs.postgresCommit);
-    both("viem's ECDSA recovery", (parts) => parts.wallUs.recover);
-    both("viem's signature of a digest", (parts) => parts.wallUs.sign);
+    both('an ECDSA recovery of a signer', (parts) => parts.wallUs.recover);
+    both('a signature of a digest', (parts) => parts.wallUs.sign);
     say(line('paid /proxy', PATHS.proxy));
     say(line('paid /relay', PATHS.relay));
     say(line('one inbound verification', PATHS.verification));
