@@ -210,7 +210,7 @@ describe('refused before anything moves', () => {
     const before = await legs(payer.address);
     const unknownNetwork = base64({
       x402Version: 2,
-      accepted: { ...signed.accepted, network: 'eip155:1' },
+      accepted: { ...signed.accepted, network: 'eip155:61' },
       payload: signed.payment.payload,
     });
     const malformed = [
