@@ -52,6 +52,21 @@ const TARGET_SIDE_SIGN_FAILURES = new Set([
  * Our payment to a target, signed: `header` is the value of the header of `x402Version` (X-PAYMENT
  * for 1, PAYMENT-SIGNATURE for 2).
  */
+/** What a paid call to a target uses, for /proxy and /relay alike: the database, the chains, the target's connection, and the approvals a payment may need first. */
+export type PayingDeps = Pick<
+  Deps,
+  | 'db'
+  | 'config'
+  | 'chains'
+  | 'resolver'
+  | 'clock'
+  | 'log'
+  | 'connections'
+  | 'balances'
+  | 'submissions'
+  | 'paymentBounds'
+>;
+
 export type TargetPayment = PreparedPayment & { x402Version: X402Version };
 
 /** Our payment to a target, signed, or why it could not be (targetSide: the target's requirements are at fault). */

@@ -30,6 +30,7 @@ import {
   signedFacts,
   signTargetPayment,
   type CallBudget,
+  type PayingDeps,
   type SignedTargetPayment,
   type TargetPayment,
   type TransferMethodUnsupported,
@@ -46,21 +47,6 @@ import {
   signedTargetPaymentOf,
   watchProxyPayment,
 } from './records';
-
-/** What a paid proxy call uses: the database, the chains, the target's connection, and the approvals a payment may need first. */
-type PayingDeps = Pick<
-  Deps,
-  | 'db'
-  | 'config'
-  | 'chains'
-  | 'resolver'
-  | 'clock'
-  | 'log'
-  | 'connections'
-  | 'balances'
-  | 'submissions'
-  | 'paymentBounds'
->;
 
 export interface ProxyCall {
   call: CallRequest;

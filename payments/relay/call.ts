@@ -25,6 +25,7 @@ import {
   signTargetPayment,
   MAX_PAID_ATTEMPTS,
   type CallBudget,
+  type PayingDeps,
   type TransferMethodUnsupported,
 } from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
@@ -383,19 +384,7 @@ function overLimit(refusal: RelayLimitRefusal, payer: string, networkClass: stri
 }
 
 async function payTarget(
-  deps: Pick<
-    Deps,
-    | 'db'
-    | 'config'
-    | 'chains'
-    | 'resolver'
-    | 'clock'
-    | 'log'
-    | 'connections'
-    | 'balances'
-    | 'submissions'
-    | 'paymentBounds'
-  >,
+  deps: PayingDeps,
   input: RelayCall,
   row: { id: bigint },
   choice: PaymentChoice,
