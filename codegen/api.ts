@@ -774,6 +774,8 @@ export interface components {
          *     | `payload_too_large` | 413 | The request body is larger than 1 MiB. |
          *     | `idempotency_key_reused` | 422 | The Idempotency-Key was first used with another request (method, path or body); use a new key for a new call. Nothing was run. |
          *     | `transfer_method_unsupported` | 422 | The target asks to be paid in a way this service does not pay: its stablecoin moves by a transfer method (`permit2`) we do not sign; `details` names the network, the stablecoin and the method. Nothing was paid or charged. |
+         *     | `asset_unsupported` | 422 | The target asks to be paid on a network the service pays on, but in a token it does not hold there (not the stablecoin configured for that network: another EVM token, or another Solana mint); `details` names the network, the asset asked and ours. Nothing was signed, paid or charged. |
+         *     | `pay_to_account_missing` | 422 | The target's payTo cannot receive the payment: on Solana it has no token account for the mint, and x402 payments transfer into that account without creating it (facilitators refuse them); `details` names the payTo, the mint and the account. Nothing was signed, paid or charged; the target can be paid once it opens the account. |
          *     | `price_above_limit` | 422 | The target asks more than the call's ceiling (`max_amount`, or the API key's default maximum); `price` and `max_amount` name both. Nothing was paid or charged. |
          *     | `capacity_exceeded` | 429 | The server is at its concurrent-request capacity for the route; retry after Retry-After. |
          *     | `spend_limit_exceeded` | 429 | A daily volume limit would be exceeded; nothing was charged. |
@@ -788,7 +790,7 @@ export interface components {
          *     | `llm_unavailable` | 503 | No model backend is configured on this server; nothing was charged. |
          * @enum {string}
          */
-        ErrorCode: "validation_failed" | "malformed_request" | "payment_reused" | "unauthorized" | "payment_required" | "payment_invalid" | "offer_mismatch" | "amount_mismatch" | "network_mismatch" | "payment_expired" | "insufficient_credits" | "policy_refused" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_in_progress" | "payload_too_large" | "idempotency_key_reused" | "price_above_limit" | "transfer_method_unsupported" | "capacity_exceeded" | "spend_limit_exceeded" | "header_fields_too_large" | "internal_error" | "configuration_error" | "llm_failed" | "not_implemented" | "upstream_error" | "target_unreachable" | "verification_unavailable" | "llm_unavailable";
+        ErrorCode: "validation_failed" | "malformed_request" | "payment_reused" | "unauthorized" | "payment_required" | "payment_invalid" | "offer_mismatch" | "amount_mismatch" | "network_mismatch" | "payment_expired" | "insufficient_credits" | "policy_refused" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_in_progress" | "payload_too_large" | "idempotency_key_reused" | "price_above_limit" | "transfer_method_unsupported" | "asset_unsupported" | "pay_to_account_missing" | "capacity_exceeded" | "spend_limit_exceeded" | "header_fields_too_large" | "internal_error" | "configuration_error" | "llm_failed" | "not_implemented" | "upstream_error" | "target_unreachable" | "verification_unavailable" | "llm_unavailable";
         /** @description Two or more of `json`, `data`, `body` and `payload` given together. A call request must not match this (it is referenced under `not`): at most one of them carries the body sent to the target, and two or more are a 400 naming them. Each pair lists its two fields under `properties` as well, for validators that insist a required property be declared. */
         CallBodyFieldConflict: {
             json: unknown;
@@ -2457,7 +2459,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
-        /** @description `price_above_limit` (PriceAboveLimit): the target asks more than the call's ceiling (`max_amount`, or the API key's default maximum). `transfer_method_unsupported` (ErrorBody): the target's stablecoin moves by a transfer method (`permit2`) the service does not pay with; `details` names it. Nothing was paid or charged. */
+        /** @description `price_above_limit` (PriceAboveLimit): the target asks more than the call's ceiling (`max_amount`, or the API key's default maximum). `transfer_method_unsupported` (ErrorBody): the target's stablecoin moves by a transfer method (`permit2`) the service does not pay with; `details` names it. `asset_unsupported` (ErrorBody): the target asks for a token the service does not hold on that network (another EVM token, another Solana mint); `details` names it. `pay_to_account_missing` (ErrorBody): the target's payTo has no token account for the mint on Solana, and x402 payments never create it; `details` names the payTo and the mint. Nothing was signed, paid or charged. */
         PaymentRefusedBeforePaying: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2770,7 +2772,7 @@ export interface operations {
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
-            /** @description Ours: the target's price is above the call's ceiling (PriceAboveLimit, `code` = `price_above_limit`; nothing was paid). Or ours (ErrorBody, `code` = `transfer_method_unsupported`): the target's stablecoin moves by a transfer method the service does not pay with; nothing was paid. Or ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this payer with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
+            /** @description Ours: the target's price is above the call's ceiling (PriceAboveLimit, `code` = `price_above_limit`; nothing was paid). Or ours (ErrorBody, `code` = `transfer_method_unsupported`): the target's stablecoin moves by a transfer method the service does not pay with; nothing was paid. Or ours (ErrorBody, `code` = `asset_unsupported`): the target asks for a token the service does not hold on that network (another EVM token, another Solana mint). Or ours (ErrorBody, `code` = `pay_to_account_missing`): the target's payTo has no token account for the mint on Solana, which x402 payments never create. Neither signs, pays nor charges anything. Or ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this payer with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3153,7 +3155,7 @@ export interface operations {
                     "*/*": components["schemas"]["UpstreamPassThrough"];
                 };
             };
-            /** @description Ours: the target's price is above the call's ceiling (PriceAboveLimit, `code` = `price_above_limit`; nothing was paid). Or ours (ErrorBody, `code` = `transfer_method_unsupported`): the target's stablecoin moves by a transfer method the service does not pay with; nothing was paid. Or ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this account with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
+            /** @description Ours: the target's price is above the call's ceiling (PriceAboveLimit, `code` = `price_above_limit`; nothing was paid). Or ours (ErrorBody, `code` = `transfer_method_unsupported`): the target's stablecoin moves by a transfer method the service does not pay with; nothing was paid. Or ours (ErrorBody, `code` = `asset_unsupported`): the target asks for a token the service does not hold on that network (another EVM token, another Solana mint). Or ours (ErrorBody, `code` = `pay_to_account_missing`): the target's payTo has no token account for the mint on Solana, which x402 payments never create. Neither signs, pays nor charges anything. Or ours (ErrorBody, `code` = `idempotency_key_reused`): the Idempotency-Key was first used by this account with another request (method, path with `format`, or body); nothing was run. Or the target's own 422, passed through. */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

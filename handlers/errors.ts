@@ -39,6 +39,8 @@ export const ERROR_CODES = {
   idempotency_key_reused: { status: 422, error: 'Unprocessable Content' },
   price_above_limit: { status: 422, error: 'Price above limit' },
   transfer_method_unsupported: { status: 422, error: 'Unprocessable Content' },
+  asset_unsupported: { status: 422, error: 'Unprocessable Content' },
+  pay_to_account_missing: { status: 422, error: 'Unprocessable Content' },
   capacity_exceeded: { status: 429, error: 'Too Many Requests' },
   spend_limit_exceeded: { status: 429, error: 'Daily spending limit exceeded' },
   header_fields_too_large: { status: 431, error: 'Request Header Fields Too Large' },

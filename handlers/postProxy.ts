@@ -64,6 +64,9 @@ async function answer(
       return { keep: false, reply: spendLimitReply(outcome.error, outcome) };
     case 'transfer_method_unsupported':
       return { keep: false, reply: errorReply('transfer_method_unsupported', outcome.details) };
+    case 'asset_unsupported':
+    case 'pay_to_account_missing':
+      return { keep: false, reply: errorReply(outcome.kind, outcome.details) };
     case 'bad_gateway':
       return {
         keep: true,

@@ -36,6 +36,9 @@ export const postProxySim: Handler<'postProxySim'> = async (ctx, deps) => {
       return limitRefusalReply(outcome);
     case 'transfer_method_unsupported':
       return errorReply('transfer_method_unsupported', outcome.details);
+    case 'asset_unsupported':
+    case 'pay_to_account_missing':
+      return errorReply(outcome.kind, outcome.details);
     case 'bad_gateway':
       return errorReply('upstream_error', outcome.details);
     case 'configuration_error':

@@ -50,6 +50,9 @@ export async function simulateRelay(ctx: RequestContext<'postRelaySim'> | Reques
       return priceAboveLimitReply(quote);
     case 'transfer_method_unsupported':
       return errorReply('transfer_method_unsupported', quote.details);
+    case 'asset_unsupported':
+    case 'pay_to_account_missing':
+      return errorReply(quote.kind, quote.details);
     case 'bad_gateway':
       return errorReply('upstream_error', quote.details);
     case 'configuration_error':

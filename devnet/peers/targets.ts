@@ -36,6 +36,7 @@ export async function startTargets(
     isEvmNetwork(network) ? wallets.target.evm.address : wallets.target.solana.address;
   const targetOptions = options.targets ?? defaultTargets(networks, options.v2Targets ?? true);
   const targets: Record<string, Target> = {};
+  const opened: Target[] = [];
   for (const target of targetOptions) {
     if (!networks.includes(target.network))
       throw new Error(`target ${target.name}: network ${target.network} is not started`);
@@ -60,6 +61,7 @@ export async function startTargets(
         x402Version: target.x402Version,
         paymentLayer: target.paymentLayer,
         v2Offer: target.v2Offer,
+        ...(target.solanaMint === undefined ? {} : { solanaMint: target.solanaMint }),
         routes,
         slowDelayMs: target.slowDelayMs ?? options.slowDelayMs,
         errorStatus: target.errorStatus,
@@ -69,10 +71,12 @@ export async function startTargets(
     );
     onStop(() => started.close());
     targets[target.name] = started;
+    if (target.openPayToAccounts !== false) opened.push(started);
   }
-  // A payTo on Solana must hold a USDC account before anyone is asked to pay into it.
+  // A payTo on Solana must hold a USDC account before anyone is asked to pay into it (unless the
+  // target is meant to have none).
   await Promise.all(
-    Object.values(targets).flatMap((target) =>
+    opened.flatMap((target) =>
       Object.values(target.routes)
         .filter((route) => isSolanaNetwork(route.network))
         .map((route) =>

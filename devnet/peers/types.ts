@@ -24,6 +24,13 @@ export interface TargetOptions {
   paymentLayer?: PaymentLayerName;
   /** Version 2 only: exact through Permit2, or upto (devnet/targets/payment-v2.ts); default exact by the network's transfer method. */
   v2Offer?: V2OfferKind;
+  /**
+   * Solana: whether the payTo of each paid route gets its USDC account before the target starts
+   * (default true). False leaves a payTo without a token account for the mint, as a fresh wallet is.
+   */
+  openPayToAccounts?: boolean;
+  /** Solana: the mint the paid routes ask to be paid in instead of the cluster's USDC (a token nobody holds here). */
+  solanaMint?: string;
   /** Prices of this target's routes in micro-USDC (null: free); over startPeers' pricesMicroUsdc. */
   pricesMicroUsdc?: Partial<Record<RouteName, bigint | null>>;
   /** Per-route payTo or network, when one route differs from the rest of its target. */

@@ -79,7 +79,7 @@ function offerOf(
   return {
     scheme: new ExactSvmScheme(),
     payTo: route.payTo,
-    price: { amount, asset: SOLANA_NETWORKS[route.network].usdc },
+    price: { amount, asset: route.solanaMint ?? SOLANA_NETWORKS[route.network].usdc },
   };
 }
 

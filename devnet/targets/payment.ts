@@ -26,6 +26,8 @@ export interface PaidRoute {
   payTo: string;
   priceMicroUsdc: bigint;
   description: string;
+  /** Solana: the mint asked for instead of the cluster's USDC. */
+  solanaMint?: string;
 }
 
 /** x402-express 1.2.0 and our own layer speak x402 version 1; @x402/express 2.27 speaks version 2. */
@@ -69,7 +71,7 @@ export function requirementsFor(route: PaidRoute, request: Request, solanaFeePay
   return {
     ...common,
     payTo: route.payTo,
-    asset: SOLANA_NETWORKS[route.network].usdc,
+    asset: route.solanaMint ?? SOLANA_NETWORKS[route.network].usdc,
     extra: { feePayer: solanaFeePayer },
   };
 }
@@ -86,7 +88,7 @@ export function x402ExpressLayer(route: PaidRoute, facilitatorUrl: string): Requ
         decimals: USDC_DECIMALS,
         eip712: EVM_NETWORKS[route.network].eip712,
       }
-    : { address: SOLANA_NETWORKS[route.network].usdc, decimals: USDC_DECIMALS };
+    : { address: route.solanaMint ?? SOLANA_NETWORKS[route.network].usdc, decimals: USDC_DECIMALS };
   const middleware = paymentMiddleware(
     (isEvmNetwork(route.network) ? getAddress(route.payTo) : route.payTo) as Parameters<typeof paymentMiddleware>[0],
     {

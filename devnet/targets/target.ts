@@ -56,6 +56,8 @@ export interface TargetConfig {
   paymentLayer?: PaymentLayerName;
   /** Version 2 only: what the paid routes ask (default exact, by the network's own transfer method). */
   v2Offer?: V2OfferKind;
+  /** Solana: the mint the paid routes ask for instead of the cluster's USDC. */
+  solanaMint?: string;
   routes: Record<RouteName, RouteSettings>;
   slowDelayMs?: number;
   errorStatus?: number;
@@ -262,6 +264,7 @@ function mountRoute(
           payTo: settings.payTo,
           priceMicroUsdc: settings.priceMicroUsdc,
           description: `${route} route of an x402 test target`,
+          ...(config.solanaMint === undefined ? {} : { solanaMint: config.solanaMint }),
         };
   const paymentLayer: PaymentLayerName | null = !paid
     ? null

@@ -126,6 +126,12 @@ export type FinalityReading =
   /** The chain could not be read; look again later. */
   | { state: 'unknown'; details: string };
 
+/** A target's payTo that cannot receive the payment we would make: refused before anything is signed. */
+export interface RecipientAccountProblem {
+  reason: 'pay_to_account_missing';
+  details: string;
+}
+
 export interface SigningOptions {
   now: Date;
   /** The authorization nonce recorded beforehand, where the family signs one (EVM). */
@@ -199,6 +205,14 @@ export interface ChainFamily {
     store: (txHash: string) => Promise<boolean>,
     deps: Pick<ChainDeps, 'chains' | 'submissions' | 'paymentBounds'>,
   ): Promise<Result<{ txHash: string; gasUsed: bigint; feeWei: bigint }, string>>;
+  /**
+   * Why the target's payTo cannot receive `choice` now, read from the chain before anything is
+   * signed, or undefined (EVM: a balance needs no account, never). Solana: the payTo has no token
+   * account for the mint; x402's clients (@x402/svm, x402) pay into that associated account and
+   * never create it, and the facilitators refuse a payment into a missing one. A chain that cannot
+   * be read is no answer here (undefined): signing reads it again and fails on its own.
+   */
+  recipientAccountProblem(chains: Chains, choice: PaymentChoice): Promise<RecipientAccountProblem | undefined>;
   /** Our payment for a target's requirement, signed (not sent). */
   signPayment(chains: Chains, choice: PaymentChoice, options: SigningOptions): Promise<Result<PreparedPayment, string>>;
   /** How a payment's reference (PreparedPayment.reference) is recorded: an authorization nonce or our signature. */

@@ -5,7 +5,7 @@
  */
 import type { Deps } from '../deps';
 import type { Chains } from '../chains/index';
-import { PAYMENT_SCHEMES } from '../chains/registry';
+import { familyOf, PAYMENT_SCHEMES } from '../chains/registry';
 import { canonicalNetwork, type NetworkName } from '../networkTable';
 import {
   sendTargetRequest,
@@ -76,15 +76,35 @@ export function paymentRequiredOf(response: TargetResponse): TargetPaymentRequir
 /**
  * Why we pay nothing: `configuration`, our own setup cannot pay what the target accepts (no wallet
  * key for an enabled network), a 500; `unpayable`, the target asks for nothing we pay (network,
- * asset, amount over the ceiling, ...), a 502; `transfer_method_unsupported`, what the target asks
+ * amount over the ceiling, ...), a 502; `transfer_method_unsupported`, what the target asks
  * for is ours to pay but moves by a transfer method we do not pay with (Permit2), a 422 naming it;
+ * `asset_unsupported`, the target asks on a network we pay on for a token we do not hold there
+ * (not the stablecoin configured for it: an EVM token or a Solana mint), a 422 naming it;
  * `network_not_offered`, the network the caller named is not among the target's payable options
  * (simulation only), a 400.
  */
 export type PaymentDecision = Result<
   PaymentChoice,
-  'configuration' | 'unpayable' | 'transfer_method_unsupported' | 'network_not_offered'
+  'configuration' | 'unpayable' | 'transfer_method_unsupported' | 'asset_unsupported' | 'network_not_offered'
 >;
+
+/**
+ * A target's offer refused by name before anything is signed or moved (a 422): its asset is not
+ * the token we hold on its network, or its payTo has no account to receive it (Solana).
+ */
+export interface OfferRefused {
+  kind: 'asset_unsupported' | 'pay_to_account_missing';
+  details: string;
+}
+
+/**
+ * The chosen offer's payTo read from its chain: why it cannot receive our payment
+ * (ChainFamily.recipientAccountProblem), or undefined. Nothing is signed.
+ */
+export async function recipientRefusal(chains: Chains, choice: PaymentChoice): Promise<OfferRefused | undefined> {
+  const problem = await familyOf(choice.network).recipientAccountProblem(chains, choice);
+  return problem === undefined ? undefined : { kind: problem.reason, details: problem.details };
+}
 
 /** A target's offer that moves its asset by a transfer method we do not pay with: a 422 naming it, nothing moved. */
 export interface TransferMethodUnsupported {
@@ -126,6 +146,13 @@ export function decidePayment(
   }
   const method = choice.refusals.find((refusal) => refusal.reason === 'unsupported_transfer_method');
   if (method) return fail('transfer_method_unsupported', `the target's payment cannot be made: ${method.details}`);
+  const assets = choice.refusals.filter((refusal) => refusal.reason === 'asset_mismatch');
+  if (assets.length > 0) {
+    return fail(
+      'asset_unsupported',
+      `the target asks to be paid in a token this service does not hold: ${assets.map((refusal) => refusal.details).join('; ')}`,
+    );
+  }
   return fail('unpayable', `the target's payment requirements cannot be paid: ${choice.details}`);
 }
 

@@ -26,12 +26,14 @@ import {
   MAX_PAID_ATTEMPTS,
   paymentRequiredOf,
   readPaymentOnChain,
+  recipientRefusal,
   reportedSettlement,
   signedFacts,
   signTargetPayment,
   type CallBudget,
   type PayingDeps,
   type SignedTargetPayment,
+  type OfferRefused,
   type TargetPayment,
   type TransferMethodUnsupported,
 } from '../outgoing/index';
@@ -74,6 +76,7 @@ export type ProxyOutcome =
   | { kind: 'bad_request'; details: string }
   | LimitRefusal
   | TransferMethodUnsupported
+  | OfferRefused
   | { kind: 'insufficient_credits'; details: string }
   | {
       kind: 'spend_limit';
@@ -106,6 +109,7 @@ export async function proxyCall(deps: PayingDeps, input: ProxyCall): Promise<Pro
   if (!decision.ok) {
     if (decision.reason === 'transfer_method_unsupported')
       return { kind: 'transfer_method_unsupported', details: decision.details };
+    if (decision.reason === 'asset_unsupported') return { kind: 'asset_unsupported', details: decision.details };
     return decision.reason === 'configuration'
       ? { kind: 'configuration_error', message: 'The service cannot pay this target', details: decision.details }
       : {
@@ -117,6 +121,9 @@ export async function proxyCall(deps: PayingDeps, input: ProxyCall): Promise<Pro
   }
   const refusedPrice = priceRefusal(limits, decision.value.amountMicroUsdc, decision.value.network);
   if (refusedPrice) return refusedPrice;
+  // Before anything is signed or held: a payTo that cannot receive the payment.
+  const refusedRecipient = await recipientRefusal(deps.chains, decision.value);
+  if (refusedRecipient) return refusedRecipient;
   return payAndRetry(deps, input, decision.value, budget);
 }
 

@@ -16,6 +16,8 @@ import {
   decidePayment,
   isClientError,
   paymentRequiredOf,
+  recipientRefusal,
+  type OfferRefused,
   type TransferMethodUnsupported,
 } from '../outgoing/index';
 
@@ -42,6 +44,7 @@ export type SimulationOutcome =
   | { kind: 'bad_request'; details: string }
   | LimitRefusal
   | TransferMethodUnsupported
+  | OfferRefused
   | { kind: 'bad_gateway'; details: string }
   | { kind: 'configuration_error'; details: string };
 
@@ -83,12 +86,15 @@ export async function simulateProxyCall(
     if (decision.reason === 'network_not_offered') return { kind: 'bad_request', details: decision.details };
     if (decision.reason === 'transfer_method_unsupported')
       return { kind: 'transfer_method_unsupported', details: decision.details };
+    if (decision.reason === 'asset_unsupported') return { kind: 'asset_unsupported', details: decision.details };
     return decision.reason === 'configuration'
       ? { kind: 'configuration_error', details: decision.details }
       : { kind: 'bad_gateway', details: decision.details };
   }
   const refusedPrice = priceRefusal(limits, decision.value.amountMicroUsdc, decision.value.network);
   if (refusedPrice) return refusedPrice;
+  const refusedRecipient = await recipientRefusal(deps.chains, decision.value);
+  if (refusedRecipient) return refusedRecipient;
   return {
     kind: 'result',
     result: {

@@ -25,6 +25,7 @@ import {
   signTargetPayment,
   MAX_PAID_ATTEMPTS,
   type CallBudget,
+  type OfferRefused,
   type PayingDeps,
   type TransferMethodUnsupported,
 } from '../outgoing/index';
@@ -80,6 +81,7 @@ export type RelayOutcome =
   | { kind: 'bad_request'; details: string; reason?: SettleFailureReason }
   | PriceAboveLimit
   | TransferMethodUnsupported
+  | OfferRefused
   | { kind: 'spend_limit'; details: string; spentMicroUsdc: bigint; limitMicroUsdc: bigint; requestedMicroUsdc: bigint }
   | { kind: 'bad_gateway'; message: string; headers: RelayHeaders }
   | { kind: 'internal_error'; details: string };
@@ -322,6 +324,8 @@ function unpriced(quote: Exclude<RelayQuote, { kind: 'priced' }>): RelayOutcome 
       return { kind: 'internal_error', details: quote.details };
     case 'price_above_limit':
     case 'transfer_method_unsupported':
+    case 'asset_unsupported':
+    case 'pay_to_account_missing':
       return quote;
   }
 }

@@ -15,7 +15,9 @@ import {
   decidePayment,
   isClientError,
   paymentRequiredOf,
+  recipientRefusal,
   type CallBudget,
+  type OfferRefused,
   type TransferMethodUnsupported,
 } from '../outgoing/index';
 import type { PaymentChoice } from '../x402/choose';
@@ -31,6 +33,8 @@ export type RelayQuote =
   /** The target asks more than the caller's `max_amount`: refused before any offer is made. */
   | PriceAboveLimit
   | TransferMethodUnsupported
+  /** The target's asset is not the token we hold there, or its payTo cannot receive it: refused before any offer. */
+  | OfferRefused
   | { kind: 'bad_gateway'; details: string }
   | { kind: 'configuration_error'; details: string };
 
@@ -65,6 +69,7 @@ export async function quoteRelay(
   if (!decision.ok) {
     if (decision.reason === 'transfer_method_unsupported')
       return { kind: 'transfer_method_unsupported', details: decision.details };
+    if (decision.reason === 'asset_unsupported') return { kind: 'asset_unsupported', details: decision.details };
     return decision.reason === 'configuration'
       ? { kind: 'configuration_error', details: decision.details }
       : { kind: 'bad_gateway', details: decision.details };
@@ -79,6 +84,9 @@ export async function quoteRelay(
       details: `network ${named.network} is a ${NETWORK_TABLE[named.network].networkClass} network; this target is paid on ${choice.networkClass} (${choice.network}), so a relay to it is paid on ${choice.networkClass}`,
     };
   }
+  // A target nobody can pay now is refused before the client is asked to pay us.
+  const refusedRecipient = await recipientRefusal(deps.chains, choice);
+  if (refusedRecipient) return refusedRecipient;
   const fee = relayFee(choice.amountMicroUsdc, {
     percent: deps.config.relayFeePercent,
     minUsdc: deps.config.relayFeeMinUsdc,

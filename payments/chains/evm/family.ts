@@ -57,6 +57,8 @@ export const EVM_FAMILY: ChainFamily = {
     return ok({ network: choice.network, token, owner, spender: PERMIT2_ADDRESS });
   },
   giveApproval: (approval, store, deps) => givePermit2Approval(deps, approval.network, store),
+  // An EVM balance needs no account of the payTo's: any address can receive the token.
+  recipientAccountProblem: () => Promise.resolve(undefined),
   async signPayment(chains, choice, { now, nonce }) {
     if (asksPermit2(choice.requirements)) {
       const permit = await chains.evm.signPermit2Transfer(choice.requirements, { now, nonce });

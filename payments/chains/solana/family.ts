@@ -10,6 +10,7 @@ import { abortableProbe } from '../reachability';
 import { followSolanaTransfer } from './finality';
 import { readSolanaTargetPayment } from './readPayment';
 import { reconcileSolanaRefund, sendSolanaRefund } from './refund';
+import { solanaRecipientProblem } from './recipient';
 import { followSolanaFacilitatorSettlement, reconcileSolanaSettlement, settleSolanaDirectly } from './settle';
 import { verifySolanaPayment } from './verify';
 
@@ -43,6 +44,7 @@ export const SOLANA_FAMILY: ChainFamily = {
   // SPL transfers need no standing approval.
   spendingApproval: () => Promise.resolve(ok(undefined)),
   giveApproval: () => Promise.resolve(fail('not_needed', 'Solana payments need no approval')),
+  recipientAccountProblem: solanaRecipientProblem,
   async signPayment(chains, choice) {
     const built = await chains.svm.buildExactPayment(choice.requirements);
     if (!built.ok) return built;

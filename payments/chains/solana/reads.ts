@@ -31,6 +31,11 @@ export type TransactionSignatures =
 
 export interface SvmReads {
   usdcBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>>;
+  /** Whether the owner's associated USDC account exists (confirmed); its address is in `account`. */
+  usdcAccountOf(
+    network: NetworkName,
+    owner: string,
+  ): Promise<Result<{ account: string; exists: boolean }, ReadFailureReason>>;
   signatureStatus(network: NetworkName, signature: string): Promise<Result<SignatureStatus, ReadFailureReason>>;
   /**
    * A confirmed transaction's signatures by signer (base58), and whether it failed: the proof that
@@ -65,6 +70,25 @@ export function createSvmReads(rpc: SvmRpc): SvmReads {
         commitment: 'confirmed',
       });
       return ok(encoded.exists ? (readTokenAccount(encoded)?.amount ?? 0n) : 0n);
+    } catch (error) {
+      return rpcFailure(error);
+    }
+  }
+
+  async function usdcAccountOfOwner(
+    network: NetworkName,
+    owner: string,
+  ): Promise<Result<{ account: string; exists: boolean }, ReadFailureReason>> {
+    const clients = clientsOf(network);
+    if (!clients.ok) return clients;
+    if (!isAddress(owner)) return fail('invalid_argument', `${owner} is not a Solana address`);
+    try {
+      const account = await usdcAccountOf(owner, clients.value.usdc);
+      const [encoded] = await fetchEncodedAccounts<[string]>(clients.value.rpc, [account], {
+        ...bounded(),
+        commitment: 'confirmed',
+      });
+      return ok({ account, exists: encoded.exists });
     } catch (error) {
       return rpcFailure(error);
     }
@@ -153,5 +177,12 @@ export function createSvmReads(rpc: SvmRpc): SvmReads {
     }
   }
 
-  return { usdcBalance, signatureStatus, transactionSignatures, blockHeight, waitForSignature };
+  return {
+    usdcBalance,
+    usdcAccountOf: usdcAccountOfOwner,
+    signatureStatus,
+    transactionSignatures,
+    blockHeight,
+    waitForSignature,
+  };
 }
