@@ -224,6 +224,12 @@ export interface RelayTransactionsTable {
   idempotency_claim: string | null;
   /** EVM direct settlement: the signed transaction of client_tx_hash, stored before its broadcast (sent again if lost). */
   client_raw_tx: string | null;
+  /** The scheme the client paid with: `exact` (the amount) or `upto` (a maximum; we settle what was used). */
+  scheme: ColumnType<'exact' | 'upto', 'exact' | 'upto' | undefined, 'exact' | 'upto'>;
+  /** upto: the maximum the client signed, in the asset's atomic units (numeric: read as text, written as bigint). */
+  maximum_atomic: ColumnType<string | null, bigint | null | undefined, bigint | null>;
+  /** upto: what we settled, in the asset's atomic units; never above maximum_atomic (a check). */
+  settled_atomic: ColumnType<string | null, bigint | null | undefined, bigint | null>;
   created_at: Timestamp;
   updated_at: Timestamp;
   settled_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;

@@ -94,15 +94,16 @@ async function knownToNode(clients: EvmNetworkClients, hash: Hash): Promise<bool
  * Unless the node knows our hash after all, the call is prepared again with the pending nonce read
  * anew, signed, and recorded in place of the refused one (`beforeBroadcast(hash, refused)`), at
  * most MAX_NONCE_RETRIES times. Every other broadcast failure keeps the recorded hash: only the
- * chain can say later whether it landed.
+ * chain can say later whether it landed. `beforeSigning` (each time, inside the queue) refuses with
+ * its own reasons.
  */
-export async function submitEvmTransaction(
+export async function submitEvmTransaction<Refusal extends string = VerifyFailureReason>(
   deps: Pick<Deps, 'chains' | 'submissions'>,
   network: NetworkName,
   call: { to: Address; data: Hex },
   beforeBroadcast: (signed: { hash: Hash; raw: Hex }, refused?: Hash) => Promise<boolean>,
-  beforeSigning?: () => Promise<Result<true, VerifyFailureReason>>,
-): Promise<Result<SubmittedTransaction, SubmitFailureReason | VerifyFailureReason>> {
+  beforeSigning?: () => Promise<Result<true, Refusal>>,
+): Promise<Result<SubmittedTransaction, SubmitFailureReason | Refusal>> {
   const clients = clientsOf(deps, network);
   if (!clients) return fail('network_not_enabled', `${network} is not an enabled EVM network`);
   const { walletClient, publicClient } = clients;
@@ -111,7 +112,7 @@ export async function submitEvmTransaction(
   try {
     return await deps.submissions.run(
       `${network}:${account.address}`,
-      async (): Promise<Result<SubmittedTransaction, SubmitFailureReason | VerifyFailureReason>> => {
+      async (): Promise<Result<SubmittedTransaction, SubmitFailureReason | Refusal>> => {
         let refused: Hash | undefined;
         for (let attempt = 0; ; attempt += 1) {
           if (beforeSigning) {
