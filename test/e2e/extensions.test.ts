@@ -88,7 +88,7 @@ function decoded(header: string | null): any {
 }
 
 /** A funded payer, and @x402/fetch 2.27 paying as it; with `id`, @x402/extensions' client step adds that payment id. */
-async function payer(id?: string) {
+async function payer(id?: string, to: () => TestService = () => t) {
   const privateKey = generatePrivateKey();
   const account = privateKeyToAccount(privateKey);
   await peers.mint(NETWORK, account.address, 1_000_000n);
@@ -103,7 +103,7 @@ async function payer(id?: string) {
     address: account.address,
     client,
     pay: (path: string, body: unknown, headers: Record<string, string> = {}) =>
-      paying(`${t.service.url}${path}`, {
+      paying(`${to().service.url}${path}`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', ...headers },
         body: JSON.stringify(body),
@@ -377,5 +377,39 @@ describe('settlement_pending followed to its end', () => {
     expect(await usdc(client.address)).toBe(before.client - RELAY_PRICE);
     expect(await usdc(service())).toBe(before.service + RELAY_PRICE - PRICE);
     expect(await usdc(payTo)).toBe(before.target + PRICE);
+  });
+
+  it("/relay settled through a facilitator that answers settlement_pending: the client's payment is followed as a settlement, and the call goes on once it lands", async () => {
+    const viaFacilitator = await startTestService({
+      ...peersEnv(peers),
+      FACILITATOR_URL: peers.facilitatorV2.pending.url,
+    });
+    try {
+      const client = await payer(undefined, () => viaFacilitator);
+      const payTo = target('plain').routes.paid.payTo;
+      const before = { client: await usdc(client.address), service: await usdc(service()), target: await usdc(payTo) };
+      const { held } = peers.facilitatorV2.pending;
+      const settles = () => peers.facilitatorV2.pending.calls.filter((call) => call.path === '/settle').length;
+      const settlesBefore = settles();
+
+      const answer = client.pay('/relay', relayBody('plain'));
+      // The facilitator has answered settlement_pending once it holds the client's settlement.
+      while (held.count() === 0) await new Promise((resolve) => setTimeout(resolve, 25));
+      expect(settles() - settlesBefore).toBe(1);
+      const pending = peers.facilitatorV2.pending.calls.at(-1)!.answer as { transaction: string };
+      expect(pending).toMatchObject({ success: false, errorReason: 'settlement_pending' });
+      await held.release();
+      const res = await answer;
+
+      expect(res.status).toBe(200);
+      // Settled by the facilitator's own transaction, waited for: not by one of ours sent instead.
+      expect(res.headers.get('x-client-payment')).toBe(pending.transaction);
+      expect(await res.json()).toMatchObject({ ok: true, route: 'paid' });
+      expect(await usdc(client.address)).toBe(before.client - RELAY_PRICE);
+      expect(await usdc(service())).toBe(before.service + RELAY_PRICE - PRICE);
+      expect(await usdc(payTo)).toBe(before.target + PRICE);
+    } finally {
+      await viaFacilitator.stop();
+    }
   });
 });
