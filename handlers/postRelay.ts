@@ -166,7 +166,8 @@ function replyOf(
 }
 
 /**
- * POST /relay. A paid call runs once per Idempotency-Key (per paying wallet) or, without a key, per
+ * POST /relay. A paid call runs once per Idempotency-Key (per paying wallet; the id of a version 2
+ * payment's payment-identifier extension is the same key, and both at once must agree) or, without a key, per
  * payment: a repeat of the same request gets the kept answer (409 while the first runs) and moves
  * no money. The same payment for another request is refused as already used; the same key for
  * another request is a 422. Calls without a payment move nothing and are not recorded.
