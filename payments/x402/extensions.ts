@@ -41,7 +41,7 @@ export function paymentIdentifierDeclaration(): { info: { required: boolean }; s
   return { info: { required: false }, schema: structuredClone(PAYMENT_IDENTIFIER_SCHEMA) };
 }
 
-export function isValidPaymentId(id: unknown): id is string {
+function isValidPaymentId(id: unknown): id is string {
   return (
     typeof id === 'string' &&
     id.length >= PAYMENT_ID_MIN_LENGTH &&
@@ -75,7 +75,7 @@ export function paymentIdentifierOf(
 }
 
 /** Whether a target's PAYMENT-REQUIRED declares payment-identifier (`{info: {required: boolean}}`). */
-export function declaresPaymentIdentifier(extensions: Record<string, unknown> | undefined): boolean {
+function declaresPaymentIdentifier(extensions: Record<string, unknown> | undefined): boolean {
   const extension = extensions?.[PAYMENT_IDENTIFIER];
   return isPlainObject(extension) && isPlainObject(extension.info) && typeof extension.info.required === 'boolean';
 }
@@ -110,7 +110,7 @@ export const MAX_BAZAAR_JSON_CHARS = 16 * 1024;
  * A target's `bazaar` discovery metadata (its PAYMENT-REQUIRED's `extensions.bazaar`), as it sent
  * it, when it is an object whose JSON is at most MAX_BAZAAR_JSON_CHARS; else undefined.
  */
-export function bazaarOf(extensions: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+function bazaarOf(extensions: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
   const bazaar = extensions?.[BAZAAR];
   if (!isPlainObject(bazaar)) return undefined;
   const json = JSON.stringify(bazaar);

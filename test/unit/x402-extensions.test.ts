@@ -8,15 +8,21 @@ import {
 } from '@x402/extensions/payment-identifier';
 import { describe, expect, it } from 'vitest';
 import {
-  bazaarOf,
   extensionsForTarget,
-  isValidPaymentId,
   MAX_BAZAAR_JSON_CHARS,
   ourPaymentId,
   PAYMENT_IDENTIFIER,
   paymentIdentifierDeclaration,
   paymentIdentifierOf,
+  withBazaar,
 } from '../../payments/x402/extensions';
+
+/** Whether a payment carrying `id` in payment-identifier is read as carrying that id. */
+const accepted = (id: string) => paymentIdentifierOf({ [PAYMENT_IDENTIFIER]: { info: { required: false, id } } }).ok;
+
+/** The dry runs' bazaar of a version 2 402 with these extensions. */
+const bazaarOf = (extensions: Record<string, unknown> | undefined) =>
+  withBazaar({ x402Version: 2, accepts: [], offers: [], skipped: [], ...(extensions ? { extensions } : {}) }).bazaar;
 
 describe('payment-identifier', () => {
   it('our declaration is the one @x402/extensions declares for an optional id', () => {
@@ -37,7 +43,7 @@ describe('payment-identifier', () => {
       'ünïcödé_ünïcödé_ünïcödé',
       '0123456789-_ABCDEFabcdef',
     ];
-    for (const id of ids) expect(isValidPaymentId(id), id).toBe(packageIsValid(id));
+    for (const id of ids) expect(accepted(id), id).toBe(packageIsValid(id));
   });
 
   it("reads a payment's id: absent, echoed without one, valid, or refused", () => {
@@ -91,6 +97,8 @@ describe('bazaar', () => {
     expect(bazaarOf({ bazaar })).toEqual(bazaar);
     expect(bazaarOf({ bazaar: 'not an object' })).toBeUndefined();
     expect(bazaarOf(undefined)).toBeUndefined();
+    // A version 1 402 has no extensions.
+    expect(withBazaar({ x402Version: 1, accepts: [], skipped: [] })).toEqual({});
     expect(bazaarOf({ bazaar: { info: { blob: 'x'.repeat(MAX_BAZAAR_JSON_CHARS) } } })).toBeUndefined();
   });
 });
