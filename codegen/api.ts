@@ -53,7 +53,12 @@ export interface paths {
          *     key and request within 24 hours get the first answer; a repeat carrying another payment than
          *     the first call's gets it only if that payment would pay (it is verified, never settled), and
          *     the same key with another request is a 422. Answers that moved nothing (our 400, 402, 429
-         *     and 500) are not kept: a repeat runs again. Calls without a payment are not recorded.
+         *     and 500) are not kept: a repeat runs again. Calls without a payment are not recorded. A
+         *     version 2 payment whose `payment-identifier` extension carries an `id` (PAYMENT-REQUIRED
+         *     declares the extension, as @x402/extensions does) is keyed by that id exactly as by an
+         *     Idempotency-Key; sent together, the key and the id must be equal (else 400, nothing runs),
+         *     and an id that is not 16 to 128 letters, digits, `_` or `-` is a 400. Any other extension in
+         *     a payment is ignored.
          *
          *     **Version 2.** A PAYMENT-SIGNATURE whose `accepted` equals one entry of PAYMENT-REQUIRED is
          *     verified as the same payment in X-PAYMENT would be, and is the same payment: an authorization
@@ -476,6 +481,18 @@ export interface paths {
          *        asked, and the payment is settled only after the model answered (X-Payment-Response, or
          *        PAYMENT-RESPONSE for a version 2 payment, carries the settlement). A failed chat
          *        (500) or a missing backend (503) charges nothing.
+         *
+         *     **Retries after a lost answer.** With an Idempotency-Key, or a version 2 payment whose
+         *     `payment-identifier` extension carries an `id` (PAYMENT-REQUIRED declares the extension; the
+         *     id means what the key means, and when both are sent they must be equal, else 400), the chat
+         *     runs once per key and paying wallet (on Solana per payment): the same key and request within
+         *     24 hours get the first answer byte for byte with `Idempotent-Replayed: true` and are never
+         *     charged again (a repeat carrying another payment than the first call's gets it only if that
+         *     payment would pay; it is verified, never settled); a repeat while the first runs is a 409
+         *     with Retry-After; the same key with another request is a 422. An id that is not 16 to 128
+         *     letters, digits, `_` or `-` is a 400. Answers that charged nothing are not kept. Without a
+         *     key a payment is accepted once (a repeat is a 400 `payment_reused`). Any other extension in a
+         *     payment is ignored.
          */
         post: operations["postLlmChat"];
         delete?: never;
@@ -1206,6 +1223,29 @@ export interface components {
             feeModel: string;
         };
         /**
+         * @description The target's discovery metadata: the `bazaar` extension of its x402 version 2 PAYMENT-REQUIRED (as @x402/extensions declares it: `info` with the call's `input` and `output`, and the `schema` they follow), passed on as the target sent it, unchecked. Present only when the target declares it and its JSON is at most 16 KiB; the service does not use it to pay.
+         * @example {
+         *       "info": {
+         *         "input": {
+         *           "type": "http",
+         *           "method": "GET",
+         *           "queryParams": {
+         *             "city": "Lisbon"
+         *           }
+         *         },
+         *         "output": {
+         *           "type": "json",
+         *           "example": {
+         *             "temperature": 21
+         *           }
+         *         }
+         *       }
+         *     }
+         */
+        TargetBazaar: {
+            [key: string]: unknown;
+        };
+        /**
          * @description Result of a relay simulation. The target was called once without payment; nothing was paid. When the target asks for payment, `targetPaymentRequirements` is the requirement of the target the relay would pay and `relayFeeBreakdown` what the client would pay the service; both are present exactly when `requiresPayment` is true.
          * @example {
          *       "requiresPayment": true,
@@ -1246,6 +1286,7 @@ export interface components {
             relayFeeBreakdown?: components["schemas"]["RelayFeeBreakdown"];
             /** @description Human-readable summary of the simulation. */
             message: string;
+            bazaar?: components["schemas"]["TargetBazaar"];
         };
         /**
          * @description A daily volume limit and today's use of it (the day is the UTC date; limits reset at 00:00 UTC).
@@ -1476,6 +1517,7 @@ export interface components {
             response: unknown;
             paymentRequirements?: components["schemas"]["PaymentRequirements"];
             feeBreakdown?: components["schemas"]["ProxyFeeBreakdown"];
+            bazaar?: components["schemas"]["TargetBazaar"];
         };
         /**
          * @description Balance and daily proxy spending of the API key's account. Mainnet amounts are in credits (1 credit = 0.001 USDC); testnet amounts are in USD, as their names say. Daily amounts reset at 00:00 UTC.
@@ -2588,7 +2630,7 @@ export interface components {
         PaymentHeader: string;
         /** @description The client's x402 version 2 payment to the service, sent instead of X-PAYMENT on the second call after a 402 (never both: a request with both is refused with 400): base64-encoded JSON `{x402Version: 2, resource, accepted, payload, extensions}` where `accepted` repeats one entry of the PAYMENT-REQUIRED header's `accepts` verbatim (network as CAIP-2, `amount`) and `payload` is what X-PAYMENT's would be (EVM: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana: a partially signed transaction). It is verified exactly as the same payment sent in X-PAYMENT, and it is the same payment: an authorization nonce used in either header is refused in both. The answer carries PAYMENT-RESPONSE. */
         PaymentSignatureHeader: string;
-        /** @description A key of the client's choosing (a UUID, for example) that makes a paid call safe to retry after a lost answer: 1 to 255 printable ASCII characters without spaces (400 otherwise). The first call with a key runs; a repeat of the same request (method, path with `format`, and body) within 24 hours gets the first call's answer byte for byte, with `Idempotent-Replayed: true`, and moves no money; a repeat while the first call still runs is a 409 with Retry-After; the same key with another request is a 422. Keys are scoped to the API key's account on /proxy, and to the paying wallet on /relay (on Solana, to the payment). Answers that moved nothing (our 400, 402, 429 and 500 before any payment) are not kept: a repeat runs the call again. If the service stopped while it ran the first call, a repeat is a 409 while the call's money is still being finished, then a 502 saying how it ended (refunded, charged, released, or delivered with the target's answer lost), with `webhook_id` when a record was opened; the call is never run twice. */
+        /** @description A key of the client's choosing (a UUID, for example) that makes a paid call safe to retry after a lost answer: 1 to 255 printable ASCII characters without spaces (400 otherwise). The first call with a key runs; a repeat of the same request (method, path with `format`, and body) within 24 hours gets the first call's answer byte for byte, with `Idempotent-Replayed: true`, and moves no money; a repeat while the first call still runs is a 409 with Retry-After; the same key with another request is a 422. Keys are scoped to the API key's account on /proxy, and to the paying wallet on /relay and /llm/chat (on Solana, to the payment). On /relay and /llm/chat the `id` of a version 2 payment's `payment-identifier` extension is the same key: sent together, the two must be equal (400 otherwise). Answers that moved nothing (our 400, 402, 429 and 500 before any payment) are not kept: a repeat runs the call again. If the service stopped while it ran the first call, a repeat is a 409 while the call's money is still being finished, then a 502 saying how it ended (refunded, charged, released, or delivered with the target's answer lost), with `webhook_id` when a record was opened; the call is never run twice. */
         IdempotencyKey: string;
         /** @description Client timeout for this call, in milliseconds (1 to 120000). */
         TimeoutHeader: number;
@@ -2632,7 +2674,7 @@ export interface operations {
                 "X-PAYMENT"?: components["parameters"]["PaymentHeader"];
                 /** @description The client's x402 version 2 payment to the service, sent instead of X-PAYMENT on the second call after a 402 (never both: a request with both is refused with 400): base64-encoded JSON `{x402Version: 2, resource, accepted, payload, extensions}` where `accepted` repeats one entry of the PAYMENT-REQUIRED header's `accepts` verbatim (network as CAIP-2, `amount`) and `payload` is what X-PAYMENT's would be (EVM: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana: a partially signed transaction). It is verified exactly as the same payment sent in X-PAYMENT, and it is the same payment: an authorization nonce used in either header is refused in both. The answer carries PAYMENT-RESPONSE. */
                 "PAYMENT-SIGNATURE"?: components["parameters"]["PaymentSignatureHeader"];
-                /** @description A key of the client's choosing (a UUID, for example) that makes a paid call safe to retry after a lost answer: 1 to 255 printable ASCII characters without spaces (400 otherwise). The first call with a key runs; a repeat of the same request (method, path with `format`, and body) within 24 hours gets the first call's answer byte for byte, with `Idempotent-Replayed: true`, and moves no money; a repeat while the first call still runs is a 409 with Retry-After; the same key with another request is a 422. Keys are scoped to the API key's account on /proxy, and to the paying wallet on /relay (on Solana, to the payment). Answers that moved nothing (our 400, 402, 429 and 500 before any payment) are not kept: a repeat runs the call again. If the service stopped while it ran the first call, a repeat is a 409 while the call's money is still being finished, then a 502 saying how it ended (refunded, charged, released, or delivered with the target's answer lost), with `webhook_id` when a record was opened; the call is never run twice. */
+                /** @description A key of the client's choosing (a UUID, for example) that makes a paid call safe to retry after a lost answer: 1 to 255 printable ASCII characters without spaces (400 otherwise). The first call with a key runs; a repeat of the same request (method, path with `format`, and body) within 24 hours gets the first call's answer byte for byte, with `Idempotent-Replayed: true`, and moves no money; a repeat while the first call still runs is a 409 with Retry-After; the same key with another request is a 422. Keys are scoped to the API key's account on /proxy, and to the paying wallet on /relay and /llm/chat (on Solana, to the payment). On /relay and /llm/chat the `id` of a version 2 payment's `payment-identifier` extension is the same key: sent together, the two must be equal (400 otherwise). Answers that moved nothing (our 400, 402, 429 and 500 before any payment) are not kept: a repeat runs the call again. If the service stopped while it ran the first call, a repeat is a 409 while the call's money is still being finished, then a 502 saying how it ended (refunded, charged, released, or delivered with the target's answer lost), with `webhook_id` when a record was opened; the call is never run twice. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /** @description Client timeout for this call, in milliseconds (1 to 120000). */
                 "X-TIMEOUT"?: components["parameters"]["TimeoutHeader"];
@@ -3017,7 +3059,7 @@ export interface operations {
                 format?: components["parameters"]["FormatQuery"];
             };
             header?: {
-                /** @description A key of the client's choosing (a UUID, for example) that makes a paid call safe to retry after a lost answer: 1 to 255 printable ASCII characters without spaces (400 otherwise). The first call with a key runs; a repeat of the same request (method, path with `format`, and body) within 24 hours gets the first call's answer byte for byte, with `Idempotent-Replayed: true`, and moves no money; a repeat while the first call still runs is a 409 with Retry-After; the same key with another request is a 422. Keys are scoped to the API key's account on /proxy, and to the paying wallet on /relay (on Solana, to the payment). Answers that moved nothing (our 400, 402, 429 and 500 before any payment) are not kept: a repeat runs the call again. If the service stopped while it ran the first call, a repeat is a 409 while the call's money is still being finished, then a 502 saying how it ended (refunded, charged, released, or delivered with the target's answer lost), with `webhook_id` when a record was opened; the call is never run twice. */
+                /** @description A key of the client's choosing (a UUID, for example) that makes a paid call safe to retry after a lost answer: 1 to 255 printable ASCII characters without spaces (400 otherwise). The first call with a key runs; a repeat of the same request (method, path with `format`, and body) within 24 hours gets the first call's answer byte for byte, with `Idempotent-Replayed: true`, and moves no money; a repeat while the first call still runs is a 409 with Retry-After; the same key with another request is a 422. Keys are scoped to the API key's account on /proxy, and to the paying wallet on /relay and /llm/chat (on Solana, to the payment). On /relay and /llm/chat the `id` of a version 2 payment's `payment-identifier` extension is the same key: sent together, the two must be equal (400 otherwise). Answers that moved nothing (our 400, 402, 429 and 500 before any payment) are not kept: a repeat runs the call again. If the service stopped while it ran the first call, a repeat is a 409 while the call's money is still being finished, then a 502 saying how it ended (refunded, charged, released, or delivered with the target's answer lost), with `webhook_id` when a record was opened; the call is never run twice. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /** @description Client timeout for this call, in milliseconds (1 to 120000). */
                 "X-TIMEOUT"?: components["parameters"]["TimeoutHeader"];
@@ -3677,6 +3719,8 @@ export interface operations {
                 "X-Payment"?: components["parameters"]["ChatPaymentHeader"];
                 /** @description The client's x402 version 2 payment to the service, sent instead of X-PAYMENT on the second call after a 402 (never both: a request with both is refused with 400): base64-encoded JSON `{x402Version: 2, resource, accepted, payload, extensions}` where `accepted` repeats one entry of the PAYMENT-REQUIRED header's `accepts` verbatim (network as CAIP-2, `amount`) and `payload` is what X-PAYMENT's would be (EVM: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana: a partially signed transaction). It is verified exactly as the same payment sent in X-PAYMENT, and it is the same payment: an authorization nonce used in either header is refused in both. The answer carries PAYMENT-RESPONSE. */
                 "PAYMENT-SIGNATURE"?: components["parameters"]["PaymentSignatureHeader"];
+                /** @description A key of the client's choosing (a UUID, for example) that makes a paid call safe to retry after a lost answer: 1 to 255 printable ASCII characters without spaces (400 otherwise). The first call with a key runs; a repeat of the same request (method, path with `format`, and body) within 24 hours gets the first call's answer byte for byte, with `Idempotent-Replayed: true`, and moves no money; a repeat while the first call still runs is a 409 with Retry-After; the same key with another request is a 422. Keys are scoped to the API key's account on /proxy, and to the paying wallet on /relay and /llm/chat (on Solana, to the payment). On /relay and /llm/chat the `id` of a version 2 payment's `payment-identifier` extension is the same key: sent together, the two must be equal (400 otherwise). Answers that moved nothing (our 400, 402, 429 and 500 before any payment) are not kept: a repeat runs the call again. If the service stopped while it ran the first call, a repeat is a 409 while the call's money is still being finished, then a 502 saying how it ended (refunded, charged, released, or delivered with the target's answer lost), with `webhook_id` when a record was opened; the call is never run twice. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -3693,13 +3737,14 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
                     "PAYMENT-RESPONSE"?: components["schemas"]["PAYMENT-RESPONSE"];
+                    "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["ChatResponse"];
                 };
             };
-            /** @description The request is invalid (`code` `validation_failed`: for example no `messages` array; `details` lists every problem), carries both X-Payment and PAYMENT-SIGNATURE (`validation_failed`), or its payment was already used (`payment_reused`: a payment is accepted once, in either header). `error` is `Bad Request`. */
+            /** @description The request is invalid (`code` `validation_failed`: for example no `messages` array; `details` lists every problem), carries both X-Payment and PAYMENT-SIGNATURE (`validation_failed`), an invalid Idempotency-Key or payment-identifier id, or both with different values (`validation_failed`), or its payment was already used (`payment_reused`: a payment is accepted once, in either header). `error` is `Bad Request`. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3754,9 +3799,44 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
+            /** @description A chat with the same Idempotency-Key (or payment-identifier id) of the same payer, for the same request, is still running (`code` `idempotency_in_progress`); ask again after Retry-After to get its answer. It is not charged twice. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "idempotency_in_progress",
+                     *       "error": "Conflict",
+                     *       "details": "A chat with this Idempotency-Key (or payment-identifier id) is still running; ask again after Retry-After to get its answer. It is not charged twice."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
+            /** @description The Idempotency-Key (or payment-identifier id) was first used by this payer with another chat request (`code` `idempotency_key_reused`); nothing was run or charged. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "code": "idempotency_key_reused",
+                     *       "error": "Unprocessable Content",
+                     *       "details": "This Idempotency-Key (or payment-identifier id) was already used by this payer with another chat request; use a new key for a new call."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
-            /** @description The model backend failed; nothing was charged. */
+            /** @description The model backend failed; nothing was charged. Or, for a repeat under a key whose first chat ran in a process that stopped, how that chat's payment ended (`code` `internal_error`); it is not run again. */
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

@@ -114,8 +114,14 @@ export async function startPeers(options: StartPeersOptions = {}): Promise<Peers
       solanaRpcUrls: new Map(solanaNetworks.map((network) => [network, rpcServer(network).url])),
       solanaFeePayer: feePayerV2.signer,
       queue,
+      ...(options.pendingSettlementReleaseMs === undefined
+        ? {}
+        : { pendingReleaseAfterMs: options.pendingSettlementReleaseMs }),
     });
-    onStop(() => facilitatorV2.close());
+    onStop(async () => {
+      facilitatorV2.pending.held.drop();
+      await facilitatorV2.close();
+    });
 
     const targets = await startTargets(
       { networks, options, wallets, facilitator: facilitatorServer, facilitatorV2, solanaLedgers },
@@ -138,6 +144,7 @@ export async function startPeers(options: StartPeersOptions = {}): Promise<Peers
         evmAddress: facilitatorV2Evm.address,
         solanaFeePayer: facilitatorV2.solanaFeePayer,
         calls: facilitatorV2.calls,
+        pending: facilitatorV2.pending,
       },
       targets,
       wallets,

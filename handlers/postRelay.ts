@@ -1,7 +1,13 @@
 import type { Handler, Reply, RequestContext } from './types';
 import type { HandlerDeps } from './deps';
-import { paymentHeaderName, receivedPayment, type ReceivedPayment } from '../payments/incoming/clientPayment';
 import {
+  paymentHeaderName,
+  paymentIdOf,
+  receivedPayment,
+  type ReceivedPayment,
+} from '../payments/incoming/clientPayment';
+import {
+  callIdempotencyKey,
   IDEMPOTENCY_KEY_HEADER,
   readIdempotencyKey,
   requestFingerprint,
@@ -120,7 +126,9 @@ function replyOf(
           }),
           headers: {
             'X-Service-Status': 'payment_required',
-            ...paymentRequiredHeaders(outcome.accepts, outcome.reason === undefined ? undefined : outcome.error),
+            ...paymentRequiredHeaders(outcome.accepts, outcome.reason === undefined ? undefined : outcome.error, {
+              paymentIdentifier: true,
+            }),
           },
         },
       };
@@ -161,7 +169,8 @@ function replyOf(
 }
 
 /**
- * POST /relay. A paid call runs once per Idempotency-Key (per paying wallet) or, without a key, per
+ * POST /relay. A paid call runs once per Idempotency-Key (per paying wallet; the id of a version 2
+ * payment's payment-identifier extension is the same key, and both at once must agree) or, without a key, per
  * payment: a repeat of the same request gets the kept answer (409 while the first runs) and moves
  * no money. The same payment for another request is refused as already used; the same key for
  * another request is a 422. Calls without a payment move nothing and are not recorded.
@@ -181,7 +190,12 @@ export const postRelay: Handler<'postRelay'> = async (ctx, deps) => {
   const { decoded } = payment;
   // A malformed payment is refused by the call itself, before anything moves.
   if (!decoded.ok) return run();
-  const { value: key } = keyRead;
+  // A payment-identifier id in the payment means what Idempotency-Key means; both must then agree.
+  const paymentId = paymentIdOf(decoded.value);
+  if (!paymentId.ok) return errorReply('validation_failed', paymentId.details);
+  const keyed = callIdempotencyKey(keyRead.value, paymentId.value);
+  if (!keyed.ok) return errorReply('validation_failed', keyed.details);
+  const { value: key } = keyed;
   const named = paymentHeaderName(payment.version);
   return runOnce({
     db: deps.db,
@@ -201,7 +215,7 @@ export const postRelay: Handler<'postRelay'> = async (ctx, deps) => {
       inProgressReply(
         key === undefined
           ? `A call paid with this ${named} is still running; ask again after Retry-After to get its answer. The payment is not taken twice.`
-          : 'A call with this Idempotency-Key is still running; ask again after Retry-After to get its answer. It is not run or paid twice.',
+          : 'A call with this Idempotency-Key (or payment-identifier id) is still running; ask again after Retry-After to get its answer. It is not run or paid twice.',
       ),
     // The same payment for another request: refused by the call as already used (nothing moves).
     // The payer of a key is read from a payment not verified yet: a repeat with another payment proves it would pay.
@@ -222,7 +236,7 @@ export const postRelay: Handler<'postRelay'> = async (ctx, deps) => {
         : () =>
             Promise.resolve(
               keyReusedReply(
-                'This Idempotency-Key was already used by this payer with another request (method, URL or body); use a new key for a new call.',
+                'This Idempotency-Key (or payment-identifier id) was already used by this payer with another request (method, URL or body); use a new key for a new call.',
               ),
             ),
   });

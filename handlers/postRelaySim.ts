@@ -41,6 +41,7 @@ export async function simulateRelay(ctx: RequestContext<'postRelaySim'> | Reques
             feeModel: relayFeeModelText(settings),
           },
           message: `The target requires ${microToUsdc(fee.targetMicro)} USDC on ${choice.network}; a relay costs ${microToUsdc(fee.totalMicro)} USDC (${fee.totalMicro} micro-USDC)`,
+          ...(quote.bazaar === undefined ? {} : { bazaar: quote.bazaar }),
         },
       };
     }

@@ -6,6 +6,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ClientPaymentHeader } from '../payments/incoming/clientPayment';
 import { encodePaymentResponseHeader } from '../payments/x402/headers';
+import { PAYMENT_IDENTIFIER, paymentIdentifierDeclaration } from '../payments/x402/extensions';
 import type { PaymentRequirements, SettlementResponse } from '../payments/x402/types';
 import {
   encodeHeaderJson,
@@ -50,8 +51,13 @@ export function clientPaymentHeader(headers: IncomingHttpHeaders): PaymentHeader
 export function paymentRequiredHeaders(
   accepts: readonly PaymentRequirements[],
   refusal: string | undefined,
+  { paymentIdentifier = false }: { paymentIdentifier?: boolean } = {},
 ): { 'PAYMENT-REQUIRED': string } {
-  return { 'PAYMENT-REQUIRED': encodeHeaderJson(paymentRequiredV2(accepts, refusal ?? PAYMENT_SIGNATURE_REQUIRED)) };
+  // Where a payment id is honoured (it means what Idempotency-Key means), the 402 declares the extension.
+  const extensions = paymentIdentifier ? { [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration() } : undefined;
+  return {
+    'PAYMENT-REQUIRED': encodeHeaderJson(paymentRequiredV2(accepts, refusal ?? PAYMENT_SIGNATURE_REQUIRED, extensions)),
+  };
 }
 
 /** The receipt of the client's payment in the version it paid in: X-Payment-Response (1) or PAYMENT-RESPONSE (2, CAIP-2 network). */

@@ -20,6 +20,7 @@ import type { VerifyFailureReason } from './chains/types';
 import type { ClientPaymentHeader } from './incoming/clientPayment';
 import type { Deps } from './deps';
 import type { PaymentRequirements, SettlementResponse } from './x402/types';
+import { holdIdempotencyClaim, type ClaimRef } from './idempotency';
 
 export type PaidChatOutcome =
   | { kind: 'not_configured' }
@@ -142,6 +143,8 @@ export async function paidChat(
     messages: ChatMessage[];
     maxTokens?: number;
     temperature?: number;
+    /** The idempotency record's claim the call runs under (a keyed chat): the payment's row carries it. */
+    idempotency?: ClaimRef;
   },
 ): Promise<PaidChatOutcome> {
   if (!llmConfigured(deps.config)) return { kind: 'not_configured' };
@@ -151,11 +154,15 @@ export async function paidChat(
   }
   const verified = await verifyClientPaymentHeader(request.payment, accepts, deps);
   if (!verified.ok) return refusedPayment(verified, accepts);
-  const recorded = await recordClientPayment(deps.db, verified.value, {
-    targetUrl: request.resource,
-    targetMethod: 'POST',
-    mode: 'chat',
-  });
+  const chatRequest = { targetUrl: request.resource, targetMethod: 'POST', mode: 'chat' } as const;
+  const { idempotency } = request;
+  // Under an idempotency record the claim is held first: the payment is recorded only while it is the record's.
+  const recorded = idempotency
+    ? await deps.db.transaction().execute(async (tx) => {
+        await holdIdempotencyClaim(tx, idempotency);
+        return recordClientPayment(tx, verified.value, { ...chatRequest, idempotencyClaim: idempotency.claim });
+      })
+    : await recordClientPayment(deps.db, verified.value, chatRequest);
   if (!recorded.ok) return { kind: 'payment_reused', details: recorded.details };
   const relayTxId = recorded.value.id;
 
@@ -190,4 +197,19 @@ export async function paidChat(
     payer: verified.value.payer,
   };
   return { kind: 'answered', response: answer.value.response, model: answer.value.model, settlement: receipt };
+}
+
+/**
+ * Whether a payment would be accepted for a chat now, without recording or settling it: the proof
+ * a repeat under a key gives when it carries another payment than the first call's. Undefined when
+ * it verifies; else the refusal paidChat would answer.
+ */
+export async function checkChatPayment(
+  deps: Pick<Deps, 'config' | 'chains' | 'clock' | 'paymentBounds'>,
+  request: { payment: ClientPaymentHeader; resource: string; description: string },
+): Promise<Exclude<PaidChatOutcome, { kind: 'answered' }> | undefined> {
+  if (!llmConfigured(deps.config)) return { kind: 'not_configured' };
+  const accepts = await chatOffers(deps, request.resource, request.description);
+  const verified = await verifyClientPaymentHeader(request.payment, accepts, deps);
+  return verified.ok ? undefined : refusedPayment(verified, accepts);
 }

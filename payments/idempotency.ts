@@ -115,6 +115,22 @@ export function readIdempotencyKey(header: string | string[] | undefined): KeyRe
   return ok(header);
 }
 
+/**
+ * The key a paid call runs under: its Idempotency-Key, or the id its payment carries in the
+ * payment-identifier extension (the same meaning); both at once must be the same key.
+ */
+export function callIdempotencyKey(
+  header: string | undefined,
+  paymentId: string | undefined,
+): Result<string | undefined, 'conflicting_idempotency_keys'> {
+  if (header !== undefined && paymentId !== undefined && header !== paymentId)
+    return fail(
+      'conflicting_idempotency_keys',
+      "Idempotency-Key and the payment's payment-identifier id differ: they name the same thing, so send one of them, or the same value in both",
+    );
+  return ok(header ?? paymentId);
+}
+
 export function sha256Hex(value: string | Buffer): string {
   return createHash('sha256').update(value).digest('hex');
 }

@@ -24,7 +24,7 @@ export interface TargetsSetting {
   options: StartPeersOptions;
   wallets: PeerWallets;
   facilitator: { url: string; solanaFeePayer: string };
-  facilitatorV2: { url: string };
+  facilitatorV2: { url: string; pending: { url: string } };
   solanaLedgers: Partial<Record<SolanaNetworkName, SolanaLedger>>;
 }
 
@@ -66,8 +66,15 @@ export async function startTargets(
         slowDelayMs: target.slowDelayMs ?? options.slowDelayMs,
         errorStatus: target.errorStatus,
         holdTimeoutMs: target.holdTimeoutMs ?? options.holdTimeoutMs,
+        v2Extensions: target.v2Extensions,
+        settlementPending: target.settlementPending,
       },
-      { url: facilitator.url, solanaFeePayer: facilitator.solanaFeePayer, v2Url: facilitatorV2.url },
+      {
+        url: facilitator.url,
+        solanaFeePayer: facilitator.solanaFeePayer,
+        v2Url: facilitatorV2.url,
+        v2PendingUrl: facilitatorV2.pending.url,
+      },
     );
     onStop(() => started.close());
     targets[target.name] = started;

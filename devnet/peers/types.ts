@@ -7,9 +7,9 @@ import type { EvmNetworkName, NetworkName, SolanaNetworkName } from '../networks
 import type { SolanaKey } from '../svm/keys.js';
 import type { SolanaLedger } from '../svm/ledger.js';
 import type { SignedSolanaPayment, SolanaPaymentOverrides } from '../svm/payment-client.js';
-import type { FacilitatorV2Call } from '../facilitator/v2.js';
+import type { FacilitatorV2Call, PendingFacilitator } from '../facilitator/v2.js';
 import type { PaymentLayerName, X402Version } from '../targets/payment.js';
-import type { V2OfferKind } from '../targets/payment-v2.js';
+import type { V2Extensions, V2OfferKind } from '../targets/payment-v2.js';
 import type { RouteName } from '../targets/routes.js';
 import type { RouteSettings, Target } from '../targets/target.js';
 import type { PaymentRequirements } from '../x402.js';
@@ -38,6 +38,14 @@ export interface TargetOptions {
   slowDelayMs?: number;
   errorStatus?: number;
   holdTimeoutMs?: number;
+  /** Version 2 only: the x402 extensions its paid routes declare (devnet/targets/payment-v2.ts). */
+  v2Extensions?: V2Extensions;
+  /**
+   * Version 2 only: settles through the pending facilitator (Peers.facilitatorV2.pending), so a
+   * paid call is answered as @x402/express answers a settlement still under way (402 with
+   * PAYMENT-RESPONSE `settlement_pending` and the transaction), which lands once released.
+   */
+  settlementPending?: boolean;
 }
 
 export interface StartPeersOptions {
@@ -53,6 +61,8 @@ export interface StartPeersOptions {
   targets?: TargetOptions[];
   slowDelayMs?: number;
   holdTimeoutMs?: number;
+  /** How long the pending facilitator holds a settlement before it sends it; default 1 s. */
+  pendingSettlementReleaseMs?: number;
   funding?: {
     /** USDC of the service wallet on every network; default 1,000 USDC. */
     serviceMicroUsdc?: bigint;
@@ -97,7 +107,18 @@ export interface Peers {
    * `extra.feePayer`. POST /verify and POST /settle take both versions. Its own EVM key pays the gas;
    * its own Solana key (`solanaFeePayer`, 100 SOL on each cluster) co-signs and pays the fees.
    */
-  facilitatorV2: { url: string; evmAddress: Address; solanaFeePayer: string; calls: FacilitatorV2Call[] };
+  facilitatorV2: {
+    url: string;
+    evmAddress: Address;
+    solanaFeePayer: string;
+    calls: FacilitatorV2Call[];
+    /**
+     * The same facilitator under `/pending` with its own key, whose EVM settlements are held and
+     * answered `settlement_pending`: sent when `held.release()` is called, or on their own after
+     * `pendingSettlementReleaseMs`. Targets with `settlementPending` settle through it.
+     */
+    pending: PendingFacilitator;
+  };
   targets: Record<string, Target>;
   wallets: PeerWallets;
   evmChains: Partial<Record<EvmNetworkName, LocalEvmChain>>;

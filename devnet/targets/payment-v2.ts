@@ -11,7 +11,20 @@
 // first, so a started target is ready and none of its fetches is still in flight when the peers stop.
 import { decodePaymentSignatureHeader, encodePaymentRequiredHeader } from '@x402/core/http';
 import { HTTPFacilitatorClient, x402HTTPResourceServer } from '@x402/core/server';
-import type { AssetAmount, PaymentRequired, SchemeNetworkServer } from '@x402/core/types';
+import type {
+  AssetAmount,
+  PaymentPayload,
+  PaymentRequired,
+  SchemeNetworkServer,
+  SettleResponse,
+} from '@x402/core/types';
+import { declareDiscoveryExtension } from '@x402/extensions/bazaar';
+import {
+  declarePaymentIdentifierExtension,
+  extractPaymentIdentifier,
+  PAYMENT_IDENTIFIER,
+  paymentIdentifierResourceServerExtension,
+} from '@x402/extensions/payment-identifier';
 import { ExactEvmScheme } from '@x402/evm/exact/server';
 import { UptoEvmScheme } from '@x402/evm/upto/server';
 import { ExactSvmScheme } from '@x402/svm/exact/server';
@@ -83,10 +96,67 @@ function offerOf(
   };
 }
 
+/**
+ * The x402 extensions a v2 target's paid routes declare, with @x402/extensions 2.27:
+ * `paymentIdentifier` declares payment-identifier (an id is optional) and makes the route
+ * idempotent by it, as the extension intends: a payment whose id this target already settled is
+ * answered again from that settlement (its verification and settlement skipped), never paid twice.
+ * `bazaar` declares discovery metadata (declareDiscoveryExtension: a GET with a `city` query, a
+ * JSON answer). `other` declares extensions no client knows, verbatim: a client must echo them
+ * and may ignore them.
+ */
+export interface V2Extensions {
+  paymentIdentifier?: boolean;
+  bazaar?: boolean;
+  other?: Record<string, unknown>;
+}
+
+/** The bazaar metadata the v2 targets declare with `bazaar`. */
+export const TARGET_BAZAAR_DECLARATION = {
+  method: 'GET',
+  input: { city: 'Lisbon' },
+  inputSchema: { properties: { city: { type: 'string' } }, required: ['city'] },
+  output: { example: { paid: true, city: 'Lisbon', temperature: 21 } },
+} as const;
+
+/** The ids of payments a target settled, each with its settlement: a payment sent again is answered from it. */
+function idempotentByPaymentId(server: x402ResourceServer, seen: string[]): void {
+  const settled = new Map<string, SettleResponse>();
+  server.registerExtension(paymentIdentifierResourceServerExtension);
+  server.onBeforeVerify((context) => {
+    const id = extractPaymentIdentifier(context.paymentPayload as PaymentPayload);
+    if (id !== null) seen.push(id);
+    const kept = id === null ? undefined : settled.get(id);
+    return Promise.resolve(
+      kept === undefined ? undefined : { skip: true as const, result: { isValid: true, payer: kept.payer } },
+    );
+  });
+  server.onBeforeSettle((context) => {
+    const id = extractPaymentIdentifier(context.paymentPayload as PaymentPayload);
+    const kept = id === null ? undefined : settled.get(id);
+    return Promise.resolve(kept === undefined ? undefined : { skip: true as const, result: kept });
+  });
+  server.onAfterSettle((context) => {
+    const id = extractPaymentIdentifier(context.paymentPayload as PaymentPayload);
+    if (id !== null && context.result.success) settled.set(id, structuredClone(context.result));
+    return Promise.resolve();
+  });
+}
+
+function declaredExtensions(extensions: V2Extensions): Record<string, unknown> {
+  return {
+    ...(extensions.paymentIdentifier ? { [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false) } : {}),
+    ...(extensions.bazaar ? declareDiscoveryExtension(TARGET_BAZAAR_DECLARATION) : {}),
+    ...extensions.other,
+  };
+}
+
 export interface V2Layer {
   handlers: RequestHandler[];
   /** Resolves once the facilitator's /supported has been read and the route checked against it. */
   ready: Promise<void>;
+  /** With the paymentIdentifier extension: every payment id the route was sent, in order (into the list given). */
+  paymentIds: string[];
 }
 
 /** @x402/express 2.27 in front of one route, verifying and settling through the v2 facilitator. */
@@ -94,11 +164,15 @@ export function x402ExpressV2Layer(
   route: PaidRoute,
   facilitatorUrl: string,
   kind: V2OfferKind = { scheme: 'exact' },
+  extensions: V2Extensions = {},
+  paymentIds: string[] = [],
 ): V2Layer {
   if (!x402ExpressV2Knows(route.network)) throw new Error(`the v2 targets do not serve ${route.network}`);
   const network = CAIP2_NETWORKS[route.network];
   const { scheme, payTo, price } = offerOf(route, kind);
   const server = new x402ResourceServer(new HTTPFacilitatorClient({ url: facilitatorUrl })).register(network, scheme);
+  if (extensions.paymentIdentifier) idempotentByPaymentId(server, paymentIds);
+  const declared = declaredExtensions(extensions);
   const httpServer = new x402HTTPResourceServer(server, {
     [route.path]: {
       accepts: {
@@ -110,6 +184,7 @@ export function x402ExpressV2Layer(
       },
       description: route.description,
       mimeType: 'application/json',
+      ...(Object.keys(declared).length > 0 ? { extensions: declared } : {}),
     },
   });
   const ready = httpServer.initialize();
@@ -126,7 +201,7 @@ export function x402ExpressV2Layer(
       next();
     });
   }
-  return { handlers, ready };
+  return { handlers, ready, paymentIds };
 }
 
 /**

@@ -23,6 +23,7 @@ import {
   V2_PAYMENT_RESPONSE_HEADER,
   x402ExpressV2Knows,
   x402ExpressV2Layer,
+  type V2Extensions,
   type V2OfferKind,
 } from './payment-v2.js';
 import {
@@ -62,6 +63,10 @@ export interface TargetConfig {
   slowDelayMs?: number;
   errorStatus?: number;
   holdTimeoutMs?: number;
+  /** Version 2 only: the x402 extensions the paid routes declare. */
+  v2Extensions?: V2Extensions;
+  /** Version 2 only: settle through the pending facilitator (answers settlement_pending, lands once released). */
+  settlementPending?: boolean;
 }
 
 export interface RecordedRequest {
@@ -93,6 +98,8 @@ export interface Target {
   readonly inFlight: number;
   readonly maxInFlight: number;
   hold: HoldGate;
+  /** Version 2 targets declaring payment-identifier: the payment ids their paid routes were sent, in order. */
+  paymentIds: string[];
   /** Forgets recorded requests and the concurrency maxima. */
   reset(): void;
   close(): Promise<void>;
@@ -104,6 +111,8 @@ export interface TargetFacilitators {
   solanaFeePayer: string;
   /** The v2 facilitator (@x402/express 2.27); needed by version 2 targets only. */
   v2Url?: string;
+  /** The pending facilitator (settlementPending targets). */
+  v2PendingUrl?: string;
 }
 
 export async function startTarget(config: TargetConfig, facilitators: TargetFacilitators): Promise<Target> {
@@ -111,7 +120,7 @@ export async function startTarget(config: TargetConfig, facilitators: TargetFaci
   const x402Version = config.x402Version ?? (config.paymentLayer ? versionOfLayer(config.paymentLayer) : 1);
   if (config.paymentLayer && versionOfLayer(config.paymentLayer) !== x402Version)
     throw new Error(`target ${config.name}: ${config.paymentLayer} does not speak x402 version ${x402Version}`);
-  const facilitatorV2Url = facilitators.v2Url;
+  const facilitatorV2Url = config.settlementPending ? facilitators.v2PendingUrl : facilitators.v2Url;
   if (x402Version === 2 && facilitatorV2Url === undefined)
     throw new Error(`target ${config.name}: x402 version 2 needs the v2 facilitator`);
   const stopping = new AbortController();
@@ -134,6 +143,7 @@ export async function startTarget(config: TargetConfig, facilitators: TargetFaci
 
   const serveOwnPaidRoute = createOwnLayer(facilitatorUrl, solanaFeePayer);
   const layersReady: Promise<void>[] = [];
+  const paymentIds: string[] = [];
   const routes = {} as Target['routes'];
   for (const route of ROUTE_NAMES) {
     routes[route] = mountRoute(app, route, {
@@ -145,6 +155,7 @@ export async function startTarget(config: TargetConfig, facilitators: TargetFaci
       solanaFeePayer,
       serveOwnPaidRoute,
       layersReady,
+      paymentIds,
     });
   }
   await Promise.all(layersReady);
@@ -167,6 +178,7 @@ export async function startTarget(config: TargetConfig, facilitators: TargetFaci
       return recorder.maxInFlight;
     },
     hold,
+    paymentIds,
     reset() {
       recorder.reset();
       hold.resetCounters();
@@ -236,6 +248,8 @@ interface MountContext {
   serveOwnPaidRoute: ReturnType<typeof createOwnLayer>;
   /** Collects the payment layers' start-up work, awaited before the target listens. */
   layersReady: Promise<void>[];
+  /** Collects the payment ids the paid routes are sent (routes declaring payment-identifier). */
+  paymentIds: string[];
 }
 
 /** Serves one route, free or behind its payment layer; returns its settings (url filled in later). */
@@ -251,6 +265,7 @@ function mountRoute(
     solanaFeePayer,
     serveOwnPaidRoute,
     layersReady,
+    paymentIds,
   }: MountContext,
 ): Target['routes'][RouteName] {
   const settings = config.routes[route];
@@ -301,7 +316,7 @@ function mountRoute(
   } else {
     const handlers: RequestHandler[] = [];
     if (paid && paymentLayer === '@x402/express') {
-      const layer = x402ExpressV2Layer(paid, facilitatorV2Url, config.v2Offer);
+      const layer = x402ExpressV2Layer(paid, facilitatorV2Url, config.v2Offer, config.v2Extensions, paymentIds);
       layersReady.push(layer.ready);
       handlers.push(...layer.handlers);
     } else if (paid) {

@@ -13,6 +13,7 @@ import type { PaymentSignature } from '../x402/headers';
 import { X402_VERSION, type PaymentPayload, type PaymentRequirements } from '../x402/types';
 import { requirementsToV2, type X402Version } from '../x402/v2';
 import { fail, ok, type Result } from '../result';
+import { paymentIdentifierOf } from '../x402/extensions';
 
 /** The payment header a request carried, with the version its name says. */
 export interface ClientPaymentHeader {
@@ -86,4 +87,12 @@ export function paymentForOffers(
     payment: { x402Version: X402_VERSION, scheme: 'exact', network: offer.network, payload },
     offered: [offer],
   });
+}
+
+/**
+ * The payment id a version 2 payment carries in its `payment-identifier` extension (a version 1
+ * payment has no extensions); refused when malformed. Every other extension is ignored.
+ */
+export function paymentIdOf(decoded: DecodedClientPayment): Result<string | undefined, 'invalid_payment_identifier'> {
+  return decoded.version === 2 ? paymentIdentifierOf(decoded.signature.extensions) : ok(undefined);
 }

@@ -1,7 +1,8 @@
 /**
  * The x402 facilitator's POST /settle (FACILITATOR_URL), read strictly. Its answer sorts into what
- * we may conclude: settled (with a transaction), broadcast but unconfirmed (a transaction, no
- * success), refused (no transaction: nothing was sent), or unknown (timeout, 5xx, unreadable), where
+ * we may conclude: settled (with a transaction), pending (`settlement_pending` with a transaction:
+ * broadcast, still under way), broadcast but unconfirmed (a transaction, no success, another
+ * reason), refused (no transaction: nothing was sent), or unknown (timeout, 5xx, unreadable), where
  * the payment may or may not have moved and only the chain can tell.
  *
  * The facilitator may speak x402 version 1 or 2 (or both): its GET /supported, read once and kept
@@ -20,11 +21,16 @@ import { isPlainObject } from '../x402/parse';
 import { X402_VERSION, type PaymentPayload, type PaymentRequirements } from '../x402/types';
 import { requirementsToV2, resourceOf, X402_VERSION_2, type PaymentPayloadV2, type X402Version } from '../x402/v2';
 
+/** The errorReason of a settlement the facilitator broadcast and still awaits (@x402/core, @x402/evm, @x402/svm). */
+export const SETTLEMENT_PENDING_REASON = 'settlement_pending';
+
 /** A /settle answer is a few hundred bytes; more is not a facilitator speaking. */
 export const MAX_FACILITATOR_RESPONSE_BYTES = 64 * 1024;
 
 export type FacilitatorSettlement =
   | { kind: 'settled'; transaction: string; payer?: string }
+  /** `settlement_pending`: broadcast and still under way (neither failed nor settled): followed as a settlement. */
+  | { kind: 'pending'; transaction: string }
   | { kind: 'unconfirmed'; transaction: string; errorReason: string }
   | { kind: 'refused'; errorReason: string }
   | { kind: 'unknown'; details: string };
@@ -125,6 +131,7 @@ export async function settleWithFacilitator(
     if (transaction === '') return { kind: 'unknown', details: 'facilitator reports success without a transaction' };
     return { kind: 'settled', transaction, payer: typeof answer.payer === 'string' ? answer.payer : undefined };
   }
+  if (transaction !== '' && errorReason === SETTLEMENT_PENDING_REASON) return { kind: 'pending', transaction };
   if (transaction !== '') return { kind: 'unconfirmed', transaction, errorReason: errorReason ?? 'unconfirmed' };
   return { kind: 'refused', errorReason: errorReason ?? 'settlement_refused' };
 }

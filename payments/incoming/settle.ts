@@ -158,7 +158,9 @@ async function settleThroughFacilitator(
     return failed(db, row.id, 'facilitator_refused', answer.errorReason);
   }
   if (answer.kind === 'unconfirmed') return notSettledByFacilitator(db, row, deps, answer);
-  if (answer.kind === 'settled') {
+  // A settlement still pending at the facilitator is followed as a settled one: its transaction is
+  // stored and waited for (bounded); not confirmed by then, the row stays settling and the jobs follow it.
+  if (answer.kind === 'settled' || answer.kind === 'pending') {
     const followed = await family.followFacilitatorSettlement(record, answer.transaction, deps);
     if (followed) return followed;
   }

@@ -18,6 +18,7 @@ import {
 import type { PaymentChoice } from '../x402/choose';
 import type { SignedPaymentPayload } from '../x402/types';
 import { decodePaymentResponseHeader } from '../x402/headers';
+import { extensionsForTarget, ourPaymentId } from '../x402/extensions';
 import type { OfferV2 } from '../x402/parse';
 import {
   encodeHeaderJson,
@@ -76,15 +77,23 @@ export type TargetSigningOutcome = Ok<TargetPayment> | (Failure<string> & { targ
  * PAYMENT-SIGNATURE for a version 2 offer: `accepted` and `resource` (and `extensions`) echo the
  * target's 402 verbatim, `payload` is the one our version 1 payment carries (EVM `{signature,
  * authorization}`, Solana `{transaction}`). Our EVM authorization may be valid for less than the
- * offer's maxTimeoutSeconds; `accepted` still echoes the offer as it was.
+ * offer's maxTimeoutSeconds; `accepted` still echoes the offer as it was. A target that declares
+ * payment-identifier gets our id for this payment (derived from its recorded reference, so every
+ * send of the payment carries the same id); unknown extensions are echoed as they came.
  */
-function paymentSignatureHeader(offer: OfferV2, payload: PreparedPayment['payment']['payload']): string {
+function paymentSignatureHeader(
+  offer: OfferV2,
+  payload: PreparedPayment['payment']['payload'],
+  paymentId: string,
+): string {
+  // The target's extensions echoed; where it declares payment-identifier, with our id for this payment.
+  const extensions = extensionsForTarget(offer.extensions, paymentId);
   const payment: PaymentPayloadV2 = {
     x402Version: X402_VERSION_2,
     resource: offer.resource,
     accepted: offer.accepted,
     payload: payload as unknown as Record<string, unknown>,
-    ...(offer.extensions ? { extensions: offer.extensions } : {}),
+    ...(extensions ? { extensions } : {}),
   };
   // Base64 of the JSON, as @x402/core's encodePaymentSignatureHeader writes it, without its per-byte string building.
   return encodeHeaderJson(payment);
@@ -95,7 +104,11 @@ function inTargetVersion(choice: Pick<PaymentChoice, 'offerV2'>, prepared: Prepa
   if (choice.offerV2 === undefined) return { ...prepared, x402Version: 1 };
   return {
     ...prepared,
-    header: paymentSignatureHeader(choice.offerV2, prepared.payment.payload),
+    header: paymentSignatureHeader(
+      choice.offerV2,
+      prepared.payment.payload,
+      ourPaymentId(prepared.network, prepared.reference),
+    ),
     x402Version: X402_VERSION_2,
   };
 }
@@ -156,7 +169,9 @@ export function signedFacts(
 
 /**
  * The call again with our payment (X-PAYMENT or PAYMENT-SIGNATURE, as the target asked), repeated
- * (same payment) while the target answers 402, at most MAX_PAID_ATTEMPTS times.
+ * (same payment) while the target answers 402, at most MAX_PAID_ATTEMPTS times. A 402 that says
+ * the settlement of our payment is still under way (settlementPendingOf) is not a refusal: the
+ * payment may land, so it is not sent again.
  */
 export async function sendPaidCall(
   call: CallRequest,
@@ -169,7 +184,14 @@ export async function sendPaidCall(
     paymentVersion: payment.x402Version,
   }) as Ok<TargetRequest>;
   let answer = await callTarget(built.value, budget, deps);
-  for (let attempt = 2; attempt <= MAX_PAID_ATTEMPTS && answer.ok && answer.value.status === 402; attempt += 1) {
+  for (
+    let attempt = 2;
+    attempt <= MAX_PAID_ATTEMPTS &&
+    answer.ok &&
+    answer.value.status === 402 &&
+    settlementPendingOf(answer.value) === undefined;
+    attempt += 1
+  ) {
     answer = await callTarget(built.value, budget, deps);
   }
   return answer;
@@ -185,6 +207,31 @@ export function reportedSettlement(response: Pick<TargetResponse, 'headers'>): s
     if (value === undefined) continue;
     const settlement = decodePaymentResponseHeader(Array.isArray(value) ? value[0] : value);
     if (settlement.ok && settlement.value.success && settlement.value.transaction !== '')
+      return settlement.value.transaction;
+  }
+  return undefined;
+}
+
+/** The errorReason of a settlement still under way (@x402/core's SETTLEMENT_PENDING_REASON). */
+export const SETTLEMENT_PENDING = 'settlement_pending';
+
+/**
+ * The transaction a target reports as the settlement of our payment still under way: its
+ * PAYMENT-RESPONSE (or X-PAYMENT-RESPONSE) `{success: false, errorReason: "settlement_pending",
+ * transaction}`, as @x402/express answers (a 402) when its facilitator's settlement is pending.
+ * Neither a refusal nor a payment: the chain decides, through the watch jobs.
+ */
+export function settlementPendingOf(response: Pick<TargetResponse, 'headers'>): string | undefined {
+  for (const name of [PAYMENT_RESPONSE_HEADER, X_PAYMENT_RESPONSE_HEADER]) {
+    const value = response.headers[name];
+    if (value === undefined) continue;
+    const settlement = decodePaymentResponseHeader(Array.isArray(value) ? value[0] : value);
+    if (
+      settlement.ok &&
+      !settlement.value.success &&
+      settlement.value.errorReason === SETTLEMENT_PENDING &&
+      settlement.value.transaction !== ''
+    )
       return settlement.value.transaction;
   }
   return undefined;

@@ -28,6 +28,7 @@ import {
   readPaymentOnChain,
   recipientRefusal,
   reportedSettlement,
+  settlementPendingOf,
   signedFacts,
   signTargetPayment,
   type CallBudget,
@@ -236,6 +237,20 @@ async function sendAndSettle(
     };
   }
   const { value: response } = answer;
+  const pending = settlementPendingOf(response);
+  if (pending !== undefined) {
+    // Neither refused nor paid: the target's settlement of our payment is under way. The credits
+    // stay held; the watch job charges them once the chain shows the payment, or releases them once
+    // it can no longer land.
+    const { webhookId } = await watchProxyPayment(db, reference, { openRecord: true, reportedTxHash: pending });
+    return {
+      kind: 'bad_gateway',
+      message: "The target's settlement of our payment is still pending; the target gave no answer yet",
+      details: `the target answered ${response.status} with settlement_pending (transaction ${pending}); the payment is watched on-chain and charged only if it lands`,
+      upstreamStatus: response.status,
+      ...withWebhook(webhookId),
+    };
+  }
   if (response.status === 402) {
     const { webhookId } = await watchProxyPayment(db, reference, { openRecord: true });
     return {

@@ -8,6 +8,7 @@ import { parseUsdc } from '../money';
 import { canonicalNetwork } from '../networkTable';
 import { buildTargetRequest, type CallRequest } from '../http/index';
 import type { PaymentRequirements } from '../x402/types';
+import { withBazaar } from '../x402/extensions';
 import { hostRefusal, priceRefusal, type CallLimits, type LimitRefusal } from '../policy';
 import {
   bodyValue,
@@ -37,6 +38,8 @@ export type ProxySimulation =
       response: unknown;
       paymentRequirements: PaymentRequirements & { scheme: 'exact' };
       feeBreakdown: ProxyFeeBreakdown;
+      /** The target's bazaar discovery metadata, when its version 2 402 declares it (bounded). */
+      bazaar?: Record<string, unknown>;
     };
 
 export type SimulationOutcome =
@@ -104,6 +107,7 @@ export async function simulateProxyCall(
       // The choice only keeps exact entries.
       paymentRequirements: { ...decision.value.requirements, scheme: 'exact' },
       feeBreakdown: proxyFeeBreakdown(decision.value.amountMicroUsdc, deps.config.proxyFeePercent),
+      ...withBazaar(required),
     },
   };
 }

@@ -21,6 +21,7 @@ import {
   callBudget,
   readPaymentOnChain,
   reportedSettlement,
+  settlementPendingOf,
   signedFacts,
   signTargetPayment,
   MAX_PAID_ATTEMPTS,
@@ -448,6 +449,20 @@ async function payTarget(
     'paid target call (relay)',
   );
   const ours = { clientPayment };
+  const pending = answer.ok ? settlementPendingOf(answer.value) : undefined;
+  if (pending !== undefined && answer.ok) {
+    // Neither refused nor paid: the target's settlement of our payment is under way. The watch job
+    // delivers once the chain shows it, or refunds the client once it can no longer land.
+    const watched = await watchTargetPayment(db, row.id, {
+      targetStatus: answer.value.status,
+      reportedTxHash: pending,
+    });
+    return {
+      kind: 'bad_gateway',
+      message: `The target's settlement of our payment is still pending (transaction ${pending}); your payment is kept if it lands and refunded if it never can`,
+      headers: { ...ours, ...(watched ? { webhookId: watched.webhookId } : {}), serviceStatus: 'payment_validating' },
+    };
+  }
   if (!answer.ok || answer.value.status === 402 || answer.value.status >= 500) {
     const targetStatus = answer.ok ? answer.value.status : undefined;
     const watched = await watchTargetPayment(db, row.id, {

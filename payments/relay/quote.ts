@@ -24,11 +24,19 @@ import type { PaymentChoice } from '../x402/choose';
 import type { PaymentRequirements } from '../x402/types';
 import { DEFAULT_RELAY_TIMEOUT_SECONDS, settleableOffers } from '../incoming/offer';
 import { ceilingRefusal, type PriceAboveLimit } from '../policy';
+import { withBazaar } from '../x402/extensions';
 
 export type RelayQuote =
   /** The target did not ask for payment (any status below 500 but an x402 402): its answer, nothing to pay. */
   | { kind: 'free'; response: TargetResponse }
-  | { kind: 'priced'; choice: PaymentChoice; fee: RelayFee; namedNetwork?: NetworkName }
+  /** `bazaar`: the target's discovery metadata, when its version 2 402 declares it (bounded). */
+  | {
+      kind: 'priced';
+      choice: PaymentChoice;
+      fee: RelayFee;
+      namedNetwork?: NetworkName;
+      bazaar?: Record<string, unknown>;
+    }
   | { kind: 'bad_request'; details: string }
   /** The target asks more than the caller's `max_amount`: refused before any offer is made. */
   | PriceAboveLimit
@@ -91,7 +99,7 @@ export async function quoteRelay(
     percent: deps.config.relayFeePercent,
     minUsdc: deps.config.relayFeeMinUsdc,
   });
-  return { kind: 'priced', choice, fee, ...(named ? { namedNetwork: named.network } : {}) };
+  return { kind: 'priced', choice, fee, ...(named ? { namedNetwork: named.network } : {}), ...withBazaar(required) };
 }
 
 function namedNetwork(

@@ -20,7 +20,7 @@ export function paymentIdentity(payment: DecodedClientPayment): string {
   return sha256Hex(JSON.stringify(payloadOf(payment)));
 }
 
-export function relayIdempotencyScope(payment: DecodedClientPayment, key: string | undefined): IdempotencyScope {
+function identityOf(payment: DecodedClientPayment) {
   const { payload, network } =
     payment.version === 1
       ? { payload: payment.payment.payload, network: payment.payment.network }
@@ -28,12 +28,27 @@ export function relayIdempotencyScope(payment: DecodedClientPayment, key: string
   // A decoded payload is of a registered scheme's shape: decoding checked it.
   const scheme = PAYMENT_SCHEMES.schemeOfPayload(payload);
   if (scheme === undefined) throw new Error(`a payment on ${network} of no registered scheme: it was not decoded`);
-  const identity = scheme.replayIdentity(payload);
-  if (key !== undefined) {
-    return identity.payer !== undefined
-      ? { scope: `relay:${identity.payer}`, key }
-      : { scope: `relay-payment:${identity.payment}`, key };
-  }
+  return { network, identity: scheme.replayIdentity(payload) };
+}
+
+/**
+ * The record of a keyed paid call of `operation` (/relay, or the paid chat): the key per paying
+ * wallet (EVM), or per payment where the payer is read only from the signed transaction (Solana).
+ */
+export function keyedIdempotencyScope(
+  operation: 'relay' | 'chat',
+  payment: DecodedClientPayment,
+  key: string,
+): IdempotencyScope {
+  const { identity } = identityOf(payment);
+  return identity.payer !== undefined
+    ? { scope: `${operation}:${identity.payer}`, key }
+    : { scope: `${operation}-payment:${identity.payment}`, key };
+}
+
+export function relayIdempotencyScope(payment: DecodedClientPayment, key: string | undefined): IdempotencyScope {
+  if (key !== undefined) return keyedIdempotencyScope('relay', payment, key);
+  const { network, identity } = identityOf(payment);
   // Hashed: the network of a version 2 payment is the client's text, of any length.
   return { scope: 'relay-nonce', key: `v${payment.version}:${sha256Hex(`${network}\n${identity.payment}`)}` };
 }

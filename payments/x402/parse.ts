@@ -200,6 +200,8 @@ export type TargetPaymentRequired =
       accepts: PaymentRequirements[];
       offers: OfferV2[];
       skipped: SkippedRequirement[];
+      /** The 402's `extensions`, verbatim when it is an object (each offer carries them too, to echo). */
+      extensions?: Record<string, unknown>;
     };
 
 /**
@@ -268,6 +270,7 @@ function parsePaymentRequiredHeader(
     accepts,
     offers,
     skipped,
+    ...(extensions ? { extensions } : {}),
   });
 }
 

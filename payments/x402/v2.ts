@@ -82,14 +82,22 @@ export function requirementsFromV2(entry: PaymentRequirementsV2, resource: Resou
   return requirements;
 }
 
-/** Our 402's offers in version 2 form, for the PAYMENT-REQUIRED header beside the version 1 body. */
-export function paymentRequiredV2(accepts: readonly PaymentRequirements[], error: string): PaymentRequiredV2 {
+/**
+ * Our 402's offers in version 2 form, for the PAYMENT-REQUIRED header beside the version 1 body,
+ * with the extensions the operation honours (payments/x402/extensions.ts), if any.
+ */
+export function paymentRequiredV2(
+  accepts: readonly PaymentRequirements[],
+  error: string,
+  extensions?: Record<string, unknown>,
+): PaymentRequiredV2 {
   const first = accepts[0];
   return {
     x402Version: X402_VERSION_2,
     error,
     resource: first === undefined ? { url: '' } : resourceOf(first),
     accepts: accepts.map(requirementsToV2),
+    ...(extensions === undefined ? {} : { extensions }),
   };
 }
 

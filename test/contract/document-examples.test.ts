@@ -105,6 +105,8 @@ const NOT_PRODUCED: Record<string, string> = {
   'POST /llm/chat 402': "its offers hold this server's wallets and URL (error-codes.test.ts pins code and error)",
   'POST /relay 409': 'needs a paid call held running (test/e2e/idempotency*.test.ts)',
   'POST /relay 422': 'needs a paid call kept under the key (test/e2e/idempotency.test.ts)',
+  'POST /llm/chat 409': 'needs a paid chat held running under a key',
+  'POST /llm/chat 422': 'needs a paid chat kept under the key (test/e2e/extensions.test.ts)',
   'POST /proxy 409': 'needs a paid call held running (test/e2e/idempotency*.test.ts)',
   'POST /proxy 422': 'needs a paid call kept under the key (test/e2e/idempotency.test.ts)',
   'POST /proxy 403':

@@ -5,6 +5,7 @@
 // own fetch is wrapped with the contract check). Our 402 carries the version 1 body and the same
 // offers in PAYMENT-REQUIRED; each client is answered in the version it paid in.
 import { x402Client } from '@x402/core/client';
+import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from '@x402/extensions/payment-identifier';
 import { wrapFetchWithPayment as wrapFetchV2 } from '@x402/fetch';
 import { ExactSvmScheme } from '@x402/svm/exact/client';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
@@ -202,6 +203,8 @@ async function expectBothForms(endpoint: string, body: unknown) {
       mimeType: 'application/json',
     },
     accepts: accepts.map(requirementsToV2),
+    // A payment id is honoured on both (it means what Idempotency-Key means): declared as @x402/extensions does.
+    extensions: { [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false) },
   });
   expect(required.accepts.map((entry: { network: string }) => entry.network)).toContain(caip2Of(EVM));
 }
