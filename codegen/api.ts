@@ -940,7 +940,7 @@ export interface components {
         "X-Refund-Webhook-Id": string;
         /**
          * X-Payment-Response
-         * @description x402 version 1 settlement receipt: base64-encoded JSON `{success, transaction, network, payer}` (with `errorReason` when `success` is false). On /relay and /proxy it describes the service's payment to the target; on /llm/chat and /llm/translate the settlement of the client's payment.
+         * @description x402 version 1 settlement receipt: base64-encoded JSON `{success, transaction, network, payer}` (with `errorReason` when `success` is false). On /relay and /proxy it describes the service's payment to the target; on /llm/chat and /llm/translate the settlement of the client's payment. When the target priced the call by `upto`, `amount` is what it settled of the maximum, in the asset's atomic units, as read from the chain.
          */
         "X-Payment-Response": string;
         /**
@@ -1349,6 +1349,11 @@ export interface components {
             timeout?: components["schemas"]["CallTimeoutSeconds"];
             max_amount?: components["schemas"]["CallMaxAmount"];
         };
+        /**
+         * X-Credits-Charged
+         * @description Credits charged for this /proxy call, sent once the chain showed the payment to the target. For a target that priced the call by `upto` it is what the target settled (the `amount` of X-Payment-Response) plus the fee on it, as an exact target of that price would cost; the rest of the credits held for the maximum were released. Absent while the payment is watched on-chain (X-Service-Webhook): the record says the charge once it is known.
+         */
+        "X-Credits-Charged": string;
         /**
          * @description The organisation's credit balance cannot cover the credits this call needs: ceil(price in micro-USDC x 1.03 / 1000) with the default 3% proxy fee. Nothing was paid or charged.
          * @example {
@@ -3036,6 +3041,7 @@ export interface operations {
                     "X-Service-Status"?: components["schemas"]["ServiceStatus"];
                     "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
                     "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "X-Credits-Charged"?: components["schemas"]["X-Credits-Charged"];
                     "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
@@ -3224,6 +3230,7 @@ export interface operations {
                     "X-Service-Status"?: components["schemas"]["ServiceStatus"];
                     "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
                     "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "X-Credits-Charged"?: components["schemas"]["X-Credits-Charged"];
                     "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
@@ -3238,6 +3245,7 @@ export interface operations {
                     "X-Service-Status"?: components["schemas"]["ServiceStatus"];
                     "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
                     "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "X-Credits-Charged"?: components["schemas"]["X-Credits-Charged"];
                     "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
@@ -3252,6 +3260,7 @@ export interface operations {
                     "X-Service-Status"?: components["schemas"]["ServiceStatus"];
                     "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
                     "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "X-Credits-Charged"?: components["schemas"]["X-Credits-Charged"];
                     "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };

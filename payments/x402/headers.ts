@@ -159,5 +159,7 @@ export function decodePaymentResponseHeader(header: unknown): Result<SettlementR
   };
   if (typeof value.payer === 'string') settlement.payer = value.payer;
   if (typeof value.errorReason === 'string') settlement.errorReason = value.errorReason;
+  // A version 2 receipt may name what was settled (upto: the amount used); only as a hint, never a proof.
+  if (typeof value.amount === 'string' && DIGITS.test(value.amount)) settlement.amount = value.amount;
   return ok(settlement);
 }

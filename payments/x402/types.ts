@@ -107,4 +107,6 @@ export interface SettlementResponse {
   network: string;
   payer?: string;
   errorReason?: string;
+  /** What was settled, in the asset's atomic units (x402 version 2; an upto settlement names the amount used). */
+  amount?: string;
 }

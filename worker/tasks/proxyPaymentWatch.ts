@@ -1,11 +1,13 @@
 /**
- * Resolves one signed /proxy payment from the chain: on chain -> credits charged, record success
- * with the transaction hash; expired unused -> credits released, record payment_failed; not yet
+ * Resolves one signed /proxy payment from the chain: on chain -> credits charged (for upto: what
+ * the chain shows the target settled, plus the fee on it, the rest released; held while that amount
+ * is unknown), record success with the transaction hash; expired unused -> credits released, record payment_failed; not yet
  * decided -> the job queues itself again (same job key) for a later look. Safe to repeat: it reads
  * the row first, and every move it makes is a guarded update that does nothing the second time.
  */
 import type { Task } from 'graphile-worker';
 import {
+  chargeOf,
   chargeProxyPayment,
   enqueueWatch,
   findProxyPayment,
@@ -26,6 +28,15 @@ export {
 } from '../../payments/outgoing/index';
 /** A row still `reserved` this long after it was written was never signed: its request is gone. */
 export const NEVER_SIGNED_AFTER_MS = 10 * 60_000;
+
+/** An upto payment held while its settled amount is unknown is looked at less often as it ages: a quarter of its age, 10 s to 1 h. */
+const HELD_MIN_RECHECK_MS = 10_000;
+const HELD_MAX_RECHECK_MS = 60 * 60_000;
+
+function heldLookAt(now: Date, since: Date): Date {
+  const age = Math.max(0, now.getTime() - since.getTime());
+  return new Date(now.getTime() + Math.min(HELD_MAX_RECHECK_MS, Math.max(HELD_MIN_RECHECK_MS, Math.floor(age / 4))));
+}
 
 function parseWatchPayload(payload: unknown): bigint {
   const id = (payload as { proxyPaymentId?: unknown } | null)?.proxyPaymentId;
@@ -53,16 +64,33 @@ export function proxyPaymentWatch(deps: WorkerDeps): Task<'proxy_payment_watch'>
     }
     const reading = await readPaymentOnChain(deps.chains, signedTargetPaymentOf(payment), { now });
     switch (reading.state) {
-      case 'settled':
+      case 'settled': {
+        // upto: charged what the target settled once the chain shows how much; held until then.
+        const charge = chargeOf(payment, reading, deps.config.proxyFeePercent);
+        if (charge.kind === 'amount_unknown') {
+          log.warn({ details: charge.details }, 'upto payment settled; its amount is not known yet; will look again');
+          await enqueueWatch(deps.db, id, heldLookAt(now, payment.signed_at ?? payment.created_at));
+          return;
+        }
+        if (charge.kind === 'nothing_to_charge') {
+          if (await releaseProxyPayment(deps.db, payment.reference, { outcome: charge.details }))
+            log.info({ details: charge.details }, 'upto payment settled under a micro-USDC; credits released');
+          return;
+        }
         if (
           await chargeProxyPayment(deps.db, payment.reference, {
             ...(reading.txHash ? { txHash: reading.txHash } : {}),
             outcome: reading.details,
+            ...(charge.used ? { used: charge.used } : {}),
           })
         ) {
-          log.info({ txHash: reading.txHash }, 'proxy payment confirmed on chain; credits charged');
+          log.info(
+            { txHash: reading.txHash, ...(charge.used ? { chargedCredits: String(charge.used.credits) } : {}) },
+            'proxy payment confirmed on chain; credits charged',
+          );
         }
         return;
+      }
       case 'expired':
         if (await releaseProxyPayment(deps.db, payment.reference, { outcome: reading.details })) {
           log.info({ details: reading.details }, 'proxy payment never settled; credits released');

@@ -1,0 +1,238 @@
+// Paying targets that price by x402 `upto`, served by unmodified @x402/express 2.27 and settled by
+// @x402/evm's facilitator through x402UptoPermit2Proxy: on Polygon Amoy (USDC, 6 decimals) and on
+// MegaETH (MegaUSD, 18 decimals, Permit2 only), one target settling less than its maximum and one
+// settling all of it. Every money leg is read from the chain (our wallet, the target's payTo, the
+// client) and from the credits ledger: /proxy holds the credits of the maximum plus the fee and
+// charges what the target settled plus the fee on it, releasing the rest (also when only the watch
+// job can find the settlement); /proxy/sim and /relay/sim show the maximum and the rule; /relay
+// with an exact client takes the maximum plus the fee and refunds, on the client's own network, the
+// unused part and the fee on it.
+import { decodePaymentSignatureHeader } from '@x402/core/http';
+import { getAddress, parseAbi, parseEventLogs, type Address, type Hash } from 'viem';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../db/index';
+import { startFaultProxy, type FaultProxy } from '../../devnet/faults';
+import type { EvmNetworkName, Peers, Target } from '../../devnet/index';
+import { EVM_NETWORKS } from '../../devnet/index';
+import { organisationBalance } from '../../payments/credits';
+import { decodePaymentResponseHeader } from '../../payments/x402/headers';
+import { createTestAccount } from '../support/accounts';
+import { paidCallAfter } from '../support/paid-target';
+import { ledgerSums, peersEnv, pollWebhook } from '../support/proxy';
+import { startPeers } from '../../devnet/index';
+import { startTestService, type TestService } from '../support/service';
+import { tableResolver } from '../support/resolver';
+import { ifStarted } from '../support/teardown';
+
+const UPTO_PROXY: Address = '0x4020A4f3b7b90ccA423B9fabCc0CE57C6C240002';
+/** The targets' price: the maximum we authorize, in micro-USDC. */
+const MAXIMUM = 20_000n;
+/** What the "less" targets settle of it. */
+const USED = 7_500n;
+/** ceil(20,000 x 1.03 / 1000): the credits held for the maximum plus the fee. */
+const RESERVED = 21n;
+/** ceil(7,500 x 1.03 / 1000): the credits of what was used plus the fee on it. */
+const USED_CREDITS = 8n;
+
+/** Each target network, and the network of the same class a /relay client pays us on. */
+const CASES: { network: EvmNetworkName; clientNetwork: EvmNetworkName }[] = [
+  { network: 'polygon-amoy', clientNetwork: 'base-sepolia' },
+  { network: 'megaeth', clientNetwork: 'base' },
+];
+/** The two kinds of upto target: one settling less than its maximum, one settling all of it. */
+const KINDS = [
+  { kind: 'less', settles: USED, credits: USED_CREDITS },
+  { kind: 'max', settles: MAXIMUM, credits: RESERVED },
+] as const;
+
+const atomic = (network: EvmNetworkName, micro: bigint) => micro * 10n ** BigInt(EVM_NETWORKS[network].decimals - 6);
+const targetName = (kind: string, network: EvmNetworkName) => `upto-${kind}-${network}`;
+
+let peers: Peers;
+let t: TestService;
+let db: Db;
+/** A fault proxy in front of the "less" target on Polygon Amoy: it breaks the answer to our paid call. */
+let breaking: FaultProxy | undefined;
+
+beforeAll(async () => {
+  peers = await startPeers({
+    networks: ['base', 'base-sepolia', 'megaeth', 'polygon-amoy'],
+    pricesMicroUsdc: { paid: MAXIMUM, paidEcho: MAXIMUM, neverSettles: MAXIMUM, error: MAXIMUM, slow: MAXIMUM },
+    targets: CASES.flatMap(({ network }) =>
+      KINDS.map(({ kind, settles }) => ({
+        name: targetName(kind, network),
+        network,
+        x402Version: 2 as const,
+        v2Offer: { scheme: 'upto' as const, uptoChargeMicroUsdc: settles },
+      })),
+    ),
+  });
+  try {
+    // After the target settled, the answer is cut half-way: we never see its PAYMENT-RESPONSE.
+    breaking = await startFaultProxy({
+      upstream: peers.targets[targetName('less', 'polygon-amoy')]!.url,
+      choose: (request) => (request.headers['payment-signature'] ? 'reset_mid_body' : 'pass'),
+    });
+    const allowed = new URL(breaking.url).host;
+    t = await startTestService({ ...peersEnv(peers, [allowed]) }, { resolver: tableResolver() });
+    db = t.database.handle.db;
+  } catch (error) {
+    await breaking?.close();
+    await peers.stop();
+    throw error;
+  }
+});
+
+afterAll(async () => {
+  await ifStarted(t)?.stop();
+  await breaking?.close();
+  await ifStarted(peers)?.stop();
+});
+
+const service = () => peers.wallets.service.evm.address;
+const erc20Events = parseAbi(['event Transfer(address indexed from, address indexed to, uint256 value)']);
+
+describe.each(CASES)('upto targets on $network', ({ network }) => {
+  const chain = () => peers.evmChains[network]!;
+  const token = () => getAddress(EVM_NETWORKS[network].usdc);
+
+  async function balances(target: Target) {
+    return {
+      service: await peers.usdcBalance(network, service()),
+      target: await peers.usdcBalance(network, target.routes.paid.payTo),
+    };
+  }
+
+  /** The token's transfers in a settlement, read from its receipt: a successful call of the upto proxy. */
+  async function settlementTransfers(hash: string) {
+    const receipt = await chain().publicClient.getTransactionReceipt({ hash: hash as Hash });
+    expect(receipt.status).toBe('success');
+    expect(getAddress(receipt.to!)).toBe(UPTO_PROXY);
+    return parseEventLogs({ abi: erc20Events, logs: receipt.logs, eventName: 'Transfer' })
+      .filter((log) => getAddress(log.address) === token())
+      .map(({ args }) => args);
+  }
+
+  /** The paid call the target saw carried our upto permit: the maximum, to its payTo, settled only by its facilitator. */
+  function expectOurPermit(target: Target, unpaidCalls: number) {
+    const payment = decodePaymentSignatureHeader(paidCallAfter(target, unpaidCalls).payment!);
+    expect(payment.accepted).toMatchObject({ scheme: 'upto', amount: atomic(network, MAXIMUM).toString() });
+    expect(payment.payload).toMatchObject({
+      permit2Authorization: {
+        from: service(),
+        spender: UPTO_PROXY,
+        permitted: { token: token(), amount: atomic(network, MAXIMUM).toString() },
+        witness: {
+          to: getAddress(target.routes.paid.payTo),
+          facilitator: getAddress(peers.facilitatorV2.evmAddress),
+          validAfter: '0',
+        },
+      },
+    });
+  }
+
+  describe.each(KINDS)('a target settling $kind', ({ kind, settles, credits }) => {
+    const target = (): Target => peers.targets[targetName(kind, network)]!;
+
+    it(`/proxy holds ${RESERVED} credits for the maximum and charges ${credits}: what the target settled on chain plus the fee`, async () => {
+      target().reset();
+      const { key, organisationId } = await createTestAccount(db, { credits: 1_000n });
+      const before = await balances(target());
+
+      const res = await t.client.post(
+        '/proxy',
+        { api_url: target().routes.paid.url, method: 'GET' },
+        { headers: { 'x-api-key': key } },
+      );
+
+      expect(res.status, res.text).toBe(200);
+      expect(res.body).toEqual({ ok: true, route: 'paid', target: target().name, network });
+      expectOurPermit(target(), 1);
+      const receipt = decodePaymentResponseHeader(res.headers.get('x-payment-response'));
+      expect(receipt).toMatchObject({
+        ok: true,
+        value: { success: true, network, payer: service(), amount: atomic(network, settles).toString() },
+      });
+      const transaction = receipt.ok ? receipt.value.transaction : '';
+      expect(res.headers.get('x-credits-charged')).toBe(credits.toString());
+      // The chain: exactly what the target settled left our wallet for its payTo, through the upto proxy.
+      const used = atomic(network, settles);
+      expect(await settlementTransfers(transaction)).toEqual([
+        { from: service(), to: getAddress(target().routes.paid.payTo), value: used },
+      ]);
+      expect(await balances(target())).toEqual({ service: before.service - used, target: before.target + used });
+      // The ledger: the maximum plus the fee held, what was used plus the fee on it charged, the rest released.
+      expect(await organisationBalance(db, organisationId)).toBe(1_000n - credits);
+      expect(await ledgerSums(db, organisationId)).toEqual({
+        grant: 1_000n,
+        reserve: RESERVED,
+        charge: credits,
+        release: RESERVED - credits,
+        refund: 0n,
+      });
+      const rows = await db
+        .selectFrom('proxy_payments')
+        .selectAll()
+        .where('organisation_id', '=', organisationId)
+        .execute();
+      expect(rows).toMatchObject([
+        {
+          state: 'charged',
+          scheme: 'upto',
+          network,
+          tx_hash: transaction,
+          amount_micro_usdc: settles,
+          credits,
+          max_amount_micro_usdc: MAXIMUM,
+          reserved_credits: RESERVED,
+        },
+      ]);
+    });
+  });
+});
+
+describe('an upto settlement the target does not report', () => {
+  it("is found by the watch job from the chain (Permit2 nonce, the token's logs) and charged what it moved plus the fee, the rest released", async () => {
+    const network: EvmNetworkName = 'polygon-amoy';
+    const target = peers.targets[targetName('less', network)]!;
+    target.reset();
+    const { key, organisationId } = await createTestAccount(db, { credits: 1_000n });
+    const before = {
+      service: await peers.usdcBalance(network, service()),
+      target: await peers.usdcBalance(network, target.routes.paid.payTo),
+    };
+
+    const res = await t.client.post(
+      '/proxy',
+      { api_url: `${breaking!.url}${new URL(target.routes.paid.url).pathname}`, method: 'GET' },
+      { headers: { 'x-api-key': key } },
+    );
+
+    expect(res.status, res.text).toBe(502);
+    const webhookId = (res.body as { webhook_id?: string }).webhook_id!;
+    expect(webhookId).toBeDefined();
+    const record = await pollWebhook(t, webhookId, 30_000);
+    expect(record.status, record.text).toBe(200);
+    expect(record.body).toMatchObject({ status: 'success', network });
+    const used = atomic(network, USED);
+    expect({
+      service: await peers.usdcBalance(network, service()),
+      target: await peers.usdcBalance(network, target.routes.paid.payTo),
+    }).toEqual({ service: before.service - used, target: before.target + used });
+    expect(await organisationBalance(db, organisationId)).toBe(1_000n - USED_CREDITS);
+    expect(await ledgerSums(db, organisationId)).toEqual({
+      grant: 1_000n,
+      reserve: RESERVED,
+      charge: USED_CREDITS,
+      release: RESERVED - USED_CREDITS,
+      refund: 0n,
+    });
+    const [row] = await db
+      .selectFrom('proxy_payments')
+      .selectAll()
+      .where('organisation_id', '=', organisationId)
+      .execute();
+    expect(row).toMatchObject({ state: 'charged', scheme: 'upto', amount_micro_usdc: USED, credits: USED_CREDITS });
+    expect(row!.tx_hash).toMatch(/^0x[0-9a-f]{64}$/);
+  });
+});
