@@ -1024,10 +1024,10 @@ export interface components {
          */
         PaymentRequirements: {
             /**
-             * @description Payment scheme; x402 v1 `exact` (pay exactly `maxAmountRequired`).
+             * @description Payment scheme: `exact` (pay exactly `maxAmountRequired`). In a simulation result a target's requirement may also be `upto` (x402 version 2: `maxAmountRequired` is the most it settles).
              * @enum {string}
              */
-            scheme: "exact";
+            scheme: "exact" | "upto";
             /** @description Network name (for requirements of the service, one of NetworkName; a target may name other networks). */
             network: string;
             /** @description Recipient address (EVM hex address or Solana base58 address). */
@@ -1204,7 +1204,32 @@ export interface components {
             feeModel: string;
         };
         /**
-         * @description Result of a relay simulation. The target was called once without payment; nothing was paid. When the target asks for payment, `targetPaymentRequirements` is the requirement of the target the relay would pay and `relayFeeBreakdown` what the client would pay the service; both are present exactly when `requiresPayment` is true.
+         * @description How the target prices the call, and so what the caller pays. `exact`: the target takes its price; the caller pays it plus the fee. `upto`: the target's price is a maximum of which it settles what the call used, known only once the chain shows it. The caller pays at most the maximum plus the fee (`maxTotalAmount`; on /proxy the `maxTotalCredits` are held) and is charged what the target settled plus the fee on it: on /proxy the rest of the held credits is released, on /relay a client that paid the maximum with an exact payment is refunded the rest on the network it paid on. The fee breakdown beside it is of the maximum.
+         * @example {
+         *       "scheme": "upto",
+         *       "maxTargetAmount": 0.02,
+         *       "maxTotalAmount": 0.0206,
+         *       "maxTotalCredits": 21,
+         *       "rule": "upto: the target settles what the call uses, at most 0.02 USDC; 21 credits (the maximum plus the 3% fee) are held, the account is charged what the target settles plus the fee on it, and the rest is released"
+         *     }
+         */
+        Pricing: {
+            /**
+             * @description The target's payment scheme.
+             * @enum {string}
+             */
+            scheme: "exact" | "upto";
+            /** @description upto only. The most the target may settle, in USDC. */
+            maxTargetAmount?: number;
+            /** @description upto only. The most the caller pays (the maximum plus the fee on it), in USDC. */
+            maxTotalAmount?: number;
+            /** @description upto on /proxy/sim only. The credits /proxy holds while the target settles. */
+            maxTotalCredits?: number;
+            /** @description The rule in words, with this call's figures. */
+            rule: string;
+        };
+        /**
+         * @description Result of a relay simulation. The target was called once without payment; nothing was paid. When the target asks for payment, `targetPaymentRequirements` is the requirement of the target the relay would pay, `relayFeeBreakdown` what the client would pay the service (for an `upto` target: of its maximum, the most it pays) and `pricing` the rule; all are present exactly when `requiresPayment` is true.
          * @example {
          *       "requiresPayment": true,
          *       "targetPaymentRequirements": {
@@ -1230,6 +1255,10 @@ export interface components {
          *         "relayFeeMinUSDC": 0,
          *         "feeModel": "3% flat"
          *       },
+         *       "pricing": {
+         *         "scheme": "exact",
+         *         "rule": "exact: the target takes its price of 0.1 USDC; you pay 0.103 USDC (the price plus the fee)"
+         *       },
          *       "message": "The target requires 0.1 USDC on base; a relay costs 0.103 USDC"
          *     }
          * @example {
@@ -1242,6 +1271,7 @@ export interface components {
             requiresPayment: boolean;
             targetPaymentRequirements?: components["schemas"]["PaymentRequirements"];
             relayFeeBreakdown?: components["schemas"]["RelayFeeBreakdown"];
+            pricing?: components["schemas"]["Pricing"];
             /** @description Human-readable summary of the simulation. */
             message: string;
         };
@@ -1460,7 +1490,7 @@ export interface components {
             totalCredits: number;
         };
         /**
-         * @description Result of a proxy simulation. The target was called once without payment; nothing was paid or charged. When the target asks for payment (`requiresPayment` true, `status` 402, `response` its 402 body), `paymentRequirements` is the requirement the proxy would pay and `feeBreakdown` what the account would be charged; both are present exactly when `requiresPayment` is true.
+         * @description Result of a proxy simulation. The target was called once without payment; nothing was paid or charged. When the target asks for payment (`requiresPayment` true, `status` 402, `response` its 402 body), `paymentRequirements` is the requirement the proxy would pay, `feeBreakdown` what the account would be charged (for an `upto` target: of its maximum, what is held) and `pricing` the rule; all are present exactly when `requiresPayment` is true.
          * @example {
          *       "requiresPayment": false,
          *       "status": 200,
@@ -1479,6 +1509,7 @@ export interface components {
             response: unknown;
             paymentRequirements?: components["schemas"]["PaymentRequirements"];
             feeBreakdown?: components["schemas"]["ProxyFeeBreakdown"];
+            pricing?: components["schemas"]["Pricing"];
         };
         /**
          * @description Balance and daily proxy spending of the API key's account. Mainnet amounts are in credits (1 credit = 0.001 USDC); testnet amounts are in USD, as their names say. Daily amounts reset at 00:00 UTC.

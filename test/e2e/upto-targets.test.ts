@@ -191,6 +191,69 @@ describe.each(CASES)('upto targets on $network', ({ network }) => {
   });
 });
 
+describe.each(CASES)('dry runs of an upto target on $network', ({ network }) => {
+  const target = (): Target => peers.targets[targetName('less', network)]!;
+  const maximum = () => atomic(network, MAXIMUM).toString();
+
+  async function untouched<T>(run: () => Promise<T>): Promise<T> {
+    target().reset();
+    const before = {
+      service: await peers.usdcBalance(network, service()),
+      target: await peers.usdcBalance(network, target().routes.paid.payTo),
+    };
+    const result = await run();
+    // Called once unpaid, nothing paid.
+    expect(target().requests.map((request) => request.payment)).toEqual([null]);
+    expect({
+      service: await peers.usdcBalance(network, service()),
+      target: await peers.usdcBalance(network, target().routes.paid.payTo),
+    }).toEqual(before);
+    return result;
+  }
+
+  it(`/proxy/sim shows the maximum, the ${RESERVED} credits held, and the rule; nothing is reserved`, async () => {
+    const { key, organisationId } = await createTestAccount(db, { credits: 100n });
+
+    const res = await untouched(() =>
+      t.client.post(
+        '/proxy/sim',
+        { api_url: target().routes.paid.url, method: 'GET' },
+        { headers: { 'x-api-key': key } },
+      ),
+    );
+
+    expect(res.status, res.text).toBe(200);
+    expect(res.body).toMatchObject({
+      requiresPayment: true,
+      status: 402,
+      paymentRequirements: { scheme: 'upto', network, maxAmountRequired: maximum() },
+      feeBreakdown: { targetAmount: 0.02, proxyFee: 0.0006, totalAmount: 0.0206, totalCredits: Number(RESERVED) },
+      pricing: { scheme: 'upto', maxTargetAmount: 0.02, maxTotalAmount: 0.0206, maxTotalCredits: Number(RESERVED) },
+    });
+    expect((res.body as { pricing: { rule: string } }).pricing.rule).toBe(
+      'upto: the target settles what the call uses, at most 0.02 USDC; 21 credits (the maximum plus the 3% fee) are held, the account is charged what the target settles plus the fee on it, and the rest is released',
+    );
+    expect(await ledgerSums(db, organisationId)).toMatchObject({ reserve: 0n, charge: 0n });
+  });
+
+  it('/relay/sim shows the maximum plus the fee as the most a client pays, and the rule', async () => {
+    const res = await untouched(() =>
+      t.client.post('/relay/sim', { api_url: target().routes.paid.url, method: 'GET' }),
+    );
+
+    expect(res.status, res.text).toBe(200);
+    expect(res.body).toMatchObject({
+      requiresPayment: true,
+      targetPaymentRequirements: { scheme: 'upto', network, maxAmountRequired: maximum() },
+      relayFeeBreakdown: { targetAmount: 0.02, relayFee: 0.0006, totalAmount: 0.0206 },
+      pricing: { scheme: 'upto', maxTargetAmount: 0.02, maxTotalAmount: 0.0206 },
+    });
+    expect((res.body as { pricing: { rule: string } }).pricing.rule).toBe(
+      'upto: the target settles what the call uses, at most 0.02 USDC; you pay at most 0.0206 USDC (the maximum plus the fee) and are charged what the target settles plus the fee on it; the rest is refunded to you on the network you paid on',
+    );
+  });
+});
+
 describe('an upto settlement the target does not report', () => {
   it("is found by the watch job from the chain (Permit2 nonce, the token's logs) and charged what it moved plus the fee, the rest released", async () => {
     const network: EvmNetworkName = 'polygon-amoy';
