@@ -16,11 +16,9 @@ import { ok, type Ok } from '../result';
 import { addJob, type JobName } from '../jobs';
 import { usdcText } from '../money';
 import { FAMILIES } from '../chains/registry';
-import type { SignedTargetPayment } from '../outgoing/index';
+import { settledMicroUsdc, type SignedTargetPayment } from '../outgoing/index';
 import { isUpto, type PaymentChoice } from '../x402/choose';
-import { assetToMicro } from '../money';
 import { uptoProxyCharge } from '../fees';
-import { canonicalNetwork, NETWORK_TABLE } from '../networkTable';
 import type { ChainReading } from '../chains/types';
 import type { SignedPaymentPayload } from '../x402/types';
 import { openWebhook } from '../webhooks';
@@ -224,16 +222,16 @@ export function chargeOf(
   | { kind: 'amount_unknown'; details: string }
   | { kind: 'nothing_to_charge'; details: string } {
   if (payment.scheme !== 'upto') return { kind: 'charge' };
-  const network = canonicalNetwork(payment.network);
-  if (reading.amount === undefined || reading.txHash === undefined || network === undefined)
+  const settled = settledMicroUsdc(payment.network, reading);
+  if (settled === undefined)
     return { kind: 'amount_unknown', details: `settled, but what moved is not known yet: ${reading.details}` };
   if (payment.reserved_credits === null) throw new Error(`upto payment on ${payment.network} without reserved credits`);
-  const usedMicro = assetToMicro(reading.amount, NETWORK_TABLE[network].decimals);
+  const usedMicro = settled.usedMicro;
   // Dust: a fraction of a micro-USDC (an 18-decimal token) is nothing in micro-USDC, and is charged nothing.
   if (usedMicro <= 0n)
     return {
       kind: 'nothing_to_charge',
-      details: `the target settled ${reading.amount} atomic units in ${reading.txHash}, less than a micro-USDC: nothing is charged`,
+      details: `the target settled ${settled.amount} atomic units in ${settled.txHash}, less than a micro-USDC: nothing is charged`,
     };
   const { chargedCredits, releasedCredits } = uptoProxyCharge(usedMicro, payment.reserved_credits, proxyFeePercent);
   return { kind: 'charge', used: { amountMicroUsdc: usedMicro, credits: chargedCredits, releasedCredits } };

@@ -19,6 +19,7 @@ import { decodePaymentResponseHeader } from '../../payments/x402/headers';
 import { createTestAccount } from '../support/accounts';
 import { paidCallAfter } from '../support/paid-target';
 import { ledgerSums, peersEnv, pollWebhook } from '../support/proxy';
+import { payingFetch, relayRequest, relayRows } from '../support/relay';
 import { startPeers } from '../../devnet/index';
 import { startTestService, type TestService } from '../support/service';
 import { tableResolver } from '../support/resolver';
@@ -34,6 +35,11 @@ const RESERVED = 21n;
 /** ceil(7,500 x 1.03 / 1000): the credits of what was used plus the fee on it. */
 const USED_CREDITS = 8n;
 
+/** ceil(20,000 x 1.03): what a /relay client pays us for the maximum, with an exact payment. */
+const RELAY_MAX_TOTAL = 20_600n;
+/** ceil(7,500 x 1.03): what it pays in the end when the target settled 7,500; the rest (12,875) is refunded. */
+const RELAY_USED_TOTAL = 7_725n;
+
 /** Each target network, and the network of the same class a /relay client pays us on. */
 const CASES: { network: EvmNetworkName; clientNetwork: EvmNetworkName }[] = [
   { network: 'polygon-amoy', clientNetwork: 'base-sepolia' },
@@ -41,8 +47,8 @@ const CASES: { network: EvmNetworkName; clientNetwork: EvmNetworkName }[] = [
 ];
 /** The two kinds of upto target: one settling less than its maximum, one settling all of it. */
 const KINDS = [
-  { kind: 'less', settles: USED, credits: USED_CREDITS },
-  { kind: 'max', settles: MAXIMUM, credits: RESERVED },
+  { kind: 'less', settles: USED, credits: USED_CREDITS, relayCharged: RELAY_USED_TOTAL },
+  { kind: 'max', settles: MAXIMUM, credits: RESERVED, relayCharged: RELAY_MAX_TOTAL },
 ] as const;
 
 const atomic = (network: EvmNetworkName, micro: bigint) => micro * 10n ** BigInt(EVM_NETWORKS[network].decimals - 6);
@@ -92,7 +98,7 @@ afterAll(async () => {
 const service = () => peers.wallets.service.evm.address;
 const erc20Events = parseAbi(['event Transfer(address indexed from, address indexed to, uint256 value)']);
 
-describe.each(CASES)('upto targets on $network', ({ network }) => {
+describe.each(CASES)('upto targets on $network', ({ network, clientNetwork }) => {
   const chain = () => peers.evmChains[network]!;
   const token = () => getAddress(EVM_NETWORKS[network].usdc);
 
@@ -131,7 +137,7 @@ describe.each(CASES)('upto targets on $network', ({ network }) => {
     });
   }
 
-  describe.each(KINDS)('a target settling $kind', ({ kind, settles, credits }) => {
+  describe.each(KINDS)('a target settling $kind', ({ kind, settles, credits, relayCharged }) => {
     const target = (): Target => peers.targets[targetName(kind, network)]!;
 
     it(`/proxy holds ${RESERVED} credits for the maximum and charges ${credits}: what the target settled on chain plus the fee`, async () => {
@@ -187,6 +193,74 @@ describe.each(CASES)('upto targets on $network', ({ network }) => {
           reserved_credits: RESERVED,
         },
       ]);
+    });
+
+    it(`/relay: an exact client pays ${RELAY_MAX_TOTAL} micro-USDC on ${clientNetwork}, we pay the target by upto, and the client ends up paying ${relayCharged}`, async () => {
+      target().reset();
+      const before = await balances(target());
+      const client = peers.wallets.client.evm.address;
+      const clientBefore = await peers.usdcBalance(clientNetwork, client);
+      const ourBefore = await peers.usdcBalance(clientNetwork, service());
+
+      // The unmodified x402-fetch 1.2.0: it pays exact only, what our 402 asks.
+      const res = await payingFetch(peers, clientNetwork)(
+        `${t.service.url}/relay`,
+        relayRequest({ api_url: target().routes.paid.url, method: 'GET' }),
+      );
+
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ ok: true, route: 'paid', target: target().name, network });
+      expectOurPermit(target(), 2);
+      const clientTx = res.headers.get('x-client-payment')!;
+      const receipt = decodePaymentResponseHeader(res.headers.get('x-payment-response'));
+      expect(receipt).toMatchObject({
+        ok: true,
+        value: { success: true, network, amount: atomic(network, settles).toString() },
+      });
+      const used = atomic(network, settles);
+      expect(await settlementTransfers(receipt.ok ? receipt.value.transaction : '')).toEqual([
+        { from: service(), to: getAddress(target().routes.paid.payTo), value: used },
+      ]);
+      expect(await balances(target())).toEqual({ service: before.service - used, target: before.target + used });
+
+      const refundMicro = RELAY_MAX_TOTAL - relayCharged;
+      const refundRecord = res.headers.get('x-refund-webhook-id');
+      if (refundMicro > 0n) {
+        // The unused part and the fee on it come back by the refund job, on the client's own network.
+        expect(refundRecord).not.toBeNull();
+        const record = await pollWebhook(t, refundRecord!, 30_000);
+        expect(record.status, record.text).toBe(200);
+        expect(record.body).toMatchObject({ status: 'refund_confirmed', network: clientNetwork });
+      } else {
+        expect(refundRecord).toBeNull();
+      }
+      // The client's network: taken the maximum plus the fee, given back what the target did not use.
+      expect(await peers.usdcBalance(clientNetwork, client)).toBe(clientBefore - relayCharged);
+      expect(await peers.usdcBalance(clientNetwork, service())).toBe(ourBefore + relayCharged);
+      const [row] = (await relayRows(db)).filter((candidate) => candidate.client_tx_hash === clientTx);
+      expect(row).toMatchObject({
+        state: refundMicro > 0n ? 'refunded' : 'delivered',
+        amount_micro: RELAY_MAX_TOTAL,
+        target_scheme: 'upto',
+        target_network: network,
+        target_amount_micro: MAXIMUM,
+        target_used_micro: settles,
+        charged_micro: relayCharged,
+        refund_micro: refundMicro > 0n ? refundMicro : null,
+      });
+      const refunds = await db.selectFrom('refunds').selectAll().where('relay_transaction_id', '=', row!.id).execute();
+      expect(
+        refunds.map(({ status, amount_micro, network: paidOn, recipient }) => ({
+          status,
+          amount_micro,
+          paidOn,
+          recipient,
+        })),
+      ).toEqual(
+        refundMicro > 0n
+          ? [{ status: 'confirmed', amount_micro: refundMicro, paidOn: clientNetwork, recipient: client }]
+          : [],
+      );
     });
   });
 });

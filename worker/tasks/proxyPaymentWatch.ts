@@ -14,7 +14,7 @@ import {
   releaseProxyPayment,
   signedTargetPaymentOf,
 } from '../../payments/proxy/records';
-import { nextLookAt, readPaymentOnChain, UNREADABLE_RECHECK_MS } from '../../payments/outgoing/index';
+import { heldLookAt, nextLookAt, readPaymentOnChain, UNREADABLE_RECHECK_MS } from '../../payments/outgoing/index';
 import type { WorkerDeps } from '../deps';
 
 // The schedule of looks is shared with the relay's watch of its target payments.
@@ -28,15 +28,6 @@ export {
 } from '../../payments/outgoing/index';
 /** A row still `reserved` this long after it was written was never signed: its request is gone. */
 export const NEVER_SIGNED_AFTER_MS = 10 * 60_000;
-
-/** An upto payment held while its settled amount is unknown is looked at less often as it ages: a quarter of its age, 10 s to 1 h. */
-const HELD_MIN_RECHECK_MS = 10_000;
-const HELD_MAX_RECHECK_MS = 60 * 60_000;
-
-function heldLookAt(now: Date, since: Date): Date {
-  const age = Math.max(0, now.getTime() - since.getTime());
-  return new Date(now.getTime() + Math.min(HELD_MAX_RECHECK_MS, Math.max(HELD_MIN_RECHECK_MS, Math.floor(age / 4))));
-}
 
 function parseWatchPayload(payload: unknown): bigint {
   const id = (payload as { proxyPaymentId?: unknown } | null)?.proxyPaymentId;
