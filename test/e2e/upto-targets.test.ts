@@ -373,3 +373,43 @@ describe('an upto settlement the target does not report', () => {
     expect(row!.tx_hash).toMatch(/^0x[0-9a-f]{64}$/);
   });
 });
+
+describe('an upto settlement the target does not report, on /relay', () => {
+  it('is found by the relay watch job; the exact client is refunded the unused part on its own network', async () => {
+    const network: EvmNetworkName = 'polygon-amoy';
+    const clientNetwork: EvmNetworkName = 'base-sepolia';
+    const target = peers.targets[targetName('less', network)]!;
+    target.reset();
+    const client = peers.wallets.client.evm.address;
+    const before = {
+      client: await peers.usdcBalance(clientNetwork, client),
+      ours: await peers.usdcBalance(clientNetwork, service()),
+      target: await peers.usdcBalance(network, target.routes.paid.payTo),
+    };
+
+    const res = await payingFetch(peers, clientNetwork)(
+      `${t.service.url}/relay`,
+      relayRequest({ api_url: `${breaking!.url}${new URL(target.routes.paid.url).pathname}`, method: 'GET' }),
+    );
+
+    // Our payment left, the target's answer did not arrive: a 502 with the record to poll.
+    expect(res.status).toBe(502);
+    const webhookId = res.headers.get('x-service-webhook')!;
+    expect(webhookId).not.toBeNull();
+    const record = await pollWebhook(t, webhookId, 30_000);
+    expect(record.status, record.text).toBe(200);
+    expect(record.body).toMatchObject({ status: 'refund_confirmed', network: clientNetwork });
+    expect(await peers.usdcBalance(network, target.routes.paid.payTo)).toBe(before.target + atomic(network, USED));
+    expect(await peers.usdcBalance(clientNetwork, client)).toBe(before.client - RELAY_USED_TOTAL);
+    expect(await peers.usdcBalance(clientNetwork, service())).toBe(before.ours + RELAY_USED_TOTAL);
+    const [row] = (await relayRows(db)).filter(
+      (candidate) => candidate.client_tx_hash === res.headers.get('x-client-payment'),
+    );
+    expect(row).toMatchObject({
+      state: 'refunded',
+      target_used_micro: USED,
+      charged_micro: RELAY_USED_TOTAL,
+      refund_micro: RELAY_MAX_TOTAL - RELAY_USED_TOTAL,
+    });
+  });
+});
