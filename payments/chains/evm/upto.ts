@@ -318,10 +318,14 @@ export async function uptoSettlement(
   return { state: 'settled', amount: moved, details: `settled ${moved} of at most ${allowance.maximum} in ${hash}` };
 }
 
+/** findUptoSettlement reads at most this many candidate transactions per sweep. */
+export const MAX_UPTO_CANDIDATES = 50;
+
 /**
  * Looks for the settlement of our permit among the token's Transfer logs from our wallet to the
- * recipient, newest blocks first, at most `maxBlocks` back in chunks of `chunkBlocks` (a bounded
- * sweep: the caller looks again later when nothing is found).
+ * recipient, newest blocks first, at most `maxBlocks` back in chunks of `chunkBlocks` and at most
+ * MAX_UPTO_CANDIDATES transactions read (a bounded sweep: the caller looks again later when
+ * nothing is found).
  */
 export async function findUptoSettlement(
   clients: EvmNetworkClients,
@@ -355,6 +359,11 @@ export async function findUptoSettlement(
       // RPC data: a node may answer a log of a pending block, without a hash, whatever the types say.
       const hash = log.transactionHash as Hash | null;
       if (hash === null || seen.has(hash)) continue;
+      if (seen.size >= MAX_UPTO_CANDIDATES)
+        return {
+          state: 'unknown',
+          details: `the permit is spent; its settlement is not among the newest ${MAX_UPTO_CANDIDATES} transfers from our wallet to ${allowance.payTo}`,
+        };
       seen.add(hash);
       const reading = await uptoSettlement(clients, payment, allowance, hash);
       if (reading.state !== 'not_ours') return { ...reading, txHash: hash };
