@@ -959,7 +959,7 @@ export interface components {
         "X-Refund-Webhook-Id": string;
         /**
          * X-Payment-Response
-         * @description x402 version 1 settlement receipt: base64-encoded JSON `{success, transaction, network, payer}` (with `errorReason` when `success` is false). On /relay and /proxy it describes the service's payment to the target; on /llm/chat and /llm/translate the settlement of the client's payment.
+         * @description x402 version 1 settlement receipt: base64-encoded JSON `{success, transaction, network, payer}` (with `errorReason` when `success` is false). On /relay and /proxy it describes the service's payment to the target; on /llm/chat and /llm/translate the settlement of the client's payment. When the target priced the call by `upto`, `amount` is what it settled of the maximum, in the asset's atomic units, as read from the chain.
          */
         "X-Payment-Response": string;
         /**
@@ -1043,10 +1043,10 @@ export interface components {
          */
         PaymentRequirements: {
             /**
-             * @description Payment scheme; x402 v1 `exact` (pay exactly `maxAmountRequired`).
+             * @description Payment scheme: `exact` (pay exactly `maxAmountRequired`). In a simulation result a target's requirement may also be `upto` (x402 version 2: `maxAmountRequired` is the most it settles).
              * @enum {string}
              */
-            scheme: "exact";
+            scheme: "exact" | "upto";
             /** @description Network name (for requirements of the service, one of NetworkName; a target may name other networks). */
             network: string;
             /** @description Recipient address (EVM hex address or Solana base58 address). */
@@ -1223,6 +1223,31 @@ export interface components {
             feeModel: string;
         };
         /**
+         * @description How the target prices the call, and so what the caller pays. `exact`: the target takes its price; the caller pays it plus the fee. `upto`: the target's price is a maximum of which it settles what the call used, known only once the chain shows it. The caller pays at most the maximum plus the fee (`maxTotalAmount`; on /proxy the `maxTotalCredits` are held) and is charged what the target settled plus the fee on it: on /proxy the rest of the held credits is released, on /relay a client that paid the maximum with an exact payment is refunded the rest on the network it paid on. The fee breakdown beside it is of the maximum.
+         * @example {
+         *       "scheme": "upto",
+         *       "maxTargetAmount": 0.02,
+         *       "maxTotalAmount": 0.0206,
+         *       "maxTotalCredits": 21,
+         *       "rule": "upto: the target settles what the call uses, at most 0.02 USDC; 21 credits (the maximum plus the 3% fee) are held, the account is charged what the target settles plus the fee on it, and the rest is released"
+         *     }
+         */
+        Pricing: {
+            /**
+             * @description The target's payment scheme.
+             * @enum {string}
+             */
+            scheme: "exact" | "upto";
+            /** @description upto only. The most the target may settle, in USDC. */
+            maxTargetAmount?: number;
+            /** @description upto only. The most the caller pays (the maximum plus the fee on it), in USDC. */
+            maxTotalAmount?: number;
+            /** @description upto on /proxy/sim only. The credits /proxy holds while the target settles. */
+            maxTotalCredits?: number;
+            /** @description The rule in words, with this call's figures. */
+            rule: string;
+        };
+        /**
          * @description The target's discovery metadata: the `bazaar` extension of its x402 version 2 PAYMENT-REQUIRED (as @x402/extensions declares it: `info` with the call's `input` and `output`, and the `schema` they follow), passed on as the target sent it, unchecked. Present only when the target declares it and its JSON is at most 16 KiB; the service does not use it to pay.
          * @example {
          *       "info": {
@@ -1246,7 +1271,7 @@ export interface components {
             [key: string]: unknown;
         };
         /**
-         * @description Result of a relay simulation. The target was called once without payment; nothing was paid. When the target asks for payment, `targetPaymentRequirements` is the requirement of the target the relay would pay and `relayFeeBreakdown` what the client would pay the service; both are present exactly when `requiresPayment` is true.
+         * @description Result of a relay simulation. The target was called once without payment; nothing was paid. When the target asks for payment, `targetPaymentRequirements` is the requirement of the target the relay would pay, `relayFeeBreakdown` what the client would pay the service (for an `upto` target: of its maximum, the most it pays) and `pricing` the rule; all are present exactly when `requiresPayment` is true.
          * @example {
          *       "requiresPayment": true,
          *       "targetPaymentRequirements": {
@@ -1272,6 +1297,10 @@ export interface components {
          *         "relayFeeMinUSDC": 0,
          *         "feeModel": "3% flat"
          *       },
+         *       "pricing": {
+         *         "scheme": "exact",
+         *         "rule": "exact: the target takes its price of 0.1 USDC; you pay 0.103 USDC (the price plus the fee)"
+         *       },
          *       "message": "The target requires 0.1 USDC on base; a relay costs 0.103 USDC"
          *     }
          * @example {
@@ -1284,6 +1313,7 @@ export interface components {
             requiresPayment: boolean;
             targetPaymentRequirements?: components["schemas"]["PaymentRequirements"];
             relayFeeBreakdown?: components["schemas"]["RelayFeeBreakdown"];
+            pricing?: components["schemas"]["Pricing"];
             /** @description Human-readable summary of the simulation. */
             message: string;
             bazaar?: components["schemas"]["TargetBazaar"];
@@ -1393,6 +1423,11 @@ export interface components {
             max_amount?: components["schemas"]["CallMaxAmount"];
         };
         /**
+         * X-Credits-Charged
+         * @description Credits charged for this /proxy call, sent once the chain showed the payment to the target. For a target that priced the call by `upto` it is what the target settled (the `amount` of X-Payment-Response) plus the fee on it, as an exact target of that price would cost; the rest of the credits held for the maximum were released. Absent while the payment is watched on-chain (X-Service-Webhook): the record says the charge once it is known.
+         */
+        "X-Credits-Charged": string;
+        /**
          * @description The organisation's credit balance cannot cover the credits this call needs: ceil(price in micro-USDC x 1.03 / 1000) with the default 3% proxy fee. Nothing was paid or charged.
          * @example {
          *       "code": "insufficient_credits",
@@ -1498,7 +1533,7 @@ export interface components {
             totalCredits: number;
         };
         /**
-         * @description Result of a proxy simulation. The target was called once without payment; nothing was paid or charged. When the target asks for payment (`requiresPayment` true, `status` 402, `response` its 402 body), `paymentRequirements` is the requirement the proxy would pay and `feeBreakdown` what the account would be charged; both are present exactly when `requiresPayment` is true.
+         * @description Result of a proxy simulation. The target was called once without payment; nothing was paid or charged. When the target asks for payment (`requiresPayment` true, `status` 402, `response` its 402 body), `paymentRequirements` is the requirement the proxy would pay, `feeBreakdown` what the account would be charged (for an `upto` target: of its maximum, what is held) and `pricing` the rule; all are present exactly when `requiresPayment` is true.
          * @example {
          *       "requiresPayment": false,
          *       "status": 200,
@@ -1517,6 +1552,7 @@ export interface components {
             response: unknown;
             paymentRequirements?: components["schemas"]["PaymentRequirements"];
             feeBreakdown?: components["schemas"]["ProxyFeeBreakdown"];
+            pricing?: components["schemas"]["Pricing"];
             bazaar?: components["schemas"]["TargetBazaar"];
         };
         /**
@@ -3080,6 +3116,7 @@ export interface operations {
                     "X-Service-Status"?: components["schemas"]["ServiceStatus"];
                     "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
                     "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "X-Credits-Charged"?: components["schemas"]["X-Credits-Charged"];
                     "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
@@ -3268,6 +3305,7 @@ export interface operations {
                     "X-Service-Status"?: components["schemas"]["ServiceStatus"];
                     "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
                     "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "X-Credits-Charged"?: components["schemas"]["X-Credits-Charged"];
                     "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
@@ -3282,6 +3320,7 @@ export interface operations {
                     "X-Service-Status"?: components["schemas"]["ServiceStatus"];
                     "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
                     "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "X-Credits-Charged"?: components["schemas"]["X-Credits-Charged"];
                     "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
@@ -3296,6 +3335,7 @@ export interface operations {
                     "X-Service-Status"?: components["schemas"]["ServiceStatus"];
                     "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
                     "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
+                    "X-Credits-Charged"?: components["schemas"]["X-Credits-Charged"];
                     "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };

@@ -138,6 +138,16 @@ export interface ProxyPaymentsTable {
   outcome: string | null;
   /** The claim of the idempotency record the /proxy call ran under (payments/idempotency.ts). */
   idempotency_claim: string | null;
+  /**
+   * exact, or upto: the target settles at most the maximum. For upto, amount_micro_usdc and credits
+   * are the maximum and the reservation while the payment is open, and what the target settled and
+   * what was charged once charged.
+   */
+  scheme: ColumnType<'exact' | 'upto', 'exact' | 'upto' | undefined, 'exact' | 'upto'>;
+  /** upto: the maximum signed, micro-USDC. */
+  max_amount_micro_usdc: bigint | null;
+  /** upto: the credits held for the maximum plus the fee. */
+  reserved_credits: bigint | null;
   /** The host (and port) of target_url, computed by Postgres (a generated column: never written). */
   target_host: ColumnType<string | null, never, never>;
   created_at: Timestamp;
@@ -210,6 +220,14 @@ export interface RelayTransactionsTable {
   target_payment_payload: ColumnType<unknown, string | null | undefined, string | null>;
   /** The HTTP status the target answered our paid call with. */
   target_status: number | null;
+  /** exact, or upto (target_amount_micro is then the maximum the target may settle). */
+  target_scheme: 'exact' | 'upto' | null;
+  /** upto: what the target settled of the maximum, read from the chain (micro-USDC). */
+  target_used_micro: bigint | null;
+  /** upto: what the client pays in the end (the used amount plus the fee on it); the rest is refund_micro. */
+  charged_micro: bigint | null;
+  /** A partial refund: the unused part of the client's payment (null: a refund returns the whole payment). */
+  refund_micro: bigint | null;
   /** The call's webhook record, once one was opened (a refund, a payment watched on-chain). */
   webhook_id: string | null;
   /** UTC day the payment was counted against the daily relay limits; null when it was not (or was taken back). */

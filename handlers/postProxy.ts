@@ -10,20 +10,22 @@ import {
 } from '../payments/idempotency';
 import { inProgressReply, keyReusedReply, pathWithFormat, runOnce, type RunAnswer } from './idempotency';
 import type { CallRequest, TargetResponse } from '../payments/http/index';
-import { proxyCall } from '../payments/proxy/call';
+import { proxyCall, type ProxyPaymentReport } from '../payments/proxy/call';
 import { errorReply, requireApiKey, unreachable } from './errors';
 import { callTimeoutMs, spendLimitReply, targetReply } from './targetReply';
 import { callLimits, limitRefusalReply } from './limitRefusal';
 
 export { callTimeoutMs, MAX_CLIENT_TIMEOUT_MS } from './targetReply';
 
-function passThrough(
-  response: TargetResponse,
-  payment: { charged: boolean; webhookId?: string; paymentResponse: string } | undefined,
-  format: unknown,
-): RawReply {
-  // Our receipt of our payment to the target (the target's own x402 headers are not passed on).
-  const receipt: Record<string, string> = payment ? { 'X-Payment-Response': payment.paymentResponse } : {};
+function passThrough(response: TargetResponse, payment: ProxyPaymentReport | undefined, format: unknown): RawReply {
+  // Our receipt of our payment to the target (the target's own x402 headers are not passed on),
+  // and the credits charged for it once the chain showed it.
+  const receipt: Record<string, string> = payment
+    ? {
+        'X-Payment-Response': payment.paymentResponse,
+        ...(payment.chargedCredits === undefined ? {} : { 'X-Credits-Charged': payment.chargedCredits.toString() }),
+      }
+    : {};
   // We paid, and the chain has not shown the payment yet: the record says when it does.
   return targetReply(
     response,

@@ -2,6 +2,7 @@ import type { Handler } from './types';
 import type { CallRequest } from '../payments/http/index';
 import { simulateProxyCall } from '../payments/proxy/simulate';
 import { microToUsdc } from '../payments/money';
+import { pricingBody } from './pricing';
 import { errorReply, requireApiKey, unreachable } from './errors';
 import { callLimits, limitRefusalReply } from './limitRefusal';
 
@@ -15,7 +16,7 @@ export const postProxySim: Handler<'postProxySim'> = async (ctx, deps) => {
     case 'result': {
       const { result } = outcome;
       if (!result.requiresPayment) return { status: 200, body: result };
-      const { feeBreakdown: fee } = result;
+      const { feeBreakdown: fee, pricing } = result;
       return {
         status: 200,
         body: {
@@ -26,6 +27,7 @@ export const postProxySim: Handler<'postProxySim'> = async (ctx, deps) => {
             totalAmount: microToUsdc(fee.totalMicroUsdc),
             totalCredits: Number(fee.totalCredits),
           },
+          pricing: pricingBody(pricing),
         },
       };
     }

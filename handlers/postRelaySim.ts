@@ -1,6 +1,8 @@
 import type { Handler, RequestContext } from './types';
 import type { Deps } from './deps';
-import { relayFeeModelText } from '../payments/fees';
+import { relayFeeModelText, relayPricing } from '../payments/fees';
+import { isUpto } from '../payments/x402/choose';
+import { pricingBody } from './pricing';
 import { microToUsdc } from '../payments/money';
 import { callBudget } from '../payments/outgoing/index';
 import { quoteRelay } from '../payments/relay/quote';
@@ -27,11 +29,12 @@ export async function simulateRelay(ctx: RequestContext<'postRelaySim'> | Reques
     case 'priced': {
       const { choice, fee } = quote;
       const settings = { percent: deps.config.relayFeePercent, minUsdc: deps.config.relayFeeMinUsdc };
+      const upto = isUpto(choice);
       return {
         status: 200 as const,
         body: {
           requiresPayment: true,
-          targetPaymentRequirements: { ...choice.requirements, scheme: 'exact' as const },
+          targetPaymentRequirements: { ...choice.requirements, scheme: upto ? ('upto' as const) : ('exact' as const) },
           relayFeeBreakdown: {
             targetAmount: microToUsdc(fee.targetMicro),
             relayFee: microToUsdc(fee.feeMicro),
@@ -40,7 +43,10 @@ export async function simulateRelay(ctx: RequestContext<'postRelaySim'> | Reques
             relayFeeMinUSDC: Number(deps.config.relayFeeMinUsdc),
             feeModel: relayFeeModelText(settings),
           },
-          message: `The target requires ${microToUsdc(fee.targetMicro)} USDC on ${choice.network}; a relay costs ${microToUsdc(fee.totalMicro)} USDC (${fee.totalMicro} micro-USDC)`,
+          pricing: pricingBody(relayPricing(upto ? 'upto' : 'exact', fee)),
+          message: upto
+            ? `The target settles what the call uses, at most ${microToUsdc(fee.targetMicro)} USDC on ${choice.network}; a relay costs at most ${microToUsdc(fee.totalMicro)} USDC (${fee.totalMicro} micro-USDC): what the target settles plus the fee on it, the rest refunded`
+            : `The target requires ${microToUsdc(fee.targetMicro)} USDC on ${choice.network}; a relay costs ${microToUsdc(fee.totalMicro)} USDC (${fee.totalMicro} micro-USDC)`,
           ...(quote.bazaar === undefined ? {} : { bazaar: quote.bazaar }),
         },
       };

@@ -16,6 +16,7 @@ export const DATABASE_FUNCTIONS = [
   'reserve_credits',
   'settle_reservation',
   'charge_proxy_payment',
+  'charge_proxy_payment_used',
   'release_proxy_payment',
   'admit_relay_payment',
 ] as const;

@@ -17,6 +17,7 @@ import * as usageReads from './2026_11_28_0016_usage_reads';
 import * as usageDaily from './2026_11_28_0017_usage_daily';
 import * as finalityWatches from './2026_11_29_0017_finality_watches';
 import * as spendingApprovals from './2026_11_29_0018_spending_approvals';
+import * as uptoPayments from './2026_11_30_0020_upto_payments';
 import * as uptoClientPayments from './2026_11_30_0021_upto_client_payments';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
@@ -39,6 +40,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_11_28_0017_usage_daily': usageDaily,
   '2026_11_29_0017_finality_watches': finalityWatches,
   '2026_11_29_0018_spending_approvals': spendingApprovals,
+  '2026_11_30_0020_upto_payments': uptoPayments,
   '2026_11_30_0021_upto_client_payments': uptoClientPayments,
 };
 

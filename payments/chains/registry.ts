@@ -9,6 +9,7 @@ import { caip2Of, NETWORK_TABLE, type ChainType, type NetworkName } from '../net
 import type { PaymentScheme, SchemeLookup, SchemePayload } from '../x402/schemes';
 import { EXACT_EVM } from './evm/exact';
 import { EVM_FAMILY } from './evm/family';
+import { UPTO_EVM } from './evm/upto';
 import type { ChainFamily } from './family';
 import { EXACT_SOLANA } from './solana/exact';
 import { SOLANA_FAMILY } from './solana/family';
@@ -38,7 +39,10 @@ export class SchemeRegistry implements SchemeLookup {
 export const FAMILIES: Readonly<Record<ChainType, ChainFamily>> = { evm: EVM_FAMILY, solana: SOLANA_FAMILY };
 
 /** Every scheme we pay and are paid with, by network. */
-export const PAYMENT_SCHEMES = new SchemeRegistry().register('eip155:*', EXACT_EVM).register('solana:*', EXACT_SOLANA);
+export const PAYMENT_SCHEMES = new SchemeRegistry()
+  .register('eip155:*', EXACT_EVM)
+  .register('eip155:*', UPTO_EVM)
+  .register('solana:*', EXACT_SOLANA);
 
 /** The family of a network, as its row in the network table names it. */
 export function familyOf(network: NetworkName): ChainFamily {

@@ -119,11 +119,19 @@ export interface SignedTargetPayment {
   lastValidBlockHeight: bigint | null;
   /** A transaction the target reported or we found earlier. */
   txHash: string | null;
+  /**
+   * The payment as signed, where it was kept: the family reads from it what the payment allows
+   * (an upto permit's maximum and recipient, whose settled amount the reading then reports).
+   */
+  payload?: unknown;
 }
 
 export type ChainReading =
-  /** On chain: the transfer happened. */
-  | { state: 'settled'; txHash?: string; details: string }
+  /**
+   * On chain: the transfer happened. `amount`: what moved to the payee, in the asset's atomic
+   * units, read from the chain; always given for a payment that may settle less than it allows (upto).
+   */
+  | { state: 'settled'; txHash?: string; amount?: bigint; details: string }
   /** Never settled, and can no longer be. */
   | { state: 'expired'; details: string }
   /** Not settled yet, but may still be. `expiresAt`: when the payment stops being usable by the wall clock, where known. */

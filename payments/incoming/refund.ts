@@ -1,5 +1,6 @@
 /**
- * Refunds of settled client payments: the settled amount back to the payer, on the network they
+ * Refunds of settled client payments: the settled amount (or, after an upto target settled less
+ * than its maximum, the unused part: relay_transactions.refund_micro) back to the payer, on the network they
  * paid on, from our wallet (we pay gas or the fee). Interface 3.6: a refund that is pending or
  * confirmed is the refund of its relay transaction; a further attempt sends nothing and answers it
  * at once. The partial unique index of refunds makes that hold under concurrency, and the refund's
@@ -85,7 +86,8 @@ export async function refundClientPayment(
           network: row.network,
           asset: row.asset,
           recipient: row.payer,
-          amount_micro: row.amount_micro,
+          // The unused part of an upto call (refund_micro), else the whole payment: never more than was taken.
+          amount_micro: row.refund_micro ?? row.amount_micro,
           method: 'direct',
         })
         .onConflict((conflict) =>

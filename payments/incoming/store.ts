@@ -186,6 +186,8 @@ export interface TargetPaymentRecord {
   lastValidBlockHeight?: bigint | null;
   /** The signed payment itself, kept to send it again if a reorg drops its settlement. */
   payload?: SignedPaymentPayload;
+  /** upto: amountMicroUsdc is the maximum the target may settle. Default exact. */
+  scheme?: 'exact' | 'upto';
 }
 
 /**
@@ -206,6 +208,7 @@ export function recordTargetPayment(db: Db | Tx, id: bigint, target: TargetPayme
       target_valid_before: target.validBefore ?? null,
       target_last_valid_block_height: target.lastValidBlockHeight ?? null,
       target_payment_payload: target.payload ? JSON.stringify(target.payload) : null,
+      target_scheme: target.scheme ?? 'exact',
     },
     { targetPaymentRefIsNull: true },
   );

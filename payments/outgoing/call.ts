@@ -113,7 +113,7 @@ export interface TransferMethodUnsupported {
 }
 
 /**
- * The requirement we would pay: exact scheme, an enabled network where we hold a key, that
+ * The requirement we would pay: exact scheme (or upto in version 2), an enabled network where we hold a key, that
  * network's USDC, at most `maxAmountMicroUsdc` (the mode's ceiling). `network`, when named, is the
  * only one considered.
  */
@@ -123,7 +123,13 @@ export function decidePayment(
 ): PaymentDecision {
   const paying = chains.payingNetworks();
   const networks = network === undefined ? paying : paying.filter((candidate) => candidate.name === network);
-  const choice = chooseRequirement(body.accepts, { networks, maxAmountMicroUsdc, schemes: PAYMENT_SCHEMES });
+  // Only a version 2 402 carries its entries verbatim (offers): only there is upto offered.
+  const choice = chooseRequirement(body.accepts, {
+    networks,
+    maxAmountMicroUsdc,
+    schemes: PAYMENT_SCHEMES,
+    x402Version: body.offers === undefined ? 1 : 2,
+  });
   if (choice.ok) {
     // A version 2 offer is paid in version 2: the entry chosen is echoed verbatim.
     const offerV2 = body.offers?.[choice.value.index];

@@ -6,7 +6,8 @@
 import type { Chains } from '../chains/index';
 import { familyOf } from '../chains/registry';
 import type { ChainReading, SignedTargetPayment } from '../chains/types';
-import { canonicalNetwork } from '../networkTable';
+import { assetToMicro } from '../money';
+import { canonicalNetwork, NETWORK_TABLE } from '../networkTable';
 
 export { EVM_EXPIRY_MARGIN_SECONDS } from '../chains/evm/readPayment';
 export type { ChainReading, SignedTargetPayment } from '../chains/types';
@@ -29,6 +30,16 @@ export function nextLookAt(now: Date, expiresAt: Date | undefined): Date {
   return new Date(now.getTime() + delay);
 }
 
+/** An upto payment settled but of an amount not known yet is looked at less often as it ages: a quarter of its age, within these bounds. */
+export const HELD_MIN_RECHECK_MS = 10_000;
+export const HELD_MAX_RECHECK_MS = 60 * 60_000;
+
+/** When to read the chain again for an upto payment the chain shows settled, but not yet how much. */
+export function heldLookAt(now: Date, since: Date): Date {
+  const age = Math.max(0, now.getTime() - since.getTime());
+  return new Date(now.getTime() + Math.min(HELD_MAX_RECHECK_MS, Math.max(HELD_MIN_RECHECK_MS, Math.floor(age / 4))));
+}
+
 /** A payment whose payer is recorded: the only kind the chain can be asked about. */
 type PaymentWithPayer = SignedTargetPayment & { payer: string };
 
@@ -48,4 +59,22 @@ export async function readPaymentOnChain(
     now,
     ...(reportedTxHash === undefined ? {} : { reportedTxHash }),
   });
+}
+
+/**
+ * What a settled reading shows the target took, in micro-USDC (a fraction of a micro-unit of an
+ * 18-decimal token dropped, in the client's favour), with its transaction: undefined while the
+ * chain has not said how much moved (then nothing is decided on it).
+ */
+export function settledMicroUsdc(
+  network: string,
+  reading: Extract<ChainReading, { state: 'settled' }>,
+): { usedMicro: bigint; amount: bigint; txHash: string } | undefined {
+  const known = canonicalNetwork(network);
+  if (known === undefined || reading.amount === undefined || reading.txHash === undefined) return undefined;
+  return {
+    usedMicro: assetToMicro(reading.amount, NETWORK_TABLE[known].decimals),
+    amount: reading.amount,
+    txHash: reading.txHash,
+  };
 }

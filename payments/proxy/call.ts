@@ -33,7 +33,6 @@ import {
   signTargetPayment,
   type CallBudget,
   type PayingDeps,
-  type SignedTargetPayment,
   type OfferRefused,
   type TargetPayment,
   type TransferMethodUnsupported,
@@ -44,11 +43,14 @@ import type { ClaimRef } from '../idempotency';
 import { sendNotedPaidCall } from '../discovery';
 import { hostRefusal, priceRefusal, type CallLimits, type LimitRefusal } from '../policy';
 import {
+  chargeOf,
   chargeProxyPayment,
   holdProxyPayment,
+  releaseProxyPayment,
   signedRecordOf,
   signedTargetPaymentOf,
   watchProxyPayment,
+  type SignedRecord,
 } from './records';
 
 export interface ProxyCall {
@@ -72,7 +74,7 @@ export type ProxyOutcome =
        * `paymentResponse` is our X-PAYMENT-RESPONSE about our payment to the target (the target's
        * own x402 headers never reach the client).
        */
-      payment?: { charged: boolean; webhookId?: string; paymentResponse: string };
+      payment?: ProxyPaymentReport;
     }
   | { kind: 'bad_request'; details: string }
   | LimitRefusal
@@ -89,6 +91,15 @@ export type ProxyOutcome =
     }
   | { kind: 'bad_gateway'; message: string; details: string; upstreamStatus?: number; webhookId?: string }
   | { kind: 'configuration_error'; message: string; details: string };
+
+/** What a paid call reports of its payment. */
+export interface ProxyPaymentReport {
+  charged: boolean;
+  webhookId?: string;
+  paymentResponse: string;
+  /** The credits charged now (for upto: for what the target settled, plus the fee on it). */
+  chargedCredits?: bigint;
+}
 
 export async function proxyCall(deps: PayingDeps, input: ProxyCall): Promise<ProxyOutcome> {
   const budget = callBudget(input.timeoutMs);
@@ -185,7 +196,17 @@ async function payAndRetry(
   if (!reservation.ok) return refusal(reservation, totalCredits, input.key, choice);
 
   try {
-    return await sendAndSettle(deps, input, choice, reference, reservation.value.id, payment, signed, budget);
+    return await sendAndSettle(
+      deps,
+      input,
+      choice,
+      reference,
+      reservation.value.id,
+      payment,
+      signed,
+      budget,
+      totalCredits,
+    );
   } catch (error) {
     // The payment may have left (a database write after the paid call failed): the watch job reads
     // the chain and charges or releases; the client gets the record to poll rather than a 500.
@@ -214,6 +235,7 @@ async function sendAndSettle(
   payment: TargetPayment,
   signed: ReturnType<typeof signedFacts>,
   budget: CallBudget,
+  credits: bigint,
 ): Promise<ProxyOutcome> {
   const { db, log } = deps;
   const answer = await sendNotedPaidCall(deps, input.call, payment, choice, budget);
@@ -271,13 +293,14 @@ async function sendAndSettle(
       ...withWebhook(webhookId),
     };
   }
-  const onChain = signedTargetPaymentOf(signedRecordOf(reservationId, reference, choice, signed));
+  const record = signedRecordOf(reservationId, reference, choice, signed, credits);
   return {
     kind: 'pass_through',
     response,
-    payment: await settleNow(deps, reference, onChain, response, {
+    payment: await settleNow(deps, reference, record, response, {
       network: choice.network,
       payer: signed.payer,
+      credits,
     }),
   };
 }
@@ -315,46 +338,65 @@ async function prepare(
  * The target answered below 500 after our payment: charge now when the chain already shows the
  * transfer, otherwise hand it to the watch job. A 4xx usually means the target did not settle
  * (x402 servers settle only answers below 400); the job releases the credits once it expires.
- * `payment` is the row as this call wrote it, built in memory rather than read back.
+ * `record` is the row as this call wrote it, built in memory rather than read back. An upto
+ * payment is charged what the chain shows the target settled plus the fee on it, the rest of the
+ * reservation released; while that amount is unknown the whole reservation stays held and the
+ * watch job finds it.
  */
 async function settleNow(
-  deps: Pick<Deps, 'db' | 'chains' | 'clock'>,
+  deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'config'>,
   reference: string,
-  payment: SignedTargetPayment,
+  record: SignedRecord,
   response: TargetResponse,
-  ours: { network: string; payer: string },
-): Promise<{ charged: boolean; webhookId?: string; paymentResponse: string }> {
+  ours: { network: string; payer: string; credits: bigint },
+): Promise<ProxyPaymentReport> {
   const reportedTxHash = reportedSettlement(response);
-  const reading = await readPaymentOnChain(deps.chains, payment, {
+  const reading = await readPaymentOnChain(deps.chains, signedTargetPaymentOf(record), {
     now: deps.clock.now(),
     ...(reportedTxHash ? { reportedTxHash } : {}),
   });
   // Our receipt, in version 1 form with our name of the network, says what the chain showed.
-  const receipt = (success: boolean, transaction: string, errorReason?: string) =>
+  const receipt = (success: boolean, transaction: string, extra: { errorReason?: string; amount?: bigint } = {}) =>
     encodePaymentResponseHeader({
       success,
       transaction,
       network: ours.network,
       payer: ours.payer,
-      ...(errorReason ? { errorReason } : {}),
+      ...(extra.errorReason ? { errorReason: extra.errorReason } : {}),
+      ...(extra.amount === undefined ? {} : { amount: extra.amount.toString() }),
     });
-  if (reading.state === 'settled') {
+  const watch = async (): Promise<ProxyPaymentReport> => {
+    const { webhookId } = await watchProxyPayment(deps.db, reference, {
+      openRecord: true,
+      ...(reportedTxHash ? { reportedTxHash } : {}),
+    });
     return {
-      charged: await chargeProxyPayment(deps.db, reference, {
-        ...(reading.txHash ? { txHash: reading.txHash } : {}),
-        outcome: reading.details,
-      }),
-      paymentResponse: receipt(true, reading.txHash ?? reportedTxHash ?? ''),
+      charged: false,
+      ...withWebhook(webhookId),
+      paymentResponse: receipt(false, reportedTxHash ?? '', { errorReason: 'unconfirmed' }),
+    };
+  };
+  if (reading.state !== 'settled') return watch();
+  const charge = chargeOf(record, reading, deps.config.proxyFeePercent);
+  if (charge.kind === 'amount_unknown') return watch();
+  const transaction = reading.txHash ?? reportedTxHash ?? '';
+  if (charge.kind === 'nothing_to_charge') {
+    await releaseProxyPayment(deps.db, reference, { outcome: charge.details });
+    return {
+      charged: false,
+      chargedCredits: 0n,
+      paymentResponse: receipt(true, transaction, { amount: reading.amount }),
     };
   }
-  const { webhookId } = await watchProxyPayment(deps.db, reference, {
-    openRecord: true,
-    ...(reportedTxHash ? { reportedTxHash } : {}),
+  const charged = await chargeProxyPayment(deps.db, reference, {
+    ...(reading.txHash ? { txHash: reading.txHash } : {}),
+    outcome: reading.details,
+    ...(charge.used ? { used: charge.used } : {}),
   });
   return {
-    charged: false,
-    ...withWebhook(webhookId),
-    paymentResponse: receipt(false, reportedTxHash ?? '', 'unconfirmed'),
+    charged,
+    ...(charged ? { chargedCredits: charge.used?.credits ?? ours.credits } : {}),
+    paymentResponse: receipt(true, transaction, charge.used ? { amount: reading.amount } : {}),
   };
 }
 

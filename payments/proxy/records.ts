@@ -16,8 +16,10 @@ import { ok, type Ok } from '../result';
 import { addJob, type JobName } from '../jobs';
 import { usdcText } from '../money';
 import { FAMILIES } from '../chains/registry';
-import type { SignedTargetPayment } from '../outgoing/index';
-import type { PaymentChoice } from '../x402/choose';
+import { settledMicroUsdc, type SignedTargetPayment } from '../outgoing/index';
+import { isUpto, type PaymentChoice } from '../x402/choose';
+import { uptoProxyCharge } from '../fees';
+import type { ChainReading } from '../chains/types';
 import type { SignedPaymentPayload } from '../x402/types';
 import { openWebhook } from '../webhooks';
 import { moveProxyPayment } from './states';
@@ -75,16 +77,20 @@ export async function holdProxyPayment(
     systemDailyLimitCredits: payment.systemDailyLimitCredits,
   });
   const { idempotency } = payment;
+  // upto: the maximum and the credits held for it are kept beside what the charge will write.
+  const upto = isUpto(choice);
   const statement = sql<ReservationRow & { id: bigint | null }>`
     with r as (select * from ${reservation}),
     p as (
       insert into proxy_payments
         (reference, organisation_id, account_id, api_key_id, request_id, target_url, network, chain_type, pay_to, amount_micro_usdc, credits,
+         scheme, max_amount_micro_usdc, reserved_credits,
          idempotency_claim, state, payer, payer_signature, valid_before, last_valid_block_height, signed_at, payment_payload)
       select
         ${payment.reference}::text, ${key.organisationId}::bigint, ${key.accountId}::bigint, ${key.apiKeyId}::bigint,
         ${payment.requestId}::text, ${payment.targetUrl}::text, ${choice.network}::text, ${choice.chainType}::text,
         ${choice.requirements.payTo}::text, ${choice.amountMicroUsdc}::bigint, ${payment.credits}::bigint,
+        ${upto ? 'upto' : 'exact'}::text, ${upto ? choice.amountMicroUsdc : null}::bigint, ${upto ? payment.credits : null}::bigint,
         ${idempotency?.claim ?? null}::uuid,
         ${signed ? 'signed' : 'reserved'}::text, ${signed?.payer ?? null}::text, ${signed?.payerSignature ?? null}::text,
         ${signed?.validBefore ?? null}::bigint, ${signed?.lastValidBlockHeight ?? null}::bigint,
@@ -133,6 +139,9 @@ export type SignedRecord = Pick<
   | 'valid_before'
   | 'last_valid_block_height'
   | 'tx_hash'
+  | 'payment_payload'
+  | 'scheme'
+  | 'reserved_credits'
 >;
 
 /**
@@ -145,6 +154,8 @@ export function signedRecordOf(
   reference: string,
   choice: PaymentChoice,
   signed: SignedFacts,
+  /** The credits held: kept for an upto payment, whose charge releases what the target did not use. */
+  credits?: bigint,
 ): SignedRecord {
   return {
     id,
@@ -156,6 +167,9 @@ export function signedRecordOf(
     valid_before: signed.validBefore ?? null,
     last_valid_block_height: signed.lastValidBlockHeight ?? null,
     tx_hash: null,
+    payment_payload: signed.payload ?? null,
+    scheme: isUpto(choice) ? 'upto' : 'exact',
+    reserved_credits: isUpto(choice) ? (credits ?? null) : null,
   };
 }
 
@@ -170,6 +184,7 @@ export function signedTargetPaymentOf(payment: SignedRecord): SignedTargetPaymen
     validBefore: payment.valid_before,
     lastValidBlockHeight: payment.last_valid_block_height,
     txHash: payment.tx_hash,
+    payload: payment.payment_payload,
   };
 }
 
@@ -181,9 +196,45 @@ export function signedTargetPaymentOf(payment: SignedRecord): SignedTargetPaymen
 export async function chargeProxyPayment(
   db: Db,
   reference: string,
-  settled: { txHash?: string; outcome: string },
+  settled: { txHash?: string; outcome: string; used?: { amountMicroUsdc: bigint; credits: bigint } },
 ): Promise<boolean> {
-  return moveProxyPayment(db, reference, { to: 'charged', txHash: settled.txHash ?? null, outcome: settled.outcome });
+  return moveProxyPayment(db, reference, {
+    to: 'charged',
+    txHash: settled.txHash ?? null,
+    outcome: settled.outcome,
+    ...(settled.used ? { used: settled.used } : {}),
+  });
+}
+
+/**
+ * What a settled reading means for a signed payment: exact, the whole reservation; upto, what the
+ * chain shows the target settled (in micro-USDC, a fraction of a micro-unit dropped in the
+ * client's favour) plus the fee on it, the rest of the reservation released. An upto reading
+ * without the settled amount, or one whose transaction is unknown, decides nothing: the payment
+ * stays held until the chain says how much moved (never the maximum for an unknown outcome).
+ */
+export function chargeOf(
+  payment: Pick<SignedRecord, 'network' | 'scheme' | 'reserved_credits'>,
+  reading: Extract<ChainReading, { state: 'settled' }>,
+  proxyFeePercent: number,
+):
+  | { kind: 'charge'; used?: { amountMicroUsdc: bigint; credits: bigint; releasedCredits: bigint } }
+  | { kind: 'amount_unknown'; details: string }
+  | { kind: 'nothing_to_charge'; details: string } {
+  if (payment.scheme !== 'upto') return { kind: 'charge' };
+  const settled = settledMicroUsdc(payment.network, reading);
+  if (settled === undefined)
+    return { kind: 'amount_unknown', details: `settled, but what moved is not known yet: ${reading.details}` };
+  if (payment.reserved_credits === null) throw new Error(`upto payment on ${payment.network} without reserved credits`);
+  const usedMicro = settled.usedMicro;
+  // Dust: a fraction of a micro-USDC (an 18-decimal token) is nothing in micro-USDC, and is charged nothing.
+  if (usedMicro <= 0n)
+    return {
+      kind: 'nothing_to_charge',
+      details: `the target settled ${settled.amount} atomic units in ${settled.txHash}, less than a micro-USDC: nothing is charged`,
+    };
+  const { chargedCredits, releasedCredits } = uptoProxyCharge(usedMicro, payment.reserved_credits, proxyFeePercent);
+  return { kind: 'charge', used: { amountMicroUsdc: usedMicro, credits: chargedCredits, releasedCredits } };
 }
 
 /**

@@ -3,7 +3,8 @@
  * would pay and charge. No credit is reserved and nothing is signed.
  */
 import type { Deps } from '../deps';
-import { proxyCredits } from '../fees';
+import { proxyCredits, proxyPricing, type Pricing } from '../fees';
+import { isUpto } from '../x402/choose';
 import { parseUsdc } from '../money';
 import { canonicalNetwork } from '../networkTable';
 import { buildTargetRequest, type CallRequest } from '../http/index';
@@ -36,10 +37,12 @@ export type ProxySimulation =
       requiresPayment: true;
       status: number;
       response: unknown;
-      paymentRequirements: PaymentRequirements & { scheme: 'exact' };
+      paymentRequirements: PaymentRequirements & { scheme: 'exact' | 'upto' };
+      /** For upto: of the maximum (what is held); the charge follows what the target settles. */
       feeBreakdown: ProxyFeeBreakdown;
       /** The target's bazaar discovery metadata, when its version 2 402 declares it (bounded). */
       bazaar?: Record<string, unknown>;
+      pricing: Pricing;
     };
 
 export type SimulationOutcome =
@@ -104,10 +107,15 @@ export async function simulateProxyCall(
       requiresPayment: true,
       status: response.status,
       response: bodyValue(response),
-      // The choice only keeps exact entries.
-      paymentRequirements: { ...decision.value.requirements, scheme: 'exact' },
+      // The choice only keeps exact and upto entries.
+      paymentRequirements: { ...decision.value.requirements, scheme: isUpto(decision.value) ? 'upto' : 'exact' },
       feeBreakdown: proxyFeeBreakdown(decision.value.amountMicroUsdc, deps.config.proxyFeePercent),
       ...withBazaar(required),
+      pricing: proxyPricing(
+        isUpto(decision.value) ? 'upto' : 'exact',
+        decision.value.amountMicroUsdc,
+        deps.config.proxyFeePercent,
+      ),
     },
   };
 }

@@ -12,7 +12,8 @@
  *   released  the payment never went through (or was never sent); the credits are back
  *
  * A move to charged or released also settles the credit reservation and ends the webhook record,
- * all in one round trip: the database functions charge_proxy_payment and release_proxy_payment
+ * all in one round trip: the database functions charge_proxy_payment (charge_proxy_payment_used for
+ * an upto payment: charged what the target settled, the rest released) and release_proxy_payment
  * (db/functions/) make those two moves, from the same states as this table (the test exercises
  * them from every state).
  */
@@ -38,7 +39,13 @@ export type ProxyMove =
       validBefore: bigint | null;
       lastValidBlockHeight: bigint | null;
     }
-  | { to: 'charged'; txHash: string | null; outcome: string }
+  | {
+      to: 'charged';
+      txHash: string | null;
+      outcome: string;
+      /** upto: what the target settled and the credits charged for it (the rest of the reservation is released). */
+      used?: { amountMicroUsdc: bigint; credits: bigint };
+    }
   | { to: 'released'; outcome: string };
 
 /**
@@ -65,6 +72,12 @@ export async function moveProxyPayment(db: Db | Tx, reference: string, move: Pro
       return result.numUpdatedRows > 0n;
     }
     case 'charged': {
+      if (move.used !== undefined) {
+        const { rows } = await sql<{ charged: boolean }>`
+          select charge_proxy_payment_used(${reference}::text, ${move.txHash}::text, ${move.outcome}::text,
+            ${move.used.amountMicroUsdc}::bigint, ${move.used.credits}::bigint) as charged`.execute(db);
+        return firstRow(rows, 'charge_proxy_payment_used').charged;
+      }
       const charge = sql<{ charged: boolean }>`
         select charge_proxy_payment(${reference}::text, ${move.txHash}::text, ${move.outcome}::text) as charged`;
       const { rows } = await runPrepared(db, charge.compile(db));

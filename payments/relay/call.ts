@@ -22,6 +22,7 @@ import {
   readPaymentOnChain,
   reportedSettlement,
   settlementPendingOf,
+  settledMicroUsdc,
   signedFacts,
   signTargetPayment,
   MAX_PAID_ATTEMPTS,
@@ -30,13 +31,13 @@ import {
   type PayingDeps,
   type TransferMethodUnsupported,
 } from '../outgoing/index';
-import type { PaymentChoice } from '../x402/choose';
+import { isUpto, type PaymentChoice } from '../x402/choose';
 import { encodePaymentResponseHeader } from '../x402/headers';
 import type { PaymentRequirements, SettlementResponse } from '../x402/types';
 import type { X402Version } from '../x402/v2';
 import type { ClaimRef } from '../idempotency';
 import { admitClientPayment, type RelayLimitRefusal } from './admit';
-import { deliver, handOver, recordedTargetPayment, scheduleRefund, watchTargetPayment } from './outcome';
+import { deliver, deliverUsed, handOver, recordedTargetPayment, scheduleRefund, watchTargetPayment } from './outcome';
 import { quoteRelay, relayOffers, type RelayQuote } from './quote';
 import { settleClientPayment, type SettleFailureReason } from '../incoming/settle';
 import { findRelayTransaction, recordTargetPayment, type TargetPaymentRecord } from '../incoming/store';
@@ -421,11 +422,13 @@ async function payTarget(
   }
   const prepared = signed.value;
   const facts = signedFacts(prepared);
+  const upto = isUpto(choice);
   const record: TargetPaymentRecord = {
     network: choice.network,
     amountMicroUsdc: choice.amountMicroUsdc,
     paymentRef: prepared.reference,
     ...facts,
+    scheme: upto ? 'upto' : 'exact',
   };
   const recorded = await recordTargetPayment(db, row.id, record);
   // Only a payment the row names may leave; if the row moved on, a job decided and nothing is sent.
@@ -488,15 +491,44 @@ async function payTarget(
   const reading = await readPaymentOnChain(deps.chains, recordedTargetPayment(row.id, record, reportedTxHash), {
     now: deps.clock.now(),
   });
-  const receipt = (success: boolean, transaction: string, errorReason?: string) =>
+  const receipt = (success: boolean, transaction: string, errorReason?: string, amount?: bigint) =>
     encodePaymentResponseHeader({
       success,
       transaction,
       network: choice.network,
       payer: prepared.payer,
       ...(errorReason ? { errorReason } : {}),
+      ...(amount === undefined ? {} : { amount: amount.toString() }),
     });
-  if (reading.state === 'settled') {
+  // upto: only what the chain shows the target settled is charged; the rest of the client's payment is refunded.
+  const used = upto && reading.state === 'settled' ? settledMicroUsdc(choice.network, reading) : undefined;
+  if (used !== undefined) {
+    const { delivered, refund } = await deliverUsed(db, row.id, {
+      txHash: used.txHash,
+      targetStatus: response.status,
+      usedMicro: used.usedMicro,
+      fees: { percent: deps.config.relayFeePercent, minUsdc: deps.config.relayFeeMinUsdc },
+    });
+    log.info(
+      {
+        relayTransactionId: String(row.id),
+        delivered,
+        usedMicroUsdc: String(used.usedMicro),
+        refundMicroUsdc: String(refund?.refundMicro ?? 0n),
+      },
+      'upto target settled; the unused part is refunded',
+    );
+    return {
+      kind: 'pass_through',
+      response,
+      headers: {
+        ...ours,
+        paymentResponse: receipt(true, used.txHash, undefined, used.amount),
+        ...(refund ? { webhookId: refund.webhookId, refundWebhookId: refund.webhookId } : {}),
+      },
+    };
+  }
+  if (reading.state === 'settled' && !upto) {
     await deliver(db, row.id, { ...(reading.txHash ? { txHash: reading.txHash } : {}), targetStatus: response.status });
     return {
       kind: 'pass_through',

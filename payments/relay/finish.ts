@@ -5,17 +5,18 @@
  *
  *   followUpRelay    received | settling | settled: settle or give up the client's payment (the
  *                    walk of payments/incoming/openPayment.ts, shared with paid chat), then read the
- *                    chain for our payment to the target: paid -> delivered, can no longer be
- *                    paid -> refund; a request presumed gone before paying the target -> refund.
+ *                    chain for our payment to the target: paid -> delivered (upto: what the target
+ *                    settled charged, the rest refunded), can no longer be paid -> refund; a
+ *                    request presumed gone before paying the target -> refund.
  *   followUpRefund   refund_pending | refund_failed: send or reconcile the refund (one per relay
  *                    transaction, spec 3.6), retried at most MAX_REFUND_ATTEMPTS times; ends the record.
  */
 import { sql } from 'kysely';
 import type { Db } from '../../db/index';
 import type { Deps } from '../deps';
-import { nextLookAt, readPaymentOnChain, UNREADABLE_RECHECK_MS } from '../outgoing/index';
+import { heldLookAt, nextLookAt, readPaymentOnChain, settledMicroUsdc, UNREADABLE_RECHECK_MS } from '../outgoing/index';
 import { usdcText } from '../money';
-import { closeRecord, deliver, refundedOutcome, scheduleRefund, targetPaymentOf } from './outcome';
+import { closeRecord, deliver, deliverUsed, refundedOutcome, scheduleRefund, targetPaymentOf } from './outcome';
 import { reconcileRefund, refundClientPayment, type RefundOutcome } from '../incoming/refund';
 import { followUpOpenPayment } from '../incoming/openPayment';
 import { findRelayTransaction, getRelayTransaction, liveRefund, type RelayTransaction } from '../incoming/store';
@@ -135,9 +136,24 @@ async function followUpSettled(
   }
   const reading = await readPaymentOnChain(deps.chains, targetPaymentOf(row), { now });
   switch (reading.state) {
-    case 'settled':
+    case 'settled': {
+      if (row.target_scheme === 'upto') {
+        // Charged only what the chain shows the target settled; held (looked at again) until then.
+        const used = settledMicroUsdc(row.target_network ?? '', reading);
+        if (used === undefined)
+          return later(heldLookAt(now, row.created_at), `settled, amount not known yet: ${reading.details}`);
+        const { refund } = await deliverUsed(db, id, {
+          txHash: used.txHash,
+          usedMicro: used.usedMicro,
+          fees: { percent: deps.config.relayFeePercent, minUsdc: deps.config.relayFeeMinUsdc },
+        });
+        return done(
+          `the target settled ${used.usedMicro} micro-USDC${refund ? `; ${refund.refundMicro} micro-USDC refunded` : ''}: ${reading.details}`,
+        );
+      }
       await deliver(db, id, { ...(reading.txHash ? { txHash: reading.txHash } : {}) });
       return done(`the target charged: ${reading.details}`);
+    }
     case 'expired':
       await scheduleRefund(db, id, {
         reason: `the target never charged: ${reading.details}`,

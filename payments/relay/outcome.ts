@@ -16,6 +16,7 @@ import { sql } from 'kysely';
 import type { Db, Tx } from '../../db/index';
 import type { WebhookKind } from '../../db/schema';
 import { addJob, type JobName } from '../jobs';
+import { uptoRelaySettlement, type RelayFeeSettings } from '../fees';
 import { usdcText } from '../money';
 import { familyOf } from '../chains/registry';
 import { canonicalNetwork } from '../networkTable';
@@ -187,6 +188,67 @@ export async function deliver(
 }
 
 /**
+ * An upto target settled `usedMicro` of its maximum, as the chain shows: settled -> delivered with
+ * what the target used and what the client pays in the end (the used amount plus the fee on it, as
+ * an exact target of that price would cost); when the client paid more (the maximum plus the fee,
+ * with an exact payment), the rest is refunded on the network it paid on: delivered ->
+ * refund_pending, the record opened and the refund job enqueued, in the same transaction. Never
+ * more than was taken is refunded. Returns whether this call moved the row, and the refund.
+ */
+export async function deliverUsed(
+  db: Db,
+  id: bigint,
+  {
+    txHash,
+    targetStatus,
+    usedMicro,
+    fees,
+  }: { txHash: string; targetStatus?: number; usedMicro: bigint; fees: RelayFeeSettings },
+): Promise<{ delivered: boolean; chargedMicro?: bigint; refund?: { webhookId: string; refundMicro: bigint } }> {
+  return db.transaction().execute(async (tx) => {
+    const row = await lockRow(tx, id);
+    if (!row || row.state !== 'settled') return { delivered: false };
+    const { chargedMicro, refundMicro } = uptoRelaySettlement(usedMicro, row.amount_micro, fees);
+    const delivered = await moveRelayTransaction(tx, id, 'delivered', {
+      target_tx_hash: txHash,
+      ...(targetStatus === undefined ? {} : { target_status: targetStatus }),
+      target_used_micro: usedMicro,
+      charged_micro: chargedMicro,
+      refund_micro: refundMicro > 0n ? refundMicro : null,
+    });
+    if (!delivered) return { delivered: false };
+    const used = `the target settled ${usdcText(usedMicro)} of at most ${usdcText(row.target_amount_micro ?? 0n)} on ${row.target_network}`;
+    if (refundMicro === 0n) {
+      await closeRecord(tx, delivered, {
+        status: 'no_refund_needed',
+        network: row.target_network ?? row.network,
+        txHash,
+        message: `The target charged for the call (${used}); no refund is needed`,
+      });
+      return { delivered: true, chargedMicro };
+    }
+    const refunding = await moveRelayTransaction(
+      tx,
+      id,
+      'refund_pending',
+      {
+        outcome: `${used}: ${usdcText(chargedMicro)} charged, the unused ${usdcText(refundMicro)} (the rest of the maximum and the fee on it) refunded`,
+      },
+      { from: ['delivered'] },
+    );
+    if (!refunding) throw new Error(`relay transaction ${id}: delivered, but not moved on to its refund`);
+    const webhookId = await recordOf(
+      tx,
+      refunding,
+      'relay_refund',
+      `Refunding the unused ${usdcText(refundMicro)} to ${row.payer} on ${row.network}`,
+    );
+    await enqueueRelayRefund(tx, id);
+    return { delivered: true, chargedMicro, refund: { webhookId, refundMicro } };
+  });
+}
+
+/**
  * The request gives up while the transaction is open (its client gets an answer now): the watch
  * job takes over at once instead of waiting for the request to be presumed gone. Opens the record
  * with `message` when asked, for the client to poll.
@@ -210,8 +272,19 @@ export async function handOver(
   });
 }
 
-/** The record of a confirmed refund: success_refunded when the target had answered 2xx, else refund_confirmed. */
+/**
+ * The record of a confirmed refund: success_refunded when the target had answered 2xx (and never
+ * charged), else refund_confirmed; the refund of the unused part of an upto call is refund_confirmed.
+ */
 export function refundedOutcome(row: RelayTransaction, refund: Refund): WebhookOutcome {
+  if (row.refund_micro !== null)
+    return {
+      status: 'refund_confirmed',
+      txHash: refund.tx_hash ?? undefined,
+      network: refund.network,
+      method: refund.method,
+      message: `Refund of the unused ${usdcText(refund.amount_micro)} to ${refund.recipient} confirmed on ${refund.network}${row.outcome ? `: ${row.outcome}` : ''}`,
+    };
   const answered2xx = row.target_status !== null && row.target_status >= 200 && row.target_status < 300;
   return {
     status: answered2xx ? 'success_refunded' : 'refund_confirmed',
@@ -231,6 +304,7 @@ export function targetPaymentOf(row: RelayTransaction): SignedTargetPayment {
     validBefore: row.target_valid_before,
     lastValidBlockHeight: row.target_last_valid_block_height,
     txHash: row.target_tx_hash,
+    payload: row.target_payment_payload,
   });
 }
 
@@ -250,6 +324,7 @@ export function recordedTargetPayment(
     validBefore: record.validBefore ?? null,
     lastValidBlockHeight: record.lastValidBlockHeight ?? null,
     txHash: txHash ?? null,
+    payload: record.payload,
   });
 }
 
@@ -262,6 +337,7 @@ function targetPaymentFacts(
     validBefore: bigint | null;
     lastValidBlockHeight: bigint | null;
     txHash: string | null;
+    payload?: unknown;
   },
 ): SignedTargetPayment {
   const network = canonicalNetwork(facts.network);
@@ -276,5 +352,6 @@ function targetPaymentFacts(
     validBefore: facts.validBefore,
     lastValidBlockHeight: facts.lastValidBlockHeight,
     txHash: facts.txHash,
+    payload: facts.payload,
   };
 }

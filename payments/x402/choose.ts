@@ -1,7 +1,8 @@
 /**
  * Which of a target's payment requirements we pay (pure: no chain, no clock). An entry is payable
- * when its scheme is exact, its network is one we pay on, its asset is that network's USDC, its
- * amount is a positive integer within the caller's ceiling, and its scheme (from the registry the
+ * when its scheme is exact, or upto in an x402 version 2 402, its network is one we pay on, its
+ * asset is that network's USDC, its amount is a positive integer within the caller's ceiling (for
+ * upto: its maximum, all of which the target may settle), and its scheme (from the registry the
  * caller gives) accepts its payTo and extra. Among payable entries the caller's network order wins,
  * then the lowest amount, then the target's own order.
  */
@@ -28,6 +29,8 @@ export type RefusalReason =
   | 'invalid_pay_to'
   | 'missing_fee_payer'
   | 'invalid_fee_payer'
+  | 'missing_facilitator'
+  | 'invalid_facilitator'
   | 'timeout_too_long';
 
 export interface Refusal {
@@ -50,7 +53,16 @@ export interface PaymentChoice {
   network: NetworkName;
   chainType: ChainType;
   networkClass: NetworkClass;
+  /** The price in micro-USDC; for upto the maximum, of which the target settles what the call used. */
   amountMicroUsdc: bigint;
+}
+
+/** The schemes we pay, and the x402 version each may be offered in (upto exists in version 2 only). */
+const PAID_SCHEMES: Readonly<Record<string, readonly (1 | 2)[]>> = { exact: [1, 2], upto: [2] };
+
+/** Whether we pay `choice` by upto: the target settles at most its amount, what the call used. */
+export function isUpto(choice: { requirements: Pick<PaymentRequirements, 'scheme'> }): boolean {
+  return choice.requirements.scheme === 'upto';
 }
 
 export interface ChoiceOptions {
@@ -63,6 +75,8 @@ export interface ChoiceOptions {
   maxTimeoutSeconds?: number;
   /** The schemes we can pay with, per network (payments/chains/registry.ts). */
   schemes: SchemeLookup;
+  /** The x402 version of the 402 the entries come from; default 1. upto is paid in version 2 only. */
+  x402Version?: 1 | 2;
 }
 
 export type ChoiceFailure = { ok: false; reason: 'no_payable_requirement'; details: string; refusals: Refusal[] };
@@ -106,19 +120,27 @@ function judgeRequirement(
   options: ChoiceOptions,
 ): PaymentChoice | { reason: RefusalReason; details: string } {
   const refuse = (reason: RefusalReason, details: string) => ({ reason, details });
-  if (requirements.scheme !== 'exact')
-    return refuse('unsupported_scheme', `scheme "${requirements.scheme}" is not exact`);
+  const versions = Object.hasOwn(PAID_SCHEMES, requirements.scheme) ? PAID_SCHEMES[requirements.scheme] : undefined;
+  if (versions === undefined)
+    return refuse('unsupported_scheme', `scheme "${requirements.scheme}" is neither exact nor upto`);
+  const x402Version = options.x402Version ?? 1;
+  if (!versions.includes(x402Version))
+    return refuse(
+      'unsupported_scheme',
+      `scheme "${requirements.scheme}" is paid only in x402 version ${versions.join(' or ')}, not in version ${x402Version}`,
+    );
   const network = canonicalNetwork(requirements.network);
   if (network === undefined) return refuse('unknown_network', `unknown network "${requirements.network}"`);
   const settings = options.networks.find((candidate) => candidate.name === network);
   if (settings === undefined) return refuse('network_not_enabled', `we do not pay on ${network}`);
   const { chainType, networkClass } = NETWORK_TABLE[network];
   const scheme = options.schemes.scheme(network, requirements.scheme);
-  if (scheme === undefined) return refuse('unsupported_scheme', `no exact scheme is registered for ${network}`);
+  if (scheme === undefined)
+    return refuse('unsupported_scheme', `no ${requirements.scheme} scheme is registered for ${network}`);
 
   if (!scheme.sameAsset(requirements.asset, settings.usdc))
     return refuse('asset_mismatch', `asset ${requirements.asset} is not USDC on ${network} (${settings.usdc})`);
-  const transferMethod = offeredTransferMethod(requirements, network);
+  const transferMethod = offeredTransferMethod(requirements, network, scheme.defaultTransferMethod);
   if (!(scheme.transferMethods as readonly string[]).includes(transferMethod)) {
     const { symbol } = NETWORK_TABLE[network];
     return refuse(
@@ -152,8 +174,13 @@ function judgeRequirement(
   return { requirements, index, network, chainType, networkClass, amountMicroUsdc };
 }
 
-/** The transfer method an offer asks for: its `extra.assetTransferMethod` (@x402/evm), else its network's. */
-function offeredTransferMethod(requirements: PaymentRequirements, network: NetworkName): string {
+/** The transfer method an offer asks for: its `extra.assetTransferMethod` (@x402/evm), else its scheme's, else its network's. */
+function offeredTransferMethod(
+  requirements: PaymentRequirements,
+  network: NetworkName,
+  schemeDefault: string | undefined,
+): string {
   const named = requirements.extra?.assetTransferMethod;
-  return typeof named === 'string' && named !== '' ? named : NETWORK_TABLE[network].transferMethod;
+  if (typeof named === 'string' && named !== '') return named;
+  return schemeDefault ?? NETWORK_TABLE[network].transferMethod;
 }

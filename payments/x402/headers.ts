@@ -5,7 +5,7 @@
  */
 import { canonicalNetwork } from '../networkTable';
 import { isPlainObject } from './parse';
-import type { SchemeLookup, SchemePayload } from './schemes';
+import { isExactPayload, type ExactSchemePayload, type SchemeLookup } from './schemes';
 import { X402_VERSION, type PaymentPayload, type SettlementResponse, type SignedPaymentPayload } from './types';
 import { X402_VERSION_2, type PaymentRequirementsV2, type ResourceInfo } from './v2';
 import { fail, ok, type Result } from '../result';
@@ -69,6 +69,7 @@ export function decodePaymentHeader(
   if (scheme === undefined) return fail('unsupported_scheme', `no exact scheme is registered for ${network}`);
   const payload = scheme.checkPayload(value.payload);
   if (!payload.ok) return payload;
+  if (!isExactPayload(payload.value, schemes)) return fail('invalid_payload', 'the payload is not an exact payment');
   return ok({ x402Version: X402_VERSION, scheme: 'exact', network: value.network, payload: payload.value });
 }
 
@@ -77,7 +78,7 @@ export interface PaymentSignature {
   x402Version: typeof X402_VERSION_2;
   resource?: ResourceInfo;
   accepted: PaymentRequirementsV2;
-  payload: SchemePayload;
+  payload: ExactSchemePayload;
   extensions?: Record<string, unknown>;
 }
 
@@ -126,6 +127,7 @@ export function decodePaymentSignatureHeader(
   if (scheme === undefined) return fail('unsupported_scheme', `no exact scheme is registered for ${network}`);
   const payload = scheme.checkPayload(value.payload);
   if (!payload.ok) return payload;
+  if (!isExactPayload(payload.value, schemes)) return fail('invalid_payload', 'the payload is not an exact payment');
   const signature: PaymentSignature = {
     x402Version: X402_VERSION_2,
     accepted: accepted as PaymentRequirementsV2,
@@ -157,5 +159,7 @@ export function decodePaymentResponseHeader(header: unknown): Result<SettlementR
   };
   if (typeof value.payer === 'string') settlement.payer = value.payer;
   if (typeof value.errorReason === 'string') settlement.errorReason = value.errorReason;
+  // A version 2 receipt may name what was settled (upto: the amount used); only as a hint, never a proof.
+  if (typeof value.amount === 'string' && DIGITS.test(value.amount)) settlement.amount = value.amount;
   return ok(settlement);
 }

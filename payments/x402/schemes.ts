@@ -7,14 +7,36 @@
  */
 import type { NetworkName, TransferMethod } from '../networkTable';
 import type { Result } from '../result';
-import type { ExactEvmPayload, ExactSvmPayload, PaymentRequirements } from './types';
+import type { ExactEvmPayload, ExactSvmPayload, PaymentRequirements, UptoPermit2Payload } from './types';
 
 /** A payload as a scheme's wire check returns it. */
-export type SchemePayload = ExactEvmPayload | ExactSvmPayload;
+export type SchemePayload = ExactEvmPayload | ExactSvmPayload | UptoPermit2Payload;
+
+/** The payload of an exact payment (what clients pay us with). */
+export type ExactSchemePayload = ExactEvmPayload | ExactSvmPayload;
+
+/** Whether a checked payload is of the exact scheme (as the registry recognizes it), not an upto permit. */
+export function isExactPayload(payload: SchemePayload, schemes: SchemeLookup): payload is ExactSchemePayload {
+  return schemes.schemeOfPayload(payload)?.scheme === 'exact';
+}
+
+/** Why a requirement's payTo or extra cannot be paid in a scheme. */
+export type RecipientProblemReason =
+  | 'invalid_pay_to'
+  | 'missing_fee_payer'
+  | 'invalid_fee_payer'
+  /** upto: the offer names no facilitator allowed to settle it, or not as an address. */
+  | 'missing_facilitator'
+  | 'invalid_facilitator';
 
 export interface PaymentScheme {
-  /** The scheme's name on the wire ("exact"). */
+  /** The scheme's name on the wire ("exact", "upto"). */
   readonly scheme: string;
+  /**
+   * The transfer method of an offer that names none in `extra.assetTransferMethod`: undefined, its
+   * network's own (exact); "permit2" for upto, which moves its asset only through Permit2.
+   */
+  readonly defaultTransferMethod?: TransferMethod;
   /**
    * How the asset moves in the payments we sign and accept in this scheme: an offer whose network
    * (or whose `extra.assetTransferMethod`) asks for another method is refused by name.
@@ -33,9 +55,7 @@ export interface PaymentScheme {
    */
   replayIdentity(payload: SchemePayload): { payer: string | undefined; payment: string };
   /** What is wrong with a requirement's payTo and extra for this scheme, or undefined. */
-  recipientProblem(
-    requirements: PaymentRequirements,
-  ): { reason: 'invalid_pay_to' | 'missing_fee_payer' | 'invalid_fee_payer'; details: string } | undefined;
+  recipientProblem(requirements: PaymentRequirements): { reason: RecipientProblemReason; details: string } | undefined;
 }
 
 /** Finds the scheme registered for a network (by its CAIP-2 id) and a scheme name. */

@@ -61,17 +61,43 @@ export interface ExactPermit2Payload {
   };
 }
 
+/**
+ * An upto payment through Permit2 (x402 `upto`, the x402UptoPermit2Proxy), as we pay targets: the
+ * permit names a maximum, the witness the recipient and the only facilitator that may settle it
+ * (which settles any amount up to the maximum); decimal strings.
+ */
+export interface UptoPermit2Payload {
+  signature: string;
+  permit2Authorization: {
+    from: string;
+    permitted: { token: string; amount: string };
+    spender: string;
+    nonce: string;
+    deadline: string;
+    witness: { to: string; facilitator: string; validAfter: string };
+  };
+}
+
+/** The schemes of the payments we make and take: exact, and upto (we pay upto targets). */
+export type PaymentSchemeName = 'exact' | 'upto';
+
 export interface PaymentPayload<
-  Payload extends ExactEvmPayload | ExactSvmPayload | ExactPermit2Payload = ExactEvmPayload | ExactSvmPayload,
+  Payload extends ExactEvmPayload | ExactSvmPayload | ExactPermit2Payload | UptoPermit2Payload =
+    ExactEvmPayload | ExactSvmPayload,
+  Scheme extends PaymentSchemeName = 'exact',
 > {
   x402Version: typeof X402_VERSION;
-  scheme: 'exact';
+  scheme: Scheme;
   network: string;
   payload: Payload;
 }
 
-/** A payment we sign to a target: an EIP-3009 authorization, a Solana transaction, or a Permit2 witness transfer. */
-export type SignedPaymentPayload = PaymentPayload<ExactEvmPayload | ExactSvmPayload | ExactPermit2Payload>;
+/**
+ * A payment we sign to a target: an EIP-3009 authorization, a Solana transaction, or a Permit2
+ * witness transfer (exact), or an upto Permit2 transfer.
+ */
+export type SignedPaymentPayload =
+  PaymentPayload<ExactEvmPayload | ExactSvmPayload | ExactPermit2Payload> | PaymentPayload<UptoPermit2Payload, 'upto'>;
 
 /** X-PAYMENT-RESPONSE, and the answer of a facilitator's /settle. */
 export interface SettlementResponse {
@@ -81,4 +107,6 @@ export interface SettlementResponse {
   network: string;
   payer?: string;
   errorReason?: string;
+  /** What was settled, in the asset's atomic units (x402 version 2; an upto settlement names the amount used). */
+  amount?: string;
 }

@@ -31,6 +31,7 @@ describe('migrations', () => {
         '2026_11_28_0017_usage_daily',
         '2026_11_29_0017_finality_watches',
         '2026_11_29_0018_spending_approvals',
+        '2026_11_30_0020_upto_payments',
         '2026_11_30_0021_upto_client_payments',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
@@ -122,6 +123,7 @@ describe('migrations', () => {
         '2026_11_28_0017_usage_daily',
         '2026_11_29_0017_finality_watches',
         '2026_11_29_0018_spending_approvals',
+        '2026_11_30_0020_upto_payments',
         '2026_11_30_0021_upto_client_payments',
       ]);
       const rows = await handle.db

@@ -9,7 +9,7 @@ import {
   percentageText,
   percentToBasisPoints,
 } from '../../payments/money';
-import { proxyCredits, relayFee, relayFeeModelText } from '../../payments/fees';
+import { proxyCredits, relayFee, relayFeeModelText, uptoProxyCharge, uptoRelaySettlement } from '../../payments/fees';
 
 describe('money arithmetic', () => {
   it('parses USDC decimals exactly and refuses more than 6 decimals', () => {
@@ -78,6 +78,31 @@ describe('fees', () => {
     expect(proxyCredits(1_000_000n, 3).totalCredits).toBe(1_030n);
     expect(proxyCredits(1n, 3).totalCredits).toBe(1n);
     expect(proxyCredits(0n, 3).totalCredits).toBe(0n);
+  });
+
+  it('charges an upto call through /proxy what was used plus the fee, never more than the credits held', () => {
+    // 20,000 micro-USDC held as 21 credits; 7,500 used: ceil(7,725 / 1000) = 8 charged, 13 released.
+    expect(uptoProxyCharge(7_500n, 21n, 3)).toEqual({ chargedCredits: 8n, releasedCredits: 13n, feeMicro: 225n });
+    expect(uptoProxyCharge(20_000n, 21n, 3)).toMatchObject({ chargedCredits: 21n, releasedCredits: 0n });
+    // A hold smaller than the used amount's credits (never made by /proxy) still caps the charge.
+    expect(uptoProxyCharge(20_000n, 5n, 3)).toMatchObject({ chargedCredits: 5n, releasedCredits: 0n });
+  });
+
+  it('charges an upto call through /relay what was used plus the fee, refunding the rest of what was taken and never more', () => {
+    const settings = { percent: 3, minUsdc: '0' };
+    expect(uptoRelaySettlement(7_500n, 20_600n, settings)).toEqual({
+      chargedMicro: 7_725n,
+      refundMicro: 12_875n,
+      feeMicro: 225n,
+    });
+    expect(uptoRelaySettlement(20_000n, 20_600n, settings)).toMatchObject({ chargedMicro: 20_600n, refundMicro: 0n });
+    expect(uptoRelaySettlement(0n, 20_600n, settings)).toMatchObject({ chargedMicro: 0n, refundMicro: 20_600n });
+    // With a minimum fee the charge is what an exact target of the used price costs; never above what was taken.
+    expect(uptoRelaySettlement(1_000n, 22_000n, { percent: 3, minUsdc: '0.002' })).toMatchObject({
+      chargedMicro: 3_000n,
+      refundMicro: 19_000n,
+    });
+    expect(uptoRelaySettlement(30_000n, 20_600n, settings)).toMatchObject({ chargedMicro: 20_600n, refundMicro: 0n });
   });
 });
 

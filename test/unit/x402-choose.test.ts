@@ -201,6 +201,98 @@ describe('chooseRequirement', () => {
     );
   });
 
+  describe('upto offers (x402 version 2)', () => {
+    const amoyUsdc = '0x41E94Eb019C0762f9Bfcf9Fb1E58725BfB0e7582';
+    const megaUsd = '0xFAfDdbb3FC7688494971a79cc65DCa3EF82079E7';
+    const facilitatorAddress = '0x1111111111111111111111111111111111111111';
+    const withOptIn: ChoiceOptions = {
+      ...options,
+      networks: [
+        ...networks,
+        { name: 'polygon-amoy', rpcUrl: 'http://127.0.0.1:7', usdc: amoyUsdc },
+        { name: 'megaeth', rpcUrl: 'http://127.0.0.1:6', usdc: megaUsd },
+      ],
+      x402Version: 2,
+    };
+    // As @x402/express 2.27 offers upto: extra names the token's domain, Permit2 and the facilitator.
+    const upto = (network: string, amount: string, changes: Partial<PaymentRequirements> = {}) =>
+      evm(network, amount, {
+        scheme: 'upto',
+        asset: network === 'megaeth' ? megaUsd : amoyUsdc,
+        extra: { name: 'USDC', version: '2', assetTransferMethod: 'permit2', facilitatorAddress },
+        ...changes,
+      });
+
+    it('chooses an upto offer, its maximum counted in micro-USDC by the asset decimals (6 and 18)', () => {
+      const amoy = chooseRequirement([upto('polygon-amoy', '20000')], withOptIn);
+      expect(amoy).toMatchObject({
+        ok: true,
+        value: { network: 'polygon-amoy', amountMicroUsdc: 20_000n, requirements: { scheme: 'upto' } },
+      });
+      // 0.02 MegaUSD (18 decimals): 20,000 micro-USDC.
+      const mega = chooseRequirement([upto('megaeth', '20000000000000000')], withOptIn);
+      expect(mega).toMatchObject({ ok: true, value: { network: 'megaeth', amountMicroUsdc: 20_000n } });
+    });
+
+    it('pays upto through Permit2 when the offer names no transfer method, on a network whose own method is EIP-3009', () => {
+      const offer = upto('polygon-amoy', '20000', { extra: { name: 'USDC', version: '2', facilitatorAddress } });
+      expect(chooseRequirement([offer], withOptIn).ok).toBe(true);
+    });
+
+    it('refuses upto in a version 1 402, an upto maximum over the ceiling, and an offer without a usable facilitator', () => {
+      expect(refusalsOf([upto('polygon-amoy', '20000')], { ...withOptIn, x402Version: 1 })).toEqual([
+        [0, 'unsupported_scheme'],
+      ]);
+      // The ceiling holds the maximum, whatever the target will settle.
+      expect(refusalsOf([upto('polygon-amoy', '20000')], { ...withOptIn, maxAmountMicroUsdc: 19_999n })).toEqual([
+        [0, 'amount_over_ceiling'],
+      ]);
+      expect(
+        refusalsOf(
+          [
+            upto('polygon-amoy', '1', { extra: { assetTransferMethod: 'permit2' } }),
+            upto('polygon-amoy', '1', { extra: { assetTransferMethod: 'permit2', facilitatorAddress: 'nobody' } }),
+            upto('polygon-amoy', '1', { payTo: '0x0000000000000000000000000000000000000000' }),
+            upto('polygon-amoy', '1', { extra: { assetTransferMethod: 'eip3009', facilitatorAddress } }),
+            upto('polygon-amoy', '1', { asset: '0x036CbD53842c5426634e7929541eC2318f3dCF7e' }),
+          ],
+          withOptIn,
+        ),
+      ).toEqual([
+        [0, 'missing_facilitator'],
+        [1, 'invalid_facilitator'],
+        [2, 'invalid_pay_to'],
+        [3, 'unsupported_transfer_method'],
+        [4, 'asset_mismatch'],
+      ]);
+    });
+
+    it('refuses upto where no upto scheme is registered, and any other scheme by name', () => {
+      const exactOnly: ChoiceOptions = {
+        ...withOptIn,
+        schemes: {
+          scheme: (network, scheme) => (scheme === 'exact' ? PAYMENT_SCHEMES.scheme(network, scheme) : undefined),
+          schemeOfPayload: (payload) => PAYMENT_SCHEMES.schemeOfPayload(payload),
+        },
+      };
+      expect(refusalsOf([upto('polygon-amoy', '20000')], exactOnly)).toEqual([[0, 'unsupported_scheme']]);
+      const choice = chooseRequirement([upto('polygon-amoy', '1', { scheme: 'deferred' })], withOptIn);
+      expect(!choice.ok && choice.refusals[0]!.details).toBe('scheme "deferred" is neither exact nor upto');
+    });
+
+    it("prefers the cheaper of an exact and an upto offer on the same network, the target's order breaking ties", () => {
+      const exact = evm('polygon-amoy', '20000', { asset: amoyUsdc });
+      expect(chooseRequirement([upto('polygon-amoy', '20000'), exact], withOptIn)).toMatchObject({
+        ok: true,
+        value: { index: 0, requirements: { scheme: 'upto' } },
+      });
+      expect(chooseRequirement([upto('polygon-amoy', '20001'), exact], withOptIn)).toMatchObject({
+        ok: true,
+        value: { index: 1, requirements: { scheme: 'exact' } },
+      });
+    });
+  });
+
   it('refuses Solana entries without a usable fee payer', () => {
     expect(
       refusalsOf([

@@ -1,18 +1,20 @@
 /**
- * Resolves one signed /proxy payment from the chain: on chain -> credits charged, record success
- * with the transaction hash; expired unused -> credits released, record payment_failed; not yet
+ * Resolves one signed /proxy payment from the chain: on chain -> credits charged (for upto: what
+ * the chain shows the target settled, plus the fee on it, the rest released; held while that amount
+ * is unknown), record success with the transaction hash; expired unused -> credits released, record payment_failed; not yet
  * decided -> the job queues itself again (same job key) for a later look. Safe to repeat: it reads
  * the row first, and every move it makes is a guarded update that does nothing the second time.
  */
 import type { Task } from 'graphile-worker';
 import {
+  chargeOf,
   chargeProxyPayment,
   enqueueWatch,
   findProxyPayment,
   releaseProxyPayment,
   signedTargetPaymentOf,
 } from '../../payments/proxy/records';
-import { nextLookAt, readPaymentOnChain, UNREADABLE_RECHECK_MS } from '../../payments/outgoing/index';
+import { heldLookAt, nextLookAt, readPaymentOnChain, UNREADABLE_RECHECK_MS } from '../../payments/outgoing/index';
 import type { WorkerDeps } from '../deps';
 
 // The schedule of looks is shared with the relay's watch of its target payments.
@@ -53,16 +55,33 @@ export function proxyPaymentWatch(deps: WorkerDeps): Task<'proxy_payment_watch'>
     }
     const reading = await readPaymentOnChain(deps.chains, signedTargetPaymentOf(payment), { now });
     switch (reading.state) {
-      case 'settled':
+      case 'settled': {
+        // upto: charged what the target settled once the chain shows how much; held until then.
+        const charge = chargeOf(payment, reading, deps.config.proxyFeePercent);
+        if (charge.kind === 'amount_unknown') {
+          log.warn({ details: charge.details }, 'upto payment settled; its amount is not known yet; will look again');
+          await enqueueWatch(deps.db, id, heldLookAt(now, payment.signed_at ?? payment.created_at));
+          return;
+        }
+        if (charge.kind === 'nothing_to_charge') {
+          if (await releaseProxyPayment(deps.db, payment.reference, { outcome: charge.details }))
+            log.info({ details: charge.details }, 'upto payment settled under a micro-USDC; credits released');
+          return;
+        }
         if (
           await chargeProxyPayment(deps.db, payment.reference, {
             ...(reading.txHash ? { txHash: reading.txHash } : {}),
             outcome: reading.details,
+            ...(charge.used ? { used: charge.used } : {}),
           })
         ) {
-          log.info({ txHash: reading.txHash }, 'proxy payment confirmed on chain; credits charged');
+          log.info(
+            { txHash: reading.txHash, ...(charge.used ? { chargedCredits: String(charge.used.credits) } : {}) },
+            'proxy payment confirmed on chain; credits charged',
+          );
         }
         return;
+      }
       case 'expired':
         if (await releaseProxyPayment(deps.db, payment.reference, { outcome: reading.details })) {
           log.info({ details: reading.details }, 'proxy payment never settled; credits released');

@@ -1,8 +1,8 @@
 /**
  * The EVM family (viem): what the flows ask of a network whose row says `evm`, assembled from this
  * folder. Payments are EIP-3009 TransferWithAuthorization (the exact scheme, exact.ts), and to a
- * target that asks for it a Permit2 witness transfer (permit2.ts), for which our wallet approves
- * Permit2 once per token (approval.ts); our wallet submits and pays gas for settlements, refunds
+ * target that asks for it a Permit2 witness transfer (permit2.ts), or an upto permit to a target
+ * that offers upto (upto.ts), for both of which our wallet approves Permit2 once per token (approval.ts); our wallet submits and pays gas for settlements, refunds
  * and that approval.
  */
 import { maxUint256 } from 'viem';
@@ -18,6 +18,7 @@ import { followEvmFacilitatorSettlement, reconcileEvmSettlement, settleEvmDirect
 import { readEvmTargetPayment } from './readPayment';
 import { reconcileEvmRefund, sendEvmRefund } from './refund';
 import { verifyEvmPayment } from './verify';
+import { isUpto } from '../../x402/choose';
 
 /** The EIP-712 domain clients sign with: every EVM network of the table has one. */
 function eip712Extra(network: NetworkName): { name: string; version: string } {
@@ -60,6 +61,18 @@ export const EVM_FAMILY: ChainFamily = {
   // An EVM balance needs no account of the payTo's: any address can receive the token.
   recipientAccountProblem: () => Promise.resolve(undefined),
   async signPayment(chains, choice, { now, nonce }) {
+    if (isUpto(choice)) {
+      const permit = await chains.evm.signUptoPermit2Transfer(choice.requirements, { now, nonce });
+      if (!permit.ok) return permit;
+      return ok({
+        network: permit.value.network,
+        payment: permit.value.payment,
+        header: encodePaymentHeader(permit.value.payment),
+        payer: permit.value.payment.payload.permit2Authorization.from,
+        reference: permit.value.nonce,
+        expiresAt: { unixSeconds: permit.value.unusableFrom },
+      });
+    }
     if (asksPermit2(choice.requirements)) {
       const permit = await chains.evm.signPermit2Transfer(choice.requirements, { now, nonce });
       if (!permit.ok) return permit;

@@ -1,7 +1,7 @@
 /**
  * The service wallet on EVM networks (viem): per-network clients built from our configuration
  * (clients.ts), EIP-3009 TransferWithAuthorization signing for paying targets (authorization.ts)
- * and Permit2 witness transfers where a target asks for them (permit2.ts),
+ * and Permit2 witness transfers where a target asks for them (permit2.ts, and upto.ts for upto),
  * and the reads a payment needs (reads.ts: USDC balance, authorization state, the transaction that
  * used an authorization). The USDC interface is in abi.ts, revert reasons in errors.ts.
  *
@@ -31,6 +31,7 @@ import {
 } from './clients';
 import { createPermit2Reads, signPermit2Transfer, type Permit2Reads, type SignedPermit2 } from './permit2';
 import { createEvmReads, type EvmReads } from './reads';
+import { signUptoPermit2Transfer, type SignedUpto } from './upto';
 
 export {
   AUTHORIZATION_USED_TOPIC,
@@ -54,6 +55,7 @@ export { revertReason, type ReadFailureReason } from './errors';
 export { DEFAULT_LOG_CHUNK_BLOCKS, DEFAULT_MAX_SCAN_BLOCKS, type AuthorizationUse } from './reads';
 
 export { asksPermit2, EXACT_PERMIT2_PROXY_ADDRESS, PERMIT2_ADDRESS, type SignedPermit2 } from './permit2';
+export { UPTO_PERMIT2_PROXY_ADDRESS, type SignedUpto } from './upto';
 
 /** Our wallet on the EVM networks: its signing, the reads of createEvmReads, and Permit2's. */
 export interface EvmChains extends EvmReads, Permit2Reads {
@@ -69,6 +71,11 @@ export interface EvmChains extends EvmReads, Permit2Reads {
     requirements: PaymentRequirements,
     options: { now: Date; nonce?: Hex },
   ): Promise<Result<SignedPermit2, SignFailureReason>>;
+  /** An upto permit (at most the offer's amount) for a target that offers upto; `nonce` as for signTransferAuthorization. */
+  signUptoPermit2Transfer(
+    requirements: PaymentRequirements,
+    options: { now: Date; nonce?: Hex },
+  ): Promise<Result<SignedUpto, SignFailureReason>>;
 }
 
 export interface EvmOptions {
@@ -95,6 +102,8 @@ export function createEvmChains(
       signTransferAuthorization({ clientsOf, account, nextNonce }, requirements, signing),
     signPermit2Transfer: (requirements, { now, nonce }) =>
       signPermit2Transfer({ clientsOf, account }, requirements, { now, nonce: nonce ?? nextNonce() }),
+    signUptoPermit2Transfer: (requirements, { now, nonce }) =>
+      signUptoPermit2Transfer({ clientsOf, account }, requirements, { now, nonce: nonce ?? nextNonce() }),
     ...createPermit2Reads(clientsOf),
     // Closures over clientsOf, not methods: they need no `this`.
     ...createEvmReads(clientsOf),

@@ -48,9 +48,9 @@ export const erc20ApprovalAbi = parseAbi([
   'function approve(address spender, uint256 amount) returns (bool)',
 ]);
 
-/** Whether the target asks to be paid through Permit2. */
-export function asksPermit2(requirements: Pick<PaymentRequirements, 'extra'>): boolean {
-  return requirements.extra?.assetTransferMethod === 'permit2';
+/** Whether the target asks to be paid through Permit2: exact with `assetTransferMethod: "permit2"`, or upto (always Permit2). */
+export function asksPermit2(requirements: Pick<PaymentRequirements, 'scheme' | 'extra'>): boolean {
+  return requirements.scheme === 'upto' || requirements.extra?.assetTransferMethod === 'permit2';
 }
 
 export interface Permit2Authorization {
@@ -71,12 +71,29 @@ export interface SignedPermit2 {
   unusableFrom: bigint;
 }
 
-/** Our Permit2 witness transfer for a target's requirements: exactly the amount asked, to payTo, from now until now + maxTimeoutSeconds. */
-export async function signPermit2Transfer(
+/**
+ * What every Permit2 payment of ours to a target checks and computes first, exact and upto alike:
+ * an EVM network we serve with our wallet, the asset our configured stablecoin there (a permit
+ * names the token it moves), an EVM payTo that is not the zero address, a positive amount, a
+ * positive time window and a 32-byte nonce; the deadline is now + maxTimeoutSeconds.
+ */
+export interface Permit2Terms {
+  network: NetworkName;
+  account: PrivateKeyAccount;
+  chainId: number;
+  token: Address;
+  payTo: Address;
+  /** The amount permitted (for upto: the maximum), in the token's atomic units. */
+  amount: bigint;
+  deadline: bigint;
+  nonce: Hex;
+}
+
+export function permit2Terms(
   { clientsOf, account }: { clientsOf: ClientsOf; account: PrivateKeyAccount | undefined },
   requirements: PaymentRequirements,
   { now, nonce }: { now: Date; nonce: Hex },
-): Promise<Result<SignedPermit2, SignFailureReason>> {
+): Result<Permit2Terms, SignFailureReason> {
   const network = canonicalNetwork(requirements.network);
   if (network === undefined || NETWORK_TABLE[network].chainType !== 'evm')
     return fail('not_evm_network', `${requirements.network} is not an EVM network`);
@@ -95,28 +112,52 @@ export async function signPermit2Transfer(
   if (!/^0x[0-9a-fA-F]{64}$/.test(nonce)) return fail('invalid_requirements', 'nonce is not 32 bytes of hex');
   const chainId = NETWORK_TABLE[network].chainId;
   if (chainId === undefined) return fail('not_evm_network', `${network} has no chain id`);
+  return ok({
+    network,
+    account,
+    chainId,
+    token: clients.value.usdc,
+    payTo: getAddress(requirements.payTo),
+    amount: BigInt(requirements.maxAmountRequired),
+    deadline: BigInt(Math.floor(now.getTime() / 1000)) + BigInt(requirements.maxTimeoutSeconds),
+    nonce: nonce.toLowerCase() as Hex,
+  });
+}
 
-  const deadline = BigInt(Math.floor(now.getTime() / 1000)) + BigInt(requirements.maxTimeoutSeconds);
+/** The EIP-712 domain of every Permit2 signature on a chain. */
+export function permit2Domain(chainId: number) {
+  return { name: 'Permit2', chainId, verifyingContract: PERMIT2_ADDRESS } as const;
+}
+
+/** Our Permit2 witness transfer for a target's requirements: exactly the amount asked, to payTo, from now until now + maxTimeoutSeconds. */
+export async function signPermit2Transfer(
+  wallet: { clientsOf: ClientsOf; account: PrivateKeyAccount | undefined },
+  requirements: PaymentRequirements,
+  signing: { now: Date; nonce: Hex },
+): Promise<Result<SignedPermit2, SignFailureReason>> {
+  const terms = permit2Terms(wallet, requirements, signing);
+  if (!terms.ok) return terms;
+  const { network, account, chainId, token, payTo, amount, deadline, nonce } = terms.value;
   const authorization: Permit2Authorization = {
     from: account.address,
-    permitted: { token: clients.value.usdc, amount: requirements.maxAmountRequired },
+    permitted: { token, amount: amount.toString() },
     spender: EXACT_PERMIT2_PROXY_ADDRESS,
     nonce: BigInt(nonce).toString(),
     deadline: deadline.toString(),
     // As @x402/evm's client: valid at once (the proxy refuses before validAfter).
-    witness: { to: getAddress(requirements.payTo), validAfter: '0' },
+    witness: { to: payTo, validAfter: '0' },
   };
   const signature = await account.sign({
     hash: hashTypedData({
-      domain: { name: 'Permit2', chainId, verifyingContract: PERMIT2_ADDRESS },
+      domain: permit2Domain(chainId),
       types: permit2WitnessTypes,
       primaryType: 'PermitWitnessTransferFrom',
       message: {
-        permitted: { token: authorization.permitted.token, amount: BigInt(authorization.permitted.amount) },
+        permitted: { token, amount },
         spender: authorization.spender,
-        nonce: BigInt(authorization.nonce),
+        nonce: BigInt(nonce),
         deadline,
-        witness: { to: authorization.witness.to, validAfter: 0n },
+        witness: { to: payTo, validAfter: 0n },
       },
     }),
   });
@@ -128,7 +169,7 @@ export async function signPermit2Transfer(
       network: requirements.network,
       payload: { signature, permit2Authorization: authorization },
     },
-    nonce: nonce.toLowerCase() as Hex,
+    nonce,
     unusableFrom: deadline + 1n,
   });
 }

@@ -11,6 +11,8 @@ import { NETWORK_TABLE, type NetworkName } from '../../networkTable';
 import type { Chains } from '../index';
 import type { ChainReading, SignedTargetPayment } from '../types';
 import { logsShowAuthorizationUse } from './abi';
+import { DEFAULT_LOG_CHUNK_BLOCKS, DEFAULT_MAX_SCAN_BLOCKS } from './reads';
+import { findUptoSettlement, uptoAllowanceOf, uptoSettlement, type UptoAllowance } from './upto';
 
 /**
  * After validBefore the token refuses the authorization in any block whose timestamp is past it.
@@ -29,6 +31,8 @@ export async function readEvmTargetPayment(
   payment: PaymentWithPayer,
   { now, reportedTxHash }: { now: Date; reportedTxHash?: string },
 ): Promise<ChainReading> {
+  const allowance = uptoAllowanceOf(payment.payload as { scheme?: string; payload?: unknown } | null | undefined);
+  if (allowance !== undefined) return readUptoPayment(chains, network, payment, allowance, { now, reportedTxHash });
   // The transaction the target reported is read first: one receipt proves the common case, where
   // the full reading takes four calls. Anything short of proof falls back to the full reading.
   const candidate = reportedTxHash ?? payment.txHash ?? undefined;
@@ -68,6 +72,69 @@ async function receiptProvesUse(
     // Not found yet, or the node did not answer: the full reading decides.
     return false;
   }
+}
+
+/**
+ * An upto permit of ours: settled only with the amount the chain shows it moved. The reported (or
+ * recorded) transaction is read first; else, once Permit2 says the nonce is spent, the token's
+ * transfers from our wallet to the recipient are searched (a bounded sweep of the newest blocks:
+ * not found is unknown, looked at again, never taken as the maximum). An unspent nonce is open
+ * until the chain passes the permit's deadline.
+ */
+async function readUptoPayment(
+  chains: Chains,
+  network: NetworkName,
+  payment: PaymentWithPayer,
+  allowance: UptoAllowance,
+  { now, reportedTxHash }: { now: Date; reportedTxHash?: string | undefined },
+): Promise<ChainReading> {
+  const clients = chains.evm.networks.get(network);
+  const { nonce } = payment;
+  if (!clients || nonce === null) return { state: 'unknown', details: `${payment.label} cannot be read on ${network}` };
+  const ours = { payer: payment.payer, nonce };
+  for (const candidate of new Set([reportedTxHash, payment.txHash ?? undefined])) {
+    if (candidate === undefined) continue;
+    const reading = await uptoSettlement(clients, ours, allowance, candidate);
+    if (reading.state === 'settled')
+      return { state: 'settled', txHash: candidate, amount: reading.amount, details: reading.details };
+  }
+  const block = await chains.evm.latestBlock(network);
+  if (!block.ok) return { state: 'unknown', details: block.details };
+  const spent = await chains.evm.permit2NonceUsed(network, payment.payer, nonce);
+  if (!spent.ok) return { state: 'unknown', details: spent.details };
+  if (spent.value) {
+    const found = await findUptoSettlement(clients, ours, allowance, {
+      maxBlocks: DEFAULT_MAX_SCAN_BLOCKS,
+      chunkBlocks: DEFAULT_LOG_CHUNK_BLOCKS,
+    });
+    if (found.state === 'settled' && found.txHash !== undefined)
+      return { state: 'settled', txHash: found.txHash, amount: found.amount, details: found.details };
+    return { state: 'unknown', details: `Permit2 nonce spent; ${found.details}` };
+  }
+  return unusedUntilExpiry(payment, block.value, now, 'upto permit not settled yet');
+}
+
+/** A payment the chain has not used: expired once a block (or, on a stalled chain, the wall clock) is past its validBefore. */
+function unusedUntilExpiry(
+  payment: PaymentWithPayer,
+  block: { number: bigint; timestamp: bigint },
+  now: Date,
+  openDetails: string,
+): ChainReading {
+  const validBefore = payment.validBefore;
+  if (validBefore === null) return { state: 'unknown', details: `${payment.label} has no validBefore` };
+  if (block.timestamp >= validBefore) {
+    return {
+      state: 'expired',
+      details: `authorization unused when block ${block.number} passed its validBefore`,
+    };
+  }
+  const nowSeconds = BigInt(Math.floor(now.getTime() / 1000));
+  const decidedBySeconds = validBefore + EVM_EXPIRY_MARGIN_SECONDS;
+  if (nowSeconds >= decidedBySeconds) {
+    return { state: 'expired', details: `authorization unused ${EVM_EXPIRY_MARGIN_SECONDS} s after its validBefore` };
+  }
+  return { state: 'open', details: openDetails, expiresAt: new Date(Number(validBefore) * 1000) };
 }
 
 async function readEvmPayment(
@@ -112,18 +179,5 @@ async function readEvmPayment(
       details: 'authorization used (no event in the scanned blocks)',
     };
   }
-  const validBefore = payment.validBefore;
-  if (validBefore === null) return { state: 'unknown', details: `${payment.label} has no validBefore` };
-  if (block.value.timestamp >= validBefore) {
-    return {
-      state: 'expired',
-      details: `authorization unused when block ${block.value.number} passed its validBefore`,
-    };
-  }
-  const nowSeconds = BigInt(Math.floor(now.getTime() / 1000));
-  const decidedBySeconds = validBefore + EVM_EXPIRY_MARGIN_SECONDS;
-  if (nowSeconds >= decidedBySeconds) {
-    return { state: 'expired', details: `authorization unused ${EVM_EXPIRY_MARGIN_SECONDS} s after its validBefore` };
-  }
-  return { state: 'open', details: 'authorization not used yet', expiresAt: new Date(Number(validBefore) * 1000) };
+  return unusedUntilExpiry(payment, block.value, now, 'authorization not used yet');
 }

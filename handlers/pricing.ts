@@ -1,0 +1,14 @@
+import type { components } from '../codegen/api';
+import type { Pricing } from '../payments/fees';
+import { microToUsdc } from '../payments/money';
+
+/** A dry run's `pricing` (openapi Pricing): amounts in USDC, credits as a number. */
+export function pricingBody(pricing: Pricing): components['schemas']['Pricing'] {
+  return {
+    scheme: pricing.scheme,
+    ...(pricing.maxTargetMicro === undefined ? {} : { maxTargetAmount: microToUsdc(pricing.maxTargetMicro) }),
+    ...(pricing.maxTotalMicro === undefined ? {} : { maxTotalAmount: microToUsdc(pricing.maxTotalMicro) }),
+    ...(pricing.maxTotalCredits === undefined ? {} : { maxTotalCredits: Number(pricing.maxTotalCredits) }),
+    rule: pricing.rule,
+  };
+}
