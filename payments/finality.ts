@@ -1,8 +1,9 @@
 /**
  * Settled is not final (docs/decisions.md, "What is final when"). Every transaction a payment rests
  * on (a client's settlement, our payment to a target, a refund) gets a finality watch once its flow
- * records it settled (db/migrations/2026_11_29_0017_finality_watches.ts opens it, with its job).
- * The `finality_watch` job follows it through its network's family: final at the network's rule;
+ * records it settled (db/migrations/2026_11_29_0017_finality_watches.ts opens it). The
+ * `finality_follow` job looks at every watch that is due, a batch at a time
+ * (db/migrations/2026_11_30_0024_finality_follow.ts), and follows each through its network's family: final at the network's rule;
  * dropped by a reorg, sent again while it can land; lost when it cannot, with the amount at risk on
  * the watch, an error log line and the payments_lost_to_reorg metric, and a /proxy charge's credits
  * given back. Answers to clients never wait for any of this.
@@ -55,18 +56,48 @@ function pastWatchBound(
   return now.getTime() - watch.created_at.getTime() >= watchSeconds * 1000;
 }
 
-export function enqueueFinalityWatch(db: Db, id: bigint, runAt?: Date, { keepSchedule = false } = {}): Promise<void> {
+/** The key of the one job that follows every due watch (db/migrations/..._finality_follow). */
+export const FINALITY_FOLLOW_KEY = 'finality_follow';
+/** Watches looked at per run of the follow job; a run that found a full batch runs again at once. */
+export const FINALITY_FOLLOW_BATCH = 200;
+/** Watches read from their chains at the same time within a run. */
+const FOLLOW_CONCURRENCY = 8;
+
+/**
+ * Queues the follow job at `runAt` (at once without it) unless one is queued already: that one
+ * keeps its time (a trigger queued it for a watch just opened, or a run for the next watch due).
+ * The job's own queue runs it one run at a time, so no watch is looked at by two runs at once.
+ * Called once per run of the job and by the sweep, never per payment (the trigger that opens a
+ * watch queues the job only when none is waiting).
+ */
+export function queueFinalityFollow(db: Db, runAt?: Date): Promise<void> {
   return addJob(db, {
-    task: 'finality_watch',
-    payload: { watchId: String(id) },
-    key: `finality_watch:${id}`,
+    task: 'finality_follow',
+    payload: {},
+    key: FINALITY_FOLLOW_KEY,
+    queue: FINALITY_FOLLOW_KEY,
+    keepSchedule: true,
     ...(runAt ? { runAt } : {}),
-    keepSchedule,
   });
 }
 
 async function findFinalityWatch(db: Db, id: bigint): Promise<FinalityWatch | undefined> {
   return db.selectFrom('finality_watches').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** A pending watch's look may be this late before the sweep queues the follow job again. */
+export const FINALITY_LOOK_GRACE_MS = 10_000;
+
+/** Whether a pending watch is past its look by more than FINALITY_LOOK_GRACE_MS (by the database's clock). */
+export async function lateFinalityLook(db: Db): Promise<boolean> {
+  const late = await db
+    .selectFrom('finality_watches')
+    .select('id')
+    .where('finality', '=', 'pending')
+    .where('look_at', '<', sql<Date>`now() - ${`${FINALITY_LOOK_GRACE_MS} milliseconds`}::interval`)
+    .limit(1)
+    .executeTakeFirst();
+  return late !== undefined;
 }
 
 /** Watches still pending past their network's bound, oldest first (the sweep's share). */
@@ -91,9 +122,15 @@ export async function overdueFinalityWatches(db: Db, deps: Pick<Deps, 'config'>,
  * lost (or gone). Safe to repeat: every write is a guarded move from pending.
  */
 export async function followFinality(deps: FinalityDeps, id: bigint): Promise<Date | undefined> {
-  const { db, log } = deps;
-  const watch = await findFinalityWatch(db, id);
+  const watch = await findFinalityWatch(deps.db, id);
   if (!watch || watch.finality !== 'pending') return undefined;
+  return followWatch(deps, watch);
+}
+
+/** One look at a pending watch as read (followFinality, for one read again by id). */
+async function followWatch(deps: FinalityDeps, watch: FinalityWatch): Promise<Date | undefined> {
+  const { db, log } = deps;
+  const id = watch.id;
   const now = deps.clock.now();
   const network = canonicalNetwork(watch.network);
   if (network === undefined || deps.chains.network(network) === undefined) {
@@ -190,6 +227,57 @@ async function concludeReading(
       log.warn({ details: reading.details }, 'could not follow a payment to finality; will look again');
       return new Date(now.getTime() + UNREADABLE_FINALITY_RECHECK_MS);
   }
+}
+
+/**
+ * One run of the follow job: every pending watch whose look is due, oldest look first, up to
+ * FINALITY_FOLLOW_BATCH, each looked at once (a few at a time); each still pending gets its next
+ * look written. A look that fails is tried again later and never stops the others. Returns when
+ * the next watch is due, or undefined when none is pending.
+ */
+export async function followDueFinalityWatches(deps: FinalityDeps): Promise<Date | undefined> {
+  const { db } = deps;
+  const due = await db
+    .selectFrom('finality_watches')
+    .selectAll()
+    .where('finality', '=', 'pending')
+    .where('look_at', '<=', sql<Date>`now()`)
+    .orderBy('look_at')
+    .limit(FINALITY_FOLLOW_BATCH)
+    .execute();
+  const next: Array<[bigint, Date]> = [];
+  const queue = [...due];
+  const lookAtEach = async () => {
+    for (let watch = queue.shift(); watch !== undefined; watch = queue.shift()) {
+      try {
+        const at = await followWatch(deps, watch);
+        if (at) next.push([watch.id, at]);
+      } catch (error) {
+        deps.log.error(
+          { err: error, finalityWatchId: String(watch.id) },
+          'finality watch: the look failed; will look again',
+        );
+        next.push([watch.id, new Date(deps.clock.now().getTime() + UNREADABLE_FINALITY_RECHECK_MS)]);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(FOLLOW_CONCURRENCY, due.length) }, lookAtEach));
+  if (next.length > 0) await setNextLooks(db, next);
+  if (due.length >= FINALITY_FOLLOW_BATCH) return deps.clock.now();
+  const soonest = await db
+    .selectFrom('finality_watches')
+    .select((eb) => eb.fn.min<Date>('look_at').as('at'))
+    .where('finality', '=', 'pending')
+    .executeTakeFirst();
+  return soonest?.at ?? undefined;
+}
+
+/** The next look of each watch still pending, in one statement. */
+export async function setNextLooks(db: Db, looks: Array<[bigint, Date]>): Promise<void> {
+  await sql`
+    update finality_watches w set look_at = v.at
+    from unnest(${looks.map(([id]) => String(id))}::bigint[], ${looks.map(([, at]) => at.toISOString())}::timestamptz[]) as v(id, at)
+    where w.id = v.id and w.finality = 'pending'`.execute(db);
 }
 
 type DbOrTx = Parameters<typeof moveFinalityWatch>[0];

@@ -31,6 +31,7 @@ describe('migrations', () => {
         '2026_11_28_0017_usage_daily',
         '2026_11_29_0017_finality_watches',
         '2026_11_29_0018_spending_approvals',
+        '2026_11_30_0024_finality_follow',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -121,6 +122,7 @@ describe('migrations', () => {
         '2026_11_28_0017_usage_daily',
         '2026_11_29_0017_finality_watches',
         '2026_11_29_0018_spending_approvals',
+        '2026_11_30_0024_finality_follow',
       ]);
       const rows = await handle.db
         .selectFrom('daily_spend')
