@@ -18,6 +18,7 @@ import * as usageDaily from './2026_11_28_0017_usage_daily';
 import * as finalityWatches from './2026_11_29_0017_finality_watches';
 import * as spendingApprovals from './2026_11_29_0018_spending_approvals';
 import * as finalityFollow from './2026_11_30_0024_finality_follow';
+import * as usageDailyDirect from './2026_11_30_0024_usage_daily_direct';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -40,6 +41,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_11_29_0017_finality_watches': finalityWatches,
   '2026_11_29_0018_spending_approvals': spendingApprovals,
   '2026_11_30_0024_finality_follow': finalityFollow,
+  '2026_11_30_0024_usage_daily_direct': usageDailyDirect,
 };
 
 export const migrationProvider: MigrationProvider = {

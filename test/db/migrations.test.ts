@@ -32,6 +32,7 @@ describe('migrations', () => {
         '2026_11_29_0017_finality_watches',
         '2026_11_29_0018_spending_approvals',
         '2026_11_30_0024_finality_follow',
+        '2026_11_30_0024_usage_daily_direct',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -123,6 +124,7 @@ describe('migrations', () => {
         '2026_11_29_0017_finality_watches',
         '2026_11_29_0018_spending_approvals',
         '2026_11_30_0024_finality_follow',
+        '2026_11_30_0024_usage_daily_direct',
       ]);
       const rows = await handle.db
         .selectFrom('daily_spend')
