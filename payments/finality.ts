@@ -15,7 +15,7 @@ import { familyOf } from './chains/registry';
 import type { FinalityReading, WatchedTransfer } from './chains/family';
 import { finalityRuleOf } from './config';
 import type { Deps } from './deps';
-import { moveFinalityWatch } from './finalityStates';
+import { moveFinalityWatch, moveFinalityWatchToFinal } from './finalityStates';
 import { addJob } from './jobs';
 import { canonicalNetwork, NETWORK_TABLE } from './networkTable';
 
@@ -171,16 +171,11 @@ async function concludeReading(
   });
   switch (reading.state) {
     case 'final': {
-      const moved = await db.transaction().execute(async (tx) => {
-        const row = await moveFinalityWatch(tx, watch.id, 'final', {
-          tx_hash: reading.txHash,
-          block_number: reading.blockNumber,
-          details: reading.details,
-          final_at: now,
-        });
-        if (row?.proxy_payment_id !== null && row?.proxy_payment_id !== undefined)
-          await markProxyCharge(tx, row.proxy_payment_id, 'final');
-        return row;
+      const moved = await moveFinalityWatchToFinal(db, watch.id, {
+        tx_hash: reading.txHash,
+        block_number: reading.blockNumber,
+        details: reading.details,
+        final_at: now,
       });
       if (moved)
         log.info({ txHash: reading.txHash, blockNumber: String(reading.blockNumber) }, 'payment final on chain');

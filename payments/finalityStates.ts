@@ -42,3 +42,30 @@ export async function moveFinalityWatch(
     .returningAll()
     .executeTakeFirst();
 }
+
+/**
+ * Moves watch `id` to final as moveFinalityWatch does and, when it watches a /proxy payment, marks
+ * that payment's charge entry in the ledger final, in one statement (so one transaction and one
+ * round trip). Returns whether the watch moved.
+ */
+export async function moveFinalityWatchToFinal(
+  db: Db | Tx,
+  id: bigint,
+  set: { tx_hash: string; block_number: bigint | null; details: string; final_at: Date },
+): Promise<boolean> {
+  const states = allowedFrom<Finality>('finality watch', FINALITY_MOVES, 'final');
+  const { rows } = await sql<{ id: bigint }>`
+    with watch as (
+      update finality_watches
+        set finality = 'final', tx_hash = ${set.tx_hash}, block_number = ${set.block_number}::bigint,
+            details = ${set.details}, final_at = ${set.final_at}, updated_at = now()
+        where id = ${id} and finality in (${sql.join(states)})
+        returning id, proxy_payment_id
+    ), charge as (
+      update credit_ledger l set finality = 'final'
+        from watch w join proxy_payments p on p.id = w.proxy_payment_id
+        where l.reference = p.reference and l.kind = 'charge'
+    )
+    select id from watch`.execute(db);
+  return rows.length > 0;
+}
