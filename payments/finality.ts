@@ -15,7 +15,7 @@ import { familyOf } from './chains/registry';
 import type { FinalityReading, WatchedTransfer } from './chains/family';
 import { finalityRuleOf } from './config';
 import type { Deps } from './deps';
-import { moveFinalityWatch, moveFinalityWatchToFinal } from './finalityStates';
+import { moveFinalityWatch, moveFinalityWatchesToFinal, type FinalMove } from './finalityStates';
 import { addJob } from './jobs';
 import { canonicalNetwork, NETWORK_TABLE } from './networkTable';
 
@@ -81,10 +81,6 @@ export function queueFinalityFollow(db: Db, runAt?: Date): Promise<void> {
   });
 }
 
-async function findFinalityWatch(db: Db, id: bigint): Promise<FinalityWatch | undefined> {
-  return db.selectFrom('finality_watches').selectAll().where('id', '=', id).executeTakeFirst();
-}
-
 /** A pending watch's look may be this late before the sweep queues the follow job again. */
 export const FINALITY_LOOK_GRACE_MS = 10_000;
 
@@ -117,18 +113,36 @@ export async function overdueFinalityWatches(db: Db, deps: Pick<Deps, 'config'>,
 }
 
 /**
- * One look at a watch: the family reads the chain (and sends a dropped transfer again); the watch
- * moves as the reading says. Returns when to look again, or undefined once the watch is final or
- * lost (or gone). Safe to repeat: every write is a guarded move from pending.
+ * What the watches of one run of the follow job share: readings every watch can use (a network's
+ * head, read once), and the watches found final, written together at the end of the run.
  */
-export async function followFinality(deps: FinalityDeps, id: bigint): Promise<Date | undefined> {
-  const watch = await findFinalityWatch(deps.db, id);
-  if (!watch || watch.finality !== 'pending') return undefined;
-  return followWatch(deps, watch);
+interface LookRun {
+  shared: <T>(key: string, read: () => Promise<T>) => Promise<T>;
+  finals: Array<{ watch: FinalityWatch; move: FinalMove }>;
 }
 
-/** One look at a pending watch as read (followFinality, for one read again by id). */
-async function followWatch(deps: FinalityDeps, watch: FinalityWatch): Promise<Date | undefined> {
+function lookRun(): LookRun {
+  const readings = new Map<string, Promise<unknown>>();
+  return {
+    shared<T>(key: string, read: () => Promise<T>): Promise<T> {
+      let reading = readings.get(key) as Promise<T> | undefined;
+      if (reading === undefined) {
+        reading = read();
+        readings.set(key, reading);
+      }
+      return reading;
+    },
+    finals: [],
+  };
+}
+
+/**
+ * One look at a pending watch: the family reads the chain (and sends a dropped transfer again);
+ * the watch moves as the reading says (found final: with the run's other finals, at its end).
+ * Returns when to look again, or undefined once the watch is final or lost. Safe to repeat: every
+ * write is a guarded move from pending.
+ */
+async function followWatch(deps: FinalityDeps, watch: FinalityWatch, run: LookRun): Promise<Date | undefined> {
   const { db, log } = deps;
   const id = watch.id;
   const now = deps.clock.now();
@@ -147,13 +161,14 @@ async function followWatch(deps: FinalityDeps, watch: FinalityWatch): Promise<Da
       const moved = await moveFinalityWatch(db, id, 'pending', { tx_hash: hash, resends, block_number: null });
       return moved !== undefined;
     },
+    shared: run.shared,
   };
   const reading = await familyOf(network).followToFinality(
     transfer,
     finalityRuleOf(deps.config.networks, network),
     deps,
   );
-  return concludeReading(deps, watch, reading, now);
+  return concludeReading(deps, watch, reading, now, run);
 }
 
 async function concludeReading(
@@ -161,6 +176,7 @@ async function concludeReading(
   watch: FinalityWatch,
   reading: FinalityReading,
   now: Date,
+  run: LookRun,
 ): Promise<Date | undefined> {
   const { db } = deps;
   const log = deps.log.child({
@@ -171,14 +187,16 @@ async function concludeReading(
   });
   switch (reading.state) {
     case 'final': {
-      const moved = await moveFinalityWatchToFinal(db, watch.id, {
-        tx_hash: reading.txHash,
-        block_number: reading.blockNumber,
-        details: reading.details,
-        final_at: now,
+      run.finals.push({
+        watch,
+        move: {
+          id: watch.id,
+          tx_hash: reading.txHash,
+          block_number: reading.blockNumber,
+          details: reading.details,
+          final_at: now,
+        },
       });
-      if (moved)
-        log.info({ txHash: reading.txHash, blockNumber: String(reading.blockNumber) }, 'payment final on chain');
       return undefined;
     }
     case 'pending': {
@@ -241,11 +259,12 @@ export async function followDueFinalityWatches(deps: FinalityDeps): Promise<Date
     .limit(FINALITY_FOLLOW_BATCH)
     .execute();
   const next: Array<[bigint, Date]> = [];
+  const run = lookRun();
   const queue = [...due];
   const lookAtEach = async () => {
     for (let watch = queue.shift(); watch !== undefined; watch = queue.shift()) {
       try {
-        const at = await followWatch(deps, watch);
+        const at = await followWatch(deps, watch, run);
         if (at) next.push([watch.id, at]);
       } catch (error) {
         deps.log.error(
@@ -258,6 +277,7 @@ export async function followDueFinalityWatches(deps: FinalityDeps): Promise<Date
   };
   await Promise.all(Array.from({ length: Math.min(FOLLOW_CONCURRENCY, due.length) }, lookAtEach));
   if (next.length > 0) await setNextLooks(db, next);
+  await writeFinals(deps, run.finals);
   if (due.length >= FINALITY_FOLLOW_BATCH) return deps.clock.now();
   const soonest = await db
     .selectFrom('finality_watches')
@@ -265,6 +285,31 @@ export async function followDueFinalityWatches(deps: FinalityDeps): Promise<Date
     .where('finality', '=', 'pending')
     .executeTakeFirst();
   return soonest?.at ?? undefined;
+}
+
+/** The watches a run found final, in one statement; each one that moved is logged. */
+async function writeFinals(deps: FinalityDeps, finals: LookRun['finals']): Promise<void> {
+  if (finals.length === 0) return;
+  const moved = new Set(
+    await moveFinalityWatchesToFinal(
+      deps.db,
+      finals.map((final) => final.move),
+    ),
+  );
+  for (const { watch, move } of finals) {
+    if (!moved.has(watch.id)) continue;
+    deps.log.info(
+      {
+        finalityWatchId: String(watch.id),
+        leg: watch.leg,
+        network: watch.network,
+        subject: watch.subject,
+        txHash: move.tx_hash,
+        blockNumber: String(move.block_number),
+      },
+      'payment final on chain',
+    );
+  }
 }
 
 /** The next look of each watch still pending, in one statement. */
