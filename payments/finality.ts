@@ -81,6 +81,20 @@ export function queueFinalityFollow(db: Db, runAt?: Date): Promise<void> {
   });
 }
 
+/**
+ * Whether a follow job waits in the queue, not yet taken by a worker (a trigger queued it for a
+ * watch opened while a run was on): it will look at every watch due when it runs, so a run that
+ * ends need not queue another (graphile_worker.add_job on a key whose job is running costs more of
+ * the database than the run's own statements).
+ */
+export async function finalityFollowWaiting(db: Db): Promise<boolean> {
+  const { rows } = await sql<{ waiting: boolean }>`
+    select exists (
+      select 1 from graphile_worker.jobs where key = ${FINALITY_FOLLOW_KEY} and locked_at is null and attempts = 0
+    ) as waiting`.execute(db);
+  return rows[0]?.waiting === true;
+}
+
 /** A pending watch's look may be this late before the sweep queues the follow job again. */
 export const FINALITY_LOOK_GRACE_MS = 10_000;
 
