@@ -304,6 +304,8 @@ export interface FinalityWatchesTable {
   created_at: Timestamp;
   updated_at: Timestamp;
   final_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  /** When a pending watch is looked at next (the finality_follow job takes the watches due). */
+  look_at: Timestamp;
 }
 
 export type IdempotencyState = 'running' | 'finished';

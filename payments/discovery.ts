@@ -1,7 +1,7 @@
 /**
  * Discovery of the x402 resources this service has paid (GET /discovery/resources, in the list
- * format of the x402 Bazaar: @x402/extensions' DiscoveryResourcesResponse). Every paid call to a
- * target is noted (origin and path only: never a query string, a body or who called), with the
+ * format of the x402 Bazaar: @x402/extensions' DiscoveryResourcesResponse). While it is served
+ * (DISCOVERY=public), every paid call to a target is noted (origin and path only: never a query string, a body or who called), with the
  * offer we paid, whether the call succeeded and how long the paid exchange took; the list shows,
  * over the last day, each resource's latest offer per network, its share of succeeded paid calls
  * and its median latency.
@@ -32,13 +32,15 @@ function resourceOf(url: string): string | undefined {
 }
 
 /**
- * Notes a paid call to a target. Never fails the call it describes: a failed write is logged.
- * `succeeded`: the target answered below 400 after our payment.
+ * Notes a paid call to a target, while the list is served (DISCOVERY=public; nothing else reads
+ * the notes, and a paid call then writes one row less). Never fails the call it describes: a
+ * failed write is logged. `succeeded`: the target answered below 400 after our payment.
  */
 async function notePaidCall(
-  deps: Pick<Deps, 'db' | 'log'>,
+  deps: Pick<Deps, 'db' | 'log' | 'config'>,
   call: { url: string; method: unknown; choice: PaymentChoice; status: number | undefined; startedAt: number },
 ): Promise<void> {
+  if (deps.config.discovery !== 'public') return;
   const resource = resourceOf(call.url);
   if (resource === undefined) return;
   const offer: PaymentRequirements = { ...call.choice.requirements, resource };

@@ -1,8 +1,9 @@
 /**
  * Settled is not final (docs/decisions.md, "What is final when"). Every transaction a payment rests
  * on (a client's settlement, our payment to a target, a refund) gets a finality watch once its flow
- * records it settled (db/migrations/2026_11_29_0017_finality_watches.ts opens it, with its job).
- * The `finality_watch` job follows it through its network's family: final at the network's rule;
+ * records it settled (db/migrations/2026_11_29_0017_finality_watches.ts opens it). The
+ * `finality_follow` job looks at every watch that is due, a batch at a time
+ * (db/migrations/2026_11_30_0024_finality_follow.ts), and follows each through its network's family: final at the network's rule;
  * dropped by a reorg, sent again while it can land; lost when it cannot, with the amount at risk on
  * the watch, an error log line and the payments_lost_to_reorg metric, and a /proxy charge's credits
  * given back. Answers to clients never wait for any of this.
@@ -14,7 +15,7 @@ import { familyOf } from './chains/registry';
 import type { FinalityReading, WatchedTransfer } from './chains/family';
 import { finalityRuleOf } from './config';
 import type { Deps } from './deps';
-import { moveFinalityWatch } from './finalityStates';
+import { moveFinalityWatch, moveFinalityWatchesToFinal, type FinalMove } from './finalityStates';
 import { addJob } from './jobs';
 import { canonicalNetwork, NETWORK_TABLE } from './networkTable';
 
@@ -55,18 +56,58 @@ function pastWatchBound(
   return now.getTime() - watch.created_at.getTime() >= watchSeconds * 1000;
 }
 
-export function enqueueFinalityWatch(db: Db, id: bigint, runAt?: Date, { keepSchedule = false } = {}): Promise<void> {
+/** The key of the one job that follows every due watch (db/migrations/..._finality_follow). */
+export const FINALITY_FOLLOW_KEY = 'finality_follow';
+/** Watches looked at per run of the follow job; a run that found a full batch runs again at once. */
+export const FINALITY_FOLLOW_BATCH = 200;
+/** Watches read from their chains at the same time within a run. */
+const FOLLOW_CONCURRENCY = 8;
+
+/**
+ * Queues the follow job at `runAt` (at once without it) unless one is queued already: that one
+ * keeps its time (a trigger queued it for a watch just opened, or a run for the next watch due).
+ * The job's own queue runs it one run at a time, so no watch is looked at by two runs at once.
+ * Called once per run of the job and by the sweep, never per payment (the trigger that opens a
+ * watch queues the job only when none is waiting).
+ */
+export function queueFinalityFollow(db: Db, runAt?: Date): Promise<void> {
   return addJob(db, {
-    task: 'finality_watch',
-    payload: { watchId: String(id) },
-    key: `finality_watch:${id}`,
+    task: 'finality_follow',
+    payload: {},
+    key: FINALITY_FOLLOW_KEY,
+    queue: FINALITY_FOLLOW_KEY,
+    keepSchedule: true,
     ...(runAt ? { runAt } : {}),
-    keepSchedule,
   });
 }
 
-async function findFinalityWatch(db: Db, id: bigint): Promise<FinalityWatch | undefined> {
-  return db.selectFrom('finality_watches').selectAll().where('id', '=', id).executeTakeFirst();
+/**
+ * Whether a follow job waits in the queue, not yet taken by a worker (a trigger queued it for a
+ * watch opened while a run was on): it will look at every watch due when it runs, so a run that
+ * ends need not queue another (graphile_worker.add_job on a key whose job is running costs more of
+ * the database than the run's own statements).
+ */
+export async function finalityFollowWaiting(db: Db): Promise<boolean> {
+  const { rows } = await sql<{ waiting: boolean }>`
+    select exists (
+      select 1 from graphile_worker.jobs where key = ${FINALITY_FOLLOW_KEY} and locked_at is null and attempts = 0
+    ) as waiting`.execute(db);
+  return rows[0]?.waiting === true;
+}
+
+/** A pending watch's look may be this late before the sweep queues the follow job again. */
+export const FINALITY_LOOK_GRACE_MS = 10_000;
+
+/** Whether a pending watch is past its look by more than FINALITY_LOOK_GRACE_MS (by the database's clock). */
+export async function lateFinalityLook(db: Db): Promise<boolean> {
+  const late = await db
+    .selectFrom('finality_watches')
+    .select('id')
+    .where('finality', '=', 'pending')
+    .where('look_at', '<', sql<Date>`now() - ${`${FINALITY_LOOK_GRACE_MS} milliseconds`}::interval`)
+    .limit(1)
+    .executeTakeFirst();
+  return late !== undefined;
 }
 
 /** Watches still pending past their network's bound, oldest first (the sweep's share). */
@@ -86,14 +127,38 @@ export async function overdueFinalityWatches(db: Db, deps: Pick<Deps, 'config'>,
 }
 
 /**
- * One look at a watch: the family reads the chain (and sends a dropped transfer again); the watch
- * moves as the reading says. Returns when to look again, or undefined once the watch is final or
- * lost (or gone). Safe to repeat: every write is a guarded move from pending.
+ * What the watches of one run of the follow job share: readings every watch can use (a network's
+ * head, read once), and the watches found final, written together at the end of the run.
  */
-export async function followFinality(deps: FinalityDeps, id: bigint): Promise<Date | undefined> {
+interface LookRun {
+  shared: <T>(key: string, read: () => Promise<T>) => Promise<T>;
+  finals: Array<{ watch: FinalityWatch; move: FinalMove }>;
+}
+
+function lookRun(): LookRun {
+  const readings = new Map<string, Promise<unknown>>();
+  return {
+    shared<T>(key: string, read: () => Promise<T>): Promise<T> {
+      let reading = readings.get(key) as Promise<T> | undefined;
+      if (reading === undefined) {
+        reading = read();
+        readings.set(key, reading);
+      }
+      return reading;
+    },
+    finals: [],
+  };
+}
+
+/**
+ * One look at a pending watch: the family reads the chain (and sends a dropped transfer again);
+ * the watch moves as the reading says (found final: with the run's other finals, at its end).
+ * Returns when to look again, or undefined once the watch is final or lost. Safe to repeat: every
+ * write is a guarded move from pending.
+ */
+async function followWatch(deps: FinalityDeps, watch: FinalityWatch, run: LookRun): Promise<Date | undefined> {
   const { db, log } = deps;
-  const watch = await findFinalityWatch(db, id);
-  if (!watch || watch.finality !== 'pending') return undefined;
+  const id = watch.id;
   const now = deps.clock.now();
   const network = canonicalNetwork(watch.network);
   if (network === undefined || deps.chains.network(network) === undefined) {
@@ -110,13 +175,14 @@ export async function followFinality(deps: FinalityDeps, id: bigint): Promise<Da
       const moved = await moveFinalityWatch(db, id, 'pending', { tx_hash: hash, resends, block_number: null });
       return moved !== undefined;
     },
+    shared: run.shared,
   };
   const reading = await familyOf(network).followToFinality(
     transfer,
     finalityRuleOf(deps.config.networks, network),
     deps,
   );
-  return concludeReading(deps, watch, reading, now);
+  return concludeReading(deps, watch, reading, now, run);
 }
 
 async function concludeReading(
@@ -124,6 +190,7 @@ async function concludeReading(
   watch: FinalityWatch,
   reading: FinalityReading,
   now: Date,
+  run: LookRun,
 ): Promise<Date | undefined> {
   const { db } = deps;
   const log = deps.log.child({
@@ -134,19 +201,16 @@ async function concludeReading(
   });
   switch (reading.state) {
     case 'final': {
-      const moved = await db.transaction().execute(async (tx) => {
-        const row = await moveFinalityWatch(tx, watch.id, 'final', {
+      run.finals.push({
+        watch,
+        move: {
+          id: watch.id,
           tx_hash: reading.txHash,
           block_number: reading.blockNumber,
           details: reading.details,
           final_at: now,
-        });
-        if (row?.proxy_payment_id !== null && row?.proxy_payment_id !== undefined)
-          await markProxyCharge(tx, row.proxy_payment_id, 'final');
-        return row;
+        },
       });
-      if (moved)
-        log.info({ txHash: reading.txHash, blockNumber: String(reading.blockNumber) }, 'payment final on chain');
       return undefined;
     }
     case 'pending': {
@@ -190,6 +254,84 @@ async function concludeReading(
       log.warn({ details: reading.details }, 'could not follow a payment to finality; will look again');
       return new Date(now.getTime() + UNREADABLE_FINALITY_RECHECK_MS);
   }
+}
+
+/**
+ * One run of the follow job: every pending watch whose look is due, oldest look first, up to
+ * FINALITY_FOLLOW_BATCH, each looked at once (a few at a time); each still pending gets its next
+ * look written. A look that fails is tried again later and never stops the others. Returns when
+ * the next watch is due, or undefined when none is pending.
+ */
+export async function followDueFinalityWatches(deps: FinalityDeps): Promise<Date | undefined> {
+  const { db } = deps;
+  const due = await db
+    .selectFrom('finality_watches')
+    .selectAll()
+    .where('finality', '=', 'pending')
+    .where('look_at', '<=', sql<Date>`now()`)
+    .orderBy('look_at')
+    .limit(FINALITY_FOLLOW_BATCH)
+    .execute();
+  const next: Array<[bigint, Date]> = [];
+  const run = lookRun();
+  const queue = [...due];
+  const lookAtEach = async () => {
+    for (let watch = queue.shift(); watch !== undefined; watch = queue.shift()) {
+      try {
+        const at = await followWatch(deps, watch, run);
+        if (at) next.push([watch.id, at]);
+      } catch (error) {
+        deps.log.error(
+          { err: error, finalityWatchId: String(watch.id) },
+          'finality watch: the look failed; will look again',
+        );
+        next.push([watch.id, new Date(deps.clock.now().getTime() + UNREADABLE_FINALITY_RECHECK_MS)]);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(FOLLOW_CONCURRENCY, due.length) }, lookAtEach));
+  if (next.length > 0) await setNextLooks(db, next);
+  await writeFinals(deps, run.finals);
+  if (due.length >= FINALITY_FOLLOW_BATCH) return deps.clock.now();
+  const soonest = await db
+    .selectFrom('finality_watches')
+    .select((eb) => eb.fn.min<Date>('look_at').as('at'))
+    .where('finality', '=', 'pending')
+    .executeTakeFirst();
+  return soonest?.at ?? undefined;
+}
+
+/** The watches a run found final, in one statement; each one that moved is logged. */
+async function writeFinals(deps: FinalityDeps, finals: LookRun['finals']): Promise<void> {
+  if (finals.length === 0) return;
+  const moved = new Set(
+    await moveFinalityWatchesToFinal(
+      deps.db,
+      finals.map((final) => final.move),
+    ),
+  );
+  for (const { watch, move } of finals) {
+    if (!moved.has(watch.id)) continue;
+    deps.log.info(
+      {
+        finalityWatchId: String(watch.id),
+        leg: watch.leg,
+        network: watch.network,
+        subject: watch.subject,
+        txHash: move.tx_hash,
+        blockNumber: String(move.block_number),
+      },
+      'payment final on chain',
+    );
+  }
+}
+
+/** The next look of each watch still pending, in one statement. */
+export async function setNextLooks(db: Db, looks: Array<[bigint, Date]>): Promise<void> {
+  await sql`
+    update finality_watches w set look_at = v.at
+    from unnest(${looks.map(([id]) => String(id))}::bigint[], ${looks.map(([, at]) => at.toISOString())}::timestamptz[]) as v(id, at)
+    where w.id = v.id and w.finality = 'pending'`.execute(db);
 }
 
 type DbOrTx = Parameters<typeof moveFinalityWatch>[0];

@@ -29,6 +29,7 @@ export interface JobPayloads {
   day_rollover: CronPayload;
   idempotency_prune: CronPayload;
   finality_watch: { watchId: string };
+  finality_follow: Record<string, never>;
   finality_sweep: CronPayload;
 }
 
@@ -44,6 +45,8 @@ export interface JobRequest<N extends JobName = JobName> {
   /** Leave a queued job's time alone (a sweeper only makes sure a job exists). */
   keepSchedule?: boolean;
   maxAttempts?: number;
+  /** A named queue runs its jobs one at a time, across every worker. */
+  queue?: string;
 }
 
 /** How many times a job is tried when its request names no other count. */
@@ -54,6 +57,7 @@ export async function addJob<N extends JobName>(db: Db | Tx, job: JobRequest<N>)
     select graphile_worker.add_job(
       identifier => ${job.task}::text,
       payload => ${JSON.stringify(job.payload)}::json,
+      queue_name => ${job.queue ?? null}::text,
       run_at => greatest(${(job.runAt ?? new Date(0)).toISOString()}::timestamptz, now()),
       max_attempts => ${job.maxAttempts ?? DEFAULT_MAX_ATTEMPTS}::int,
       job_key => ${job.key}::text,

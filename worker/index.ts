@@ -8,6 +8,7 @@ import type { WorkerDeps } from './deps';
 import { chatFollowUp } from './tasks/chatFollowUp';
 import { creditPurchaseWatch } from './tasks/creditPurchaseWatch';
 import { dayRollover } from './tasks/dayRollover';
+import { finalityFollow } from './tasks/finalityFollow';
 import { finalitySweep } from './tasks/finalitySweep';
 import { finalityWatch } from './tasks/finalityWatch';
 import { idempotencyPrune } from './tasks/idempotencyPrune';
@@ -38,7 +39,8 @@ export function createTaskList(deps: WorkerDeps, { onPaymentLost }: { onPaymentL
     chat_follow_up: chatFollowUp(deps),
     credit_purchase_watch: creditPurchaseWatch(deps),
     idempotency_prune: idempotencyPrune(deps),
-    finality_watch: finalityWatch(deps, onPaymentLost),
+    finality_watch: finalityWatch(deps),
+    finality_follow: finalityFollow(deps, onPaymentLost),
     finality_sweep: finalitySweep(deps),
   };
   return tasks;

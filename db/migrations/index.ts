@@ -19,6 +19,8 @@ import * as finalityWatches from './2026_11_29_0017_finality_watches';
 import * as spendingApprovals from './2026_11_29_0018_spending_approvals';
 import * as uptoPayments from './2026_11_30_0020_upto_payments';
 import * as uptoClientPayments from './2026_11_30_0021_upto_client_payments';
+import * as finalityFollow from './2026_11_30_0024_finality_follow';
+import * as usageDailyDirect from './2026_11_30_0024_usage_daily_direct';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -42,6 +44,8 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_11_29_0018_spending_approvals': spendingApprovals,
   '2026_11_30_0020_upto_payments': uptoPayments,
   '2026_11_30_0021_upto_client_payments': uptoClientPayments,
+  '2026_11_30_0024_finality_follow': finalityFollow,
+  '2026_11_30_0024_usage_daily_direct': usageDailyDirect,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -34,7 +34,7 @@ import { pinningAvailable, ROOT, spawnChild, stopAllChildren } from './children'
 import { UNKNOWN_WEBHOOK_ID } from './scenarios';
 import { startServiceChild, type ServiceChild } from './serviceChild';
 import { parseOptions, type Options, type Section } from './bench/options';
-import { LOAD_CORE, progress, say, SERVER_CORE } from './bench/output';
+import { goalLine, LOAD_CORE, progress, say, SERVER_CORE } from './bench/output';
 import { throwawayDatabase, type Bench, type PeersInfo } from './bench/setup';
 import { caps } from './bench/sections/caps';
 import { instances } from './bench/sections/instances';
@@ -270,7 +270,7 @@ function writeResults({ options, runId, startedAt, command }: Run, bench: Bench)
   if (bench.goals.length > 0) {
     say();
     say('## Goals');
-    for (const goal of bench.goals) say(`  ${goal.met ? 'MET  ' : 'SHORT'}  ${goal.goal}: ${goal.figure}`);
+    for (const goal of bench.goals) say(goalLine(goal));
   }
   say();
   say(`load average after the run: ${loadAverage()}`);

@@ -110,6 +110,12 @@ export interface WatchedTransfer {
   };
   /** Records a transaction sent in place of txHash, before its broadcast; false when the watch moved on. */
   storeTransaction(hash: string): Promise<boolean>;
+  /**
+   * A reading every watch of one look shares (a network's head), read once for all of them. A
+   * head read a moment earlier is never newer than the chain's: it can only leave a transfer
+   * pending one more look, never call it final early.
+   */
+  shared?: <T>(key: string, read: () => Promise<T>) => Promise<T>;
 }
 
 /** Why a settled transfer can no longer land after the chain dropped it. */

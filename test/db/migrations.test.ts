@@ -33,6 +33,8 @@ describe('migrations', () => {
         '2026_11_29_0018_spending_approvals',
         '2026_11_30_0020_upto_payments',
         '2026_11_30_0021_upto_client_payments',
+        '2026_11_30_0024_finality_follow',
+        '2026_11_30_0024_usage_daily_direct',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -125,6 +127,8 @@ describe('migrations', () => {
         '2026_11_29_0018_spending_approvals',
         '2026_11_30_0020_upto_payments',
         '2026_11_30_0021_upto_client_payments',
+        '2026_11_30_0024_finality_follow',
+        '2026_11_30_0024_usage_daily_direct',
       ]);
       const rows = await handle.db
         .selectFrom('daily_spend')

@@ -296,9 +296,11 @@ describe('finality watches: moveFinalityWatch, and the triggers that open them',
       ['refund', 'pending', 10_300n],
     ]);
     const watch = watches[0]!;
-    const { rows: jobs } = await sql<{ key: string }>`
-      select key from graphile_worker.jobs where task_identifier = 'finality_watch'`.execute(db);
-    expect(jobs.map((job) => job.key)).toContain(`finality_watch:${watch.id}`);
+    // Followed by the one follow job, queued with the watch, to look a second after it opened.
+    expect(watch.look_at.getTime()).toBeGreaterThan(watch.created_at.getTime());
+    const { rows: jobs } = await sql<{ key: string; queue_name: string }>`
+      select key, queue_name from graphile_worker.jobs where task_identifier = 'finality_follow'`.execute(db);
+    expect(jobs).toEqual([{ key: 'finality_follow', queue_name: 'finality_follow' }]);
     const targets = reachable<Finality>(FINALITY_MOVES);
     for (const { from, to, allowed } of everyPair<Finality>(FINALITY_MOVES)) {
       await db.updateTable('finality_watches').set({ finality: from }).where('id', '=', watch.id).execute();

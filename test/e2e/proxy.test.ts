@@ -109,6 +109,14 @@ describe.each([...NETWORK_NAMES])('a paid call on %s', (network) => {
       webhook_id: null,
     });
     expect(row!.tx_hash).toBe(settlement.ok ? settlement.value.transaction : undefined);
+    // Discovery is off on this service: the paid call is not noted for it.
+    const paidUrl = new URL(target.routes.paid.url);
+    const notes = await db
+      .selectFrom('paid_resource_calls')
+      .select('id')
+      .where('resource', '=', `${paidUrl.origin}${paidUrl.pathname}`)
+      .execute();
+    expect(notes).toEqual([]);
     // One unpaid request, then one paid request carrying our payment.
     const seen = target.requests.filter((request) => request.route === 'paid');
     expect(seen.map((request) => request.payment === null)).toEqual([true, false]);

@@ -1,11 +1,12 @@
 /**
- * Every minute, on every instance: settled transactions still not final after their network's
- * watch bound (payments/networkTable.ts) are reconciled against the chain by their watch job. The
- * job key keeps one job per watch and a queued job keeps its time, so sweeping again (or from
- * another instance) changes nothing; a job whose row was lost is enqueued again.
+ * Every minute, on every instance: the follow job is queued when a pending finality watch is past
+ * its look by more than FINALITY_LOOK_GRACE_MS (its job was lost, failed for good, or waits on a
+ * retry), and watches still not final after their network's watch bound
+ * (payments/networkTable.ts) are reported. The follow job's key keeps one such job, and one queued
+ * keeps its time, so sweeping again (or from another instance) changes nothing.
  */
 import type { Task } from 'graphile-worker';
-import { enqueueFinalityWatch, overdueFinalityWatches } from '../../payments/finality';
+import { lateFinalityLook, overdueFinalityWatches, queueFinalityFollow } from '../../payments/finality';
 import type { WorkerDeps } from '../deps';
 
 /** Rows looked at per run; the next run takes the rest. */
@@ -13,12 +14,12 @@ export const FINALITY_SWEEP_BATCH = 500;
 
 export function finalitySweep(deps: WorkerDeps): Task<'finality_sweep'> {
   return async () => {
+    if (await lateFinalityLook(deps.db)) await queueFinalityFollow(deps.db);
     const overdue = await overdueFinalityWatches(deps.db, deps, deps.clock.now(), FINALITY_SWEEP_BATCH);
-    for (const watch of overdue) await enqueueFinalityWatch(deps.db, watch.id, undefined, { keepSchedule: true });
     if (overdue.length > 0)
       deps.log.warn(
         { task: 'finality_sweep', watches: overdue.length },
-        'payments not final after their watch bound handed to their watch jobs',
+        'payments not final after their watch bound: still followed by the finality_follow job',
       );
   };
 }

@@ -1,24 +1,14 @@
 /**
- * Follows one settled transaction to finality (payments/finality.ts): final, dropped and sent
- * again, or lost. Until it is final or lost the job queues itself again (same job key). Safe to
- * repeat: it reads the watch first, and every move is a guarded update from pending.
+ * A job of one finality watch, as they were queued before watches were followed in batches: its
+ * watch is a pending row the `finality_follow` job looks at, so this only makes sure that job is
+ * queued (looking here too could look at the watch twice at once).
  */
 import type { Task } from 'graphile-worker';
-import { enqueueFinalityWatch, followFinality, type LossObserver } from '../../payments/finality';
+import { queueFinalityFollow } from '../../payments/finality';
 import type { WorkerDeps } from '../deps';
 
-function parseWatchPayload(payload: unknown): bigint {
-  const id = (payload as { watchId?: unknown } | null)?.watchId;
-  if (typeof id !== 'string' || !/^[1-9][0-9]{0,18}$/.test(id)) {
-    throw new Error('finality_watch: payload needs watchId as a decimal string');
-  }
-  return BigInt(id);
-}
-
-export function finalityWatch(deps: WorkerDeps, onPaymentLost?: LossObserver): Task<'finality_watch'> {
-  return async (payload) => {
-    const id = parseWatchPayload(payload);
-    const next = await followFinality({ ...deps, ...(onPaymentLost ? { onPaymentLost } : {}) }, id);
-    if (next) await enqueueFinalityWatch(deps.db, id, next);
+export function finalityWatch(deps: WorkerDeps): Task<'finality_watch'> {
+  return async () => {
+    await queueFinalityFollow(deps.db);
   };
 }

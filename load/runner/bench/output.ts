@@ -60,4 +60,19 @@ export interface Goal {
   goal: string;
   figure: string;
   met: boolean;
+  /** The measured cost in microseconds (CPU or added time per call, CPU per verification), compared with its floor. */
+  measuredUs?: number;
+  /** Set by the floor section of the same run: whether the measured cost is within twice its paced floor. */
+  floor?: { pacedUs: number; withinTwice: boolean };
+}
+
+/** A goal's line in the Goals list: MET, or SHORT and whether it is within twice its paced floor of the same run. */
+export function goalLine(goal: Goal): string {
+  if (goal.met) return `  MET    ${goal.goal}: ${goal.figure}`;
+  const floor = goal.floor
+    ? goal.floor.withinTwice
+      ? `within twice its paced floor (${fmt.ms((goal.measuredUs ?? NaN) / 1000)} <= 2 x ${fmt.ms(goal.floor.pacedUs / 1000)} ms)`
+      : `NOT within twice its paced floor (${fmt.ms((goal.measuredUs ?? NaN) / 1000)} > 2 x ${fmt.ms(goal.floor.pacedUs / 1000)} ms)`
+    : 'its floor was not measured in this run (add floor to --only)';
+  return `  SHORT  ${goal.goal}: ${goal.figure}\n           -> ${floor}`;
 }

@@ -26,12 +26,16 @@ type FinalityDeps = Pick<Deps, 'chains' | 'submissions' | 'paymentBounds'>;
 async function depthReading(
   clients: EvmNetworkClients,
   rule: FinalityRule,
-  txHash: string,
+  watch: WatchedTransfer,
   blockNumber: bigint,
 ): Promise<FinalityReading> {
+  const { txHash } = watch;
+  const shared = watch.shared ?? (<T>(_key: string, read: () => Promise<T>) => read());
   try {
     if ('blocks' in rule) {
-      const latest = await clients.publicClient.getBlockNumber({ cacheTime: 0 });
+      const latest = await shared(`${watch.network}:latest`, () =>
+        clients.publicClient.getBlockNumber({ cacheTime: 0 }),
+      );
       const depth = latest - blockNumber + 1n;
       return depth >= BigInt(rule.blocks)
         ? { state: 'final', txHash, blockNumber, details: `block ${blockNumber} is ${depth} blocks deep` }
@@ -43,7 +47,9 @@ async function depthReading(
           };
     }
     if ('head' in rule) {
-      const head = await clients.publicClient.getBlock({ blockTag: rule.head });
+      const head = await shared(`${watch.network}:${rule.head}`, () =>
+        clients.publicClient.getBlock({ blockTag: rule.head }),
+      );
       return blockNumber <= head.number
         ? { state: 'final', txHash, blockNumber, details: `block ${blockNumber} is at or below the ${rule.head} head` }
         : { state: 'pending', txHash, blockNumber, details: `block ${blockNumber} is above the ${rule.head} head` };
@@ -71,7 +77,7 @@ export async function followEvmTransfer(
   const ours =
     receipt.value.status === 'success' &&
     (authorization === undefined || receiptUsesAuthorization(receipt.value.logs, clients.usdc, authorization));
-  if (receipt.value.status === 'success' && ours) return depthReading(clients, rule, txHash, receipt.value.blockNumber);
+  if (receipt.value.status === 'success' && ours) return depthReading(clients, rule, watch, receipt.value.blockNumber);
   if (authorization) return followAuthorization(watch, authorization, clients, deps);
   if (receipt.value.status === 'reverted') return { state: 'lost', reason: 'reverted', details: `${txHash} reverted` };
   return followOwnTransaction(watch, deps);

@@ -1,0 +1,103 @@
+// Finality watches are followed by one finality_follow job: opening a watch queues that job only
+// when none waits, and the minute's finality_sweep queues it again whenever a pending watch is
+// late for its look (the job lost, or failed for good), so no watch is left unfollowed.
+import { sql } from 'kysely';
+import pino from 'pino';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { Db } from '../../db/index';
+import { loadConfig } from '../../payments/config';
+import { systemClock } from '../../payments/clock';
+import { FINALITY_FOLLOW_KEY } from '../../payments/finality';
+import { finalitySweep } from '../../worker/tasks/finalitySweep';
+import type { WorkerDeps } from '../../worker/deps';
+import { createTestDatabase, type TestDatabase } from '../support/database';
+
+let database: TestDatabase;
+let db: Db;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  db = database.handle.db;
+});
+
+afterAll(async () => {
+  await database.drop();
+});
+
+beforeEach(async () => {
+  await sql`select graphile_worker.remove_job(${FINALITY_FOLLOW_KEY})`.execute(db);
+  await db.deleteFrom('finality_watches').execute();
+});
+
+async function followJobs() {
+  const { rows } = await sql<{ key: string; queue_name: string; run_at: Date; attempts: number }>`
+    select key, queue_name, run_at, attempts from graphile_worker.jobs where task_identifier = 'finality_follow'`.execute(
+    db,
+  );
+  return rows;
+}
+
+let subjects = 0;
+async function openWatch() {
+  subjects += 1;
+  await sql`select open_finality_watch(${`test:${subjects}`}, 'refund', 'base-sepolia', null, null, null,
+    ${`0x${'ab'.repeat(32)}`}, null, 10000, '{}'::jsonb)`.execute(db);
+  return db
+    .selectFrom('finality_watches')
+    .selectAll()
+    .where('subject', '=', `test:${subjects}`)
+    .executeTakeFirstOrThrow();
+}
+
+function sweep() {
+  const deps = {
+    db,
+    config: loadConfig({ NETWORKS: 'base-sepolia', LOG_LEVEL: 'silent' }),
+    clock: systemClock,
+    log: pino({ level: 'silent' }),
+  } as unknown as WorkerDeps;
+  const task = finalitySweep(deps) as (payload: unknown, helpers: unknown) => Promise<void>;
+  return task({}, {});
+}
+
+describe('the finality follow job', () => {
+  it('is queued by the first watch opened, a second after it, and not again while it waits', async () => {
+    const first = await openWatch();
+    const jobs = await followJobs();
+    expect(jobs).toMatchObject([{ key: FINALITY_FOLLOW_KEY, queue_name: FINALITY_FOLLOW_KEY, attempts: 0 }]);
+    expect(first.look_at.getTime()).toBeGreaterThan(first.created_at.getTime());
+    await openWatch();
+    await openWatch();
+    expect(await followJobs()).toEqual(jobs);
+  });
+
+  it('is queued again by the sweep once a pending watch is past its look by more than the grace, not before', async () => {
+    await openWatch();
+    await sql`select graphile_worker.remove_job(${FINALITY_FOLLOW_KEY})`.execute(db);
+    // Due, but within the grace: the job that looks at it may be running now.
+    await db
+      .updateTable('finality_watches')
+      .set({ look_at: sql<Date>`now() - interval '5 seconds'` })
+      .execute();
+    await sweep();
+    expect(await followJobs()).toEqual([]);
+    // A minute late: its job was lost.
+    await db
+      .updateTable('finality_watches')
+      .set({ look_at: sql<Date>`now() - interval '1 minute'` })
+      .execute();
+    await sweep();
+    expect(await followJobs()).toMatchObject([{ key: FINALITY_FOLLOW_KEY, queue_name: FINALITY_FOLLOW_KEY }]);
+  });
+
+  it('a watch no longer pending is never swept', async () => {
+    await openWatch();
+    await sql`select graphile_worker.remove_job(${FINALITY_FOLLOW_KEY})`.execute(db);
+    await db
+      .updateTable('finality_watches')
+      .set({ finality: 'final', look_at: sql<Date>`now() - interval '1 hour'` })
+      .execute();
+    await sweep();
+    expect(await followJobs()).toEqual([]);
+  });
+});
