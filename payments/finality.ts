@@ -327,7 +327,7 @@ async function writeFinals(deps: FinalityDeps, finals: LookRun['finals']): Promi
 }
 
 /** The next look of each watch still pending, in one statement. */
-export async function setNextLooks(db: Db, looks: Array<[bigint, Date]>): Promise<void> {
+async function setNextLooks(db: Db, looks: Array<[bigint, Date]>): Promise<void> {
   await sql`
     update finality_watches w set look_at = v.at
     from unnest(${looks.map(([id]) => String(id))}::bigint[], ${looks.map(([, at]) => at.toISOString())}::timestamptz[]) as v(id, at)
