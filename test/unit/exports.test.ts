@@ -30,7 +30,6 @@ const TESTED_ONLY: Record<string, string> = {
   ...Object.fromEntries(
     [
       'offer.ts uptoOffer',
-      'payload.ts checkUptoPayload',
       'payload.ts checkUptoPaymentSignature',
       'payload.ts uptoReplayIdentity',
       'settle.ts readUptoSettlement',
