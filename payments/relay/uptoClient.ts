@@ -325,7 +325,7 @@ export async function settleNothing(db: Db, id: bigint, reason: string, details:
  * Our payment to the target, written on the still unsettled row of an upto client (the client's
  * permit is settled only after the target): once per row, as recordTargetPayment for exact clients.
  */
-export async function recordUnsettledTargetPayment(db: Db, id: bigint, target: TargetPaymentRecord): Promise<boolean> {
+async function recordUnsettledTargetPayment(db: Db, id: bigint, target: TargetPaymentRecord): Promise<boolean> {
   const row = await db
     .updateTable('relay_transactions')
     .set({

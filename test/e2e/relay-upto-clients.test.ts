@@ -9,7 +9,7 @@
 import { decodePaymentRequiredHeader } from '@x402/core/http';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { createTestClient, getAddress, maxUint256, parseAbi, type Hex } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import type { EvmNetworkName, Peers, Target } from '../../devnet/index';
@@ -244,6 +244,22 @@ describe('on polygon-amoy', () => {
     expect(res.status).toBe(402);
     const required = decodePaymentRequiredHeader(res.headers.get('payment-required')!);
     expect(required.accepts.map((entry) => entry.scheme)).toEqual(['exact']);
+  });
+
+  it('a permit whose payer never approved Permit2 is refused with a 402 naming why; nothing moves', async () => {
+    const target = peers.targets[targetName('less', 'polygon-amoy')]!;
+    const key = generatePrivateKey();
+    const payer = privateKeyToAccount(key);
+    await peers.mint('base-sepolia', payer.address, 100_000n);
+    const res = await wrapFetchWithPayment(contractFetch(), x402ClientV2(payer, { upto: true }))(
+      `${t.service.url}/relay`,
+      relayRequest({ api_url: target.routes.paid.url, method: 'GET', network: 'base-sepolia' }),
+    );
+    expect(res.status).toBe(402);
+    const body = (await res.json()) as { code: string; error: string };
+    expect(body.code).toBe('payment_invalid');
+    expect(body.error).toMatch(/^permit2_allowance_missing: /);
+    expect(await peers.usdcBalance('base-sepolia', payer.address)).toBe(100_000n);
   });
 
   it('a target that fails leaves the permit unsettled: nothing is taken', async () => {
