@@ -128,6 +128,7 @@ function replyOf(
             'X-Service-Status': 'payment_required',
             ...paymentRequiredHeaders(outcome.accepts, outcome.reason === undefined ? undefined : outcome.error, {
               paymentIdentifier: true,
+              offeredFirst: outcome.uptoAccepts ?? [],
             }),
           },
         },

@@ -15,6 +15,7 @@ import {
   PAYMENT_SIGNATURE_REQUIRED,
   settlementToV2,
   X_PAYMENT_HEADER,
+  type PaymentRequirementsV2,
   type X402Version,
 } from '../payments/x402/v2';
 
@@ -51,12 +52,17 @@ export function clientPaymentHeader(headers: IncomingHttpHeaders): PaymentHeader
 export function paymentRequiredHeaders(
   accepts: readonly PaymentRequirements[],
   refusal: string | undefined,
-  { paymentIdentifier = false }: { paymentIdentifier?: boolean } = {},
+  {
+    paymentIdentifier = false,
+    offeredFirst = [],
+  }: { paymentIdentifier?: boolean; offeredFirst?: readonly PaymentRequirementsV2[] } = {},
 ): { 'PAYMENT-REQUIRED': string } {
   // Where a payment id is honoured (it means what Idempotency-Key means), the 402 declares the extension.
   const extensions = paymentIdentifier ? { [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration() } : undefined;
   return {
-    'PAYMENT-REQUIRED': encodeHeaderJson(paymentRequiredV2(accepts, refusal ?? PAYMENT_SIGNATURE_REQUIRED, extensions)),
+    'PAYMENT-REQUIRED': encodeHeaderJson(
+      paymentRequiredV2(accepts, refusal ?? PAYMENT_SIGNATURE_REQUIRED, extensions, offeredFirst),
+    ),
   };
 }
 

@@ -5,6 +5,7 @@
  * handed a record's facts and the writes it may make (SettlementRecord, RefundRecord) and does the
  * chain's part between them.
  */
+import type { UptoIncoming } from './uptoIncoming';
 import type { ChainType, FinalityRule, NetworkName } from '../networkTable';
 import type { Result } from '../result';
 import type { PaymentChoice } from '../x402/choose';
@@ -157,6 +158,8 @@ export interface ChainFamily {
    * fee payer, so our offer names its fee payer, and is left out when it names none).
    */
   readonly facilitatorPaysFees: boolean;
+  /** Being paid by upto on this family's networks, where it takes such payments. */
+  readonly uptoIncoming?: UptoIncoming;
   /** Our wallet's address on this family's networks; undefined when its key is not configured. */
   serviceAddress(chains: Pick<Chains, 'evm' | 'svm'>): string | undefined;
   /** The `extra` of our offer: EVM the token's EIP-712 name and version, Solana the fee payer. */

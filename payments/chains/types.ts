@@ -84,7 +84,13 @@ export type SettleFailureReason =
   | 'broadcast_refused'
   | 'transaction_reverted'
   | 'transaction_failed'
-  | 'authorization_canceled';
+  | 'authorization_canceled'
+  /** upto: the permit's spender is not x402UptoPermit2Proxy. */
+  | 'wrong_spender'
+  /** upto: the permit lets another facilitator than our wallet settle it. */
+  | 'wrong_facilitator'
+  /** upto: the payer has not allowed Permit2 to move the token (an approve, once per token). */
+  | 'permit2_allowance_missing';
 
 /** Why a refund was not made. */
 export type RefundFailureReason =

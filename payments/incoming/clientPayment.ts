@@ -14,6 +14,20 @@ import { X402_VERSION, type PaymentPayload, type PaymentRequirements } from '../
 import { requirementsToV2, type X402Version } from '../x402/v2';
 import { fail, ok, type Result } from '../result';
 import { paymentIdentifierOf } from '../x402/extensions';
+import { isExactPayload } from '../x402/schemes';
+import type { PaymentRequirementsV2 } from '../x402/v2';
+
+/**
+ * The upto offer of our 402 a version 2 payment accepted (deep equality, as for exact), or
+ * undefined when it pays in another scheme or accepted none of them.
+ */
+export function acceptedUptoOffer(
+  decoded: DecodedClientPayment,
+  uptoOffered: readonly PaymentRequirementsV2[],
+): PaymentRequirementsV2 | undefined {
+  if (decoded.version !== 2 || decoded.signature.accepted.scheme !== 'upto') return undefined;
+  return uptoOffered.find((entry) => jsonEqual(entry, decoded.signature.accepted));
+}
 
 /** The payment header a request carried, with the version its name says. */
 export interface ClientPaymentHeader {
@@ -77,7 +91,7 @@ export function paymentForOffers(
   if (decoded.version === 1) return ok({ payment: decoded.payment, offered });
   const { accepted, payload } = decoded.signature;
   const offer = offered.find((entry) => jsonEqual(requirementsToV2(entry), accepted));
-  if (offer === undefined) {
+  if (offer === undefined || !isExactPayload(payload, PAYMENT_SCHEMES)) {
     return fail(
       'offer_mismatch',
       `accepted is not one of the offers of this 402 (${accepted.network.slice(0, 64)}, amount ${accepted.amount.slice(0, 80)}): echo one entry of PAYMENT-REQUIRED's accepts verbatim`,

@@ -38,12 +38,20 @@ import type { X402Version } from '../x402/v2';
 import type { ClaimRef } from '../idempotency';
 import { admitClientPayment, type RelayLimitRefusal } from './admit';
 import { deliver, deliverUsed, handOver, recordedTargetPayment, scheduleRefund, watchTargetPayment } from './outcome';
-import { quoteRelay, relayOffers, type RelayQuote } from './quote';
+import { quoteRelay, relayOffers, relayUptoOffers, type RelayQuote } from './quote';
+import { relayUptoClient } from './uptoClient';
+import { uptoIncomingOn, type UptoPaymentSignature } from '../chains/uptoIncoming';
+import type { PaymentRequirementsV2 } from '../x402/v2';
 import { settleClientPayment, type SettleFailureReason } from '../incoming/settle';
 import { findRelayTransaction, recordTargetPayment, type TargetPaymentRecord } from '../incoming/store';
 import type { Deps } from '../deps';
 import { verifyDecodedPayment } from '../incoming/verify';
-import { paymentHeaderName, type DecodedClientPayment, type ReceivedPayment } from '../incoming/clientPayment';
+import {
+  acceptedUptoOffer,
+  paymentHeaderName,
+  type DecodedClientPayment,
+  type ReceivedPayment,
+} from '../incoming/clientPayment';
 import type { PriceAboveLimit } from '../policy';
 import { sendNotedPaidCall } from '../discovery';
 
@@ -78,7 +86,14 @@ export interface RelayHeaders {
 export type RelayOutcome =
   | { kind: 'pass_through'; response: TargetResponse; headers: RelayHeaders }
   /** `reason`: why a payment was refused (absent when the request carried none). */
-  | { kind: 'payment_required'; accepts: PaymentRequirements[]; error: string; reason?: SettleFailureReason }
+  /** `uptoAccepts`: the upto entries offered before `accepts` in PAYMENT-REQUIRED (version 2 only), for an upto target. */
+  | {
+      kind: 'payment_required';
+      accepts: PaymentRequirements[];
+      uptoAccepts?: PaymentRequirementsV2[];
+      error: string;
+      reason?: SettleFailureReason;
+    }
   /** `reason`: set when it is the payment that is refused (malformed, or already used). */
   | { kind: 'bad_request'; details: string; reason?: SettleFailureReason }
   | PriceAboveLimit
@@ -138,11 +153,38 @@ export async function relayCall(
   if (quote.kind !== 'priced') return unpriced(quote);
   const accepts = await relayOffers(deps, quote, input);
   if (accepts.length === 0) return noOffer(deps.chains, quote.choice.networkClass);
-  if (!payment) return { kind: 'payment_required', accepts, error: 'X-PAYMENT header is required' };
+  const uptoAccepts = relayUptoOffers(deps, quote, accepts);
+  if (!payment) return { kind: 'payment_required', accepts, uptoAccepts, error: 'X-PAYMENT header is required' };
+  const now = deps.clock.now();
+
+  if (payment.version === 2 && payment.signature.accepted.scheme === 'upto') {
+    const offer = acceptedUptoOffer(payment, uptoAccepts);
+    if (offer === undefined)
+      return refused(
+        'offer_mismatch',
+        "accepted is none of the upto offers of this 402: echo one entry of PAYMENT-REQUIRED's accepts verbatim",
+        accepts,
+        version,
+        uptoAccepts,
+      );
+    const result = await relayUptoClient(deps, input, {
+      choice: quote.choice,
+      signature: payment.signature as unknown as UptoPaymentSignature,
+      offer,
+      budget,
+      admission: {
+        perWalletMicro: usdToMicro(deps.config.relayDailyPerWalletUsd),
+        systemMicro: usdToMicro(deps.config.relayDailyTotalUsd),
+        finishBy: watchAt(now, deps, input.idempotency !== undefined),
+      },
+    });
+    if (result.kind === 'outcome') return result.outcome;
+    if (result.kind === 'over_limit') return overLimit(result.refusal, result.payer, quote.choice.networkClass);
+    return refused(result.reason, result.details, accepts, version, uptoAccepts);
+  }
 
   const verified = await verifyDecodedPayment(payment, accepts, deps);
-  if (!verified.ok) return refused(verified.reason, verified.details, accepts, version);
-  const now = deps.clock.now();
+  if (!verified.ok) return refused(verified.reason, verified.details, accepts, version, uptoAccepts);
   const admitted = await admitClientPayment(
     deps.db,
     verified.value,
@@ -162,7 +204,7 @@ export async function relayCall(
   if (!admitted.ok) {
     if (admitted.reason === 'limit_exceeded')
       return overLimit(admitted.refusal, verified.value.payer, quote.choice.networkClass);
-    return refused(admitted.reason, admitted.details, accepts, version);
+    return refused(admitted.reason, admitted.details, accepts, version, uptoAccepts);
   }
   const row = admitted.value;
 
@@ -177,7 +219,8 @@ export async function relayCall(
     );
     settlement = { kind: 'pending', txHash: null };
   }
-  if (settlement.kind === 'failed') return refused(settlement.reason, settlement.details, accepts, version);
+  if (settlement.kind === 'failed')
+    return refused(settlement.reason, settlement.details, accepts, version, uptoAccepts);
   if (settlement.kind === 'pending') {
     // It may still land: never a 402 now. If it does, the client (gone by then) is refunded.
     const { webhookId } = await handedOver(deps, row.id, () =>
@@ -243,8 +286,24 @@ export async function checkRelayPayment(
   if (quote.kind !== 'priced') return unpriced(quote);
   const accepts = await relayOffers(deps, quote, input);
   if (accepts.length === 0) return noOffer(deps.chains, quote.choice.networkClass);
-  const verified = await verifyDecodedPayment(decoded.value, accepts, deps);
-  return verified.ok ? undefined : refused(verified.reason, verified.details, accepts, version);
+  const uptoAccepts = relayUptoOffers(deps, quote, accepts);
+  const payment = decoded.value;
+  if (payment.version === 2 && payment.signature.accepted.scheme === 'upto') {
+    const offer = acceptedUptoOffer(payment, uptoAccepts);
+    const upto = offer === undefined ? undefined : uptoIncomingOn(offer.network);
+    if (offer === undefined || upto === undefined)
+      return refused(
+        'offer_mismatch',
+        'accepted is none of the upto offers of this 402',
+        accepts,
+        version,
+        uptoAccepts,
+      );
+    const checked = await upto.verify(deps, payment.signature as unknown as UptoPaymentSignature, offer);
+    return checked.ok ? undefined : refused(checked.reason, checked.details, accepts, version, uptoAccepts);
+  }
+  const verified = await verifyDecodedPayment(payment, accepts, deps);
+  return verified.ok ? undefined : refused(verified.reason, verified.details, accepts, version, uptoAccepts);
 }
 
 /**
@@ -355,13 +414,14 @@ function refused(
   details: string,
   accepts: PaymentRequirements[],
   version: X402Version,
+  uptoAccepts: PaymentRequirementsV2[] = [],
 ): RelayOutcome {
   if (reason === 'nonce_already_used')
     return { kind: 'bad_request', details: `The payment authorization nonce was already used: ${details}`, reason };
   if (MALFORMED_PAYMENT.has(reason))
     return {
       kind: 'bad_request',
-      details: `${paymentHeaderName(version)} is not an x402 version ${version} exact payment: ${details}`,
+      details: `${paymentHeaderName(version)} is not an x402 version ${version} payment we take: ${details}`,
       reason,
     };
   if (OUR_FAILURES.has(reason))
@@ -369,7 +429,7 @@ function refused(
       kind: 'internal_error',
       details: `The payment could not be checked or settled (${reason}); nothing was charged: ${details}`,
     };
-  return { kind: 'payment_required', accepts, error: `${reason}: ${details}`.slice(0, 1000), reason };
+  return { kind: 'payment_required', accepts, uptoAccepts, error: `${reason}: ${details}`.slice(0, 1000), reason };
 }
 
 function overLimit(refusal: RelayLimitRefusal, payer: string, networkClass: string): RelayOutcome {

@@ -19,6 +19,7 @@ import { usdcText } from '../money';
 import { closeRecord, deliver, deliverUsed, refundedOutcome, scheduleRefund, targetPaymentOf } from './outcome';
 import { reconcileRefund, refundClientPayment, type RefundOutcome } from '../incoming/refund';
 import { followUpOpenPayment } from '../incoming/openPayment';
+import { chargeUptoClient, settleClaimedUpto, settleNothing, storedUptoOf, type UptoCharge } from './uptoClient';
 import { findRelayTransaction, getRelayTransaction, liveRefund, type RelayTransaction } from '../incoming/store';
 
 /** A failed refund is tried again after 5 s, 10 s, 20 s, ...; after this many failures the record says refund_failed. */
@@ -91,6 +92,10 @@ export async function followUpRelay(
   const { db } = deps;
   const now = deps.clock.now();
   const claim = await requestClaimOf(db, id);
+  const found = await findRelayTransaction(db, id);
+  // A permit paid by upto is settled after the target, for what it used: its own walk.
+  if (found?.mode === 'relay' && found.scheme === 'upto' && (found.state === 'received' || found.state === 'settling'))
+    return followUpUptoClient(found, now, deps, claim);
   const neverSettled = async (row: RelayTransaction): Promise<FollowUp> => {
     await closeRecord(db, row, {
       status: 'payment_failed',
@@ -137,6 +142,11 @@ async function followUpSettled(
   const reading = await readPaymentOnChain(deps.chains, targetPaymentOf(row), { now });
   switch (reading.state) {
     case 'settled': {
+      if (row.scheme === 'upto') {
+        // The client's permit was settled for what the target used (charged_micro): nothing to refund.
+        await deliver(db, id, { ...(row.target_tx_hash ? { txHash: row.target_tx_hash } : {}) });
+        return done(`the target charged; the permit settled ${row.settled_atomic ?? '?'}: ${reading.details}`);
+      }
       if (row.target_scheme === 'upto') {
         // Charged only what the chain shows the target settled; held (looked at again) until then.
         const used = settledMicroUsdc(row.target_network ?? '', reading);
@@ -164,6 +174,76 @@ async function followUpSettled(
       return later(nextLookAt(now, reading.expiresAt), reading.details);
     case 'unknown':
       return later(new Date(now.getTime() + UNREADABLE_RECHECK_MS), reading.details);
+  }
+}
+
+/**
+ * A relay paid by an upto permit, not settled yet (received) or being settled (settling). Before
+ * the target was paid, a request gone leaves the permit unused. After: the chain says what the
+ * target settled, and the permit is settled for that plus the fee; a target that can no longer
+ * charge leaves the permit unused. A settlement of ours sent before is read again (sent again
+ * when it was never broadcast).
+ */
+async function followUpUptoClient(
+  row: RelayTransaction,
+  now: Date,
+  deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'config' | 'paymentBounds'> & Partial<Pick<Deps, 'submissions'>>,
+  claim: RequestClaim | undefined,
+): Promise<FollowUp> {
+  const { db } = deps;
+  const id = row.id;
+  if (!requestGone(row, deps, claim)) return later(whenGone(row, deps, claim), 'the request may still finish it');
+  const unused = async (reason: string, details: string) => {
+    await settleNothing(db, id, reason, details);
+    const moved = await getRelayTransaction(db, id);
+    await closeRecord(db, moved, {
+      status: 'payment_failed',
+      network: row.network,
+      error: `${reason}: ${details}`.slice(0, 2000),
+      message: 'Your permit was not settled: nothing was taken',
+    });
+    return done(`nothing taken: ${details}`);
+  };
+  const payment = storedUptoOf(deps, row);
+  const { submissions } = deps;
+  if (payment === undefined || submissions === undefined)
+    return later(new Date(now.getTime() + UNREADABLE_RECHECK_MS), 'the permit cannot be settled by this process now');
+  const full = { ...deps, submissions };
+  if (row.state === 'settling') return uptoChargeFollowUp(await settleClaimedUpto(full, row, payment), now);
+  if (row.target_payment_ref === null) return unused('abandoned', 'the request ended before the target was paid');
+  const reading = await readPaymentOnChain(deps.chains, targetPaymentOf(row), { now });
+  switch (reading.state) {
+    case 'settled': {
+      const used = settledMicroUsdc(row.target_network ?? '', reading);
+      if (used === undefined)
+        return later(heldLookAt(now, row.created_at), `settled, amount not known yet: ${reading.details}`);
+      const charged = await chargeUptoClient(full, id, payment, { usedMicro: used.usedMicro, txHash: used.txHash });
+      return uptoChargeFollowUp(charged, now);
+    }
+    case 'expired':
+      return unused('target_never_charged', `the target never charged: ${reading.details}`);
+    case 'open':
+      return later(nextLookAt(now, reading.expiresAt), reading.details);
+    case 'unknown':
+      return later(new Date(now.getTime() + UNREADABLE_RECHECK_MS), reading.details);
+  }
+}
+
+function uptoChargeFollowUp(charged: UptoCharge, now: Date): FollowUp {
+  switch (charged.kind) {
+    case 'settled':
+      return done(`the permit settled ${charged.amount} in ${charged.txHash}`);
+    case 'pending':
+      return later(
+        new Date(now.getTime() + UNCONFIRMED_RECHECK_MS),
+        `our settlement ${charged.txHash} not confirmed yet`,
+      );
+    case 'later':
+      return later(new Date(now.getTime() + UNREADABLE_RECHECK_MS), charged.details);
+    case 'nothing':
+      return done('nothing was settled under the permit');
+    case 'failed':
+      return done(`the permit could not be settled: ${charged.reason}: ${charged.details}`);
   }
 }
 

@@ -20,7 +20,9 @@ import {
   type OfferRefused,
   type TransferMethodUnsupported,
 } from '../outgoing/index';
-import type { PaymentChoice } from '../x402/choose';
+import { isUpto, type PaymentChoice } from '../x402/choose';
+import { uptoOffers } from '../chains/uptoIncoming';
+import type { PaymentRequirementsV2 } from '../x402/v2';
 import type { PaymentRequirements } from '../x402/types';
 import { DEFAULT_RELAY_TIMEOUT_SECONDS, settleableOffers } from '../incoming/offer';
 import { ceilingRefusal, type PriceAboveLimit } from '../policy';
@@ -138,4 +140,27 @@ export async function relayOffers(
     maxTimeoutSeconds: DEFAULT_RELAY_TIMEOUT_SECONDS,
   };
   return settleableOffers(deps.chains, request, deps.config.facilitatorUrl);
+}
+
+/**
+ * The upto entries of our 402 for a target that prices by upto (version 2 only, before the exact
+ * entries): one on each network the exact entries offer whose family takes upto, for at most the
+ * quote's total (the target's maximum plus the fee on it). Its permit stays valid past the end of
+ * our own payment to the target (RELAY_PAYMENT_WINDOW_SECONDS) with the call's time to spare, so
+ * that what the target settles late can still be charged. None for an exact-priced target.
+ */
+export function relayUptoOffers(
+  deps: Pick<Deps, 'chains' | 'config'>,
+  quote: Extract<RelayQuote, { kind: 'priced' }>,
+  exactOffers: readonly PaymentRequirements[],
+): PaymentRequirementsV2[] {
+  if (!isUpto(quote.choice)) return [];
+  const networks = exactOffers.flatMap((entry) => {
+    const network = canonicalNetwork(entry.network);
+    return network === undefined ? [] : [network];
+  });
+  return uptoOffers(deps, networks, {
+    maximumMicroUsdc: quote.fee.totalMicro,
+    maxTimeoutSeconds: deps.config.relayPaymentWindowSeconds + DEFAULT_RELAY_TIMEOUT_SECONDS,
+  });
 }

@@ -5,7 +5,7 @@
  */
 import { canonicalNetwork } from '../networkTable';
 import { isPlainObject } from './parse';
-import { isExactPayload, type ExactSchemePayload, type SchemeLookup } from './schemes';
+import { isExactPayload, type SchemeLookup, type SchemePayload } from './schemes';
 import { X402_VERSION, type PaymentPayload, type SettlementResponse, type SignedPaymentPayload } from './types';
 import { X402_VERSION_2, type PaymentRequirementsV2, type ResourceInfo } from './v2';
 import { fail, ok, type Result } from '../result';
@@ -78,7 +78,8 @@ export interface PaymentSignature {
   x402Version: typeof X402_VERSION_2;
   resource?: ResourceInfo;
   accepted: PaymentRequirementsV2;
-  payload: ExactSchemePayload;
+  /** Of the scheme `accepted` names (exact, or upto where a family takes it), as that scheme checks it. */
+  payload: SchemePayload;
   extensions?: Record<string, unknown>;
 }
 
@@ -89,8 +90,9 @@ function isShortString(value: unknown): value is string {
 }
 
 /**
- * Decodes and checks a PAYMENT-SIGNATURE header (version 2): `accepted` a complete exact entry on a
- * known network (CAIP-2 or our name), the payload of its chain type checked as X-PAYMENT's is.
+ * Decodes and checks a PAYMENT-SIGNATURE header (version 2): `accepted` a complete entry on a known
+ * network (CAIP-2 or our name) in a scheme registered for it, the payload checked by that scheme
+ * (exact: as X-PAYMENT's is).
  * Whether `accepted` is one of our offers is the caller's question.
  */
 export function decodePaymentSignatureHeader(
@@ -105,7 +107,7 @@ export function decodePaymentSignatureHeader(
     return fail('unsupported_x402_version', 'PAYMENT-SIGNATURE must be x402Version 2');
   const { accepted } = value;
   if (!isPlainObject(accepted)) return fail('invalid_payload', 'accepted is not a JSON object');
-  if (accepted.scheme !== 'exact') return fail('unsupported_scheme', 'only the exact scheme is supported');
+  if (typeof accepted.scheme !== 'string') return fail('unsupported_scheme', 'accepted.scheme is missing');
   if (typeof accepted.network !== 'string') return fail('unknown_network', 'accepted.network is missing');
   const network = canonicalNetwork(accepted.network);
   if (network === undefined) return fail('unknown_network', `unknown network "${accepted.network.slice(0, 64)}"`);
@@ -123,11 +125,14 @@ export function decodePaymentSignatureHeader(
     return fail('invalid_payload', 'resource is not {url, ...}');
   if (value.extensions !== undefined && value.extensions !== null && !isPlainObject(value.extensions))
     return fail('invalid_payload', 'extensions is not a JSON object');
+  // The schemes registered for the network (exact, upto on EVM): anything else is refused by name.
   const scheme = schemes.scheme(network, accepted.scheme);
-  if (scheme === undefined) return fail('unsupported_scheme', `no exact scheme is registered for ${network}`);
+  if (scheme === undefined)
+    return fail('unsupported_scheme', `no ${accepted.scheme.slice(0, 32)} scheme is registered for ${network}`);
   const payload = scheme.checkPayload(value.payload);
   if (!payload.ok) return payload;
-  if (!isExactPayload(payload.value, schemes)) return fail('invalid_payload', 'the payload is not an exact payment');
+  if (!scheme.recognizes(payload.value))
+    return fail('invalid_payload', `the payload is not a ${scheme.scheme} payment`);
   const signature: PaymentSignature = {
     x402Version: X402_VERSION_2,
     accepted: accepted as PaymentRequirementsV2,

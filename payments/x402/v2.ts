@@ -90,13 +90,15 @@ export function paymentRequiredV2(
   accepts: readonly PaymentRequirements[],
   error: string,
   extensions?: Record<string, unknown>,
+  offeredFirst: readonly PaymentRequirementsV2[] = [],
 ): PaymentRequiredV2 {
   const first = accepts[0];
   return {
     x402Version: X402_VERSION_2,
     error,
     resource: first === undefined ? { url: '' } : resourceOf(first),
-    accepts: accepts.map(requirementsToV2),
+    // Entries only version 2 has (upto) come first: a client that speaks them picks them.
+    accepts: [...offeredFirst, ...accepts.map(requirementsToV2)],
     ...(extensions === undefined ? {} : { extensions }),
   };
 }
@@ -110,6 +112,7 @@ export function settlementToV2(settlement: SettlementResponse): SettlementRespon
   };
   if (settlement.payer !== undefined) answer.payer = settlement.payer;
   if (settlement.errorReason !== undefined) answer.errorReason = settlement.errorReason;
+  if (settlement.amount !== undefined) answer.amount = settlement.amount;
   return answer;
 }
 

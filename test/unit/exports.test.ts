@@ -27,20 +27,8 @@ const TESTED_ONLY: Record<string, string> = {
     'the exact /settle body of each x402 version, checked in a unit test without a facilitator',
   'server/service.ts answerClientError':
     'socket states a real connection cannot be held in on cue: reset, no longer writable, a response under way',
-  ...Object.fromEntries(
-    [
-      'offer.ts uptoOffer',
-      'payload.ts checkUptoPayload',
-      'payload.ts checkUptoPaymentSignature',
-      'payload.ts uptoReplayIdentity',
-      'settle.ts readUptoSettlement',
-      'settle.ts settleUptoPayment',
-      'verify.ts verifyUptoPayment',
-    ].map((entry) => [
-      `payments/chains/evm/uptoIncoming/${entry}`,
-      'a client paying us by upto, built and tested on the local chains before /relay offers it: each entry goes once /relay uses it',
-    ]),
-  ),
+  'payments/chains/evm/uptoIncoming/payload.ts uptoReplayIdentity':
+    'the replay identity of an upto permit on its own; the service names a permit by uptoIdempotencyKey, which reads it',
   'payments/secp256k1.ts chooseSecp256k1':
     'the equality test of the three implementations takes each by name; the service chooses through selectSecp256k1',
 };

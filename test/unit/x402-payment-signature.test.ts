@@ -57,7 +57,8 @@ describe('decodePaymentSignatureHeader', () => {
     ['not JSON', 'invalid_json', Buffer.from('{').toString('base64')],
     ['version 1', 'unsupported_x402_version', signature({ x402Version: 1 })],
     ['no accepted', 'invalid_payload', signature({ accepted: undefined })],
-    ['another scheme', 'unsupported_scheme', signature({ accepted: { ...accepted, scheme: 'upto' } })],
+    ['a scheme nobody registered', 'unsupported_scheme', signature({ accepted: { ...accepted, scheme: 'deferred' } })],
+    ['upto with an exact payload', 'invalid_payload', signature({ accepted: { ...accepted, scheme: 'upto' } })],
     ['an unknown network', 'unknown_network', signature({ accepted: { ...accepted, network: 'eip155:61' } })],
     ['an amount that is not digits', 'invalid_payload', signature({ accepted: { ...accepted, amount: '1e4' } })],
     [

@@ -19,6 +19,7 @@ import { readEvmTargetPayment } from './readPayment';
 import { reconcileEvmRefund, sendEvmRefund } from './refund';
 import { verifyEvmPayment } from './verify';
 import { isUpto } from '../../x402/choose';
+import { EVM_UPTO_INCOMING } from './uptoIncoming/index';
 
 /** The EIP-712 domain clients sign with: every EVM network of the table has one. */
 function eip712Extra(network: NetworkName): { name: string; version: string } {
@@ -30,6 +31,7 @@ function eip712Extra(network: NetworkName): { name: string; version: string } {
 export const EVM_FAMILY: ChainFamily = {
   name: 'evm',
   facilitatorPaysFees: false,
+  uptoIncoming: EVM_UPTO_INCOMING,
   serviceAddress: (chains) => chains.evm.account?.address,
   offerExtra: (network) => eip712Extra(network),
   verifyPayment: (payment, offered, network, deps, options) =>

@@ -33,33 +33,10 @@ import { X402_VERSION, type PaymentPayload, type PaymentRequirements, type UptoP
 import type { SignFailureReason } from './authorization';
 import type { ClientsOf, EvmNetworkClients } from './clients';
 import { permit2Domain, permit2Terms } from './permit2';
+import { uptoPermit2WitnessTypes } from './uptoIncoming/digest';
+import { checkUptoPayload, permit2NonceHex, UPTO_PERMIT2_PROXY_ADDRESS } from './uptoIncoming/payload';
 
-export const UPTO_PERMIT2_PROXY_ADDRESS: Address = '0x4020A4f3b7b90ccA423B9fabCc0CE57C6C240002';
-
-/** The EIP-712 types @x402/evm's upto client signs (its uptoPermit2WitnessTypes). */
-export const uptoPermit2WitnessTypes = {
-  PermitWitnessTransferFrom: [
-    { name: 'permitted', type: 'TokenPermissions' },
-    { name: 'spender', type: 'address' },
-    { name: 'nonce', type: 'uint256' },
-    { name: 'deadline', type: 'uint256' },
-    { name: 'witness', type: 'Witness' },
-  ],
-  TokenPermissions: [
-    { name: 'token', type: 'address' },
-    { name: 'amount', type: 'uint256' },
-  ],
-  Witness: [
-    { name: 'to', type: 'address' },
-    { name: 'facilitator', type: 'address' },
-    { name: 'validAfter', type: 'uint256' },
-  ],
-} as const;
-
-const DIGITS = /^(0|[1-9][0-9]{0,77})$/;
-const EVM_ADDRESS = /^0x[0-9a-fA-F]{40}$/;
-const MAX_UINT256 = (1n << 256n) - 1n;
-const MAX_SIGNATURE_BYTES = 2048;
+export { UPTO_PERMIT2_PROXY_ADDRESS, uptoPermit2WitnessTypes };
 
 /** The facilitator an upto offer names (`extra.facilitatorAddress`), or what is wrong with it. */
 function uptoFacilitator(
@@ -75,57 +52,6 @@ function uptoFacilitator(
   return { ok: true, address: getAddress(named) };
 }
 
-function checkPayload(payload: unknown): Result<UptoPermit2Payload, 'invalid_payload'> {
-  if (!isPlainObject(payload) || !isPlainObject(payload.permit2Authorization))
-    return fail('invalid_payload', 'an upto payload needs signature and permit2Authorization');
-  const { signature, permit2Authorization: authorization } = payload;
-  if (
-    typeof signature !== 'string' ||
-    !/^0x([0-9a-fA-F]{2})+$/.test(signature) ||
-    signature.length > 2 + 2 * MAX_SIGNATURE_BYTES
-  )
-    return fail('invalid_payload', 'signature is not hex bytes');
-  const { permitted, witness } = authorization;
-  if (!isPlainObject(permitted) || !isPlainObject(witness))
-    return fail('invalid_payload', 'permit2Authorization needs permitted and witness');
-  const addresses = {
-    from: authorization.from,
-    spender: authorization.spender,
-    'permitted.token': permitted.token,
-    'witness.to': witness.to,
-    'witness.facilitator': witness.facilitator,
-  };
-  for (const [field, address] of Object.entries(addresses))
-    if (typeof address !== 'string' || !EVM_ADDRESS.test(address))
-      return fail('invalid_payload', `permit2Authorization.${field} is not an address`);
-  const numbers = {
-    'permitted.amount': permitted.amount,
-    nonce: authorization.nonce,
-    deadline: authorization.deadline,
-    'witness.validAfter': witness.validAfter,
-  };
-  for (const [field, number] of Object.entries(numbers))
-    if (typeof number !== 'string' || !DIGITS.test(number) || BigInt(number) > MAX_UINT256)
-      return fail('invalid_payload', `permit2Authorization.${field} is not a decimal integer string`);
-  const text = (value: unknown) => value as string;
-  return ok({
-    signature,
-    permit2Authorization: {
-      from: text(authorization.from),
-      permitted: { token: text(permitted.token), amount: text(permitted.amount) },
-      spender: text(authorization.spender),
-      nonce: text(authorization.nonce),
-      deadline: text(authorization.deadline),
-      witness: { to: text(witness.to), facilitator: text(witness.facilitator), validAfter: text(witness.validAfter) },
-    },
-  });
-}
-
-/** A Permit2 nonce (a decimal uint256) as 32 bytes of hex: how our payments are recorded and looked up. */
-function permit2NonceHex(nonce: string): Hex {
-  return `0x${BigInt(nonce).toString(16).padStart(64, '0')}`;
-}
-
 function isUptoPayload(payload: object): payload is UptoPermit2Payload {
   const authorization = (payload as { permit2Authorization?: { witness?: unknown } }).permit2Authorization;
   return isPlainObject(authorization) && isPlainObject(authorization.witness) && 'facilitator' in authorization.witness;
@@ -136,14 +62,14 @@ export const UPTO_EVM: PaymentScheme = {
   transferMethods: ['permit2'],
   // An upto offer moves its asset through Permit2 whatever its network's own method is.
   defaultTransferMethod: 'permit2',
-  checkPayload,
+  checkPayload: checkUptoPayload,
   sameAsset: (asset, configured) => asset.toLowerCase() === configured.toLowerCase(),
   recognizes: (payload) => isUptoPayload(payload),
   replayIdentity: (payload) => {
     const { permit2Authorization } = payload as UptoPermit2Payload;
     return {
       payer: permit2Authorization.from.toLowerCase(),
-      payment: permit2NonceHex(permit2Authorization.nonce),
+      payment: permit2NonceHex(BigInt(permit2Authorization.nonce)),
     };
   },
   recipientProblem: (requirements) => {
@@ -223,7 +149,7 @@ export function uptoAllowanceOf(
   payment: { scheme?: string; payload?: unknown } | null | undefined,
 ): UptoAllowance | undefined {
   if (payment?.scheme !== 'upto' || !isPlainObject(payment.payload)) return undefined;
-  const checked = checkPayload(payment.payload);
+  const checked = checkUptoPayload(payment.payload);
   if (!checked.ok) return undefined;
   const { permitted, witness } = checked.value.permit2Authorization;
   return { payTo: getAddress(witness.to), maximum: BigInt(permitted.amount), token: getAddress(permitted.token) };

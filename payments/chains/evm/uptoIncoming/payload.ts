@@ -11,25 +11,14 @@ import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../../../netw
 import { fail, ok, type Result } from '../../../result';
 import type { PaymentHeaderFailureReason } from '../../../x402/headers';
 import { isPlainObject } from '../../../x402/parse';
-import type { ExactPermit2Payload } from '../../../x402/types';
+import type { UptoPermit2Payload } from '../../../x402/types';
 import { X402_VERSION_2, type PaymentRequirementsV2, type ResourceInfo } from '../../../x402/v2';
 import type { IdempotencyKey } from '../../types';
 
 export const UPTO_SCHEME = 'upto';
 export const UPTO_PERMIT2_PROXY_ADDRESS: Address = '0x4020A4f3b7b90ccA423B9fabCc0CE57C6C240002';
 
-type ExactPermit2Authorization = ExactPermit2Payload['permit2Authorization'];
-
-/** The exact scheme's Permit2 authorization with the upto witness: the facilitator that may settle beside the recipient. */
-export type UptoPermit2Authorization = Omit<ExactPermit2Authorization, 'witness'> & {
-  witness: ExactPermit2Authorization['witness'] & { facilitator: string };
-};
-
-/** `payload` of an upto payment: `{signature, permit2Authorization}`, decimal strings. */
-export interface UptoPermit2Payload {
-  signature: string;
-  permit2Authorization: UptoPermit2Authorization;
-}
+export type { UptoPermit2Payload };
 
 /** A PAYMENT-SIGNATURE (version 2) paying an upto offer, as decoded and checked. */
 export interface UptoPaymentSignature {

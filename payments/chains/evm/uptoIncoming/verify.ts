@@ -252,3 +252,34 @@ function judgeOnChain(permit: UptoPermit, reading: OnChainReading): Result<true,
   }
   return ok(true);
 }
+
+/**
+ * An upto payment as it was verified and recorded (the PAYMENT-SIGNATURE and our offer, stored on
+ * its row), rebuilt without reading the chain: what settling it later, or reading our settlement of
+ * it, needs. Undefined when the stored offer names a network we do not know or no wallet now.
+ */
+export function storedUptoPayment(
+  deps: Pick<ChainDeps, 'chains'>,
+  stored: { payment: UptoPaymentSignature; offer: PaymentRequirementsV2; maximum: bigint },
+): VerifiedUptoPayment | undefined {
+  const network = canonicalNetwork(stored.offer.network);
+  const clients = network === undefined ? undefined : deps.chains.evm.networks.get(network);
+  const ours = deps.chains.evm.account?.address;
+  if (network === undefined || clients === undefined || ours === undefined) return undefined;
+  const permit = uptoPermitOf(stored.payment.payload);
+  return {
+    scheme: UPTO_SCHEME,
+    network,
+    chainType: 'evm',
+    payer: permit.from,
+    payTo: ours,
+    asset: clients.usdc,
+    amountMicroUsdc: assetToMicro(stored.maximum, NETWORK_TABLE[network].decimals),
+    idempotencyKey: uptoIdempotencyKey(network, clients.usdc, stored.payment.payload),
+    validBefore: permit.deadline + 1n,
+    payment: stored.payment,
+    offer: stored.offer,
+    permit,
+    maximum: stored.maximum,
+  };
+}
