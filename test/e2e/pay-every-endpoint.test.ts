@@ -56,7 +56,7 @@ import {
   UPTO_USED_CREDITS,
 } from '../support/upto';
 
-const ROOT = path.resolve(__dirname, '../..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 /** The exact targets' price, in micro-USDC. */
 const PRICE = 12_345n;
 /** ceil(12,345 x 1.03 / 1000): the credits /proxy charges for it. */
