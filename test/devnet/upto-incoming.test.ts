@@ -4,10 +4,9 @@
 // facilitator does, with us as the facilitator, and settle through x402UptoPermit2Proxy only the
 // amount we choose. The chain shows exactly that amount moved from the client to our wallet; every
 // refusal, at verification or at settlement, moves nothing and sends nothing.
-import { createTestClient, getAddress, maxUint256, parseAbi, type Address, type Hex } from 'viem';
+import { getAddress, parseAbi, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { localTransport } from '../../devnet/evm/chain';
 import { PERMIT2_ADDRESS, UPTO_PERMIT2_PROXY_ADDRESS } from '../../devnet/evm/permit2';
 import {
   atomicAmount,
@@ -26,6 +25,7 @@ import { verifyUptoPayment, type VerifiedUptoPayment } from '../../payments/chai
 import type { PaymentRequirementsV2 } from '../../payments/x402/v2';
 import { createPeerChains, settlingOn, type Settling } from '../support/chains';
 import { ifStarted } from '../support/teardown';
+import { approvePermit2AsOwner } from '../support/upto';
 
 const NETWORKS: EvmNetworkName[] = ['polygon-amoy', 'megaeth'];
 const MAXIMUM_MICRO_USDC = 50_000n;
@@ -60,23 +60,7 @@ const client = () => peers.wallets.client.evm.address;
 const chain = (network: EvmNetworkName) => peers.evmChains[network]!;
 const token = (network: EvmNetworkName) => getAddress(EVM_NETWORKS[network].usdc);
 
-async function approvePermit2(network: EvmNetworkName, privateKey: Hex): Promise<void> {
-  const owner = privateKeyToAccount(privateKey);
-  await createTestClient({
-    mode: 'hardhat',
-    chain: chain(network).chain,
-    transport: localTransport(chain(network).rpcUrl),
-  }).setBalance({ address: owner.address, value: 10n ** 18n });
-  const hash = await peers.evmWalletClient(network, privateKey).writeContract({
-    address: token(network),
-    abi: erc20,
-    functionName: 'approve',
-    args: [PERMIT2_ADDRESS, maxUint256],
-    chain: chain(network).chain,
-    account: owner,
-  });
-  expect((await chain(network).publicClient.waitForTransactionReceipt({ hash })).status).toBe('success');
-}
+const approvePermit2 = (network: EvmNetworkName, privateKey: Hex) => approvePermit2AsOwner(peers, network, privateKey);
 
 function offerOn(network: EvmNetworkName, options: { maxTimeoutSeconds?: number } = {}): PaymentRequirementsV2 {
   const offer = uptoOffer(deps, network, {

@@ -1,7 +1,8 @@
 // Networks beyond the six of the interface, against the local peers: a client on Base pays /relay
 // with the unmodified x402-fetch for a target that sells on Polygon (a local chain with Polygon's
 // chain id and USDC), every leg read from the chains. Paying a target whose stablecoin moves only by
-// Permit2 (MegaETH's MegaUSD) is test/e2e/permit2-targets.test.ts.
+// Permit2 (MegaETH's MegaUSD), and every other kind of target through every endpoint, is
+// test/e2e/pay-every-endpoint.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPeers, type Peers } from '../../devnet/index';
 import { payingFetch, relayLegBalances, relayRequest } from '../support/relay';
