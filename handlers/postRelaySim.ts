@@ -45,7 +45,7 @@ export async function simulateRelay(ctx: RequestContext<'postRelaySim'> | Reques
           },
           pricing: pricingBody(relayPricing(upto ? 'upto' : 'exact', fee)),
           message: upto
-            ? `The target settles what the call uses, at most ${microToUsdc(fee.targetMicro)} USDC on ${choice.network}; a relay costs at most ${microToUsdc(fee.totalMicro)} USDC (${fee.totalMicro} micro-USDC): what the target settles plus the fee on it, the rest refunded`
+            ? `The target settles what the call uses, at most ${microToUsdc(fee.targetMicro)} USDC on ${choice.network}; a relay costs at most ${microToUsdc(fee.totalMicro)} USDC (${fee.totalMicro} micro-USDC): what the target settles plus the fee on it (paying by exact, the rest is refunded)`
             : `The target requires ${microToUsdc(fee.targetMicro)} USDC on ${choice.network}; a relay costs ${microToUsdc(fee.totalMicro)} USDC (${fee.totalMicro} micro-USDC)`,
           ...(quote.bazaar === undefined ? {} : { bazaar: quote.bazaar }),
         },

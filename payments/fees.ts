@@ -118,6 +118,6 @@ export function relayPricing(scheme: 'exact' | 'upto', fee: RelayFee): Pricing {
     scheme,
     maxTargetMicro: fee.targetMicro,
     maxTotalMicro: fee.totalMicro,
-    rule: `upto: the target settles what the call uses, at most ${formatUnits(fee.targetMicro, 6)} USDC; you pay at most ${formatUnits(fee.totalMicro, 6)} USDC (the maximum plus the fee) and are charged what the target settles plus the fee on it; the rest is refunded to you on the network you paid on`,
+    rule: `upto: the target settles what the call uses, at most ${formatUnits(fee.targetMicro, 6)} USDC; you pay at most ${formatUnits(fee.totalMicro, 6)} USDC (the maximum plus the fee) and are charged what the target settles plus the fee on it: paying by upto, only that is taken; paying by exact, the rest is refunded to you on the network you paid on`,
   };
 }

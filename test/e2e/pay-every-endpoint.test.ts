@@ -534,7 +534,7 @@ const PROXY_RULES = {
 };
 const RELAY_RULES = {
   exact: 'exact: the target takes its price of 0.012345 USDC; you pay 0.012716 USDC (the price plus the fee)',
-  upto: 'upto: the target settles what the call uses, at most 0.02 USDC; you pay at most 0.0206 USDC (the maximum plus the fee) and are charged what the target settles plus the fee on it; the rest is refunded to you on the network you paid on',
+  upto: 'upto: the target settles what the call uses, at most 0.02 USDC; you pay at most 0.0206 USDC (the maximum plus the fee) and are charged what the target settles plus the fee on it: paying by upto, only that is taken; paying by exact, the rest is refunded to you on the network you paid on',
 };
 const schemeOf = (kind: TargetKind) => (kind.via === 'upto' ? 'upto' : 'exact');
 
