@@ -69,20 +69,6 @@ export interface UptoAdmission {
   finishBy: Date;
 }
 
-type UptoDeps = Pick<
-  Deps,
-  | 'db'
-  | 'config'
-  | 'chains'
-  | 'submissions'
-  | 'resolver'
-  | 'clock'
-  | 'log'
-  | 'connections'
-  | 'balances'
-  | 'paymentBounds'
->;
-
 /**
  * The row's record of an upto payment: the PAYMENT-SIGNATURE as the payment and our offer as the
  * requirement (what storedUptoPayment reads back), the maximum in micro-USDC as the amount.
@@ -115,7 +101,7 @@ export function storedUptoOf(deps: Pick<Deps, 'chains'>, row: RelayTransaction):
 }
 
 export async function relayUptoClient(
-  deps: UptoDeps,
+  deps: PayingDeps,
   input: RelayCall,
   {
     choice,
@@ -180,7 +166,7 @@ export async function relayUptoClient(
 }
 
 async function payTargetThenCharge(
-  deps: UptoDeps & PayingDeps,
+  deps: PayingDeps,
   input: RelayCall,
   id: bigint,
   choice: PaymentChoice,

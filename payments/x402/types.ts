@@ -68,12 +68,7 @@ export interface ExactPermit2Payload {
  */
 export interface UptoPermit2Payload {
   signature: string;
-  permit2Authorization: {
-    from: string;
-    permitted: { token: string; amount: string };
-    spender: string;
-    nonce: string;
-    deadline: string;
+  permit2Authorization: Omit<ExactPermit2Payload['permit2Authorization'], 'witness'> & {
     witness: { to: string; facilitator: string; validAfter: string };
   };
 }

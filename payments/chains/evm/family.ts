@@ -63,20 +63,14 @@ export const EVM_FAMILY: ChainFamily = {
   // An EVM balance needs no account of the payTo's: any address can receive the token.
   recipientAccountProblem: () => Promise.resolve(undefined),
   async signPayment(chains, choice, { now, nonce }) {
-    if (isUpto(choice)) {
-      const permit = await chains.evm.signUptoPermit2Transfer(choice.requirements, { now, nonce });
-      if (!permit.ok) return permit;
-      return ok({
-        network: permit.value.network,
-        payment: permit.value.payment,
-        header: encodePaymentHeader(permit.value.payment),
-        payer: permit.value.payment.payload.permit2Authorization.from,
-        reference: permit.value.nonce,
-        expiresAt: { unixSeconds: permit.value.unusableFrom },
-      });
-    }
-    if (asksPermit2(choice.requirements)) {
-      const permit = await chains.evm.signPermit2Transfer(choice.requirements, { now, nonce });
+    // Through Permit2 (upto, or exact asking for it): the payment is named by its Permit2 nonce.
+    const permitted = isUpto(choice)
+      ? chains.evm.signUptoPermit2Transfer(choice.requirements, { now, nonce })
+      : asksPermit2(choice.requirements)
+        ? chains.evm.signPermit2Transfer(choice.requirements, { now, nonce })
+        : undefined;
+    if (permitted !== undefined) {
+      const permit = await permitted;
       if (!permit.ok) return permit;
       return ok({
         network: permit.value.network,

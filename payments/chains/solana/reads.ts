@@ -59,7 +59,8 @@ export function createSvmReads(rpc: SvmRpc): SvmReads {
   const clientsOf = (network: NetworkName) => rpc.clientsOf(network);
   const bounded = () => rpc.bounded();
 
-  async function usdcBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>> {
+  /** The owner's USDC token account on `network`, read at confirmed: its address, and its contents when it exists. */
+  async function readUsdcAccount(network: NetworkName, owner: string) {
     const clients = clientsOf(network);
     if (!clients.ok) return clients;
     if (!isAddress(owner)) return fail('invalid_argument', `${owner} is not a Solana address`);
@@ -69,29 +70,26 @@ export function createSvmReads(rpc: SvmRpc): SvmReads {
         ...bounded(),
         commitment: 'confirmed',
       });
-      return ok(encoded.exists ? (readTokenAccount(encoded)?.amount ?? 0n) : 0n);
+      return ok({ account, encoded });
     } catch (error) {
       return rpcFailure(error);
     }
+  }
+
+  async function usdcBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>> {
+    const read = await readUsdcAccount(network, owner);
+    if (!read.ok) return read;
+    const { encoded } = read.value;
+    return ok(encoded.exists ? (readTokenAccount(encoded)?.amount ?? 0n) : 0n);
   }
 
   async function usdcAccountOfOwner(
     network: NetworkName,
     owner: string,
   ): Promise<Result<{ account: string; exists: boolean }, ReadFailureReason>> {
-    const clients = clientsOf(network);
-    if (!clients.ok) return clients;
-    if (!isAddress(owner)) return fail('invalid_argument', `${owner} is not a Solana address`);
-    try {
-      const account = await usdcAccountOf(owner, clients.value.usdc);
-      const [encoded] = await fetchEncodedAccounts<[string]>(clients.value.rpc, [account], {
-        ...bounded(),
-        commitment: 'confirmed',
-      });
-      return ok({ account, exists: encoded.exists });
-    } catch (error) {
-      return rpcFailure(error);
-    }
+    const read = await readUsdcAccount(network, owner);
+    if (!read.ok) return read;
+    return ok({ account: read.value.account, exists: read.value.encoded.exists });
   }
 
   async function signatureStatus(

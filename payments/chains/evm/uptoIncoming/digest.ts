@@ -8,22 +8,13 @@
  */
 import { encodeAbiParameters, keccak256, stringToHex } from 'viem';
 import { addressWord, uintWord } from '../calldata';
-import { PERMIT2_ADDRESS } from '../permit2';
+import { PERMIT2_ADDRESS, permit2WitnessTypes } from '../permit2';
 import type { UptoPermit } from './payload';
 
 /** The EIP-712 types @x402/evm's upto client signs (its uptoPermit2WitnessTypes). */
 export const uptoPermit2WitnessTypes = {
-  PermitWitnessTransferFrom: [
-    { name: 'permitted', type: 'TokenPermissions' },
-    { name: 'spender', type: 'address' },
-    { name: 'nonce', type: 'uint256' },
-    { name: 'deadline', type: 'uint256' },
-    { name: 'witness', type: 'Witness' },
-  ],
-  TokenPermissions: [
-    { name: 'token', type: 'address' },
-    { name: 'amount', type: 'uint256' },
-  ],
+  ...permit2WitnessTypes,
+  // The exact witness with the facilitator allowed to settle it, between payTo and validAfter.
   Witness: [
     { name: 'to', type: 'address' },
     { name: 'facilitator', type: 'address' },
