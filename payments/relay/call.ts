@@ -137,6 +137,7 @@ export async function relayCall(
     | 'connections'
     | 'balances'
     | 'paymentBounds'
+    | 'onUptoChargeLost'
   >,
   input: RelayCall,
 ): Promise<RelayOutcome> {
