@@ -427,14 +427,19 @@ export async function settleClaimedUpto(
   const upto = uptoIncomingOn(payment.network);
   if (upto === undefined) return { kind: 'later', details: `no upto on ${payment.network}` };
   const amount = BigInt(row.settled_atomic ?? '0');
-  const result =
-    row.client_tx_hash === null
-      ? await upto.settle(deps, payment, amount, (signed, refused) =>
-          refused === undefined
-            ? storeClientTxHash(db, row.id, signed.hash, signed.raw)
-            : replaceClientTxHash(db, row.id, refused, signed),
-        )
-      : await upto.read(deps, payment, row.client_tx_hash as `0x${string}`, amount);
+  const stored = row.client_tx_hash;
+  const send = (replacing: string | null) =>
+    upto.settle(deps, payment, amount, (signed, refused) =>
+      refused === undefined && replacing === null
+        ? storeClientTxHash(db, row.id, signed.hash, signed.raw)
+        : replaceClientTxHash(db, row.id, refused ?? (replacing as string), signed),
+    );
+  let result =
+    stored === null
+      ? await send(null)
+      : await upto.read(deps, payment, stored as `0x${string}`, amount, row.client_raw_tx ?? undefined);
+  // Our stored settlement can never be mined (its nonce went to another of ours): the permit is unused, signed again.
+  if (!result.ok && result.reason === 'transaction_dropped' && stored !== null) result = await send(stored);
   if (!result.ok) {
     if (TRANSIENT.has(result.reason)) return { kind: 'later', details: result.details };
     // Another caller stored its own transaction meanwhile: that one is followed, not given up.
