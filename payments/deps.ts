@@ -37,4 +37,9 @@ export interface Deps {
   apiKeyCache: ApiKeyCache;
   /** This process as the owner of the paid calls it claims (payments/idempotency.ts): its id and lease. */
   idempotencyOwner: ClaimOwner;
+  /**
+   * Told of each charge of an upto permit lost after the target was paid (the payer revoked its
+   * allowance or moved its funds): the service's metrics.
+   */
+  onUptoChargeLost: (network: string) => void;
 }

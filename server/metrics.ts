@@ -38,6 +38,7 @@ export class ServiceMetrics {
   private readonly jobs: Counter<'task' | 'outcome'>;
   private readonly rpcDuration: Histogram<'network' | 'method' | 'outcome'>;
   private readonly lostPayments: Counter<'leg' | 'network'>;
+  private readonly lostUptoCharges: Counter<'network'>;
 
   constructor(caps: ConcurrencyCaps | undefined) {
     const registers = [this.registry];
@@ -114,9 +115,16 @@ export class ServiceMetrics {
       labelNames: ['leg', 'network'],
       registers,
     });
+    this.lostUptoCharges = new Counter({
+      name: 'prs_upto_charges_lost_total',
+      help: "Charges of a client's upto permit on /relay that failed for good after the target was paid (the payer revoked its Permit2 allowance, moved its funds, or the permit expired), by the client's network, as this process found them: the service bore the call's cost. Alert on any increase; the amount lost is on the relay transaction (charged_micro) and in the error log line.",
+      labelNames: ['network'],
+      registers,
+    });
     // Every known series from the start, at zero: a rate over a counter that appears late misses its first increase.
     for (const group of CAP_GROUPS) this.capRefusals.inc({ group }, 0);
     for (const leg of FINALITY_LEGS) for (const network of NETWORK_NAMES) this.lostPayments.inc({ leg, network }, 0);
+    for (const network of NETWORK_NAMES) this.lostUptoCharges.inc({ network }, 0);
     for (const mode of ['proxy', 'relay', 'chat'] as const)
       for (const result of ['paid', 'refunded', 'failed', 'pending'] as const) this.paidCalls.inc({ mode, result }, 0);
   }
@@ -136,6 +144,11 @@ export class ServiceMetrics {
   /** A settled payment that a reorg dropped and that can no longer land. */
   paymentLost(leg: FinalityLeg, network: string): void {
     this.lostPayments.inc({ leg, network: (NETWORK_NAMES as readonly string[]).includes(network) ? network : 'other' });
+  }
+
+  /** A client's upto permit that could not be settled after the target was paid. */
+  uptoChargeLost(network: string): void {
+    this.lostUptoCharges.inc({ network: (NETWORK_NAMES as readonly string[]).includes(network) ? network : 'other' });
   }
 
   job(task: string, outcome: JobOutcome): void {

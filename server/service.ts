@@ -359,6 +359,7 @@ function assembleDeps({
     },
     apiKeyCache,
     idempotencyOwner: { instanceId: randomUUID(), leaseMs: config.idempotencyLeaseMs },
+    onUptoChargeLost: (network) => metrics.uptoChargeLost(network),
     capMetrics: () => caps.metrics(),
     healthChecks: {
       database: async () => {

@@ -6,8 +6,16 @@
 -- nothing: a refusal writes nothing. Lock order: the idempotency record, the new row, the wallet's
 -- counter, then the system's (as the code before this function took them).
 --
+-- The row carries the scheme the client paid with and, for upto, the maximum it signed from this
+-- first write on (p_scheme, p_maximum_atomic): there is no moment a permit's row says exact.
+-- (The version without them, replaced here, is dropped first: a call must name one function.)
+--
 -- outcome: 'admitted' (relay_transaction_id set), 'claim_lost', 'nonce_already_used', or
 -- 'limit_exceeded' (limit_scope 'wallet' or 'system', spent: the counter as it stands).
+drop function if exists admit_relay_payment(
+  text, text, text, text, text, bigint, text, jsonb, jsonb, bigint, text, text, text, bigint, date, text,
+  text, text, uuid, text, bigint, bigint, text, timestamptz, integer
+);
 create or replace function admit_relay_payment(
   p_network text,
   p_chain_type text,
@@ -33,7 +41,9 @@ create or replace function admit_relay_payment(
   p_system_limit bigint,
   p_watch_task text,
   p_watch_at timestamptz,
-  p_watch_max_attempts integer
+  p_watch_max_attempts integer,
+  p_scheme text,
+  p_maximum_atomic numeric
 ) returns table (outcome text, relay_transaction_id bigint, limit_scope text, spent bigint)
 language plpgsql as $fn$
 #variable_conflict use_column
@@ -58,11 +68,11 @@ begin
     insert into relay_transactions (
         network, chain_type, asset, payer, pay_to, amount_micro, nonce_key, payment_payload,
         payment_requirements, valid_before, target_url, target_method, target_network,
-        target_amount_micro, spend_day, mode, idempotency_claim)
+        target_amount_micro, spend_day, mode, idempotency_claim, scheme, maximum_atomic)
       values (
         p_network, p_chain_type, p_asset, p_payer, p_pay_to, p_amount, p_nonce_key, p_payment_payload,
         p_payment_requirements, p_valid_before, p_target_url, p_target_method, p_target_network,
-        p_target_amount, p_spend_day, p_mode, p_idempotency_claim)
+        p_target_amount, p_spend_day, p_mode, p_idempotency_claim, p_scheme, p_maximum_atomic)
       on conflict (network, asset, nonce_key) do nothing
       returning id into v_id;
     if v_id is null then

@@ -149,13 +149,20 @@ export function markSettled(db: Db | Tx, id: bigint, hash: string) {
  * Nothing moved, and nothing can move any more under this payment. The amount it was counted
  * against the daily relay limits with is taken back in the same transaction, once.
  */
-export function markSettleFailed(db: Db | Tx, id: bigint, reason: string, details: string) {
+export function markSettleFailed(
+  db: Db | Tx,
+  id: bigint,
+  reason: string,
+  details: string,
+  /** keepSpend: the call was made and paid for by us (an upto charge lost): it stays counted against the limits. */
+  { keepSpend = false }: { keepSpend?: boolean } = {},
+) {
   return inTransaction(db, async (tx) => {
     const row = await moveRelayTransaction(tx, id, 'settle_failed', {
       failure_reason: reason,
       failure_details: details.slice(0, 2000),
     });
-    if (row) await releaseSpend(tx, row);
+    if (row && !keepSpend) await releaseSpend(tx, row);
     return row;
   });
 }

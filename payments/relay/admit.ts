@@ -38,6 +38,8 @@ export async function admitClientPayment(
   verified: VerifiedClientPayment,
   request: Omit<RelayRequest, 'idempotencyClaim'> & { spendDay: string; idempotency?: ClaimRef },
   limits: { perWalletMicro: bigint; systemMicro: bigint; finishBy: Date },
+  /** A permit paid by upto: the row says so, with the maximum in the asset's atomic units, from its first write. */
+  upto?: { maximumAtomic: bigint },
 ): Promise<Admission> {
   const networkClass = NETWORK_TABLE[verified.network].networkClass;
   const amount = verified.amountMicroUsdc;
@@ -53,7 +55,8 @@ export async function admitClientPayment(
       ${request.targetAmountMicroUsdc ?? null}::bigint, ${request.spendDay}::date, ${request.mode ?? null}::text,
       ${idempotency?.scope ?? null}::text, ${idempotency?.key ?? null}::text, ${idempotency?.claim ?? null}::uuid,
       ${networkClass}::text, ${limits.perWalletMicro}::bigint, ${limits.systemMicro}::bigint,
-      ${'relay_watch' satisfies JobName}::text, ${limits.finishBy.toISOString()}::timestamptz, ${DEFAULT_MAX_ATTEMPTS}::integer
+      ${'relay_watch' satisfies JobName}::text, ${limits.finishBy.toISOString()}::timestamptz, ${DEFAULT_MAX_ATTEMPTS}::integer,
+      ${upto ? 'upto' : 'exact'}::text, ${upto ? upto.maximumAtomic.toString() : null}::numeric
     )`;
   const { rows } = await runPrepared(db, admission.compile(db));
   const row = firstRow(rows, 'admit_relay_payment');

@@ -124,7 +124,10 @@ const OUR_FAILURES = new Set<SettleFailureReason>([
   'submission_queue_full',
 ]);
 
-export async function relayCall(deps: PayingDeps, input: RelayCall): Promise<RelayOutcome> {
+export async function relayCall(
+  deps: PayingDeps & Pick<Deps, 'onUptoChargeLost'>,
+  input: RelayCall,
+): Promise<RelayOutcome> {
   const budget = callBudget(input.timeoutMs);
   const version = input.payment?.version ?? 1;
   let payment: DecodedClientPayment | undefined;

@@ -87,7 +87,8 @@ function whenGone(row: RelayTransaction, deps: Pick<Deps, 'config'>, claim: Requ
 
 export async function followUpRelay(
   id: bigint,
-  deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'config' | 'paymentBounds'> & Partial<Pick<Deps, 'submissions'>>,
+  deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'config' | 'paymentBounds'> &
+    Partial<Pick<Deps, 'submissions' | 'log' | 'onUptoChargeLost'>>,
 ): Promise<FollowUp> {
   const { db } = deps;
   const now = deps.clock.now();
@@ -187,7 +188,8 @@ async function followUpSettled(
 async function followUpUptoClient(
   row: RelayTransaction,
   now: Date,
-  deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'config' | 'paymentBounds'> & Partial<Pick<Deps, 'submissions'>>,
+  deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'config' | 'paymentBounds'> &
+    Partial<Pick<Deps, 'submissions' | 'log' | 'onUptoChargeLost'>>,
   claim: RequestClaim | undefined,
 ): Promise<FollowUp> {
   const { db } = deps;
@@ -205,10 +207,10 @@ async function followUpUptoClient(
     return done(`nothing taken: ${details}`);
   };
   const payment = storedUptoOf(deps, row);
-  const { submissions } = deps;
-  if (payment === undefined || submissions === undefined)
+  const { submissions, log, onUptoChargeLost } = deps;
+  if (payment === undefined || submissions === undefined || log === undefined || onUptoChargeLost === undefined)
     return later(new Date(now.getTime() + UNREADABLE_RECHECK_MS), 'the permit cannot be settled by this process now');
-  const full = { ...deps, submissions };
+  const full = { ...deps, submissions, log, onUptoChargeLost };
   if (row.state === 'settling') return uptoChargeFollowUp(await settleClaimedUpto(full, row, payment), now);
   if (row.target_payment_ref === null) return unused('abandoned', 'the request ended before the target was paid');
   const reading = await readPaymentOnChain(deps.chains, targetPaymentOf(row), { now });

@@ -72,6 +72,18 @@ async function recordOf(tx: Tx, row: RelayTransaction, kind: WebhookKind, messag
   return webhookId;
 }
 
+/** Ends the call's record, opened now if it had none, in the caller's transaction; returns its id. */
+export async function endRecord(
+  tx: Tx,
+  row: RelayTransaction,
+  kind: WebhookKind,
+  outcome: WebhookOutcome,
+): Promise<string> {
+  const webhookId = await recordOf(tx, row, kind, outcome.message);
+  await completeWebhook(tx, webhookId, outcome);
+  return webhookId;
+}
+
 /** Ends the call's record, if it has one still in flight. */
 export async function closeRecord(
   db: Db | Tx,

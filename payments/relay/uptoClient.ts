@@ -13,6 +13,11 @@
  *   received (permit admitted) -> target paid, recorded on the row while still received
  *   received -> settling (amount chosen: settled_atomic, charged_micro) -> settled -> delivered
  *   received -> settle_failed  the target never charged (or was never paid): nothing moved
+ *   settling -> settle_failed  the charge lost: the target was paid, the permit can no longer be
+ *                              settled (the payer revoked its Permit2 allowance or moved its funds,
+ *                              the deadline passed). We bear the call's cost: an error log line,
+ *                              prs_upto_charges_lost_total, the record ended payment_failed saying
+ *                              so, and the maximum stays counted against the payer's daily limits.
  */
 import type { Db } from '../../db/index';
 import { utcDay } from '../clock';
@@ -51,7 +56,8 @@ import {
 } from '../incoming/store';
 import type { VerifiedClientPayment } from '../incoming/types';
 import { admitClientPayment, type RelayLimitRefusal } from './admit';
-import { deliver, handOver, recordedTargetPayment } from './outcome';
+import { deliver, endRecord, handOver, recordedTargetPayment } from './outcome';
+import { usdcText } from '../money';
 import type { RelayCall, RelayHeaders, RelayOutcome } from './call';
 
 /** What the upto path answers: an outcome, or a refusal the caller words as for an exact payment. */
@@ -68,6 +74,8 @@ export interface UptoAdmission {
   systemMicro: bigint;
   finishBy: Date;
 }
+
+type UptoDeps = PayingDeps & Pick<Deps, 'onUptoChargeLost'>;
 
 /**
  * The row's record of an upto payment: the PAYMENT-SIGNATURE as the payment and our offer as the
@@ -101,7 +109,7 @@ export function storedUptoOf(deps: Pick<Deps, 'chains'>, row: RelayTransaction):
 }
 
 export async function relayUptoClient(
-  deps: PayingDeps,
+  deps: UptoDeps,
   input: RelayCall,
   {
     choice,
@@ -134,20 +142,15 @@ export async function relayUptoClient(
       ...(input.idempotency ? { idempotency: input.idempotency } : {}),
     },
     admission,
+    { maximumAtomic: payment.maximum },
   );
   if (!admitted.ok) {
     if (admitted.reason === 'limit_exceeded')
       return { kind: 'over_limit', refusal: admitted.refusal, payer: payment.payer };
     return { kind: 'refused', reason: admitted.reason, details: admitted.details };
   }
+  // The row says upto (and the maximum) from its first write: a crash at any point leaves a permit the job settles.
   const id = admitted.value.id;
-  // The row says upto (and the maximum) before anything is paid: until then it is a permit nobody settles.
-  await db
-    .updateTable('relay_transactions')
-    .set({ scheme: 'upto', maximum_atomic: payment.maximum })
-    .where('id', '=', id)
-    .where('state', '=', 'received')
-    .execute();
   try {
     return outcome(await payTargetThenCharge(deps, input, id, choice, payment, budget));
   } catch (error) {
@@ -166,7 +169,7 @@ export async function relayUptoClient(
 }
 
 async function payTargetThenCharge(
-  deps: PayingDeps,
+  deps: UptoDeps,
   input: RelayCall,
   id: bigint,
   choice: PaymentChoice,
@@ -243,6 +246,7 @@ async function payTargetThenCharge(
     const headers: RelayHeaders = {
       paymentResponse: targetReceipt(true, used.txHash, undefined, used.amount),
       ...clientHeaders(payment, charged),
+      ...(charged.kind === 'failed' && charged.webhookId ? { webhookId: charged.webhookId } : {}),
     };
     if (response) return { kind: 'pass_through', response, headers };
     return {
@@ -339,7 +343,14 @@ export type UptoCharge =
   /** Not sent now (the chain could not be read, the queue was full): the job tries again. */
   | { kind: 'later'; details: string }
   | { kind: 'nothing' }
-  | { kind: 'failed'; reason: string; details: string };
+  /** Could not be settled; `webhookId`: the record saying the charge was lost after the target was paid. */
+  | { kind: 'failed'; reason: string; details: string; webhookId?: string };
+
+/** What settling a permit needs (the loss of a charge is logged and counted). */
+type SettlingDeps = Pick<
+  Deps,
+  'db' | 'chains' | 'clock' | 'paymentBounds' | 'submissions' | 'log' | 'onUptoChargeLost'
+>;
 
 /**
  * The target settled `usedMicro`: the client's permit is settled for it plus the fee on it (at
@@ -347,7 +358,7 @@ export type UptoCharge =
  * then the settlement; a row another caller is settling is followed, not settled twice.
  */
 export async function chargeUptoClient(
-  deps: Pick<Deps, 'db' | 'config' | 'chains' | 'clock' | 'paymentBounds' | 'submissions'>,
+  deps: SettlingDeps & Pick<Deps, 'config'>,
   id: bigint,
   payment: VerifiedUptoPayment,
   used: { usedMicro: bigint; txHash: string; targetStatus?: number },
@@ -395,7 +406,7 @@ const TRANSIENT = new Set<string>(['rpc_unavailable', 'submission_queue_full']);
  * read again when it was sent before; confirmed -> settled -> delivered.
  */
 export async function settleClaimedUpto(
-  deps: Pick<Deps, 'db' | 'chains' | 'clock' | 'paymentBounds' | 'submissions'>,
+  deps: SettlingDeps,
   row: RelayTransaction,
   payment: VerifiedUptoPayment,
 ): Promise<UptoCharge> {
@@ -403,23 +414,33 @@ export async function settleClaimedUpto(
   const upto = uptoIncomingOn(payment.network);
   if (upto === undefined) return { kind: 'later', details: `no upto on ${payment.network}` };
   const amount = BigInt(row.settled_atomic ?? '0');
-  const result =
-    row.client_tx_hash === null
-      ? await upto.settle(deps, payment, amount, (signed, refused) =>
-          refused === undefined
-            ? storeClientTxHash(db, row.id, signed.hash, signed.raw)
-            : replaceClientTxHash(db, row.id, refused, signed),
-        )
-      : await upto.read(deps, payment, row.client_tx_hash as `0x${string}`, amount);
+  const stored = row.client_tx_hash;
+  const send = (replacing: string | null) =>
+    upto.settle(deps, payment, amount, (signed, refused) =>
+      refused === undefined && replacing === null
+        ? storeClientTxHash(db, row.id, signed.hash, signed.raw)
+        : replaceClientTxHash(db, row.id, refused ?? (replacing as string), signed),
+    );
+  let result =
+    stored === null
+      ? await send(null)
+      : await upto.read(deps, payment, stored as `0x${string}`, amount, row.client_raw_tx ?? undefined);
+  // Our stored settlement can never be mined (its nonce went to another of ours): the permit is unused, signed again.
+  if (!result.ok && result.reason === 'transaction_dropped' && stored !== null) result = await send(stored);
   if (!result.ok) {
     if (TRANSIENT.has(result.reason)) return { kind: 'later', details: result.details };
     // Another caller stored its own transaction meanwhile: that one is followed, not given up.
     const now = await findRelayTransaction(db, row.id);
     if (now?.state === 'settling' && now.client_tx_hash !== row.client_tx_hash)
       return { kind: 'later', details: 'settled by another caller' };
-    // Nothing moved under the permit (refused before sending, or reverted): it is given up.
-    await markSettleFailed(db, row.id, result.reason, result.details);
-    return { kind: 'failed', reason: result.reason, details: result.details };
+    // Nothing moved under the permit (refused before sending, or reverted) and the target was paid: the charge is lost.
+    const webhookId = await chargeLost(deps, row, result.reason, result.details);
+    return {
+      kind: 'failed',
+      reason: result.reason,
+      details: result.details,
+      ...(webhookId === undefined ? {} : { webhookId }),
+    };
   }
   const settlement = result.value;
   if (settlement.state === 'nothing_to_settle') {
@@ -433,4 +454,51 @@ export async function settleClaimedUpto(
     ...(row.target_status === null ? {} : { targetStatus: row.target_status }),
   });
   return { kind: 'settled', txHash: settlement.txHash, amount };
+}
+
+/**
+ * settling -> settle_failed after the target was paid: the permit can no longer be settled, so the
+ * service bears what the target used. The amount stays counted against the payer's daily limits
+ * (they bound what one payer can cost us); the record ends payment_failed saying what happened;
+ * operators hear of it by an error log line and prs_upto_charges_lost_total. Once per row (a
+ * guarded move). Returns the record's id when this call moved the row.
+ */
+async function chargeLost(
+  deps: SettlingDeps,
+  row: RelayTransaction,
+  reason: string,
+  details: string,
+): Promise<string | undefined> {
+  const chargedMicro = row.charged_micro ?? 0n;
+  const usedMicro = row.target_used_micro ?? 0n;
+  const target = `${usdcText(usedMicro)} on ${row.target_network ?? '?'}`;
+  const webhookId = await deps.db.transaction().execute(async (tx) => {
+    const moved = await markSettleFailed(tx, row.id, reason, details, { keepSpend: true });
+    if (!moved) return undefined;
+    return endRecord(tx, moved, 'relay_payment', {
+      status: 'payment_failed',
+      network: row.network,
+      error: `${reason}: ${details}`.slice(0, 2000),
+      message: `The call was made and the target paid (${target}), but your permit could not be settled for ${usdcText(chargedMicro)} (${reason}); nothing was taken from you`,
+    });
+  });
+  if (webhookId === undefined) return undefined;
+  deps.log.error(
+    {
+      relayTransactionId: String(row.id),
+      payer: row.payer,
+      network: row.network,
+      amountLostMicroUsdc: String(chargedMicro),
+      amountLostAtomic: row.settled_atomic ?? '0',
+      targetUsedMicroUsdc: String(usedMicro),
+      targetNetwork: row.target_network,
+      targetTxHash: row.target_tx_hash,
+      reason,
+      details,
+      webhookId,
+    },
+    "upto charge lost: the target was paid but the payer's permit could not be settled",
+  );
+  deps.onUptoChargeLost(row.network);
+  return webhookId;
 }

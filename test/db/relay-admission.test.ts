@@ -88,6 +88,37 @@ describe('admitClientPayment', () => {
     expect(Math.abs(jobs[0]!.run_at.getTime() - finishBy.getTime())).toBeLessThan(1_000);
   });
 
+  it('a permit paid by upto is recorded as upto with its maximum by the admission itself: no moment says exact', async () => {
+    const day = freshDay();
+    const verified = verifiedPayment(undefined, 20_600n);
+    const admitted = await admitClientPayment(
+      db,
+      verified,
+      { spendDay: day, mode: 'relay' },
+      { ...LIMITS, finishBy: new Date() },
+      { maximumAtomic: 20_600_000_000_000_000n },
+    );
+    if (!admitted.ok) throw new Error(admitted.reason);
+    expect(await findRelayTransaction(db, admitted.value.id)).toMatchObject({
+      state: 'received',
+      scheme: 'upto',
+      maximum_atomic: '20600000000000000',
+      settled_atomic: null,
+      amount_micro: 20_600n,
+    });
+    const exact = await admitClientPayment(
+      db,
+      verifiedPayment(),
+      { spendDay: day, mode: 'relay' },
+      {
+        ...LIMITS,
+        finishBy: new Date(),
+      },
+    );
+    if (!exact.ok) throw new Error(exact.reason);
+    expect(await findRelayTransaction(db, exact.value.id)).toMatchObject({ scheme: 'exact', maximum_atomic: null });
+  });
+
   it('the same payment twice at once: one admission, counted once; the other is refused for its nonce', async () => {
     const day = freshDay();
     const verified = verifiedPayment();

@@ -16,7 +16,9 @@ import type { Hash } from 'viem';
 import { fail, ok, type Result } from '../../../result';
 import { unixSeconds, type ChainDeps } from '../../types';
 import {
+  lostTransactionFate,
   readReceipt,
+  rebroadcastEvmTransaction,
   submitEvmTransaction,
   waitForReceipt,
   type ReceiptOutcome,
@@ -43,7 +45,9 @@ export type UptoSettleFailureReason =
   /** Our settlement was mined and reverted: nothing moved (the details name the transaction). */
   | 'transaction_reverted'
   /** Mined successfully, yet without the Transfer of the amount to us: an anomaly to look into. */
-  | 'transfer_mismatch';
+  | 'transfer_mismatch'
+  /** Our stored settlement can never be mined (its nonce went to another transaction of ours): the permit is unused. */
+  | 'transaction_dropped';
 
 /** Stores our signed transaction before its broadcast (in place of `refused` when signed again); false stops it. */
 export type StoreUptoTransaction = (signed: { hash: Hash; raw: `0x${string}` }, refused?: Hash) => Promise<boolean>;
@@ -142,17 +146,31 @@ export async function settleUptoPayment(
 
 /**
  * Our settlement of `amount` read once from the chain (a job following a pending one): settled
- * with the Transfer to us, pending while it has no receipt, or reverted. A transaction the node no
- * longer knows is still pending here; sending its stored bytes again is ../submit.ts's
- * rebroadcastEvmTransaction, and whether the permit is spent is Permit2's nonce bitmap.
+ * with the Transfer to us, pending while it has no receipt, or reverted. Without a receipt, its
+ * stored signed bytes `raw` are sent again (its broadcast may have been lost: a process killed
+ * while sending it); the same bytes are the same transaction, mined at most once. One whose nonce
+ * went to another transaction of ours can never be mined: transaction_dropped (the permit unused).
  */
 export async function readUptoSettlement(
   deps: Pick<ChainDeps, 'chains'>,
   verified: VerifiedUptoPayment,
   txHash: Hash,
   amount: bigint,
+  raw?: string,
 ): Promise<Result<UptoSettlement, UptoSettleFailureReason>> {
-  const receipt = await readReceipt(deps, verified.network, txHash);
+  const { network } = verified;
+  const receipt = await readReceipt(deps, network, txHash);
   if (!receipt.ok) return receipt;
-  return judgeReceipt(verified, txHash, amount, receipt.value, 'no receipt yet');
+  if (receipt.value.status !== 'pending' || raw === undefined)
+    return judgeReceipt(verified, txHash, amount, receipt.value, 'no receipt yet');
+  const resent = await rebroadcastEvmTransaction(deps, network, { hash: txHash, raw });
+  if (resent !== 'nonce_taken')
+    return ok({ state: 'pending', txHash, amount, details: `no receipt yet (sent again: ${resent})` });
+  const fate = await lostTransactionFate(deps, network, { hash: txHash, raw });
+  if (fate === 'dead')
+    return fail('transaction_dropped', `${txHash} can never be mined: its nonce went to another transaction of ours`);
+  if (fate === 'open') return ok({ state: 'pending', txHash, amount, details: 'no receipt yet (its nonce is taken)' });
+  const mined = await readReceipt(deps, network, txHash);
+  if (!mined.ok) return mined;
+  return judgeReceipt(verified, txHash, amount, mined.value, 'no receipt yet');
 }
