@@ -251,6 +251,8 @@ export interface RelayTransactionsTable {
   created_at: Timestamp;
   updated_at: Timestamp;
   settled_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  /** When the relay_follow job looks at the row next while it is open (null: not followed that way). */
+  look_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
 
 export type RefundStatus = 'pending' | 'confirmed' | 'failed';

@@ -12,7 +12,7 @@ import { parseUsdc } from './money';
 import { settleableOffers } from './incoming/offer';
 import { sql } from 'kysely';
 import { followUpOpenPayment } from './incoming/openPayment';
-import { markDelivered, markSettleFailed, recordClientPayment } from './incoming/store';
+import { markDelivered, markSettleFailed, claimClientPayment } from './incoming/store';
 import { settleClientPayment, type SettleFailureReason } from './incoming/settle';
 import { refundClientPayment } from './incoming/refund';
 import { verifyClientPaymentHeader } from './incoming/verify';
@@ -160,9 +160,9 @@ export async function paidChat(
   const recorded = idempotency
     ? await deps.db.transaction().execute(async (tx) => {
         await holdIdempotencyClaim(tx, idempotency);
-        return recordClientPayment(tx, verified.value, { ...chatRequest, idempotencyClaim: idempotency.claim });
+        return claimClientPayment(tx, verified.value, { ...chatRequest, idempotencyClaim: idempotency.claim });
       })
-    : await recordClientPayment(deps.db, verified.value, chatRequest);
+    : await claimClientPayment(deps.db, verified.value, chatRequest);
   if (!recorded.ok) return { kind: 'payment_reused', details: recorded.details };
   const relayTxId = recorded.value.id;
 

@@ -21,6 +21,7 @@ export interface CronPayload {
 export interface JobPayloads {
   relay_watch: { relayTransactionId: string };
   relay_refund: { relayTransactionId: string };
+  relay_follow: Record<string, never>;
   relay_sweep: CronPayload;
   proxy_payment_watch: { proxyPaymentId: string };
   proxy_payment_sweep: CronPayload;

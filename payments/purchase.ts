@@ -15,7 +15,7 @@ import { receivingOffers, refusedPayment } from './chat';
 import type { Deps } from './deps';
 import { receivedPayment, type ClientPaymentHeader, type DecodedClientPayment } from './incoming/clientPayment';
 import { reconcileSettlement, settleClientPayment, type SettleFailureReason } from './incoming/settle';
-import { findRelayTransaction, markDelivered, markSettleFailed, recordClientPayment } from './incoming/store';
+import { findRelayTransaction, markDelivered, markSettleFailed, claimClientPayment } from './incoming/store';
 import { verifyDecodedPayment } from './incoming/verify';
 import { addJob } from './jobs';
 import { MICRO_PER_CREDIT } from './money';
@@ -74,7 +74,7 @@ export async function buyCredits(
   const verified = await verifyDecodedPayment(received.decoded.value, accepts, deps);
   if (!verified.ok) return refusedPayment(verified, accepts);
   const recorded = await db.transaction().execute(async (tx) => {
-    const row = await recordClientPayment(tx, verified.value, {
+    const row = await claimClientPayment(tx, verified.value, {
       targetUrl: request.resource,
       targetMethod: 'POST',
       mode: 'purchase',

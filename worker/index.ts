@@ -14,6 +14,7 @@ import { finalityWatch } from './tasks/finalityWatch';
 import { idempotencyPrune } from './tasks/idempotencyPrune';
 import { proxyPaymentSweep } from './tasks/proxyPaymentSweep';
 import { proxyPaymentWatch } from './tasks/proxyPaymentWatch';
+import { relayFollow } from './tasks/relayFollow';
 import { relayRefund } from './tasks/relayRefund';
 import { relayWatch } from './tasks/relayWatch';
 import { relaySweep } from './tasks/relaySweep';
@@ -34,6 +35,7 @@ export function createTaskList(deps: WorkerDeps, { onPaymentLost }: { onPaymentL
     proxy_payment_watch: proxyPaymentWatch(deps),
     proxy_payment_sweep: proxyPaymentSweep(deps),
     relay_watch: relayWatch(deps),
+    relay_follow: relayFollow(deps),
     relay_refund: relayRefund(deps),
     relay_sweep: relaySweep(deps),
     chat_follow_up: chatFollowUp(deps),

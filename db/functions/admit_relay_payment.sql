@@ -2,7 +2,9 @@
 -- under an idempotency claim, the claim must still be the record's (held FOR KEY SHARE, as
 -- holdIdempotencyClaim does); the relay transaction is recorded (the unique nonce index refuses a
 -- repeated payment); the amount is counted against the paying wallet's and the whole service's
--- daily relay limits of the network class; the relay transaction's watch job is enqueued. All or
+-- daily relay limits of the network class; the row says when it is first looked at (look_at) and
+-- the relay_follow job (p_watch_task: one key and queue for the service) is queued for that time
+-- unless one already waits for it or earlier (db/migrations/..._relay_follow). All or
 -- nothing: a refusal writes nothing. Lock order: the idempotency record, the new row, the wallet's
 -- counter, then the system's (as the code before this function took them).
 --
@@ -52,6 +54,7 @@ declare
   v_admitted boolean;
   v_spent bigint;
   v_scope text;
+  v_look_at timestamptz := greatest(p_watch_at, now());
 begin
   if p_idempotency_claim is not null then
     perform 1 from idempotency_records r
@@ -68,11 +71,11 @@ begin
     insert into relay_transactions (
         network, chain_type, asset, payer, pay_to, amount_micro, nonce_key, payment_payload,
         payment_requirements, valid_before, target_url, target_method, target_network,
-        target_amount_micro, spend_day, mode, idempotency_claim, scheme, maximum_atomic)
+        target_amount_micro, spend_day, mode, idempotency_claim, scheme, maximum_atomic, look_at)
       values (
         p_network, p_chain_type, p_asset, p_payer, p_pay_to, p_amount, p_nonce_key, p_payment_payload,
         p_payment_requirements, p_valid_before, p_target_url, p_target_method, p_target_network,
-        p_target_amount, p_spend_day, p_mode, p_idempotency_claim, p_scheme, p_maximum_atomic)
+        p_target_amount, p_spend_day, p_mode, p_idempotency_claim, p_scheme, p_maximum_atomic, v_look_at)
       on conflict (network, asset, nonce_key) do nothing
       returning id into v_id;
     if v_id is null then
@@ -96,16 +99,23 @@ begin
     return query select 'limit_exceeded'::text, null::bigint, v_scope, v_spent;
     return;
   end;
-  -- The job that finishes the transaction should its request never come back; its key is the one
-  -- enqueueRelayJob (payments/relay/outcome.ts) gives it, so a later enqueue replaces it.
-  perform graphile_worker.add_job(
-    identifier => p_watch_task,
-    payload => json_build_object('relayTransactionId', v_id::text),
-    run_at => greatest(p_watch_at, now()),
-    max_attempts => p_watch_max_attempts,
-    job_key => p_watch_task || ':' || v_id::text,
-    job_key_mode => 'replace'
-  );
+  -- The follow job finishes the transaction should its request never come back. A job waiting to
+  -- run by then sees this row when it runs; one running may have read the due rows already, and
+  -- add_job then queues another behind it (its key is cleared). 'replace' brings a later one forward.
+  if not exists (
+    select 1 from graphile_worker.jobs j
+      where j.key = p_watch_task and j.locked_at is null and j.run_at <= v_look_at
+  ) then
+    perform graphile_worker.add_job(
+      identifier => p_watch_task,
+      payload => '{}'::json,
+      queue_name => p_watch_task,
+      run_at => v_look_at,
+      max_attempts => p_watch_max_attempts,
+      job_key => p_watch_task,
+      job_key_mode => 'replace'
+    );
+  end if;
   return query select 'admitted'::text, v_id, null::text, null::bigint;
 end
 $fn$;

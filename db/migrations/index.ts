@@ -21,6 +21,7 @@ import * as uptoPayments from './2026_11_30_0020_upto_payments';
 import * as uptoClientPayments from './2026_11_30_0021_upto_client_payments';
 import * as finalityFollow from './2026_11_30_0024_finality_follow';
 import * as usageDailyDirect from './2026_11_30_0024_usage_daily_direct';
+import * as relayFollow from './2026_11_30_0026_relay_follow';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -46,6 +47,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_11_30_0021_upto_client_payments': uptoClientPayments,
   '2026_11_30_0024_finality_follow': finalityFollow,
   '2026_11_30_0024_usage_daily_direct': usageDailyDirect,
+  '2026_11_30_0026_relay_follow': relayFollow,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -5,7 +5,7 @@
  * authorizations of the client signed beforehand (x402/client, as x402-fetch signs them), runs
  * what the relay runs before settling: decode and verify against the offers of the relay's 402
  * (verifyClientPaymentHeader: the checks, the signature, the chain's reads and the simulation),
- * then the nonce claim (recordClientPayment: the insert its unique index guards).
+ * then the nonce claim (claimClientPayment: the insert its unique index guards).
  *
  * Calls from the bench: sign {accepts, count} (untimed), verify {concurrency, durationS} (the
  * measured run: each signed payment once, until they run out or the time is up), cleanup (the
@@ -17,7 +17,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { createDb } from '../../db/index';
 import { systemClock, utcDay } from '../../payments/clock';
 import { loadConfig } from '../../payments/config';
-import { recordClientPayment } from '../../payments/incoming/store';
+import { claimClientPayment } from '../../payments/incoming/store';
 import { verifyClientPaymentHeader } from '../../payments/incoming/verify';
 import { createChains } from '../../payments/chains/index';
 import { DEFAULT_PAYMENT_BOUNDS } from '../../payments/paymentBounds';
@@ -99,7 +99,7 @@ async function verify(message: { concurrency: number; durationS: number }): Prom
         refused[checked.reason] = (refused[checked.reason] ?? 0) + 1;
         continue;
       }
-      const claim = await recordClientPayment(handle.db, checked.value, {
+      const claim = await claimClientPayment(handle.db, checked.value, {
         targetUrl: 'http://bench.invalid/verify',
         targetMethod: 'GET',
         spendDay,

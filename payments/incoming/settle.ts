@@ -24,6 +24,7 @@ import {
   storeClientTxHash,
   storedPayment,
   type RelayTransaction,
+  type SettlingRow,
 } from './store';
 import type { Deps } from '../deps';
 import { verifyPayment } from './verify';
@@ -70,13 +71,12 @@ async function failed(db: Db, id: bigint, reason: SettleFailureReason, details: 
 }
 
 async function settled(db: Db, id: bigint, txHash: string): Promise<SettlementOutcome> {
-  const row = await markSettled(db, id, txHash);
-  if (!row) return settlementOutcomeOf(await findRelayTransaction(db, id));
+  if (!(await markSettled(db, id, txHash))) return settlementOutcomeOf(await findRelayTransaction(db, id));
   return { kind: 'settled', txHash };
 }
 
 /** The row as the family of its network is handed it: its facts, and the writes it may make. */
-function settlementRecord(db: Db, row: RelayTransaction, deps: ReconcileDeps): SettlementRecord<SettlementOutcome> {
+function settlementRecord(db: Db, row: SettlingRow, deps: ReconcileDeps): SettlementRecord<SettlementOutcome> {
   const { payment, requirements } = storedPayment(row);
   return {
     id: row.id,
@@ -118,7 +118,7 @@ export async function settleClientPayment(
   return familyOf(claimed.network as NetworkName).settleDirectly(settlementRecord(db, claimed, deps), deps);
 }
 
-async function reverify(row: RelayTransaction, deps: Pick<Deps, 'chains' | 'clock' | 'paymentBounds'>) {
+async function reverify(row: SettlingRow, deps: Pick<Deps, 'chains' | 'clock' | 'paymentBounds'>) {
   const { payment, requirements } = storedPayment(row);
   // The row holds only a payment whose signature was verified when it was admitted.
   return verifyPayment(payment, [requirements], deps, {
@@ -129,7 +129,7 @@ async function reverify(row: RelayTransaction, deps: Pick<Deps, 'chains' | 'cloc
 
 async function settleThroughFacilitator(
   db: Db,
-  row: RelayTransaction,
+  row: SettlingRow,
   deps: SettleDeps,
   facilitatorUrl: string,
   verifiedJustNow: boolean,
@@ -178,7 +178,7 @@ async function settleThroughFacilitator(
  */
 async function notSettledByFacilitator(
   db: Db,
-  row: RelayTransaction,
+  row: SettlingRow,
   deps: SettleDeps,
   answer: { transaction: string; errorReason: string },
 ): Promise<SettlementOutcome> {

@@ -18,6 +18,7 @@
 import { sql, type Selectable, type UpdateObject } from 'kysely';
 import type { Database, Db, Tx } from '../../db/index';
 import type { RelayTransactionState, RelayTransactionsTable } from '../../db/schema';
+import { runPrepared } from '../../db/prepared';
 import { allowedFrom, type FromOf, type MoveTable } from '../states';
 
 export const RELAY_MOVES = {
@@ -79,8 +80,45 @@ export async function moveRelayTransaction<To extends RelayTransactionState>(
 }
 
 /**
+ * The same move, sent back with only `columns` of the row as moved, as a named prepared statement
+ * (its text is fixed by the call site: the states, the columns set and returned, the guard).
+ */
+export async function moveRelayTransactionFor<To extends RelayTransactionState, C extends keyof RelayTransactionsTable>(
+  db: Db | Tx,
+  id: bigint,
+  to: To,
+  columns: readonly C[],
+  set: RelayFields = {},
+  { from, guard = {} }: { from?: readonly FromOf<typeof RELAY_MOVES, To>[]; guard?: RelayGuard } = {},
+): Promise<Pick<Selectable<RelayTransactionsTable>, C> | undefined> {
+  const states = allowedFrom<RelayTransactionState>('relay transaction', RELAY_MOVES, to, from);
+  const query = guarded(db, id, states, { ...set, state: to }, guard).returning(columns);
+  const { rows } = await runPrepared(db, query.compile());
+  return rows[0] as Pick<Selectable<RelayTransactionsTable>, C> | undefined;
+}
+
+/**
+ * The same move for a caller that needs only to know whether it was made (the paid call's own
+ * steps): the row is not sent back, and the statement is a named prepared one (its text is fixed
+ * by the call site: the states, the columns set and the guard).
+ */
+export async function relayTransactionMoved<To extends RelayTransactionState>(
+  db: Db | Tx,
+  id: bigint,
+  to: To,
+  set: RelayFields = {},
+  { from, guard = {} }: { from?: readonly FromOf<typeof RELAY_MOVES, To>[]; guard?: RelayGuard } = {},
+): Promise<boolean> {
+  const states = allowedFrom<RelayTransactionState>('relay transaction', RELAY_MOVES, to, from);
+  const query = guarded(db, id, states, { ...set, state: to }, guard).returning('id');
+  const { rows } = await runPrepared(db, query.compile());
+  return rows.length > 0;
+}
+
+/**
  * Writes `set` while the row stays in one of `states` (and the extra `guard` holds); the state
- * itself never changes here, so every move goes through moveRelayTransaction.
+ * itself never changes here, so every move goes through moveRelayTransaction. Returns whether the
+ * row was written (a named prepared statement, as relayTransactionMoved).
  */
 export async function updateRelayTransactionIn(
   db: Db | Tx,
@@ -88,7 +126,8 @@ export async function updateRelayTransactionIn(
   states: readonly RelayTransactionState[],
   set: RelayFields,
   guard: RelayGuard = {},
-): Promise<Selectable<RelayTransactionsTable> | undefined> {
+): Promise<boolean> {
   if ('state' in set) throw new Error('relay transaction: a state is written by moveRelayTransaction only');
-  return guarded(db, id, states, set, guard).returningAll().executeTakeFirst();
+  const { rows } = await runPrepared(db, guarded(db, id, states, set, guard).returning('id').compile());
+  return rows.length > 0;
 }

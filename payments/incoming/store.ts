@@ -16,7 +16,14 @@ import { canonicalNetwork, NETWORK_TABLE } from '../networkTable';
 import type { PaymentPayload, PaymentRequirements, SignedPaymentPayload } from '../x402/types';
 import { fail, ok, type Result } from '../result';
 import { fromStates } from '../states';
-import { moveRelayTransaction, RELAY_MOVES, updateRelayTransactionIn } from './states';
+import { runPrepared } from '../../db/prepared';
+import {
+  moveRelayTransaction,
+  moveRelayTransactionFor,
+  RELAY_MOVES,
+  relayTransactionMoved,
+  updateRelayTransactionIn,
+} from './states';
 import type { VerifiedClientPayment } from './types';
 
 export type RelayTransaction = Selectable<RelayTransactionsTable>;
@@ -42,17 +49,19 @@ export function inTransaction<T>(db: Db | Tx, work: (tx: Tx) => Promise<T>): Pro
 }
 
 /**
- * Records an accepted payment. A second payment with the same idempotency key is refused by the
- * unique index (also when both arrive at once: the second insert waits for the first and then does
- * nothing), before anything is settled. Takes a transaction when the caller records more with it.
+ * Claims an accepted payment's nonce: its relay transaction is recorded. A second payment with the
+ * same idempotency key is refused by the unique index (also when both arrive at once: the second
+ * insert waits for the first and then does nothing), before anything is settled. Returns the new
+ * row's id only (a named prepared statement: a paid call needs nothing else of it). Takes a
+ * transaction when the caller records more with it.
  */
-export async function recordClientPayment(
+export async function claimClientPayment(
   db: Db | Tx,
   verified: VerifiedClientPayment,
   request: RelayRequest = {},
-): Promise<Result<RelayTransaction, 'nonce_already_used'>> {
+): Promise<Result<{ id: bigint }, 'nonce_already_used'>> {
   const { network, asset, nonceKey } = verified.idempotencyKey;
-  const row = await db
+  const query = db
     .insertInto('relay_transactions')
     .values({
       network,
@@ -74,10 +83,22 @@ export async function recordClientPayment(
       idempotency_claim: request.idempotencyClaim ?? null,
     })
     .onConflict((conflict) => conflict.columns(['network', 'asset', 'nonce_key']).doNothing())
-    .returningAll()
-    .executeTakeFirst();
+    .returning('id');
+  const { rows } = await runPrepared(db, query.compile());
+  const row = rows[0];
   if (!row) return fail('nonce_already_used', `this payment (${network}, ${nonceKey}) was already used`);
   return ok(row);
+}
+
+/** claimClientPayment, then the whole row as recorded (for a caller that reads it). */
+export async function recordClientPayment(
+  db: Db | Tx,
+  verified: VerifiedClientPayment,
+  request: RelayRequest = {},
+): Promise<Result<RelayTransaction, 'nonce_already_used'>> {
+  const claimed = await claimClientPayment(db, verified, request);
+  if (!claimed.ok) return claimed;
+  return ok(await getRelayTransaction(db, claimed.value.id));
 }
 
 export async function findRelayTransaction(db: Db | Tx, id: bigint): Promise<RelayTransaction | undefined> {
@@ -91,31 +112,45 @@ export async function getRelayTransaction(db: Db | Tx, id: bigint): Promise<Rela
   return row;
 }
 
-export function storedPayment(row: RelayTransaction): { payment: PaymentPayload; requirements: PaymentRequirements } {
+export function storedPayment(row: Pick<RelayTransaction, 'payment_payload' | 'payment_requirements'>): {
+  payment: PaymentPayload;
+  requirements: PaymentRequirements;
+} {
   return {
     payment: row.payment_payload as PaymentPayload,
     requirements: row.payment_requirements as PaymentRequirements,
   };
 }
 
-/** received -> settling: only one caller wins the right to settle. */
-export function claimSettlement(db: Db | Tx, id: bigint, method: SettlementMethod) {
-  return moveRelayTransaction(db, id, 'settling', { settle_method: method });
+/** What settling a client's payment reads of its row (payments/incoming/settle.ts). */
+export const SETTLING_COLUMNS = [
+  'id',
+  'network',
+  'asset',
+  'payment_payload',
+  'payment_requirements',
+  'client_tx_hash',
+  'client_raw_tx',
+  'settle_method',
+] as const;
+export type SettlingRow = Pick<RelayTransaction, (typeof SETTLING_COLUMNS)[number]>;
+
+/** received -> settling: only one caller wins the right to settle; the row as settling reads it. */
+export function claimSettlement(db: Db | Tx, id: bigint, method: SettlementMethod): Promise<SettlingRow | undefined> {
+  return moveRelayTransactionFor(db, id, 'settling', SETTLING_COLUMNS, { settle_method: method });
 }
 
 /**
  * The hash of our settling transaction (and, when we sign it, its signed bytes), stored before it
  * is broadcast; false if the row moved on.
  */
-export async function storeClientTxHash(db: Db | Tx, id: bigint, hash: string, raw?: string): Promise<boolean> {
-  return (
-    (await updateRelayTransactionIn(
-      db,
-      id,
-      ['settling'],
-      { client_tx_hash: hash, client_raw_tx: raw ?? null },
-      { clientTxHashIsNull: true },
-    )) !== undefined
+export function storeClientTxHash(db: Db | Tx, id: bigint, hash: string, raw?: string): Promise<boolean> {
+  return updateRelayTransactionIn(
+    db,
+    id,
+    ['settling'],
+    { client_tx_hash: hash, client_raw_tx: raw ?? null },
+    { clientTxHashIsNull: true },
   );
 }
 
@@ -141,8 +176,9 @@ export async function replaceClientTxHash(
   return row !== undefined;
 }
 
-export function markSettled(db: Db | Tx, id: bigint, hash: string) {
-  return moveRelayTransaction(db, id, 'settled', { client_tx_hash: hash, settled_at: sql<Date>`now()` });
+/** settling -> settled; false if the row moved on. */
+export function markSettled(db: Db | Tx, id: bigint, hash: string): Promise<boolean> {
+  return relayTransactionMoved(db, id, 'settled', { client_tx_hash: hash, settled_at: sql<Date>`now()` });
 }
 
 /**
@@ -200,9 +236,9 @@ export interface TargetPaymentRecord {
 /**
  * What we pay the target with, written before it is sent: its network, amount, our payment's
  * reference and when it stops being usable. Once per relay transaction: a row that already names
- * a payment is not given another.
+ * a payment is not given another (false).
  */
-export function recordTargetPayment(db: Db | Tx, id: bigint, target: TargetPaymentRecord) {
+export function recordTargetPayment(db: Db | Tx, id: bigint, target: TargetPaymentRecord): Promise<boolean> {
   return updateRelayTransactionIn(
     db,
     id,
@@ -221,27 +257,29 @@ export function recordTargetPayment(db: Db | Tx, id: bigint, target: TargetPayme
   );
 }
 
+/** What a delivery writes: the target's settlement hash when known, its status when given. */
+function deliveredFields(target: { txHash?: string; targetStatus?: number }) {
+  return {
+    target_tx_hash: target.txHash ?? null,
+    ...(target.targetStatus === undefined ? {} : { target_status: target.targetStatus }),
+  };
+}
+
+/** settled -> delivered: the target answered (its status, when given), charged (its settlement hash when known). */
+export function markDelivered(db: Db | Tx, id: bigint, target: { txHash?: string; targetStatus?: number } = {}) {
+  return moveRelayTransaction(db, id, 'delivered', deliveredFields(target));
+}
+
 /**
- * settled -> delivered: the target answered (its status, when given), charged (its settlement hash
- * when known). `withoutRecord`: only while no webhook record was opened for the row (a caller that
- * would have to close it in the same transaction moves it otherwise).
+ * markDelivered, only while no webhook record was opened for the row (a caller that would have to
+ * close it in the same transaction moves it otherwise); whether it moved.
  */
-export function markDelivered(
+export function markDeliveredUnrecorded(
   db: Db | Tx,
   id: bigint,
-  target: { txHash?: string; targetStatus?: number } = {},
-  { withoutRecord = false }: { withoutRecord?: boolean } = {},
-) {
-  return moveRelayTransaction(
-    db,
-    id,
-    'delivered',
-    {
-      target_tx_hash: target.txHash ?? null,
-      ...(target.targetStatus === undefined ? {} : { target_status: target.targetStatus }),
-    },
-    withoutRecord ? { guard: { webhookIdIsNull: true } } : {},
-  );
+  target: { txHash?: string; targetStatus?: number },
+): Promise<boolean> {
+  return relayTransactionMoved(db, id, 'delivered', deliveredFields(target), { guard: { webhookIdIsNull: true } });
 }
 
 /** The states a refund may be written from: those RELAY_MOVES lets move to refund_pending. */

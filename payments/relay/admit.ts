@@ -1,7 +1,7 @@
 /**
  * Admission of a verified client payment: the relay transaction is recorded and counted against
  * the daily relay limits (per paying wallet and for the whole service, per network class), with
- * the job that finishes it should its request never come back, all in one statement: the database
+ * when the follow job (./follow.ts) finishes it should its request never come back, all in one statement: the database
  * function admit_relay_payment (db/functions/admit_relay_payment.sql). A repeated payment (the
  * unique nonce), a limit that would be exceeded or a lost idempotency claim writes nothing.
  */
@@ -55,7 +55,7 @@ export async function admitClientPayment(
       ${request.targetAmountMicroUsdc ?? null}::bigint, ${request.spendDay}::date, ${request.mode ?? null}::text,
       ${idempotency?.scope ?? null}::text, ${idempotency?.key ?? null}::text, ${idempotency?.claim ?? null}::uuid,
       ${networkClass}::text, ${limits.perWalletMicro}::bigint, ${limits.systemMicro}::bigint,
-      ${'relay_watch' satisfies JobName}::text, ${limits.finishBy.toISOString()}::timestamptz, ${DEFAULT_MAX_ATTEMPTS}::integer,
+      ${'relay_follow' satisfies JobName}::text, ${limits.finishBy.toISOString()}::timestamptz, ${DEFAULT_MAX_ATTEMPTS}::integer,
       ${upto ? 'upto' : 'exact'}::text, ${upto ? upto.maximumAtomic.toString() : null}::numeric
     )`;
   const { rows } = await runPrepared(db, admission.compile(db));

@@ -298,7 +298,7 @@ export async function checkRelayPayment(
  * The write that hands a call whose money moved to the jobs (its webhook record), tried again a
  * moment later and once more after a second: the database connection that failed the step before
  * it (a restart) has been replaced by then. If it never succeeds the client still gets its 502, with
- * no webhook id: the job enqueued when the payment was admitted finishes the transaction anyway.
+ * no webhook id: the follow job looks at the row admitted with it (payments/relay/follow.ts) and finishes it anyway.
  */
 async function handedOver(
   deps: Pick<Deps, 'log'>,
@@ -313,7 +313,7 @@ async function handedOver(
       if (wait === undefined) {
         deps.log.error(
           { err: error, relayTransactionId: String(relayTransactionId) },
-          'handing the relay to its job failed; the admission job finishes it',
+          'handing the relay to its job failed; the follow job finishes it',
         );
         return {};
       }
@@ -381,7 +381,7 @@ function unpriced(quote: Exclude<RelayQuote, { kind: 'priced' }>): RelayOutcome 
 
 /** A payment refused before anything moved: malformed or repeated (400), ours (500), or not the payment asked for (402 again). */
 /**
- * When the watch job first looks at an admitted payment: under an idempotency claim, once its
+ * When the follow job first looks at an admitted payment: under an idempotency claim, once its
  * lease would have lapsed (the job looks again while the request renews it), so that a process
  * that died mid-payment has its payment finished within a lease, not after
  * RELAY_ABANDONED_AFTER_MS; without a claim, when the request is presumed gone.

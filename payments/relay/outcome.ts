@@ -26,6 +26,7 @@ import { moveRelayTransaction } from '../incoming/states';
 import {
   inTransaction,
   markDelivered,
+  markDeliveredUnrecorded,
   type Refund,
   type RelayTransaction,
   type TargetPaymentRecord,
@@ -185,7 +186,7 @@ export async function deliver(
   { txHash, targetStatus }: { txHash?: string; targetStatus?: number },
 ): Promise<boolean> {
   const target = { ...(txHash ? { txHash } : {}), ...(targetStatus === undefined ? {} : { targetStatus }) };
-  if (await markDelivered(db, id, target, { withoutRecord: true })) return true;
+  if (await markDeliveredUnrecorded(db, id, target)) return true;
   return db.transaction().execute(async (tx) => {
     const row = await markDelivered(tx, id, target);
     if (!row) return false;

@@ -35,6 +35,7 @@ describe('migrations', () => {
         '2026_11_30_0021_upto_client_payments',
         '2026_11_30_0024_finality_follow',
         '2026_11_30_0024_usage_daily_direct',
+        '2026_11_30_0026_relay_follow',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -129,6 +130,7 @@ describe('migrations', () => {
         '2026_11_30_0021_upto_client_payments',
         '2026_11_30_0024_finality_follow',
         '2026_11_30_0024_usage_daily_direct',
+        '2026_11_30_0026_relay_follow',
       ]);
       const rows = await handle.db
         .selectFrom('daily_spend')

@@ -1,5 +1,5 @@
 // The admission of a verified /relay payment, one statement (db/functions/admit_relay_payment.sql
-// through payments/relay/admit.ts): the row, both daily counters and the watch job together, or,
+// through payments/relay/admit.ts): the row (with its first look), both daily counters and the follow job together, or,
 // for a repeated nonce, a limit or a lost idempotency claim, nothing at all.
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
@@ -28,12 +28,19 @@ const counters = (payer: string, day: string): [SpendKey, SpendKey] => [
   { scope: 'relay_system', scopeId: 'system', networkClass: 'testnet', day },
 ];
 
-async function watchJobs(id: bigint | string) {
+async function followJobs() {
   const { rows } = await sql<{ key: string; task: string; payload: unknown; run_at: Date; max_attempts: number }>`
     select j.key, t.identifier as task, j.payload, j.run_at, j.max_attempts
     from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
-    where j.key = ${`relay_watch:${id}`}`.execute(db);
+    where j.key = 'relay_follow' or j.key like 'relay_watch:%'`.execute(db);
   return rows;
+}
+
+async function lookAt(id: bigint): Promise<Date | null> {
+  const { rows } = await sql<{ look_at: Date | null }>`select look_at from relay_transactions where id = ${id}`.execute(
+    db,
+  );
+  return rows[0]!.look_at;
 }
 
 async function relayRowCount(): Promise<number> {
@@ -42,7 +49,7 @@ async function relayRowCount(): Promise<number> {
 }
 
 describe('admitClientPayment', () => {
-  it('records the payment, counts it against both daily limits and enqueues its watch job, in one go', async () => {
+  it('records the payment, counts it against both daily limits and queues the follow job for its look, in one go', async () => {
     const day = freshDay();
     const verified = verifiedPayment(undefined, 12_716n);
     const finishBy = new Date(Date.now() + 60_000);
@@ -75,17 +82,24 @@ describe('admitClientPayment', () => {
     const [wallet, system] = counters(verified.payer, day);
     expect(await spentOn(db, wallet)).toBe(12_716n);
     expect(await spentOn(db, system)).toBe(12_716n);
-    const jobs = await watchJobs(admitted.value.id);
+    // The row is the queue: it says when it is looked at, and the one follow job is queued for then.
+    expect(Math.abs((await lookAt(admitted.value.id))!.getTime() - finishBy.getTime())).toBeLessThan(1_000);
+    const jobs = await followJobs();
     expect(jobs).toEqual([
-      {
-        key: `relay_watch:${admitted.value.id}`,
-        task: 'relay_watch',
-        payload: { relayTransactionId: String(admitted.value.id) },
-        run_at: expect.any(Date),
-        max_attempts: 25,
-      },
+      { key: 'relay_follow', task: 'relay_follow', payload: {}, run_at: expect.any(Date), max_attempts: 25 },
     ]);
     expect(Math.abs(jobs[0]!.run_at.getTime() - finishBy.getTime())).toBeLessThan(1_000);
+
+    // A payment looked at later adds no job; one looked at sooner brings the job forward.
+    const admit = (at: Date) =>
+      admitClientPayment(db, verifiedPayment(), { spendDay: day, mode: 'relay' }, { ...LIMITS, finishBy: at });
+    expect((await admit(new Date(finishBy.getTime() + 60_000))).ok).toBe(true);
+    expect((await followJobs()).map((job) => job.run_at)).toEqual([jobs[0]!.run_at]);
+    const sooner = new Date(Date.now() + 10_000);
+    expect((await admit(sooner)).ok).toBe(true);
+    const [forward, ...others] = await followJobs();
+    expect(others).toEqual([]);
+    expect(Math.abs(forward!.run_at.getTime() - sooner.getTime())).toBeLessThan(1_000);
   });
 
   it('a permit paid by upto is recorded as upto with its maximum by the admission itself: no moment says exact', async () => {

@@ -26,7 +26,7 @@ async function paidRow(): Promise<bigint> {
   if (!recorded.ok) throw new Error(recorded.reason);
   const { id } = recorded.value;
   expect(await claimSettlement(db, id, 'facilitator')).toBeDefined();
-  expect(await markSettled(db, id, '0xclient')).toBeDefined();
+  expect(await markSettled(db, id, '0xclient')).toBe(true);
   expect(
     await recordTargetPayment(db, id, {
       network: 'base-sepolia',
@@ -35,7 +35,7 @@ async function paidRow(): Promise<bigint> {
       payer: '0x3333333333333333333333333333333333333333',
       validBefore: 4_000_000_000n,
     }),
-  ).toBeDefined();
+  ).toBe(true);
   return id;
 }
 

@@ -119,9 +119,11 @@ describe('state moves', () => {
       settle_method: 'direct',
       client_tx_hash: '0xaaa',
     });
-    const settled = await markSettled(db, id, '0xaaa');
+    expect(await markSettled(db, id, '0xaaa')).toBe(true);
+    const settled = await findRelayTransaction(db, id);
     expect(settled).toMatchObject({ state: 'settled', client_tx_hash: '0xaaa' });
     expect(settled?.settled_at).toBeInstanceOf(Date);
+    expect(await markSettled(db, id, '0xaaa')).toBe(false);
     expect(await markSettleFailed(db, id, 'expired', 'late')).toBeUndefined();
     expect(await claimSettlement(db, id, 'direct')).toBeUndefined();
   });
@@ -132,7 +134,7 @@ describe('state moves', () => {
       state: 'settle_failed',
       failure_reason: 'simulation_failed',
     });
-    expect(await markSettled(db, id, '0x1')).toBeUndefined();
+    expect(await markSettled(db, id, '0x1')).toBe(false);
     expect(await markRefundPending(db, id)).toBeUndefined();
   });
 
@@ -140,12 +142,16 @@ describe('state moves', () => {
     const id = await newRow();
     expect(
       await recordTargetPayment(db, id, { network: 'solana-devnet', amountMicroUsdc: 10_000n, paymentRef: 'sig' }),
-    ).toBeUndefined();
+    ).toBe(false);
     await claimSettlement(db, id, 'facilitator');
     await markSettled(db, id, '0xabc');
     expect(
       await recordTargetPayment(db, id, { network: 'solana-devnet', amountMicroUsdc: 10_000n, paymentRef: 'sig' }),
-    ).toMatchObject({
+    ).toBe(true);
+    expect(
+      await recordTargetPayment(db, id, { network: 'solana-devnet', amountMicroUsdc: 20_000n, paymentRef: 'other' }),
+    ).toBe(false);
+    expect(await findRelayTransaction(db, id)).toMatchObject({
       state: 'settled',
       target_network: 'solana-devnet',
       target_amount_micro: 10_000n,

@@ -1,9 +1,9 @@
 /**
  * relay_watch (job key relay_watch:<id>): finishes a relay transaction its request left open
  * (payments/relay/finish.ts followUpRelay): the client's payment settled or given up, our
- * payment to the target read on-chain, then delivered or handed to a refund. Enqueued when the
- * payment is admitted (for the moment its request must be over) and whenever the request leaves
- * the transaction open.
+ * payment to the target read on-chain, then delivered or handed to a refund. Enqueued whenever
+ * the request leaves the transaction open, and by the sweep; an admitted payment is first looked
+ * at by the relay_follow job (payments/relay/follow.ts), through the same step.
  */
 import type { Task } from 'graphile-worker';
 import { followUpRelay } from '../../payments/relay/finish';
