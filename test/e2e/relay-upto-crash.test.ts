@@ -16,7 +16,7 @@ import type { Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFaultProxy, type FaultProxy } from '../../devnet/faults';
-import { atomicAmount, startPeers, type EvmNetworkName, type Peers } from '../../devnet/index';
+import { atomicAmount, type EvmNetworkName, type Peers } from '../../devnet/index';
 import { x402ClientV2 } from '../../devnet/peers/v2-client';
 import { loadConfig } from '../../payments/config';
 import { startService, type Service } from '../../server/service';
@@ -25,7 +25,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database';
 import { peersEnv } from '../support/proxy';
 import { relayRequest } from '../support/relay';
 import { ifStarted } from '../support/teardown';
-import { approvePermit2AsOwner, RELAY_UPTO_USED_TOTAL, UPTO_MAXIMUM, UPTO_USED } from '../support/upto';
+import { approvePermit2AsOwner, RELAY_UPTO_USED_TOTAL, startUptoPeers, UPTO_USED } from '../support/upto';
 
 const TARGET = 'upto-less-polygon-amoy';
 const NETWORK: EvmNetworkName = 'polygon-amoy';
@@ -41,19 +41,7 @@ const proxies: FaultProxy[] = [];
 const releases: (() => void)[] = [];
 
 beforeAll(async () => {
-  peers = await startPeers({
-    networks: [CLIENT_NETWORK, NETWORK],
-    pricesMicroUsdc: {
-      paid: UPTO_MAXIMUM,
-      paidEcho: UPTO_MAXIMUM,
-      neverSettles: UPTO_MAXIMUM,
-      error: UPTO_MAXIMUM,
-      slow: UPTO_MAXIMUM,
-    },
-    targets: [
-      { name: TARGET, network: NETWORK, x402Version: 2, v2Offer: { scheme: 'upto', uptoChargeMicroUsdc: UPTO_USED } },
-    ],
-  });
+  peers = await startUptoPeers(CLIENT_NETWORK, NETWORK, TARGET);
   database = await createTestDatabase();
 });
 

@@ -19,7 +19,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { startFaultProxy, type FaultProxy } from '../../devnet/faults';
-import { atomicAmount, EVM_NETWORKS, startPeers, type EvmNetworkName, type Peers } from '../../devnet/index';
+import { atomicAmount, EVM_NETWORKS, type EvmNetworkName, type Peers } from '../../devnet/index';
 import { x402ClientV2 } from '../../devnet/peers/v2-client';
 import { PERMIT2_ADDRESS } from '../../payments/chains/evm';
 import { utcDay } from '../../payments/clock';
@@ -34,7 +34,7 @@ import {
   approvePermit2AsOwner,
   RELAY_UPTO_MAX_TOTAL,
   RELAY_UPTO_USED_TOTAL,
-  UPTO_MAXIMUM,
+  startUptoPeers,
   UPTO_USED,
 } from '../support/upto';
 
@@ -61,19 +61,7 @@ const paid = (headers: Record<string, unknown>) =>
   headers['payment-signature'] !== undefined || headers['x-payment'] !== undefined;
 
 beforeAll(async () => {
-  peers = await startPeers({
-    networks: [CLIENT_NETWORK, NETWORK],
-    pricesMicroUsdc: {
-      paid: UPTO_MAXIMUM,
-      paidEcho: UPTO_MAXIMUM,
-      neverSettles: UPTO_MAXIMUM,
-      error: UPTO_MAXIMUM,
-      slow: UPTO_MAXIMUM,
-    },
-    targets: [
-      { name: TARGET, network: NETWORK, x402Version: 2, v2Offer: { scheme: 'upto', uptoChargeMicroUsdc: UPTO_USED } },
-    ],
-  });
+  peers = await startUptoPeers(CLIENT_NETWORK, NETWORK, TARGET);
   try {
     faults = await startFaultProxy({
       upstream: peers.targets[TARGET]!.url,

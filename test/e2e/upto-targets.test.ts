@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { startFaultProxy, type FaultProxy } from '../../devnet/faults';
-import { atomicAmount, startPeers, type EvmNetworkName, type Peers } from '../../devnet/index';
+import { atomicAmount, type EvmNetworkName, type Peers } from '../../devnet/index';
 import { organisationBalance } from '../../payments/credits';
 import { createTestAccount } from '../support/accounts';
 import { ledgerSums, peersEnv, pollWebhook } from '../support/proxy';
@@ -19,7 +19,7 @@ import { ifStarted } from '../support/teardown';
 import {
   RELAY_UPTO_MAX_TOTAL,
   RELAY_UPTO_USED_TOTAL,
-  UPTO_MAXIMUM,
+  startUptoPeers,
   UPTO_RESERVED_CREDITS,
   UPTO_USED,
   UPTO_USED_CREDITS,
@@ -34,24 +34,7 @@ let db: Db;
 let breaking: FaultProxy | undefined;
 
 beforeAll(async () => {
-  peers = await startPeers({
-    networks: ['base-sepolia', 'polygon-amoy'],
-    pricesMicroUsdc: {
-      paid: UPTO_MAXIMUM,
-      paidEcho: UPTO_MAXIMUM,
-      neverSettles: UPTO_MAXIMUM,
-      error: UPTO_MAXIMUM,
-      slow: UPTO_MAXIMUM,
-    },
-    targets: [
-      {
-        name: TARGET,
-        network: 'polygon-amoy',
-        x402Version: 2,
-        v2Offer: { scheme: 'upto', uptoChargeMicroUsdc: UPTO_USED },
-      },
-    ],
-  });
+  peers = await startUptoPeers('base-sepolia', 'polygon-amoy', TARGET);
   try {
     // After the target settled, the answer is cut half-way: we never see its PAYMENT-RESPONSE.
     breaking = await startFaultProxy({

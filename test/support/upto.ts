@@ -20,7 +20,7 @@ import { expect } from 'vitest';
 import type { Db } from '../../db/index';
 import { localTransport } from '../../devnet/evm/chain';
 import { PERMIT2_ADDRESS } from '../../devnet/evm/permit2';
-import { EVM_NETWORKS, type EvmNetworkName, type Peers } from '../../devnet/index';
+import { EVM_NETWORKS, startPeers, type EvmNetworkName, type Peers } from '../../devnet/index';
 
 /** An upto target's price: the maximum we authorize, in micro-USDC. */
 export const UPTO_MAXIMUM = 20_000n;
@@ -34,6 +34,24 @@ export const UPTO_USED_CREDITS = 8n;
 export const RELAY_UPTO_MAX_TOTAL = 20_600n;
 /** ceil(7,500 x 1.03): what a /relay client pays in the end when the target settled 7,500. */
 export const RELAY_UPTO_USED_TOTAL = 7_725n;
+
+/**
+ * The local peers of an upto test: the client's network and the target's, every route priced at
+ * UPTO_MAXIMUM, and one version 2 target `name` on `network` asking upto and settling UPTO_USED.
+ */
+export function startUptoPeers(clientNetwork: EvmNetworkName, network: EvmNetworkName, name: string): Promise<Peers> {
+  return startPeers({
+    networks: [clientNetwork, network],
+    pricesMicroUsdc: {
+      paid: UPTO_MAXIMUM,
+      paidEcho: UPTO_MAXIMUM,
+      neverSettles: UPTO_MAXIMUM,
+      error: UPTO_MAXIMUM,
+      slow: UPTO_MAXIMUM,
+    },
+    targets: [{ name, network, x402Version: 2, v2Offer: { scheme: 'upto', uptoChargeMicroUsdc: UPTO_USED } }],
+  });
+}
 
 const erc20 = parseAbi([
   'event Transfer(address indexed from, address indexed to, uint256 value)',
