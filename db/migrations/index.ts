@@ -22,6 +22,7 @@ import * as uptoClientPayments from './2026_11_30_0021_upto_client_payments';
 import * as finalityFollow from './2026_11_30_0024_finality_follow';
 import * as usageDailyDirect from './2026_11_30_0024_usage_daily_direct';
 import * as relayFollow from './2026_11_30_0026_relay_follow';
+import * as finalityUptoAmounts from './2026_11_30_0027_finality_upto_amounts';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -48,6 +49,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_11_30_0024_finality_follow': finalityFollow,
   '2026_11_30_0024_usage_daily_direct': usageDailyDirect,
   '2026_11_30_0026_relay_follow': relayFollow,
+  '2026_11_30_0027_finality_upto_amounts': finalityUptoAmounts,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -36,6 +36,7 @@ describe('migrations', () => {
         '2026_11_30_0024_finality_follow',
         '2026_11_30_0024_usage_daily_direct',
         '2026_11_30_0026_relay_follow',
+        '2026_11_30_0027_finality_upto_amounts',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -131,6 +132,7 @@ describe('migrations', () => {
         '2026_11_30_0024_finality_follow',
         '2026_11_30_0024_usage_daily_direct',
         '2026_11_30_0026_relay_follow',
+        '2026_11_30_0027_finality_upto_amounts',
       ]);
       const rows = await handle.db
         .selectFrom('daily_spend')

@@ -197,6 +197,19 @@ describe.each(CASES)(
         expect(
           await db.selectFrom('refunds').selectAll().where('relay_transaction_id', '=', row!.id).execute(),
         ).toEqual([]);
+        // What each leg's finality watch puts at risk is what moved on it, not the maxima.
+        const watches = await db
+          .selectFrom('finality_watches')
+          .select(['leg', 'amount_micro_usdc', 'tx_hash'])
+          .where('relay_transaction_id', '=', row!.id)
+          .orderBy('leg')
+          .execute();
+        expect(
+          watches.map(({ leg, amount_micro_usdc, tx_hash }) => ({ leg, amount: amount_micro_usdc, tx_hash })),
+        ).toEqual([
+          { leg: 'client_settlement', amount: charged, tx_hash: clientTx },
+          { leg: 'target_payment', amount: settles, tx_hash: row!.target_tx_hash },
+        ]);
 
         // The same permit for another call: refused as used, nothing moves (the same call again gets the kept answer).
         const again = await contractFetch()(
