@@ -634,6 +634,7 @@ export interface paths {
          *     | `prs_cap_refusals_total` | counter | `group` | requests refused with 429 `capacity_exceeded` because their group was at its cap |
          *     | `prs_paid_calls_total` | counter | `mode` (`proxy`, `relay`, `chat`), `result` (`paid`, `refunded`, `failed`, `pending`) | paid calls as their request ended; `pending` ones are finished by a job and tracked by their webhook record |
          *     | `prs_jobs_total` | counter | `task`, `outcome` (`success`, `error`: retried, `failed`: last attempt) | jobs run by this process's worker |
+         *     | `prs_payments_lost_to_reorg_total` | counter | `leg` (`client_settlement`, `target_payment`, `refund`), `network` | settled payments a reorg dropped that can no longer land (expired, nonce used elsewhere, balance gone): alert on any increase (the amount at risk is on the finality record and in the error log line) |
          *     | `prs_upto_charges_lost_total` | counter | `network` (the client's) | charges of a client's upto permit on /relay that failed for good after the target was paid (the payer revoked its Permit2 allowance or moved its funds): the service bore the call's cost; alert on any increase (the error log line "upto charge lost" names the relay transaction, payer and amount) |
          *     | `prs_rpc_request_duration_seconds` | histogram | `network`, `method` (JSON-RPC method), `outcome` (`ok`, `error`) | JSON-RPC requests to the chains |
          *
