@@ -197,18 +197,23 @@ export async function sendPaidCall(
   return answer;
 }
 
+/** The settlement answers a target sent with its response: PAYMENT-RESPONSE (version 2), then X-PAYMENT-RESPONSE (version 1), each decoded. */
+function* settlementAnswers(response: Pick<TargetResponse, 'headers'>) {
+  for (const name of [PAYMENT_RESPONSE_HEADER, X_PAYMENT_RESPONSE_HEADER]) {
+    const value = response.headers[name];
+    if (value === undefined) continue;
+    const settlement = decodePaymentResponseHeader(Array.isArray(value) ? value[0] : value);
+    if (settlement.ok) yield settlement.value;
+  }
+}
+
 /**
  * The transaction a target reports in PAYMENT-RESPONSE (version 2) or X-PAYMENT-RESPONSE (version 1)
  * as its settlement of our payment: a hint, never a proof.
  */
 export function reportedSettlement(response: Pick<TargetResponse, 'headers'>): string | undefined {
-  for (const name of [PAYMENT_RESPONSE_HEADER, X_PAYMENT_RESPONSE_HEADER]) {
-    const value = response.headers[name];
-    if (value === undefined) continue;
-    const settlement = decodePaymentResponseHeader(Array.isArray(value) ? value[0] : value);
-    if (settlement.ok && settlement.value.success && settlement.value.transaction !== '')
-      return settlement.value.transaction;
-  }
+  for (const settlement of settlementAnswers(response))
+    if (settlement.success && settlement.transaction !== '') return settlement.transaction;
   return undefined;
 }
 
@@ -222,17 +227,8 @@ export const SETTLEMENT_PENDING = 'settlement_pending';
  * Neither a refusal nor a payment: the chain decides, through the watch jobs.
  */
 export function settlementPendingOf(response: Pick<TargetResponse, 'headers'>): string | undefined {
-  for (const name of [PAYMENT_RESPONSE_HEADER, X_PAYMENT_RESPONSE_HEADER]) {
-    const value = response.headers[name];
-    if (value === undefined) continue;
-    const settlement = decodePaymentResponseHeader(Array.isArray(value) ? value[0] : value);
-    if (
-      settlement.ok &&
-      !settlement.value.success &&
-      settlement.value.errorReason === SETTLEMENT_PENDING &&
-      settlement.value.transaction !== ''
-    )
-      return settlement.value.transaction;
-  }
+  for (const settlement of settlementAnswers(response))
+    if (!settlement.success && settlement.errorReason === SETTLEMENT_PENDING && settlement.transaction !== '')
+      return settlement.transaction;
   return undefined;
 }
