@@ -135,22 +135,7 @@ export async function verifyUptoPayment(
   const onChain = judgeOnChain(permit, await reading);
   if (!onChain.ok) return onChain;
 
-  return ok({
-    scheme: UPTO_SCHEME,
-    network,
-    chainType: 'evm',
-    payer: permit.from,
-    payTo: ours,
-    asset: clients.usdc,
-    amountMicroUsdc: assetToMicro(maximum, NETWORK_TABLE[network].decimals),
-    idempotencyKey: uptoIdempotencyKey(network, clients.usdc, payment.payload),
-    // Permit2 accepts the permit up to its deadline, inclusive: from deadline + 1 it cannot be settled.
-    validBefore: permit.deadline + 1n,
-    payment,
-    offer,
-    permit,
-    maximum,
-  });
+  return ok(verifiedUpto(network, clients.usdc, ours, payment, offer, maximum));
 }
 
 /**
@@ -266,20 +251,33 @@ export function storedUptoPayment(
   const clients = network === undefined ? undefined : deps.chains.evm.networks.get(network);
   const ours = deps.chains.evm.account?.address;
   if (network === undefined || clients === undefined || ours === undefined) return undefined;
-  const permit = uptoPermitOf(stored.payment.payload);
+  return verifiedUpto(network, clients.usdc, ours, stored.payment, stored.offer, stored.maximum);
+}
+
+/** An upto payment's facts, as verified now or recorded then. */
+function verifiedUpto(
+  network: NetworkName,
+  asset: Address,
+  payTo: VerifiedUptoPayment['payTo'],
+  payment: UptoPaymentSignature,
+  offer: PaymentRequirementsV2,
+  maximum: bigint,
+): VerifiedUptoPayment {
+  const permit = uptoPermitOf(payment.payload);
   return {
     scheme: UPTO_SCHEME,
     network,
     chainType: 'evm',
     payer: permit.from,
-    payTo: ours,
-    asset: clients.usdc,
-    amountMicroUsdc: assetToMicro(stored.maximum, NETWORK_TABLE[network].decimals),
-    idempotencyKey: uptoIdempotencyKey(network, clients.usdc, stored.payment.payload),
+    payTo,
+    asset,
+    amountMicroUsdc: assetToMicro(maximum, NETWORK_TABLE[network].decimals),
+    idempotencyKey: uptoIdempotencyKey(network, asset, payment.payload),
+    // Permit2 accepts the permit up to its deadline, inclusive: from deadline + 1 it cannot be settled.
     validBefore: permit.deadline + 1n,
-    payment: stored.payment,
-    offer: stored.offer,
+    payment,
+    offer,
     permit,
-    maximum: stored.maximum,
+    maximum,
   };
 }
