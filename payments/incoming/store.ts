@@ -233,28 +233,27 @@ export interface TargetPaymentRecord {
   scheme?: 'exact' | 'upto';
 }
 
+/** The columns that record our payment to the target on its relay transaction. */
+export function targetPaymentColumns(target: TargetPaymentRecord) {
+  return {
+    target_network: target.network,
+    target_amount_micro: target.amountMicroUsdc,
+    target_payment_ref: target.paymentRef,
+    target_payer: target.payer ?? null,
+    target_valid_before: target.validBefore ?? null,
+    target_last_valid_block_height: target.lastValidBlockHeight ?? null,
+    target_payment_payload: target.payload ? JSON.stringify(target.payload) : null,
+    target_scheme: target.scheme ?? 'exact',
+  };
+}
+
 /**
  * What we pay the target with, written before it is sent: its network, amount, our payment's
  * reference and when it stops being usable. Once per relay transaction: a row that already names
  * a payment is not given another (false).
  */
 export function recordTargetPayment(db: Db | Tx, id: bigint, target: TargetPaymentRecord): Promise<boolean> {
-  return updateRelayTransactionIn(
-    db,
-    id,
-    ['settled'],
-    {
-      target_network: target.network,
-      target_amount_micro: target.amountMicroUsdc,
-      target_payment_ref: target.paymentRef,
-      target_payer: target.payer ?? null,
-      target_valid_before: target.validBefore ?? null,
-      target_last_valid_block_height: target.lastValidBlockHeight ?? null,
-      target_payment_payload: target.payload ? JSON.stringify(target.payload) : null,
-      target_scheme: target.scheme ?? 'exact',
-    },
-    { targetPaymentRefIsNull: true },
-  );
+  return updateRelayTransactionIn(db, id, ['settled'], targetPaymentColumns(target), { targetPaymentRefIsNull: true });
 }
 
 /** What a delivery writes: the target's settlement hash when known, its status when given. */

@@ -51,6 +51,7 @@ import {
   markSettleFailed,
   replaceClientTxHash,
   storeClientTxHash,
+  targetPaymentColumns,
   type RelayTransaction,
   type TargetPaymentRecord,
 } from '../incoming/store';
@@ -318,16 +319,7 @@ export async function settleNothing(db: Db, id: bigint, reason: string, details:
 async function recordUnsettledTargetPayment(db: Db, id: bigint, target: TargetPaymentRecord): Promise<boolean> {
   const row = await db
     .updateTable('relay_transactions')
-    .set({
-      target_network: target.network,
-      target_amount_micro: target.amountMicroUsdc,
-      target_payment_ref: target.paymentRef,
-      target_payer: target.payer ?? null,
-      target_valid_before: target.validBefore ?? null,
-      target_last_valid_block_height: target.lastValidBlockHeight ?? null,
-      target_payment_payload: target.payload ? JSON.stringify(target.payload) : null,
-      target_scheme: target.scheme ?? 'exact',
-    })
+    .set(targetPaymentColumns(target))
     .where('id', '=', id)
     .where('state', '=', 'received')
     .where('scheme', '=', 'upto')
