@@ -134,6 +134,23 @@ function hex32(): string {
 const USDC = FIXTURE_USDC;
 const PAYER = FIXTURE_PAYER;
 
+/** A refund of 10,300 micro-USDC to PAYER on base-sepolia for relay transaction `relayId`, pending unless `state` says otherwise. */
+async function newRefund(relayId: bigint, state: { status?: RefundStatus; tx_hash?: string } = {}) {
+  return db
+    .insertInto('refunds')
+    .values({
+      relay_transaction_id: relayId,
+      network: 'base-sepolia',
+      asset: USDC,
+      recipient: PAYER,
+      amount_micro: 10_300n,
+      method: 'direct',
+      ...state,
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+}
+
 async function newRelayTransaction(): Promise<bigint> {
   const recorded = await recordClientPayment(db, verifiedPayment(), { mode: 'relay' });
   if (!recorded.ok) throw new Error(recorded.details);
@@ -229,18 +246,7 @@ describe('relay transactions: moveRelayTransaction', () => {
 describe('refunds: moveRefund', () => {
   it('moves a refund from exactly the statuses REFUND_MOVES allows, from every status', async () => {
     const relayId = await newRelayTransaction();
-    const refund = await db
-      .insertInto('refunds')
-      .values({
-        relay_transaction_id: relayId,
-        network: 'base-sepolia',
-        asset: USDC,
-        recipient: PAYER,
-        amount_micro: 10_300n,
-        method: 'direct',
-      })
-      .returning('id')
-      .executeTakeFirstOrThrow();
+    const refund = await newRefund(relayId);
     const targets = reachable<RefundStatus>(REFUND_MOVES);
     for (const { from, to, allowed } of everyPair<RefundStatus>(REFUND_MOVES)) {
       await db.updateTable('refunds').set({ status: from }).where('id', '=', refund.id).execute();
@@ -275,20 +281,7 @@ describe('finality watches: moveFinalityWatch, and the triggers that open them',
 
   it('a confirmed refund opens one watch with its job; the watch moves from exactly the states FINALITY_MOVES allows', async () => {
     const relayId = await newRelayTransaction();
-    const refund = await db
-      .insertInto('refunds')
-      .values({
-        relay_transaction_id: relayId,
-        network: 'base-sepolia',
-        asset: USDC,
-        recipient: PAYER,
-        amount_micro: 10_300n,
-        method: 'direct',
-        status: 'confirmed',
-        tx_hash: hex32(),
-      })
-      .returning('id')
-      .executeTakeFirstOrThrow();
+    const refund = await newRefund(relayId, { status: 'confirmed', tx_hash: hex32() });
     // Written again: still one watch.
     await db.updateTable('refunds').set({ status: 'confirmed' }).where('id', '=', refund.id).execute();
     const watches = await db.selectFrom('finality_watches').selectAll().where('refund_id', '=', refund.id).execute();
