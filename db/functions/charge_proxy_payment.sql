@@ -7,6 +7,7 @@ language plpgsql as $fn$
 #variable_conflict use_column
 declare
   p proxy_payments;
+  r credit_reservations;
 begin
   update proxy_payments pp
     set state = 'charged', tx_hash = coalesce(p_tx_hash, pp.tx_hash), outcome = p_outcome, settled_at = now()
@@ -15,13 +16,23 @@ begin
   if not found then
     return false;
   end if;
-  if not settle_reservation(p_reference, 'charged') then
+  -- Committed without waiting for the flush of its WAL (the rest of the caller's transaction too):
+  -- what it records is on chain already, and a charge lost with a crash of the database leaves the
+  -- payment signed and its credits held, which the sweep (worker/tasks/proxyPaymentSweep.ts) reads
+  -- from the chain and charges. The hold, before the payment left, was flushed.
+  perform set_config('synchronous_commit', 'off', true);
+  -- The reservation reserved -> charged (RESERVATION_MOVES, as settle_reservation moves it) and its
+  -- charge entry, written pending finality at once when the payment has a transaction.
+  update credit_reservations c set state = 'charged', settled_at = now()
+    where c.reference = p_reference and c.state = 'reserved'
+    returning c.* into r;
+  if not found then
     raise exception 'proxy payment %: its reservation was already settled', p.id;
   end if;
   -- Charged is settled, not final: the finality watch (payments/finality.ts) marks the charge final or lost.
-  if p.tx_hash is not null then
-    update credit_ledger l set finality = 'pending' where l.reference = p_reference and l.kind = 'charge';
-  end if;
+  insert into credit_ledger (organisation_id, account_id, api_key_id, kind, amount_credits, reference, finality)
+    values (r.organisation_id, r.account_id, r.api_key_id, 'charge', r.credits, r.reference,
+            case when p.tx_hash is not null then 'pending' end);
   if p.webhook_id is not null then
     -- Only a record still in flight moves (payments/webhooks.ts completeWebhook); amounts as usdcText shows them.
     update webhooks w

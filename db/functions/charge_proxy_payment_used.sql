@@ -32,6 +32,11 @@ begin
     end if;
     return false;
   end if;
+  -- Committed without waiting for the flush of its WAL (the rest of the caller's transaction too):
+  -- what it records is on chain already, and a charge lost with a crash of the database leaves the
+  -- payment signed and its credits held, which the sweep (worker/tasks/proxyPaymentSweep.ts) reads
+  -- from the chain and charges. The hold, before the payment left, was flushed.
+  perform set_config('synchronous_commit', 'off', true);
   update credit_reservations c set state = 'charged', settled_at = now()
     where c.reference = p_reference and c.state = 'reserved'
     returning c.* into r;

@@ -23,6 +23,8 @@ import * as finalityFollow from './2026_11_30_0024_finality_follow';
 import * as usageDailyDirect from './2026_11_30_0024_usage_daily_direct';
 import * as relayFollow from './2026_11_30_0026_relay_follow';
 import * as finalityUptoAmounts from './2026_11_30_0027_finality_upto_amounts';
+import * as usageDailyRows from './2026_12_01_0028_usage_daily_rows';
+import * as columnDomains from './2026_12_01_0029_column_domains';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -50,6 +52,8 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_11_30_0024_usage_daily_direct': usageDailyDirect,
   '2026_11_30_0026_relay_follow': relayFollow,
   '2026_11_30_0027_finality_upto_amounts': finalityUptoAmounts,
+  '2026_12_01_0028_usage_daily_rows': usageDailyRows,
+  '2026_12_01_0029_column_domains': columnDomains,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -37,6 +37,8 @@ describe('migrations', () => {
         '2026_11_30_0024_usage_daily_direct',
         '2026_11_30_0026_relay_follow',
         '2026_11_30_0027_finality_upto_amounts',
+        '2026_12_01_0028_usage_daily_rows',
+        '2026_12_01_0029_column_domains',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -133,6 +135,8 @@ describe('migrations', () => {
         '2026_11_30_0024_usage_daily_direct',
         '2026_11_30_0026_relay_follow',
         '2026_11_30_0027_finality_upto_amounts',
+        '2026_12_01_0028_usage_daily_rows',
+        '2026_12_01_0029_column_domains',
       ]);
       const rows = await handle.db
         .selectFrom('daily_spend')

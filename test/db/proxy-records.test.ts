@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testPaymentChoice } from '../support/payments';
-import type { Database, Db } from '../../db/index';
+import type { Database, Db, Tx } from '../../db/index';
 import {
   organisationBalance,
   reservationResultOf,
@@ -469,6 +469,41 @@ describe('charge and release: once only, with the webhook record', () => {
     const after = await snapshot(account, payment.day);
     expect(after.ledger.map((entry) => entry.kind)).toEqual(['grant', 'reserve', 'charge']);
     expect(after).toMatchObject({ balance: 87n, key: 13n });
+  });
+
+  it('a charge commits without waiting for its WAL flush (the chain holds what it records); a hold waits', async () => {
+    const account = await createTestAccount(db, { credits: 100n });
+    const flushRule = (tx: Db | Tx) =>
+      sql<{ setting: string }>`select current_setting('synchronous_commit') as setting`
+        .execute(tx)
+        .then(({ rows }) => rows[0]?.setting);
+    // The hold, in the caller's transaction as a claim under an idempotency record runs it.
+    const held = await db.transaction().execute(async (tx) => {
+      const before = await flushRule(tx);
+      await sql`select * from ${reserveCreditsCall({
+        reference: reference(),
+        organisationId: account.organisationId,
+        accountId: account.accountId,
+        apiKeyId: account.apiKeyId,
+        keyDailyCapCredits: 1_000n,
+        networkClass: 'testnet',
+        day: nextDay(),
+        credits: 5n,
+        accountDailyLimitCredits: 1_000n,
+        systemDailyLimitCredits: 1_000n,
+      })}`.execute(tx);
+      return { before, after: await flushRule(tx) };
+    });
+    expect(held).toEqual({ before: 'on', after: 'on' });
+    const { payment } = await signedPayment(account);
+    const charged = await db.transaction().execute(async (tx) => {
+      const { rows } = await sql<{ charged: boolean }>`
+        select charge_proxy_payment(${payment.reference}::text, '0xcharged', 'settled') as charged`.execute(tx);
+      return { charged: rows[0]?.charged, after: await flushRule(tx) };
+    });
+    expect(charged).toEqual({ charged: true, after: 'off' });
+    // Only that transaction: the next one flushes as before.
+    expect(await db.transaction().execute(flushRule)).toBe('on');
   });
 
   it('amounts in the record are shown as usdcText shows them', async () => {

@@ -1,0 +1,139 @@
+import { sql, type Kysely } from 'kysely';
+
+/**
+ * The daily usage summary (2026_11_28_0017_usage_daily) follows each changed row rather than each
+ * statement: row-level triggers, the update trigger only when a column the summary sums or groups
+ * by changed (a transaction hash or a webhook written is not looked at). A statement-level trigger
+ * gathered its rows into transition tables, whole (the signed payment included), and summed them
+ * with a grouped insert on every /proxy write: most of the database's cost of a payment's summary.
+ * The rules are the same: an insert adds its row to the bucket of its state (pending: reserved or
+ * signed; charged; released), a delete subtracts it, an update subtracts the row as it was and
+ * adds it as it is: one summary row written when both fall on the same day, key and host (as every
+ * move of our payment functions does), two otherwise. A change that nets to nothing writes nothing.
+ *
+ * The finality trigger of proxy_payments (2026_11_29_0017_finality_watches) is called only when
+ * its function would open a watch.
+ */
+const BUCKET = (row: 'old' | 'new') =>
+  `case when ${row}.state in ('reserved', 'signed') then 'pending' else ${row}.state end`;
+
+export async function up(db: Kysely<unknown>): Promise<void> {
+  await sql
+    .raw(
+      `
+    create function usage_daily_row() returns trigger language plpgsql as $fn$
+    declare
+      v_same_key boolean := tg_op = 'UPDATE'
+        and old.organisation_id = new.organisation_id and old.api_key_id = new.api_key_id
+        and (old.created_at at time zone 'UTC')::date = (new.created_at at time zone 'UTC')::date
+        and old.target_host is not distinct from new.target_host;
+      -- The summary row's key: the payment's organisation, UTC day, key and host.
+      v_organisation_id bigint;
+      v_day date;
+      v_api_key_id bigint;
+      v_host text;
+      -- The row as it was (subtracted) and as it is (added): each bucket, credits and micro-USDC.
+      v_old_bucket text;
+      v_old_credits bigint;
+      v_old_amount bigint;
+      v_new_bucket text;
+      v_new_credits bigint;
+      v_new_amount bigint;
+      v_delta bigint[];
+    begin
+      -- One summary row, or two when an update moved the payment to another day, key or host.
+      for v_part in 1 .. case when tg_op = 'UPDATE' and not v_same_key then 2 else 1 end loop
+        v_old_bucket := null; v_old_credits := 0; v_old_amount := 0;
+        v_new_bucket := null; v_new_credits := 0; v_new_amount := 0;
+        if tg_op <> 'INSERT' and (v_part = 1) then
+          v_old_bucket := ${BUCKET('old')};
+          v_old_credits := old.credits;
+          v_old_amount := old.amount_micro_usdc;
+          v_organisation_id := old.organisation_id;
+          v_day := (old.created_at at time zone 'UTC')::date;
+          v_api_key_id := old.api_key_id;
+          v_host := old.target_host;
+        end if;
+        if tg_op <> 'DELETE' and (v_same_key or tg_op = 'INSERT' or v_part = 2) then
+          v_new_bucket := ${BUCKET('new')};
+          v_new_credits := new.credits;
+          v_new_amount := new.amount_micro_usdc;
+          v_organisation_id := new.organisation_id;
+          v_day := (new.created_at at time zone 'UTC')::date;
+          v_api_key_id := new.api_key_id;
+          v_host := new.target_host;
+        end if;
+        -- Per bucket (charged, released, pending): payments, credits, micro-USDC.
+        v_delta := array[
+          (v_new_bucket is not distinct from 'charged')::int - (v_old_bucket is not distinct from 'charged')::int,
+          case when v_new_bucket = 'charged' then v_new_credits else 0 end - case when v_old_bucket = 'charged' then v_old_credits else 0 end,
+          case when v_new_bucket = 'charged' then v_new_amount else 0 end - case when v_old_bucket = 'charged' then v_old_amount else 0 end,
+          (v_new_bucket is not distinct from 'released')::int - (v_old_bucket is not distinct from 'released')::int,
+          case when v_new_bucket = 'released' then v_new_credits else 0 end - case when v_old_bucket = 'released' then v_old_credits else 0 end,
+          case when v_new_bucket = 'released' then v_new_amount else 0 end - case when v_old_bucket = 'released' then v_old_amount else 0 end,
+          (v_new_bucket is not distinct from 'pending')::int - (v_old_bucket is not distinct from 'pending')::int,
+          case when v_new_bucket = 'pending' then v_new_credits else 0 end - case when v_old_bucket = 'pending' then v_old_credits else 0 end,
+          case when v_new_bucket = 'pending' then v_new_amount else 0 end - case when v_old_bucket = 'pending' then v_old_amount else 0 end];
+        continue when v_delta = '{0,0,0,0,0,0,0,0,0}';
+        insert into usage_daily as u values (
+          v_organisation_id, v_day, v_api_key_id, coalesce(v_host, ''),
+          v_delta[1], v_delta[2], v_delta[3], v_delta[4], v_delta[5], v_delta[6], v_delta[7], v_delta[8], v_delta[9])
+        on conflict (organisation_id, day, api_key_id, target_host) do update set
+          charged_payments = u.charged_payments + excluded.charged_payments,
+          charged_credits = u.charged_credits + excluded.charged_credits,
+          charged_amount_micro_usdc = u.charged_amount_micro_usdc + excluded.charged_amount_micro_usdc,
+          released_payments = u.released_payments + excluded.released_payments,
+          released_credits = u.released_credits + excluded.released_credits,
+          released_amount_micro_usdc = u.released_amount_micro_usdc + excluded.released_amount_micro_usdc,
+          pending_payments = u.pending_payments + excluded.pending_payments,
+          pending_credits = u.pending_credits + excluded.pending_credits,
+          pending_amount_micro_usdc = u.pending_amount_micro_usdc + excluded.pending_amount_micro_usdc;
+      end loop;
+      return null;
+    end
+    $fn$;
+
+    drop trigger proxy_payments_usage_insert on proxy_payments;
+    drop trigger proxy_payments_usage_update on proxy_payments;
+    drop trigger proxy_payments_usage_delete on proxy_payments;
+    create trigger proxy_payments_usage_insert after insert on proxy_payments
+      for each row execute function usage_daily_row();
+    create trigger proxy_payments_usage_update after update on proxy_payments
+      for each row
+      when (old.state is distinct from new.state or old.credits is distinct from new.credits
+        or old.amount_micro_usdc is distinct from new.amount_micro_usdc
+        or old.organisation_id is distinct from new.organisation_id or old.api_key_id is distinct from new.api_key_id
+        or old.created_at is distinct from new.created_at or old.target_host is distinct from new.target_host)
+      execute function usage_daily_row();
+    create trigger proxy_payments_usage_delete after delete on proxy_payments
+      for each row execute function usage_daily_row();
+
+    drop trigger proxy_payments_finality on proxy_payments;
+    create trigger proxy_payments_finality
+      after update of state on proxy_payments
+      for each row when (new.state = 'charged' and new.tx_hash is not null)
+      execute function watch_proxy_finality();
+  `,
+    )
+    .execute(db);
+}
+
+export async function down(db: Kysely<unknown>): Promise<void> {
+  await sql`
+    drop trigger proxy_payments_finality on proxy_payments;
+    create trigger proxy_payments_finality
+      after update of state on proxy_payments
+      for each row execute function watch_proxy_finality();
+
+    drop trigger proxy_payments_usage_delete on proxy_payments;
+    drop trigger proxy_payments_usage_update on proxy_payments;
+    drop trigger proxy_payments_usage_insert on proxy_payments;
+    create trigger proxy_payments_usage_insert after insert on proxy_payments
+      referencing new table as added for each statement execute function usage_daily_follow();
+    create trigger proxy_payments_usage_update after update on proxy_payments
+      referencing old table as removed new table as added for each statement execute function usage_daily_follow();
+    create trigger proxy_payments_usage_delete after delete on proxy_payments
+      referencing old table as removed for each statement execute function usage_daily_follow();
+    drop function usage_daily_row();
+  `.execute(db);
+}
