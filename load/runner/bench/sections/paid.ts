@@ -18,6 +18,9 @@ import { BASE_SEPOLIA_CHAIN_ID, type Bench } from '../setup';
 /** A difference in ms with its sign. */
 const signed = (ms: number) => `${ms >= 0 ? '+' : ''}${fmt.ms(ms)}`;
 
+/** Calls of each contender before the measured rounds: enough for the paid paths to be compiled. */
+export const PAID_WARMUP_CALLS = 300;
+
 /** The paid routes the goals name. */
 export type PaidRoute = '/proxy' | '/relay';
 
@@ -185,7 +188,11 @@ export async function paid(bench: Bench, service: ServiceChild): Promise<void> {
     const arrivals = await bench.peersChild.call<Arrival[]>('requests', { last: perCall * count, target });
     return { ...result, ...phasesOf(result, arrivals, perCall) };
   };
-  const count = (warmup: boolean) => (warmup ? 5 : options.paidCalls);
+  // The warm-up runs each paid path until V8 has compiled it (and the peers theirs): a paid call
+  // runs some 500 functions hot enough to be optimised, and after 5 calls (or 100) a fifth of the
+  // service's CPU still went to optimising them and most of the rest ran unoptimised: the cost of
+  // a process just started, not of a paid call.
+  const count = (warmup: boolean) => (warmup ? PAID_WARMUP_CALLS : options.paidCalls);
   const ofService = {
     pid: service.pid,
     ...(bench.embeddedDatabase ? { dbParentPid: service.pid } : {}),

@@ -7,6 +7,7 @@ import { formatProfile, summarizeProfile } from '../../profile';
 import { requestOf } from '../../scenarios';
 import { fmt, say } from '../output';
 import { BASE_SEPOLIA_CHAIN_ID, type Bench } from '../setup';
+import { PAID_WARMUP_CALLS } from './paid';
 
 export async function profiles(bench: Bench): Promise<void> {
   const { options, bindings, peers } = bench;
@@ -49,12 +50,12 @@ export async function profiles(bench: Bench): Promise<void> {
     [
       'proxy-paid',
       `paid POST /proxy (one call at a time, ${options.paidCalls} calls)`,
-      (url, warmup) => paidCalls(warmup ? 5 : options.paidCalls, url),
+      (url, warmup) => paidCalls(warmup ? PAID_WARMUP_CALLS : options.paidCalls, url),
     ],
     [
       'relay-paid',
       `paid POST /relay, x402-fetch paying (one call at a time, ${options.paidCalls} calls)`,
-      (url, warmup) => paidCalls(warmup ? 5 : options.paidCalls, url, 'relay'),
+      (url, warmup) => paidCalls(warmup ? PAID_WARMUP_CALLS : options.paidCalls, url, 'relay'),
     ],
   ];
   for (const [name, title, load] of loads) {
