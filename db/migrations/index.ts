@@ -25,6 +25,7 @@ import * as relayFollow from './2026_11_30_0026_relay_follow';
 import * as finalityUptoAmounts from './2026_11_30_0027_finality_upto_amounts';
 import * as usageDailyRows from './2026_12_01_0028_usage_daily_rows';
 import * as columnDomains from './2026_12_01_0029_column_domains';
+import * as relayFinalityWhen from './2026_12_01_0030_relay_finality_when';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -54,6 +55,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_11_30_0027_finality_upto_amounts': finalityUptoAmounts,
   '2026_12_01_0028_usage_daily_rows': usageDailyRows,
   '2026_12_01_0029_column_domains': columnDomains,
+  '2026_12_01_0030_relay_finality_when': relayFinalityWhen,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -39,6 +39,7 @@ describe('migrations', () => {
         '2026_11_30_0027_finality_upto_amounts',
         '2026_12_01_0028_usage_daily_rows',
         '2026_12_01_0029_column_domains',
+        '2026_12_01_0030_relay_finality_when',
       ]);
       expect(await migrateToLatest(handle.db)).toEqual([]);
       const tables = await sql<{ table_name: string }>`
@@ -137,6 +138,7 @@ describe('migrations', () => {
         '2026_11_30_0027_finality_upto_amounts',
         '2026_12_01_0028_usage_daily_rows',
         '2026_12_01_0029_column_domains',
+        '2026_12_01_0030_relay_finality_when',
       ]);
       const rows = await handle.db
         .selectFrom('daily_spend')
