@@ -17,6 +17,28 @@ import { sql, type Kysely } from 'kysely';
 const BUCKET = (row: 'old' | 'new') =>
   `case when ${row}.state in ('reserved', 'signed') then 'pending' else ${row}.state end`;
 
+/** The trigger function's statements that take the row as it was (`old`) or as it is (`new`), with its summary key. */
+const TAKE = (row: 'old' | 'new') =>
+  [
+    `v_${row}_bucket := ${BUCKET(row)};`,
+    `v_${row}_credits := ${row}.credits;`,
+    `v_${row}_amount := ${row}.amount_micro_usdc;`,
+    `v_organisation_id := ${row}.organisation_id;`,
+    `v_day := (${row}.created_at at time zone 'UTC')::date;`,
+    `v_api_key_id := ${row}.api_key_id;`,
+    `v_host := ${row}.target_host;`,
+  ].join(' ');
+
+/** The summary follows an update only when a column it sums or groups by changed (also used by later migrations). */
+export const USAGE_UPDATE_TRIGGER = `
+  create trigger proxy_payments_usage_update after update on proxy_payments
+    for each row
+    when (old.state is distinct from new.state or old.credits is distinct from new.credits
+      or old.amount_micro_usdc is distinct from new.amount_micro_usdc
+      or old.organisation_id is distinct from new.organisation_id or old.api_key_id is distinct from new.api_key_id
+      or old.created_at is distinct from new.created_at or old.target_host is distinct from new.target_host)
+    execute function usage_daily_row();`;
+
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql
     .raw(
@@ -46,22 +68,10 @@ export async function up(db: Kysely<unknown>): Promise<void> {
         v_old_bucket := null; v_old_credits := 0; v_old_amount := 0;
         v_new_bucket := null; v_new_credits := 0; v_new_amount := 0;
         if tg_op <> 'INSERT' and (v_part = 1) then
-          v_old_bucket := ${BUCKET('old')};
-          v_old_credits := old.credits;
-          v_old_amount := old.amount_micro_usdc;
-          v_organisation_id := old.organisation_id;
-          v_day := (old.created_at at time zone 'UTC')::date;
-          v_api_key_id := old.api_key_id;
-          v_host := old.target_host;
+          ${TAKE('old')}
         end if;
         if tg_op <> 'DELETE' and (v_same_key or tg_op = 'INSERT' or v_part = 2) then
-          v_new_bucket := ${BUCKET('new')};
-          v_new_credits := new.credits;
-          v_new_amount := new.amount_micro_usdc;
-          v_organisation_id := new.organisation_id;
-          v_day := (new.created_at at time zone 'UTC')::date;
-          v_api_key_id := new.api_key_id;
-          v_host := new.target_host;
+          ${TAKE('new')}
         end if;
         -- Per bucket (charged, released, pending): payments, credits, micro-USDC.
         v_delta := array[
@@ -98,13 +108,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     drop trigger proxy_payments_usage_delete on proxy_payments;
     create trigger proxy_payments_usage_insert after insert on proxy_payments
       for each row execute function usage_daily_row();
-    create trigger proxy_payments_usage_update after update on proxy_payments
-      for each row
-      when (old.state is distinct from new.state or old.credits is distinct from new.credits
-        or old.amount_micro_usdc is distinct from new.amount_micro_usdc
-        or old.organisation_id is distinct from new.organisation_id or old.api_key_id is distinct from new.api_key_id
-        or old.created_at is distinct from new.created_at or old.target_host is distinct from new.target_host)
-      execute function usage_daily_row();
+    ${USAGE_UPDATE_TRIGGER}
     create trigger proxy_payments_usage_delete after delete on proxy_payments
       for each row execute function usage_daily_row();
 

@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+import { USAGE_UPDATE_TRIGGER } from './2026_12_01_0028_usage_daily_rows';
 
 /**
  * The rules of single columns on the tables every paid call writes become the columns' types:
@@ -40,13 +41,7 @@ const CREATE_TRIGGERS = sql`
     after update of state on proxy_payments
     for each row when (new.state = 'charged' and new.tx_hash is not null)
     execute function watch_proxy_finality();
-  create trigger proxy_payments_usage_update after update on proxy_payments
-    for each row
-    when (old.state is distinct from new.state or old.credits is distinct from new.credits
-      or old.amount_micro_usdc is distinct from new.amount_micro_usdc
-      or old.organisation_id is distinct from new.organisation_id or old.api_key_id is distinct from new.api_key_id
-      or old.created_at is distinct from new.created_at or old.target_host is distinct from new.target_host)
-    execute function usage_daily_row();
+  ${sql.raw(USAGE_UPDATE_TRIGGER)}
   create trigger relay_transactions_finality
     after insert or update of state, client_tx_hash, target_tx_hash on relay_transactions
     for each row execute function watch_relay_finality();
