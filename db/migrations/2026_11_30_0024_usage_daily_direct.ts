@@ -16,6 +16,18 @@ const change = (from: string, sign: 1 | -1) => `
          ${sign} as sign, credits, amount_micro_usdc
   from ${from}`;
 
+/** An insert into usage_daily whose key exists adds to its sums (also used by later migrations). */
+export const USAGE_ADD_ON_CONFLICT = `on conflict (organisation_id, day, api_key_id, target_host) do update set
+    charged_payments = u.charged_payments + excluded.charged_payments,
+    charged_credits = u.charged_credits + excluded.charged_credits,
+    charged_amount_micro_usdc = u.charged_amount_micro_usdc + excluded.charged_amount_micro_usdc,
+    released_payments = u.released_payments + excluded.released_payments,
+    released_credits = u.released_credits + excluded.released_credits,
+    released_amount_micro_usdc = u.released_amount_micro_usdc + excluded.released_amount_micro_usdc,
+    pending_payments = u.pending_payments + excluded.pending_payments,
+    pending_credits = u.pending_credits + excluded.pending_credits,
+    pending_amount_micro_usdc = u.pending_amount_micro_usdc + excluded.pending_amount_micro_usdc`;
+
 const apply = (changes: string) => `
   insert into usage_daily as u
   select organisation_id, day, api_key_id, target_host,
@@ -41,16 +53,7 @@ const apply = (changes: string) => `
           coalesce(sum(sign * amount_micro_usdc) filter (where bucket = 'pending'), 0))
          <> (0, 0, 0, 0, 0, 0, 0, 0, 0)
   order by organisation_id, day, api_key_id, target_host
-  on conflict (organisation_id, day, api_key_id, target_host) do update set
-    charged_payments = u.charged_payments + excluded.charged_payments,
-    charged_credits = u.charged_credits + excluded.charged_credits,
-    charged_amount_micro_usdc = u.charged_amount_micro_usdc + excluded.charged_amount_micro_usdc,
-    released_payments = u.released_payments + excluded.released_payments,
-    released_credits = u.released_credits + excluded.released_credits,
-    released_amount_micro_usdc = u.released_amount_micro_usdc + excluded.released_amount_micro_usdc,
-    pending_payments = u.pending_payments + excluded.pending_payments,
-    pending_credits = u.pending_credits + excluded.pending_credits,
-    pending_amount_micro_usdc = u.pending_amount_micro_usdc + excluded.pending_amount_micro_usdc`;
+  ${USAGE_ADD_ON_CONFLICT}`;
 
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql

@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+import { USAGE_ADD_ON_CONFLICT } from './2026_11_30_0024_usage_daily_direct';
 
 /**
  * The daily usage summary (2026_11_28_0017_usage_daily) follows each changed row rather than each
@@ -88,16 +89,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
         insert into usage_daily as u values (
           v_organisation_id, v_day, v_api_key_id, coalesce(v_host, ''),
           v_delta[1], v_delta[2], v_delta[3], v_delta[4], v_delta[5], v_delta[6], v_delta[7], v_delta[8], v_delta[9])
-        on conflict (organisation_id, day, api_key_id, target_host) do update set
-          charged_payments = u.charged_payments + excluded.charged_payments,
-          charged_credits = u.charged_credits + excluded.charged_credits,
-          charged_amount_micro_usdc = u.charged_amount_micro_usdc + excluded.charged_amount_micro_usdc,
-          released_payments = u.released_payments + excluded.released_payments,
-          released_credits = u.released_credits + excluded.released_credits,
-          released_amount_micro_usdc = u.released_amount_micro_usdc + excluded.released_amount_micro_usdc,
-          pending_payments = u.pending_payments + excluded.pending_payments,
-          pending_credits = u.pending_credits + excluded.pending_credits,
-          pending_amount_micro_usdc = u.pending_amount_micro_usdc + excluded.pending_amount_micro_usdc;
+        ${USAGE_ADD_ON_CONFLICT};
       end loop;
       return null;
     end

@@ -16,28 +16,34 @@ const TARGET_DUE = (row: 'new' | 'old') =>
 const CLIENT_NEWLY_DUE = `(${CLIENT_DUE('new')} and (not ${CLIENT_DUE('old')} or old.client_tx_hash is distinct from new.client_tx_hash))`;
 const TARGET_NEWLY_DUE = `(${TARGET_DUE('new')} and (not ${TARGET_DUE('old')} or old.target_tx_hash is distinct from new.target_tx_hash))`;
 
-export async function up(db: Kysely<unknown>): Promise<void> {
-  await sql
-    .raw(
-      `
+/** The trigger function: each watch opened when its condition holds (the rest as 2026_11_30_0027 wrote it). */
+const watchRelayFinality = (clientCondition: string, targetCondition: string) => `
     create or replace function watch_relay_finality() returns trigger language plpgsql as $fn$
     begin
-      if ${CLIENT_DUE('new')} and (tg_op = 'INSERT' or ${CLIENT_NEWLY_DUE}) then
+      if ${clientCondition} then
         perform open_finality_watch('relay:' || new.id::text || ':client', 'client_settlement', new.network, new.id, null, null,
           new.client_tx_hash, new.payer, case when new.scheme = 'upto' then coalesce(new.charged_micro, new.amount_micro) else new.amount_micro end,
           jsonb_build_object('payment', new.payment_payload, 'raw', new.client_raw_tx));
       end if;
       -- Only once delivered: the chain showed our payment to the target. A hash the target reported
       -- while the row is still settled is a hint the relay's watch job checks, never a payment to re-send.
-      if ${TARGET_DUE('new')} and (tg_op = 'INSERT' or ${TARGET_NEWLY_DUE}) then
+      if ${targetCondition} then
         perform open_finality_watch('relay:' || new.id::text || ':target', 'target_payment', new.target_network, new.id, null, null,
           new.target_tx_hash, new.target_payer, coalesce(new.target_used_micro, new.target_amount_micro, 0),
           jsonb_build_object('payment', new.target_payment_payload));
       end if;
       return null;
     end
-    $fn$;
+    $fn$;`;
 
+export async function up(db: Kysely<unknown>): Promise<void> {
+  await sql
+    .raw(
+      `
+    ${watchRelayFinality(
+      `${CLIENT_DUE('new')} and (tg_op = 'INSERT' or ${CLIENT_NEWLY_DUE})`,
+      `${TARGET_DUE('new')} and (tg_op = 'INSERT' or ${TARGET_NEWLY_DUE})`,
+    )}
     drop trigger relay_transactions_finality on relay_transactions;
     create trigger relay_transactions_finality_insert after insert on relay_transactions
       for each row when (${CLIENT_DUE('new')} or ${TARGET_DUE('new')})
@@ -52,27 +58,16 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {
-  await sql`
+  await sql
+    .raw(
+      `
     drop trigger relay_transactions_finality on relay_transactions;
     drop trigger relay_transactions_finality_insert on relay_transactions;
-    create or replace function watch_relay_finality() returns trigger language plpgsql as $fn$
-    begin
-      if new.client_tx_hash is not null
-        and new.state in ('settled', 'delivered', 'refund_pending', 'refunded', 'refund_failed') then
-        perform open_finality_watch('relay:' || new.id::text || ':client', 'client_settlement', new.network, new.id, null, null,
-          new.client_tx_hash, new.payer, case when new.scheme = 'upto' then coalesce(new.charged_micro, new.amount_micro) else new.amount_micro end,
-          jsonb_build_object('payment', new.payment_payload, 'raw', new.client_raw_tx));
-      end if;
-      if new.state = 'delivered' and new.target_tx_hash is not null and new.target_network is not null then
-        perform open_finality_watch('relay:' || new.id::text || ':target', 'target_payment', new.target_network, new.id, null, null,
-          new.target_tx_hash, new.target_payer, coalesce(new.target_used_micro, new.target_amount_micro, 0),
-          jsonb_build_object('payment', new.target_payment_payload));
-      end if;
-      return null;
-    end
-    $fn$;
+    ${watchRelayFinality(CLIENT_DUE('new'), TARGET_DUE('new'))}
     create trigger relay_transactions_finality
       after insert or update of state, client_tx_hash, target_tx_hash on relay_transactions
       for each row execute function watch_relay_finality();
-  `.execute(db);
+  `,
+    )
+    .execute(db);
 }
