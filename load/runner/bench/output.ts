@@ -69,6 +69,8 @@ export interface Goal {
 /** A goal's line in the Goals list: MET, or SHORT and whether it is within twice its paced floor of the same run. */
 export function goalLine(goal: Goal): string {
   if (goal.met) return `  MET    ${goal.goal}: ${goal.figure}`;
+  // A goal with no cost of its own (a comparison between two contenders) has no floor to be held to.
+  if (goal.measuredUs === undefined && !goal.floor) return `  SHORT  ${goal.goal}: ${goal.figure}`;
   const floor = goal.floor
     ? goal.floor.withinTwice
       ? `within twice its paced floor (${fmt.ms((goal.measuredUs ?? NaN) / 1000)} <= 2 x ${fmt.ms(goal.floor.pacedUs / 1000)} ms)`
