@@ -3,25 +3,20 @@
 // late for its look (the job lost, or failed for good), so no watch is left unfollowed.
 import { sql } from 'kysely';
 import pino from 'pino';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { loadConfig } from '../../payments/config';
 import { systemClock } from '../../payments/clock';
 import { FINALITY_FOLLOW_KEY } from '../../payments/finality';
 import { finalitySweep } from '../../worker/tasks/finalitySweep';
 import type { WorkerDeps } from '../../worker/deps';
-import { createTestDatabase, type TestDatabase } from '../support/database';
+import { useTestDatabase } from '../support/database';
 
-let database: TestDatabase;
+const database = useTestDatabase();
 let db: Db;
 
-beforeAll(async () => {
-  database = await createTestDatabase();
-  db = database.handle.db;
-});
-
-afterAll(async () => {
-  await database.drop();
+beforeAll(() => {
+  db = database();
 });
 
 beforeEach(async () => {

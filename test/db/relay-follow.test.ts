@@ -4,7 +4,7 @@
 // whenever an open row is late for its look, so no admitted payment is left unfollowed.
 import { sql } from 'kysely';
 import pino from 'pino';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { loadConfig } from '../../payments/config';
 import { systemClock } from '../../payments/clock';
@@ -14,19 +14,18 @@ import { RELAY_FOLLOW_KEY } from '../../payments/relay/follow';
 import { relayFollow } from '../../worker/tasks/relayFollow';
 import { relaySweep } from '../../worker/tasks/relaySweep';
 import type { WorkerDeps } from '../../worker/deps';
-import { createTestDatabase, type TestDatabase } from '../support/database';
+import { useTestDatabase } from '../support/database';
 import { verifiedPayment } from '../support/verified-payment';
 
 const ABANDONED_AFTER_MS = 120_000;
 const LIMITS = { perWalletMicro: 100_000_000n, systemMicro: 1_000_000_000n };
 
-let database: TestDatabase;
+const database = useTestDatabase();
 let db: Db;
 let deps: WorkerDeps;
 
-beforeAll(async () => {
-  database = await createTestDatabase();
-  db = database.handle.db;
+beforeAll(() => {
+  db = database();
   deps = {
     db,
     config: loadConfig({
@@ -37,10 +36,6 @@ beforeAll(async () => {
     clock: systemClock,
     log: pino({ level: 'silent' }),
   } as unknown as WorkerDeps;
-});
-
-afterAll(async () => {
-  await database.drop();
 });
 
 beforeEach(async () => {
