@@ -8,20 +8,18 @@
 // the permit unsettled.
 import { decodePaymentRequiredHeader } from '@x402/core/http';
 import { wrapFetchWithPayment } from '@x402/fetch';
-import { createTestClient, getAddress, maxUint256, parseAbi, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import type { EvmNetworkName, Peers, Target } from '../../devnet/index';
 import { EVM_NETWORKS, startPeers } from '../../devnet/index';
-import { localTransport } from '../../devnet/evm/chain';
 import { x402ClientV2 } from '../../devnet/peers/v2-client';
-import { PERMIT2_ADDRESS } from '../../payments/chains/evm';
 import { peersEnv } from '../support/proxy';
 import { contractFetch, relayRequest, relayRows } from '../support/relay';
 import { startTestService, type TestService } from '../support/service';
 import { tableResolver } from '../support/resolver';
 import { ifStarted } from '../support/teardown';
+import { approvePermit2AsOwner } from '../support/upto';
 
 const MAXIMUM = 20_000n;
 const USED = 7_500n;
@@ -41,7 +39,6 @@ const KINDS = [
 
 const atomic = (network: EvmNetworkName, micro: bigint) => micro * 10n ** BigInt(EVM_NETWORKS[network].decimals - 6);
 const targetName = (kind: string, network: EvmNetworkName) => `upto-${kind}-${network}`;
-const erc20 = parseAbi(['function approve(address spender, uint256 amount) returns (bool)']);
 
 let peers: Peers;
 let t: TestService;
@@ -67,7 +64,8 @@ beforeAll(async () => {
     t = await startTestService({ ...peersEnv(peers) }, { resolver: tableResolver() });
     db = t.database.handle.db;
     // The client's one approval of Permit2 on each token it pays with, as its owner would give it.
-    for (const { clientNetwork } of CASES) await approvePermit2(clientNetwork, peers.wallets.client.evm.privateKey);
+    for (const { clientNetwork } of CASES)
+      await approvePermit2AsOwner(peers, clientNetwork, peers.wallets.client.evm.privateKey);
   } catch (error) {
     await peers.stop();
     throw error;
@@ -78,24 +76,6 @@ afterAll(async () => {
   await ifStarted(t)?.stop();
   await ifStarted(peers)?.stop();
 });
-
-async function approvePermit2(network: EvmNetworkName, privateKey: Hex): Promise<void> {
-  const chain = peers.evmChains[network]!;
-  const owner = privateKeyToAccount(privateKey);
-  await createTestClient({ mode: 'hardhat', chain: chain.chain, transport: localTransport(chain.rpcUrl) }).setBalance({
-    address: owner.address,
-    value: 10n ** 18n,
-  });
-  const hash = await peers.evmWalletClient(network, privateKey).writeContract({
-    address: getAddress(EVM_NETWORKS[network].usdc),
-    abi: erc20,
-    functionName: 'approve',
-    args: [PERMIT2_ADDRESS, maxUint256],
-    chain: chain.chain,
-    account: owner,
-  });
-  expect((await chain.publicClient.waitForTransactionReceipt({ hash })).status).toBe('success');
-}
 
 const service = () => peers.wallets.service.evm.address;
 const client = () => peers.wallets.client.evm.address;
