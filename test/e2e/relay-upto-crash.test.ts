@@ -13,7 +13,7 @@ import type { ChildProcess } from 'node:child_process';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { pino } from 'pino';
 import type { Hex } from 'viem';
-import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFaultProxy, type FaultProxy } from '../../devnet/faults';
 import { atomicAmount, type EvmNetworkName, type Peers } from '../../devnet/index';
@@ -25,7 +25,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database';
 import { peersEnv } from '../support/proxy';
 import { relayRequest } from '../support/relay';
 import { ifStarted } from '../support/teardown';
-import { approvePermit2AsOwner, RELAY_UPTO_USED_TOTAL, startUptoPeers, UPTO_USED } from '../support/upto';
+import { newUptoPayer, RELAY_UPTO_USED_TOTAL, startUptoPeers, UPTO_USED } from '../support/upto';
 
 const TARGET = 'upto-less-polygon-amoy';
 const NETWORK: EvmNetworkName = 'polygon-amoy';
@@ -62,15 +62,6 @@ function serviceEnv(allowedHosts: string[] = []): Record<string, string> {
     PORT: '0',
     RELAY_ABANDONED_AFTER_MS: String(ABANDONED_AFTER_MS),
   };
-}
-
-/** A payer of its own on Base Sepolia: USDC, gas, and its one approval of Permit2. */
-async function newPayer(): Promise<{ key: Hex; address: `0x${string}` }> {
-  const key = generatePrivateKey();
-  const address = privateKeyToAccount(key).address;
-  await peers.mint(CLIENT_NETWORK, address, 100_000n);
-  await approvePermit2AsOwner(peers, CLIENT_NETWORK, key);
-  return { key, address };
 }
 
 /** The payer's /relay to the target through the service at `serviceUrl`, by upto; its status or the error it ended with. */
@@ -121,7 +112,7 @@ async function ended(id: bigint) {
 
 describe('a service killed during a /relay paid by upto, after the target was paid', () => {
   it('before settling the permit (the target settles after the process died): a restarted service settles it for what the target used plus the fee, once', async () => {
-    const payer = await newPayer();
+    const payer = await newUptoPayer(peers, CLIENT_NETWORK);
     const before = await legs(payer.address);
     let arrived: () => void = () => undefined;
     const paidArrived = new Promise<void>((resolve) => (arrived = resolve));
@@ -188,7 +179,7 @@ describe('a service killed during a /relay paid by upto, after the target was pa
   }, 120_000);
 
   it('while its settlement of the permit is broadcast (the signed transaction stored): a restarted service sends it again; the payer pays what the target used plus the fee, once', async () => {
-    const payer = await newPayer();
+    const payer = await newUptoPayer(peers, CLIENT_NETWORK);
     const before = await legs(payer.address);
     // The node never hears of our settlement: its broadcast is held at this proxy until the process is gone.
     let broadcast: () => void = () => undefined;

@@ -15,7 +15,7 @@ import { Writable } from 'node:stream';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { pino } from 'pino';
 import { getAddress, parseAbi, type Hex } from 'viem';
-import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { startFaultProxy, type FaultProxy } from '../../devnet/faults';
@@ -30,13 +30,7 @@ import { contractFetch, relayRequest, relayRows } from '../support/relay';
 import { tableResolver } from '../support/resolver';
 import { startTestService, type TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
-import {
-  approvePermit2AsOwner,
-  RELAY_UPTO_MAX_TOTAL,
-  RELAY_UPTO_USED_TOTAL,
-  startUptoPeers,
-  UPTO_USED,
-} from '../support/upto';
+import { newUptoPayer, RELAY_UPTO_MAX_TOTAL, RELAY_UPTO_USED_TOTAL, startUptoPeers, UPTO_USED } from '../support/upto';
 
 const TARGET = 'upto-less-polygon-amoy';
 const NETWORK: EvmNetworkName = 'polygon-amoy';
@@ -127,15 +121,6 @@ async function scrape(): Promise<string> {
   return response.text;
 }
 
-/** A payer of its own on Base Sepolia: USDC, gas, and its one approval of Permit2. */
-async function newPayer(): Promise<{ key: Hex; address: `0x${string}` }> {
-  const key = generatePrivateKey();
-  const address = privateKeyToAccount(key).address;
-  await peers.mint(CLIENT_NETWORK, address, 100_000n);
-  await approvePermit2AsOwner(peers, CLIENT_NETWORK, key);
-  return { key, address };
-}
-
 function uptoFetch(key: Hex) {
   return wrapFetchWithPayment(contractFetch(), x402ClientV2(privateKeyToAccount(key), { upto: true }));
 }
@@ -154,7 +139,7 @@ describe('/relay paid by upto, the target paid', () => {
       downOnPaidCall = unreadable;
       const target = peers.targets[TARGET]!;
       target.reset();
-      const payer = await newPayer();
+      const payer = await newUptoPayer(peers, CLIENT_NETWORK);
       const before = {
         payer: await peers.usdcBalance(CLIENT_NETWORK, payer.address),
         ours: await peers.usdcBalance(CLIENT_NETWORK, service()),
@@ -222,7 +207,7 @@ describe('/relay paid by upto, the target paid', () => {
   it('the payer revokes its Permit2 allowance while our paid call is at the target: we bear the loss, logged, counted and recorded', async () => {
     const target = peers.targets[TARGET]!;
     target.reset();
-    const payer = await newPayer();
+    const payer = await newUptoPayer(peers, CLIENT_NETWORK);
     const before = {
       payer: await peers.usdcBalance(CLIENT_NETWORK, payer.address),
       ours: await peers.usdcBalance(CLIENT_NETWORK, service()),

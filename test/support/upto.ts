@@ -15,7 +15,7 @@ import {
   type Hash,
   type Hex,
 } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { expect } from 'vitest';
 import type { Db } from '../../db/index';
 import { localTransport } from '../../devnet/evm/chain';
@@ -110,6 +110,15 @@ export async function expectOurPermit2ApprovalOnce(peers: Peers, db: Db, network
   expect(rows[0]!.confirmed_at).toBeInstanceOf(Date);
   expect(BigInt(rows[0]!.gas_used!)).toBe(receipt.gasUsed);
   expect(BigInt(rows[0]!.gas_fee_wei!)).toBe(receipt.gasUsed * receipt.effectiveGasPrice);
+}
+
+/** A payer of its own on `network`: 0.1 USDC, gas, and its one approval of Permit2. */
+export async function newUptoPayer(peers: Peers, network: EvmNetworkName): Promise<{ key: Hex; address: Address }> {
+  const key = generatePrivateKey();
+  const address = privateKeyToAccount(key).address;
+  await peers.mint(network, address, 100_000n);
+  await approvePermit2AsOwner(peers, network, key);
+  return { key, address };
 }
 
 /** The owner of `privateKey` approves Permit2 on the network's stablecoin, with gas of its own, as x402 asks of an upto payer. */
