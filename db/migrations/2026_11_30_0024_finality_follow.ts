@@ -1,4 +1,22 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
+
+/** open_finality_watch: the watch inserted once per subject, then `queue` (its new id in v_id, null when it existed). */
+const openFinalityWatch = (queue: RawBuilder<unknown>) => sql`
+    create or replace function open_finality_watch(
+      p_subject text, p_leg text, p_network text, p_relay bigint, p_proxy bigint, p_refund bigint,
+      p_tx_hash text, p_payer text, p_amount bigint, p_transfer jsonb
+    ) returns void language plpgsql as $fn$
+    declare
+      v_id bigint;
+    begin
+      insert into finality_watches
+        (subject, leg, network, relay_transaction_id, proxy_payment_id, refund_id, tx_hash, payer, amount_micro_usdc, transfer)
+        values (p_subject, p_leg, p_network, p_relay, p_proxy, p_refund, p_tx_hash, p_payer, p_amount, p_transfer)
+        on conflict (subject) do nothing
+        returning id into v_id;
+      ${queue}
+    end
+    $fn$;`;
 
 /**
  * Finality watches are followed in batches: the watch row is the queue. Each pending watch says
@@ -18,18 +36,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     alter table finality_watches add column look_at timestamptz not null default now() + interval '1 second';
     create index finality_watches_due on finality_watches (look_at) where finality = 'pending';
 
-    create or replace function open_finality_watch(
-      p_subject text, p_leg text, p_network text, p_relay bigint, p_proxy bigint, p_refund bigint,
-      p_tx_hash text, p_payer text, p_amount bigint, p_transfer jsonb
-    ) returns void language plpgsql as $fn$
-    declare
-      v_id bigint;
-    begin
-      insert into finality_watches
-        (subject, leg, network, relay_transaction_id, proxy_payment_id, refund_id, tx_hash, payer, amount_micro_usdc, transfer)
-        values (p_subject, p_leg, p_network, p_relay, p_proxy, p_refund, p_tx_hash, p_payer, p_amount, p_transfer)
-        on conflict (subject) do nothing
-        returning id into v_id;
+    ${openFinalityWatch(
+      sql.raw(`
       -- A follow job waiting to run (not yet taken by a worker) will see this watch; a running one
       -- may have read the watches already, so another is queued behind it.
       if v_id is not null and not exists (
@@ -45,8 +53,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
           job_key_mode => 'preserve_run_at'
         );
       end if;
-    end
-    $fn$;
+`),
+    )}
 
     -- Watches opened before are followed the same way, from now on.
     do $queue$
@@ -63,18 +71,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 
 export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`
-    create or replace function open_finality_watch(
-      p_subject text, p_leg text, p_network text, p_relay bigint, p_proxy bigint, p_refund bigint,
-      p_tx_hash text, p_payer text, p_amount bigint, p_transfer jsonb
-    ) returns void language plpgsql as $fn$
-    declare
-      v_id bigint;
-    begin
-      insert into finality_watches
-        (subject, leg, network, relay_transaction_id, proxy_payment_id, refund_id, tx_hash, payer, amount_micro_usdc, transfer)
-        values (p_subject, p_leg, p_network, p_relay, p_proxy, p_refund, p_tx_hash, p_payer, p_amount, p_transfer)
-        on conflict (subject) do nothing
-        returning id into v_id;
+    ${openFinalityWatch(
+      sql.raw(`
       if v_id is not null then
         perform graphile_worker.add_job(
           identifier => 'finality_watch',
@@ -84,8 +82,8 @@ export async function down(db: Kysely<unknown>): Promise<void> {
           job_key => 'finality_watch:' || v_id::text
         );
       end if;
-    end
-    $fn$;
+`),
+    )}
     drop index finality_watches_due;
     alter table finality_watches drop column look_at;
   `.execute(db);
