@@ -152,7 +152,7 @@ function replyOf(
       return { keep: false, reply: errorReply(outcome.kind, outcome.details) };
     case 'bad_gateway':
       return {
-        keep: true,
+        keep: outcome.nothingCharged !== true,
         reply: {
           ...errorReply('upstream_error', undefined, {
             message: outcome.message,

@@ -10,13 +10,19 @@
 --
 -- The row carries the scheme the client paid with and, for upto, the maximum it signed from this
 -- first write on (p_scheme, p_maximum_atomic): there is no moment a permit's row says exact.
--- (The version without them, replaced here, is dropped first: a call must name one function.)
+-- p_settle_method, when given, admits the row already claimed for settling by that method
+-- (state settling): the paid call settles it next, and the claim is not a write of its own.
+-- (The versions with fewer parameters, replaced here, are dropped first: a call must name one function.)
 --
 -- outcome: 'admitted' (relay_transaction_id set), 'claim_lost', 'nonce_already_used', or
 -- 'limit_exceeded' (limit_scope 'wallet' or 'system', spent: the counter as it stands).
 drop function if exists admit_relay_payment(
   text, text, text, text, text, bigint, text, jsonb, jsonb, bigint, text, text, text, bigint, date, text,
   text, text, uuid, text, bigint, bigint, text, timestamptz, integer
+);
+drop function if exists admit_relay_payment(
+  text, text, text, text, text, bigint, text, jsonb, jsonb, bigint, text, text, text, bigint, date, text,
+  text, text, uuid, text, bigint, bigint, text, timestamptz, integer, text, numeric
 );
 create or replace function admit_relay_payment(
   p_network text,
@@ -45,7 +51,8 @@ create or replace function admit_relay_payment(
   p_watch_at timestamptz,
   p_watch_max_attempts integer,
   p_scheme text,
-  p_maximum_atomic numeric
+  p_maximum_atomic numeric,
+  p_settle_method text
 ) returns table (outcome text, relay_transaction_id bigint, limit_scope text, spent bigint)
 language plpgsql as $fn$
 #variable_conflict use_column
@@ -71,11 +78,13 @@ begin
     insert into relay_transactions (
         network, chain_type, asset, payer, pay_to, amount_micro, nonce_key, payment_payload,
         payment_requirements, valid_before, target_url, target_method, target_network,
-        target_amount_micro, spend_day, mode, idempotency_claim, scheme, maximum_atomic, look_at)
+        target_amount_micro, spend_day, mode, idempotency_claim, scheme, maximum_atomic, look_at,
+        state, settle_method)
       values (
         p_network, p_chain_type, p_asset, p_payer, p_pay_to, p_amount, p_nonce_key, p_payment_payload,
         p_payment_requirements, p_valid_before, p_target_url, p_target_method, p_target_network,
-        p_target_amount, p_spend_day, p_mode, p_idempotency_claim, p_scheme, p_maximum_atomic, v_look_at)
+        p_target_amount, p_spend_day, p_mode, p_idempotency_claim, p_scheme, p_maximum_atomic, v_look_at,
+        case when p_settle_method is null then 'received' else 'settling' end, p_settle_method)
       on conflict (network, asset, nonce_key) do nothing
       returning id into v_id;
     if v_id is null then

@@ -7,7 +7,8 @@
  *
  *   received        the request may still settle it (rules.requestActive), else given up:
  *                   settle_failed, nothing was charged -> rules.neverSettled
- *   settling        the request may still be settling it (rules.requestActive), else the chain is
+ *   settling        the request may still be settling it (rules.requestActive); else, by our wallet
+ *                   with nothing stored to broadcast, given up as received is; else the chain is
  *                   read: still unconfirmed -> rules.settlementPending; failed -> rules.neverSettled
  *   settled         rules.settled (deliver, refund or wait: the mode's own rule)
  *   any other state rules.inState[state] when the mode acts on it, else rules.otherwise
@@ -59,6 +60,15 @@ export async function followUpOpenPayment<R>(
   if (row.state === 'settling') {
     const wait = rules.requestActive?.(row, 'settling');
     if (wait !== undefined) return wait;
+    // Settled by our wallet, the transaction is stored before it is broadcast: none stored, none sent
+    // (a request still on its way to sending finds the row moved and sends nothing).
+    if (row.settle_method === 'direct' && row.client_tx_hash === null) {
+      await markSettleFailed(db, relayTxId, 'abandoned', rules.abandonedDetails);
+      row = await getRelayTransaction(db, relayTxId);
+      if (row.state === 'settle_failed') return rules.neverSettled(row);
+    }
+  }
+  if (row.state === 'settling') {
     const settlement = await reconcileSettlement(db, relayTxId, deps);
     if (settlement.kind === 'pending') return rules.settlementPending(row);
     row = await getRelayTransaction(db, relayTxId);

@@ -1,7 +1,8 @@
 /**
  * Settling a recorded client payment, and reconciling one whose outcome was not known at once.
  *
- * settleClientPayment claims the row (received -> settling), verifies the payment again right
+ * settleClientPayment claims the row (received -> settling; a paid /relay admits it already
+ * settling and hands it over as admitted), verifies the payment again right
  * before broadcasting (nonce still unused, Solana blockhash still valid, simulation), then settles
  * through the facilitator (FACILITATOR_URL, in the x402 version its /supported lists for the network) or directly
  * by the family of its network (payments/chains/: EVM transferWithAuthorization sent and paid for by
@@ -10,6 +11,7 @@
  * failed. reconcileSettlement reads the chain for a row left in settling and concludes when it can.
  */
 import type { Db } from '../../db/index';
+import type { SettlementMethod } from '../../db/schema';
 import type { ReconcileDeps, SettlementRecord } from '../chains/family';
 import { familyOf } from '../chains/registry';
 import type { SettleFailureReason } from '../chains/types';
@@ -27,6 +29,7 @@ import {
   type SettlingRow,
 } from './store';
 import type { Deps } from '../deps';
+import type { RelayFields } from './states';
 import { verifyPayment } from './verify';
 
 export type { SettleFailureReason } from '../chains/types';
@@ -37,7 +40,8 @@ export type { SettleFailureReason } from '../chains/types';
  * failed: nothing moved, for the reason given.
  */
 export type SettlementOutcome =
-  | { kind: 'settled'; txHash: string }
+  /** `withFields`: the settled move also wrote the caller's settledFields (settleClientPayment). */
+  | { kind: 'settled'; txHash: string; withFields?: true }
   | { kind: 'pending'; txHash: string | null; details?: string }
   | { kind: 'failed'; reason: SettleFailureReason; details: string };
 
@@ -70,13 +74,25 @@ async function failed(db: Db, id: bigint, reason: SettleFailureReason, details: 
   return { kind: 'failed', reason, details };
 }
 
-async function settled(db: Db, id: bigint, txHash: string): Promise<SettlementOutcome> {
-  if (!(await markSettled(db, id, txHash))) return settlementOutcomeOf(await findRelayTransaction(db, id));
-  return { kind: 'settled', txHash };
+async function settled(db: Db, id: bigint, txHash: string, settledFields?: SettledFields): Promise<SettlementOutcome> {
+  const fields = settledFields?.();
+  if (!(await markSettled(db, id, txHash, fields))) return settlementOutcomeOf(await findRelayTransaction(db, id));
+  return fields === undefined ? { kind: 'settled', txHash } : { kind: 'settled', txHash, withFields: true };
 }
 
+/**
+ * Columns the caller wants written with the settled move itself (our payment to the target, signed
+ * while the client's settled), asked for at the moment of that write; undefined writes none.
+ */
+export type SettledFields = () => RelayFields | undefined;
+
 /** The row as the family of its network is handed it: its facts, and the writes it may make. */
-function settlementRecord(db: Db, row: SettlingRow, deps: ReconcileDeps): SettlementRecord<SettlementOutcome> {
+function settlementRecord(
+  db: Db,
+  row: SettlingRow,
+  deps: ReconcileDeps,
+  settledFields?: SettledFields,
+): SettlementRecord<SettlementOutcome> {
   const { payment, requirements } = storedPayment(row);
   return {
     id: row.id,
@@ -90,7 +106,7 @@ function settlementRecord(db: Db, row: SettlingRow, deps: ReconcileDeps): Settle
     reverify: (verifying) => reverify(row, verifying),
     storeTransaction: (signed) => storeClientTxHash(db, row.id, signed.hash, signed.raw),
     replaceTransaction: (refused, signed) => replaceClientTxHash(db, row.id, refused, signed),
-    settled: (txHash) => settled(db, row.id, txHash),
+    settled: (txHash) => settled(db, row.id, txHash, settledFields),
     failed: (reason, details) => failed(db, row.id, reason, details),
     pending,
     asRecorded: async () => settlementOutcomeOf(await findRelayTransaction(db, row.id)),
@@ -109,13 +125,31 @@ export async function settleClientPayment(
   db: Db,
   relayTxId: bigint,
   deps: SettleDeps & Pick<Deps, 'submissions' | 'config'>,
-  { verifiedJustNow = false }: { verifiedJustNow?: boolean } = {},
+  {
+    verifiedJustNow = false,
+    admitted,
+    settledFields,
+  }: {
+    verifiedJustNow?: boolean;
+    /** The row as admitted already in settling (settleMethodFor), not claimed again here. */
+    admitted?: SettlingRow;
+    settledFields?: SettledFields;
+  } = {},
 ): Promise<SettlementOutcome> {
   const { facilitatorUrl } = deps.config;
-  const claimed = await claimSettlement(db, relayTxId, facilitatorUrl ? 'facilitator' : 'direct');
+  const claimed = admitted ?? (await claimSettlement(db, relayTxId, settleMethodFor(deps.config)));
   if (!claimed) return settlementOutcomeOf(await findRelayTransaction(db, relayTxId));
-  if (facilitatorUrl) return settleThroughFacilitator(db, claimed, deps, facilitatorUrl, verifiedJustNow);
-  return familyOf(claimed.network as NetworkName).settleDirectly(settlementRecord(db, claimed, deps), deps);
+  if (facilitatorUrl)
+    return settleThroughFacilitator(db, claimed, deps, facilitatorUrl, verifiedJustNow, settledFields);
+  return familyOf(claimed.network as NetworkName).settleDirectly(
+    settlementRecord(db, claimed, deps, settledFields),
+    deps,
+  );
+}
+
+/** How this process settles a client's payment: through the facilitator when one is configured. */
+export function settleMethodFor(config: Pick<Deps['config'], 'facilitatorUrl'>): SettlementMethod {
+  return config.facilitatorUrl ? 'facilitator' : 'direct';
 }
 
 async function reverify(row: SettlingRow, deps: Pick<Deps, 'chains' | 'clock' | 'paymentBounds'>) {
@@ -133,10 +167,11 @@ async function settleThroughFacilitator(
   deps: SettleDeps,
   facilitatorUrl: string,
   verifiedJustNow: boolean,
+  settledFields: SettledFields | undefined,
 ): Promise<SettlementOutcome> {
   const limits = deps.paymentBounds;
   const family = familyOf(row.network as NetworkName);
-  const record = settlementRecord(db, row, deps);
+  const record = settlementRecord(db, row, deps, settledFields);
   const verified = verifiedJustNow ? await family.recheckBeforeFacilitator(record, deps) : await reverify(row, deps);
   if (!verified.ok) return failed(db, row.id, verified.reason, verified.details);
   const { payment, requirements } = storedPayment(row);

@@ -23,6 +23,7 @@ import {
   RELAY_MOVES,
   relayTransactionMoved,
   updateRelayTransactionIn,
+  type RelayFields,
 } from './states';
 import type { VerifiedClientPayment } from './types';
 
@@ -176,9 +177,9 @@ export async function replaceClientTxHash(
   return row !== undefined;
 }
 
-/** settling -> settled; false if the row moved on. */
-export function markSettled(db: Db | Tx, id: bigint, hash: string): Promise<boolean> {
-  return relayTransactionMoved(db, id, 'settled', { client_tx_hash: hash, settled_at: sql<Date>`now()` });
+/** settling -> settled, with `fields` in the same write when given; false if the row moved on. */
+export function markSettled(db: Db | Tx, id: bigint, hash: string, fields: RelayFields = {}): Promise<boolean> {
+  return relayTransactionMoved(db, id, 'settled', { ...fields, client_tx_hash: hash, settled_at: sql<Date>`now()` });
 }
 
 /**

@@ -2,11 +2,14 @@
  * Admission of a verified client payment: the relay transaction is recorded and counted against
  * the daily relay limits (per paying wallet and for the whole service, per network class), with
  * when the follow job (./follow.ts) finishes it should its request never come back, all in one statement: the database
- * function admit_relay_payment (db/functions/admit_relay_payment.sql). A repeated payment (the
+ * function admit_relay_payment (db/functions/admit_relay_payment.sql). A caller that settles the
+ * payment at once admits it already claimed for settling (settleMethod), which saves the claim's
+ * own write. A repeated payment (the
  * unique nonce), a limit that would be exceeded or a lost idempotency claim writes nothing.
  */
 import { sql } from 'kysely';
 import type { Db } from '../../db/index';
+import type { SettlementMethod } from '../../db/schema';
 import { firstRow } from '../../db/rows';
 import { DEFAULT_MAX_ATTEMPTS, type JobName } from '../jobs';
 import { NETWORK_TABLE } from '../networkTable';
@@ -36,7 +39,12 @@ interface AdmissionRow {
 export async function admitClientPayment(
   db: Db,
   verified: VerifiedClientPayment,
-  request: Omit<RelayRequest, 'idempotencyClaim'> & { spendDay: string; idempotency?: ClaimRef },
+  request: Omit<RelayRequest, 'idempotencyClaim'> & {
+    spendDay: string;
+    idempotency?: ClaimRef;
+    /** Admit the row already claimed for settling by this method (the caller settles it next); received without. */
+    settleMethod?: SettlementMethod;
+  },
   limits: { perWalletMicro: bigint; systemMicro: bigint; finishBy: Date },
   /** A permit paid by upto: the row says so, with the maximum in the asset's atomic units, from its first write. */
   upto?: { maximumAtomic: bigint },
@@ -56,7 +64,8 @@ export async function admitClientPayment(
       ${idempotency?.scope ?? null}::text, ${idempotency?.key ?? null}::text, ${idempotency?.claim ?? null}::uuid,
       ${networkClass}::text, ${limits.perWalletMicro}::bigint, ${limits.systemMicro}::bigint,
       ${'relay_follow' satisfies JobName}::text, ${limits.finishBy.toISOString()}::timestamptz, ${DEFAULT_MAX_ATTEMPTS}::integer,
-      ${upto ? 'upto' : 'exact'}::text, ${upto ? upto.maximumAtomic.toString() : null}::numeric
+      ${upto ? 'upto' : 'exact'}::text, ${upto ? upto.maximumAtomic.toString() : null}::numeric,
+      ${request.settleMethod ?? null}::text
     )`;
   const { rows } = await runPrepared(db, admission.compile(db));
   const row = firstRow(rows, 'admit_relay_payment');

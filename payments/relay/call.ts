@@ -29,6 +29,7 @@ import {
   type CallBudget,
   type OfferRefused,
   type PayingDeps,
+  type TargetPayment,
   type TransferMethodUnsupported,
 } from '../outgoing/index';
 import { isUpto, type PaymentChoice } from '../x402/choose';
@@ -42,8 +43,18 @@ import { quoteRelay, relayOffers, relayUptoOffers, type RelayQuote } from './quo
 import { relayUptoClient } from './uptoClient';
 import { uptoIncomingOn, type UptoPaymentSignature } from '../chains/uptoIncoming';
 import type { PaymentRequirementsV2 } from '../x402/v2';
-import { settleClientPayment, type SettleFailureReason } from '../incoming/settle';
-import { findRelayTransaction, recordTargetPayment, type TargetPaymentRecord } from '../incoming/store';
+import { settleClientPayment, settleMethodFor, type SettleFailureReason } from '../incoming/settle';
+import {
+  findRelayTransaction,
+  markSettleFailed,
+  recordTargetPayment,
+  targetPaymentColumns,
+  type SettlingRow,
+  type TargetPaymentRecord,
+} from '../incoming/store';
+import type { VerifiedClientPayment } from '../incoming/types';
+import type { SettlementMethod } from '../../db/schema';
+import { ok, type Ok } from '../result';
 import type { Deps } from '../deps';
 import { verifyDecodedPayment } from '../incoming/verify';
 import {
@@ -100,7 +111,8 @@ export type RelayOutcome =
   | TransferMethodUnsupported
   | OfferRefused
   | { kind: 'spend_limit'; details: string; spentMicroUsdc: bigint; limitMicroUsdc: bigint; requestedMicroUsdc: bigint }
-  | { kind: 'bad_gateway'; message: string; headers: RelayHeaders }
+  /** `nothingCharged`: nothing of the client's moved (the answer is not kept under an Idempotency-Key). */
+  | { kind: 'bad_gateway'; message: string; headers: RelayHeaders; nothingCharged?: true }
   | { kind: 'internal_error'; details: string };
 
 /** The 400 of a payment header that did not decode; undefined when it did. */
@@ -173,6 +185,7 @@ export async function relayCall(
 
   const verified = await verifyDecodedPayment(payment, accepts, deps);
   if (!verified.ok) return refused(verified.reason, verified.details, accepts, version, uptoAccepts);
+  const settleMethod = settleMethodFor(deps.config);
   const admitted = await admitClientPayment(
     deps.db,
     verified.value,
@@ -181,6 +194,7 @@ export async function relayCall(
       targetMethod: String(input.call.method).toUpperCase(),
       spendDay: utcDay(now),
       mode: 'relay',
+      settleMethod,
       ...(input.idempotency ? { idempotency: input.idempotency } : {}),
     },
     {
@@ -196,9 +210,32 @@ export async function relayCall(
   }
   const row = admitted.value;
 
+  // Our payment to the target is signed before the client's is settled: one signed in time is
+  // recorded by the settled move itself, and one we cannot make leaves the client's untouched,
+  // unless it is our wallet that is short on the client's own network, where the client's
+  // settlement may fund it (it is signed again after).
+  const presigned = await signTargetPayment(deps, quote.choice, {
+    nonce: randomNonce(),
+    windowSeconds: deps.config.relayPaymentWindowSeconds,
+  });
+  if (!presigned.ok && (presigned.targetSide || quote.choice.network !== verified.value.network))
+    return targetNotPayable(deps, row.id, presigned);
+  const target = presigned.ok
+    ? { prepared: presigned.value, record: targetRecordOf(quote.choice, presigned.value) }
+    : undefined;
+  const freshUntil = deps.clock.now().getTime() + presignedFreshMs(deps.config.relayPaymentWindowSeconds);
+
   let settlement: Awaited<ReturnType<typeof settleClientPayment>>;
   try {
-    settlement = await settleClientPayment(deps.db, row.id, deps, { verifiedJustNow: true });
+    settlement = await settleClientPayment(deps.db, row.id, deps, {
+      verifiedJustNow: true,
+      admitted: admittedSettling(row.id, verified.value, settleMethod),
+      // Settled late, the signed payment has used too much of its window: signed again after.
+      settledFields: () =>
+        target !== undefined && deps.clock.now().getTime() <= freshUntil
+          ? targetPaymentColumns(target.record)
+          : undefined,
+    });
   } catch (error) {
     // The payment may have moved (a database write after the broadcast failed): the job reads the chain.
     deps.log.error(
@@ -231,8 +268,9 @@ export async function relayCall(
     network: verified.value.network,
     payer: verified.value.payer,
   });
+  const recorded = settlement.withFields === true ? target : undefined;
   try {
-    return receipt(await payTarget(deps, input, row, quote.choice, clientPayment, budget));
+    return receipt(await payTarget(deps, input, row, quote.choice, clientPayment, budget, recorded));
   } catch (error) {
     // Money moved: whatever failed here, the job finishes the transaction (refund, or delivery if the target was paid).
     deps.log.error(
@@ -444,50 +482,13 @@ async function payTarget(
   choice: PaymentChoice,
   clientPayment: string,
   budget: CallBudget,
+  /** Our payment to the target, signed and already recorded on the row with the settled move. */
+  recorded: SignedTarget | undefined,
 ): Promise<RelayOutcome> {
   const { db, log } = deps;
-  const signed = await signTargetPayment(deps, choice, {
-    nonce: randomNonce(),
-    windowSeconds: deps.config.relayPaymentWindowSeconds,
-  });
-  if (!signed.ok) {
-    log.warn(
-      { relayTransactionId: String(row.id), reason: signed.reason, details: signed.details },
-      'could not pay the target; refunding the client',
-    );
-    const refund = await scheduleRefund(db, row.id, {
-      reason: `the service could not pay the target: ${signed.reason}: ${signed.details}`,
-    });
-    return gaveUp(
-      db,
-      row.id,
-      clientPayment,
-      refund,
-      signed.targetSide
-        ? 'The target asks for a payment the service cannot make'
-        : 'The service could not pay the target',
-    );
-  }
-  const prepared = signed.value;
-  const facts = signedFacts(prepared);
-  const upto = isUpto(choice);
-  const record: TargetPaymentRecord = {
-    network: choice.network,
-    amountMicroUsdc: choice.amountMicroUsdc,
-    paymentRef: prepared.reference,
-    ...facts,
-    scheme: upto ? 'upto' : 'exact',
-  };
-  const recorded = await recordTargetPayment(db, row.id, record);
-  // Only a payment the row names may leave; if the row moved on, a job decided and nothing is sent.
-  if (!recorded)
-    return gaveUp(
-      db,
-      row.id,
-      clientPayment,
-      undefined,
-      'The relay was finished by the service before the target was paid',
-    );
+  const made = recorded ? ok(recorded) : await signedAndRecorded(deps, row, choice, clientPayment);
+  if (!made.ok) return made.outcome;
+  const { prepared, record } = made.value;
 
   const answer = await sendNotedPaidCall(deps, input.call, prepared, choice, budget);
   log.info(
@@ -499,6 +500,7 @@ async function payTarget(
     },
     'paid target call (relay)',
   );
+  const upto = isUpto(choice);
   const ours = { clientPayment };
   const pending = answer.ok ? settlementPendingOf(answer.value) : undefined;
   if (pending !== undefined && answer.ok) {
@@ -612,6 +614,126 @@ async function payTarget(
       serviceStatus: 'payment_validating',
     },
   };
+}
+
+interface SignedTarget {
+  prepared: TargetPayment;
+  record: TargetPaymentRecord;
+}
+
+/** What the row records of our payment to the target before it leaves. */
+function targetRecordOf(choice: PaymentChoice, prepared: TargetPayment): TargetPaymentRecord {
+  return {
+    network: choice.network,
+    amountMicroUsdc: choice.amountMicroUsdc,
+    paymentRef: prepared.reference,
+    ...signedFacts(prepared),
+    scheme: isUpto(choice) ? 'upto' : 'exact',
+  };
+}
+
+/**
+ * How long a payment to the target signed before the client's settlement may wait for it and still
+ * be the one sent: a quarter of its window, at most PRESIGNED_FRESH_MAX_MS.
+ */
+function presignedFreshMs(windowSeconds: number): number {
+  return Math.min((windowSeconds * 1000) / 4, PRESIGNED_FRESH_MAX_MS);
+}
+
+const PRESIGNED_FRESH_MAX_MS = 15_000;
+
+/** The row as admit_relay_payment wrote it, already in settling: what settling it reads. */
+function admittedSettling(id: bigint, verified: VerifiedClientPayment, method: SettlementMethod): SettlingRow {
+  return {
+    id,
+    network: verified.idempotencyKey.network,
+    asset: verified.idempotencyKey.asset,
+    payment_payload: verified.payment,
+    payment_requirements: verified.requirements,
+    client_tx_hash: null,
+    client_raw_tx: null,
+    settle_method: method,
+  };
+}
+
+/**
+ * Our payment to the target could not be signed before anything of the client's moved: the
+ * client's payment is given up unsettled (its row settle_failed, its amount off the daily limits)
+ * and the answer says nothing was charged. Should that write fail, the row stays settling with
+ * nothing broadcast and the follow job gives it up.
+ */
+async function targetNotPayable(
+  deps: Pick<PayingDeps, 'db' | 'log'>,
+  id: bigint,
+  signed: { reason: string; details: string; targetSide: boolean },
+): Promise<RelayOutcome> {
+  deps.log.warn(
+    { relayTransactionId: String(id), reason: signed.reason, details: signed.details },
+    'could not pay the target; the client payment is not settled',
+  );
+  try {
+    await markSettleFailed(deps.db, id, 'target_not_payable', `${signed.reason}: ${signed.details}`);
+  } catch (error) {
+    deps.log.error(
+      { err: error, relayTransactionId: String(id) },
+      'giving up the unsettled payment failed; the follow job does',
+    );
+  }
+  return {
+    kind: 'bad_gateway',
+    message: `${
+      signed.targetSide
+        ? 'The target asks for a payment the service cannot make'
+        : 'The service could not pay the target'
+    } (${signed.reason}: ${signed.details}); your payment was not settled and nothing was charged`,
+    headers: {},
+    nothingCharged: true,
+  };
+}
+
+/**
+ * Our payment to the target signed and recorded after the client's settled (the one signed before
+ * was not written with the settlement); when it cannot be, the answer to give instead (the client's
+ * payment is refunded).
+ */
+async function signedAndRecorded(
+  deps: PayingDeps,
+  row: { id: bigint },
+  choice: PaymentChoice,
+  clientPayment: string,
+): Promise<Ok<SignedTarget> | { ok: false; outcome: RelayOutcome }> {
+  const { db, log } = deps;
+  const signed = await signTargetPayment(deps, choice, {
+    nonce: randomNonce(),
+    windowSeconds: deps.config.relayPaymentWindowSeconds,
+  });
+  if (!signed.ok) {
+    log.warn(
+      { relayTransactionId: String(row.id), reason: signed.reason, details: signed.details },
+      'could not pay the target; refunding the client',
+    );
+    const refund = await scheduleRefund(db, row.id, {
+      reason: `the service could not pay the target: ${signed.reason}: ${signed.details}`,
+    });
+    const why = signed.targetSide
+      ? 'The target asks for a payment the service cannot make'
+      : 'The service could not pay the target';
+    return { ok: false, outcome: await gaveUp(db, row.id, clientPayment, refund, why) };
+  }
+  const target = { prepared: signed.value, record: targetRecordOf(choice, signed.value) };
+  // Only a payment the row names may leave; if the row moved on, a job decided and nothing is sent.
+  if (!(await recordTargetPayment(db, row.id, target.record)))
+    return {
+      ok: false,
+      outcome: await gaveUp(
+        db,
+        row.id,
+        clientPayment,
+        undefined,
+        'The relay was finished by the service before the target was paid',
+      ),
+    };
+  return ok(target);
 }
 
 function withReport(response: TargetResponse): { reportedTxHash?: string } {

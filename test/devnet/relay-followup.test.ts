@@ -139,6 +139,67 @@ describe('a payment whose request died before it was settled', () => {
   });
 });
 
+describe('a payment admitted already claimed for settling, whose request died before anything was sent', () => {
+  async function admittedSettling(settleMethod: 'direct' | 'facilitator') {
+    const offer = await relayOffer(chains, 'base-sepolia', {
+      amountMicroUsdc: 10_300n,
+      resource: 'http://127.0.0.1/relay',
+    });
+    const { header, payment } = await peers.signEvmPayment(offer);
+    const verified = await verifyXPayment(header, [offer], deps);
+    if (!verified.ok) throw new Error(verified.details);
+    const day = utcDay(new Date());
+    const admitted = await admitClientPayment(
+      db,
+      verified.value,
+      { mode: 'relay', spendDay: day, settleMethod },
+      { perWalletMicro: 100_000_000n, systemMicro: 1_000_000_000n, finishBy: new Date() },
+    );
+    if (!admitted.ok) throw new Error(admitted.reason);
+    const wallet = {
+      scope: 'relay_wallet' as const,
+      scopeId: verified.value.payer,
+      networkClass: 'testnet' as const,
+      day,
+    };
+    return { id: admitted.value.id, payment, wallet };
+  }
+
+  it('settled by our wallet: nothing is stored to broadcast, so nothing was sent; given up at once, its spend taken back', async () => {
+    const { id, payment, wallet } = await admittedSettling('direct');
+    expect(await findRelayTransaction(db, id)).toMatchObject({ state: 'settling', settle_method: 'direct' });
+    const spent = await spentOn(db, wallet);
+
+    expect(await followUpRelay(id, deps)).toMatchObject({ kind: 'look_again' });
+    const abandoned = { ...deps, clock: later(ABANDONED_AFTER_MS + 1) };
+    expect(await followUpRelay(id, abandoned)).toMatchObject({ kind: 'done' });
+
+    expect(await findRelayTransaction(db, id)).toMatchObject({
+      state: 'settle_failed',
+      failure_reason: 'abandoned',
+      spend_day: null,
+    });
+    expect(await spentOn(db, wallet)).toBe(spent - 10_300n);
+    const nonceUsed = await chains.evm.authorizationState(
+      'base-sepolia',
+      payment.payload.authorization.from,
+      payment.payload.authorization.nonce,
+    );
+    expect(nonceUsed).toEqual({ ok: true, value: false });
+  });
+
+  it('through the facilitator: it may have sent it, so the chain decides; open while the authorization can still be used', async () => {
+    const { id, wallet } = await admittedSettling('facilitator');
+    const spent = await spentOn(db, wallet);
+
+    const abandoned = { ...deps, clock: later(ABANDONED_AFTER_MS + 1) };
+    expect(await followUpRelay(id, abandoned)).toMatchObject({ kind: 'look_again' });
+
+    expect(await findRelayTransaction(db, id)).toMatchObject({ state: 'settling', settle_method: 'facilitator' });
+    expect(await spentOn(db, wallet)).toBe(spent);
+  });
+});
+
 describe('a target that charged after its request was gone', () => {
   it('the watch reads our payment on-chain: delivered, and the record says no_refund_needed', async () => {
     const id = await settledRow('base-sepolia', peers.wallets.client.evm.address, `0x${'ab'.repeat(32)}`);

@@ -39,10 +39,10 @@ export const PATHS = {
     outbound: 4, // the target's price on each call, the facilitator's /settle, the paid call
     rpc: 2, // the two receipts
     rpcBatches: 1, // the payer's code, nonce state, balance and the dry run, together
-    statements: 7, // the idempotency claim, the admission, the settlement claimed, settled, our payment recorded, delivered, the answer kept
+    statements: 5, // the idempotency claim, the admission (already settling), settled with our payment recorded, delivered, the answer kept
     recoveries: 1,
     signatures: 1,
-    commits: 7, // each statement is its own transaction: each step is written before the next one acts
+    commits: 5, // each statement is its own transaction: each step is written before the next one acts
     // The admission also writes two daily counters and the watch job, beyond the row its commit counts.
     furtherInserts: 1,
     furtherUpdates: 2,
@@ -85,7 +85,7 @@ export const ADDED = {
     outbound: 1, // the target asked for its price again on the call with X-PAYMENT
     rpc: 2,
     rpcBatches: 1,
-    commits: 7,
+    commits: 5,
     recoveries: 1,
     signatures: 1,
   },
