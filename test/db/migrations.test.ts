@@ -36,6 +36,7 @@ const EVERY_MIGRATION = [
   '2026_12_01_0028_usage_daily_rows',
   '2026_12_01_0029_column_domains',
   '2026_12_01_0030_relay_finality_when',
+  '2026_12_01_0031_relay_open_index',
 ];
 
 describe('migrations', () => {

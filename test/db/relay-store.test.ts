@@ -1,6 +1,7 @@
 // relay_transactions and refunds in Postgres: the replay guard is the unique index (also under
 // simultaneous inserts), state moves only from the expected states, and one refund at most is
 // pending or confirmed per relay transaction.
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import {
@@ -196,6 +197,21 @@ describe('state moves', () => {
         .where('id', '=', id)
         .execute(),
     ).rejects.toThrow(/state/);
+  });
+});
+
+describe('indexes', () => {
+  it('each has a reader: every write of a paid relay maintains them all', async () => {
+    const { rows } = await sql<{ indexname: string }>`
+      select indexname from pg_indexes where tablename = 'relay_transactions' order by indexname`.execute(db);
+    expect(rows.map((row) => row.indexname)).toEqual([
+      'relay_transactions_due', // the follow job's due rows (payments/relay/follow.ts)
+      'relay_transactions_idempotency_claim', // a lapsed claim's payment (payments/idempotency.ts)
+      'relay_transactions_nonce', // the replay guard
+      'relay_transactions_pkey',
+      'relay_transactions_unfinished', // the sweeps of stranded rows and refunds (payments/relay/finish.ts)
+      'relay_transactions_webhook', // one record per transaction
+    ]);
   });
 });
 
