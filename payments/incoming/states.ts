@@ -107,10 +107,26 @@ export async function relayTransactionMoved<To extends RelayTransactionState>(
   id: bigint,
   to: To,
   set: RelayFields = {},
-  { from, guard = {} }: { from?: readonly FromOf<typeof RELAY_MOVES, To>[]; guard?: RelayGuard } = {},
+  {
+    from,
+    guard = {},
+    withoutFlush = false,
+  }: {
+    from?: readonly FromOf<typeof RELAY_MOVES, To>[];
+    guard?: RelayGuard;
+    /**
+     * Its transaction commits without waiting for the WAL flush (synchronous_commit off for that
+     * transaction only): for a move that records what the chain already shows, which the follow
+     * job makes again from the chain should a crash of the database lose it (docs/decisions.md).
+     */
+    withoutFlush?: boolean;
+  } = {},
 ): Promise<boolean> {
   const states = allowedFrom<RelayTransactionState>('relay transaction', RELAY_MOVES, to, from);
-  const query = guarded(db, id, states, { ...set, state: to }, guard).returning('id');
+  const moved = guarded(db, id, states, { ...set, state: to }, guard);
+  const query = withoutFlush
+    ? moved.returning(['id', sql<string>`set_config('synchronous_commit', 'off', true)`.as('commit')])
+    : moved.returning('id');
   const { rows } = await runPrepared(db, query.compile());
   return rows.length > 0;
 }

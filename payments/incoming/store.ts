@@ -272,14 +272,19 @@ export function markDelivered(db: Db | Tx, id: bigint, target: { txHash?: string
 
 /**
  * markDelivered, only while no webhook record was opened for the row (a caller that would have to
- * close it in the same transaction moves it otherwise); whether it moved.
+ * close it in the same transaction moves it otherwise); whether it moved. Committed without waiting
+ * for its flush: the chain shows the target charged, and a delivery a database crash loses leaves
+ * the row settled with our payment recorded, which the follow job reads on chain and delivers.
  */
 export function markDeliveredUnrecorded(
   db: Db | Tx,
   id: bigint,
   target: { txHash?: string; targetStatus?: number },
 ): Promise<boolean> {
-  return relayTransactionMoved(db, id, 'delivered', deliveredFields(target), { guard: { webhookIdIsNull: true } });
+  return relayTransactionMoved(db, id, 'delivered', deliveredFields(target), {
+    guard: { webhookIdIsNull: true },
+    withoutFlush: true,
+  });
 }
 
 /** The states a refund may be written from: those RELAY_MOVES lets move to refund_pending. */

@@ -8,6 +8,7 @@ import {
   claimSettlement,
   findRelayTransaction,
   markDelivered,
+  markDeliveredUnrecorded,
   markRefunded,
   markRefundFailed,
   markRefundPending,
@@ -127,6 +128,29 @@ describe('state moves', () => {
     expect(await markSettled(db, id, '0xaaa')).toBe(false);
     expect(await markSettleFailed(db, id, 'expired', 'late')).toBeUndefined();
     expect(await claimSettlement(db, id, 'direct')).toBeUndefined();
+  });
+
+  it('a delivery commits without waiting for its WAL flush (the chain shows what it records); the settled move waits', async () => {
+    const id = await newRow();
+    await claimSettlement(db, id, 'direct');
+    const flushRule = (tx: Db) =>
+      sql<{ setting: string }>`select current_setting('synchronous_commit') as setting`
+        .execute(tx)
+        .then(({ rows }) => rows[0]?.setting);
+    const settled = await db.transaction().execute(async (tx) => ({
+      moved: await markSettled(tx, id, '0xabc', { target_payment_ref: '0xref', target_network: 'base-sepolia' }),
+      after: await flushRule(tx),
+    }));
+    expect(settled).toEqual({ moved: true, after: 'on' });
+    expect(await findRelayTransaction(db, id)).toMatchObject({ state: 'settled', target_payment_ref: '0xref' });
+    const delivered = await db.transaction().execute(async (tx) => ({
+      moved: await markDeliveredUnrecorded(tx, id, { txHash: '0xdef', targetStatus: 200 }),
+      after: await flushRule(tx),
+    }));
+    expect(delivered).toEqual({ moved: true, after: 'off' });
+    expect(await findRelayTransaction(db, id)).toMatchObject({ state: 'delivered', target_tx_hash: '0xdef' });
+    // Only that transaction: the next one flushes as before.
+    expect(await db.transaction().execute(flushRule)).toBe('on');
   });
 
   it('fails a settlement only before it settled', async () => {
