@@ -93,42 +93,51 @@ async function settledRow(network: 'base-sepolia' | 'solana-devnet', payer: stri
   return recorded.value.id;
 }
 
+/**
+ * A client's payment of 10,300 micro-USDC on base-sepolia, verified and admitted (received, or
+ * already settling by `settleMethod`) and never settled; its wallet's daily counter.
+ */
+async function admittedPayment(settleMethod?: 'direct' | 'facilitator') {
+  const offer = await relayOffer(chains, 'base-sepolia', {
+    amountMicroUsdc: 10_300n,
+    resource: 'http://127.0.0.1/relay',
+  });
+  const { header, payment } = await peers.signEvmPayment(offer);
+  const verified = await verifyXPayment(header, [offer], deps);
+  if (!verified.ok) throw new Error(verified.details);
+  const day = utcDay(new Date());
+  const admitted = await admitClientPayment(
+    db,
+    verified.value,
+    { mode: 'relay', spendDay: day, ...(settleMethod ? { settleMethod } : {}) },
+    { perWalletMicro: 100_000_000n, systemMicro: 1_000_000_000n, finishBy: new Date() },
+  );
+  if (!admitted.ok) throw new Error(admitted.reason);
+  const wallet = {
+    scope: 'relay_wallet' as const,
+    scopeId: verified.value.payer,
+    networkClass: 'testnet' as const,
+    day,
+  };
+  return { id: admitted.value.id, payment, wallet };
+}
+
 describe('a payment whose request died before it was settled', () => {
   it('is given up once the request must be over; its daily spend is taken back; nothing moved', async () => {
-    const offer = await relayOffer(chains, 'base-sepolia', {
-      amountMicroUsdc: 10_300n,
-      resource: 'http://127.0.0.1/relay',
-    });
-    const { header, payment } = await peers.signEvmPayment(offer);
-    const verified = await verifyXPayment(header, [offer], deps);
-    if (!verified.ok) throw new Error(verified.details);
-    const day = utcDay(new Date());
-    const admitted = await admitClientPayment(
-      db,
-      verified.value,
-      { mode: 'relay', spendDay: day },
-      { perWalletMicro: 100_000_000n, systemMicro: 1_000_000_000n, finishBy: new Date() },
-    );
-    if (!admitted.ok) throw new Error(admitted.reason);
-    const wallet = {
-      scope: 'relay_wallet' as const,
-      scopeId: verified.value.payer,
-      networkClass: 'testnet' as const,
-      day,
-    };
+    const { id, payment, wallet } = await admittedPayment();
     expect(await spentOn(db, wallet)).toBe(10_300n);
 
-    expect(await followUpRelay(admitted.value.id, deps)).toMatchObject({ kind: 'look_again' });
-    expect((await findRelayTransaction(db, admitted.value.id))!.state).toBe('received');
+    expect(await followUpRelay(id, deps)).toMatchObject({ kind: 'look_again' });
+    expect((await findRelayTransaction(db, id))!.state).toBe('received');
     const abandoned = { ...deps, clock: later(ABANDONED_AFTER_MS + 1) };
-    expect(await followUpRelay(admitted.value.id, abandoned)).toMatchObject({ kind: 'done' });
-    expect(await findRelayTransaction(db, admitted.value.id)).toMatchObject({
+    expect(await followUpRelay(id, abandoned)).toMatchObject({ kind: 'done' });
+    expect(await findRelayTransaction(db, id)).toMatchObject({
       state: 'settle_failed',
       failure_reason: 'abandoned',
       spend_day: null,
     });
     expect(await spentOn(db, wallet)).toBe(0n);
-    expect(await followUpRelay(admitted.value.id, abandoned)).toMatchObject({ kind: 'done' });
+    expect(await followUpRelay(id, abandoned)).toMatchObject({ kind: 'done' });
     expect(await spentOn(db, wallet)).toBe(0n);
     const nonceUsed = await chains.evm.authorizationState(
       'base-sepolia',
@@ -140,33 +149,8 @@ describe('a payment whose request died before it was settled', () => {
 });
 
 describe('a payment admitted already claimed for settling, whose request died before anything was sent', () => {
-  async function admittedSettling(settleMethod: 'direct' | 'facilitator') {
-    const offer = await relayOffer(chains, 'base-sepolia', {
-      amountMicroUsdc: 10_300n,
-      resource: 'http://127.0.0.1/relay',
-    });
-    const { header, payment } = await peers.signEvmPayment(offer);
-    const verified = await verifyXPayment(header, [offer], deps);
-    if (!verified.ok) throw new Error(verified.details);
-    const day = utcDay(new Date());
-    const admitted = await admitClientPayment(
-      db,
-      verified.value,
-      { mode: 'relay', spendDay: day, settleMethod },
-      { perWalletMicro: 100_000_000n, systemMicro: 1_000_000_000n, finishBy: new Date() },
-    );
-    if (!admitted.ok) throw new Error(admitted.reason);
-    const wallet = {
-      scope: 'relay_wallet' as const,
-      scopeId: verified.value.payer,
-      networkClass: 'testnet' as const,
-      day,
-    };
-    return { id: admitted.value.id, payment, wallet };
-  }
-
   it('settled by our wallet: nothing is stored to broadcast, so nothing was sent; given up at once, its spend taken back', async () => {
-    const { id, payment, wallet } = await admittedSettling('direct');
+    const { id, payment, wallet } = await admittedPayment('direct');
     expect(await findRelayTransaction(db, id)).toMatchObject({ state: 'settling', settle_method: 'direct' });
     const spent = await spentOn(db, wallet);
 
@@ -189,7 +173,7 @@ describe('a payment admitted already claimed for settling, whose request died be
   });
 
   it('through the facilitator: it may have sent it, so the chain decides; open while the authorization can still be used', async () => {
-    const { id, wallet } = await admittedSettling('facilitator');
+    const { id, wallet } = await admittedPayment('facilitator');
     const spent = await spentOn(db, wallet);
 
     const abandoned = { ...deps, clock: later(ABANDONED_AFTER_MS + 1) };
