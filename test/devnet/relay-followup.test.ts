@@ -122,55 +122,38 @@ async function admittedPayment(settleMethod?: 'direct' | 'facilitator') {
   return { id: admitted.value.id, payment, wallet };
 }
 
-describe('a payment whose request died before it was settled', () => {
-  it('is given up once the request must be over; its daily spend is taken back; nothing moved', async () => {
-    const { id, payment, wallet } = await admittedPayment();
-    expect(await spentOn(db, wallet)).toBe(10_300n);
+describe('a payment whose request died before anything of it was sent', () => {
+  it.each([
+    ['received', undefined],
+    ['already settling by our wallet, nothing stored to broadcast', 'direct'],
+  ] as const)(
+    'admitted %s: given up once the request must be over; its daily spend is taken back; nothing moved',
+    async (_, settleMethod) => {
+      const { id, payment, wallet } = await admittedPayment(settleMethod);
+      const state = settleMethod === undefined ? 'received' : 'settling';
+      const spent = await spentOn(db, wallet);
+      expect(spent).toBeGreaterThanOrEqual(10_300n);
 
-    expect(await followUpRelay(id, deps)).toMatchObject({ kind: 'look_again' });
-    expect((await findRelayTransaction(db, id))!.state).toBe('received');
-    const abandoned = { ...deps, clock: later(ABANDONED_AFTER_MS + 1) };
-    expect(await followUpRelay(id, abandoned)).toMatchObject({ kind: 'done' });
-    expect(await findRelayTransaction(db, id)).toMatchObject({
-      state: 'settle_failed',
-      failure_reason: 'abandoned',
-      spend_day: null,
-    });
-    expect(await spentOn(db, wallet)).toBe(0n);
-    expect(await followUpRelay(id, abandoned)).toMatchObject({ kind: 'done' });
-    expect(await spentOn(db, wallet)).toBe(0n);
-    const nonceUsed = await chains.evm.authorizationState(
-      'base-sepolia',
-      payment.payload.authorization.from,
-      payment.payload.authorization.nonce,
-    );
-    expect(nonceUsed).toEqual({ ok: true, value: false });
-  });
-});
-
-describe('a payment admitted already claimed for settling, whose request died before anything was sent', () => {
-  it('settled by our wallet: nothing is stored to broadcast, so nothing was sent; given up at once, its spend taken back', async () => {
-    const { id, payment, wallet } = await admittedPayment('direct');
-    expect(await findRelayTransaction(db, id)).toMatchObject({ state: 'settling', settle_method: 'direct' });
-    const spent = await spentOn(db, wallet);
-
-    expect(await followUpRelay(id, deps)).toMatchObject({ kind: 'look_again' });
-    const abandoned = { ...deps, clock: later(ABANDONED_AFTER_MS + 1) };
-    expect(await followUpRelay(id, abandoned)).toMatchObject({ kind: 'done' });
-
-    expect(await findRelayTransaction(db, id)).toMatchObject({
-      state: 'settle_failed',
-      failure_reason: 'abandoned',
-      spend_day: null,
-    });
-    expect(await spentOn(db, wallet)).toBe(spent - 10_300n);
-    const nonceUsed = await chains.evm.authorizationState(
-      'base-sepolia',
-      payment.payload.authorization.from,
-      payment.payload.authorization.nonce,
-    );
-    expect(nonceUsed).toEqual({ ok: true, value: false });
-  });
+      expect(await followUpRelay(id, deps)).toMatchObject({ kind: 'look_again' });
+      expect(await findRelayTransaction(db, id)).toMatchObject({ state, settle_method: settleMethod ?? null });
+      const abandoned = { ...deps, clock: later(ABANDONED_AFTER_MS + 1) };
+      expect(await followUpRelay(id, abandoned)).toMatchObject({ kind: 'done' });
+      expect(await findRelayTransaction(db, id)).toMatchObject({
+        state: 'settle_failed',
+        failure_reason: 'abandoned',
+        spend_day: null,
+      });
+      expect(await spentOn(db, wallet)).toBe(spent - 10_300n);
+      expect(await followUpRelay(id, abandoned)).toMatchObject({ kind: 'done' });
+      expect(await spentOn(db, wallet)).toBe(spent - 10_300n);
+      const nonceUsed = await chains.evm.authorizationState(
+        'base-sepolia',
+        payment.payload.authorization.from,
+        payment.payload.authorization.nonce,
+      );
+      expect(nonceUsed).toEqual({ ok: true, value: false });
+    },
+  );
 
   it('through the facilitator: it may have sent it, so the chain decides; open while the authorization can still be used', async () => {
     const { id, wallet } = await admittedPayment('facilitator');
