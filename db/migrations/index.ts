@@ -26,7 +26,7 @@ import * as finalityUptoAmounts from './2026_11_30_0027_finality_upto_amounts';
 import * as usageDailyRows from './2026_12_01_0028_usage_daily_rows';
 import * as columnDomains from './2026_12_01_0029_column_domains';
 import * as relayFinalityWhen from './2026_12_01_0030_relay_finality_when';
-import * as relayOpenIndex from './2026_12_01_0031_relay_open_index';
+import * as unreadIndexes from './2026_12_01_0031_unread_indexes';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -57,7 +57,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_12_01_0028_usage_daily_rows': usageDailyRows,
   '2026_12_01_0029_column_domains': columnDomains,
   '2026_12_01_0030_relay_finality_when': relayFinalityWhen,
-  '2026_12_01_0031_relay_open_index': relayOpenIndex,
+  '2026_12_01_0031_unread_indexes': unreadIndexes,
 };
 
 export const migrationProvider: MigrationProvider = {

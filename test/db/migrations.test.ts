@@ -36,10 +36,36 @@ const EVERY_MIGRATION = [
   '2026_12_01_0028_usage_daily_rows',
   '2026_12_01_0029_column_domains',
   '2026_12_01_0030_relay_finality_when',
-  '2026_12_01_0031_relay_open_index',
+  '2026_12_01_0031_unread_indexes',
 ];
 
 describe('migrations', () => {
+  it('leave each table a paid call writes only indexes some query reads (every write maintains them all)', async () => {
+    const database = await createEmptyTestDatabase('indexes');
+    try {
+      await migrateToLatest(database.handle.db);
+      const { rows } = await sql<{ tablename: string; indexname: string }>`
+        select tablename, indexname from pg_indexes
+          where tablename in ('relay_transactions', 'credit_reservations', 'credit_ledger')
+          order by tablename, indexname`.execute(database.handle.db);
+      expect(rows.map((row) => `${row.tablename}: ${row.indexname}`)).toEqual([
+        'credit_ledger: credit_ledger_organisation_movements', // an organisation's ledger (payments/usage.ts)
+        'credit_ledger: credit_ledger_pkey',
+        'credit_ledger: credit_ledger_reference', // a charge's finality (payments/finality.ts)
+        'credit_reservations: credit_reservations_pkey',
+        'credit_reservations: credit_reservations_reference_key', // every move of a reservation
+        'relay_transactions: relay_transactions_due', // the follow job (payments/relay/follow.ts)
+        'relay_transactions: relay_transactions_idempotency_claim', // a lapsed claim's payment (payments/idempotency.ts)
+        'relay_transactions: relay_transactions_nonce', // the replay guard
+        'relay_transactions: relay_transactions_pkey',
+        'relay_transactions: relay_transactions_unfinished', // the sweeps (payments/relay/finish.ts)
+        'relay_transactions: relay_transactions_webhook', // one record per transaction
+      ]);
+    } finally {
+      await database.drop();
+    }
+  });
+
   it('build every table on an empty database, are idempotent and leave the functions of db/functions', async () => {
     const database = await createEmptyTestDatabase('empty');
     const { handle } = database;

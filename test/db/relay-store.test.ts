@@ -224,21 +224,6 @@ describe('state moves', () => {
   });
 });
 
-describe('indexes', () => {
-  it('each has a reader: every write of a paid relay maintains them all', async () => {
-    const { rows } = await sql<{ indexname: string }>`
-      select indexname from pg_indexes where tablename = 'relay_transactions' order by indexname`.execute(db);
-    expect(rows.map((row) => row.indexname)).toEqual([
-      'relay_transactions_due', // the follow job's due rows (payments/relay/follow.ts)
-      'relay_transactions_idempotency_claim', // a lapsed claim's payment (payments/idempotency.ts)
-      'relay_transactions_nonce', // the replay guard
-      'relay_transactions_pkey',
-      'relay_transactions_unfinished', // the sweeps of stranded rows and refunds (payments/relay/finish.ts)
-      'relay_transactions_webhook', // one record per transaction
-    ]);
-  });
-});
-
 describe('refunds table', () => {
   async function insertRefund(relayTransactionId: bigint, status: 'pending' | 'confirmed' | 'failed') {
     return db
