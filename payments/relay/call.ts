@@ -217,7 +217,12 @@ export async function relayCall(
   const presigned = await signTargetPayment(deps, quote.choice, {
     nonce: randomNonce(),
     windowSeconds: deps.config.relayPaymentWindowSeconds,
-  });
+  }).catch((error: unknown) => ({
+    ok: false as const,
+    reason: 'signing_failed',
+    details: error instanceof Error ? error.message : String(error),
+    targetSide: false,
+  }));
   if (!presigned.ok && (presigned.targetSide || quote.choice.network !== verified.value.network))
     return targetNotPayable(deps, row.id, presigned);
   const target = presigned.ok
