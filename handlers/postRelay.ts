@@ -150,9 +150,11 @@ function replyOf(
     case 'asset_unsupported':
     case 'pay_to_account_missing':
       return { keep: false, reply: errorReply(outcome.kind, outcome.details) };
+    case 'target_not_payable':
+      return { keep: false, reply: errorReply('upstream_error', undefined, { message: outcome.message }) };
     case 'bad_gateway':
       return {
-        keep: outcome.nothingCharged !== true,
+        keep: true,
         reply: {
           ...errorReply('upstream_error', undefined, {
             message: outcome.message,

@@ -40,8 +40,8 @@ export type { SettleFailureReason } from '../chains/types';
  * failed: nothing moved, for the reason given.
  */
 export type SettlementOutcome =
-  /** `withFields`: the settled move also wrote the caller's settledFields (settleClientPayment). */
-  | { kind: 'settled'; txHash: string; withFields?: true }
+  /** `withFields`: what of the caller's settledFields the settled move also wrote (settleClientPayment). */
+  | { kind: 'settled'; txHash: string; withFields?: RelayFields }
   | { kind: 'pending'; txHash: string | null; details?: string }
   | { kind: 'failed'; reason: SettleFailureReason; details: string };
 
@@ -77,7 +77,7 @@ async function failed(db: Db, id: bigint, reason: SettleFailureReason, details: 
 async function settled(db: Db, id: bigint, txHash: string, settledFields?: SettledFields): Promise<SettlementOutcome> {
   const fields = settledFields?.();
   if (!(await markSettled(db, id, txHash, fields))) return settlementOutcomeOf(await findRelayTransaction(db, id));
-  return fields === undefined ? { kind: 'settled', txHash } : { kind: 'settled', txHash, withFields: true };
+  return fields === undefined ? { kind: 'settled', txHash } : { kind: 'settled', txHash, withFields: fields };
 }
 
 /**

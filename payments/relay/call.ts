@@ -111,8 +111,9 @@ export type RelayOutcome =
   | TransferMethodUnsupported
   | OfferRefused
   | { kind: 'spend_limit'; details: string; spentMicroUsdc: bigint; limitMicroUsdc: bigint; requestedMicroUsdc: bigint }
-  /** `nothingCharged`: nothing of the client's moved (the answer is not kept under an Idempotency-Key). */
-  | { kind: 'bad_gateway'; message: string; headers: RelayHeaders; nothingCharged?: true }
+  | { kind: 'bad_gateway'; message: string; headers: RelayHeaders }
+  /** Our payment to the target could not be made: a 502 before anything of the client's moved (not kept under an Idempotency-Key). */
+  | { kind: 'target_not_payable'; message: string }
   | { kind: 'internal_error'; details: string };
 
 /** The 400 of a payment header that did not decode; undefined when it did. */
@@ -273,7 +274,7 @@ export async function relayCall(
     network: verified.value.network,
     payer: verified.value.payer,
   });
-  const recorded = settlement.withFields === true ? target : undefined;
+  const recorded = settlement.withFields !== undefined ? target : undefined;
   try {
     return receipt(await payTarget(deps, input, row, quote.choice, clientPayment, budget, recorded));
   } catch (error) {
@@ -685,14 +686,12 @@ async function targetNotPayable(
     );
   }
   return {
-    kind: 'bad_gateway',
+    kind: 'target_not_payable',
     message: `${
       signed.targetSide
         ? 'The target asks for a payment the service cannot make'
         : 'The service could not pay the target'
     } (${signed.reason}: ${signed.details}); your payment was not settled and nothing was charged`,
-    headers: {},
-    nothingCharged: true,
   };
 }
 
