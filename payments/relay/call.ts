@@ -666,7 +666,8 @@ function admittedSettling(id: bigint, verified: VerifiedClientPayment, method: S
  * Our payment to the target could not be signed before anything of the client's moved: the
  * client's payment is given up unsettled (its row settle_failed, its amount off the daily limits)
  * and the answer says nothing was charged. Should that write fail, the row stays settling with
- * nothing broadcast and the follow job gives it up.
+ * nothing broadcast and the follow job gives it up: at once when our wallet settles, once the
+ * authorization has expired when the facilitator does (it cannot know the facilitator was not called).
  */
 async function targetNotPayable(
   deps: Pick<PayingDeps, 'db' | 'log'>,
