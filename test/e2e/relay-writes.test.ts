@@ -6,6 +6,8 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
+import { utcDay } from '../../payments/clock';
+import { spentOn } from '../../payments/limits';
 import { startPeers, type NetworkName, type Peers } from '../../devnet/index';
 import { payingFetch, relayRequest } from '../support/relay';
 import { startProxyService } from '../support/proxy';
@@ -78,14 +80,9 @@ async function rowPaidBy(db: Db, payer: string) {
     .executeTakeFirstOrThrow();
 }
 
-async function relaySpent(db: Db, payer: string): Promise<bigint> {
-  const row = await db
-    .selectFrom('daily_spend')
-    .select('spent_micro_usdc')
-    .where('scope', '=', 'relay_wallet')
-    .where('scope_id', '=', payer)
-    .executeTakeFirst();
-  return row?.spent_micro_usdc ?? 0n;
+/** The paying wallet's relay spend of today on the testnets, as the daily limits read it. */
+function relaySpent(db: Db, payer: string): Promise<bigint> {
+  return spentOn(db, { scope: 'relay_wallet', scopeId: payer, networkClass: 'testnet', day: utcDay(new Date()) });
 }
 
 describe.each([
