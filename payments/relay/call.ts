@@ -215,10 +215,7 @@ export async function relayCall(
   // recorded by the settled move itself, and one we cannot make leaves the client's untouched,
   // unless it is our wallet that is short on the client's own network, where the client's
   // settlement may fund it (it is signed again after).
-  const presigned = await signTargetPayment(deps, quote.choice, {
-    nonce: randomNonce(),
-    windowSeconds: deps.config.relayPaymentWindowSeconds,
-  }).catch((error: unknown) => ({
+  const presigned = await signOurPayment(deps, quote.choice).catch((error: unknown) => ({
     ok: false as const,
     reason: 'signing_failed',
     details: error instanceof Error ? error.message : String(error),
@@ -622,6 +619,14 @@ async function payTarget(
   };
 }
 
+/** Our payment to the target: a fresh nonce, usable for RELAY_PAYMENT_WINDOW_SECONDS at most. */
+function signOurPayment(deps: PayingDeps, choice: PaymentChoice) {
+  return signTargetPayment(deps, choice, {
+    nonce: randomNonce(),
+    windowSeconds: deps.config.relayPaymentWindowSeconds,
+  });
+}
+
 interface SignedTarget {
   prepared: TargetPayment;
   record: TargetPaymentRecord;
@@ -708,10 +713,7 @@ async function signedAndRecorded(
   clientPayment: string,
 ): Promise<Ok<SignedTarget> | { ok: false; outcome: RelayOutcome }> {
   const { db, log } = deps;
-  const signed = await signTargetPayment(deps, choice, {
-    nonce: randomNonce(),
-    windowSeconds: deps.config.relayPaymentWindowSeconds,
-  });
+  const signed = await signOurPayment(deps, choice);
   if (!signed.ok) {
     log.warn(
       { relayTransactionId: String(row.id), reason: signed.reason, details: signed.details },
