@@ -171,7 +171,10 @@ export interface UsageDailyTable {
   released_payments: bigint;
   released_credits: bigint;
   released_amount_micro_usdc: bigint;
-  /** Reserved or signed. */
+  /**
+   * Zero: payments still open (reserved or signed) are read from proxy_payments itself (the
+   * migration ..._usage_settled_only); kept for instances of the release before it.
+   */
   pending_payments: bigint;
   pending_credits: bigint;
   pending_amount_micro_usdc: bigint;

@@ -539,7 +539,8 @@ function bySpend<T extends UsageFigures>(name: (item: T) => string) {
  * Spend of the organisation's /proxy payments over the days of `range` (UTC, by the day each
  * payment was made, as the daily caps count it), by day, by key and by target host: one scan of
  * the organisation's daily summary rows of the range (usage_daily: one per day, key and host, not
- * one per payment) with three groupings. Every day of the range is listed.
+ * one per payment, settled payments only) and of its payments still open, with three groupings.
+ * Every day of the range is listed.
  */
 export async function usageReport(db: Db, organisationId: bigint, range: UsageRange): Promise<UsageReport> {
   const from = new Date(`${range.fromDay}T00:00:00.000Z`);
@@ -556,9 +557,20 @@ export async function usageReport(db: Db, organisationId: bigint, range: UsageRa
         sum(released_credits)::bigint as released_credits,
         sum(pending_payments)::bigint as pending_payments,
         sum(pending_credits)::bigint as pending_credits
-      from usage_daily
-      where organisation_id = ${organisationId}
-        and day >= (${from}::timestamptz at time zone 'UTC')::date and day < (${to}::timestamptz at time zone 'UTC')::date
+      from (
+        select day, api_key_id, target_host, charged_payments, charged_credits, charged_amount_micro_usdc,
+          released_payments, released_credits, 0 as pending_payments, 0 as pending_credits
+        from usage_daily
+        where organisation_id = ${organisationId}
+          and day >= (${from}::timestamptz at time zone 'UTC')::date and day < (${to}::timestamptz at time zone 'UTC')::date
+        union all
+        -- The payments still open, from their rows (the summary keeps settled ones only): few and
+        -- short-lived, found through proxy_payments_open, whose predicate this is.
+        select (created_at at time zone 'UTC')::date, api_key_id, coalesce(target_host, ''), 0, 0, 0, 0, 0, 1, credits
+        from proxy_payments
+        where state in ('reserved', 'signed') and organisation_id = ${organisationId}
+          and created_at >= ${from} and created_at < ${to}
+      ) as spend
       group by grouping sets ((day), (api_key_id), (target_host))
       having sum(charged_payments + released_payments + pending_payments) > 0`.execute(db),
     db

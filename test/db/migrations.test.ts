@@ -37,6 +37,7 @@ const EVERY_MIGRATION = [
   '2026_12_01_0029_column_domains',
   '2026_12_01_0030_relay_finality_when',
   '2026_12_01_0031_unread_indexes',
+  '2026_12_01_0032_usage_settled_only',
 ];
 
 describe('migrations', () => {

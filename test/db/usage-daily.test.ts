@@ -21,34 +21,35 @@ interface Bucket {
   target_host: string;
   charged: string;
   released: string;
-  pending: string;
 }
 
 /**
  * The summary's rows, and the same sums computed from proxy_payments itself, each bucket as
- * `count/credits/micro-USDC`; rows whose figures are all zero say nothing and are left out.
+ * `count/credits/micro-USDC`; rows whose figures are all zero say nothing and are left out. The
+ * summary holds settled payments only (charged, released): a payment still open is counted when
+ * the summary is read, and its pending columns stay zero.
  */
 async function summaryAndPayments(db: Db): Promise<{ summary: Bucket[]; payments: Bucket[] }> {
   const summary = await sql<Bucket>`
     select organisation_id::text, to_char(day, 'YYYY-MM-DD') as day, api_key_id::text, target_host,
       concat_ws('/', charged_payments, charged_credits, charged_amount_micro_usdc) as charged,
-      concat_ws('/', released_payments, released_credits, released_amount_micro_usdc) as released,
-      concat_ws('/', pending_payments, pending_credits, pending_amount_micro_usdc) as pending
+      concat_ws('/', released_payments, released_credits, released_amount_micro_usdc) as released
     from usage_daily
-    where (charged_payments, released_payments, pending_payments, charged_credits, released_credits, pending_credits)
-      <> (0, 0, 0, 0, 0, 0)
+    where (charged_payments, released_payments, charged_credits, released_credits) <> (0, 0, 0, 0)
     order by 1, 2, 3, 4`.execute(db);
+  const pending = await sql<{ rows: bigint }>`
+    select count(*) as rows from usage_daily
+    where (pending_payments, pending_credits, pending_amount_micro_usdc) <> (0, 0, 0)`.execute(db);
+  expect(pending.rows[0]?.rows).toBe(0n);
   const payments = await sql<Bucket>`
     select organisation_id::text, to_char((created_at at time zone 'UTC')::date, 'YYYY-MM-DD') as day,
       api_key_id::text, coalesce(target_host, '') as target_host,
       concat_ws('/', count(*) filter (where state = 'charged'), coalesce(sum(credits) filter (where state = 'charged'), 0),
         coalesce(sum(amount_micro_usdc) filter (where state = 'charged'), 0)) as charged,
       concat_ws('/', count(*) filter (where state = 'released'), coalesce(sum(credits) filter (where state = 'released'), 0),
-        coalesce(sum(amount_micro_usdc) filter (where state = 'released'), 0)) as released,
-      concat_ws('/', count(*) filter (where state in ('reserved', 'signed')),
-        coalesce(sum(credits) filter (where state in ('reserved', 'signed')), 0),
-        coalesce(sum(amount_micro_usdc) filter (where state in ('reserved', 'signed')), 0)) as pending
+        coalesce(sum(amount_micro_usdc) filter (where state = 'released'), 0)) as released
     from proxy_payments
+    where state in ('charged', 'released')
     group by 1, 2, 3, 4
     order by 1, 2, 3, 4`.execute(db);
   return { summary: summary.rows, payments: payments.rows };
@@ -112,21 +113,27 @@ describe('the daily usage summary', () => {
     });
     await recordProxyPayment(db, b, { targetUrl: MAPS, amountMicroUsdc: 7_000n, credits: 8n, end: 'charged' });
     let rows = await expectSummaryEqualsPayments(db);
-    expect(bucketOf(rows, a, 'weather.example.com')).toMatchObject({
-      charged: '1/11/10000',
-      released: '0/0/0',
-      pending: '2/9/7000',
-    });
-    expect(bucketOf(rows, b, 'maps.example.org')).toMatchObject({ charged: '1/8/7000', pending: '0/0/0' });
+    expect(bucketOf(rows, a, 'weather.example.com')).toMatchObject({ charged: '1/11/10000', released: '0/0/0' });
+    expect(bucketOf(rows, b, 'maps.example.org')).toMatchObject({ charged: '1/8/7000' });
+    // The two open payments are read from their rows, by day, key and host.
+    const range = { fromDay: today(), toDay: today() };
+    const open = await usageReport(db, a.organisationId, range);
+    expect(open.totals).toMatchObject({ payments: 1n, credits: 11n, pendingPayments: 2n, pendingCredits: 9n });
+    expect(open.byHost.map((bucket) => [bucket.host, bucket.pendingPayments, bucket.pendingCredits])).toEqual([
+      ['weather.example.com', 2n, 9n],
+    ]);
+    expect(open.byKey.map((bucket) => [bucket.keyPrefix, bucket.pendingCredits])).toEqual([[a.prefix, 9n]]);
+    expect(open.byDay.map((bucket) => [bucket.day, bucket.pendingPayments])).toEqual([[today(), 2n]]);
 
     // pending -> charged, pending -> released, as /proxy and the watcher move them.
     expect(await chargeProxyPayment(db, pending.reference, { txHash: '0xabc', outcome: 'test: settled' })).toBe(true);
     expect(await releaseProxyPayment(db, other.reference, { outcome: 'test: expired' })).toBe(true);
     rows = await expectSummaryEqualsPayments(db);
-    expect(bucketOf(rows, a, 'weather.example.com')).toMatchObject({
-      charged: '2/14/12000',
-      released: '1/6/5000',
-      pending: '0/0/0',
+    expect(bucketOf(rows, a, 'weather.example.com')).toMatchObject({ charged: '2/14/12000', released: '1/6/5000' });
+    expect((await usageReport(db, a.organisationId, range)).totals).toMatchObject({
+      payments: 2n,
+      pendingPayments: 0n,
+      pendingCredits: 0n,
     });
 
     // charged -> released, written by hand (an operator's correction after a refund): the summary follows.
@@ -266,6 +273,20 @@ describe('the migration of the daily usage summary', () => {
         pendingPayments: totals.rows[0]!.pending,
       });
       expect(totals.rows[0]).toEqual({ charged: 24_000n, released: 12_000n, pending: 24_000n });
+
+      // Back to the release whose summary also counted open payments, and forward again: the open
+      // payments are counted back into its pending columns, then left to the read again.
+      expect((await migrator.migrateTo('2026_12_01_0031_unread_indexes')).error).toBeUndefined();
+      const counted = await sql<{ payments: bigint; credits: bigint }>`
+        select sum(pending_payments)::bigint as payments, sum(pending_credits)::bigint as credits from usage_daily`.execute(
+        handle.db,
+      );
+      const open = await sql<{ payments: bigint; credits: bigint }>`
+        select count(*) as payments, sum(credits)::bigint as credits from proxy_payments
+        where state in ('reserved', 'signed')`.execute(handle.db);
+      expect(counted.rows[0]).toEqual(open.rows[0]);
+      expect(await migrateToLatest(handle.db)).toEqual(['2026_12_01_0032_usage_settled_only']);
+      await expectSummaryEqualsPayments(handle.db);
 
       // After the migration, the triggers carry it on.
       await handle.db.updateTable('proxy_payments').set({ state: 'released' }).where('state', '=', 'signed').execute();
