@@ -92,22 +92,6 @@ export interface WebhooksTable {
   updated_at: Timestamp;
 }
 
-export type ReservationState = 'reserved' | 'charged' | 'released';
-
-export interface CreditReservationsTable {
-  id: Generated<bigint>;
-  reference: string;
-  organisation_id: bigint;
-  account_id: bigint;
-  api_key_id: bigint;
-  network_class: 'mainnet' | 'testnet';
-  day: ColumnType<string, string, string>;
-  credits: bigint;
-  state: ColumnType<ReservationState, ReservationState | undefined, ReservationState>;
-  created_at: Timestamp;
-  settled_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
-}
-
 export type ProxyPaymentState = 'reserved' | 'signed' | 'charged' | 'released';
 
 export interface ProxyPaymentsTable {
@@ -148,6 +132,13 @@ export interface ProxyPaymentsTable {
   max_amount_micro_usdc: bigint | null;
   /** upto: the credits held for the maximum plus the fee. */
   reserved_credits: bigint | null;
+  /**
+   * The network class and UTC day of the daily counters the hold moved: a release gives the
+   * credits back on them. Null only on a row settled before the migration ..._reservations_on_payments
+   * that had no reservation.
+   */
+  network_class: 'mainnet' | 'testnet' | null;
+  spend_day: ColumnType<string | null, string | null | undefined, string | null>;
   /** The host (and port) of target_url, computed by Postgres (a generated column: never written). */
   target_host: ColumnType<string | null, never, never>;
   created_at: Timestamp;
@@ -390,7 +381,6 @@ export interface Database {
   credit_purchases: CreditPurchasesTable;
   proxy_payments: ProxyPaymentsTable;
   usage_daily: UsageDailyTable;
-  credit_reservations: CreditReservationsTable;
   organisations: OrganisationsTable;
   accounts: AccountsTable;
   api_keys: ApiKeysTable;

@@ -1,7 +1,7 @@
 /**
  * What the tables of allowed moves have in common (payments/incoming/states.ts,
- * payments/incoming/refundStates.ts, payments/proxy/states.ts, payments/reservationStates.ts,
- * payments/webhookStates.ts). A table lists, for each state, the states a row may move to; a
+ * payments/incoming/refundStates.ts, payments/proxy/states.ts, payments/webhookStates.ts,
+ * payments/finalityStates.ts). A table lists, for each state, the states a row may move to; a
  * write function reads the states it may leave from the table and names them in the WHERE of its
  * guarded update, so a rule is changed in one place and a move the table does not hold cannot be
  * written. test/db/state-tables.test.ts holds each table to the diagram in its file's header.

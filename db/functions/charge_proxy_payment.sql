@@ -1,13 +1,12 @@
 -- signed -> charged (PROXY_MOVES in payments/proxy/states.ts; the from-state in the WHERE below is
--- the table's, test/db/state-tables.test.ts checks it), the reservation charged, and the webhook
--- record async_processing -> success (WEBHOOK_MOVES), in the caller's statement. The charge's ledger
--- entry is pending finality while the payment has a transaction.
+-- the table's, test/db/state-tables.test.ts checks it): the credits held by the payment are spent,
+-- and the webhook record async_processing -> success (WEBHOOK_MOVES), in the caller's statement.
+-- The charge's ledger entry is pending finality while the payment has a transaction.
 create or replace function charge_proxy_payment(p_reference text, p_tx_hash text, p_outcome text) returns boolean
 language plpgsql as $fn$
 #variable_conflict use_column
 declare
   p proxy_payments;
-  r credit_reservations;
 begin
   update proxy_payments pp
     set state = 'charged', tx_hash = coalesce(p_tx_hash, pp.tx_hash), outcome = p_outcome, settled_at = now()
@@ -21,17 +20,10 @@ begin
   -- payment signed and its credits held, which the sweep (worker/tasks/proxyPaymentSweep.ts) reads
   -- from the chain and charges. The hold, before the payment left, was flushed.
   perform set_config('synchronous_commit', 'off', true);
-  -- The reservation reserved -> charged (RESERVATION_MOVES, as settle_reservation moves it) and its
-  -- charge entry, written pending finality at once when the payment has a transaction.
-  update credit_reservations c set state = 'charged', settled_at = now()
-    where c.reference = p_reference and c.state = 'reserved'
-    returning c.* into r;
-  if not found then
-    raise exception 'proxy payment %: its reservation was already settled', p.id;
-  end if;
-  -- Charged is settled, not final: the finality watch (payments/finality.ts) marks the charge final or lost.
+  -- The charge entry, written pending finality at once when the payment has a transaction. Charged
+  -- is settled, not final: the finality watch (payments/finality.ts) marks the charge final or lost.
   insert into credit_ledger (organisation_id, account_id, api_key_id, kind, amount_credits, reference, finality)
-    values (r.organisation_id, r.account_id, r.api_key_id, 'charge', r.credits, r.reference,
+    values (p.organisation_id, p.account_id, p.api_key_id, 'charge', p.credits, p.reference,
             case when p.tx_hash is not null then 'pending' end);
   if p.webhook_id is not null then
     -- Only a record still in flight moves (payments/webhooks.ts completeWebhook); amounts as usdcText shows them.

@@ -14,7 +14,7 @@ export const DATABASE_FUNCTIONS = [
   'try_add_spend',
   'subtract_spend',
   'reserve_credits',
-  'settle_reservation',
+  'give_back_credits',
   'charge_proxy_payment',
   'charge_proxy_payment_used',
   'release_proxy_payment',

@@ -1,6 +1,7 @@
 -- reserved | signed -> released (PROXY_MOVES in payments/proxy/states.ts; the from-states in the
--- WHERE below are the table's, test/db/state-tables.test.ts checks them), the reservation
--- released, and the webhook record async_processing -> payment_failed (WEBHOOK_MOVES).
+-- WHERE below are the table's, test/db/state-tables.test.ts checks them): the credits held go back
+-- to the balance and off the daily counters, and the webhook record async_processing ->
+-- payment_failed (WEBHOOK_MOVES).
 create or replace function release_proxy_payment(p_reference text, p_outcome text) returns boolean
 language plpgsql as $fn$
 #variable_conflict use_column
@@ -14,9 +15,7 @@ begin
   if not found then
     return false;
   end if;
-  if not settle_reservation(p_reference, 'released') then
-    raise exception 'proxy payment %: its reservation was already settled', p.id;
-  end if;
+  perform give_back_credits(p, coalesce(p.reserved_credits, p.credits));
   if p.webhook_id is not null then
     update webhooks w
       set status = 'payment_failed',

@@ -1,7 +1,8 @@
 -- Holds credits for a proxy payment in one round trip: the organisation balance, the key's daily
--- cap, the account's and the system's daily limits of the network class, all or nothing; then the
--- reservation row (reserved, RESERVATION_MOVES in payments/reservationStates.ts) and its ledger
--- entry. Lock order: the organisation row first, then the counters of the key, the account and
+-- cap, the account's and the system's daily limits of the network class, all or nothing; then its
+-- ledger entry. The reservation is the payment's row, written by the caller in the same statement
+-- (holdProxyPayment in payments/proxy/records.ts) with the network class and day the counters
+-- moved on. Lock order: the organisation row first, then the counters of the key, the account and
 -- the system, in that order.
 create or replace function reserve_credits(
   p_reference text,
@@ -80,8 +81,9 @@ begin
     return query select false, v_reasons[v_refused], coalesce(v_spent, 0), v_limits[v_refused], v_balance;
     return;
   end if;
-  insert into credit_reservations (reference, organisation_id, account_id, api_key_id, network_class, day, credits)
-    values (p_reference, p_organisation_id, p_account_id, p_api_key_id, p_network_class, p_day, p_credits);
+  -- The payment row of a caller of the previous release names neither the network class nor the
+  -- day: its columns' defaults read them from here (db/migrations/..._reservations_on_payments).
+  perform set_config('prs.reserved_network_class', p_network_class, true), set_config('prs.reserved_day', p_day::text, true);
   insert into credit_ledger (organisation_id, account_id, api_key_id, kind, amount_credits, reference)
     values (p_organisation_id, p_account_id, p_api_key_id, 'reserve', p_credits, p_reference);
   return query select true, null::text, null::bigint, null::bigint, null::bigint;

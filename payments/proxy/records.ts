@@ -2,8 +2,8 @@
  * Proxy payment rows (db/migrations/..._proxy_payments). Every money movement of /proxy is a row
  * first and an action second. The states and their moves are the table PROXY_MOVES (./states.ts,
  * with its diagram); every move is one guarded update through moveProxyPayment (the state it
- * leaves is in the WHERE), taken together with the reservation and the webhook record in one
- * transaction, so a step that runs twice does nothing.
+ * leaves is in the WHERE), taken together with the credits the row holds and the webhook record
+ * in one transaction, so a step that runs twice does nothing.
  */
 import { sql, type Selectable } from 'kysely';
 import type { Db, Tx } from '../../db/index';
@@ -51,8 +51,10 @@ export type ProxyReservation = Ok<{ id: bigint }> | ReservationRefused;
 
 /**
  * Holds the credits and writes the row in one statement (so one transaction and one round trip):
- * reserve_credits in a CTE, the row only when it reserved. Nothing is written when a limit refuses.
- * Returns the row's id with the reservation.
+ * reserve_credits in a CTE, the row only when it reserved. The row is the reservation: it keeps
+ * the network class and the day of the daily counters the credits were counted on, so a release
+ * gives them back where they were taken. Nothing is written when a limit refuses. Returns the
+ * row's id with the reservation.
  *
  * With `signed` (the payment was signed beforehand, and has not left this process) the row is
  * written as "signed" with what the chain will be read for: reserved -> signed in the same
@@ -84,13 +86,14 @@ export async function holdProxyPayment(
     p as (
       insert into proxy_payments
         (reference, organisation_id, account_id, api_key_id, request_id, target_url, network, chain_type, pay_to, amount_micro_usdc, credits,
-         scheme, max_amount_micro_usdc, reserved_credits,
+         scheme, max_amount_micro_usdc, reserved_credits, network_class, spend_day,
          idempotency_claim, state, payer, payer_signature, valid_before, last_valid_block_height, signed_at, payment_payload)
       select
         ${payment.reference}::text, ${key.organisationId}::bigint, ${key.accountId}::bigint, ${key.apiKeyId}::bigint,
         ${payment.requestId}::text, ${payment.targetUrl}::text, ${choice.network}::text, ${choice.chainType}::text,
         ${choice.requirements.payTo}::text, ${choice.amountMicroUsdc}::bigint, ${payment.credits}::bigint,
         ${upto ? 'upto' : 'exact'}::text, ${upto ? choice.amountMicroUsdc : null}::bigint, ${upto ? payment.credits : null}::bigint,
+        ${choice.networkClass}::text, ${payment.day}::date,
         ${idempotency?.claim ?? null}::uuid,
         ${signed ? 'signed' : 'reserved'}::text, ${signed?.payer ?? null}::text, ${signed?.payerSignature ?? null}::text,
         ${signed?.validBefore ?? null}::bigint, ${signed?.lastValidBlockHeight ?? null}::bigint,
@@ -190,8 +193,8 @@ export function signedTargetPaymentOf(payment: SignedRecord): SignedTargetPaymen
 
 /**
  * The payment is on chain: the credits are spent and the record, if any, says success. Once only:
- * one statement, the database function charge_proxy_payment (a guarded update from signed, the
- * reservation charged, the webhook record completed, in one transaction).
+ * one statement, the database function charge_proxy_payment (a guarded update from signed, its
+ * charge in the ledger, the webhook record completed, in one transaction).
  */
 export async function chargeProxyPayment(
   db: Db,

@@ -11,9 +11,10 @@
  *   charged   the payment is on chain; the credits are spent
  *   released  the payment never went through (or was never sent); the credits are back
  *
- * A move to charged or released also settles the credit reservation and ends the webhook record,
- * all in one round trip: the database functions charge_proxy_payment (charge_proxy_payment_used for
- * an upto payment: charged what the target settled, the rest released) and release_proxy_payment
+ * The row is the reservation of the payment's credits: a move to charged spends them, a move to
+ * released gives them back, and either ends the webhook record, all in one round trip: the database
+ * functions charge_proxy_payment (charge_proxy_payment_used for an upto payment: charged what the
+ * target settled, the rest given back) and release_proxy_payment
  * (db/functions/) make those two moves, from the same states as this table (the test exercises
  * them from every state).
  */

@@ -38,6 +38,7 @@ const EVERY_MIGRATION = [
   '2026_12_01_0030_relay_finality_when',
   '2026_12_01_0031_unread_indexes',
   '2026_12_01_0032_usage_settled_only',
+  '2026_12_01_0033_reservations_on_payments',
 ];
 
 describe('migrations', () => {
@@ -47,14 +48,20 @@ describe('migrations', () => {
       await migrateToLatest(database.handle.db);
       const { rows } = await sql<{ tablename: string; indexname: string }>`
         select tablename, indexname from pg_indexes
-          where tablename in ('relay_transactions', 'credit_reservations', 'credit_ledger')
+          where tablename in ('relay_transactions', 'proxy_payments', 'credit_ledger')
           order by tablename, indexname`.execute(database.handle.db);
       expect(rows.map((row) => `${row.tablename}: ${row.indexname}`)).toEqual([
         'credit_ledger: credit_ledger_organisation_movements', // an organisation's ledger (payments/usage.ts)
         'credit_ledger: credit_ledger_pkey',
         'credit_ledger: credit_ledger_reference', // a charge's finality (payments/finality.ts)
-        'credit_reservations: credit_reservations_pkey',
-        'credit_reservations: credit_reservations_reference_key', // every move of a reservation
+        'proxy_payments: proxy_payments_idempotency_claim', // a lapsed claim's payment (payments/idempotency.ts)
+        'proxy_payments: proxy_payments_key_created', // an organisation's payments by key (payments/usage.ts)
+        'proxy_payments: proxy_payments_open', // the sweep of open payments, the pending spend of GET /v1/usage
+        'proxy_payments: proxy_payments_organisation_created', // an organisation's payments (payments/usage.ts)
+        'proxy_payments: proxy_payments_organisation_host', // an organisation's payments by host (payments/usage.ts)
+        'proxy_payments: proxy_payments_pkey',
+        'proxy_payments: proxy_payments_reference_key', // every move of a payment
+        'proxy_payments: proxy_payments_webhook', // a webhook record's payment (payments/webhooks.ts)
         'relay_transactions: relay_transactions_due', // the follow job (payments/relay/follow.ts)
         'relay_transactions: relay_transactions_idempotency_claim', // a lapsed claim's payment (payments/idempotency.ts)
         'relay_transactions: relay_transactions_nonce', // the replay guard
@@ -82,7 +89,6 @@ describe('migrations', () => {
         'api_keys',
         'credit_ledger',
         'credit_purchases',
-        'credit_reservations',
         'daily_spend',
         'finality_watches',
         'idempotency_records',
@@ -97,7 +103,7 @@ describe('migrations', () => {
       ]);
       // The database functions are their files' source, re-applied on every migrate (also by
       // several processes at once): a definition left by an older release is replaced.
-      await sql`create or replace function settle_reservation(p_reference text, p_to text) returns boolean language sql as 'select false'`.execute(
+      await sql`create or replace function give_back_credits(p proxy_payments, p_credits bigint) returns void language sql as 'select'`.execute(
         handle.db,
       );
       const concurrent = Array.from({ length: 3 }, () => createDb(database.url, { maxConnections: 2 }));

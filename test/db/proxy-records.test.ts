@@ -111,15 +111,9 @@ async function snapshot(account: TestAccount, day: string) {
     .where('organisation_id', '=', account.organisationId)
     .orderBy('id')
     .execute();
-  const reservations = await db
-    .selectFrom('credit_reservations')
-    .select(['reference', 'state', 'credits'])
-    .where('organisation_id', '=', account.organisationId)
-    .orderBy('id')
-    .execute();
   const payments = await db
     .selectFrom('proxy_payments')
-    .select(['reference', 'state'])
+    .select(['reference', 'state', 'credits', 'network_class', 'spend_day'])
     .where('organisation_id', '=', account.organisationId)
     .orderBy('id')
     .execute();
@@ -129,7 +123,6 @@ async function snapshot(account: TestAccount, day: string) {
     account: await spentOn(db, keys.account),
     system: await spentOn(db, keys.system),
     ledger,
-    reservations,
     payments,
   };
 }
@@ -225,7 +218,7 @@ describe('reserve_credits: all or nothing', () => {
       key: 0n,
       account: 0n,
       system: 0n,
-      reservations: [],
+      payments: [],
     });
   });
 
@@ -245,7 +238,7 @@ describe('reserve_credits: all or nothing', () => {
       key: 0n,
       account: 0n,
       system: 0n,
-      reservations: [],
+      payments: [],
     });
   });
 
@@ -265,7 +258,7 @@ describe('reserve_credits: all or nothing', () => {
     const after = await snapshot(account, day);
     expect(after).toMatchObject({ balance: 970n, key: 30n, account: 30n, system: 30n });
     expect(after.ledger.filter((entry) => entry.kind === 'reserve')).toHaveLength(10);
-    expect(after.reservations).toHaveLength(10);
+    expect(after.payments).toHaveLength(10);
   });
 
   it('a reservation must be positive', async () => {
@@ -287,13 +280,7 @@ describe('proxy payment rows: one round trip per step', () => {
     expect(signedTargetPaymentOf(row)).toEqual(
       signedTargetPaymentOf(signedRecordOf(held.value.value.id, payment.reference, CHOICE, SIGNED)),
     );
-    expect(
-      await db
-        .selectFrom('credit_reservations')
-        .select(['state', 'credits'])
-        .where('reference', '=', payment.reference)
-        .executeTakeFirst(),
-    ).toEqual({ state: 'reserved', credits: 13n });
+    expect(row).toMatchObject({ credits: 13n, network_class: 'testnet', spend_day: payment.day });
     expect(await chargeProxyPayment(db, payment.reference, { txHash: '0xabc', outcome: 'on chain' })).toBe(true);
     expect((await snapshot(account, payment.day)).balance).toBe(87n);
   });
@@ -329,14 +316,9 @@ describe('proxy payment rows: one round trip per step', () => {
       pay_to: CHOICE.requirements.payTo,
       amount_micro_usdc: 12_345n,
       credits: 13n,
+      network_class: 'testnet',
+      spend_day: payment.day,
     });
-    expect(
-      await db
-        .selectFrom('credit_reservations')
-        .select(['state', 'credits'])
-        .where('reference', '=', payment.reference)
-        .executeTakeFirst(),
-    ).toEqual({ state: 'reserved', credits: 13n });
 
     expect(signedTargetPaymentOf(signedRecordOf(held.value.value.id, payment.reference, CHOICE, SIGNED))).toEqual(
       signedTargetPaymentOf(row!),
@@ -358,7 +340,15 @@ describe('proxy payment rows: one round trip per step', () => {
       ['reserve', 13n],
       ['charge', 13n],
     ]);
-    expect(after.reservations).toEqual([{ reference: payment.reference, state: 'charged', credits: 13n }]);
+    expect(after.payments).toEqual([
+      {
+        reference: payment.reference,
+        state: 'charged',
+        credits: 13n,
+        network_class: 'testnet',
+        spend_day: payment.day,
+      },
+    ]);
   });
 
   it('a Solana payment read back equals the one built in memory', async () => {
@@ -401,7 +391,6 @@ describe('proxy payment rows: one round trip per step', () => {
     expect(await snapshot(account, payment.day)).toMatchObject({
       balance: 100n,
       key: 0n,
-      reservations: [],
       payments: [],
     });
     // The figures are the ones reserve_credits reports for the same request on its own.
@@ -428,7 +417,6 @@ describe('proxy payment rows: one round trip per step', () => {
     expect(await snapshot(account, payment.day)).toMatchObject({
       balance: 87n,
       key: 13n,
-      reservations: [{ state: 'reserved' }],
       payments: [{ state: 'signed' }],
     });
   });
@@ -566,24 +554,43 @@ describe('charge and release: once only, with the webhook record', () => {
       balance: 100n,
       key: 0n,
       payments: [{ state: 'released' }],
-      reservations: [{ state: 'released' }],
     });
   });
 
-  it("a reservation settled behind the row's back: the charge fails and changes nothing", async () => {
+  it('a row written as the previous release holds (naming neither network class nor day) takes them from its reservation, and is released on them', async () => {
     const account = await createTestAccount(db, { credits: 100n });
-    const { payment, id } = await signedPayment(account);
-    const { rows } = await sql<{
-      settled: boolean;
-    }>`select settle_reservation(${payment.reference}::text, 'charged') as settled`.execute(db);
-    expect(rows).toEqual([{ settled: true }]);
-    await expect(chargeProxyPayment(db, payment.reference, { txHash: '0x1', outcome: 'on chain' })).rejects.toThrow(
-      /reservation was already settled/,
-    );
-    expect(await findProxyPayment(db, id)).toMatchObject({ state: 'signed', tx_hash: null, outcome: null });
-    await expect(releaseProxyPayment(db, payment.reference, { outcome: 'expired' })).rejects.toThrow(
-      /reservation was already settled/,
-    );
-    expect(await findProxyPayment(db, id)).toMatchObject({ state: 'signed' });
+    const payment = newPayment(account, 13n);
+    const reservation = reserveCreditsCall({
+      reference: payment.reference,
+      organisationId: account.organisationId,
+      accountId: account.accountId,
+      apiKeyId: account.apiKeyId,
+      keyDailyCapCredits: 1_000_000n,
+      networkClass: 'testnet',
+      day: payment.day,
+      credits: 13n,
+      accountDailyLimitCredits: 1_000_000n,
+      systemDailyLimitCredits: 1_000_000_000n,
+    });
+    await sql`
+      with r as (select * from ${reservation}),
+      p as (
+        insert into proxy_payments (reference, organisation_id, account_id, api_key_id, request_id, target_url,
+          network, chain_type, pay_to, amount_micro_usdc, credits, state)
+        select ${payment.reference}, ${account.organisationId}, ${account.accountId}, ${account.apiKeyId}, 'req-old',
+          'http://target.test/paid', 'base-sepolia', 'evm', ${CHOICE.requirements.payTo}, 12345, 13, 'reserved'
+        from r where r.reserved
+        returning id
+      )
+      select r.*, (select p.id from p) as id from r`.execute(db);
+    expect(await snapshot(account, payment.day)).toMatchObject({
+      balance: 87n,
+      key: 13n,
+      account: 13n,
+      system: 13n,
+      payments: [{ state: 'reserved', network_class: 'testnet', spend_day: payment.day }],
+    });
+    expect(await releaseProxyPayment(db, payment.reference, { outcome: 'never signed' })).toBe(true);
+    expect(await snapshot(account, payment.day)).toMatchObject({ balance: 100n, key: 0n, account: 0n, system: 0n });
   });
 });

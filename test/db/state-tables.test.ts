@@ -11,7 +11,6 @@ import type {
   ProxyPaymentState,
   RefundStatus,
   RelayTransactionState,
-  ReservationState,
   StoredWebhookStatus,
   Finality,
 } from '../../db/schema';
@@ -21,7 +20,6 @@ import { scheduleRefund } from '../../payments/relay/outcome';
 import { moveRefund, REFUND_MOVES } from '../../payments/incoming/refundStates';
 import { moveRelayTransaction, RELAY_MOVES } from '../../payments/incoming/states';
 import { recordClientPayment, recordTargetPayment } from '../../payments/incoming/store';
-import { RESERVATION_MOVES } from '../../payments/reservationStates';
 import type { MoveTable } from '../../payments/states';
 import { completeWebhook, openWebhook, type WebhookOutcome } from '../../payments/webhooks';
 import { WEBHOOK_MOVES } from '../../payments/webhookStates';
@@ -36,7 +34,6 @@ const TABLES: { name: string; file: string; moves: MoveTable<string> }[] = [
   { name: 'RELAY_MOVES', file: 'payments/incoming/states.ts', moves: RELAY_MOVES },
   { name: 'REFUND_MOVES', file: 'payments/incoming/refundStates.ts', moves: REFUND_MOVES },
   { name: 'PROXY_MOVES', file: 'payments/proxy/states.ts', moves: PROXY_MOVES },
-  { name: 'RESERVATION_MOVES', file: 'payments/reservationStates.ts', moves: RESERVATION_MOVES },
   { name: 'WEBHOOK_MOVES', file: 'payments/webhookStates.ts', moves: WEBHOOK_MOVES },
   { name: 'FINALITY_MOVES', file: 'payments/finalityStates.ts', moves: FINALITY_MOVES },
 ];
@@ -353,7 +350,7 @@ const CHOICE: PaymentChoice = {
   amountMicroUsdc: 12_345n,
 };
 
-describe('credit reservations and proxy payments: the write functions and the database functions behind them', () => {
+describe('proxy payments (each the reservation of its credits): the write functions and the database functions behind them', () => {
   let account: TestAccount;
   beforeAll(async () => {
     account = await createTestAccount(db, { credits: 1_000_000n });
@@ -376,34 +373,6 @@ describe('credit reservations and proxy payments: the write functions and the da
     return reference;
   }
 
-  /** settle_reservation, as charge_proxy_payment and release_proxy_payment call it. */
-  async function settleReservation(reference: string, to: ReservationState): Promise<boolean> {
-    const { rows } = await sql<{
-      settled: boolean;
-    }>`select settle_reservation(${reference}::text, ${to}::text) as settled`.execute(db);
-    return rows[0]!.settled;
-  }
-
-  it('settle_reservation moves a reservation from exactly the states RESERVATION_MOVES allows, from every state', async () => {
-    // A reservation as /proxy writes it: with its payment's row, in one statement.
-    const reference = await newProxyPayment();
-    const targets = reachable<ReservationState>(RESERVATION_MOVES);
-    for (const { from, to, allowed } of everyPair<ReservationState>(RESERVATION_MOVES)) {
-      await db.updateTable('credit_reservations').set({ state: from }).where('reference', '=', reference).execute();
-      if (!targets.has(to)) {
-        await expect(settleReservation(reference, to)).rejects.toThrow(/charged or released/);
-        continue;
-      }
-      expect(await settleReservation(reference, to), `${from} -> ${to}`).toBe(allowed);
-      const row = await db
-        .selectFrom('credit_reservations')
-        .select('state')
-        .where('reference', '=', reference)
-        .executeTakeFirstOrThrow();
-      expect(row.state, `${from} -> ${to}`).toBe(allowed ? to : from);
-    }
-  });
-
   const MOVES: Record<Exclude<ProxyPaymentState, 'reserved'>, ProxyMove> = {
     signed: {
       to: 'signed',
@@ -421,12 +390,6 @@ describe('credit reservations and proxy payments: the write functions and the da
     const targets = reachable<ProxyPaymentState>(PROXY_MOVES);
     for (const { from, to, allowed } of everyPair<ProxyPaymentState>(PROXY_MOVES)) {
       await db.updateTable('proxy_payments').set({ state: from }).where('reference', '=', reference).execute();
-      // The reservation stays open, so only the payment's own state decides.
-      await db
-        .updateTable('credit_reservations')
-        .set({ state: 'reserved' })
-        .where('reference', '=', reference)
-        .execute();
       if (to === 'reserved') {
         expect(targets.has(to)).toBe(false);
         await expect(moveProxyPayment(db, reference, { to: 'reserved' } as never)).rejects.toThrow(

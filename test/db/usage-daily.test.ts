@@ -285,7 +285,22 @@ describe('the migration of the daily usage summary', () => {
         select count(*) as payments, sum(credits)::bigint as credits from proxy_payments
         where state in ('reserved', 'signed')`.execute(handle.db);
       expect(counted.rows[0]).toEqual(open.rows[0]);
-      expect(await migrateToLatest(handle.db)).toEqual(['2026_12_01_0032_usage_settled_only']);
+      // The reservations, written back from the payment rows that held them, move as their payments do.
+      const reservations = await sql<{ state: string; count: bigint }>`
+        select state, count(*) as count from credit_reservations group by state order by state`.execute(handle.db);
+      expect(reservations.rows).toEqual([
+        { state: 'charged', count: 24_000n },
+        { state: 'released', count: 12_000n },
+        { state: 'reserved', count: 24_000n },
+      ]);
+      expect(await migrateToLatest(handle.db)).toEqual([
+        '2026_12_01_0032_usage_settled_only',
+        '2026_12_01_0033_reservations_on_payments',
+      ]);
+      const held = await sql<{ rows: bigint }>`
+        select count(*) as rows from proxy_payments
+        where network_class = 'testnet' and spend_day = (created_at at time zone 'UTC')::date`.execute(handle.db);
+      expect(held.rows[0]?.rows).toBe(60_000n);
       await expectSummaryEqualsPayments(handle.db);
 
       // After the migration, the triggers carry it on.

@@ -39,11 +39,6 @@ async function seedPayments(
         case when i % 20 = 0 then 'released' when i % 50 = 1 then 'signed' else 'charged' end as state,
         1000 + (i % 97) * 100 as amount
       from generate_series(1, $5::int) i
-    ), r as (
-      insert into credit_reservations (reference, organisation_id, account_id, api_key_id, network_class, day, credits, state, created_at, settled_at)
-      select reference, $2, $3, api_key_id, 'testnet', (created_at at time zone 'UTC')::date, ceil(amount * 1.03 / 1000),
-        case state when 'signed' then 'reserved' else state end, created_at, case when state = 'signed' then null else created_at end
-      from p
     ), l as (
       insert into credit_ledger (organisation_id, account_id, api_key_id, kind, amount_credits, reference, created_at)
       select $2, $3, api_key_id, kind, ceil(amount * 1.03 / 1000), reference, created_at
@@ -51,10 +46,11 @@ async function seedPayments(
       where kind is not null
     )
     insert into proxy_payments (reference, organisation_id, account_id, api_key_id, request_id, target_url, network, chain_type,
-      pay_to, amount_micro_usdc, credits, state, payer, valid_before, tx_hash, created_at, signed_at, settled_at)
+      pay_to, amount_micro_usdc, credits, network_class, spend_day, state, payer, valid_before, tx_hash, created_at, signed_at, settled_at)
     select reference, $2, $3, api_key_id, 'bench-' || i,
       'https://api' || (i % 20) || '.example.com/v1/resource/' || (i % 1000) || '?q=' || i,
-      'base-sepolia', 'evm', '0x1111111111111111111111111111111111111111', amount, ceil(amount * 1.03 / 1000), state,
+      'base-sepolia', 'evm', '0x1111111111111111111111111111111111111111', amount, ceil(amount * 1.03 / 1000),
+      'testnet', (created_at at time zone 'UTC')::date, state,
       '0x2222222222222222222222222222222222222222', 1900000000,
       case when state = 'charged' then '0x' || md5(reference) || md5(reference) end,
       created_at, created_at, case when state = 'signed' then null else created_at end
@@ -86,7 +82,7 @@ async function seed(url: string): Promise<{ key: string; keyPrefix: string }> {
         'usage',
       );
       await seedPayments(client, other.organisationId, other.accountId, [otherKey.apiKeyId], OTHER_ROWS, 'other');
-      await client.query('vacuum analyze proxy_payments, credit_reservations, credit_ledger');
+      await client.query('vacuum analyze proxy_payments, credit_ledger');
     } finally {
       await client.end();
     }
