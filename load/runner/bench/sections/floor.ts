@@ -27,12 +27,12 @@ export const PATHS = {
     signatures: 1,
     // Written before the payment leaves, and once the chain shows it: two transactions at the least.
     commits: 2,
-    // The hold updates the balance and three daily counters and inserts the reservation, its
-    // ledger entry and the payment row; the charge updates the payment row and the reservation and
-    // inserts a ledger entry. Of these ten rows, each commit's first is counted with the commit
-    // (as two of the updates, the dearer kind: a floor must not count more than there is).
-    furtherInserts: 4,
-    furtherUpdates: 4,
+    // The hold updates the balance and three daily counters and inserts its ledger entry and the
+    // payment row (which is the reservation); the charge updates the payment row and inserts a
+    // ledger entry. Of these eight rows, each commit's first is counted with the commit (as two of
+    // the updates, the dearer kind: a floor must not count more than there is).
+    furtherInserts: 3,
+    furtherUpdates: 3,
   },
   relay: {
     inbound: 2, // the call that gets our 402, the call with X-PAYMENT
