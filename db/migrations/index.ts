@@ -29,6 +29,7 @@ import * as relayFinalityWhen from './2026_12_01_0030_relay_finality_when';
 import * as unreadIndexes from './2026_12_01_0031_unread_indexes';
 import * as usageSettledOnly from './2026_12_01_0032_usage_settled_only';
 import * as reservationsOnPayments from './2026_12_01_0033_reservations_on_payments';
+import * as paidCallKeyChecks from './2026_12_01_0034_paid_call_key_checks';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -62,6 +63,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_12_01_0031_unread_indexes': unreadIndexes,
   '2026_12_01_0032_usage_settled_only': usageSettledOnly,
   '2026_12_01_0033_reservations_on_payments': reservationsOnPayments,
+  '2026_12_01_0034_paid_call_key_checks': paidCallKeyChecks,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -39,6 +39,7 @@ const EVERY_MIGRATION = [
   '2026_12_01_0031_unread_indexes',
   '2026_12_01_0032_usage_settled_only',
   '2026_12_01_0033_reservations_on_payments',
+  '2026_12_01_0034_paid_call_key_checks',
 ];
 
 describe('migrations', () => {

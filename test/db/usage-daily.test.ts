@@ -296,6 +296,7 @@ describe('the migration of the daily usage summary', () => {
       expect(await migrateToLatest(handle.db)).toEqual([
         '2026_12_01_0032_usage_settled_only',
         '2026_12_01_0033_reservations_on_payments',
+        '2026_12_01_0034_paid_call_key_checks',
       ]);
       const held = await sql<{ rows: bigint }>`
         select count(*) as rows from proxy_payments
