@@ -30,6 +30,17 @@ const TAKE = (row: 'old' | 'new') =>
     `v_host := ${row}.target_host;`,
   ].join(' ');
 
+/** The trigger function's variables of the summary row's key (also used by later migrations). */
+export const USAGE_ROW_KEY = `      v_same_key boolean := tg_op = 'UPDATE'
+        and old.organisation_id = new.organisation_id and old.api_key_id = new.api_key_id
+        and (old.created_at at time zone 'UTC')::date = (new.created_at at time zone 'UTC')::date
+        and old.target_host is not distinct from new.target_host;
+      -- The summary row's key: the payment's organisation, UTC day, key and host.
+      v_organisation_id bigint;
+      v_day date;
+      v_api_key_id bigint;
+      v_host text;`;
+
 /** The summary follows an update only when a column it sums or groups by changed (also used by later migrations). */
 export const USAGE_UPDATE_TRIGGER = `
   create trigger proxy_payments_usage_update after update on proxy_payments
@@ -46,15 +57,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       `
     create function usage_daily_row() returns trigger language plpgsql as $fn$
     declare
-      v_same_key boolean := tg_op = 'UPDATE'
-        and old.organisation_id = new.organisation_id and old.api_key_id = new.api_key_id
-        and (old.created_at at time zone 'UTC')::date = (new.created_at at time zone 'UTC')::date
-        and old.target_host is not distinct from new.target_host;
-      -- The summary row's key: the payment's organisation, UTC day, key and host.
-      v_organisation_id bigint;
-      v_day date;
-      v_api_key_id bigint;
-      v_host text;
+${USAGE_ROW_KEY}
       -- The row as it was (subtracted) and as it is (added): each bucket, credits and micro-USDC.
       v_old_bucket text;
       v_old_credits bigint;

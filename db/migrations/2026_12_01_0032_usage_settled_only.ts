@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import { up as usageDailyRowsUp } from './2026_12_01_0028_usage_daily_rows';
+import { up as usageDailyRowsUp, USAGE_ROW_KEY } from './2026_12_01_0028_usage_daily_rows';
 import { USAGE_ADD_ON_CONFLICT } from './2026_11_30_0024_usage_daily_direct';
 
 /**
@@ -19,15 +19,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       `
     create or replace function usage_daily_row() returns trigger language plpgsql as $fn$
     declare
-      v_same_key boolean := tg_op = 'UPDATE'
-        and old.organisation_id = new.organisation_id and old.api_key_id = new.api_key_id
-        and (old.created_at at time zone 'UTC')::date = (new.created_at at time zone 'UTC')::date
-        and old.target_host is not distinct from new.target_host;
-      -- The summary row's key: the payment's organisation, UTC day, key and host.
-      v_organisation_id bigint;
-      v_day date;
-      v_api_key_id bigint;
-      v_host text;
+${USAGE_ROW_KEY}
       -- The row as it was (subtracted) and as it is (added): its settled state (null while open), credits, micro-USDC.
       v_old_state text;
       v_old_credits bigint;
