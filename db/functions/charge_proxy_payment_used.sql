@@ -1,9 +1,9 @@
 -- An upto payment: signed -> charged (PROXY_MOVES in payments/proxy/states.ts, as
 -- charge_proxy_payment) for what the target settled: the payment's amount and credits become the
 -- used amount and the credits charged for it (never more than the credits held), the rest of the
--- credits held released (balance and daily counters given back, a release entry in the ledger),
--- and the webhook record async_processing -> success, in the caller's statement. The charge's ledger entry is pending finality while the payment has a
--- transaction.
+-- credits held given back (balance and daily counters, a release entry in the ledger:
+-- give_back_credits), and the webhook record async_processing -> success, in the caller's
+-- statement. The charge's ledger entry is pending finality while the payment has a transaction.
 create or replace function charge_proxy_payment_used(
   p_reference text, p_tx_hash text, p_outcome text, p_used_micro bigint, p_charged_credits bigint
 ) returns boolean
