@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import { up as usageDailyRowsUp, USAGE_ROW_KEY } from './2026_12_01_0028_usage_daily_rows';
+import { up as usageDailyRowsUp, usageRowBody } from './2026_12_01_0028_usage_daily_rows';
 import { USAGE_ADD_ON_CONFLICT } from './2026_11_30_0024_usage_daily_direct';
 
 /**
@@ -12,54 +12,15 @@ import { USAGE_ADD_ON_CONFLICT } from './2026_11_30_0024_usage_daily_direct';
  * previous release (they read no pending spend until they are replaced).
  */
 const SETTLED = (row: 'old' | 'new') => `${row}.state in ('charged', 'released')`;
+/** A row's bucket in the summary: its state once settled, none while open. */
+const SETTLED_BUCKET = (row: 'old' | 'new') => `case when ${SETTLED(row)} then ${row}.state end`;
 
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql
     .raw(
       `
     create or replace function usage_daily_row() returns trigger language plpgsql as $fn$
-    declare
-${USAGE_ROW_KEY}
-      -- The row as it was (subtracted) and as it is (added): its settled state (null while open), credits, micro-USDC.
-      v_old_state text;
-      v_old_credits bigint;
-      v_old_amount bigint;
-      v_new_state text;
-      v_new_credits bigint;
-      v_new_amount bigint;
-      v_delta bigint[];
-    begin
-      -- One summary row, or two when an update moved the payment to another day, key or host.
-      for v_part in 1 .. case when tg_op = 'UPDATE' and not v_same_key then 2 else 1 end loop
-        v_old_state := null; v_old_credits := 0; v_old_amount := 0;
-        v_new_state := null; v_new_credits := 0; v_new_amount := 0;
-        if tg_op <> 'INSERT' and v_part = 1 then
-          v_old_state := old.state; v_old_credits := old.credits; v_old_amount := old.amount_micro_usdc;
-          v_organisation_id := old.organisation_id; v_day := (old.created_at at time zone 'UTC')::date;
-          v_api_key_id := old.api_key_id; v_host := old.target_host;
-        end if;
-        if tg_op <> 'DELETE' and (v_same_key or tg_op = 'INSERT' or v_part = 2) then
-          v_new_state := new.state; v_new_credits := new.credits; v_new_amount := new.amount_micro_usdc;
-          v_organisation_id := new.organisation_id; v_day := (new.created_at at time zone 'UTC')::date;
-          v_api_key_id := new.api_key_id; v_host := new.target_host;
-        end if;
-        -- Per settled state (charged, released): payments, credits, micro-USDC.
-        v_delta := array[
-          (v_new_state is not distinct from 'charged')::int - (v_old_state is not distinct from 'charged')::int,
-          case when v_new_state = 'charged' then v_new_credits else 0 end - case when v_old_state = 'charged' then v_old_credits else 0 end,
-          case when v_new_state = 'charged' then v_new_amount else 0 end - case when v_old_state = 'charged' then v_old_amount else 0 end,
-          (v_new_state is not distinct from 'released')::int - (v_old_state is not distinct from 'released')::int,
-          case when v_new_state = 'released' then v_new_credits else 0 end - case when v_old_state = 'released' then v_old_credits else 0 end,
-          case when v_new_state = 'released' then v_new_amount else 0 end - case when v_old_state = 'released' then v_old_amount else 0 end];
-        continue when v_delta = '{0,0,0,0,0,0}';
-        insert into usage_daily as u values (
-          v_organisation_id, v_day, v_api_key_id, coalesce(v_host, ''),
-          v_delta[1], v_delta[2], v_delta[3], v_delta[4], v_delta[5], v_delta[6], 0, 0, 0)
-        ${USAGE_ADD_ON_CONFLICT};
-      end loop;
-      return null;
-    end
-    $fn$;
+${usageRowBody(SETTLED_BUCKET, ['charged', 'released'])}
 
     drop trigger proxy_payments_usage_insert on proxy_payments;
     drop trigger proxy_payments_usage_update on proxy_payments;
