@@ -1,8 +1,8 @@
 /**
  * Daily spend counters (docs/architecture.md section 3). A counter is increased only when the
  * result stays within its limit, in one statement, so concurrent calls can never overshoot: the
- * database function try_add_spend (db/functions/try_add_spend.sql), which reserve_credits and
- * admit_relay_payment call. Relay counters are in micro-USDC (daily_spend.spent_micro_usdc); proxy
+ * database function add_spend (db/functions/add_spend.sql), which moves the counters of one call
+ * together for reserve_credits and admit_relay_payment. Relay counters are in micro-USDC (daily_spend.spent_micro_usdc); proxy
  * and API key counters are in credits (daily_spend.spent_credits). The day is the UTC date.
  */
 import { sql } from 'kysely';
@@ -22,7 +22,7 @@ export const SYSTEM_SCOPE_ID = 'system';
 
 /**
  * The column that holds a scope's counter, named for its unit; the other stays zero (the check
- * daily_spend_one_unit, and the same rule in db/functions/try_add_spend.sql and subtract_spend.sql).
+ * daily_spend_one_unit, and the same rule in db/functions/add_spend.sql and subtract_spend.sql).
  */
 export const SPEND_COLUMN = {
   relay_wallet: 'spent_micro_usdc',

@@ -5,7 +5,7 @@
 -- daily relay limits of the network class; the row says when it is first looked at (look_at) and
 -- the relay_follow job (p_watch_task: one key and queue for the service) is queued for that time
 -- unless one already waits for it or earlier (db/migrations/..._relay_follow). All or
--- nothing: a refusal writes nothing. Lock order: the idempotency record, the new row, the wallet's
+-- nothing: a refusal leaves nothing written. Lock order: the idempotency record, the new row, the wallet's
 -- counter, then the system's (as the code before this function took them).
 --
 -- The row carries the scheme the client paid with and, for upto, the maximum it signed from this
@@ -58,9 +58,13 @@ language plpgsql as $fn$
 #variable_conflict use_column
 declare
   v_id bigint;
-  v_admitted boolean;
-  v_spent bigint;
-  v_scope text;
+  -- The counters, in lock order: the paying wallet's, then the service's ('system' is
+  -- SYSTEM_SCOPE_ID of payments/limits.ts).
+  v_scopes text[] := array['relay_wallet', 'relay_system'];
+  v_scope_ids text[] := array[p_payer, 'system'];
+  v_classes text[] := array[p_network_class, p_network_class];
+  v_limits bigint[] := array[p_wallet_limit, p_system_limit];
+  v_refused integer;
   v_look_at timestamptz := greatest(p_watch_at, now());
 begin
   if p_idempotency_claim is not null then
@@ -73,41 +77,31 @@ begin
       return;
     end if;
   end if;
-  -- A subtransaction: a refusal by either counter takes back the row and the counter already moved.
-  begin
-    insert into relay_transactions (
-        network, chain_type, asset, payer, pay_to, amount_micro, nonce_key, payment_payload,
-        payment_requirements, valid_before, target_url, target_method, target_network,
-        target_amount_micro, spend_day, mode, idempotency_claim, scheme, maximum_atomic, look_at,
-        state, settle_method)
-      values (
-        p_network, p_chain_type, p_asset, p_payer, p_pay_to, p_amount, p_nonce_key, p_payment_payload,
-        p_payment_requirements, p_valid_before, p_target_url, p_target_method, p_target_network,
-        p_target_amount, p_spend_day, p_mode, p_idempotency_claim, p_scheme, p_maximum_atomic, v_look_at,
-        case when p_settle_method is null then 'received' else 'settling' end, p_settle_method)
-      on conflict (network, asset, nonce_key) do nothing
-      returning id into v_id;
-    if v_id is null then
-      return query select 'nonce_already_used'::text, null::bigint, null::text, null::bigint;
-      return;
-    end if;
-    -- 'system' is SYSTEM_SCOPE_ID of payments/limits.ts.
-    select t.admitted, t.spent into v_admitted, v_spent
-      from try_add_spend('relay_wallet', p_payer, p_network_class, p_spend_day, p_amount, p_wallet_limit) t;
-    if not v_admitted then
-      v_scope := 'wallet';
-      raise exception 'relay payment refused: wallet limit' using errcode = 'PRS02';
-    end if;
-    select t.admitted, t.spent into v_admitted, v_spent
-      from try_add_spend('relay_system', 'system', p_network_class, p_spend_day, p_amount, p_system_limit) t;
-    if not v_admitted then
-      v_scope := 'system';
-      raise exception 'relay payment refused: system limit' using errcode = 'PRS02';
-    end if;
-  exception when sqlstate 'PRS02' then
-    return query select 'limit_exceeded'::text, null::bigint, v_scope, v_spent;
+  insert into relay_transactions (
+      network, chain_type, asset, payer, pay_to, amount_micro, nonce_key, payment_payload,
+      payment_requirements, valid_before, target_url, target_method, target_network,
+      target_amount_micro, spend_day, mode, idempotency_claim, scheme, maximum_atomic, look_at,
+      state, settle_method)
+    values (
+      p_network, p_chain_type, p_asset, p_payer, p_pay_to, p_amount, p_nonce_key, p_payment_payload,
+      p_payment_requirements, p_valid_before, p_target_url, p_target_method, p_target_network,
+      p_target_amount, p_spend_day, p_mode, p_idempotency_claim, p_scheme, p_maximum_atomic, v_look_at,
+      case when p_settle_method is null then 'received' else 'settling' end, p_settle_method)
+    on conflict (network, asset, nonce_key) do nothing
+    returning id into v_id;
+  if v_id is null then
+    return query select 'nonce_already_used'::text, null::bigint, null::text, null::bigint;
     return;
-  end;
+  end if;
+  -- Both counters together (add_spend). A refusal has taken back what moved; the row goes too, in
+  -- this transaction, so the refused payment leaves nothing (its nonce stays unused).
+  v_refused := add_spend(v_scopes, v_scope_ids, v_classes, v_limits, p_spend_day, p_amount);
+  if v_refused is not null then
+    delete from relay_transactions r where r.id = v_id;
+    return query select 'limit_exceeded'::text, null::bigint, (array['wallet', 'system'])[v_refused],
+      daily_spent(v_scopes[v_refused], v_scope_ids[v_refused], v_classes[v_refused], p_spend_day);
+    return;
+  end if;
   -- The follow job finishes the transaction should its request never come back. A job waiting to
   -- run by then sees this row when it runs; one running may have read the due rows already, and
   -- add_job then queues another behind it (its key is cleared). 'replace' brings a later one forward.

@@ -11,8 +11,9 @@ import type { Database } from '../schema';
  * In dependency order (a `language sql` body is checked against what exists when it is created).
  */
 export const DATABASE_FUNCTIONS = [
-  'try_add_spend',
   'subtract_spend',
+  'add_spend',
+  'daily_spent',
   'reserve_credits',
   'give_back_credits',
   'charge_proxy_payment',
@@ -20,6 +21,13 @@ export const DATABASE_FUNCTIONS = [
   'release_proxy_payment',
   'admit_relay_payment',
 ] as const;
+
+/**
+ * Functions no longer called, dropped once every function has its current source: in the same
+ * transaction, so no caller of the previous source is left without its callee. try_add_spend moved
+ * one counter at a time; add_spend moves a call's counters in one statement.
+ */
+export const RETIRED_FUNCTIONS = ['try_add_spend(text, text, text, date, bigint, bigint)'] as const;
 
 /**
  * Any fixed number, the same in every process: two processes replacing one function at once can
@@ -31,11 +39,12 @@ function functionSource(name: (typeof DATABASE_FUNCTIONS)[number]): string {
   return readFileSync(new URL(`./${name}.sql`, import.meta.url), 'utf8');
 }
 
-/** Replaces every function with its file's source, in one transaction under an advisory lock. Idempotent. */
+/** Replaces every function with its file's source and drops the retired ones, in one transaction under an advisory lock. Idempotent. */
 export async function applyDatabaseFunctions(db: Kysely<Database>): Promise<void> {
   const sources = DATABASE_FUNCTIONS.map(functionSource);
   await db.transaction().execute(async (tx) => {
     await sql`select pg_advisory_xact_lock(${APPLY_LOCK})`.execute(tx);
     for (const source of sources) await sql.raw(source).execute(tx);
+    for (const signature of RETIRED_FUNCTIONS) await sql.raw(`drop function if exists ${signature}`).execute(tx);
   });
 }

@@ -26,11 +26,8 @@ declare
   v_classes text[] := array['all', p_network_class, p_network_class];
   v_limits bigint[] := array[p_key_daily_cap, p_account_daily_limit, p_system_daily_limit];
   v_reasons text[] := array['key_daily_cap', 'account_daily_limit', 'system_daily_limit'];
-  v_balance bigint;  -- the balance before this reservation
-  v_moved text[];    -- the scopes of the counters that admitted the credits
-  v_inserted text[]; -- of those, the counters this reservation wrote first
+  v_balance bigint; -- the balance before this reservation
   v_refused integer;
-  v_spent bigint;
 begin
   if p_credits is null or p_credits <= 0 then
     raise exception 'a reservation must be positive' using errcode = '22023';
@@ -45,40 +42,13 @@ begin
     return query select false, 'insufficient_credits'::text, 0::bigint, v_balance, v_balance;
     return;
   end if;
-  -- The three counters in one statement, in lock order: each moves only when it stays within its
-  -- limit (as try_add_spend moves one).
-  with moved as (
-    insert into daily_spend as d (scope, scope_id, network_class, day, spent_credits)
-      select c.scope, c.scope_id, c.network_class, p_day, p_credits
-        from unnest(v_scopes, v_scope_ids, v_classes, v_limits) with ordinality as c(scope, scope_id, network_class, limit_credits, i)
-        where p_credits <= c.limit_credits
-        order by c.i
-      on conflict (scope, scope_id, network_class, day) do update
-        set spent_credits = d.spent_credits + excluded.spent_credits
-        where d.spent_credits + excluded.spent_credits
-          <= v_limits[array_position(v_scopes, excluded.scope::text)]
-      returning d.scope::text as scope, d.xmax = 0 as inserted
-  )
-  select array_agg(m.scope), array_agg(m.scope) filter (where m.inserted) into v_moved, v_inserted from moved m;
-  if coalesce(cardinality(v_moved), 0) < 3 then
-    -- Refused: the first counter that did not admit. What moved is taken back in this transaction
-    -- (no subtransaction on the way that admits), so nothing of the reservation stays: a counter
-    -- it wrote first is removed, one that was there is given the credits back.
-    v_refused := (select min(c.i) from unnest(v_scopes) with ordinality as c(scope, i)
-                  where not (c.scope = any (coalesce(v_moved, '{}'))));
+  -- The three counters together (add_spend): when one refuses, what moved is taken back in this
+  -- transaction, so nothing of the reservation stays.
+  v_refused := add_spend(v_scopes, v_scope_ids, v_classes, v_limits, p_day, p_credits);
+  if v_refused is not null then
     update organisations o set credit_balance = o.credit_balance + p_credits where o.id = p_organisation_id;
-    for i in 1 .. 3 loop
-      if v_scopes[i] = any (coalesce(v_inserted, '{}')) then
-        delete from daily_spend d
-          where d.scope = v_scopes[i] and d.scope_id = v_scope_ids[i] and d.network_class = v_classes[i] and d.day = p_day;
-      elsif v_scopes[i] = any (coalesce(v_moved, '{}')) then
-        perform subtract_spend(v_scopes[i], v_scope_ids[i], v_classes[i], p_day, p_credits);
-      end if;
-    end loop;
-    select d.spent_credits into v_spent from daily_spend d
-      where d.scope = v_scopes[v_refused] and d.scope_id = v_scope_ids[v_refused]
-        and d.network_class = v_classes[v_refused] and d.day = p_day;
-    return query select false, v_reasons[v_refused], coalesce(v_spent, 0), v_limits[v_refused], v_balance;
+    return query select false, v_reasons[v_refused],
+      daily_spent(v_scopes[v_refused], v_scope_ids[v_refused], v_classes[v_refused], p_day), v_limits[v_refused], v_balance;
     return;
   end if;
   -- The payment row of a caller of the previous release names neither the network class nor the

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { DATABASE_FUNCTIONS } from '../../db/functions/index';
+import { DATABASE_FUNCTIONS, RETIRED_FUNCTIONS } from '../../db/functions/index';
 import { createDb, migrateToLatest } from '../../db/index';
 import { migrationProvider } from '../../db/migrations/index';
 import { Migrator } from 'kysely';
@@ -125,6 +125,13 @@ describe('migrations', () => {
           rows.map((row) => row.prosrc),
           name,
         ).toEqual([fileSource(name).split('$fn$')[1]]);
+      }
+      // A retired function (created by a released migration) is gone once its callers are replaced.
+      for (const signature of RETIRED_FUNCTIONS) {
+        const { rows } = await sql<{
+          found: string | null;
+        }>`select to_regprocedure(${signature})::text as found`.execute(handle.db);
+        expect(rows, signature).toEqual([{ found: null }]);
       }
       // The balance can never go negative, whatever code runs.
       const organisation = await handle.db

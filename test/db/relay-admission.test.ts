@@ -206,6 +206,34 @@ describe('admitClientPayment', () => {
     },
   );
 
+  it("over the system limit, the wallet's counter this admission wrote first is removed, not left at zero", async () => {
+    const day = freshDay();
+    const [wallet, system] = counters(verifiedPayment().payer, day);
+    // The service's counter near its limit (other wallets' payments); this wallet has none yet.
+    await sql`insert into daily_spend (scope, scope_id, network_class, day, spent_micro_usdc)
+      values ('relay_system', 'system', 'testnet', ${day}::date, 10000)`.execute(db);
+    const rowsBefore = await relayRowCount();
+    const refused = await admitClientPayment(
+      db,
+      verifiedPayment(),
+      { spendDay: day, mode: 'relay' },
+      { perWalletMicro: 100_000_000n, systemMicro: 15_000n, finishBy: new Date() },
+    );
+    expect(refused).toEqual({
+      ok: false,
+      reason: 'limit_exceeded',
+      refusal: { scope: 'system', spentMicro: 10_000n, limitMicro: 15_000n, requestedMicro: 10_300n },
+    });
+    const { rows } = await sql<{ scope: string; spent: string }>`
+      select scope, spent_micro_usdc::text as spent from daily_spend where day = ${day}::date order by scope`.execute(
+      db,
+    );
+    expect(rows).toEqual([{ scope: 'relay_system', spent: '10000' }]);
+    expect(await spentOn(db, wallet)).toBe(0n);
+    expect(await spentOn(db, system)).toBe(10_000n);
+    expect(await relayRowCount()).toBe(rowsBefore);
+  });
+
   it('under an idempotency claim: the row carries the claim; a claim taken over writes nothing and throws', async () => {
     const day = freshDay();
     const claimed = await claimIdempotencyKey(db, { scope: 'relay-nonce', key: randomUUID() }, 'POST /relay x');
