@@ -20,7 +20,7 @@ const SAMPLES = 200;
 const WARMUP = 20;
 const GOAL_MS = 50;
 
-/** `rows` payments of the organisation's keys, created over the last 90 days, with their reservation and ledger rows. */
+/** `rows` payments of the organisation's keys, created over the last 90 days (those still open in the last minutes), with their reservation and ledger rows. */
 async function seedPayments(
   client: pg.Client,
   organisationId: bigint,
@@ -35,7 +35,10 @@ async function seedPayments(
       select i,
         $1::text || '-' || i as reference,
         ($4::bigint[])[1 + i % array_length($4::bigint[], 1)] as api_key_id,
-        now() - (i % 90) * interval '1 day' - (i % 86400) * interval '1 second' as created_at,
+        -- A payment still open (signed) is minutes old, as in service: older, the sweep would hand
+        -- each to a watch job while the reads are measured.
+        case when i % 50 = 1 and i % 20 <> 0 then now() - (i % 300) * interval '1 second'
+             else now() - (i % 90) * interval '1 day' - (i % 86400) * interval '1 second' end as created_at,
         case when i % 20 = 0 then 'released' when i % 50 = 1 then 'signed' else 'charged' end as state,
         1000 + (i % 97) * 100 as amount
       from generate_series(1, $5::int) i
