@@ -46,7 +46,7 @@ begin
     return null;
   end if;
   v_refused := (select min(c.i) from unnest(p_scopes) with ordinality as c(scope, i)
-              where not (c.scope = any (coalesce(v_moved, '{}'))));
+                where not (c.scope = any (coalesce(v_moved, '{}'))));
   for i in 1 .. cardinality(p_scopes) loop
     if p_scopes[i] = any (coalesce(v_inserted, '{}')) then
       delete from daily_spend d

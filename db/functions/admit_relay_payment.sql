@@ -5,8 +5,8 @@
 -- daily relay limits of the network class; the row says when it is first looked at (look_at) and
 -- the relay_follow job (p_watch_task: one key and queue for the service) is queued for that time
 -- unless one already waits for it or earlier (db/migrations/..._relay_follow). All or
--- nothing: a refusal leaves nothing written. Lock order: the idempotency record, the new row, the wallet's
--- counter, then the system's (as the code before this function took them).
+-- nothing: a refusal leaves nothing written. Lock order: the idempotency record, the new row, the
+-- wallet's counter, then the system's (as the code before this function took them).
 --
 -- The row carries the scheme the client paid with and, for upto, the maximum it signed from this
 -- first write on (p_scheme, p_maximum_atomic): there is no moment a permit's row says exact.
