@@ -2,8 +2,9 @@
  * Daily spend counters (docs/architecture.md section 3). A counter is increased only when the
  * result stays within its limit, in one statement, so concurrent calls can never overshoot: the
  * database function add_spend (db/functions/add_spend.sql), which moves the counters of one call
- * together for reserve_credits and admit_relay_payment. Relay counters are in micro-USDC (daily_spend.spent_micro_usdc); proxy
- * and API key counters are in credits (daily_spend.spent_credits). The day is the UTC date.
+ * together for reserve_credits and admit_relay_payment. Relay counters are in micro-USDC
+ * (daily_spend.spent_micro_usdc); proxy and API key counters are in credits
+ * (daily_spend.spent_credits). The day is the UTC date.
  */
 import { sql } from 'kysely';
 import type { Db, Tx } from '../db/index';

@@ -37,11 +37,14 @@ async function seedPayments(
         ($4::bigint[])[1 + i % array_length($4::bigint[], 1)] as api_key_id,
         -- A payment still open (signed) is minutes old, as in service: older, the sweep would hand
         -- each to a watch job while the reads are measured.
-        case when i % 50 = 1 and i % 20 <> 0 then now() - (i % 300) * interval '1 second'
+        case when s.state = 'signed' then now() - (i % 300) * interval '1 second'
              else now() - (i % 90) * interval '1 day' - (i % 86400) * interval '1 second' end as created_at,
-        case when i % 20 = 0 then 'released' when i % 50 = 1 then 'signed' else 'charged' end as state,
+        s.state,
         1000 + (i % 97) * 100 as amount
       from generate_series(1, $5::int) i
+      cross join lateral (
+        select case when i % 20 = 0 then 'released' when i % 50 = 1 then 'signed' else 'charged' end as state
+      ) s
     ), l as (
       insert into credit_ledger (organisation_id, account_id, api_key_id, kind, amount_credits, reference, created_at)
       select $2, $3, api_key_id, kind, ceil(amount * 1.03 / 1000), reference, created_at
