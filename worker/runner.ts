@@ -65,6 +65,11 @@ export async function startWorker(
     concurrency,
     noHandleSignals: true,
     pollInterval: 1000,
+    // One fetch of jobs for the whole pool (the local queue), not one per job it can run at once:
+    // each idle worker polled on its own, five queries a second (about 2.8 ms of the database's CPU
+    // a second with nothing to do, against 0.6 for one). A new job's notification still fetches at
+    // once; jobs are handed to workers as they free up and go back to the table when the pool stops.
+    preset: { worker: { localQueue: { size: concurrency } } },
     taskList: createTaskList(deps, onPaymentLost ? { onPaymentLost } : {}),
     parsedCronItems: cronItems,
     logger: workerLogger(log),

@@ -66,6 +66,37 @@ describe('worker', () => {
     }
   });
 
+  it('with nothing to do, asks the database for jobs about once a second in all, not once per job it can run at once', async () => {
+    const t = await startTestService();
+    try {
+      const { db } = t.database.handle;
+      // Each fetch of jobs is a query on graphile_worker's jobs naming is_available; a backend keeps
+      // its last query and when it started, so every fetch shows as a distinct (backend, start).
+      const seen = new Set<string>();
+      const sample = async () => {
+        const { rows } = await sql<{ pid: number; started: string }>`
+          select pid, query_start::text as started from pg_stat_activity
+          where datname = current_database() and pid <> pg_backend_pid()
+            and query like '%_private_jobs%' and query like '%is_available%'`.execute(db);
+        return rows.map((row) => `${row.pid}@${row.started}`);
+      };
+      // The start's own fetches (the first poll of each worker, the cron's first jobs) are not counted.
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      const before = new Set(await sample());
+      const seconds = 4;
+      const until = Date.now() + seconds * 1000;
+      while (Date.now() < until) {
+        for (const fetch of await sample()) if (!before.has(fetch)) seen.add(fetch);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      // The pool runs five jobs at once; polling worker by worker made five fetches a second.
+      expect(seen.size).toBeGreaterThanOrEqual(seconds - 1);
+      expect(seen.size).toBeLessThanOrEqual(seconds + 2);
+    } finally {
+      await t.stop();
+    }
+  });
+
   it('schedules the daily job at 00:00 UTC with a backfill', () => {
     const item = cronItems.find((candidate) => candidate.task === 'day_rollover')!;
     expect(item).toBeDefined();
