@@ -37,11 +37,20 @@ export const MAX_FINALITY_RECHECK_MS = 30_000;
 /** A chain that cannot be read is looked at again after this. */
 export const UNREADABLE_FINALITY_RECHECK_MS = 15_000;
 
-/** Looks closer together while a transfer is young, further apart as it ages: a quarter of its age, bounded. */
-function nextFinalityLook(now: Date, createdAt: Date): Date {
+/** A pending transfer nothing can change for a while (its reading's quietMs) is looked at again within this at the most. */
+export const MAX_QUIET_FINALITY_LOOK_MS = 600_000;
+
+/**
+ * Looks closer together while a transfer is young, further apart as it ages: a quarter of its age,
+ * bounded. When its reading says no look can change anything for `quietMs` (its block cannot be
+ * final before, and a drop could no longer be sent again), the next look is then, within
+ * MAX_QUIET_FINALITY_LOOK_MS.
+ */
+export function nextFinalityLook(now: Date, createdAt: Date, quietMs?: number): Date {
   const age = now.getTime() - createdAt.getTime();
   const wait = Math.min(MAX_FINALITY_RECHECK_MS, Math.max(MIN_FINALITY_RECHECK_MS, Math.floor(age / 4)));
-  return new Date(now.getTime() + wait);
+  const quiet = quietMs === undefined ? 0 : Math.min(MAX_QUIET_FINALITY_LOOK_MS, quietMs);
+  return new Date(now.getTime() + Math.max(wait, quiet));
 }
 
 /** Whether the watch is past its network's bound: a sweep then reconciles it (and operators hear of it). */
@@ -226,7 +235,7 @@ async function concludeReading(
       if (reading.resent) log.warn({ txHash: reading.txHash, details: reading.details }, 'dropped payment sent again');
       if (pastWatchBound(watch, now, deps))
         log.warn({ txHash: reading.txHash, details: reading.details }, 'payment not final after its watch bound');
-      return nextFinalityLook(now, watch.created_at);
+      return nextFinalityLook(now, watch.created_at, reading.quietMs);
     }
     case 'lost': {
       const moved = await db.transaction().execute(async (tx) => {

@@ -126,8 +126,14 @@ export type LossReason = 'expired' | 'nonce_used_elsewhere' | 'balance_gone' | '
 export type FinalityReading =
   /** In a block at the network's finality rule. */
   | { state: 'final'; txHash: string; blockNumber: bigint; details: string }
-  /** Not final yet: in a shallow block, or sent again (`resent`), or moved to another transaction of the same transfer. */
-  | { state: 'pending'; txHash: string; blockNumber?: bigint; resent?: boolean; details: string }
+  /**
+   * Not final yet: in a shallow block, or sent again (`resent`), or moved to another transaction of
+   * the same transfer. `quietMs`, where the family can tell: no look within this much time can
+   * change anything, as the block cannot reach the finality rule before, and a reorg dropping the
+   * transfer meanwhile could no longer be answered by sending it again (so finding the drop early
+   * gains nothing).
+   */
+  | { state: 'pending'; txHash: string; blockNumber?: bigint; resent?: boolean; details: string; quietMs?: number }
   /** Dropped and unable to land again. */
   | { state: 'lost'; reason: LossReason; details: string }
   /** The chain could not be read; look again later. */

@@ -31,6 +31,8 @@ const TESTED_ONLY: Record<string, string> = {
     'socket states a real connection cannot be held in on cue: reset, no longer writable, a response under way',
   'payments/chains/evm/uptoIncoming/payload.ts uptoReplayIdentity':
     'the replay identity of an upto permit on its own; the service names a permit by uptoIdempotencyKey, which reads it',
+  'payments/finality.ts nextFinalityLook':
+    'the schedule of looks on its own (a quiet look bounded, never sooner than the usual one); the product reaches it only through a run of the follow job over the database',
   'payments/secp256k1.ts chooseSecp256k1':
     'the equality test of the three implementations takes each by name; the service chooses through selectSecp256k1',
 };

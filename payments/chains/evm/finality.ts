@@ -23,11 +23,40 @@ import { authorizationOf, relayUsdcAbi, transferWithAuthorizationData, type Chec
 
 type FinalityDeps = Pick<Deps, 'chains' | 'submissions' | 'paymentBounds'>;
 
+/**
+ * Until when a dropped transfer could be sent again, by the chain's clock (as the follow below
+ * would): an EIP-3009 authorization until it expires (its validBefore, unix seconds), a transaction
+ * whose signed bytes we keep at any time, anything else (a Permit2 payment the target's facilitator
+ * settled) never.
+ */
+type SendableAgain = { until: bigint } | 'always' | 'never';
+
+/** A block header as the pace of a head is read from it. */
+interface HeadPoint {
+  number: bigint;
+  timestamp: bigint;
+}
+
+/**
+ * How long the head (safe or finalized) needs to reach `blockNumber`, in ms, at the pace it has
+ * kept lately: it lags the latest block by (latest.number - head.number) blocks and
+ * (latest.timestamp - head.timestamp) seconds, so the blocks between it and `blockNumber` take
+ * their share of that lag. Undefined when the block is reached already or the headers show no pace.
+ */
+function headWaitMs(blockNumber: bigint, head: HeadPoint, latest: HeadPoint): number | undefined {
+  const blocks = latest.number - head.number;
+  const seconds = latest.timestamp - head.timestamp;
+  if (blockNumber <= head.number || blocks <= 0n || seconds <= 0n) return undefined;
+  const ahead = blockNumber > latest.number ? blocks : blockNumber - head.number;
+  return Number((ahead * seconds * 1000n) / blocks);
+}
+
 async function depthReading(
   clients: EvmNetworkClients,
   rule: FinalityRule,
   watch: WatchedTransfer,
   blockNumber: bigint,
+  sendable: SendableAgain,
 ): Promise<FinalityReading> {
   const { txHash } = watch;
   const shared = watch.shared ?? (<T>(_key: string, read: () => Promise<T>) => read());
@@ -50,9 +79,30 @@ async function depthReading(
       const head = await shared(`${watch.network}:${rule.head}`, () =>
         clients.publicClient.getBlock({ blockTag: rule.head }),
       );
-      return blockNumber <= head.number
-        ? { state: 'final', txHash, blockNumber, details: `block ${blockNumber} is at or below the ${rule.head} head` }
-        : { state: 'pending', txHash, blockNumber, details: `block ${blockNumber} is above the ${rule.head} head` };
+      if (blockNumber <= head.number)
+        return {
+          state: 'final',
+          txHash,
+          blockNumber,
+          details: `block ${blockNumber} is at or below the ${rule.head} head`,
+        };
+      const pending = {
+        state: 'pending',
+        txHash,
+        blockNumber,
+        details: `block ${blockNumber} is above the ${rule.head} head`,
+      } as const;
+      // A drop found early can be answered only while the transfer can be sent again; after that,
+      // the next look that matters is when the head can have reached the block (on a network whose
+      // finalized head lags by many minutes, looks every few seconds until then would cost a chain
+      // read and a write each, for nothing).
+      if (sendable === 'always') return pending;
+      const latest = await shared(`${watch.network}:latest-block`, () =>
+        clients.publicClient.getBlock({ blockTag: 'latest' }),
+      );
+      if (typeof sendable === 'object' && latest.timestamp < sendable.until) return pending;
+      const quietMs = headWaitMs(blockNumber, head, latest);
+      return quietMs === undefined ? pending : { ...pending, quietMs };
     }
     return { state: 'unknown', details: 'an EVM network needs a depth in blocks or a head as its finality rule' };
   } catch (error) {
@@ -77,7 +127,14 @@ export async function followEvmTransfer(
   const ours =
     receipt.value.status === 'success' &&
     (authorization === undefined || receiptUsesAuthorization(receipt.value.logs, clients.usdc, authorization));
-  if (receipt.value.status === 'success' && ours) return depthReading(clients, rule, watch, receipt.value.blockNumber);
+  if (receipt.value.status === 'success' && ours) {
+    const sendable: SendableAgain = authorization
+      ? { until: authorization.validBefore }
+      : watch.transfer.raw
+        ? 'always'
+        : 'never';
+    return depthReading(clients, rule, watch, receipt.value.blockNumber, sendable);
+  }
   if (authorization) return followAuthorization(watch, authorization, clients, deps);
   if (receipt.value.status === 'reverted') return { state: 'lost', reason: 'reverted', details: `${txHash} reverted` };
   return followOwnTransaction(watch, deps);
