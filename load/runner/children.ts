@@ -298,6 +298,20 @@ function scheduledMs(pid: number): number | undefined {
   }
 }
 
+/**
+ * A process's main thread (where a V8 CPU profile samples): its time on a CPU and its time runnable
+ * but waiting for one (another process on its core), in milliseconds (/proc/<pid>/task/<pid>/schedstat).
+ */
+export function mainThreadSchedMs(pid: number): { onCpuMs: number; waitingMs: number } | undefined {
+  try {
+    const [onCpuNs, waitingNs] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ').map(Number);
+    if (!Number.isFinite(onCpuNs) || !Number.isFinite(waitingNs)) return undefined;
+    return { onCpuMs: Number(onCpuNs) / 1e6, waitingMs: Number(waitingNs) / 1e6 };
+  } catch {
+    return undefined;
+  }
+}
+
 /** CPU time (user + system) a process has used so far, in milliseconds (schedstat; else /proc/<pid>/stat's 10 ms ticks). */
 export function cpuMs(pid: number): number | undefined {
   return scheduledMs(pid) ?? statOf(pid)?.cpuMs;

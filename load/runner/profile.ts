@@ -158,7 +158,7 @@ export function summarizeProfile(file: string, top = 25, window?: ProfileWindow)
 export function formatProfile(summary: ProfileSummary, requests?: number): string {
   const lines: string[] = [];
   const perRequest = requests
-    ? ` (${((summary.totalMs * 1000) / requests).toFixed(0)} us of CPU per request over ${requests} requests)`
+    ? ` (${((summary.totalMs * 1000) / requests).toFixed(0)} us busy per request over ${requests} requests)`
     : '';
   lines.push(`busy ${summary.totalMs.toFixed(0)} ms, idle ${summary.idleMs.toFixed(0)} ms${perRequest}`);
   lines.push('self time by origin:');

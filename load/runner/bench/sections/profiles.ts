@@ -2,7 +2,7 @@
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import type { RunResult } from '../../autocannon';
-import { ROOT } from '../../children';
+import { mainThreadSchedMs, ROOT } from '../../children';
 import { formatProfile, summarizeProfile } from '../../profile';
 import { requestOf } from '../../scenarios';
 import { fmt, say } from '../output';
@@ -62,9 +62,11 @@ export async function profiles(bench: Bench): Promise<void> {
     const dir = path.join(directory, name);
     const service = await bench.startService(`service-profile-${name}`, {}, ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
     await load(service.url, true);
+    const schedBefore = mainThreadSchedMs(service.pid);
     const loadStart = performance.now();
     const run = await load(service.url, false);
     const loadEnd = performance.now();
+    const schedAfter = mainThreadSchedMs(service.pid);
     await bench.stopService(service);
     const exitedAt = performance.now();
     // The main thread's profile (tsx's loader thread writes its own), and only the measured run.
@@ -83,5 +85,16 @@ export async function profiles(bench: Bench): Promise<void> {
       toMsBeforeEnd: exitedAt - loadEnd,
     });
     say(formatProfile(summary, run.responses).replace(/^/gm, '  '));
+    if (schedBefore && schedAfter && run.responses > 0) {
+      // The profiler's samples measure wall time: time the main thread spent runnable but off its
+      // core is charged to the function it was in when it lost the core. On the bench's shared core
+      // that is mostly a socket write that woke a peer (Postgres, the target, the chain).
+      const perRequest = (ms: number) => fmt.ms(ms / run.responses);
+      say(
+        `  the main thread over the measured run (/proc schedstat), per request: ${perRequest(schedAfter.onCpuMs - schedBefore.onCpuMs)} ms on its core, ` +
+          `${perRequest(schedAfter.waitingMs - schedBefore.waitingMs)} ms runnable and waiting for it; ` +
+          'the profile counts that wait as busy time of the function that lost the core (writev, writeLatin1String: a socket write that woke a peer on the same core)',
+      );
+    }
   }
 }
