@@ -288,9 +288,9 @@ function scheduledMs(pid: number): number | undefined {
   try {
     let totalNs = 0;
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
-      const onCpuNs = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-      if (!Number.isFinite(onCpuNs)) return undefined;
-      totalNs += onCpuNs;
+      const thread = threadSchedNs(pid, Number(tid));
+      if (thread === undefined) return undefined;
+      totalNs += thread.onCpuNs;
     }
     return totalNs / 1e6;
   } catch {
@@ -299,17 +299,24 @@ function scheduledMs(pid: number): number | undefined {
 }
 
 /**
- * A process's main thread (where a V8 CPU profile samples): its time on a CPU and its time runnable
- * but waiting for one (another process on its core), in milliseconds (/proc/<pid>/task/<pid>/schedstat).
+ * One thread's /proc/<pid>/task/<tid>/schedstat: its time on a CPU and its time runnable but
+ * waiting for one (another process on its core), in nanoseconds; undefined when it cannot be read.
  */
-export function mainThreadSchedMs(pid: number): { onCpuMs: number; waitingMs: number } | undefined {
+function threadSchedNs(pid: number, tid: number): { onCpuNs: number; waitingNs: number } | undefined {
   try {
-    const [onCpuNs, waitingNs] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ').map(Number);
-    if (!Number.isFinite(onCpuNs) || !Number.isFinite(waitingNs)) return undefined;
-    return { onCpuMs: Number(onCpuNs) / 1e6, waitingMs: Number(waitingNs) / 1e6 };
+    const [onCpuNs, waitingNs] = readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ').map(Number);
+    if (onCpuNs === undefined || waitingNs === undefined || !Number.isFinite(onCpuNs) || !Number.isFinite(waitingNs))
+      return undefined;
+    return { onCpuNs, waitingNs };
   } catch {
     return undefined;
   }
+}
+
+/** A process's main thread (where a V8 CPU profile samples): threadSchedNs in milliseconds. */
+export function mainThreadSchedMs(pid: number): { onCpuMs: number; waitingMs: number } | undefined {
+  const thread = threadSchedNs(pid, pid);
+  return thread && { onCpuMs: thread.onCpuNs / 1e6, waitingMs: thread.waitingNs / 1e6 };
 }
 
 /** CPU time (user + system) a process has used so far, in milliseconds (schedstat; else /proc/<pid>/stat's 10 ms ticks). */

@@ -86,14 +86,14 @@ export async function profiles(bench: Bench): Promise<void> {
     });
     say(formatProfile(summary, run.responses).replace(/^/gm, '  '));
     if (schedBefore && schedAfter && run.responses > 0) {
-      // The profiler's samples measure wall time: time the main thread spent runnable but off its
-      // core is charged to the function it was in when it lost the core. On the bench's shared core
-      // that is mostly a socket write that woke a peer (Postgres, the target, the chain).
+      // The profiler's samples measure wall time: a wait for the core that ends between two samples
+      // is charged to the function the main thread was in when it lost the core. On the bench's
+      // shared core that is mostly a socket write that woke a peer (Postgres, the target, the chain).
       const perRequest = (ms: number) => fmt.ms(ms / run.responses);
       say(
         `  the main thread over the measured run (/proc schedstat), per request: ${perRequest(schedAfter.onCpuMs - schedBefore.onCpuMs)} ms on its core, ` +
           `${perRequest(schedAfter.waitingMs - schedBefore.waitingMs)} ms runnable and waiting for it; ` +
-          'the profile counts that wait as busy time of the function that lost the core (writev, writeLatin1String: a socket write that woke a peer on the same core)',
+          'part of that wait shows in the profile as busy time of the function that lost the core (writev, writeLatin1String: a socket write that woke a peer on the same core)',
       );
     }
   }
