@@ -334,7 +334,7 @@ export interface paths {
         };
         /**
          * Payment history of the organisation
-         * @description The /proxy payments and credit movements (grants) of the organisation of the x-api-key, newest first, a page at a time: every key of the organisation, never another organisation's. A /proxy payment is one item whose `status` says where its credits went: `pending` (reserved, the payment not yet seen on chain), `charged` (paid on chain, credits spent) or `released` (never paid, credits given back). A grant is an item of kind `grant` and status `credited`. /relay calls are paid by a wallet, not by an organisation, and are not listed.
+         * @description The /proxy payments and credit movements (grants and purchases) of the organisation of the x-api-key, newest first, a page at a time: every key of the organisation, never another organisation's. A /proxy payment is one item whose `status` says where its credits went: `pending` (reserved, the payment not yet seen on chain), `charged` (paid on chain, credits spent) or `released` (never paid, credits given back). A grant is an item of kind `grant` and status `credited`; a purchase (POST /v1/credits/purchase), once its payment settled, is an item of kind `purchase` and status `credited` with its payment's network, amount, transaction and webhook record. /relay calls are paid by a wallet, not by an organisation, and are not listed.
          *
          *     Pages hold at most 200 items (`limit`, default 50). Pass `next_cursor` as `cursor`, with the same filters, for the next page; `next_cursor` is null on the last one. A cursor belongs to the organisation and the filters it was given for: another organisation's cursor, or a cursor with other filters, is a 400. A query parameter not listed here is a 400.
          */
@@ -1718,6 +1718,22 @@ export interface components {
          *       "explorer_url": "https://basescan.org/tx/0x5f2c9d1e8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d",
          *       "webhook_id": null
          *     }
+         * @example {
+         *       "id": "crd_311",
+         *       "kind": "purchase",
+         *       "status": "credited",
+         *       "created_at": "2026-11-28T10:02:41.070311Z",
+         *       "settled_at": "2026-11-28T10:02:41.070Z",
+         *       "key_prefix": "prs_AbCdEfGhJk",
+         *       "target": null,
+         *       "network": "base",
+         *       "amount_micro_usdc": "2500000",
+         *       "credits": 2500,
+         *       "fee_micro_usdc": "0",
+         *       "tx_hash": "0x9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b",
+         *       "explorer_url": "https://basescan.org/tx/0x9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b",
+         *       "webhook_id": "5b0c2f0e-8d1a-4f6e-9c3b-2a7d4e1f0b96"
+         *     }
          */
         PaymentItem: {
             /** @description The item's id (`pay_` for a proxy payment, `crd_` for a credit movement). */
@@ -1726,7 +1742,7 @@ export interface components {
             status: components["schemas"]["PaymentStatus"];
             /**
              * Format: date-time
-             * @description When the call reserved the credits (or the credits were granted), UTC with microseconds.
+             * @description When the call reserved the credits (or the credits were granted or bought), UTC with microseconds.
              */
             created_at: string;
             /**
@@ -1734,7 +1750,7 @@ export interface components {
              * @description When the credits were charged or released; null while pending.
              */
             settled_at: string | null;
-            /** @description The prefix of the key that made the call; null for a grant. */
+            /** @description The prefix of the key that made the call or the purchase; null for a grant. */
             key_prefix: string | null;
             /** @description The target a /proxy payment paid; null for a grant. */
             target: {
@@ -1743,15 +1759,15 @@ export interface components {
                 /** @description The path of the target URL; the query string is never shown. */
                 path: string;
             } | null;
-            /** @description The network the target was paid on. */
+            /** @description The network the target was paid on, or the network a purchase was paid on; null for a grant. */
             network: string | null;
-            /** @description What the target was paid, in micro-USDC; null for a grant. */
+            /** @description What the target was paid, or what the organisation paid for a purchase (credits x 1000), in micro-USDC; null for a grant. */
             amount_micro_usdc: components["schemas"]["MicroUsdcAmount"] | null;
             /** @description Credits reserved, charged or released for the payment, or granted. */
             credits: number;
-            /** @description credits x 1000 - amount_micro_usdc: the proxy fee and the rounding up to a whole credit, in micro-USDC; null for a grant. */
+            /** @description credits x 1000 - amount_micro_usdc: the proxy fee and the rounding up to a whole credit, in micro-USDC (0 for a purchase); null for a grant. */
             fee_micro_usdc: components["schemas"]["MicroUsdcAmount"] | null;
-            /** @description The transaction of the payment on its network, once known. */
+            /** @description The transaction of the payment on its network (a purchase's, the payer's transfer to the service), once known; null for a grant. */
             tx_hash: string | null;
             /**
              * Format: uri
@@ -1760,7 +1776,7 @@ export interface components {
             explorer_url: string | null;
             /**
              * Format: uuid
-             * @description The webhook record that tracked the payment's confirmation, when one was opened (GET /webhooks/{id}).
+             * @description The webhook record that tracked the payment's confirmation, when one was opened (GET /webhooks/{id}); a purchase's is the one its answer gave.
              */
             webhook_id: string | null;
         };

@@ -1,7 +1,8 @@
 /**
  * What an organisation can read of its own money: the history of its /proxy payments and of the
- * credit movements of its own (grants), and its spend by day, by key and by target host. The
- * history reads the records the money moves in (proxy_payments, credit_ledger); the spend reads
+ * credit movements of its own (grants, purchases), and its spend by day, by key and by target host.
+ * The history reads the records the money moves in (proxy_payments, credit_ledger, and for a
+ * purchase the payment that bought it: credit_purchases, relay_transactions); the spend reads
  * the daily summary of proxy_payments (usage_daily), which triggers of the database move in the
  * same transaction as every write of a payment, so that it always equals the sums of the records.
  * Only the rows of the organisation that asks: every statement here filters by its id, whatever
@@ -70,7 +71,7 @@ export interface Activity {
   keyPrefix: string | null;
   targetUrl: string | null;
   network: string | null;
-  /** What the target was paid, in micro-USDC (proxy payments). */
+  /** What the target was paid (a proxy payment), or what the organisation paid (a purchase), in micro-USDC. */
   amountMicroUsdc: bigint | null;
   credits: bigint;
   txHash: string | null;
@@ -334,6 +335,17 @@ async function readMovements(
   const query = db
     .selectFrom('credit_ledger')
     .leftJoin('api_keys', 'api_keys.id', 'credit_ledger.api_key_id')
+    // A purchase's entry names its purchase (`purchase:<id>:<transaction>`, payments/purchase.ts),
+    // whose payment is a relay transaction: its network, amount, transaction and webhook record.
+    .leftJoin('credit_purchases', (join) =>
+      join.on(
+        'credit_purchases.id',
+        '=',
+        sql<bigint>`case when credit_ledger.kind = 'purchase' and credit_ledger.reference ~ '^purchase:[0-9]{1,18}:'
+          then split_part(credit_ledger.reference, ':', 2)::bigint end`,
+      ),
+    )
+    .leftJoin('relay_transactions', 'relay_transactions.id', 'credit_purchases.relay_transaction_id')
     .select([
       'credit_ledger.id',
       createdAtText('credit_ledger').as('created_at_text'),
@@ -341,6 +353,10 @@ async function readMovements(
       'credit_ledger.kind',
       'api_keys.prefix',
       'credit_ledger.amount_credits',
+      'relay_transactions.network',
+      'relay_transactions.amount_micro',
+      'relay_transactions.client_tx_hash',
+      'credit_purchases.webhook_id',
     ])
     .where('credit_ledger.organisation_id', '=', organisationId)
     // The predicate of the partial index credit_ledger_organisation_movements, so that it is used.
@@ -357,11 +373,11 @@ async function readMovements(
       settledAt: row.created_at,
       keyPrefix: row.prefix,
       targetUrl: null,
-      network: null,
-      amountMicroUsdc: null,
+      network: row.network,
+      amountMicroUsdc: row.amount_micro,
       credits: row.amount_credits,
-      txHash: null,
-      webhookId: null,
+      txHash: row.client_tx_hash,
+      webhookId: row.webhook_id,
     },
   }));
 }

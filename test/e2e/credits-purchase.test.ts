@@ -66,7 +66,7 @@ describe('buying credits over x402', () => {
   });
 
   it('version 1 (x402-fetch): the credits are added once the payment settles, exactly, with a purchase in the ledger', async () => {
-    const { key, organisationId } = await createTestAccount(db);
+    const { key, organisationId, prefix } = await createTestAccount(db);
     const before = await usdc();
     const res = await payingFetch(
       peers,
@@ -93,11 +93,29 @@ describe('buying credits over x402', () => {
     expect(await ledgerSums(db, organisationId)).toMatchObject({ purchase: 2_500n, grant: 0n });
     const webhook = await t.client.get(`/webhooks/${String(body.webhook_id)}`);
     expect(webhook.status).toBe(200);
-    // The organisation reads its purchase back: in its history, and in its usage's totals.
+    // The organisation reads its purchase back: in its history with the payment's details as the
+    // answer gave them, and in its usage's totals.
     const history = await t.client.get('/v1/payments?kind=purchase', { headers: { 'x-api-key': key } });
     expect(history.status).toBe(200);
+    expect(body.transaction).toMatch(/^0x[0-9a-f]{64}$/);
     expect(history.body.items).toEqual([
-      expect.objectContaining({ kind: 'purchase', status: 'credited', credits: 2_500 }),
+      {
+        id: expect.stringMatching(/^crd_[0-9]+$/) as string,
+        kind: 'purchase',
+        status: 'credited',
+        created_at: expect.any(String) as string,
+        settled_at: expect.any(String) as string,
+        key_prefix: prefix,
+        target: null,
+        network: NETWORK,
+        amount_micro_usdc: '2500000',
+        credits: 2_500,
+        fee_micro_usdc: '0',
+        tx_hash: body.transaction,
+        // The service pays on a local chain here: no public explorer.
+        explorer_url: null,
+        webhook_id: body.webhook_id,
+      },
     ]);
     const usage = await t.client.get('/v1/usage', { headers: { 'x-api-key': key } });
     expect(usage.status).toBe(200);
