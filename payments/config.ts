@@ -147,20 +147,21 @@ function percent(env: Env, name: string, fallback: number): number {
 }
 
 /**
- * The scheme and host of a URL as typed, for an error message about it: credentials, path and
- * query are left out, since a secret often lives in one of them. Where the URL cannot be parsed
- * and holds an "@", where the host ends is a guess (a password may hold a "/"): the scheme alone.
+ * The scheme and host name of a URL, for an error message about it: credentials, port, path and
+ * query are left out, since a secret often lives in one of them. A URL that cannot be parsed shows
+ * its scheme alone: where its host ends is a guess (a password without "@host" after it reads as a
+ * port, and a password may hold a "/").
  */
 function urlShownPart(raw: string): string | undefined {
   const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(raw)?.[1];
   if (scheme === undefined) return undefined;
-  let host: string;
+  let hostname = '';
   try {
-    host = new URL(raw).host;
+    hostname = new URL(raw).hostname;
   } catch {
-    host = raw.includes('@') ? '' : (/^[^:]*:\/\/([^/?#]*)/.exec(raw)?.[1] ?? '');
+    // Not parsed: the scheme alone.
   }
-  return `${scheme}://${host}`;
+  return `${scheme}://${hostname}`;
 }
 
 /** What is wrong with a URL that `new URL` refused, told without repeating it. */
@@ -170,7 +171,7 @@ function whyNotAUrl(raw: string): string {
   if (authority === '') return 'has no host';
   const port = /:([^:\]]*)$/.exec(authority)?.[1];
   if (port !== undefined && port !== '' && !(/^[0-9]+$/.test(port) && Number(port) <= 65535)) {
-    return 'has a port that is not a number from 0 to 65535';
+    return 'has a port that is not a number from 0 to 65535 (or a user name and password with no "@host" after them)';
   }
   return 'is not a valid URL (a space, or a character that must be percent-encoded?)';
 }
@@ -188,18 +189,27 @@ function parsedUrl(name: string, raw: string): URL {
   return parsed;
 }
 
-/** `NAME: <problem> (<scheme://host>)`: the variable, what is wrong, and at most its scheme and host. */
+/** `NAME: <problem> (<scheme://host>)`: the variable, what is wrong, and at most its scheme and host name. */
 function urlError(name: string, raw: string, problem: string): ConfigError {
   const shown = urlShownPart(raw);
   return new ConfigError(name, shown === undefined ? problem : `${problem} (${shown})`);
 }
 
+interface UrlRules {
+  /** 'refused' for a URL whose user and password would be shown or sent where they should not be. */
+  credentials?: 'allowed' | 'refused';
+  /**
+   * 'refused' for a base URL the service appends paths to (`/settle`, `/chat/completions`): a query
+   * string or a fragment would end up before the path (`...?k=v/settle`).
+   */
+  queryAndFragment?: 'allowed' | 'refused';
+}
+
 /**
  * An http or https URL. Errors name the variable and what is wrong, never the value: a URL may
- * carry credentials, or an API key in its path or query. `credentials: 'refused'` for a URL whose
- * user and password would be shown or sent where they should not be.
+ * carry credentials, or an API key in its path or query.
  */
-function url(env: Env, name: string, credentials: 'allowed' | 'refused' = 'allowed'): string | undefined {
+function url(env: Env, name: string, rules: UrlRules = {}): string | undefined {
   const raw = text(env, name);
   if (raw === undefined) return undefined;
   const parsed = parsedUrl(name, raw);
@@ -207,8 +217,16 @@ function url(env: Env, name: string, credentials: 'allowed' | 'refused' = 'allow
     throw urlError(name, raw, 'expected an http or https URL');
   }
   if (parsed.host === '') throw urlError(name, raw, 'has no host');
-  if (credentials === 'refused' && (parsed.username !== '' || parsed.password !== '')) {
+  if (rules.credentials === 'refused' && (parsed.username !== '' || parsed.password !== '')) {
     throw urlError(name, raw, 'must not carry a user name or password');
+  }
+  // A "?" or "#" of a parsed URL always starts its query or fragment, even an empty one.
+  if (rules.queryAndFragment === 'refused' && /[?#]/.test(raw)) {
+    throw urlError(
+      name,
+      raw,
+      'must not carry a query string or a fragment: the service appends paths to it (such as /settle), which would land after them',
+    );
   }
   return raw.replace(/\/+$/, '');
 }
@@ -327,7 +345,7 @@ export function loadConfig(env: Env = process.env): Config {
     evmPrivateKey:
       evmPrivateKey === undefined ? undefined : evmPrivateKey.startsWith('0x') ? evmPrivateKey : `0x${evmPrivateKey}`,
     solanaPrivateKey,
-    facilitatorUrl: url(env, 'FACILITATOR_URL'),
+    facilitatorUrl: url(env, 'FACILITATOR_URL', { queryAndFragment: 'refused' }),
     ssrfAllowHosts: hostList(env, 'SSRF_ALLOW_HOSTS'),
     relayFeePercent: percent(env, 'RELAY_FEE_PERCENT', 3),
     relayFeeMinUsdc: decimal(env, 'RELAY_FEE_MIN_USDC', '0', 6),
@@ -349,7 +367,7 @@ export function loadConfig(env: Env = process.env): Config {
     databasePoolMax: integer(env, 'DATABASE_POOL_MAX', 20, 2, 1_000),
     discovery: discovery(env),
     llm: {
-      baseUrl: url(env, 'LLM_BASE_URL', 'refused'),
+      baseUrl: url(env, 'LLM_BASE_URL', { credentials: 'refused', queryAndFragment: 'refused' }),
       apiKey: text(env, 'LLM_API_KEY'),
       model: text(env, 'LLM_MODEL'),
       priceUsdc: decimal(env, 'LLM_PRICE_USDC', '0.01', 6),
@@ -359,7 +377,7 @@ export function loadConfig(env: Env = process.env): Config {
     runWorker: flag(env, 'RUN_WORKER', true),
     workerPort: text(env, 'WORKER_PORT') === undefined ? undefined : integer(env, 'WORKER_PORT', 0, 0, 65535),
     shutdownGraceMs: integer(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
-    publicBaseUrl: url(env, 'PUBLIC_BASE_URL', 'refused'),
+    publicBaseUrl: url(env, 'PUBLIC_BASE_URL', { credentials: 'refused', queryAndFragment: 'refused' }),
     requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 600_000, 1000, 3_600_000),
     headersTimeoutMs: integer(env, 'HEADERS_TIMEOUT_MS', 610_000, 1000, 3_600_000),
     keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 620_000, 1000, 3_600_000),

@@ -3,7 +3,13 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { MALFORMED_WITH_SECRETS, SECRET, URL_VARIABLES } from '../support/url-variables';
+import {
+  MALFORMED_WITH_SECRETS,
+  partsOfSecretIn,
+  passwordWithoutHost,
+  SECRET,
+  URL_VARIABLES,
+} from '../support/url-variables';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -61,8 +67,48 @@ describe('a start with a malformed URL that carries a secret', () => {
         expect.stringMatching(new RegExp(`^payment-routing-service: configuration error: ${variable}: `)) as string,
       ]);
       expect(run.stderr + run.stdout).not.toContain(SECRET);
+      expect(partsOfSecretIn(run.stderr + run.stdout)).toEqual([]);
       expect(run.stdout).toBe('');
     },
     70_000,
   );
+
+  // A password with no "@host" after it reads as a port that is not a number: the URL does not
+  // parse, and the message shows its scheme alone.
+  it.each(URL_VARIABLES.map((variable, index) => [variable, passwordWithoutHost(variable, index)]))(
+    '%s=%s (a password and no @host) exits naming the variable, with no part of the password',
+    (variable, value) => {
+      const run = startProduction({
+        EMBEDDED_POSTGRES: 'allow',
+        SOLANA_PRIVATE_KEY: JSON.stringify(Array.from({ length: 64 }, (_, i) => i)),
+        [variable]: value,
+      });
+      expect(run.status).toBe(1);
+      expect(run.stderr.trim().split('\n')).toEqual([
+        expect.stringMatching(
+          new RegExp(`^payment-routing-service: configuration error: ${variable}: .* \\((https|postgres)://\\)$`),
+        ) as string,
+      ]);
+      expect(partsOfSecretIn(run.stderr + run.stdout)).toEqual([]);
+      expect(run.stderr).not.toContain('alice');
+      expect(run.stdout).toBe('');
+    },
+    70_000,
+  );
+});
+
+describe('a start with a query string in FACILITATOR_URL', () => {
+  it('exits naming the variable and the query, before any call is made to `...?k=v/settle`', () => {
+    const run = startProduction({
+      EMBEDDED_POSTGRES: 'allow',
+      SOLANA_PRIVATE_KEY: JSON.stringify(Array.from({ length: 64 }, (_, i) => i)),
+      FACILITATOR_URL: `https://facilitator.example.org/key?k=${SECRET}`,
+    });
+    expect(run.status).toBe(1);
+    expect(run.stderr.trim().split('\n')).toEqual([
+      'payment-routing-service: configuration error: FACILITATOR_URL: must not carry a query string or a fragment: ' +
+        'the service appends paths to it (such as /settle), which would land after them (https://facilitator.example.org)',
+    ]);
+    expect(run.stdout).toBe('');
+  }, 70_000);
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MALFORMED_WITH_SECRETS, SECRET, URL_VARIABLES } from '../support/url-variables';
+import { MALFORMED_WITH_SECRETS, partsOfSecretIn, SECRET, URL_VARIABLES } from '../support/url-variables';
 import { checkProductionConfig, ConfigError, finalityRuleOf, loadConfig, rpcHost } from '../../payments/config';
 
 describe('configuration', () => {
@@ -113,17 +113,25 @@ describe('a malformed URL with a secret in it', () => {
         expect((error as ConfigError).variable).toBe(variable);
         expect((error as Error).message).toMatch(new RegExp(`^${variable}: `));
         expect((error as Error).message).not.toContain(SECRET);
+        expect(partsOfSecretIn((error as Error).message)).toEqual([]);
         expect((error as Error).message).not.toContain(`u:`);
+        expect((error as Error).message).not.toContain(`alice`);
       }
     },
   );
 
   it('says what is wrong, with at most the scheme and host', () => {
+    const badPort =
+      'has a port that is not a number from 0 to 65535 (or a user name and password with no "@host" after them)';
     expect(() => loadConfig({ RPC_URL_BASE: `http://u:${SECRET}@h:99999/` })).toThrow(
-      'RPC_URL_BASE: has a port that is not a number from 0 to 65535 (http://)',
+      `RPC_URL_BASE: ${badPort} (http://)`,
     );
+    // A URL that does not parse shows its scheme alone: its "port" may be a password.
     expect(() => loadConfig({ RPC_URL_BASE: 'http://rpc.example.org:99999/' })).toThrow(
-      'RPC_URL_BASE: has a port that is not a number from 0 to 65535 (http://rpc.example.org:99999)',
+      `RPC_URL_BASE: ${badPort} (http://)`,
+    );
+    expect(() => loadConfig({ RPC_URL_BASE: `https://alice:${SECRET}` })).toThrow(
+      `RPC_URL_BASE: ${badPort} (https://)`,
     );
     expect(() => loadConfig({ RPC_URL_BASE: `ftp://u:${SECRET}@rpc.example.org/` })).toThrow(
       'RPC_URL_BASE: expected an http or https URL (ftp://rpc.example.org)',
@@ -136,6 +144,27 @@ describe('a malformed URL with a secret in it', () => {
     );
     expect(() => loadConfig({ PUBLIC_BASE_URL: `https://u:${SECRET}@api.example.org` })).toThrow(
       'PUBLIC_BASE_URL: must not carry a user name or password (https://api.example.org)',
+    );
+  });
+
+  it('refuses a query string or a fragment in a URL the service appends paths to, naming the variable', () => {
+    for (const variable of ['FACILITATOR_URL', 'LLM_BASE_URL', 'PUBLIC_BASE_URL'])
+      for (const value of [
+        `https://api.example.org/key?k=${SECRET}`,
+        'https://api.example.org/v1?',
+        'https://api.example.org/v1#x',
+      ]) {
+        const attempt = () => loadConfig({ [variable]: value });
+        expect(attempt, `${variable}=${value}`).toThrow(
+          `${variable}: must not carry a query string or a fragment: the service appends paths to it (such as /settle), which would land after them (https://api.example.org)`,
+        );
+      }
+    // A JSON-RPC endpoint is called as it is: its query (an API key) is kept.
+    expect(
+      loadConfig({ NETWORKS: 'base', RPC_URL_BASE: `https://rpc.example.org/v2?key=${SECRET}` }).networks[0]?.rpcUrl,
+    ).toBe(`https://rpc.example.org/v2?key=${SECRET}`);
+    expect(loadConfig({ FACILITATOR_URL: 'https://facilitator.example.org/x402/' }).facilitatorUrl).toBe(
+      'https://facilitator.example.org/x402',
     );
   });
 
