@@ -49,6 +49,8 @@ export interface CreditLedgerTable {
 
 export type SpendScope = 'relay_wallet' | 'relay_system' | 'proxy_account' | 'proxy_system' | 'api_key';
 export type SpendClass = 'mainnet' | 'testnet' | 'all';
+/** A network's class (payments/networkTable.ts NetworkClass). */
+export type NetworkClassName = 'mainnet' | 'testnet';
 
 export interface DailySpendTable {
   scope: SpendScope;
@@ -247,6 +249,33 @@ export interface RelayTransactionsTable {
   settled_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   /** When the relay_follow job looks at the row next while it is open (null: not followed that way). */
   look_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  /** upto: the class whose exposure counters (upto_exposure) count the maximum while the row is open; null once taken back. */
+  upto_exposure_class: ColumnType<
+    NetworkClassName | null,
+    NetworkClassName | null | undefined,
+    NetworkClassName | null
+  >;
+}
+
+/**
+ * The maxima of upto permits admitted on /relay and not yet settled or ended, in micro-USDC: per
+ * paying wallet (scope 'wallet', scope_id the payer) and for the service ('total', 'system').
+ */
+export interface UptoExposureTable {
+  scope: 'wallet' | 'total';
+  scope_id: string;
+  network_class: NetworkClassName;
+  open_micro: bigint;
+}
+
+/** Payers whose upto charge was lost after the target was paid: never admitted by upto again. */
+export interface UptoDefaultedPayersTable {
+  payer: string;
+  network: string;
+  relay_transaction_id: bigint;
+  reason: string;
+  lost_micro: bigint;
+  defaulted_at: Generated<Date>;
 }
 
 export type RefundStatus = 'pending' | 'confirmed' | 'failed';
@@ -389,6 +418,8 @@ export interface Database {
   webhooks: WebhooksTable;
   finality_watches: FinalityWatchesTable;
   relay_transactions: RelayTransactionsTable;
+  upto_exposure: UptoExposureTable;
+  upto_defaulted_payers: UptoDefaultedPayersTable;
   refunds: RefundsTable;
   idempotency_records: IdempotencyRecordsTable;
 }

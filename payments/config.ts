@@ -58,6 +58,13 @@ export interface Config {
   relayAbandonedAfterMs: number;
   relayDailyPerWalletUsd: number;
   relayDailyTotalUsd: number;
+  /**
+   * The most the maxima of a wallet's upto permits admitted on /relay and not yet settled or ended
+   * may add up to, in USDC (decimal text): what one payer can cost us by revoking, once.
+   */
+  relayUptoExposurePerWalletUsdc: string;
+  /** The same for every payer together, per network class: what the service can be owed by upto at any moment. */
+  relayUptoExposureTotalUsdc: string;
   proxyDailyPerAccountUsd: number;
   proxyDailyTotalUsd: number;
   capRelay: number;
@@ -356,6 +363,8 @@ export function loadConfig(env: Env = process.env): Config {
     relayAbandonedAfterMs: integer(env, 'RELAY_ABANDONED_AFTER_MS', 300_000, 1_000, 86_400_000),
     relayDailyPerWalletUsd: integer(env, 'RELAY_DAILY_PER_WALLET_USD', 100, 0, 1e12),
     relayDailyTotalUsd: integer(env, 'RELAY_DAILY_TOTAL_USD', 1000, 0, 1e12),
+    relayUptoExposurePerWalletUsdc: decimal(env, 'RELAY_UPTO_EXPOSURE_PER_WALLET_USDC', '5', 6),
+    relayUptoExposureTotalUsdc: decimal(env, 'RELAY_UPTO_EXPOSURE_TOTAL_USDC', '100', 6),
     proxyDailyPerAccountUsd: integer(env, 'PROXY_DAILY_PER_ACCOUNT_USD', 500, 0, 1e12),
     proxyDailyTotalUsd: integer(env, 'PROXY_DAILY_TOTAL_USD', 5000, 0, 1e12),
     capRelay: integer(env, 'CAP_RELAY', 50, 1, 100_000),

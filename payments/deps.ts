@@ -42,4 +42,9 @@ export interface Deps {
    * allowance or moved its funds): the service's metrics.
    */
   onUptoChargeLost: (network: string) => void;
+  /**
+   * Told of each upto permit refused before anything moved because its payer once failed to pay
+   * one, or a bound on our exposure to unsettled upto permits was reached: the service's metrics.
+   */
+  onUptoRefused: (reason: 'payer_defaulted' | 'wallet_exposure' | 'total_exposure') => void;
 }

@@ -118,3 +118,40 @@ export async function systemVolumes(
     },
   };
 }
+
+/**
+ * The maxima of upto permits admitted on /relay and not yet settled or ended, for the whole service
+ * per network class, in micro-USDC (upto_exposure: admit_relay_payment moves it within its bounds,
+ * a trigger takes it back): the gauge prs_upto_exposure_micro_usdc.
+ */
+export async function openUptoExposure(db: Db): Promise<Record<'mainnet' | 'testnet', bigint>> {
+  const rows = await db
+    .selectFrom('upto_exposure')
+    .select(['network_class', 'open_micro'])
+    .where('scope', '=', 'total')
+    .where('scope_id', '=', SYSTEM_SCOPE_ID)
+    .execute();
+  const open = (networkClass: 'mainnet' | 'testnet') =>
+    rows.find((row) => row.network_class === networkClass)?.open_micro ?? 0n;
+  return { mainnet: open('mainnet'), testnet: open('testnet') };
+}
+
+/**
+ * Whether an upto permit of `maximumMicro` fits under the service's bound now (a hint for our
+ * first 402, which cannot know the payer: at the bound it offers exact only; the admission decides).
+ */
+export async function uptoExposureRoom(
+  db: Db,
+  networkClass: 'mainnet' | 'testnet',
+  maximumMicro: bigint,
+  totalMicro: bigint,
+): Promise<boolean> {
+  const row = await db
+    .selectFrom('upto_exposure')
+    .select('open_micro')
+    .where('scope', '=', 'total')
+    .where('scope_id', '=', SYSTEM_SCOPE_ID)
+    .where('network_class', '=', networkClass)
+    .executeTakeFirst();
+  return (row?.open_micro ?? 0n) + maximumMicro <= totalMicro;
+}

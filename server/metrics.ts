@@ -19,6 +19,9 @@ export const CAP_GROUPS: readonly CapGroup[] = ['proxy', 'relay', 'webhooks'];
 
 const FINALITY_LEGS: readonly FinalityLeg[] = ['client_settlement', 'target_payment', 'refund'];
 
+export type UptoRefusalReason = 'payer_defaulted' | 'wallet_exposure' | 'total_exposure';
+const UPTO_REFUSAL_REASONS: readonly UptoRefusalReason[] = ['payer_defaulted', 'wallet_exposure', 'total_exposure'];
+
 export type PaidCallMode = 'proxy' | 'relay' | 'chat';
 export type PaidCallResult = 'paid' | 'refunded' | 'failed' | 'pending';
 /** success: the job ended well; error: an attempt failed (it is retried); failed: it failed for good (its last attempt). */
@@ -39,8 +42,13 @@ export class ServiceMetrics {
   private readonly rpcDuration: Histogram<'network' | 'method' | 'outcome'>;
   private readonly lostPayments: Counter<'leg' | 'network'>;
   private readonly lostUptoCharges: Counter<'network'>;
+  private readonly uptoRefusals: Counter<'reason'>;
 
-  constructor(caps: ConcurrencyCaps | undefined) {
+  /**
+   * `uptoExposure`: reads the service's open upto maxima per network class from Postgres (the same
+   * figure on every instance), for the gauge prs_upto_exposure_micro_usdc; absent, no such gauge.
+   */
+  constructor(caps: ConcurrencyCaps | undefined, uptoExposure?: () => Promise<Record<'mainnet' | 'testnet', bigint>>) {
     const registers = [this.registry];
     new Gauge({
       name: 'prs_secp256k1_implementation',
@@ -121,10 +129,32 @@ export class ServiceMetrics {
       labelNames: ['network'],
       registers,
     });
+    this.uptoRefusals = new Counter({
+      name: 'prs_upto_refusals_total',
+      help: "Upto permits on /relay refused before anything moved, by reason: payer_defaulted (the payer once failed to pay an upto charge), wallet_exposure or total_exposure (the payer's or the service's bound on unsettled upto maxima, RELAY_UPTO_EXPOSURE_PER_WALLET_USDC, RELAY_UPTO_EXPOSURE_TOTAL_USDC, was reached). Each was offered exact instead.",
+      labelNames: ['reason'],
+      registers,
+    });
+    if (uptoExposure) {
+      new Gauge({
+        name: 'prs_upto_exposure_micro_usdc',
+        help: 'The maxima of upto permits admitted on /relay and not yet settled or ended, in micro-USDC, per network class, for the whole service (read from Postgres at each scrape): what payers who revoke could cost us now. Bounded by RELAY_UPTO_EXPOSURE_TOTAL_USDC.',
+        labelNames: ['network_class'],
+        registers,
+        async collect() {
+          // An unreadable database leaves the last figure: the scrape still answers.
+          const open = await uptoExposure().catch(() => undefined);
+          if (open === undefined) return;
+          for (const networkClass of ['mainnet', 'testnet'] as const)
+            this.set({ network_class: networkClass }, Number(open[networkClass]));
+        },
+      });
+    }
     // Every known series from the start, at zero: a rate over a counter that appears late misses its first increase.
     for (const group of CAP_GROUPS) this.capRefusals.inc({ group }, 0);
     for (const leg of FINALITY_LEGS) for (const network of NETWORK_NAMES) this.lostPayments.inc({ leg, network }, 0);
     for (const network of NETWORK_NAMES) this.lostUptoCharges.inc({ network }, 0);
+    for (const reason of UPTO_REFUSAL_REASONS) this.uptoRefusals.inc({ reason }, 0);
     for (const mode of ['proxy', 'relay', 'chat'] as const)
       for (const result of ['paid', 'refunded', 'failed', 'pending'] as const) this.paidCalls.inc({ mode, result }, 0);
   }
@@ -149,6 +179,11 @@ export class ServiceMetrics {
   /** A client's upto permit that could not be settled after the target was paid. */
   uptoChargeLost(network: string): void {
     this.lostUptoCharges.inc({ network: (NETWORK_NAMES as readonly string[]).includes(network) ? network : 'other' });
+  }
+
+  /** An upto permit refused before anything moved (its payer defaulted once, or an exposure bound was reached). */
+  uptoRefused(reason: UptoRefusalReason): void {
+    this.uptoRefusals.inc({ reason });
   }
 
   job(task: string, outcome: JobOutcome): void {

@@ -25,6 +25,7 @@ import { checkRpcReachable } from '../payments/chains/reachability';
 import { systemResolver, TargetConnections, type Resolver } from '../payments/http/index';
 import { advisoryKeyLock, SubmissionQueue } from '../payments/chains/submissions';
 import { DEFAULT_PAYMENT_BOUNDS } from '../payments/paymentBounds';
+import { openUptoExposure } from '../payments/limits';
 import { renewIdempotencyLeases } from '../payments/idempotency';
 import { WalletBalances } from '../payments/chains/balances';
 import type { Config } from '../payments/config';
@@ -100,7 +101,9 @@ export async function startService(config: Config, options: ServiceOptions = {})
     const applied = await migrateToLatest(dbHandle.db);
     if (applied.length > 0) log.info({ migrations: applied }, 'database migrated');
     const caps = new ConcurrencyCaps({ relay: config.capRelay, proxy: config.capProxy, webhooks: config.capWebhooks });
-    const metrics = new ServiceMetrics(options.serveHttp === false ? undefined : caps);
+    const metrics = new ServiceMetrics(options.serveHttp === false ? undefined : caps, () =>
+      openUptoExposure(dbHandle.db),
+    );
     const chains = await createChains(config, { onRpc: metrics.rpc, rpcTimeoutMs: config.rpcTimeoutMs });
     cleanups.push(() => chains.close());
     const connections = new TargetConnections();
@@ -360,6 +363,7 @@ function assembleDeps({
     apiKeyCache,
     idempotencyOwner: { instanceId: randomUUID(), leaseMs: config.idempotencyLeaseMs },
     onUptoChargeLost: (network) => metrics.uptoChargeLost(network),
+    onUptoRefused: (reason) => metrics.uptoRefused(reason),
     capMetrics: () => caps.metrics(),
     healthChecks: {
       database: async () => {

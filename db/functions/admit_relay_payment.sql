@@ -14,8 +14,17 @@
 -- (state settling): the paid call settles it next, and the claim is not a write of its own.
 -- (The versions with fewer parameters, replaced here, are dropped first: a call must name one function.)
 --
--- outcome: 'admitted' (relay_transaction_id set), 'claim_lost', 'nonce_already_used', or
--- 'limit_exceeded' (limit_scope 'wallet' or 'system', spent: the counter as it stands).
+-- An upto permit (p_scheme 'upto') is refused first when its payer once failed to pay one
+-- (upto_defaulted_payers), then counted as open against the wallet's and the service's bounds on
+-- upto exposure (add_upto_exposure; p_upto_wallet_limit, p_upto_total_limit), and the row carries
+-- the class it was counted on (upto_exposure_class; the trigger release_upto_exposure takes it back
+-- when the row leaves received and settling). Lock order: the idempotency record, the new row, the
+-- exposure counters (wallet, service), the daily counters (wallet, service).
+--
+-- outcome: 'admitted' (relay_transaction_id set), 'claim_lost', 'nonce_already_used',
+-- 'limit_exceeded' (limit_scope 'wallet' or 'system', spent: the counter as it stands),
+-- 'upto_payer_defaulted', or 'upto_exposure_exceeded' (limit_scope 'wallet' or 'total', spent:
+-- the open maxima counted on that bound).
 drop function if exists admit_relay_payment(
   text, text, text, text, text, bigint, text, jsonb, jsonb, bigint, text, text, text, bigint, date, text,
   text, text, uuid, text, bigint, bigint, text, timestamptz, integer
@@ -23,6 +32,10 @@ drop function if exists admit_relay_payment(
 drop function if exists admit_relay_payment(
   text, text, text, text, text, bigint, text, jsonb, jsonb, bigint, text, text, text, bigint, date, text,
   text, text, uuid, text, bigint, bigint, text, timestamptz, integer, text, numeric
+);
+drop function if exists admit_relay_payment(
+  text, text, text, text, text, bigint, text, jsonb, jsonb, bigint, text, text, text, bigint, date, text,
+  text, text, uuid, text, bigint, bigint, text, timestamptz, integer, text, numeric, text
 );
 create or replace function admit_relay_payment(
   p_network text,
@@ -52,7 +65,9 @@ create or replace function admit_relay_payment(
   p_watch_max_attempts integer,
   p_scheme text,
   p_maximum_atomic numeric,
-  p_settle_method text
+  p_settle_method text,
+  p_upto_wallet_limit bigint,
+  p_upto_total_limit bigint
 ) returns table (outcome text, relay_transaction_id bigint, limit_scope text, spent bigint)
 language plpgsql as $fn$
 #variable_conflict use_column
@@ -65,6 +80,8 @@ declare
   v_classes text[] := array[p_network_class, p_network_class];
   v_limits bigint[] := array[p_wallet_limit, p_system_limit];
   v_refused integer;
+  v_exposure text;
+  v_upto_class text := case when p_scheme = 'upto' then p_network_class end;
   v_look_at timestamptz := greatest(p_watch_at, now());
 begin
   if p_idempotency_claim is not null then
@@ -77,27 +94,52 @@ begin
       return;
     end if;
   end if;
+  -- A payer that failed to pay an upto charge is never admitted by upto again (it may pay exact).
+  if v_upto_class is not null and exists (select 1 from upto_defaulted_payers d where d.payer = p_payer) then
+    return query select 'upto_payer_defaulted'::text, null::bigint, null::text, null::bigint;
+    return;
+  end if;
   insert into relay_transactions (
       network, chain_type, asset, payer, pay_to, amount_micro, nonce_key, payment_payload,
       payment_requirements, valid_before, target_url, target_method, target_network,
       target_amount_micro, spend_day, mode, idempotency_claim, scheme, maximum_atomic, look_at,
-      state, settle_method)
+      state, settle_method, upto_exposure_class)
     values (
       p_network, p_chain_type, p_asset, p_payer, p_pay_to, p_amount, p_nonce_key, p_payment_payload,
       p_payment_requirements, p_valid_before, p_target_url, p_target_method, p_target_network,
       p_target_amount, p_spend_day, p_mode, p_idempotency_claim, p_scheme, p_maximum_atomic, v_look_at,
-      case when p_settle_method is null then 'received' else 'settling' end, p_settle_method)
+      case when p_settle_method is null then 'received' else 'settling' end, p_settle_method, v_upto_class)
     on conflict (network, asset, nonce_key) do nothing
     returning id into v_id;
   if v_id is null then
     return query select 'nonce_already_used'::text, null::bigint, null::text, null::bigint;
     return;
   end if;
+  -- The permit's maximum stays open (money we may never get) until the row is settled or ended.
+  if v_upto_class is not null then
+    v_exposure := add_upto_exposure(p_payer, v_upto_class, p_upto_wallet_limit, p_upto_total_limit, p_amount);
+    if v_exposure is not null then
+      delete from relay_transactions r where r.id = v_id;
+      return query select 'upto_exposure_exceeded'::text, null::bigint, v_exposure,
+        coalesce((select e.open_micro from upto_exposure e
+          where e.scope = v_exposure and e.network_class = v_upto_class
+            and e.scope_id = case when v_exposure = 'wallet' then p_payer else 'system' end), 0)::bigint;
+      return;
+    end if;
+  end if;
   -- Both counters together (add_spend). A refusal has taken back what moved; the row goes too, in
   -- this transaction, so the refused payment leaves nothing (its nonce stays unused).
   v_refused := add_spend(v_scopes, v_scope_ids, v_classes, v_limits, p_spend_day, p_amount);
   if v_refused is not null then
     delete from relay_transactions r where r.id = v_id;
+    if v_upto_class is not null then
+      -- What add_upto_exposure moved goes back too (a deleted row fires no release).
+      update upto_exposure e set open_micro = e.open_micro - p_amount
+        where e.scope in ('wallet', 'total') and e.network_class = v_upto_class
+          and e.scope_id = case when e.scope = 'wallet' then p_payer else 'system' end;
+      delete from upto_exposure e
+        where e.scope = 'wallet' and e.scope_id = p_payer and e.network_class = v_upto_class and e.open_micro = 0;
+    end if;
     return query select 'limit_exceeded'::text, null::bigint, (array['wallet', 'system'])[v_refused],
       daily_spent(v_scopes[v_refused], v_scope_ids[v_refused], v_classes[v_refused], p_spend_day);
     return;

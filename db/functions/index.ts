@@ -19,6 +19,7 @@ export const DATABASE_FUNCTIONS = [
   'charge_proxy_payment',
   'charge_proxy_payment_used',
   'release_proxy_payment',
+  'add_upto_exposure',
   'admit_relay_payment',
 ] as const;
 

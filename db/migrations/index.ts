@@ -30,6 +30,7 @@ import * as unreadIndexes from './2026_12_01_0031_unread_indexes';
 import * as usageSettledOnly from './2026_12_01_0032_usage_settled_only';
 import * as reservationsOnPayments from './2026_12_01_0033_reservations_on_payments';
 import * as paidCallKeyChecks from './2026_12_01_0034_paid_call_key_checks';
+import * as uptoExposure from './2026_12_01_0035_upto_exposure';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -64,6 +65,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_12_01_0032_usage_settled_only': usageSettledOnly,
   '2026_12_01_0033_reservations_on_payments': reservationsOnPayments,
   '2026_12_01_0034_paid_call_key_checks': paidCallKeyChecks,
+  '2026_12_01_0035_upto_exposure': uptoExposure,
 };
 
 export const migrationProvider: MigrationProvider = {

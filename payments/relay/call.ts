@@ -12,7 +12,7 @@
  */
 import type { Db } from '../../db/index';
 import { utcDay } from '../clock';
-import { formatUnits, usdToMicro } from '../money';
+import { formatUnits, parseUsdc, usdToMicro } from '../money';
 import { randomNonce } from '../chains/evm';
 import type { Chains } from '../chains/index';
 import { NETWORK_TABLE, type NetworkClass } from '../networkTable';
@@ -38,6 +38,7 @@ import type { PaymentRequirements, SettlementResponse } from '../x402/types';
 import type { X402Version } from '../x402/v2';
 import type { ClaimRef } from '../idempotency';
 import { admitClientPayment, type RelayLimitRefusal } from './admit';
+import { uptoExposureRoom } from '../limits';
 import { deliver, deliverUsed, handOver, recordedTargetPayment, scheduleRefund, watchTargetPayment } from './outcome';
 import { quoteRelay, relayOffers, relayUptoOffers, type RelayQuote } from './quote';
 import { relayUptoClient } from './uptoClient';
@@ -138,7 +139,7 @@ const OUR_FAILURES = new Set<SettleFailureReason>([
 ]);
 
 export async function relayCall(
-  deps: PayingDeps & Pick<Deps, 'onUptoChargeLost'>,
+  deps: PayingDeps & Pick<Deps, 'onUptoChargeLost' | 'onUptoRefused'>,
   input: RelayCall,
 ): Promise<RelayOutcome> {
   const budget = callBudget(input.timeoutMs);
@@ -155,7 +156,23 @@ export async function relayCall(
   const accepts = await relayOffers(deps, quote, input);
   if (accepts.length === 0) return noOffer(deps.chains, quote.choice.networkClass);
   const uptoAccepts = relayUptoOffers(deps, quote, accepts);
-  if (!payment) return { kind: 'payment_required', accepts, uptoAccepts, error: 'X-PAYMENT header is required' };
+  if (!payment) {
+    // At the service's bound on upto exposure an upto permit would be refused: exact only, then.
+    const room =
+      uptoAccepts.length > 0 &&
+      (await uptoExposureRoom(
+        deps.db,
+        quote.choice.networkClass,
+        quote.fee.totalMicro,
+        uptoExposureBounds(deps.config).exposureTotalMicro,
+      ));
+    return {
+      kind: 'payment_required',
+      accepts,
+      uptoAccepts: room ? uptoAccepts : [],
+      error: 'X-PAYMENT header is required',
+    };
+  }
   const now = deps.clock.now();
 
   if (payment.version === 2 && payment.signature.accepted.scheme === 'upto') {
@@ -177,10 +194,16 @@ export async function relayCall(
         perWalletMicro: usdToMicro(deps.config.relayDailyPerWalletUsd),
         systemMicro: usdToMicro(deps.config.relayDailyTotalUsd),
         finishBy: watchAt(now, deps, input.idempotency !== undefined),
+        ...uptoExposureBounds(deps.config),
       },
     });
     if (result.kind === 'outcome') return result.outcome;
     if (result.kind === 'over_limit') return overLimit(result.refusal, result.payer, quote.choice.networkClass);
+    // Nothing moved; this payer is offered exact only (our 402 without its upto entries).
+    if (result.kind === 'upto_refused') {
+      const why = result.reason === 'payer_defaulted' ? 'upto_payer_defaulted' : 'upto_exposure_exceeded';
+      return { kind: 'payment_required', accepts, error: `${why}: ${result.details}`.slice(0, 1000) };
+    }
     return refused(result.reason, result.details, accepts, version, uptoAccepts);
   }
 
@@ -207,6 +230,9 @@ export async function relayCall(
   if (!admitted.ok) {
     if (admitted.reason === 'limit_exceeded')
       return overLimit(admitted.refusal, verified.value.payer, quote.choice.networkClass);
+    // Only an upto permit is refused for its payer's past or our upto exposure.
+    if (admitted.reason !== 'nonce_already_used')
+      throw new Error(`an exact payment was refused as upto: ${admitted.reason}`);
     return refused(admitted.reason, admitted.details, accepts, version, uptoAccepts);
   }
   const row = admitted.value;
@@ -459,6 +485,17 @@ function refused(
       details: `The payment could not be checked or settled (${reason}); nothing was charged: ${details}`,
     };
   return { kind: 'payment_required', accepts, uptoAccepts, error: `${reason}: ${details}`.slice(0, 1000), reason };
+}
+
+/** The bounds on our exposure to upto permits admitted and not yet settled, in micro-USDC. */
+export function uptoExposureBounds(config: Deps['config']): {
+  exposurePerWalletMicro: bigint;
+  exposureTotalMicro: bigint;
+} {
+  return {
+    exposurePerWalletMicro: parseUsdc(config.relayUptoExposurePerWalletUsdc),
+    exposureTotalMicro: parseUsdc(config.relayUptoExposureTotalUsdc),
+  };
 }
 
 function overLimit(refusal: RelayLimitRefusal, payer: string, networkClass: string): RelayOutcome {

@@ -6,7 +6,7 @@
  */
 import type { Deps } from '../deps';
 import { relayFee, type RelayFee } from '../fees';
-import { usdToMicro } from '../money';
+import { parseUsdc, usdToMicro } from '../money';
 import type { Chains } from '../chains/index';
 import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../networkTable';
 import { buildTargetRequest, type CallRequest, type TargetResponse } from '../http/index';
@@ -147,7 +147,9 @@ export async function relayOffers(
  * entries): one on each network the exact entries offer whose family takes upto, for at most the
  * quote's total (the target's maximum plus the fee on it). Its permit stays valid past the end of
  * our own payment to the target (RELAY_PAYMENT_WINDOW_SECONDS) with the call's time to spare, so
- * that what the target settles late can still be charged. None for an exact-priced target.
+ * that what the target settles late can still be charged. None for an exact-priced target, nor for
+ * one whose maximum is above a bound on our upto exposure (RELAY_UPTO_EXPOSURE_PER_WALLET_USDC,
+ * _TOTAL_USDC): no such permit could be admitted, so its clients are offered exact only.
  */
 export function relayUptoOffers(
   deps: Pick<Deps, 'chains' | 'config'>,
@@ -155,6 +157,12 @@ export function relayUptoOffers(
   exactOffers: readonly PaymentRequirements[],
 ): PaymentRequirementsV2[] {
   if (!isUpto(quote.choice)) return [];
+  const maximum = quote.fee.totalMicro;
+  if (
+    maximum > parseUsdc(deps.config.relayUptoExposurePerWalletUsdc) ||
+    maximum > parseUsdc(deps.config.relayUptoExposureTotalUsdc)
+  )
+    return [];
   const networks = exactOffers.flatMap((entry) => {
     const network = canonicalNetwork(entry.network);
     return network === undefined ? [] : [network];

@@ -3,7 +3,8 @@
  * (the target's maximum plus the fee on it, our 402's upto entry) and we settle, after the call,
  * only what the target used plus the fee on that, never more than the maximum. Nothing moves from
  * the client before the target is paid: the permit is verified strictly against the offer we would
- * make now, admitted (replay guard, daily limits counting the maximum), recorded, the target paid
+ * make now, admitted (replay guard, daily limits counting the maximum, the bounds on our upto
+ * exposure, a payer that once failed to pay refused), recorded, the target paid
  * by upto; once the chain shows what the target settled the permit is settled for the used amount
  * plus the fee (our signed transaction stored on the row before it leaves). A target that was not
  * paid leaves the permit unused: nothing is taken. What is not known when the request answers
@@ -17,7 +18,13 @@
  *                              settled (the payer revoked its Permit2 allowance or moved its funds,
  *                              the deadline passed). We bear the call's cost: an error log line,
  *                              prs_upto_charges_lost_total, the record ended payment_failed saying
- *                              so, and the maximum stays counted against the payer's daily limits.
+ *                              so, the maximum stays counted against the payer's daily limits, and
+ *                              the payer is never admitted by upto again (upto_defaulted_payers).
+ *
+ * While the row is received or settling its maximum counts against the bounds on our exposure to
+ * unsettled upto permits, per wallet and in total (upto_exposure, RELAY_UPTO_EXPOSURE_*): that is
+ * all a payer can hold of our money within a call, and what it can take by revoking, once. Leaving
+ * those states (settled, settle_failed) takes it back (a trigger on the row's state).
  */
 import type { Db } from '../../db/index';
 import { utcDay } from '../clock';
@@ -61,22 +68,35 @@ import { deliver, endRecord, handOver, recordedTargetPayment } from './outcome';
 import { usdcText } from '../money';
 import type { RelayCall, RelayHeaders, RelayOutcome } from './call';
 
-/** What the upto path answers: an outcome, or a refusal the caller words as for an exact payment. */
+/**
+ * What the upto path answers: an outcome, or a refusal the caller words as for an exact payment;
+ * `upto_refused`: this payer may not pay by upto now (it defaulted once, or a bound on our upto
+ * exposure is reached), nothing moved, and it is offered exact only.
+ */
 export type UptoRelayResult =
   | { kind: 'outcome'; outcome: RelayOutcome }
   | { kind: 'refused'; reason: SettleFailureReason; details: string }
-  | { kind: 'over_limit'; refusal: RelayLimitRefusal; payer: string };
+  | { kind: 'over_limit'; refusal: RelayLimitRefusal; payer: string }
+  | { kind: 'upto_refused'; reason: UptoRefusalReason; details: string };
+
+/** Why an upto permit was refused by its payer's past or by our exposure: the label of prs_upto_refusals_total. */
+export type UptoRefusalReason = 'payer_defaulted' | 'wallet_exposure' | 'total_exposure';
 
 const outcome = (value: RelayOutcome): UptoRelayResult => ({ kind: 'outcome', outcome: value });
 
-/** The daily-limit and job settings of an admission, as the exact path computes them. */
+/**
+ * The daily-limit and job settings of an admission, as the exact path computes them, and the
+ * bounds on our exposure to open upto permits (RELAY_UPTO_EXPOSURE_PER_WALLET_USDC, _TOTAL_USDC).
+ */
 export interface UptoAdmission {
   perWalletMicro: bigint;
   systemMicro: bigint;
   finishBy: Date;
+  exposurePerWalletMicro: bigint;
+  exposureTotalMicro: bigint;
 }
 
-type UptoDeps = PayingDeps & Pick<Deps, 'onUptoChargeLost'>;
+type UptoDeps = PayingDeps & Pick<Deps, 'onUptoChargeLost' | 'onUptoRefused'>;
 
 /**
  * The row's record of an upto payment: the PAYMENT-SIGNATURE as the payment and our offer as the
@@ -143,11 +163,31 @@ export async function relayUptoClient(
       ...(input.idempotency ? { idempotency: input.idempotency } : {}),
     },
     admission,
-    { maximumAtomic: payment.maximum },
+    {
+      maximumAtomic: payment.maximum,
+      exposurePerWalletMicro: admission.exposurePerWalletMicro,
+      exposureTotalMicro: admission.exposureTotalMicro,
+    },
   );
   if (!admitted.ok) {
     if (admitted.reason === 'limit_exceeded')
       return { kind: 'over_limit', refusal: admitted.refusal, payer: payment.payer };
+    if (admitted.reason === 'upto_exposure_exceeded') {
+      const { scope, openMicro, limitMicro, requestedMicro } = admitted.exposure;
+      const reason = scope === 'wallet' ? 'wallet_exposure' : 'total_exposure';
+      deps.onUptoRefused(reason);
+      const whose = scope === 'wallet' ? `wallet ${payment.payer}'s` : "the service's";
+      return {
+        kind: 'upto_refused',
+        reason,
+        details: `${usdcText(openMicro)} of upto permits not yet settled already count against ${whose} bound of ${usdcText(limitMicro)}; this permit's maximum is ${usdcText(requestedMicro)}. Nothing was taken: pay by exact, or by upto once earlier permits are settled`,
+      };
+    }
+    if (admitted.reason === 'upto_payer_defaulted') {
+      deps.onUptoRefused('payer_defaulted');
+      deps.log.warn({ payer: payment.payer, network: payment.network }, 'upto permit of a defaulted payer refused');
+      return { kind: 'upto_refused', reason: 'payer_defaulted', details: `${admitted.details}. Nothing was taken` };
+    }
     return { kind: 'refused', reason: admitted.reason, details: admitted.details };
   }
   // The row says upto (and the maximum) from its first write: a crash at any point leaves a permit the job settles.
@@ -450,10 +490,11 @@ export async function settleClaimedUpto(
 
 /**
  * settling -> settle_failed after the target was paid: the permit can no longer be settled, so the
- * service bears what the target used. The amount stays counted against the payer's daily limits
- * (they bound what one payer can cost us); the record ends payment_failed saying what happened;
- * operators hear of it by an error log line and prs_upto_charges_lost_total. Once per row (a
- * guarded move). Returns the record's id when this call moved the row.
+ * service bears what the target used. The payer is recorded as defaulted (upto_defaulted_payers:
+ * never admitted by upto again) and the amount stays counted against its daily limits; its open
+ * maximum leaves the exposure counters with the move; the record ends payment_failed saying what
+ * happened; operators hear of it by an error log line and prs_upto_charges_lost_total. Once per row
+ * (a guarded move). Returns the record's id when this call moved the row.
  */
 async function chargeLost(
   deps: SettlingDeps,
@@ -467,6 +508,18 @@ async function chargeLost(
   const webhookId = await deps.db.transaction().execute(async (tx) => {
     const moved = await markSettleFailed(tx, row.id, reason, details, { keepSpend: true });
     if (!moved) return undefined;
+    // The payer is never admitted by upto again: what it can cost us is this one charge.
+    await tx
+      .insertInto('upto_defaulted_payers')
+      .values({
+        payer: row.payer,
+        network: row.network,
+        relay_transaction_id: row.id,
+        reason,
+        lost_micro: chargedMicro,
+      })
+      .onConflict((conflict) => conflict.column('payer').doNothing())
+      .execute();
     return endRecord(tx, moved, 'relay_payment', {
       status: 'payment_failed',
       network: row.network,

@@ -40,6 +40,7 @@ const EVERY_MIGRATION = [
   '2026_12_01_0032_usage_settled_only',
   '2026_12_01_0033_reservations_on_payments',
   '2026_12_01_0034_paid_call_key_checks',
+  '2026_12_01_0035_upto_exposure',
 ];
 
 describe('migrations', () => {
@@ -49,7 +50,7 @@ describe('migrations', () => {
       await migrateToLatest(database.handle.db);
       const { rows } = await sql<{ tablename: string; indexname: string }>`
         select tablename, indexname from pg_indexes
-          where tablename in ('relay_transactions', 'proxy_payments', 'credit_ledger')
+          where tablename in ('relay_transactions', 'proxy_payments', 'credit_ledger', 'upto_exposure', 'upto_defaulted_payers')
           order by tablename, indexname`.execute(database.handle.db);
       expect(rows.map((row) => `${row.tablename}: ${row.indexname}`)).toEqual([
         'credit_ledger: credit_ledger_organisation_movements', // an organisation's ledger (payments/usage.ts)
@@ -69,6 +70,8 @@ describe('migrations', () => {
         'relay_transactions: relay_transactions_pkey',
         'relay_transactions: relay_transactions_unfinished', // the sweeps (payments/relay/finish.ts)
         'relay_transactions: relay_transactions_webhook', // one record per transaction
+        'upto_defaulted_payers: upto_defaulted_payers_pkey', // an upto admission (admit_relay_payment)
+        'upto_exposure: upto_exposure_pkey', // an upto admission (add_upto_exposure), its release (release_upto_exposure)
       ]);
     } finally {
       await database.drop();
@@ -99,6 +102,8 @@ describe('migrations', () => {
         'refunds',
         'relay_transactions',
         'spending_approvals',
+        'upto_defaulted_payers',
+        'upto_exposure',
         'usage_daily',
         'webhooks',
       ]);

@@ -6,7 +6,8 @@ import { sql } from 'kysely';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { claimIdempotencyKey, IdempotencyClaimLost, type ClaimRef } from '../../payments/idempotency';
-import { findRelayTransaction } from '../../payments/incoming/store';
+import { moveRelayTransaction } from '../../payments/incoming/states';
+import { findRelayTransaction, markSettleFailed } from '../../payments/incoming/store';
 import { spentOn, type SpendKey } from '../../payments/limits';
 import { admitClientPayment } from '../../payments/relay/admit';
 import { useTestDatabase } from '../support/database';
@@ -110,7 +111,7 @@ describe('admitClientPayment', () => {
       verified,
       { spendDay: day, mode: 'relay' },
       { ...LIMITS, finishBy: new Date() },
-      { maximumAtomic: 20_600_000_000_000_000n },
+      { maximumAtomic: 20_600_000_000_000_000n, exposurePerWalletMicro: 100_000n, exposureTotalMicro: 1_000_000n },
     );
     if (!admitted.ok) throw new Error(admitted.reason);
     expect(await findRelayTransaction(db, admitted.value.id)).toMatchObject({
@@ -260,5 +261,88 @@ describe('admitClientPayment', () => {
     ).rejects.toBeInstanceOf(IdempotencyClaimLost);
     expect(await relayRowCount()).toBe(rowsBefore);
     expect(await spentOn(db, counters(verified.payer, day)[0])).toBe(10_300n);
+  });
+
+  it('an upto permit counts its maximum against the bounds on open upto maxima until its row is settled or ended; a defaulted payer is refused; a refusal writes nothing', async () => {
+    const day = freshDay();
+    const payer = '0x3333333333333333333333333333333333333333';
+    const other = '0x4444444444444444444444444444444444444444';
+    const open = async (scope: 'wallet' | 'total', scopeId: string) =>
+      (
+        await db
+          .selectFrom('upto_exposure')
+          .select('open_micro')
+          .where('scope', '=', scope)
+          .where('scope_id', '=', scopeId)
+          .where('network_class', '=', 'testnet')
+          .executeTakeFirst()
+      )?.open_micro ?? 0n;
+    const totalBefore = await open('total', 'system');
+    const bounds = { exposurePerWalletMicro: 20_600n, exposureTotalMicro: totalBefore + 31_000n };
+    const admit = (from: string, upto = true) =>
+      admitClientPayment(
+        db,
+        { ...verifiedPayment(), payer: from },
+        { spendDay: day, mode: 'relay' },
+        { ...LIMITS, finishBy: new Date() },
+        upto ? { maximumAtomic: 10_300n, ...bounds } : undefined,
+      );
+    const first = await admit(payer);
+    const second = await admit(payer);
+    if (!first.ok || !second.ok) throw new Error('not admitted');
+    expect(await findRelayTransaction(db, first.value.id)).toMatchObject({ upto_exposure_class: 'testnet' });
+    const rowsBefore = await relayRowCount();
+    // The wallet's bound: two maxima of 10,300 fill its 20,600.
+    expect(await admit(payer)).toEqual({
+      ok: false,
+      reason: 'upto_exposure_exceeded',
+      exposure: { scope: 'wallet', openMicro: 20_600n, limitMicro: 20_600n, requestedMicro: 10_300n },
+    });
+    // The service's bound: with 30,900 open of 31,000, another wallet's 10,300 does not fit.
+    const third = await admit(other);
+    if (!third.ok) throw new Error('not admitted');
+    expect(await admit(other)).toEqual({
+      ok: false,
+      reason: 'upto_exposure_exceeded',
+      exposure: {
+        scope: 'total',
+        openMicro: totalBefore + 30_900n,
+        limitMicro: totalBefore + 31_000n,
+        requestedMicro: 10_300n,
+      },
+    });
+    // A refusal wrote nothing: no row, no daily spend, the other wallet's open maxima as they were.
+    expect(await relayRowCount()).toBe(rowsBefore + 1);
+    expect(await spentOn(db, counters(payer, day)[0])).toBe(20_600n);
+    expect(await spentOn(db, counters(other, day)[0])).toBe(10_300n);
+    expect([await open('wallet', payer), await open('wallet', other), await open('total', 'system')]).toEqual([
+      20_600n,
+      10_300n,
+      totalBefore + 30_900n,
+    ]);
+
+    // Settling keeps it open; settled or settle_failed takes it back, once.
+    await moveRelayTransaction(db, first.value.id, 'settling');
+    expect(await open('wallet', payer)).toBe(20_600n);
+    await moveRelayTransaction(db, first.value.id, 'settled', { client_tx_hash: `0x${'cd'.repeat(32)}` });
+    await markSettleFailed(db, second.value.id, 'target_never_charged', 'test');
+    expect([await open('wallet', payer), await open('total', 'system')]).toEqual([0n, totalBefore + 10_300n]);
+    expect(await findRelayTransaction(db, second.value.id)).toMatchObject({ upto_exposure_class: null });
+    await moveRelayTransaction(db, first.value.id, 'delivered');
+    expect(await open('total', 'system')).toBe(totalBefore + 10_300n);
+    // An emptied wallet counter is removed, not left at zero.
+    expect(await db.selectFrom('upto_exposure').selectAll().where('scope_id', '=', payer).execute()).toEqual([]);
+
+    // A payer that once failed to pay an upto charge: its permits are refused, its exact payments admitted.
+    await db
+      .insertInto('upto_defaulted_payers')
+      .values({ payer, network: 'base-sepolia', relay_transaction_id: second.value.id, reason: 'test', lost_micro: 1n })
+      .execute();
+    const rowsNow = await relayRowCount();
+    expect(await admit(payer)).toMatchObject({ ok: false, reason: 'upto_payer_defaulted' });
+    expect(await relayRowCount()).toBe(rowsNow);
+    expect((await admit(payer, false)).ok).toBe(true);
+    await markSettleFailed(db, third.value.id, 'target_never_charged', 'test');
+    expect(await open('total', 'system')).toBe(totalBefore);
   });
 });

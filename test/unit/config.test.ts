@@ -18,6 +18,7 @@ describe('configuration', () => {
     expect(config.relayFeePercent).toBe(3);
     expect(config.relayFeeMinUsdc).toBe('0');
     expect([config.relayDailyPerWalletUsd, config.relayDailyTotalUsd]).toEqual([100, 1000]);
+    expect([config.relayUptoExposurePerWalletUsdc, config.relayUptoExposureTotalUsdc]).toEqual(['5', '100']);
     expect([config.proxyDailyPerAccountUsd, config.proxyDailyTotalUsd]).toEqual([500, 5000]);
     expect([config.capRelay, config.capProxy, config.capWebhooks]).toEqual([50, 100, 200]);
     expect([config.targetTimeoutMs, config.asyncThresholdMs]).toEqual([120_000, 30_000]);
@@ -38,6 +39,8 @@ describe('configuration', () => {
     ['RPC_URL_BASE', 'ftp://example.org'],
     ['RELAY_FEE_PERCENT', '3.333'],
     ['RELAY_FEE_MIN_USDC', '-1'],
+    ['RELAY_UPTO_EXPOSURE_PER_WALLET_USDC', '0.0000001'],
+    ['RELAY_UPTO_EXPOSURE_TOTAL_USDC', '1e3'],
     ['EVM_PRIVATE_KEY', '0x1234'],
     ['SSRF_ALLOW_HOSTS', '127.0.0.1'],
     ['USDC_ADDRESS_BASE', '0x12'],
