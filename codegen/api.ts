@@ -480,7 +480,11 @@ export interface paths {
          *        PAYMENT-REQUIRED as `accepted` (not both: 400): the payment is verified, the model is
          *        asked, and the payment is settled only after the model answered (X-Payment-Response, or
          *        PAYMENT-RESPONSE for a version 2 payment, carries the settlement). A failed chat
-         *        (500) or a missing backend (503) charges nothing.
+         *        (500) or a missing backend (503) charges nothing. A settlement not confirmed at once
+         *        (also when the facilitator does not say it settled: that is never taken for a refusal)
+         *        still gets the answer, with `success` false in the receipt and X-Service-Webhook naming
+         *        the record that follows the payment; a 402 after the model answered only when the chain
+         *        shows nothing moved.
          *
          *     **Retries after a lost answer.** With an Idempotency-Key, or a version 2 payment whose
          *     `payment-identifier` extension carries an `id` (PAYMENT-REQUIRED declares the extension; the
@@ -2928,7 +2932,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The target could not be called or answered a 5xx before any payment, or, after the client's payment: the target refused our payment (still 402 after all synchronous retries), failed, could not be paid, or the client's payment could not be confirmed in time (the target is then not called). After a payment `webhook_id` (also in X-Service-Webhook, and X-Refund-Webhook-Id when the refund is already decided) names the record to poll: it ends in `refund_confirmed` when the client is refunded, `no_refund_needed` when the target charged after all, `failed` (`payment_failed`) when the client's payment never settled. Also the answer to a repeat of a call the service stopped running (Idempotency-Key or the same payment), once the jobs finished its money: `message` says how it ended. */
+            /** @description The target could not be called or answered a 5xx before any payment, or, after the client's payment: the target refused our payment (still 402 after all synchronous retries), failed, could not be paid, or the client's payment could not be confirmed in time (the target is then not called; also when the facilitator answered /settle without saying it settled, which is never taken for a refusal: the chain decides, and the record ends refunded if the payment lands, `failed` once it can no longer). After a payment `webhook_id` (also in X-Service-Webhook, and X-Refund-Webhook-Id when the refund is already decided) names the record to poll: it ends in `refund_confirmed` when the client is refunded, `no_refund_needed` when the target charged after all, `failed` (`payment_failed`) when the client's payment never settled. Also the answer to a repeat of a call the service stopped running (Idempotency-Key or the same payment), once the jobs finished its money: `message` says how it ended. */
             502: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3797,6 +3801,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
                     "PAYMENT-RESPONSE"?: components["schemas"]["PAYMENT-RESPONSE"];
+                    /** @description Sent when the payment is not confirmed on-chain yet (its settlement receipt says `success` false): the record to poll on GET /webhooks/{id}. It ends `success` once the chain shows the payment, or `failed` (nothing charged) once it can no longer land. */
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
                     "Idempotent-Replayed"?: components["schemas"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
@@ -3933,6 +3939,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-Payment-Response"?: components["schemas"]["X-Payment-Response"];
                     "PAYMENT-RESPONSE"?: components["schemas"]["PAYMENT-RESPONSE"];
+                    /** @description Sent when the payment is not confirmed on-chain yet (its settlement receipt says `success` false): the record to poll on GET /webhooks/{id}. It ends `success` once the chain shows the payment, or `failed` (nothing charged) once it can no longer land. */
+                    "X-Service-Webhook"?: components["schemas"]["X-Service-Webhook"];
                     [name: string]: unknown;
                 };
                 content: {

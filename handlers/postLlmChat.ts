@@ -111,7 +111,10 @@ export const postLlmChat: Handler<'postLlmChat'> = async (ctx, deps) => {
       reply: {
         status: 200,
         body: { response: outcome.response, model: outcome.model },
-        headers: paymentResponseHeaders(payment?.version ?? 1, outcome.settlement),
+        headers: {
+          ...paymentResponseHeaders(payment?.version ?? 1, outcome.settlement),
+          ...(outcome.webhookId === undefined ? {} : { 'X-Service-Webhook': outcome.webhookId }),
+        },
       },
     };
   };

@@ -24,6 +24,9 @@ export const postLlmTranslate: Handler<'postLlmTranslate'> = async (ctx, deps) =
   return {
     status: 200,
     body: { translation: outcome.response, targetLanguage: 'es', model: outcome.model },
-    headers: paymentResponseHeaders(payment?.version ?? 1, outcome.settlement),
+    headers: {
+      ...paymentResponseHeaders(payment?.version ?? 1, outcome.settlement),
+      ...(outcome.webhookId === undefined ? {} : { 'X-Service-Webhook': outcome.webhookId }),
+    },
   };
 };

@@ -12,7 +12,8 @@ import { parseUsdc } from './money';
 import { settleableOffers } from './incoming/offer';
 import { sql } from 'kysely';
 import { followUpOpenPayment } from './incoming/openPayment';
-import { markDelivered, markSettleFailed, claimClientPayment } from './incoming/store';
+import { markDelivered, markSettleFailed, claimClientPayment, type RelayTransaction } from './incoming/store';
+import { completeWebhook, openWebhook, type WebhookOutcome } from './webhooks';
 import { settleClientPayment, type SettleFailureReason } from './incoming/settle';
 import { refundClientPayment } from './incoming/refund';
 import { verifyClientPaymentHeader } from './incoming/verify';
@@ -29,8 +30,11 @@ export type PaidChatOutcome =
   | { kind: 'payment_reused'; details: string }
   | { kind: 'verification_unavailable'; details: string }
   | { kind: 'backend_failed'; details: string }
-  /** `settlement` in version 1 form; the handler answers it in the version the client paid in. */
-  | { kind: 'answered'; response: string; model: string; settlement: SettlementResponse };
+  /**
+   * `settlement` in version 1 form; the handler answers it in the version the client paid in.
+   * `webhookId`: the record to follow while the payment is not confirmed yet (X-Service-Webhook).
+   */
+  | { kind: 'answered'; response: string; model: string; settlement: SettlementResponse; webhookId?: string };
 
 /**
  * Chat is priced in mainnet USDC when the service can be paid on a mainnet network, else on the
@@ -74,16 +78,48 @@ export async function receivingOffers(
   return settleableOffers(chains, request, config.facilitatorUrl);
 }
 
-/** The client has its answer: a payment that settles later was for something delivered. */
-async function markAnswered(db: Db, relayTxId: bigint): Promise<void> {
-  await db
-    .updateTable('relay_transactions')
-    .set({ responded_at: sql<Date>`coalesce(responded_at, now())` })
-    .where('id', '=', relayTxId)
-    .execute();
+/**
+ * The client has its answer and its payment is not confirmed yet (a settlement under way, or a
+ * facilitator that did not say it settled): a payment that settles later was for something
+ * delivered. The record the client is told to follow is opened with the mark, once.
+ */
+async function markAnsweredPending(db: Db, relayTxId: bigint, network: string): Promise<string> {
+  return db.transaction().execute(async (tx) => {
+    const row = await tx
+      .selectFrom('relay_transactions')
+      .select('webhook_id')
+      .where('id', '=', relayTxId)
+      .forUpdate()
+      .executeTakeFirstOrThrow();
+    const webhookId =
+      row.webhook_id ??
+      (await openWebhook(tx, {
+        kind: 'relay_payment',
+        network,
+        message:
+          'You have the answer; your payment is not confirmed on-chain yet. It is kept once the chain shows it, and nothing is charged if it can no longer land.',
+        relayTxId,
+      }));
+    await tx
+      .updateTable('relay_transactions')
+      .set({ webhook_id: webhookId, responded_at: sql<Date>`coalesce(responded_at, now())` })
+      .where('id', '=', relayTxId)
+      .execute();
+    return webhookId;
+  });
 }
 
-/** A chat payment still open this long after it was taken has lost its request (the model's bound is far shorter). */
+/** Ends the record of an answered chat whose payment was followed up, if one was opened. */
+async function endChatRecord(db: Db, row: RelayTransaction, outcome: WebhookOutcome): Promise<void> {
+  const webhookId = row.webhook_id;
+  if (webhookId === null) return;
+  await db.transaction().execute((tx) => completeWebhook(tx, webhookId, outcome));
+}
+
+/**
+ * A chat payment still open this long after it was taken has lost its request (the model's bound
+ * is far shorter); one whose answer was given (its settlement not confirmed then) is followed at once.
+ */
 export const CHAT_ABANDONED_AFTER_MS = 10 * 60_000;
 
 export type ChatFollowUp =
@@ -108,10 +144,24 @@ export async function followUpChatPayment(
     missing: () => 'still_pending',
     abandonedDetails: 'the request stopped before settlement; nothing was settled',
     settlementPending: () => 'still_pending',
-    neverSettled: () => 'closed_unsettled',
-    settled: async (row) => {
+    neverSettled: async (row): Promise<ChatFollowUp> => {
+      await endChatRecord(deps.db, row, {
+        status: 'payment_failed',
+        network: row.network,
+        error: `${row.failure_reason ?? 'settle_failed'}: ${row.failure_details ?? ''}`.slice(0, 2000),
+        message: 'Your payment was not settled on-chain; nothing was charged and nothing needs refunding',
+      });
+      return 'closed_unsettled';
+    },
+    settled: async (row): Promise<ChatFollowUp> => {
       if (row.responded_at === null) return refund();
       await markDelivered(deps.db, relayTxId);
+      await endChatRecord(deps.db, row, {
+        status: 'success',
+        network: row.network,
+        ...(row.client_tx_hash ? { txHash: row.client_tx_hash } : {}),
+        message: 'Your payment settled, for the answer you were given',
+      });
       return 'delivered';
     },
     inState: { refund_pending: refund },
@@ -126,7 +176,12 @@ export async function openChatPayments(db: Db, now: Date, limit: number): Promis
     .select('id')
     .where('mode', '=', 'chat')
     .where('state', 'in', ['received', 'settling', 'settled', 'refund_pending'])
-    .where('created_at', '<', new Date(now.getTime() - CHAT_ABANDONED_AFTER_MS))
+    .where((eb) =>
+      eb.or([
+        eb('created_at', '<', new Date(now.getTime() - CHAT_ABANDONED_AFTER_MS)),
+        eb('responded_at', 'is not', null),
+      ]),
+    )
     .orderBy('id')
     .limit(limit)
     .execute();
@@ -179,7 +234,8 @@ export async function paidChat(
   // Settled as relayed payments are (through FACILITATOR_URL when deps.config names one).
   const settlement = await settleClientPayment(deps.db, relayTxId, deps);
   if (settlement.kind === 'failed') {
-    // Nothing moved: the client is asked to pay again, as any x402 server does after a failed settlement.
+    // The chain shows nothing moved (a facilitator's word alone is never taken for it): the client
+    // is asked to pay again, as any x402 server does after a failed settlement.
     return {
       kind: 'payment_required',
       accepts,
@@ -188,15 +244,23 @@ export async function paidChat(
     };
   }
   if (settlement.kind === 'settled') await markDelivered(deps.db, relayTxId);
-  // Still pending: the answer is given now, and the chat follow-up job delivers the row once the chain shows the payment.
-  else await markAnswered(deps.db, relayTxId);
+  // Still pending: the answer is given now with the record to follow, and the chat follow-up job
+  // delivers the row once the chain shows the payment, or closes it once it can no longer land.
+  const webhookId =
+    settlement.kind === 'settled' ? undefined : await markAnsweredPending(deps.db, relayTxId, verified.value.network);
   const receipt: SettlementResponse = {
     success: settlement.kind === 'settled',
     transaction: settlement.txHash ?? '',
     network: verified.value.network,
     payer: verified.value.payer,
   };
-  return { kind: 'answered', response: answer.value.response, model: answer.value.model, settlement: receipt };
+  return {
+    kind: 'answered',
+    response: answer.value.response,
+    model: answer.value.model,
+    settlement: receipt,
+    ...(webhookId === undefined ? {} : { webhookId }),
+  };
 }
 
 /**

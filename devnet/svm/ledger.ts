@@ -278,6 +278,11 @@ export class SolanaLedger {
     return this.executed.get(signature);
   }
 
+  /** Every transaction executed and still on the ledger, newest first (as getSignaturesForAddress walks them). */
+  executedNewestFirst(): ExecutedTransaction[] {
+    return [...this.executed.values()].reverse();
+  }
+
   /** The commitment a node reports an executed transaction at now (see finalizationSlots). */
   commitmentOf(executed: ExecutedTransaction): 'confirmed' | 'finalized' {
     return this.slot >= executed.slot + this.finalizationSlots ? 'finalized' : 'confirmed';

@@ -8,7 +8,7 @@ import type { SolanaLedger } from './ledger.js';
 import { feeOfMessage } from './transaction-facts.js';
 import { accountInfo, encodeAccount, uiTokenAmount } from './rpc-accounts.js';
 import { INVALID_PARAMS, RpcError, type Config, type Params } from './rpc-error.js';
-import { sendTransaction, simulateTransaction, transactionInfo } from './rpc-transactions.js';
+import { sendTransaction, signaturesForAddress, simulateTransaction, transactionInfo } from './rpc-transactions.js';
 
 type Methods = Record<string, (params: Params) => unknown>;
 type WithContext = (value: unknown) => { context: { slot: bigint }; value: unknown };
@@ -102,5 +102,7 @@ function transactionMethods(ledger: SolanaLedger, withContext: WithContext): Met
         }),
       ),
     getTransaction: ([signature, config]) => transactionInfo(ledger, signature as string, (config ?? {}) as Config),
+    getSignaturesForAddress: ([address, config]) =>
+      signaturesForAddress(ledger, address as string, (config ?? {}) as Config),
   };
 }

@@ -1,5 +1,5 @@
-// The transaction methods of the local Solana endpoint: simulateTransaction, sendTransaction and
-// getTransaction, with the errors a node gives for each.
+// The transaction methods of the local Solana endpoint: simulateTransaction, sendTransaction,
+// getTransaction and getSignaturesForAddress, with the errors a node gives for each.
 import {
   getBase58Encoder,
   getBase64Decoder,
@@ -166,4 +166,41 @@ export function transactionInfo(ledger: SolanaLedger, signature: string, config:
       rewards: [],
     },
   };
+}
+
+/** getSignaturesForAddress returns at most this many signatures per request, as a node does. */
+const MAX_SIGNATURES_PER_REQUEST = 1000;
+
+/**
+ * getSignaturesForAddress: the signatures of the executed transactions whose accounts include
+ * `address`, newest first, starting before `before` and stopping at `until` (both exclusive), at
+ * most `limit` (1 to 1000, default 1000), each with its slot, error, block time and commitment.
+ */
+export function signaturesForAddress(ledger: SolanaLedger, address: string, config: Config) {
+  const limit = config.limit ?? MAX_SIGNATURES_PER_REQUEST;
+  if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1 || limit > MAX_SIGNATURES_PER_REQUEST)
+    throw new RpcError(INVALID_PARAMS, 'Invalid limit; max 1000');
+  for (const bound of [config.before, config.until])
+    if (bound !== undefined && typeof bound !== 'string') throw new RpcError(INVALID_PARAMS, 'Invalid param: signature');
+  let transactions = ledger.executedNewestFirst();
+  if (typeof config.before === 'string') {
+    const start = transactions.findIndex((executed) => executed.signature === config.before);
+    transactions = start === -1 ? [] : transactions.slice(start + 1);
+  }
+  const found = [];
+  for (const executed of transactions) {
+    if (executed.signature === config.until || found.length >= limit) break;
+    const transaction = getTransactionDecoder().decode(getBase64Encoder().encode(executed.wireTransactionBase64));
+    const { staticAccounts } = getCompiledTransactionMessageDecoder().decode(transaction.messageBytes);
+    if (!staticAccounts.includes(address as Address)) continue;
+    found.push({
+      signature: executed.signature,
+      slot: executed.slot,
+      err: executed.err,
+      memo: null,
+      blockTime: executed.blockTime,
+      confirmationStatus: ledger.commitmentOf(executed),
+    });
+  }
+  return found;
 }

@@ -1,9 +1,11 @@
 /**
  * The x402 facilitator's POST /settle (FACILITATOR_URL), read strictly. Its answer sorts into what
- * we may conclude: settled (with a transaction), pending (`settlement_pending` with a transaction:
+ * it claims: settled (with a transaction), pending (`settlement_pending` with a transaction:
  * broadcast, still under way), broadcast but unconfirmed (a transaction, no success, another
- * reason), refused (no transaction: nothing was sent), or unknown (timeout, 5xx, unreadable), where
- * the payment may or may not have moved and only the chain can tell.
+ * reason), declined (a 4xx, or `success: false` without a transaction), or unknown (timeout, 3xx,
+ * 5xx, unreadable). None of them but a settlement the chain shows means "not paid": a facilitator
+ * may settle and then answer 4xx or `success: false`, so after /settle was sent the chain decides
+ * every outcome (payments/incoming/settle.ts).
  *
  * The facilitator may speak x402 version 1 or 2 (or both): its GET /supported, read once and kept
  * for a while (facilitatorSupport), says per network which. A network it lists in version 2 (by
@@ -32,7 +34,8 @@ export type FacilitatorSettlement =
   /** `settlement_pending`: broadcast and still under way (neither failed nor settled): followed as a settlement. */
   | { kind: 'pending'; transaction: string }
   | { kind: 'unconfirmed'; transaction: string; errorReason: string }
-  | { kind: 'refused'; errorReason: string }
+  /** A 4xx or `success: false` without a transaction: it says it did not settle, which the chain must confirm. */
+  | { kind: 'declined'; errorReason: string }
   | { kind: 'unknown'; details: string };
 
 const agents = { 'http:': keepAliveAgent('http:', 64), 'https:': keepAliveAgent('https:', 64) };
@@ -124,7 +127,7 @@ export async function settleWithFacilitator(
 
   if (status >= 500 || status < 200 || (status >= 300 && status < 400))
     return { kind: 'unknown', details: `facilitator /settle answered ${status}` };
-  if (status >= 400) return { kind: 'refused', errorReason: errorReason ?? `facilitator_http_${status}` };
+  if (status >= 400) return { kind: 'declined', errorReason: errorReason ?? `facilitator_http_${status}` };
   if (!answer || typeof answer.success !== 'boolean')
     return { kind: 'unknown', details: 'facilitator /settle answer is not a settlement response' };
   if (answer.success) {
@@ -133,7 +136,7 @@ export async function settleWithFacilitator(
   }
   if (transaction !== '' && errorReason === SETTLEMENT_PENDING_REASON) return { kind: 'pending', transaction };
   if (transaction !== '') return { kind: 'unconfirmed', transaction, errorReason: errorReason ?? 'unconfirmed' };
-  return { kind: 'refused', errorReason: errorReason ?? 'settlement_refused' };
+  return { kind: 'declined', errorReason: errorReason ?? 'settlement_refused' };
 }
 
 /** One entry of a facilitator's GET /supported `kinds`, as far as we read it. */

@@ -8,7 +8,8 @@
  * by the family of its network (payments/chains/: EVM transferWithAuthorization sent and paid for by
  * our wallet, Solana co-signed by our wallet as fee payer). The transaction hash is stored
  * before any wait; a wait that runs out after broadcasting answers pending with that hash, never
- * failed. reconcileSettlement reads the chain for a row left in settling and concludes when it can.
+ * failed. Once /settle was sent to a facilitator, no answer of it fails the row: only the chain
+ * does. reconcileSettlement reads the chain for a row left in settling and concludes when it can.
  */
 import type { Db } from '../../db/index';
 import type { SettlementMethod } from '../../db/schema';
@@ -185,22 +186,42 @@ async function settleThroughFacilitator(
     { ...requirements, network: payment.network },
     { timeoutMs: limits.facilitatorTimeoutMs, version },
   );
-  if (answer.kind === 'refused') {
-    deps.log?.warn(
-      { relayTransactionId: String(row.id), network: row.network, errorReason: answer.errorReason },
-      'the facilitator refused to settle the payment',
-    );
-    return failed(db, row.id, 'facilitator_refused', answer.errorReason);
-  }
   if (answer.kind === 'unconfirmed') return notSettledByFacilitator(db, row, deps, answer);
+  if (answer.kind === 'declined' || answer.kind === 'unknown') return unsettledByWord(db, row, deps, answer);
   // A settlement still pending at the facilitator is followed as a settled one: its transaction is
   // stored and waited for (bounded); not confirmed by then, the row stays settling and the jobs follow it.
-  if (answer.kind === 'settled' || answer.kind === 'pending') {
-    const followed = await family.followFacilitatorSettlement(record, answer.transaction, deps);
-    if (followed) return followed;
-  }
+  const followed = await family.followFacilitatorSettlement(record, answer.transaction, deps);
+  if (followed) return followed;
   // Whatever the facilitator says, the chain decides: the receipt must show our payment.
   return reconcileSettlement(db, row.id, deps);
+}
+
+/**
+ * The facilitator named no transaction: it declined (a 4xx, `success: false`) or gave no readable
+ * answer (a timeout, a 3xx or 5xx, a body that is not a settle response). Neither means "not
+ * paid": a facilitator may settle and then answer 4xx. The chain is read once: our payment on it
+ * settles the row (the caller delivers as for any settlement); else the row stays settling and the
+ * answer is pending (a record the jobs finish: settled later, or failed once the payment can no
+ * longer land), never a refusal that would have the client pay again.
+ */
+async function unsettledByWord(
+  db: Db,
+  row: SettlingRow,
+  deps: SettleDeps,
+  answer: { kind: 'declined'; errorReason: string } | { kind: 'unknown'; details: string },
+): Promise<SettlementOutcome> {
+  const said = answer.kind === 'declined' ? answer.errorReason : answer.details;
+  deps.log?.warn(
+    { relayTransactionId: String(row.id), network: row.network, answer: answer.kind, errorReason: said },
+    'the facilitator did not say it settled the payment; the chain decides',
+  );
+  const outcome = await reconcileSettlement(db, row.id, deps);
+  if (outcome.kind !== 'pending') return outcome;
+  return {
+    ...outcome,
+    details:
+      answer.kind === 'declined' ? `the facilitator declined it (${said}); the chain decides` : `${said}; the chain decides`,
+  };
 }
 
 /**

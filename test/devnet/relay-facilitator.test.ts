@@ -62,7 +62,7 @@ describe('settleWithFacilitator', () => {
     ]);
   });
 
-  it('sorts every answer into settled, unconfirmed, refused or unknown', async () => {
+  it('sorts every answer into settled, unconfirmed, declined or unknown (declined is what it claims, not a refusal)', async () => {
     expect(
       await settle({
         status: 200,
@@ -79,14 +79,14 @@ describe('settleWithFacilitator', () => {
         body: JSON.stringify({ success: false, errorReason: 'insufficient_funds', transaction: '' }),
       }),
     ).toEqual({
-      kind: 'refused',
+      kind: 'declined',
       errorReason: 'insufficient_funds',
     });
     expect(
       await settle({ status: 400, body: JSON.stringify({ success: false, errorReason: 'invalid_payload' }) }),
-    ).toEqual({ kind: 'refused', errorReason: 'invalid_payload' });
+    ).toEqual({ kind: 'declined', errorReason: 'invalid_payload' });
     expect(await settle({ status: 400, body: 'nope' })).toEqual({
-      kind: 'refused',
+      kind: 'declined',
       errorReason: 'facilitator_http_400',
     });
     // Success without a transaction, a server error, an unreadable body: the payment may or may not have moved.

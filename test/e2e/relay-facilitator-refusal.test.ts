@@ -2,7 +2,8 @@
 // why at warn. The facilitator here forwards GET /supported to the local x402 facilitator and
 // answers every POST /settle as a misbehaving one did: `success: false` naming a transaction our
 // network does not have (it had settled on another network than it advertised), or `success: false`
-// with no transaction at all. The client is the unmodified x402-fetch; nothing may move.
+// with no transaction at all, which is no refusal either (a facilitator may settle and then say so:
+// test/e2e/facilitator-misleading.test.ts). The client is the unmodified x402-fetch; nothing may move.
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -114,15 +115,25 @@ describe('a facilitator answering success: false', () => {
     });
   });
 
-  it('with no transaction: refused at once, its reason at warn, nothing moved', async () => {
+  it('with no transaction: not a refusal (it may have settled), a 502 with the record the job finishes, its reason at warn', async () => {
     settleAnswer = { success: false, errorReason: 'insufficient_funds', transaction: '', network: NETWORK };
     const { response, body, moved } = await paidRelay();
-    expect(response.status).toBe(402);
-    expect(String(body.error)).toContain('facilitator_refused: insufficient_funds');
+    expect(response.status).toBe(502);
+    expect(body.message).toContain('the facilitator declined it (insufficient_funds); the chain decides');
+    const webhookId = response.headers.get('x-service-webhook');
+    expect(webhookId).toMatch(/^[0-9a-f-]{36}$/);
     expect(moved).toBe(0n);
-    expect(logs.find((line) => line.msg === 'the facilitator refused to settle the payment')).toMatchObject({
+    // Nothing on chain yet and the authorization still valid: the record stays open for the job.
+    const [row] = (await relayRows(t.database.handle.db)).slice(-1);
+    expect(row).toMatchObject({ state: 'settling', client_tx_hash: null });
+    expect((await t.client.get(`/webhooks/${webhookId}`)).status).toBe(202);
+    expect(
+      logs.find((line) => line.msg === 'the facilitator did not say it settled the payment; the chain decides'),
+    ).toMatchObject({
       level: 40,
+      answer: 'declined',
       errorReason: 'insufficient_funds',
+      network: NETWORK,
     });
   });
 });

@@ -1,4 +1,4 @@
-/** What we read from a Solana cluster: balances, signature statuses, confirmed transactions, the block height. */
+/** What we read from a Solana cluster: balances, signature statuses, confirmed transactions (by signature or by a signer's signature among an account's), the block height. */
 import {
   fetchEncodedAccounts,
   getBase58Decoder,
@@ -45,6 +45,15 @@ export interface SvmReads {
     network: NetworkName,
     signature: string,
   ): Promise<Result<TransactionSignatures, ReadFailureReason>>;
+  /**
+   * The confirmed transaction among the newest `maxSignatures` of `account` (getSignaturesForAddress)
+   * that carries `signature` by `signer`: how a transaction is found whose id (its fee payer's
+   * signature) we never learned, from a signature of its payer we hold. Not found: none of them.
+   */
+  findTransactionSignedBy(
+    network: NetworkName,
+    query: { account: string; signer: string; signature: string; maxSignatures: number },
+  ): Promise<Result<{ kind: 'not_found' } | { kind: 'found'; transaction: string }, ReadFailureReason>>;
   /** The cluster's block height (confirmed): a transaction whose lastValidBlockHeight is below it can no longer land. */
   blockHeight(network: NetworkName): Promise<Result<bigint, ReadFailureReason>>;
   /** Polls until the signature is confirmed (or finalized) or the time is up; a timeout answers the last status seen. */
@@ -145,6 +154,30 @@ export function createSvmReads(rpc: SvmRpc): SvmReads {
     }
   }
 
+  async function findTransactionSignedBy(
+    network: NetworkName,
+    query: { account: string; signer: string; signature: string; maxSignatures: number },
+  ): Promise<Result<{ kind: 'not_found' } | { kind: 'found'; transaction: string }, ReadFailureReason>> {
+    const clients = clientsOf(network);
+    if (!clients.ok) return clients;
+    if (!isAddress(query.account)) return fail('invalid_argument', `${query.account} is not a Solana address`);
+    let recent: readonly { signature: string }[];
+    try {
+      recent = await clients.value.rpc
+        .getSignaturesForAddress(query.account, { limit: query.maxSignatures, commitment: 'confirmed' })
+        .send(bounded());
+    } catch (error) {
+      return rpcFailure(error);
+    }
+    for (const { signature } of recent) {
+      const found = await transactionSignatures(network, signature);
+      if (!found.ok) return found;
+      if (found.value.kind === 'found' && found.value.signatures[query.signer] === query.signature)
+        return ok({ kind: 'found', transaction: signature });
+    }
+    return ok({ kind: 'not_found' });
+  }
+
   async function blockHeight(network: NetworkName): Promise<Result<bigint, ReadFailureReason>> {
     const clients = clientsOf(network);
     if (!clients.ok) return clients;
@@ -180,6 +213,7 @@ export function createSvmReads(rpc: SvmRpc): SvmReads {
     usdcAccountOf: usdcAccountOfOwner,
     signatureStatus,
     transactionSignatures,
+    findTransactionSignedBy,
     blockHeight,
     waitForSignature,
   };

@@ -1,19 +1,23 @@
 /**
  * Settling a client's exact payment on Solana: our wallet co-signs it as fee payer (its signature,
  * the transaction's id, stored before it is sent) and sends it; and reconciling one whose outcome
- * was not known at once, until its blockhash says it can no longer land. The record's writes are
+ * was not known at once, until its blockhash says it can no longer land (a facilitator's
+ * transaction whose id we never learned is found by the client's signature in it). The record's writes are
  * the settling flow's (payments/incoming/settle.ts).
  */
 import {
+  getBase58Decoder,
   getBase64Encoder,
   getCompiledTransactionMessageDecoder,
   getSignatureFromTransaction,
   getTransactionDecoder,
+  type Address,
 } from '@solana/kit';
 import type { ExactSvmPayload, PaymentPayload } from '../../x402/types';
 import type { SettlementRecord } from '../family';
 import type { ChainDeps as Deps } from '../types';
 import { blockhashStillValid, readConfirmation, sendSolanaTransaction, waitForConfirmation } from './submit';
+import { usdcAccountOf } from './transactions';
 import { verifySolanaPayment } from './verify';
 
 export async function settleSolanaDirectly<O>(
@@ -58,11 +62,45 @@ export async function followSolanaFacilitatorSettlement<O>(
   return undefined;
 }
 
+/** The client's partially signed transaction of an exact payment, decoded. */
+function paymentTransaction(payment: PaymentPayload) {
+  return getTransactionDecoder().decode(getBase64Encoder().encode((payment.payload as ExactSvmPayload).transaction));
+}
+
 function blockhashOf(payment: PaymentPayload): string {
-  const transaction = getTransactionDecoder().decode(
-    getBase64Encoder().encode((payment.payload as ExactSvmPayload).transaction),
-  );
-  return getCompiledTransactionMessageDecoder().decode(transaction.messageBytes).lifetimeToken;
+  return getCompiledTransactionMessageDecoder().decode(paymentTransaction(payment).messageBytes).lifetimeToken;
+}
+
+/**
+ * How many of our token account's newest transactions are searched for a payment a facilitator
+ * settled without telling us its id: the follow-up looks within seconds of the payment, when it is
+ * among the newest few (docs/decisions.md).
+ */
+export const FACILITATOR_SEARCH_SIGNATURES = 100;
+
+/**
+ * A payment a facilitator may have settled without naming its transaction: the landed transaction
+ * is the client's own, co-signed by the facilitator as fee payer, so it carries the client's
+ * signature. Found among our token account's recent transactions by that signature, its id is
+ * stored (then read like any other); undefined while none carries it or the node cannot tell.
+ */
+async function findFacilitatorTransaction<O>(
+  record: SettlementRecord<O>,
+  deps: Pick<Deps, 'chains'>,
+): Promise<string | undefined> {
+  const decoder = getBase58Decoder();
+  const signed = Object.entries(paymentTransaction(record.payment).signatures).find(([, bytes]) => bytes !== null);
+  if (!signed?.[1]) return undefined;
+  const account = await usdcAccountOf(record.requirements.payTo as Address, record.requirements.asset as Address);
+  const found = await deps.chains.svm.findTransactionSignedBy(record.network, {
+    account,
+    signer: signed[0],
+    signature: decoder.decode(signed[1]),
+    maxSignatures: FACILITATOR_SEARCH_SIGNATURES,
+  });
+  if (!found.ok || found.value.kind !== 'found') return undefined;
+  await record.storeTransaction({ hash: found.value.transaction });
+  return found.value.transaction;
 }
 
 export async function reconcileSolanaSettlement<O>(
@@ -70,8 +108,10 @@ export async function reconcileSolanaSettlement<O>(
   deps: Pick<Deps, 'chains' | 'paymentBounds'>,
 ): Promise<O> {
   const { network } = record;
-  const hash = record.txHash;
+  let hash = record.txHash;
   const conclude = async (): Promise<O | undefined> => {
+    // Through a facilitator that did not name its transaction, the chain is searched for it.
+    if (!hash && record.viaFacilitator) hash = (await findFacilitatorTransaction(record, deps)) ?? null;
     if (!hash) return undefined;
     const confirmation = await readConfirmation(deps, network, hash);
     if (confirmation.status === 'confirmed') return record.settled(hash);
@@ -85,7 +125,5 @@ export async function reconcileSolanaSettlement<O>(
   // The blockhash expired: the transaction can no longer land. Read once more, in case it landed just before.
   const late = await conclude();
   if (late) return late;
-  // Through a facilitator without its answer we never learned the transaction id: only an operator can tell.
-  if (!hash && record.viaFacilitator) return record.pending(null);
   return record.failed('expired', 'the transaction can no longer land and was not found');
 }
