@@ -1009,8 +1009,8 @@ export interface components {
             /** @description The target's HTTP status; present when `success` is false. */
             status?: number;
         };
-        /** @description The target's own body, passed through unchanged with its status. It may be JSON, text or binary and has whatever shape the target gives it. */
-        UpstreamPassThrough: unknown;
+        /** @description The target's own body, passed through unchanged with its status and content type: JSON of any shape, text or binary, whatever the target gives. Nothing of it is ours, so it is given no fields here (a generated client types an object of it as having none, and a text or binary body as a string). Every error body of ours on the same status is a JSON object with `code` (ErrorCode), so a client reads `code` of a JSON object answer as ours; a target is free to put a `code` of its own in its body, and a client that must tell the two apart for certain calls with `format=json`, which wraps every answer of the target in a FormatJsonResult (its `code`, if any, is then inside `result`, never at the top). */
+        UpstreamPassThrough: Record<string, never> | unknown[] | string | number | boolean | null;
         /**
          * @description Error body of the service. `error` is a short phrase naming the failure (for example `Bad Request`, `Unauthorized`, `Not Found`, `Payload Too Large`, `Internal Server Error`); `details` explains the cause. On a validation failure (400) `details` lists every problem found, not only the first one. Every error body of ours carries `code` and none carries `status`: where an answer may be an error body or a webhook record (the 500 of GET /webhooks/{id}), `code` tells the error body and `status` the record.
          * @example {
@@ -2698,6 +2698,11 @@ export interface components {
         FormatQuery: "json" | "text";
         /** @description Wallet address: an EVM address (0x followed by 40 hex digits, either case) or a Solana address (32 to 44 characters of the base58 alphabet, which has no 0, O, I or l). Anything else is a 400. */
         WalletAddress: string;
+        /**
+         * @description The API key of the account (the ApiKeyAuth scheme of this operation, declared here as well so that a generated client types it: openapi-fetch and most generators type parameters, not security schemes). Missing, unknown or revoked: 401, before anything else of the request is checked.
+         * @example prs_Ab3dEf9hJk_0123456789abcdefghijklmnopqrstuv
+         */
+        ApiKeyHeader: string;
         /** @description Webhook id, from the X-Service-Webhook or X-Refund-Webhook-Id header or the `webhook_id` field of a 502 body. */
         WebhookId: string;
         /** @description The client's x402 version 1 payment authorization for this request, base64-encoded JSON, sent on the second request after a 402 (the header name is case-insensitive; it is the same header as X-PAYMENT). The payment is verified first and settled only after the model answered: a failed request charges nothing. */
@@ -2742,8 +2747,8 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        /** @description The call to make. Optional in the schema sense only; `api_url` and `method` are required. */
-        requestBody?: {
+        /** @description The call to make, on the first call and on the paid second call alike. A request without a body is a 400 (`validation_failed`); nothing is called or charged. */
+        requestBody: {
             content: {
                 "application/json": components["schemas"]["RelayCallRequest"];
             };
@@ -3118,7 +3123,12 @@ export interface operations {
                 /** @description `text` (default): the target's response is returned as it is, with its content type. `json`: it is wrapped in a FormatJsonResult JSON body. */
                 format?: components["parameters"]["FormatQuery"];
             };
-            header?: {
+            header: {
+                /**
+                 * @description The API key of the account (the ApiKeyAuth scheme of this operation, declared here as well so that a generated client types it: openapi-fetch and most generators type parameters, not security schemes). Missing, unknown or revoked: 401, before anything else of the request is checked.
+                 * @example prs_Ab3dEf9hJk_0123456789abcdefghijklmnopqrstuv
+                 */
+                "x-api-key": components["parameters"]["ApiKeyHeader"];
                 /** @description A key of the client's choosing (a UUID, for example) that makes a paid call safe to retry after a lost answer: 1 to 255 printable ASCII characters without spaces (400 otherwise). The first call with a key runs; a repeat of the same request (method, path with `format`, and body) within 24 hours gets the first call's answer byte for byte, with `Idempotent-Replayed: true`, and moves no money; a repeat while the first call still runs is a 409 with Retry-After; the same key with another request is a 422. Keys are scoped to the API key's account on /proxy, and to the paying wallet on /relay and /llm/chat (on Solana, to the payment). On /relay and /llm/chat the `id` of a version 2 payment's `payment-identifier` extension is the same key: sent together, the two must be equal (400 otherwise). Answers that moved nothing (our 400, 402, 429 and 500 before any payment) are not kept: a repeat runs the call again. If the service stopped while it ran the first call, a repeat is a 409 while the call's money is still being finished, then a 502 saying how it ended (refunded, charged, released, or delivered with the target's answer lost), with `webhook_id` when a record was opened; the call is never run twice. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /** @description Client timeout for this call, in milliseconds (1 to 120000). */
@@ -3375,7 +3385,13 @@ export interface operations {
                 /** @description Accepted and ignored: the simulation result is always JSON. Clients such as HTTPayer's SDK add `format=json` to every call when they want JSON answers. */
                 format?: "json" | "text";
             };
-            header?: never;
+            header: {
+                /**
+                 * @description The API key of the account (the ApiKeyAuth scheme of this operation, declared here as well so that a generated client types it: openapi-fetch and most generators type parameters, not security schemes). Missing, unknown or revoked: 401, before anything else of the request is checked.
+                 * @example prs_Ab3dEf9hJk_0123456789abcdefghijklmnopqrstuv
+                 */
+                "x-api-key": components["parameters"]["ApiKeyHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3410,7 +3426,13 @@ export interface operations {
     getBalance: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /**
+                 * @description The API key of the account (the ApiKeyAuth scheme of this operation, declared here as well so that a generated client types it: openapi-fetch and most generators type parameters, not security schemes). Missing, unknown or revoked: 401, before anything else of the request is checked.
+                 * @example prs_Ab3dEf9hJk_0123456789abcdefghijklmnopqrstuv
+                 */
+                "x-api-key": components["parameters"]["ApiKeyHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3436,7 +3458,13 @@ export interface operations {
     getCreditsBalance: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /**
+                 * @description The API key of the account (the ApiKeyAuth scheme of this operation, declared here as well so that a generated client types it: openapi-fetch and most generators type parameters, not security schemes). Missing, unknown or revoked: 401, before anything else of the request is checked.
+                 * @example prs_Ab3dEf9hJk_0123456789abcdefghijklmnopqrstuv
+                 */
+                "x-api-key": components["parameters"]["ApiKeyHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3462,7 +3490,12 @@ export interface operations {
     postCreditsPurchase: {
         parameters: {
             query?: never;
-            header?: {
+            header: {
+                /**
+                 * @description The API key of the account (the ApiKeyAuth scheme of this operation, declared here as well so that a generated client types it: openapi-fetch and most generators type parameters, not security schemes). Missing, unknown or revoked: 401, before anything else of the request is checked.
+                 * @example prs_Ab3dEf9hJk_0123456789abcdefghijklmnopqrstuv
+                 */
+                "x-api-key": components["parameters"]["ApiKeyHeader"];
                 /** @description The client's x402 version 1 payment to the service, sent on the second call after a 402: base64-encoded JSON `{x402Version: 1, scheme: "exact", network, payload}` paying one of the `accepts` of that 402 (EVM payload: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana payload: a partially signed transaction). Each authorization nonce is settled once: the same payment for the same request again gets the first call's answer (409 while it runs); for another request it is refused with 400 before anything is settled. */
                 "X-PAYMENT"?: components["parameters"]["PaymentHeader"];
                 /** @description The client's x402 version 2 payment to the service, sent instead of X-PAYMENT on the second call after a 402 (never both: a request with both is refused with 400): base64-encoded JSON `{x402Version: 2, resource, accepted, payload, extensions}` where `accepted` repeats one entry of the PAYMENT-REQUIRED header's `accepts` verbatim (network as CAIP-2, `amount`) and `payload` is what X-PAYMENT's would be (EVM: an EIP-3009 transferWithAuthorization `{signature, authorization}`; Solana: a partially signed transaction). It is verified exactly as the same payment sent in X-PAYMENT, and it is the same payment: an authorization nonce used in either header is refused in both. The answer carries PAYMENT-RESPONSE. */
@@ -3564,7 +3597,13 @@ export interface operations {
                 /** @description The `next_cursor` of the previous page. */
                 cursor?: string;
             };
-            header?: never;
+            header: {
+                /**
+                 * @description The API key of the account (the ApiKeyAuth scheme of this operation, declared here as well so that a generated client types it: openapi-fetch and most generators type parameters, not security schemes). Missing, unknown or revoked: 401, before anything else of the request is checked.
+                 * @example prs_Ab3dEf9hJk_0123456789abcdefghijklmnopqrstuv
+                 */
+                "x-api-key": components["parameters"]["ApiKeyHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3595,7 +3634,13 @@ export interface operations {
                 /** @description Last UTC day (YYYY-MM-DD), included; by default today (or the last day 90 days from `from`). */
                 to?: string;
             };
-            header?: never;
+            header: {
+                /**
+                 * @description The API key of the account (the ApiKeyAuth scheme of this operation, declared here as well so that a generated client types it: openapi-fetch and most generators type parameters, not security schemes). Missing, unknown or revoked: 401, before anything else of the request is checked.
+                 * @example prs_Ab3dEf9hJk_0123456789abcdefghijklmnopqrstuv
+                 */
+                "x-api-key": components["parameters"]["ApiKeyHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4186,7 +4231,13 @@ export interface operations {
     postMcp: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /**
+                 * @description The API key of the account (the ApiKeyAuth scheme of this operation, declared here as well so that a generated client types it: openapi-fetch and most generators type parameters, not security schemes). Missing, unknown or revoked: 401, before anything else of the request is checked.
+                 * @example prs_Ab3dEf9hJk_0123456789abcdefghijklmnopqrstuv
+                 */
+                "x-api-key": components["parameters"]["ApiKeyHeader"];
+            };
             path?: never;
             cookie?: never;
         };

@@ -283,7 +283,10 @@ function dispatchToOperations(api: OpenAPIBackend) {
     const endHold = holdSlot(res);
     // openapi-backend parses a body that is not an object once more, so a JSON string holding an
     // object would pass as that object: hand it the string re-encoded, which parses back to itself.
-    const body: unknown = typeof req.body === 'string' ? JSON.stringify(req.body) : req.body;
+    // A request without a body is handed over without one (express.json reads an empty body as {}),
+    // so an operation whose body is required says that it is missing, not that {} lacks its fields.
+    const sent = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+    const body: unknown = !sent ? undefined : typeof req.body === 'string' ? JSON.stringify(req.body) : req.body;
     api
       .handleRequest(
         {

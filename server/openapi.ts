@@ -150,6 +150,9 @@ export function describeValidationErrors(errors: AjvLikeError[] | null | undefin
         message = `has an unknown property "${params.additionalProperty}"`;
       } else if (error.keyword === 'enum' && Array.isArray(params.allowedValues)) {
         message = `must be one of ${params.allowedValues.join(', ')}`;
+      } else if (error.keyword === 'required' && params.missingProperty === 'requestBody' && where === 'request') {
+        // The operation's requestBody is `required: true` and the request has none.
+        return 'requestBody is required: send the JSON body this operation takes';
       } else if (error.keyword === 'required' && params.missingProperty) {
         message = `is missing the required property "${params.missingProperty}"`;
       } else if (error.keyword === 'pattern' && patternWords !== undefined) {

@@ -77,6 +77,7 @@ const PRODUCERS: Record<string, () => Promise<ContractResponse>> = {
   'GET /relay/limits/{address} 400': () => t.client.get('/relay/limits/not-an-address'),
   'POST /relay 400 validation': () =>
     t.client.post('/relay', { api_url: 'https://api.example.org/weather', method: 'POST', json: {}, data: 'x' }),
+  'POST /relay 400 missingBody': () => t.client.request('POST', '/relay'),
   'POST /llm/chat 400': () => t.client.post('/llm/chat', {}),
   LlmUnavailable: () => t.client.post('/llm/chat', { messages: [{ role: 'user', content: 'hello' }] }),
   Unauthorized: () => t.client.get('/balance'),

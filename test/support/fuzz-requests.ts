@@ -78,13 +78,17 @@ export function operationsOf(document: Record<string, any>): Operation[] {
       const requestBody = deref(operation.requestBody);
       const jsonBody = requestBody?.content?.['application/json'];
       const security = operation.security ?? document.security ?? [];
+      const apiKey = security.some((requirement: Record<string, unknown>) => 'ApiKeyAuth' in requirement);
       operations.push({
         operationId: operation.operationId,
         method,
         template,
-        parameters,
+        // x-api-key is declared as a header parameter too (for generated clients): the key is `apiKey`'s, never drawn.
+        parameters: parameters.filter(
+          (parameter) => !(apiKey && parameter.in === 'header' && parameter.name.toLowerCase() === 'x-api-key'),
+        ),
         body: jsonBody ? { required: requestBody.required === true, schema: jsonBody.schema } : undefined,
-        apiKey: security.some((requirement: Record<string, unknown>) => 'ApiKeyAuth' in requirement),
+        apiKey,
         responses: operation.responses,
       });
     }

@@ -3,7 +3,9 @@
 // import names codegen/api.ts, generated from the same document), openapi-fetch,
 // and TypeScript in strict mode. It calls every operation of the document and prints what it read
 // through the generated types; it never casts a body. The test type-checks it with tsc --strict
-// before running it, so a document that generates wrong types fails there.
+// before running it, so a document that generates wrong types fails there: our own error on a route
+// that passes the target's answers through must be readable (`code` typed as ErrorCode), and the
+// x-api-key header must be typed (a misspelt one must not compile, see misspeltKey).
 import createClient from 'openapi-fetch';
 import type { components, paths } from '../../../codegen/api';
 
@@ -11,6 +13,8 @@ interface Setting {
   baseUrl: string;
   apiKey: string;
   freeTarget: string;
+  /** A target whose 402 asks 50000 micro-USDC: above a max_amount of 10000. */
+  pricedTarget: string;
   failedWebhookId: string;
   pendingWebhookId: string;
   wallet: string;
@@ -54,12 +58,20 @@ const recordingFetch = async (input: Request): Promise<Response> => {
 };
 
 const client = createClient<paths>({ baseUrl: setting.baseUrl, fetch: recordingFetch });
-// x-api-key is a security scheme, not a typed header parameter: openapi-fetch sends it as a plain header.
-const keyed = createClient<paths>({
-  baseUrl: setting.baseUrl,
-  fetch: recordingFetch,
-  headers: { 'x-api-key': setting.apiKey },
-});
+// x-api-key is a header parameter of every operation that needs it (besides the security scheme):
+// the generated types require it by name, so it is given per call like any other parameter.
+const auth = { 'x-api-key': setting.apiKey };
+
+/**
+ * Never called: the key sent as a free-form header, misspelt, as openapi-fetch allowed while the
+ * document declared it only as a security scheme. It must not compile: the typed `x-api-key`
+ * parameter is missing. The test also compiles this without the directive and reads the error.
+ */
+export function misspeltKey(key: string) {
+  const misspelt = createClient<paths>({ baseUrl: setting.baseUrl });
+  // @ts-expect-error -- x-api-key is a required parameter: a free-form x-api-kee does not stand for it
+  return misspelt.GET('/balance', { headers: { 'x-api-kee': key } });
+}
 
 function note(operationId: string, read: unknown): void {
   const last = seen[seen.length - 1]!;
@@ -113,6 +125,29 @@ function webhookFailure(body: WebhookError | undefined) {
   return { kind: 'error' as const, code, error: body.error, details: body.details };
 }
 
+type ProxyError = Awaited<ReturnType<typeof callProxy>>['error'];
+type RelayError = Awaited<ReturnType<typeof callRelay>>['error'];
+
+function callProxy(body: Schemas['ProxyCallRequest']) {
+  return client.POST('/proxy', { params: { header: auth }, body });
+}
+
+function callRelay(body: Schemas['RelayCallRequest']) {
+  return client.POST('/relay', { body });
+}
+
+/**
+ * An error answer of /proxy or /relay, which may be ours or the target's own passed through: ours is
+ * a JSON object with `code`, read as the generated ErrorCode with no cast; a target's answer is opaque
+ * (an object of it has no typed fields, a text body is a string). PriceAboveLimit is told by its fields.
+ */
+function ownError(body: ProxyError | RelayError) {
+  if (typeof body !== 'object' || body === null || !('code' in body)) return undefined;
+  const code: Schemas['ErrorCode'] = body.code;
+  if ('max_amount' in body) return { code, price: body.price, maxAmount: body.max_amount, network: body.network };
+  return { code };
+}
+
 /** The `status` of a probe's 503 (its body is not an error body of ours). */
 function statusOf(body: object | undefined): string | undefined {
   return body !== undefined && 'status' in body && typeof body.status === 'string' ? body.status : undefined;
@@ -162,38 +197,58 @@ async function main(): Promise<void> {
   const sim = await client.POST('/sim', { body: call });
   note('postSim', { requiresPayment: sim.data?.requiresPayment });
 
-  const proxySim = await keyed.POST('/proxy/sim', { body: call });
+  const proxySim = await client.POST('/proxy/sim', { params: { header: auth }, body: call });
   note('postProxySim', { requiresPayment: proxySim.data?.requiresPayment });
 
   const relay = await client.POST('/relay', { body: call, parseAs: 'text' });
   note('postRelay', { status: relay.response.status, body: relay.data, headers: relayHeaders(relay.response) });
 
   const idempotency = { 'Idempotency-Key': `generated-client-${Date.now()}` };
-  const first = await keyed.POST('/proxy', { body: call, params: { header: idempotency }, parseAs: 'text' });
+  const first = await client.POST('/proxy', {
+    body: call,
+    params: { header: { ...auth, ...idempotency } },
+    parseAs: 'text',
+  });
   note('postProxy', { status: first.response.status, body: first.data, headers: proxyHeaders(first.response) });
-  const again = await keyed.POST('/proxy', { body: call, params: { header: idempotency }, parseAs: 'text' });
+  const again = await client.POST('/proxy', {
+    body: call,
+    params: { header: { ...auth, ...idempotency } },
+    parseAs: 'text',
+  });
   note('postProxy', { status: again.response.status, body: again.data, headers: proxyHeaders(again.response) });
 
-  const balance = await keyed.GET('/balance');
+  // Our 422 on the routes that pass a target's 422 through: its code and fields read through the types.
+  const tooDear = { api_url: setting.pricedTarget, method: 'GET' as const, max_amount: '10000' };
+  const proxyRefused = await callProxy(tooDear);
+  note('postProxy', { status: proxyRefused.response.status, body: ownError(proxyRefused.error) });
+  const relayRefused = await callRelay(tooDear);
+  note('postRelay', { status: relayRefused.response.status, body: ownError(relayRefused.error) });
+
+  const balance = await client.GET('/balance', { params: { header: auth } });
   note('getBalance', { credits: balance.data?.mainnet.credits_balance });
 
-  const credits = await keyed.GET('/v1/credits/balance');
+  const credits = await client.GET('/v1/credits/balance', { params: { header: auth } });
   note('getCreditsBalance', { available: credits.data?.effective_available });
 
-  const payments = await keyed.GET('/v1/payments', { params: { query: { limit: 10, status: 'charged' } } });
+  const payments = await client.GET('/v1/payments', {
+    params: { header: auth, query: { limit: 10, status: 'charged' } },
+  });
   note('getPayments', { items: payments.data?.items.length, next: payments.data?.next_cursor });
 
-  const usage = await keyed.GET('/v1/usage', { params: { query: { from: '2026-01-01', to: '2026-01-31' } } });
+  const usage = await client.GET('/v1/usage', {
+    params: { header: auth, query: { from: '2026-01-01', to: '2026-01-31' } },
+  });
   note('getUsage', { days: usage.data?.by_day.length, credits: usage.data?.totals.credits });
 
   // Without a payment: the 402 offering the credits' price.
-  const purchase = await keyed.POST('/v1/credits/purchase', { body: { credits: 5 } });
+  const purchase = await client.POST('/v1/credits/purchase', { params: { header: auth }, body: { credits: 5 } });
   note('postCreditsPurchase', { status: purchase.response.status });
 
   const discovery = await client.GET('/discovery/resources', { params: { query: { limit: 5 } } });
   note('getDiscoveryResources', { status: discovery.response.status, items: discovery.data?.items.length });
 
-  const mcp = await keyed.POST('/mcp', {
+  const mcp = await client.POST('/mcp', {
+    params: { header: auth },
     body: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
     headers: { accept: 'application/json, text/event-stream' },
     parseAs: 'text',
