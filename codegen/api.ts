@@ -2723,6 +2723,8 @@ export interface components {
         "Retry-After": number;
         /** @description The payment requirements of this 402 in a header, as x402 carries payment data in headers: base64 (RFC 4648, with padding) of the UTF-8 JSON of the 402 body, `{x402Version: 1, error, accepts}`. It decodes to the same requirements as the body; a client may read either. The header's name is X-Payment, like the request header that carries the payment. */
         "X-Payment-Required": string;
+        /** @description `nosniff` on every response of the service: a browser reads the body as the content type it names and never guesses another (a page, a text answer or a target's body passed through is never run as a script). */
+        "X-Content-Type-Options": "nosniff";
     };
     pathItems: never;
 }
@@ -3588,13 +3590,13 @@ export interface operations {
                 status?: components["schemas"]["PaymentStatus"];
                 /** @description Only items of this kind. */
                 kind?: components["schemas"]["PaymentKind"];
-                /** @description Only items created at or after this instant (RFC 3339). */
+                /** @description Only items created at or after this instant (RFC 3339), with seconds from 00 to 59: a leap second (`23:59:60`) names no instant the service can read and is a 400. */
                 from?: string;
-                /** @description Only items created before this instant (RFC 3339). */
+                /** @description Only items created before this instant (RFC 3339), with seconds from 00 to 59: a leap second (`23:59:60`) names no instant the service can read and is a 400. */
                 to?: string;
-                /** @description Items per page, 1 to 200. */
+                /** @description Items per page, 1 to 200, in decimal digits (`0x10` or ` 5` is a 400). */
                 limit?: number;
-                /** @description The `next_cursor` of the previous page. */
+                /** @description The `next_cursor` of the previous page, as it was given: a cursor this service did not give out, or one edited, is a 400. */
                 cursor?: string;
             };
             header: {
@@ -4394,6 +4396,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4418,6 +4421,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     /** @description The page runs only its own inline script and style and connects only to this service. */
                     "Content-Security-Policy": string;
                     [name: string]: unknown;

@@ -3,12 +3,34 @@ import type { Handler } from './types';
 import { errorReply, requireApiKey } from './errors';
 import { explorerUrl, listActivity, PAGE_LIMIT_DEFAULT, targetOriginAndPath, type Activity } from '../payments/usage';
 import type { NetworkSettings } from '../payments/config';
+import { fail, ok, type Result } from '../payments/result';
 
 type PaymentItem = components['schemas']['PaymentItem'];
+
+/**
+ * The document's pattern of `from` and `to` (a date-time whose seconds are 00 to 59): a leap
+ * second (23:59:60) is a valid RFC 3339 time, but no clock here has one, nor does any row.
+ */
+export const NO_LEAP_SECOND = /^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-5][0-9]/;
+
+/** A date-time parameter as an instant; undefined when absent, a refusal when it names none. */
+function instantOf(name: string, text: string | undefined): Result<Date | undefined, 'instant_invalid'> {
+  if (text === undefined) return ok(undefined);
+  const instant = new Date(text);
+  if (!Number.isNaN(instant.getTime()) && NO_LEAP_SECOND.test(text)) return ok(instant);
+  return fail(
+    'instant_invalid',
+    `${name} (${text}) is not an instant this service can read: give a date, a time with seconds from 00 to 59, and Z or an offset such as +02:00.`,
+  );
+}
 
 export const getPayments: Handler<'getPayments'> = async (ctx, { db, config }) => {
   const key = requireApiKey(ctx);
   const { query } = ctx;
+  const from = instantOf('from', query.from);
+  if (!from.ok) return errorReply('validation_failed', from.details);
+  const to = instantOf('to', query.to);
+  if (!to.ok) return errorReply('validation_failed', to.details);
   const page = await listActivity(
     db,
     key.organisationId,
@@ -17,8 +39,8 @@ export const getPayments: Handler<'getPayments'> = async (ctx, { db, config }) =
       host: query.host,
       status: query.status,
       kind: query.kind,
-      from: query.from === undefined ? undefined : new Date(query.from),
-      to: query.to === undefined ? undefined : new Date(query.to),
+      from: from.value,
+      to: to.value,
     },
     { limit: query.limit ?? PAGE_LIMIT_DEFAULT, cursor: query.cursor },
   );

@@ -99,6 +99,24 @@ interface CursorContent extends Position {
 }
 
 const CREATED_AT_TEXT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
+const BIGINT_MAX = 9_223_372_036_854_775_807n;
+
+/**
+ * Whether a cursor's instant is one Postgres reads as it is written: a day of its month, a time of
+ * day without a leap second, a year from 1 (Postgres has no year 0). Cursors are not signed: they
+ * reach only the caller's own rows, so an edited one needs no secret to refuse, only every field
+ * checked before it reaches a query.
+ */
+function isExactInstant(text: string): boolean {
+  if (!CREATED_AT_TEXT.test(text) || text.startsWith('0000')) return false;
+  const time = Date.parse(text);
+  // Date.parse rolls 2026-02-30 over to March 2; the round trip shows it.
+  return !Number.isNaN(time) && new Date(time).toISOString().slice(0, 19) === text.slice(0, 19);
+}
+
+function isBigintId(text: string): boolean {
+  return /^[0-9]{1,19}$/.test(text) && BigInt(text) <= BIGINT_MAX;
+}
 
 /** A fingerprint of the filters: a cursor continues the query it was made for, not another. */
 function queryFingerprint(filters: ActivityFilters): string {
@@ -153,9 +171,9 @@ function decodeCursor(
   if (
     version !== '1' ||
     !/^[0-9]{1,19}$/.test(organisation) ||
-    !/^[0-9]{1,19}$/.test(id) ||
+    !isBigintId(id) ||
     (rank !== '0' && rank !== '1') ||
-    !CREATED_AT_TEXT.test(createdAt)
+    !isExactInstant(createdAt)
   )
     return invalid;
   if (BigInt(organisation) !== organisationId)

@@ -94,6 +94,7 @@ export async function createApp({ deps, handlers, caps, logger, metrics }: AppOp
   app.set('query parser', 'simple');
 
   app.use(requestLogging(logger, metrics, operationOf(api)));
+  app.use(noSniffing);
   app.use(capsMiddleware(caps, (group) => metrics.capRefused(group)));
   app.use(
     express.json({
@@ -275,6 +276,16 @@ function requestLogging(
     });
     next();
   };
+}
+
+/**
+ * Every answer is read as the content type it names, never sniffed: a page of ours (/console,
+ * /docs), a text answer (/metrics) or a target's body passed through cannot be run as HTML or a
+ * script by a browser that guesses.
+ */
+function noSniffing(_req: Request, res: Response, next: NextFunction): void {
+  res.setHeader('X-Content-Type-Options', 'nosniff');
+  next();
 }
 
 function dispatchToOperations(api: OpenAPIBackend) {

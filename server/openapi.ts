@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { OpenAPIBackend, type Document } from 'openapi-backend';
 import addFormatsModule from 'ajv-formats';
 import type Ajv from 'ajv';
+import { NO_LEAP_SECOND } from '../handlers/getPayments';
 import { WALLET_ADDRESS } from '../handlers/getRelayLimits';
 import {
   BASIC_AUTH_USERNAME,
@@ -55,8 +56,10 @@ class Backend extends OpenAPIBackend {
  * After listening, warmValidators compiles the request validators in the background.
  */
 export async function createBackend(document: Document): Promise<OpenAPIBackend> {
+  const definition = structuredClone(document);
+  requireDecimalNumbers(definition);
   const api = new Backend({
-    definition: structuredClone(document),
+    definition,
     strict: true,
     validate: true,
     quick: true,
@@ -66,6 +69,48 @@ export async function createBackend(document: Document): Promise<OpenAPIBackend>
   });
   await api.init();
   return api;
+}
+
+/** How a number parameter (query, header, path) must be written: decimal digits, an optional minus sign, and a fraction for `number`. */
+export const DECIMAL_INTEGER = /^-?[0-9]+$/;
+export const DECIMAL_NUMBER = /^-?[0-9]+(\.[0-9]+)?$/;
+
+const OPERATION_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
+
+interface ParameterLike {
+  $ref?: string;
+  schema?: { type?: unknown };
+}
+
+/**
+ * Parameters arrive as text, and Ajv's coercion reads text as JavaScript does: `0x10` as 16,
+ * ` 5` and `1e1` as numbers. The request validators see each integer or number parameter first
+ * as text in plain decimal digits, then as the document's schema (which coerces it): `limit=0x10`
+ * is a 400, `limit=16` reaches the handler as 16. The server's copy of the document only; the
+ * document itself says `type: integer`, whose text form is its decimal digits.
+ */
+function requireDecimalNumbers(document: Document): void {
+  const components = (document.components?.parameters ?? {}) as Record<string, ParameterLike>;
+  const done = new Set<ParameterLike>();
+  const strict = (parameter: ParameterLike) => {
+    const target = parameter.$ref?.startsWith('#/components/parameters/')
+      ? components[parameter.$ref.slice('#/components/parameters/'.length)]
+      : parameter;
+    if (target === undefined || done.has(target)) return;
+    done.add(target);
+    const type = target.schema?.type;
+    if (type !== 'integer' && type !== 'number') return;
+    const pattern = (type === 'integer' ? DECIMAL_INTEGER : DECIMAL_NUMBER).source;
+    target.schema = { allOf: [{ type: 'string', pattern }, target.schema] } as ParameterLike['schema'];
+  };
+  for (const item of Object.values(document.paths ?? {}) as Array<Record<string, unknown> | undefined>) {
+    if (item === undefined) continue;
+    for (const parameter of (item.parameters ?? []) as ParameterLike[]) strict(parameter);
+    for (const method of OPERATION_METHODS) {
+      const operation = item[method] as { parameters?: ParameterLike[] } | undefined;
+      for (const parameter of operation?.parameters ?? []) strict(parameter);
+    }
+  }
 }
 
 /**
@@ -117,6 +162,12 @@ const PATTERN_WORDS = new Map<string, string>([
   [HEADER_VALUE.source, 'must not contain CR, LF, NUL, DEL or another control character, nor characters beyond U+00FF'],
   [COOKIE_VALUE.source, 'must not contain a semicolon, a control character, nor characters beyond U+00FF'],
   [BASIC_AUTH_USERNAME.source, 'must not contain a colon'],
+  [DECIMAL_INTEGER.source, 'must be a whole number in decimal digits, as 16 (not 0x10, +16, 1e1 or with spaces)'],
+  [DECIMAL_NUMBER.source, 'must be a number in decimal digits, as 1.5 (not 0x10, +1.5, 15e-1 or with spaces)'],
+  [
+    NO_LEAP_SECOND.source,
+    'must be a date-time with seconds from 00 to 59: a leap second (23:59:60) names no instant this service can read',
+  ],
   [
     WALLET_ADDRESS.source,
     'must be an EVM address (0x and 40 hex digits) or a Solana address (32 to 44 base58 characters)',

@@ -179,7 +179,11 @@ export async function serveProbes({
   log: Logger;
 }): Promise<{ server: Server; url: string }> {
   const send = (res: ServerResponse, status: number, contentType: string, body: string) => {
-    res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
+    res.writeHead(status, {
+      'content-type': contentType,
+      'content-length': Buffer.byteLength(body),
+      'x-content-type-options': 'nosniff',
+    });
     res.end(body);
   };
   const json = (res: ServerResponse, status: number, body: unknown) =>
