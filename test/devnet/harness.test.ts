@@ -19,7 +19,6 @@ import { usdcAbi } from '../../devnet/evm/usdc.js';
 import { ifStarted } from '../support/teardown';
 
 const PRICE = 10_000n;
-const STARTUP_BUDGET_MS = 10_000;
 
 let peers: Peers;
 let startupWallMs: number;
@@ -45,9 +44,9 @@ function paidRequests(target: Target) {
 }
 
 describe('start-up', () => {
-  it(`brings every peer up in under ${STARTUP_BUDGET_MS} ms`, () => {
+  // How long start-up takes is printed, not asserted: on a loaded machine it is slower, not wrong.
+  it('brings every peer up', () => {
     console.info(`startPeers: ${peers.startupMs} ms (wall clock in the test: ${Math.round(startupWallMs)} ms)`);
-    expect(startupWallMs).toBeLessThan(STARTUP_BUDGET_MS);
     expect(peers.networks).toEqual([
       'base',
       'base-sepolia',

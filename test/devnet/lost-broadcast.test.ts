@@ -118,8 +118,8 @@ describe.each(['drop', 'error5xx'] as const)('a broadcast lost to %s', (fault) =
     expect(await usdc(client())).toBe(before.client);
 
     const tookMs = await followUntil(async () => (await reconcileSettlement(db, row.id, direct)).kind === 'settled');
+    // Printed, not asserted: followUntil's bound is the test's (speed belongs in the bench).
     console.log(`${fault}: settled ${tookMs} ms after the lost broadcast, by the follow-up's rebroadcast`);
-    expect(tookMs).toBeLessThan(10_000);
     const settled = (await findRelayTransaction(db, row.id))!;
     expect(settled).toMatchObject({ state: 'settled', client_tx_hash: pending.client_tx_hash });
     // The lost broadcasts and the one that landed are the same bytes: one transaction.

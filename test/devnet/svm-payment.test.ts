@@ -279,7 +279,8 @@ describe('buildExactPayment', () => {
       ok: true,
       value: { kind: 'not_found' },
     });
-    expect(Date.now() - started).toBeLessThan(2_000);
+    // Given up at its bound, not waited for forever (generous: a loaded machine is slow, not wrong).
+    expect(Date.now() - started).toBeLessThan(30_000);
   });
 
   it('answers rpc_error or rpc_timeout when the endpoint is unreachable', async () => {

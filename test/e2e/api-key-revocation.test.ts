@@ -22,7 +22,8 @@ async function within<T>(
 describe('the API key cache through the service', () => {
   let t: TestService;
   beforeAll(async () => {
-    t = await startTestService();
+    // Keys kept ten minutes in memory: a refusal within the test's bound comes from the announcement.
+    t = await startTestService({ API_KEY_CACHE_MS: '600000' });
   });
   afterAll(async () => {
     await ifStarted(t)?.stop();
@@ -34,8 +35,9 @@ describe('the API key cache through the service', () => {
     expect((await t.client.get('/balance', { headers })).status).toBe(200);
     expect((await t.client.get('/balance', { headers })).status).toBe(200);
     await revokeApiKey(t.database.handle.db, account.prefix);
-    const { value, elapsedMs } = await within(
-      2_000,
+    // Waited for a minute at most (a loaded machine is slow, not wrong), far less than the cache's ten.
+    const { value } = await within(
+      60_000,
       () => t.client.get('/balance', { headers }),
       (response) => response.status === 401,
     );
@@ -45,6 +47,5 @@ describe('the API key cache through the service', () => {
       error: 'Unauthorized',
       details: 'The API key has been revoked.',
     });
-    expect(elapsedMs).toBeLessThan(2_000);
   });
 });

@@ -235,7 +235,7 @@ describe('POST /proxy and /proxy/sim called by the SDK', () => {
   it('the capped timeout still yields to a shorter X-TIMEOUT, and a null timeout counts as none', async () => {
     const { key } = await createTestAccount(db, { credits: 100n });
     const slow = `${target().routes.slow.url}?delayMs=3000`;
-    const started = performance.now();
+    // The 502 naming 300 ms says which bound cut the call (the target would have answered 200 after 3 s).
     const res = await t.client.post(
       '/proxy',
       { api_url: slow, method: 'GET', timeout: 600 },
@@ -243,7 +243,6 @@ describe('POST /proxy and /proxy/sim called by the SDK', () => {
     );
     expect(res.status).toBe(502);
     expect(res.body.details).toMatch(/within 300 ms/);
-    expect(performance.now() - started).toBeLessThan(2_000);
     const free = await t.client.post(
       '/proxy',
       { api_url: target().routes.free.url, method: 'GET', timeout: null },

@@ -25,8 +25,8 @@ const CONCURRENCY = 20;
 /** The target takes 0 to this long to answer; the first attempt is cut 0 to CUT_MAX_MS after it is sent. */
 const TARGET_DELAY_MAX_MS = 400;
 const CUT_MAX_MS = 2_500;
-/** A call still without a final answer after this long fails the test. */
-const RETRY_DEADLINE_MS = 60_000;
+/** A call still without a final answer after this long fails the test (generous: a loaded machine is slow, not wrong). */
+const RETRY_DEADLINE_MS = 180_000;
 
 const NETWORK = 'base-sepolia';
 const PRICE = 12_345n;
@@ -242,4 +242,5 @@ it(`${CALLS} paid calls cut at a random moment and retried: each paid and charge
   );
   expect(figures.cut).toBeGreaterThan(0);
   expect(figures.replayed).toBeGreaterThan(0);
-}, 240_000);
+  // A bound on the whole run, not a speed goal: on a loaded CI machine the calls take several times longer.
+}, 900_000);

@@ -199,11 +199,10 @@ describe('answers passed through', () => {
       [{ api_url: url, method: 'GET' }, { 'x-timeout': '300' }],
       [{ api_url: url, method: 'GET', timeout: 60 }, { 'x-timeout': '300' }],
     ] as const) {
-      const started = performance.now();
+      // The 502 naming 300 ms says which bound cut the call (the target would have answered 200 after 3 s).
       const res = await proxy(key, body, headers);
       expect(res.status).toBe(502);
       expect(res.body.details).toMatch(/within 300 ms/);
-      expect(performance.now() - started).toBeLessThan(2_000);
     }
     const quick = await proxy(key, {
       api_url: `${peers.targets.plain!.routes.slow.url}?delayMs=50`,
@@ -527,7 +526,7 @@ describe('latency', () => {
       proxyMedianMs: Math.round(median(timings.proxy)),
       directMedianMs: Math.round(median(timings.direct)),
     };
+    // Printed, not asserted: speed belongs in the bench (npm run bench -- --only paid).
     console.info(`paid call latency on base-sepolia (median of 5): ${JSON.stringify(report)}`);
-    expect(report.proxyMedianMs).toBeLessThan(report.directMedianMs + 1_000);
   });
 });
