@@ -2,7 +2,11 @@ import type { Handler } from './types';
 import { discoveredResources } from '../payments/discovery';
 import { errorReply } from './errors';
 
-/** GET /discovery/resources: the resources this service has paid, in the Bazaar's list format. */
+/**
+ * GET /discovery/resources: the resources this service has paid, in the Bazaar's list format, one
+ * entry per resource, filtered by what the Bazaar client of @x402/extensions sends (`type`,
+ * `payTo`, `scheme`, `network`, `extensions`, `limit`, `offset`) and by `q` and `max_amount`.
+ */
 export const getDiscoveryResources: Handler<'getDiscoveryResources'> = async (ctx, { db, clock, config }) => {
   if (config.discovery !== 'public')
     return errorReply('not_found', 'Discovery is off on this server (DISCOVERY is not public).');
@@ -11,6 +15,10 @@ export const getDiscoveryResources: Handler<'getDiscoveryResources'> = async (ct
     type?: string;
     q?: string;
     max_amount?: string;
+    payTo?: string;
+    scheme?: string;
+    network?: string;
+    extensions?: string;
     limit?: number | string;
     offset?: number | string;
   };
@@ -25,6 +33,13 @@ export const getDiscoveryResources: Handler<'getDiscoveryResources'> = async (ct
           offset,
           text: query.q,
           maxAmountMicroUsdc: query.max_amount === undefined ? undefined : BigInt(query.max_amount),
+          payTo: query.payTo,
+          scheme: query.scheme,
+          network: query.network,
+          extensions: query.extensions
+            ?.split(',')
+            .map((key) => key.trim())
+            .filter(Boolean),
         });
   return {
     status: 200,
@@ -40,7 +55,9 @@ export const getDiscoveryResources: Handler<'getDiscoveryResources'> = async (ct
         ...(item.mimeType ? { mimeType: item.mimeType } : {}),
         extensions: {
           router: {
-            method: item.method,
+            methods: item.methods,
+            // The first of `methods` (a resource is listed only once paid, so it has one).
+            method: item.methods[0] ?? '',
             paidCalls: item.paidCalls,
             successRate: item.paidCalls === 0 ? 0 : item.succeeded / item.paidCalls,
             p50LatencyMs: item.p50LatencyMs,

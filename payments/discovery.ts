@@ -3,8 +3,10 @@
  * format of the x402 Bazaar: @x402/extensions' DiscoveryResourcesResponse). While it is served
  * (DISCOVERY=public), every paid call to a target is noted (origin and path only: never a query string, a body or who called), with the
  * offer we paid, whether the call succeeded and how long the paid exchange took; the list shows,
- * over the last day, each resource's latest offer per network, its share of succeeded paid calls
- * and its median latency.
+ * over the last day, one entry per resource (whatever methods it was called with, as the Bazaar keys
+ * a resource by its URL) with its methods, its latest offer per network, its share of succeeded paid
+ * calls and its median latency. It is filtered as the Bazaar client of @x402/extensions asks
+ * (`type`, `payTo`, `scheme`, `network`, `extensions`), and by text and price.
  */
 import { sql } from 'kysely';
 import type { Db } from '../db/index';
@@ -13,6 +15,7 @@ import type { PaymentChoice } from './x402/choose';
 import type { PaymentRequirements } from './x402/types';
 import type { CallRequest, TargetAnswer } from './http/index';
 import type { CallBudget } from './outgoing/call';
+import { canonicalNetwork } from './networkTable';
 import { sendPaidCall, type TargetPayment } from './outgoing/pay';
 
 /** The window the list covers. */
@@ -83,7 +86,8 @@ export async function sendNotedPaidCall(
 
 export interface DiscoveredResource {
   resource: string;
-  method: string;
+  /** The methods it was paid with, the most recently used first. */
+  methods: string[];
   accepts: PaymentRequirements[];
   lastUpdated: Date;
   description: string | undefined;
@@ -93,20 +97,61 @@ export interface DiscoveredResource {
   p50LatencyMs: number;
 }
 
+/** What a listing keeps; every filter given must hold. */
+export interface DiscoveryFilters {
+  /** In the resource's URL or description, case-insensitive. */
+  text?: string | undefined;
+  /** An offer at most this price. */
+  maxAmountMicroUsdc?: bigint | undefined;
+  /** An offer paying to this address (EVM addresses in any case). */
+  payTo?: string | undefined;
+  /** An offer of this scheme. */
+  scheme?: string | undefined;
+  /** An offer on this network, by our name, an alias or its CAIP-2 id. */
+  network?: string | undefined;
+  /** Extension keys the entry must carry (the Bazaar client's `extensions`, comma-separated there). */
+  extensions?: string[] | undefined;
+}
+
+/** The extension keys of every entry of the list (`router`: how its paid calls went). */
+export const DISCOVERY_EXTENSIONS: readonly string[] = ['router'];
+
+function sameAddress(a: string, b: string): boolean {
+  return /^0x[0-9a-fA-F]{40}$/.test(a) ? a.toLowerCase() === b.toLowerCase() : a === b;
+}
+
+/** Whether a resource passes the filters; an unknown network name matches nothing. */
+function matches(item: DiscoveredResource, filters: DiscoveryFilters): boolean {
+  const needle = filters.text?.toLowerCase();
+  if (
+    needle !== undefined &&
+    !item.resource.toLowerCase().includes(needle) &&
+    !(item.description ?? '').toLowerCase().includes(needle)
+  )
+    return false;
+  if (filters.extensions?.some((key) => !DISCOVERY_EXTENSIONS.includes(key))) return false;
+  const network = filters.network === undefined ? undefined : (canonicalNetwork(filters.network) ?? null);
+  if (network === null) return false;
+  const { maxAmountMicroUsdc, payTo, scheme } = filters;
+  // One offer must meet every condition on offers, as a client would pay that one.
+  return item.accepts.some(
+    (offer) =>
+      (maxAmountMicroUsdc === undefined ||
+        (/^[0-9]+$/.test(offer.maxAmountRequired) && BigInt(offer.maxAmountRequired) <= maxAmountMicroUsdc)) &&
+      (payTo === undefined || sameAddress(offer.payTo, payTo)) &&
+      (scheme === undefined || offer.scheme === scheme) &&
+      (network === undefined || canonicalNetwork(offer.network) === network),
+  );
+}
+
 export async function discoveredResources(
   db: Db,
-  {
-    now,
-    limit,
-    offset,
-    text,
-    maxAmountMicroUsdc,
-  }: { now: Date; limit: number; offset: number; text?: string | undefined; maxAmountMicroUsdc?: bigint | undefined },
+  { now, limit, offset, ...filters }: { now: Date; limit: number; offset: number } & DiscoveryFilters,
 ): Promise<{ items: DiscoveredResource[]; total: number }> {
   const since = new Date(now.getTime() - DISCOVERY_WINDOW_MS);
   const { rows } = await sql<{
     resource: string;
-    method: string;
+    methods: string[];
     paid_calls: string;
     succeeded: string;
     p50_latency_ms: number;
@@ -118,26 +163,31 @@ export async function discoveredResources(
       select * from paid_resource_calls where created_at >= ${since}
     ),
     latest as (
-      select distinct on (resource, method, network) resource, method, offer
-      from recent order by resource, method, network, created_at desc, id desc
+      select distinct on (resource, network) resource, network, offer
+      from recent order by resource, network, created_at desc, id desc
+    ),
+    methods as (
+      select resource, array_agg(method order by last_used desc, method) as methods
+      from (select resource, method, max(created_at) as last_used from recent group by resource, method) used
+      group by resource
     ),
     stats as (
-      select resource, method, count(*) as paid_calls, count(*) filter (where succeeded) as succeeded,
+      select resource, count(*) as paid_calls, count(*) filter (where succeeded) as succeeded,
         percentile_cont(0.5) within group (order by latency_ms) as p50_latency_ms,
         max(created_at) as last_updated
-      from recent group by resource, method
+      from recent group by resource
     )
-    select s.resource, s.method, s.paid_calls, s.succeeded, s.p50_latency_ms, s.last_updated,
-      (select jsonb_agg(l.offer) from latest l where l.resource = s.resource and l.method = s.method) as offers,
+    select s.resource, m.methods, s.paid_calls, s.succeeded, s.p50_latency_ms, s.last_updated,
+      (select jsonb_agg(l.offer order by l.network) from latest l where l.resource = s.resource) as offers,
       count(*) over () as total
-    from stats s
-    order by s.last_updated desc, s.resource, s.method
+    from stats s join methods m on m.resource = s.resource
+    order by s.last_updated desc, s.resource
     limit ${DISCOVERY_SCAN_LIMIT}`.execute(db);
   const items = rows.map((row) => {
     const [first] = row.offers;
     return {
       resource: row.resource,
-      method: row.method,
+      methods: row.methods,
       accepts: row.offers,
       lastUpdated: new Date(row.last_updated),
       description: first?.description,
@@ -147,16 +197,6 @@ export async function discoveredResources(
       p50LatencyMs: Math.round(row.p50_latency_ms),
     };
   });
-  const needle = text?.toLowerCase();
-  const matching = items.filter(
-    (item) =>
-      (needle === undefined ||
-        item.resource.toLowerCase().includes(needle) ||
-        (item.description ?? '').toLowerCase().includes(needle)) &&
-      (maxAmountMicroUsdc === undefined ||
-        item.accepts.some(
-          (offer) => /^[0-9]+$/.test(offer.maxAmountRequired) && BigInt(offer.maxAmountRequired) <= maxAmountMicroUsdc,
-        )),
-  );
+  const matching = items.filter((item) => matches(item, filters));
   return { items: matching.slice(offset, offset + limit), total: matching.length };
 }
