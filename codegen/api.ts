@@ -669,15 +669,29 @@ export interface paths {
          * MCP server (streamable HTTP)
          * @description The router's Model Context Protocol server over streamable HTTP, stateless, answering in JSON
          *     (no session, no server-sent stream: GET is not supported). Authenticated by x-api-key: the
-         *     tools act for that key. Tools (named as HTTPayer's MCP server names them where they do the
-         *     same thing): `fetch` (POST /proxy), `simulate` (POST /proxy/sim), `get_balance` (GET
-         *     /v1/credits/balance), `check_limits` (GET /limits), `get_webhook_status` (GET
-         *     /webhooks/{id}), `get_topup_link` (the 402 of POST /v1/credits/purchase), `search_endpoints`
-         *     (GET /discovery/resources with `q` and `max_amount`), `get_usage` (GET /v1/usage),
-         *     `list_payments` (GET /v1/payments) and `relay_fetch` (POST /relay with an
-         *     X-PAYMENT the agent signed; the stdio server, `npx payment-router-mcp`, pays with its own
-         *     wallet). Each tool's input schema is a schema of this document; an error of ours is a tool
-         *     error (`isError`) whose text carries our `code`.
+         *     tools act for that key; without a key, or with a key refused, the answer is 401 with
+         *     `WWW-Authenticate: ApiKey header="x-api-key"` (an API key, not OAuth: an MCP client is
+         *     configured with the header). As the streamable HTTP transport requires of every POST, the
+         *     Accept header names both application/json and text/event-stream (406 otherwise, though the
+         *     answer is JSON), and the body is sent as application/json (415 otherwise).
+         *
+         *     Tools (named as HTTPayer's MCP server names them where they do the same thing, and taking its
+         *     arguments as well as ours): `fetch` (POST /proxy), `simulate` (POST /proxy/sim),
+         *     `get_balance` (GET /v1/credits/balance), `check_limits` (GET /limits), `get_webhook_status`
+         *     (GET /webhooks/{id}), `get_topup_link` (how to buy credits; with `credits`, the 402 of POST
+         *     /v1/credits/purchase), `search_endpoints` (GET /discovery/resources with `q` and
+         *     `max_amount`), `get_usage` (GET /v1/usage), `list_payments` (GET /v1/payments) and
+         *     `relay_fetch` (POST /relay with a payment the agent signed, X-PAYMENT or PAYMENT-SIGNATURE;
+         *     the stdio server, `npx payment-router-mcp`, pays with its own wallet). Each tool's input
+         *     schema is a schema of this document, with HTTPayer's names beside ours: `url` for `api_url`
+         *     (`method` GET when left out; an object `body` is sent as `json`) and `webhook_id` for `id`. A
+         *     tool's result is the text of `{status, headers, body}`: the API's answer, with the headers a
+         *     caller acts on (X-Client-Payment, the receipts, PAYMENT-REQUIRED, the webhook ids). An error
+         *     of ours, or arguments the tool does not take, is a tool error (`isError`) whose text carries
+         *     our `code`.
+         *
+         *     A message holding only notifications or responses is answered 202, with no body and no
+         *     Content-Type.
          */
         post: operations["postMcp"];
         delete?: never;
@@ -695,8 +709,7 @@ export interface paths {
         };
         /**
          * Paid resources this service has called (x402 Bazaar list)
-         * @description Which paid endpoints exist, what they cost and whether they answer: every x402 resource this service has paid over the last day (through /proxy or /relay), with its latest offers, the share of paid calls that succeeded and the median latency, in the Bazaar's list format. One entry per resource (its origin and path), whatever methods it was paid with: the methods are in `extensions.router.methods`, and paging with `limit` and `offset` walks each resource once. Only the origin and path of a resource are shown; never a query string, a body or a payer. Off unless the server sets DISCOVERY=public (404 then); on in the sandbox. No credential is needed.
-         *     The filters are those the Bazaar client of @x402/extensions sends (`listResources({type, payTo, scheme, network, extensions, limit, offset})`), plus `q` and `max_amount`; every filter given must hold, and the filters on offers (`payTo`, `scheme`, `network`, `max_amount`) must hold for one same offer. A filter nothing matches gives an empty list, not an error.
+         * @description Which paid endpoints exist, what they cost and whether they answer: every x402 resource this service has paid over the last day (through /proxy or /relay), with its latest offers, the share of paid calls that succeeded and the median latency, in the Bazaar's list format. Only the origin and path of a resource are shown; never a query string, a body or a payer. Off unless the server sets DISCOVERY=public (404 then); on in the sandbox. No credential is needed.
          */
         get: operations["getDiscoveryResources"];
         put?: never;
@@ -2452,29 +2465,73 @@ export interface components {
             /** @description The names of the failed checks; empty when ready. */
             failed: string[];
         };
-        /** @description One JSON-RPC 2.0 message of the Model Context Protocol. */
-        JsonRpcSingleMessage: {
-            /** @enum {string} */
-            jsonrpc: "2.0";
-            /** @description The request's id (absent on a notification). */
-            id?: string | number | null;
-            /** @description The method of a request or notification, for example `tools/list` or `tools/call`. */
-            method?: string;
-            params?: {
-                [key: string]: unknown;
-            };
-            result?: {
-                [key: string]: unknown;
-            };
-            error?: {
+        /** @enum {string} */
+        JsonRpcVersion: "2.0";
+        /** @description A request's id, chosen by its sender and repeated in the response. */
+        JsonRpcId: string | number;
+        /** @description The protocol's own metadata of a message (`_meta`). */
+        JsonRpcMeta: {
+            progressToken?: components["schemas"]["JsonRpcId"];
+            "io.modelcontextprotocol/related-task"?: {
+                taskId: string;
+            } & {
                 [key: string]: unknown;
             };
         } & {
             [key: string]: unknown;
         };
-        /** @description A JSON-RPC 2.0 message of the Model Context Protocol (a request, notification or response), or a batch of them. See the MCP specification; the tools are listed by `tools/list`. */
+        /** @description Named members (a method's parameters, a result), with the protocol's own metadata in `_meta`. */
+        JsonRpcObject: {
+            _meta?: components["schemas"]["JsonRpcMeta"];
+        } & {
+            [key: string]: unknown;
+        };
+        JsonRpcError: {
+            /** @description The JSON-RPC error code: -32700 (parse error), -32600 (invalid request), -32601 (no such method), -32602 (invalid parameters), -32603 (internal error), or -32000 (the transport's own: Accept, Content-Type, protocol version). */
+            code: number;
+            message: string;
+            /** @description More about the error, in the sender's terms. */
+            data?: unknown;
+        };
+        /** @description One JSON-RPC 2.0 message of the Model Context Protocol, as the server takes it: a request (`id` and `method`), a notification (`method`, no `id`), or a response to a request of the server's (`id` and `result`, or `error`). No other member is allowed; anything else is refused with 400. */
+        JsonRpcSingleMessage: {
+            jsonrpc: components["schemas"]["JsonRpcVersion"];
+            id: components["schemas"]["JsonRpcId"];
+            /** @description The method, for example `initialize`, `tools/list` or `tools/call`. */
+            method: string;
+            params?: components["schemas"]["JsonRpcObject"];
+        } | {
+            jsonrpc: components["schemas"]["JsonRpcVersion"];
+            /** @description The notification, for example `notifications/initialized`. */
+            method: string;
+            params?: components["schemas"]["JsonRpcObject"];
+        } | {
+            jsonrpc: components["schemas"]["JsonRpcVersion"];
+            id: components["schemas"]["JsonRpcId"];
+            result: components["schemas"]["JsonRpcObject"];
+        } | {
+            jsonrpc: components["schemas"]["JsonRpcVersion"];
+            id?: components["schemas"]["JsonRpcId"];
+            error: components["schemas"]["JsonRpcError"];
+        };
+        /** @description A JSON-RPC 2.0 message of the Model Context Protocol (a request, notification or response), or a batch of 1 to 100 of them (at most one `initialize`, alone). See the MCP specification; the tools are listed by `tools/list`. */
         JsonRpcMessage: components["schemas"]["JsonRpcSingleMessage"] | components["schemas"]["JsonRpcSingleMessage"][];
-        /** @description One resource, listed once whatever methods it was paid with: the offers it made when we last paid it (one per network, as the target wrote them in x402 version 1 form, `resource` reduced to origin and path), and in `extensions.router` its methods and how its paid calls went over the last day. */
+        /** @description One JSON-RPC 2.0 response. */
+        JsonRpcResponse: {
+            jsonrpc: components["schemas"]["JsonRpcVersion"];
+            id: components["schemas"]["JsonRpcId"];
+            result: {
+                [key: string]: unknown;
+            };
+        } | {
+            jsonrpc: components["schemas"]["JsonRpcVersion"];
+            /** @description The request's id, or null when the request could not be read. */
+            id: components["schemas"]["JsonRpcId"] | null;
+            error: components["schemas"]["JsonRpcError"];
+        };
+        /** @description The server's JSON-RPC 2.0 answer: one response per request of the message (a batch of requests gets an array of them), each a result or an error; a transport's refusal is an error whose `id` is null. */
+        JsonRpcAnswer: components["schemas"]["JsonRpcResponse"] | components["schemas"]["JsonRpcResponse"][];
+        /** @description One resource: the offers it made when we last paid it (one per network, as the target wrote them in x402 version 1 form, `resource` reduced to origin and path), and in `extensions.router` how its paid calls went over the last day. */
         DiscoveryResource: {
             /** @description The target's origin and path. */
             resource: string;
@@ -2492,11 +2549,9 @@ export interface components {
             mimeType?: string;
             extensions: {
                 router: {
-                    /** @description The HTTP methods the paid calls used, the most recently used first. */
-                    methods: string[];
-                    /** @description The method of the most recent paid call (the first of `methods`). */
+                    /** @description The HTTP method the paid calls used. */
                     method: string;
-                    /** @description Paid calls over the last day, all methods together. */
+                    /** @description Paid calls over the last day. */
                     paidCalls: number;
                     /** @description The share of those calls the target answered below 400 after our payment. */
                     successRate: number;
@@ -2636,10 +2691,11 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
-        /** @description The x-api-key header is missing, or the key is unknown or revoked. */
+        /** @description The x-api-key header is missing, or the key is unknown or revoked. WWW-Authenticate names the header the key goes in. */
         Unauthorized: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
+                "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
                 [name: string]: unknown;
             };
             content: {
@@ -2724,6 +2780,8 @@ export interface components {
         Allow: string;
         /** @description Seconds to wait before trying again (integer). On a capacity 429 it equals the body's `retryAfter`; on a 202 of GET /webhooks/{id} it is 2. */
         "Retry-After": number;
+        /** @description How to authenticate: `ApiKey header="x-api-key"`, an API key of this service in the x-api-key header. Not OAuth: an MCP client that reads this challenge does not start an authorization flow. */
+        "WWW-Authenticate": "ApiKey header=\"x-api-key\"";
         /** @description The payment requirements of this 402 in a header, as x402 carries payment data in headers: base64 (RFC 4648, with padding) of the UTF-8 JSON of the 402 body, `{x402Version: 1, error, accepts}`. It decodes to the same requirements as the body; a client may read either. The header's name is X-Payment, like the request header that carries the payment. */
         "X-Payment-Required": string;
         /** @description `nosniff` on every response of the service: a browser reads the body as the content type it names and never guesses another (a page, a text answer or a target's body passed through is never run as a script). */
@@ -4252,17 +4310,17 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The JSON-RPC response. */
+            /** @description The JSON-RPC response (an array of them for a batch of requests). */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["JsonRpcMessage"];
+                    "application/json": components["schemas"]["JsonRpcAnswer"];
                 };
             };
-            /** @description A notification or response was accepted; no body. */
+            /** @description The message held only notifications or responses, and was accepted: no body and no Content-Type. */
             202: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -4270,37 +4328,37 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Ours (ErrorBody, `validation_failed`), or the MCP transport's JSON-RPC error for a message it cannot take. */
+            /** @description Ours (ErrorBody, `validation_failed`): the body is not JSON, or not a JSON-RPC message as JsonRpcMessage describes it. Or the MCP transport's JSON-RPC error for a message it cannot take: an `initialize` batched with other messages (-32600), or an Mcp-Protocol-Version it does not support (-32000). */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["JsonRpcMessage"];
+                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["JsonRpcAnswer"];
                 };
             };
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
-            /** @description The Accept header names neither application/json nor text/event-stream (JSON-RPC error). */
+            /** @description The Accept header does not name both application/json and text/event-stream, as the streamable HTTP transport requires of every POST (JSON-RPC error). */
             406: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["JsonRpcMessage"];
+                    "application/json": components["schemas"]["JsonRpcAnswer"];
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
-            /** @description The body is not JSON (JSON-RPC error). */
+            /** @description The body is JSON but its Content-Type is not application/json (JSON-RPC error). A body that is not JSON is a 400. */
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["JsonRpcMessage"];
+                    "application/json": components["schemas"]["JsonRpcAnswer"];
                 };
             };
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
@@ -4312,14 +4370,6 @@ export interface operations {
             query?: {
                 /** @description Only resources of this type; `http` is the only type listed. */
                 type?: string;
-                /** @description Only resources with an offer paying to this address (an EVM address in any case, a Solana address exactly). */
-                payTo?: string;
-                /** @description Only resources with an offer of this payment scheme (`exact` is the only one listed). */
-                scheme?: string;
-                /** @description Only resources with an offer on this network, named as x402 version 1 names it (`base-sepolia`) or by its CAIP-2 id as version 2 does (`eip155:84532`); offers are listed with the version 1 name. A network the service does not know matches nothing. */
-                network?: string;
-                /** @description Only resources carrying these extension keys in `extensions` (comma-separated, all required): every entry carries `router`, and no other. */
-                extensions?: string;
                 /** @description Only resources whose URL or description contains this text (case-insensitive). */
                 q?: string;
                 /** @description Only resources with an offer of at most this price, in atomic units of USDC. */

@@ -36,10 +36,11 @@ export const postMcp: Handler<'postMcp'> = async (ctx, deps) => {
     response.headers.forEach((value, name) => {
       if (name !== 'content-type' && name !== 'content-length') passed[name] = value;
     });
+    // A notification or a response is answered 202 without content: no body, no content type.
     return {
       status: response.status,
       raw,
-      contentType: response.headers.get('content-type') ?? 'application/json',
+      contentType: response.headers.get('content-type') ?? (raw.length === 0 ? '' : 'application/json'),
       headers: passed,
     };
   } finally {

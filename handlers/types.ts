@@ -22,7 +22,7 @@ export type JsonReply<K extends OperationId> = {
 export interface RawReply {
   status: number;
   raw: Buffer | string;
-  /** Sent exactly as given (no charset added). */
+  /** Sent exactly as given (no charset added); '' for an answer without content, sent with no body and no content type. */
   contentType: string;
   headers?: Record<string, string | string[]>;
 }

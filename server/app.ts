@@ -23,6 +23,9 @@ const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 /** The security result of a key that could not be looked up (not a rejection of the key). */
 const LOOKUP_FAILED = 'lookup_failed';
 
+/** The challenge of every 401 of ours: the API key, in the x-api-key header. */
+const API_KEY_CHALLENGE = 'ApiKey header="x-api-key"';
+
 const KEY_REJECTION_DETAILS: Record<KeyRejection, string> = {
   missing: 'The x-api-key header is required.',
   malformed: 'The x-api-key header does not hold an API key of this service.',
@@ -60,7 +63,10 @@ function sendError(res: Response, code: ErrorCode, details: string | undefined, 
 function sendReply(res: Response, reply: Reply<OperationId>): void {
   if (reply.headers) for (const [name, value] of Object.entries(reply.headers)) res.setHeader(name, value);
   res.status(reply.status);
-  if ('raw' in reply) {
+  if ('raw' in reply && reply.contentType === '') {
+    // An answer without content (the 202 of an MCP notification): no body, so no content type.
+    res.end();
+  } else if ('raw' in reply) {
     // setHeader, not res.type(): express would add a charset to a target's content type.
     res.setHeader('Content-Type', reply.contentType);
     res.send(reply.raw);
@@ -155,6 +161,9 @@ function registerRefusals(api: OpenAPIBackend): void {
           .json(internalErrorBody(locals(res).operationId, locals(res).requestId));
         return;
       }
+      // The scheme names the header to send the key in: an MCP client told 401 without it starts
+      // an OAuth flow (the MCP authorization's Bearer challenge), which this service has none of.
+      res.setHeader('WWW-Authenticate', API_KEY_CHALLENGE);
       sendError(res, 'unauthorized', KEY_REJECTION_DETAILS[result?.error ?? 'missing']);
     },
     validationFail: (c: ApiContext, _req: Request, res: Response) => {
