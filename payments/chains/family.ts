@@ -34,6 +34,8 @@ export interface SettlementRecord<Outcome> {
   rawTx: string | null;
   /** Whether a facilitator settles it (then, without its answer, we may not know the transaction). */
   viaFacilitator: boolean;
+  /** When the payment was recorded: a facilitator can have been handed it, and so landed it, only after. */
+  recordedAt: Date;
   /** Every check again, right before the money moves (the signature was verified on admission). */
   reverify(deps: Pick<ChainDeps, 'chains' | 'clock' | 'paymentBounds'>): Promise<Result<unknown, VerifyFailureReason>>;
   /** Stores the transaction before it is broadcast; false when the record moved on without us. */

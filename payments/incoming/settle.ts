@@ -104,6 +104,7 @@ function settlementRecord(
     txHash: row.client_tx_hash,
     rawTx: row.client_raw_tx,
     viaFacilitator: row.settle_method === 'facilitator',
+    recordedAt: row.created_at,
     reverify: (verifying) => reverify(row, verifying),
     storeTransaction: (signed) => storeClientTxHash(db, row.id, signed.hash, signed.raw),
     replaceTransaction: (refused, signed) => replaceClientTxHash(db, row.id, refused, signed),

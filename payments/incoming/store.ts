@@ -133,6 +133,7 @@ export const SETTLING_COLUMNS = [
   'client_tx_hash',
   'client_raw_tx',
   'settle_method',
+  'created_at',
 ] as const;
 export type SettlingRow = Pick<RelayTransaction, (typeof SETTLING_COLUMNS)[number]>;
 

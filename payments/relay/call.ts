@@ -701,6 +701,8 @@ function admittedSettling(id: bigint, verified: VerifiedClientPayment, method: S
     client_tx_hash: null,
     client_raw_tx: null,
     settle_method: method,
+    // Written a moment ago by the database; only a lower bound of when the payment can have landed reads it.
+    created_at: new Date(),
   };
 }
 

@@ -6,6 +6,7 @@ import {
   getTransactionDecoder,
   isAddress,
   isSignature,
+  type Signature,
 } from '@solana/kit';
 import { fail, ok, type Result } from '../../result';
 import type { NetworkName } from '../../networkTable';
@@ -29,6 +30,12 @@ export type SignatureStatus =
 export type TransactionSignatures =
   { kind: 'not_found' } | { kind: 'found'; failed: boolean; signatures: Record<string, string | null> };
 
+export type SignedTransactionSearch =
+  { kind: 'found'; transaction: string } | { kind: 'not_found' } | { kind: 'incomplete' };
+
+/** getSignaturesForAddress answers at most this many signatures a request. */
+export const SIGNATURES_PER_PAGE = 1000;
+
 export interface SvmReads {
   usdcBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>>;
   /** Whether the owner's associated USDC account exists (confirmed); its address is in `account`. */
@@ -46,14 +53,17 @@ export interface SvmReads {
     signature: string,
   ): Promise<Result<TransactionSignatures, ReadFailureReason>>;
   /**
-   * The confirmed transaction among the newest `maxSignatures` of `account` (getSignaturesForAddress)
-   * that carries `signature` by `signer`: how a transaction is found whose id (its fee payer's
-   * signature) we never learned, from a signature of its payer we hold. Not found: none of them.
+   * The confirmed transaction of `account` that carries `signature` by `signer`, among those that
+   * landed at or after `landedSince` (unix seconds): how a transaction is found whose id (its fee
+   * payer's signature) we never learned, from a signature of its payer we hold. The account's
+   * signatures are read newest first (getSignaturesForAddress, a page at a time) back to
+   * `landedSince`: not_found only once every one since then was looked at; `incomplete` when
+   * `maxPages` pages did not reach back that far.
    */
   findTransactionSignedBy(
     network: NetworkName,
-    query: { account: string; signer: string; signature: string; maxSignatures: number },
-  ): Promise<Result<{ kind: 'not_found' } | { kind: 'found'; transaction: string }, ReadFailureReason>>;
+    query: { account: string; signer: string; signature: string; landedSince: bigint; maxPages: number },
+  ): Promise<Result<SignedTransactionSearch, ReadFailureReason>>;
   /** The cluster's block height (confirmed): a transaction whose lastValidBlockHeight is below it can no longer land. */
   blockHeight(network: NetworkName): Promise<Result<bigint, ReadFailureReason>>;
   /** Polls until the signature is confirmed (or finalized) or the time is up; a timeout answers the last status seen. */
@@ -156,26 +166,37 @@ export function createSvmReads(rpc: SvmRpc): SvmReads {
 
   async function findTransactionSignedBy(
     network: NetworkName,
-    query: { account: string; signer: string; signature: string; maxSignatures: number },
-  ): Promise<Result<{ kind: 'not_found' } | { kind: 'found'; transaction: string }, ReadFailureReason>> {
+    query: { account: string; signer: string; signature: string; landedSince: bigint; maxPages: number },
+  ): Promise<Result<SignedTransactionSearch, ReadFailureReason>> {
     const clients = clientsOf(network);
     if (!clients.ok) return clients;
     if (!isAddress(query.account)) return fail('invalid_argument', `${query.account} is not a Solana address`);
-    let recent: readonly { signature: string }[];
-    try {
-      recent = await clients.value.rpc
-        .getSignaturesForAddress(query.account, { limit: query.maxSignatures, commitment: 'confirmed' })
-        .send(bounded());
-    } catch (error) {
-      return rpcFailure(error);
+    let before: Signature | undefined;
+    for (let page = 0; page < query.maxPages; page++) {
+      let entries: readonly { signature: Signature; blockTime: bigint | null }[];
+      try {
+        entries = await clients.value.rpc
+          .getSignaturesForAddress(query.account, {
+            limit: SIGNATURES_PER_PAGE,
+            commitment: 'confirmed',
+            ...(before === undefined ? {} : { before }),
+          })
+          .send(bounded());
+      } catch (error) {
+        return rpcFailure(error);
+      }
+      for (const entry of entries) {
+        // Newest first: one that landed before the payment was handed on ends the search.
+        if (entry.blockTime !== null && entry.blockTime < query.landedSince) return ok({ kind: 'not_found' });
+        const found = await transactionSignatures(network, entry.signature);
+        if (!found.ok) return found;
+        if (found.value.kind === 'found' && found.value.signatures[query.signer] === query.signature)
+          return ok({ kind: 'found', transaction: entry.signature });
+      }
+      if (entries.length < SIGNATURES_PER_PAGE) return ok({ kind: 'not_found' });
+      before = entries.at(-1)?.signature;
     }
-    for (const { signature } of recent) {
-      const found = await transactionSignatures(network, signature);
-      if (!found.ok) return found;
-      if (found.value.kind === 'found' && found.value.signatures[query.signer] === query.signature)
-        return ok({ kind: 'found', transaction: signature });
-    }
-    return ok({ kind: 'not_found' });
+    return ok({ kind: 'incomplete' });
   }
 
   async function blockHeight(network: NetworkName): Promise<Result<bigint, ReadFailureReason>> {

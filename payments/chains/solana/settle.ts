@@ -72,35 +72,37 @@ function blockhashOf(payment: PaymentPayload): string {
 }
 
 /**
- * How many of our token account's newest transactions are searched for a payment a facilitator
- * settled without telling us its id: the follow-up looks within seconds of the payment, when it is
- * among the newest few (docs/decisions.md).
+ * How many pages (of a thousand) of our token account's signatures are read back to the moment a
+ * payment was recorded, looking for a transaction a facilitator settled without telling us its id.
  */
-export const FACILITATOR_SEARCH_SIGNATURES = 100;
+export const FACILITATOR_SEARCH_PAGES = 5;
+/** How much earlier than our record's time a block's time may read (the two clocks differ). */
+const CLOCK_MARGIN_SECONDS = 120n;
 
 /**
  * A payment a facilitator may have settled without naming its transaction: the landed transaction
  * is the client's own, co-signed by the facilitator as fee payer, so it carries the client's
- * signature. Found among our token account's recent transactions by that signature, its id is
- * stored (then read like any other); undefined while none carries it or the node cannot tell.
+ * signature. Searched for by that signature among our token account's transactions since the
+ * payment was recorded: found, its id is stored (then read like any other); `not_found` only when
+ * every one of them was looked at; `unknown` while the node cannot tell.
  */
 async function findFacilitatorTransaction<O>(
   record: SettlementRecord<O>,
   deps: Pick<Deps, 'chains'>,
-): Promise<string | undefined> {
-  const decoder = getBase58Decoder();
+): Promise<{ kind: 'found'; transaction: string } | { kind: 'not_found' } | { kind: 'unknown' }> {
   const signed = Object.entries(paymentTransaction(record.payment).signatures).find(([, bytes]) => bytes !== null);
-  if (!signed?.[1]) return undefined;
+  if (!signed?.[1]) return { kind: 'unknown' };
   const account = await usdcAccountOf(record.requirements.payTo as Address, record.requirements.asset as Address);
   const found = await deps.chains.svm.findTransactionSignedBy(record.network, {
     account,
     signer: signed[0],
-    signature: decoder.decode(signed[1]),
-    maxSignatures: FACILITATOR_SEARCH_SIGNATURES,
+    signature: getBase58Decoder().decode(signed[1]),
+    landedSince: BigInt(Math.floor(record.recordedAt.getTime() / 1000)) - CLOCK_MARGIN_SECONDS,
+    maxPages: FACILITATOR_SEARCH_PAGES,
   });
-  if (!found.ok || found.value.kind !== 'found') return undefined;
-  await record.storeTransaction({ hash: found.value.transaction });
-  return found.value.transaction;
+  if (!found.ok || found.value.kind === 'incomplete') return { kind: 'unknown' };
+  if (found.value.kind === 'found') await record.storeTransaction({ hash: found.value.transaction });
+  return found.value;
 }
 
 export async function reconcileSolanaSettlement<O>(
@@ -109,9 +111,14 @@ export async function reconcileSolanaSettlement<O>(
 ): Promise<O> {
   const { network } = record;
   let hash = record.txHash;
+  // Through a facilitator that did not name its transaction, the chain is searched for it.
+  let searched: 'not_found' | 'unknown' | undefined;
   const conclude = async (): Promise<O | undefined> => {
-    // Through a facilitator that did not name its transaction, the chain is searched for it.
-    if (!hash && record.viaFacilitator) hash = (await findFacilitatorTransaction(record, deps)) ?? null;
+    if (!hash && record.viaFacilitator) {
+      const found = await findFacilitatorTransaction(record, deps);
+      if (found.kind === 'found') hash = found.transaction;
+      else searched = found.kind;
+    }
     if (!hash) return undefined;
     const confirmation = await readConfirmation(deps, network, hash);
     if (confirmation.status === 'confirmed') return record.settled(hash);
@@ -125,5 +132,7 @@ export async function reconcileSolanaSettlement<O>(
   // The blockhash expired: the transaction can no longer land. Read once more, in case it landed just before.
   const late = await conclude();
   if (late) return late;
+  // A facilitator's transaction not searched for to the end (the node, or too many since): not concluded.
+  if (!hash && searched === 'unknown') return record.pending(null);
   return record.failed('expired', 'the transaction can no longer land and was not found');
 }
