@@ -709,7 +709,8 @@ export interface paths {
         };
         /**
          * Paid resources this service has called (x402 Bazaar list)
-         * @description Which paid endpoints exist, what they cost and whether they answer: every x402 resource this service has paid over the last day (through /proxy or /relay), with its latest offers, the share of paid calls that succeeded and the median latency, in the Bazaar's list format. Only the origin and path of a resource are shown; never a query string, a body or a payer. Off unless the server sets DISCOVERY=public (404 then); on in the sandbox. No credential is needed.
+         * @description Which paid endpoints exist, what they cost and whether they answer: every x402 resource this service has paid over the last day (through /proxy or /relay), with its latest offers, the share of paid calls that succeeded and the median latency, in the Bazaar's list format. One entry per resource (its origin and path), whatever methods it was paid with: the methods are in `extensions.router.methods`, and paging with `limit` and `offset` walks each resource once. Only the origin and path of a resource are shown; never a query string, a body or a payer. Off unless the server sets DISCOVERY=public (404 then); on in the sandbox. No credential is needed.
+         *     The filters are those the Bazaar client of @x402/extensions sends (`listResources({type, payTo, scheme, network, extensions, limit, offset})`), plus `q` and `max_amount`; every filter given must hold, and the filters on offers (`payTo`, `scheme`, `network`, `max_amount`) must hold for one same offer. A filter nothing matches gives an empty list, not an error.
          */
         get: operations["getDiscoveryResources"];
         put?: never;
@@ -2531,7 +2532,7 @@ export interface components {
         };
         /** @description The server's JSON-RPC 2.0 answer: one response per request of the message (a batch of requests gets an array of them), each a result or an error; a transport's refusal is an error whose `id` is null. */
         JsonRpcAnswer: components["schemas"]["JsonRpcResponse"] | components["schemas"]["JsonRpcResponse"][];
-        /** @description One resource: the offers it made when we last paid it (one per network, as the target wrote them in x402 version 1 form, `resource` reduced to origin and path), and in `extensions.router` how its paid calls went over the last day. */
+        /** @description One resource, listed once whatever methods it was paid with: the offers it made when we last paid it (one per network, as the target wrote them in x402 version 1 form, `resource` reduced to origin and path), and in `extensions.router` its methods and how its paid calls went over the last day. */
         DiscoveryResource: {
             /** @description The target's origin and path. */
             resource: string;
@@ -2549,9 +2550,11 @@ export interface components {
             mimeType?: string;
             extensions: {
                 router: {
-                    /** @description The HTTP method the paid calls used. */
+                    /** @description The HTTP methods the paid calls used, the most recently used first. */
+                    methods: string[];
+                    /** @description The method of the most recent paid call (the first of `methods`). */
                     method: string;
-                    /** @description Paid calls over the last day. */
+                    /** @description Paid calls over the last day, all methods together. */
                     paidCalls: number;
                     /** @description The share of those calls the target answered below 400 after our payment. */
                     successRate: number;
@@ -2869,6 +2872,7 @@ export interface operations {
                      *       "x402Version": 1,
                      *       "code": "payment_required",
                      *       "error": "X-PAYMENT header is required",
+                     *       "serviceStatus": "payment_required",
                      *       "accepts": [
                      *         {
                      *           "scheme": "exact",
@@ -4370,6 +4374,14 @@ export interface operations {
             query?: {
                 /** @description Only resources of this type; `http` is the only type listed. */
                 type?: string;
+                /** @description Only resources with an offer paying to this address (an EVM address in any case, a Solana address exactly). */
+                payTo?: string;
+                /** @description Only resources with an offer of this payment scheme (`exact` is the only one listed). */
+                scheme?: string;
+                /** @description Only resources with an offer on this network, named as x402 version 1 names it (`base-sepolia`) or by its CAIP-2 id as version 2 does (`eip155:84532`); offers are listed with the version 1 name. A network the service does not know matches nothing. */
+                network?: string;
+                /** @description Only resources carrying these extension keys in `extensions` (comma-separated, all required): every entry carries `router`, and no other. */
+                extensions?: string;
                 /** @description Only resources whose URL or description contains this text (case-insensitive). */
                 q?: string;
                 /** @description Only resources with an offer of at most this price, in atomic units of USDC. */

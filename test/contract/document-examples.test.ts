@@ -1,8 +1,11 @@
 // The error examples of the document are what the server sends: each documented example of an
 // error answer is produced here by the request it illustrates, and the answer's body must equal it.
 // An example this file cannot produce is listed with the reason, so a new example is never left unchecked.
+// The request examples of /relay are sent as they are (the target's origin aside) and must reach the
+// target as they describe it; the 402 example of /relay is the answer to the first of them.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadDocument } from '../../server/openapi';
 import { createTestAccount } from '../support/accounts';
@@ -102,7 +105,6 @@ const PRODUCERS: Record<string, () => Promise<ContractResponse>> = {
 /** Examples this file does not produce, and why; their text is the handler's, copied by hand. */
 const NOT_PRODUCED: Record<string, string> = {
   'POST /relay 400 nonceReused': 'needs a settled payment (error-codes.test.ts pins payment_reused with a real one)',
-  'POST /relay 402': "its offers hold this server's wallets and URL (error-codes.test.ts pins code and error)",
   'POST /llm/chat 402': "its offers hold this server's wallets and URL (error-codes.test.ts pins code and error)",
   'POST /relay 409': 'needs a paid call held running (test/e2e/idempotency*.test.ts)',
   'POST /relay 422': 'needs a paid call kept under the key (test/e2e/idempotency.test.ts)',
@@ -127,7 +129,9 @@ describe('the error examples of the document', () => {
   const examples = errorExamples();
 
   it('each is produced here, or listed with the reason it is not', () => {
-    const unchecked = examples.map((example) => example.id).filter((id) => !(id in PRODUCERS) && !(id in NOT_PRODUCED));
+    const unchecked = examples
+      .map((example) => example.id)
+      .filter((id) => !(id in PRODUCERS) && !(id in NOT_PRODUCED) && !RELAY_PRODUCED.includes(id));
     expect(unchecked).toEqual([]);
   });
 
@@ -137,5 +141,119 @@ describe('the error examples of the document', () => {
     const response = await PRODUCERS[id]!();
     if (id.includes(' ')) expect(`${response.status}`).toBe(id.split(' ')[2]);
     expect(normalised(response.body)).toEqual(documented!.value);
+  });
+});
+
+/** Produced by the examples of /relay below, against a service that holds a wallet. */
+const RELAY_PRODUCED = ['POST /relay 402'];
+
+describe('the examples of /relay, against a service that holds a wallet', () => {
+  const SERVICE_KEY = `0x${'11'.repeat(32)}` as const;
+  const EXAMPLE_TARGET = 'https://api.example.org';
+  /** What the weather target asks, in micro-USDC: the 402 example's 103000 with the 3% relay fee. */
+  const PRICE = '100000';
+  let relay: TestService;
+  let target: http.Server;
+  let targetOrigin: string;
+  const received: Array<{ method: string; url: string; body: string }> = [];
+
+  beforeAll(async () => {
+    // The examples' target, on loopback: /weather asks to be paid on base, anything else answers free JSON.
+    target = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        received.push({ method: req.method!, url: req.url!, body: Buffer.concat(chunks).toString() });
+        res.setHeader('content-type', 'application/json');
+        if (!req.url!.startsWith('/weather')) {
+          res.end(JSON.stringify({ translated: true }));
+          return;
+        }
+        res.statusCode = 402;
+        res.end(
+          JSON.stringify({
+            x402Version: 1,
+            error: 'X-PAYMENT header is required',
+            accepts: [
+              {
+                scheme: 'exact',
+                network: 'base',
+                maxAmountRequired: PRICE,
+                resource: `${targetOrigin}/weather`,
+                description: 'Weather',
+                mimeType: 'application/json',
+                payTo: `0x${'33'.repeat(20)}`,
+                maxTimeoutSeconds: 60,
+                asset: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+                extra: { name: 'USD Coin', version: '2' },
+              },
+            ],
+          }),
+        );
+      });
+    });
+    await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve));
+    const { port } = target.address() as AddressInfo;
+    targetOrigin = `http://127.0.0.1:${port}`;
+    relay = await startTestService({
+      NETWORKS: 'base,base-sepolia',
+      EVM_PRIVATE_KEY: SERVICE_KEY,
+      // Never contacted: a first call without payment reads no chain.
+      RPC_URL_BASE: 'http://127.0.0.1:9/',
+      RPC_URL_BASE_SEPOLIA: 'http://127.0.0.1:9/',
+      SSRF_ALLOW_HOSTS: `127.0.0.1:${port}`,
+      RUN_WORKER: 'false',
+    });
+  });
+  afterAll(async () => {
+    await ifStarted(relay)?.stop();
+    await new Promise((resolve) => ifStarted(target)?.close(resolve) ?? resolve(undefined));
+  });
+
+  /** The request examples of POST /relay's body, as the document gives them. */
+  function requestExamples(): Array<Record<string, any>> {
+    const document = loadDocument() as unknown as Doc & { components: { schemas: Record<string, any> } };
+    const media = (document.paths['/relay']!.post as any).requestBody.content['application/json'];
+    const schema = media.schema.$ref
+      ? document.components.schemas[String(media.schema.$ref).split('/').pop()!]
+      : media.schema;
+    return schema.examples as Array<Record<string, any>>;
+  }
+
+  /** An answer in the document's terms: this run's service, wallet and target as the examples name them. */
+  function asDocumented(body: unknown): unknown {
+    const wallet = privateKeyToAccount(SERVICE_KEY).address;
+    return JSON.parse(
+      JSON.stringify(body)
+        .replaceAll(relay.service.url, 'http://127.0.0.1:3000')
+        .replaceAll(targetOrigin, EXAMPLE_TARGET)
+        .replaceAll(wallet, '0x2222222222222222222222222222222222222222'),
+    );
+  }
+
+  it('each request example is accepted and reaches the target as it describes; the first is answered with the 402 example', async () => {
+    const examples = requestExamples();
+    expect(examples.length).toBeGreaterThan(0);
+    const documented402 = errorExamples().find((example) => example.id === 'POST /relay 402')!.value;
+    for (const example of examples) {
+      expect(String(example.api_url).startsWith(`${EXAMPLE_TARGET}/`), example.api_url).toBe(true);
+      const body = { ...example, api_url: String(example.api_url).replace(EXAMPLE_TARGET, targetOrigin) };
+      received.length = 0;
+      const res = await relay.client.post('/relay', body);
+      expect([200, 402], JSON.stringify(res.body)).toContain(res.status);
+
+      // The target got the call the example describes.
+      expect(received).toHaveLength(1);
+      const url = new URL(received[0]!.url, targetOrigin);
+      expect(received[0]!.method).toBe(example.method);
+      expect(`${targetOrigin}${url.pathname}`).toBe(body.api_url);
+      expect(Object.fromEntries(url.searchParams)).toEqual(example.params ?? {});
+      if (example.json !== undefined) expect(JSON.parse(received[0]!.body)).toEqual(example.json);
+
+      if (res.status === 402) expect(asDocumented(res.body)).toEqual(documented402);
+      else expect(res.body).toEqual({ translated: true });
+    }
+    // The weather example is the one asked to pay.
+    expect(received).toHaveLength(1);
   });
 });
