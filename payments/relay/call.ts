@@ -488,7 +488,7 @@ function refused(
 }
 
 /** The bounds on our exposure to upto permits admitted and not yet settled, in micro-USDC. */
-export function uptoExposureBounds(config: Deps['config']): {
+function uptoExposureBounds(config: Deps['config']): {
   exposurePerWalletMicro: bigint;
   exposureTotalMicro: bigint;
 } {
