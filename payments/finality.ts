@@ -16,7 +16,7 @@ import type { FinalityReading, WatchedTransfer } from './chains/family';
 import { finalityRuleOf } from './config';
 import type { Deps } from './deps';
 import { moveFinalityWatch, moveFinalityWatchesToFinal, type FinalMove } from './finalityStates';
-import { addJob } from './jobs';
+import { DEFAULT_MAX_ATTEMPTS } from './jobs';
 import { canonicalNetwork, NETWORK_TABLE } from './networkTable';
 
 export type FinalityWatch = Selectable<FinalityWatchesTable>;
@@ -41,16 +41,29 @@ export const UNREADABLE_FINALITY_RECHECK_MS = 15_000;
 export const MAX_QUIET_FINALITY_LOOK_MS = 600_000;
 
 /**
+ * A look at a transfer that could still be sent again falls at least this long before it no longer
+ * could (its authorization's validBefore): a drop found then is sent again in time, even when the
+ * look itself runs late on a busy machine.
+ */
+export const FINALITY_DEADLINE_MARGIN_MS = 10_000;
+
+/**
  * Looks closer together while a transfer is young, further apart as it ages: a quarter of its age,
  * bounded. When its reading says no look can change anything for `quietMs` (its block cannot be
  * final before, and a drop could no longer be sent again), the next look is then, within
- * MAX_QUIET_FINALITY_LOOK_MS.
+ * MAX_QUIET_FINALITY_LOOK_MS. While a drop could still be sent again (until `sendableUntilMs`), a
+ * look falls FINALITY_DEADLINE_MARGIN_MS before that moment, and the next one just after it, which
+ * finds the transfer final or, dropped, lost.
  */
-export function nextFinalityLook(now: Date, createdAt: Date, quietMs?: number): Date {
+export function nextFinalityLook(now: Date, createdAt: Date, quietMs?: number, sendableUntilMs?: number): Date {
   const age = now.getTime() - createdAt.getTime();
   const wait = Math.min(MAX_FINALITY_RECHECK_MS, Math.max(MIN_FINALITY_RECHECK_MS, Math.floor(age / 4)));
   const quiet = quietMs === undefined ? 0 : Math.min(MAX_QUIET_FINALITY_LOOK_MS, quietMs);
-  return new Date(now.getTime() + Math.max(wait, quiet));
+  const at = now.getTime() + Math.max(wait, quiet);
+  if (sendableUntilMs === undefined || now.getTime() >= sendableUntilMs) return new Date(at);
+  const lastChance = sendableUntilMs - FINALITY_DEADLINE_MARGIN_MS;
+  const deadline = now.getTime() < lastChance ? lastChance : sendableUntilMs + MIN_FINALITY_RECHECK_MS;
+  return new Date(Math.max(now.getTime() + MIN_FINALITY_RECHECK_MS, Math.min(at, deadline)));
 }
 
 /** Whether the watch is past its network's bound: a sweep then reconciles it (and operators hear of it). */
@@ -73,35 +86,36 @@ export const FINALITY_FOLLOW_BATCH = 200;
 const FOLLOW_CONCURRENCY = 8;
 
 /**
- * Queues the follow job at `runAt` (at once without it) unless one is queued already: that one
- * keeps its time (a trigger queued it for a watch just opened, or a run for the next watch due).
- * The job's own queue runs it one run at a time, so no watch is looked at by two runs at once.
- * Called once per run of the job and by the sweep, never per payment (the trigger that opens a
- * watch queues the job only when none is waiting).
+ * The follow job's priority in graphile-worker (lower runs first; every other job has 0): a look
+ * that can still send a dropped transfer again is never queued behind refunds, watches or sweeps.
  */
-export function queueFinalityFollow(db: Db, runAt?: Date): Promise<void> {
-  return addJob(db, {
-    task: 'finality_follow',
-    payload: {},
-    key: FINALITY_FOLLOW_KEY,
-    queue: FINALITY_FOLLOW_KEY,
-    keepSchedule: true,
-    ...(runAt ? { runAt } : {}),
-  });
-}
+export const FINALITY_FOLLOW_PRIORITY = -10;
 
 /**
- * Whether a follow job waits in the queue, not yet taken by a worker (a trigger queued it for a
- * watch opened while a run was on): it will look at every watch due when it runs, so a run that
- * ends need not queue another (graphile_worker.add_job on a key whose job is running costs more of
- * the database than the run's own statements).
+ * Makes sure the follow job runs by `runAt` (at once without it): nothing when one waits to run by
+ * then, else the waiting job is moved to `runAt` (or one is queued). Never later: a job queued for a
+ * later look (a quiet one, minutes away) would otherwise hold back the first look of a watch just
+ * opened. The job's own queue runs it one run at a time, so no watch is looked at by two runs at
+ * once. Called once per run of the job and by the sweep, never per payment (the trigger that opens
+ * a watch does the same in SQL: db/migrations/..._finality_follow_first).
  */
-export async function finalityFollowWaiting(db: Db): Promise<boolean> {
-  const { rows } = await sql<{ waiting: boolean }>`
-    select exists (
-      select 1 from graphile_worker.jobs where key = ${FINALITY_FOLLOW_KEY} and locked_at is null and attempts = 0
-    ) as waiting`.execute(db);
-  return rows[0]?.waiting === true;
+export async function queueFinalityFollow(db: Db, runAt?: Date): Promise<void> {
+  const at = sql<Date>`greatest(${(runAt ?? new Date(0)).toISOString()}::timestamptz, now())`;
+  await sql`
+    select graphile_worker.add_job(
+      identifier => 'finality_follow',
+      payload => '{}'::json,
+      queue_name => ${FINALITY_FOLLOW_KEY}::text,
+      run_at => ${at},
+      max_attempts => ${DEFAULT_MAX_ATTEMPTS}::int,
+      job_key => ${FINALITY_FOLLOW_KEY}::text,
+      priority => ${FINALITY_FOLLOW_PRIORITY}::int,
+      job_key_mode => 'replace'
+    )
+    where not exists (
+      select 1 from graphile_worker.jobs
+      where key = ${FINALITY_FOLLOW_KEY} and locked_at is null and attempts < max_attempts and run_at <= ${at}
+    )`.execute(db);
 }
 
 /** A pending watch's look may be this late before the sweep queues the follow job again. */
@@ -225,7 +239,14 @@ async function concludeReading(
     case 'pending': {
       // The same transaction sent again (its signed bytes, or signed again to the same signature) is counted here.
       const resentAsIs = reading.resent === true && reading.txHash === watch.tx_hash;
-      if (resentAsIs || reading.txHash !== watch.tx_hash || reading.blockNumber !== (watch.block_number ?? undefined))
+      // Once held at the rule, the details say so (one write; they name no depth that grows).
+      const nowHeld = reading.held === true && reading.details !== watch.details;
+      if (
+        resentAsIs ||
+        nowHeld ||
+        reading.txHash !== watch.tx_hash ||
+        reading.blockNumber !== (watch.block_number ?? undefined)
+      )
         await moveFinalityWatch(db, watch.id, 'pending', {
           tx_hash: reading.txHash,
           block_number: reading.blockNumber ?? null,
@@ -235,7 +256,12 @@ async function concludeReading(
       if (reading.resent) log.warn({ txHash: reading.txHash, details: reading.details }, 'dropped payment sent again');
       if (pastWatchBound(watch, now, deps))
         log.warn({ txHash: reading.txHash, details: reading.details }, 'payment not final after its watch bound');
-      return nextFinalityLook(now, watch.created_at, reading.quietMs);
+      return nextFinalityLook(
+        now,
+        watch.created_at,
+        reading.quietMs,
+        reading.sendableUntil === undefined ? undefined : Number(reading.sendableUntil) * 1000,
+      );
     }
     case 'lost': {
       const moved = await db.transaction().execute(async (tx) => {
@@ -266,7 +292,17 @@ async function concludeReading(
 }
 
 /**
- * One run of the follow job: every pending watch whose look is due, oldest look first, up to
+ * Until when a watched EVM authorization could be sent again (its validBefore, unix seconds), null
+ * when it no longer can or the watch holds none (our own signed bytes, a Solana transaction).
+ */
+const sendableUntil = sql<string | null>`(
+  case when transfer #>> '{payment,payload,authorization,validBefore}' ~ '^[0-9]{1,15}$'
+    and (transfer #>> '{payment,payload,authorization,validBefore}')::bigint > extract(epoch from now())
+  then (transfer #>> '{payment,payload,authorization,validBefore}')::bigint end)`;
+
+/**
+ * One run of the follow job: every pending watch whose look is due, those that can still be sent
+ * again first (the soonest to expire first), then the oldest look first, up to
  * FINALITY_FOLLOW_BATCH, each looked at once (a few at a time); each still pending gets its next
  * look written. A look that fails is tried again later and never stops the others. Returns when
  * the next watch is due, or undefined when none is pending.
@@ -278,6 +314,8 @@ export async function followDueFinalityWatches(deps: FinalityDeps): Promise<Date
     .selectAll()
     .where('finality', '=', 'pending')
     .where('look_at', '<=', sql<Date>`now()`)
+    // Transfers that can still be sent again first, the soonest to expire first; then by look.
+    .orderBy(sql`${sendableUntil} nulls last`)
     .orderBy('look_at')
     .limit(FINALITY_FOLLOW_BATCH)
     .execute();

@@ -31,6 +31,7 @@ import * as usageSettledOnly from './2026_12_01_0032_usage_settled_only';
 import * as reservationsOnPayments from './2026_12_01_0033_reservations_on_payments';
 import * as paidCallKeyChecks from './2026_12_01_0034_paid_call_key_checks';
 import * as uptoExposure from './2026_12_01_0035_upto_exposure';
+import * as finalityFollowFirst from './2026_12_01_0036_finality_follow_first';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -66,6 +67,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_12_01_0033_reservations_on_payments': reservationsOnPayments,
   '2026_12_01_0034_paid_call_key_checks': paidCallKeyChecks,
   '2026_12_01_0035_upto_exposure': uptoExposure,
+  '2026_12_01_0036_finality_follow_first': finalityFollowFirst,
 };
 
 export const migrationProvider: MigrationProvider = {

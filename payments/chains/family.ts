@@ -133,9 +133,21 @@ export type FinalityReading =
    * the same transfer. `quietMs`, where the family can tell: no look within this much time can
    * change anything, as the block cannot reach the finality rule before, and a reorg dropping the
    * transfer meanwhile could no longer be answered by sending it again (so finding the drop early
-   * gains nothing).
+   * gains nothing). `sendableUntil` (unix seconds, by the chain's clock), where the transfer could
+   * be sent again after a drop: until then a look that finds it dropped sends it again, so looks
+   * are timed to fall before it (payments/finality.ts nextFinalityLook). `held`: the block meets
+   * the finality rule, and only that the transfer could still be sent again keeps it pending.
    */
-  | { state: 'pending'; txHash: string; blockNumber?: bigint; resent?: boolean; details: string; quietMs?: number }
+  | {
+      state: 'pending';
+      txHash: string;
+      blockNumber?: bigint;
+      resent?: boolean;
+      details: string;
+      quietMs?: number;
+      sendableUntil?: bigint;
+      held?: boolean;
+    }
   /** Dropped and unable to land again. */
   | { state: 'lost'; reason: LossReason; details: string }
   /** The chain could not be read; look again later. */

@@ -41,6 +41,7 @@ const EVERY_MIGRATION = [
   '2026_12_01_0033_reservations_on_payments',
   '2026_12_01_0034_paid_call_key_checks',
   '2026_12_01_0035_upto_exposure',
+  '2026_12_01_0036_finality_follow_first',
 ];
 
 describe('migrations', () => {

@@ -10,7 +10,13 @@ import { describe, expect, it } from 'vitest';
 import { authorizationUsedEvent } from '../../payments/chains/evm';
 import { followEvmTransfer } from '../../payments/chains/evm/finality';
 import type { WatchedTransfer } from '../../payments/chains/family';
-import { MAX_FINALITY_RECHECK_MS, MAX_QUIET_FINALITY_LOOK_MS, nextFinalityLook } from '../../payments/finality';
+import {
+  FINALITY_DEADLINE_MARGIN_MS,
+  MAX_FINALITY_RECHECK_MS,
+  MAX_QUIET_FINALITY_LOOK_MS,
+  MIN_FINALITY_RECHECK_MS,
+  nextFinalityLook,
+} from '../../payments/finality';
 import type { PaymentPayload } from '../../payments/x402/types';
 
 const NETWORK = 'base-sepolia';
@@ -37,6 +43,25 @@ describe('nextFinalityLook', () => {
     expect(nextFinalityLook(now, created, 120_000).getTime() - now.getTime()).toBe(120_000);
     expect(nextFinalityLook(now, created, 3_600_000).getTime() - now.getTime()).toBe(MAX_QUIET_FINALITY_LOOK_MS);
     expect(nextFinalityLook(now, created, 500).getTime() - now.getTime()).toBe(MAX_FINALITY_RECHECK_MS);
+  });
+
+  it('while a drop could still be sent again: a look falls before the authorization expires, the next one just after', () => {
+    const after = (ms: number) => now.getTime() + ms;
+    // An hour old (usual look 30 s away), expiring in 20 s: looked at 10 s before it expires.
+    expect(nextFinalityLook(now, created, undefined, after(20_000)).getTime()).toBe(
+      after(20_000 - FINALITY_DEADLINE_MARGIN_MS),
+    );
+    // Within the margin: the next look is a second after it expires (final, or lost if dropped).
+    expect(nextFinalityLook(now, created, undefined, after(4_000)).getTime()).toBe(
+      after(4_000 + MIN_FINALITY_RECHECK_MS),
+    );
+    // Far from it, or once expired: the usual looks.
+    expect(nextFinalityLook(now, created, undefined, after(600_000)).getTime()).toBe(after(MAX_FINALITY_RECHECK_MS));
+    expect(nextFinalityLook(now, created, undefined, after(-1_000)).getTime()).toBe(after(MAX_FINALITY_RECHECK_MS));
+    // Never sooner than a second from now.
+    expect(nextFinalityLook(now, created, undefined, after(FINALITY_DEADLINE_MARGIN_MS + 200)).getTime()).toBe(
+      after(MIN_FINALITY_RECHECK_MS),
+    );
   });
 });
 
@@ -166,5 +191,47 @@ describe('a look at a transfer above the finalized head', () => {
     );
     expect(reading).toMatchObject({ state: 'final', blockNumber: FINALIZED.number });
     expect(reads).toEqual(['receipt', 'finalized']);
+  });
+});
+
+describe('a look at a transfer under a depth rule of several blocks', () => {
+  const DEPTH_RULE = { blocks: 3, watchSeconds: 3600 } as const;
+
+  it('at its depth while its authorization can still be sent again: pending until it expires, since a deeper reorg can still be answered', async () => {
+    const { deps } = chainReading([authorizationUsed], LATEST.number - 5n);
+    const reading = await followEvmTransfer(
+      watched({ payment: ourAuthorization(LATEST.timestamp + 30n) }),
+      DEPTH_RULE,
+      deps,
+    );
+    expect(reading).toMatchObject({
+      state: 'pending',
+      blockNumber: LATEST.number - 5n,
+      sendableUntil: LATEST.timestamp + 30n,
+    });
+    expect(reading).toMatchObject({ held: true });
+    expect(reading.details).toMatch(/3 blocks deep or more; final once its authorization expires/);
+  });
+
+  it('at its depth once its authorization expired: final', async () => {
+    const { deps } = chainReading([authorizationUsed], LATEST.number - 5n);
+    const reading = await followEvmTransfer(watched({ payment: ourAuthorization(LATEST.timestamp) }), DEPTH_RULE, deps);
+    expect(reading).toMatchObject({ state: 'final', blockNumber: LATEST.number - 5n });
+  });
+
+  it('a one-block rule (a chain that finalizes each block): final at once', async () => {
+    const { deps } = chainReading([authorizationUsed], LATEST.number);
+    const reading = await followEvmTransfer(
+      watched({ payment: ourAuthorization(LATEST.timestamp + 30n) }),
+      { blocks: 1, watchSeconds: 600 },
+      deps,
+    );
+    expect(reading).toMatchObject({ state: 'final', blockNumber: LATEST.number });
+  });
+
+  it('our own signed transaction (a refund): final at its depth', async () => {
+    const { deps } = chainReading([], LATEST.number - 5n);
+    const reading = await followEvmTransfer(watched({ raw: '0x02' }), DEPTH_RULE, deps);
+    expect(reading).toMatchObject({ state: 'final', blockNumber: LATEST.number - 5n });
   });
 });

@@ -3,7 +3,8 @@
  * its look by more than FINALITY_LOOK_GRACE_MS (its job was lost, failed for good, or waits on a
  * retry), and watches still not final after their network's watch bound
  * (payments/networkTable.ts) are reported. The follow job's key keeps one such job, and one queued
- * keeps its time, so sweeping again (or from another instance) changes nothing.
+ * for later is moved to now (a job waiting for a later look must not hold back a late one), so
+ * sweeping again (or from another instance) changes nothing more.
  */
 import type { Task } from 'graphile-worker';
 import { lateFinalityLook, overdueFinalityWatches, queueFinalityFollow } from '../../payments/finality';

@@ -60,20 +60,38 @@ async function depthReading(
 ): Promise<FinalityReading> {
   const { txHash } = watch;
   const shared = watch.shared ?? (<T>(_key: string, read: () => Promise<T>) => read());
+  const latestBlock = () =>
+    shared(`${watch.network}:latest-block`, () => clients.publicClient.getBlock({ blockTag: 'latest' }));
   try {
     if ('blocks' in rule) {
-      const latest = await shared(`${watch.network}:latest`, () =>
-        clients.publicClient.getBlockNumber({ cacheTime: 0 }),
-      );
-      const depth = latest - blockNumber + 1n;
-      return depth >= BigInt(rule.blocks)
-        ? { state: 'final', txHash, blockNumber, details: `block ${blockNumber} is ${depth} blocks deep` }
-        : {
-            state: 'pending',
-            txHash,
-            blockNumber,
-            details: `block ${blockNumber} is ${depth} of ${rule.blocks} blocks deep`,
-          };
+      const latest = await latestBlock();
+      const depth = latest.number - blockNumber + 1n;
+      // An authorization that could still be sent again after a drop, by the chain's clock.
+      const sendableUntil =
+        typeof sendable === 'object' && latest.timestamp < sendable.until ? sendable.until : undefined;
+      const until = sendableUntil === undefined ? {} : { sendableUntil };
+      if (depth < BigInt(rule.blocks))
+        return {
+          state: 'pending',
+          txHash,
+          blockNumber,
+          details: `block ${blockNumber} is ${depth} of ${rule.blocks} blocks deep`,
+          ...until,
+        };
+      // A depth of more than one block is a bound on reorgs, not the chain's finality (one block is
+      // a chain that finalizes each block, as SKALE does): a reorg deeper than it can still drop
+      // the transfer. While the authorization can be sent again, such a drop is answered by sending
+      // it, so the transfer is final only once it no longer could be.
+      if (sendableUntil !== undefined && rule.blocks > 1)
+        return {
+          state: 'pending',
+          txHash,
+          blockNumber,
+          details: `block ${blockNumber} is ${rule.blocks} blocks deep or more; final once its authorization expires (validBefore ${sendableUntil})`,
+          sendableUntil,
+          held: true,
+        };
+      return { state: 'final', txHash, blockNumber, details: `block ${blockNumber} is ${depth} blocks deep` };
     }
     if ('head' in rule) {
       const head = await shared(`${watch.network}:${rule.head}`, () =>
@@ -97,10 +115,9 @@ async function depthReading(
       // finalized head lags by many minutes, looks every few seconds until then would cost a chain
       // read and a write each, for nothing).
       if (sendable === 'always') return pending;
-      const latest = await shared(`${watch.network}:latest-block`, () =>
-        clients.publicClient.getBlock({ blockTag: 'latest' }),
-      );
-      if (typeof sendable === 'object' && latest.timestamp < sendable.until) return pending;
+      const latest = await latestBlock();
+      if (typeof sendable === 'object' && latest.timestamp < sendable.until)
+        return { ...pending, sendableUntil: sendable.until };
       const quietMs = headWaitMs(blockNumber, head, latest);
       return quietMs === undefined ? pending : { ...pending, quietMs };
     }
@@ -162,6 +179,7 @@ async function followAuthorization(
       txHash: use.value.transactionHash,
       blockNumber: use.value.blockNumber,
       details: `the authorization is used in ${use.value.transactionHash}`,
+      sendableUntil: authorization.validBefore,
     };
   if (use.value.state === 'used_without_event')
     return {
@@ -194,6 +212,7 @@ async function followAuthorization(
     txHash: submitted.value.hash,
     resent: true,
     details: `${txHash} was dropped; the authorization was sent again in ${submitted.value.hash}`,
+    sendableUntil: authorization.validBefore,
   };
 }
 
