@@ -14,6 +14,8 @@ export default tseslint.config(
       'openapi/dist/**',
       '.data/**',
       '.tmp/**',
+      // Generated: the stdio MCP server's bundle (bin/payment-router-mcp.mjs) and hardhat's downloads.
+      '.cache/**',
       'artifacts/**',
       'cache/**',
       'dist/**',
