@@ -62,8 +62,12 @@ function keepChainClock(provider: EthereumProvider): () => void {
       const latest = (await provider.request({ method: 'eth_getBlockByNumber', params: ['latest', false] })) as {
         timestamp: string;
       };
-      const lag = Math.floor(Date.now() / 1000) - Number(BigInt(latest.timestamp));
-      if (lag >= MAX_CLOCK_LAG_SECONDS) await provider.request({ method: 'evm_mine' });
+      const now = Math.floor(Date.now() / 1000);
+      const lag = now - Number(BigInt(latest.timestamp));
+      // At the wall clock's time, named: a block mined without one after an evm_revert takes a
+      // time ahead of the wall clock by the reverted snapshot's age (the node keeps its offset),
+      // and the chain would then expire every authorization early by that much.
+      if (lag >= MAX_CLOCK_LAG_SECONDS) await provider.request({ method: 'evm_mine', params: [now] });
     })()
       // A chain being closed may refuse a request; the next check (if any) tries again.
       .catch(() => {})

@@ -293,7 +293,7 @@ describe('the migration of the daily usage summary', () => {
         { state: 'released', count: 12_000n },
         { state: 'reserved', count: 24_000n },
       ]);
-      expect(await migrateToLatest(handle.db)).toEqual([
+      expect((await migrateToLatest(handle.db)).slice(0, 3)).toEqual([
         '2026_12_01_0032_usage_settled_only',
         '2026_12_01_0033_reservations_on_payments',
         '2026_12_01_0034_paid_call_key_checks',
@@ -310,5 +310,6 @@ describe('the migration of the daily usage summary', () => {
     } finally {
       await database.drop();
     }
-  }, 120_000);
+    // A bound, not a speed goal: 60,000 rows migrated three times take minutes on a loaded machine.
+  }, 600_000);
 });
