@@ -211,18 +211,33 @@ async function payAndRetry(
     // The payment may have left (a database write after the paid call failed): the watch job reads
     // the chain and charges or releases; the client gets the record to poll rather than a 500.
     log.error({ err: error, reference }, 'the paid call failed after signing; handed to the watch job');
-    const watch = () => watchProxyPayment(db, reference, { openRecord: true });
-    // Tried again once, a moment later: the connection that failed (a database restart) is replaced by then.
-    const { webhookId } = await watch().catch(async () => {
-      await new Promise((resolve) => setTimeout(resolve, 250));
-      return watch();
-    });
+    const { webhookId } = await handToWatch(() => watchProxyPayment(db, reference, { openRecord: true }));
     return {
       kind: 'bad_gateway',
       message: 'The call failed after the payment was signed; the payment is watched on-chain',
       details: error instanceof Error ? error.message : String(error),
       ...withWebhook(webhookId),
     };
+  }
+}
+
+/**
+ * Pauses between tries of handing a payment to the watch job after a database error: the
+ * connections a database restart dropped are replaced within a moment on an idle machine, within
+ * seconds on a busy one. Should every try fail, the sweep hands the payment to the watch job once
+ * its authorization has expired (worker/tasks/proxyPaymentSweep.ts).
+ */
+const WATCH_RETRY_PAUSES_MS = [250, 500, 1_000, 2_000, 4_000];
+
+async function handToWatch<T>(watch: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      return await watch();
+    } catch (error) {
+      const pause = WATCH_RETRY_PAUSES_MS[attempt];
+      if (pause === undefined) throw error;
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
   }
 }
 

@@ -310,13 +310,28 @@ export async function findProxyPayment(db: Db, id: bigint): Promise<ProxyPayment
   return db.selectFrom('proxy_payments').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-/** Payments still open (reserved or signed) that were created before `before`, oldest first. */
-export async function openPaymentsBefore(db: Db, before: Date, limit: number): Promise<ProxyPayment[]> {
+/**
+ * Payments still open that the sweep hands to the watch job, oldest first: reserved or signed ones
+ * created before `before`, and signed ones whose authorization expired before `expiredBefore`
+ * (unix seconds): the chain has decided those (on chain, or never), so they need not wait for the
+ * first bound (their request may have failed before it could hand them to the watch job, as when
+ * the database dropped its connections).
+ */
+export async function openPaymentsToWatch(
+  db: Db,
+  { before, expiredBefore }: { before: Date; expiredBefore: bigint },
+  limit: number,
+): Promise<ProxyPayment[]> {
   return db
     .selectFrom('proxy_payments')
     .selectAll()
     .where('state', 'in', ['reserved', 'signed'])
-    .where('created_at', '<', before)
+    .where((eb) =>
+      eb.or([
+        eb('created_at', '<', before),
+        eb.and([eb('state', '=', 'signed'), eb('valid_before', '<', expiredBefore)]),
+      ]),
+    )
     .orderBy('created_at')
     .limit(limit)
     .execute();

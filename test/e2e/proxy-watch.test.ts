@@ -187,7 +187,7 @@ describe('a process that stopped between two steps', () => {
     // ...and here the process stopped: no charge, no job.
 
     await proxyPaymentSweep({ ...t.service.deps, clock: later(11) })({}, undefined as never);
-    const deadline = Date.now() + 10_000;
+    const deadline = Date.now() + 60_000;
     while ((await findProxyPayment(db, row.id))!.state === 'signed' && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
@@ -207,6 +207,30 @@ describe('a process that stopped between two steps', () => {
       charge: CREDITS,
       release: 0n,
     });
+  });
+
+  it('a payment signed but never handed to the watch (its request lost the database): swept once its authorization expired, not ten minutes later', async () => {
+    const account = await createTestAccount(db, { credits: 1_000n });
+    const choice = await choose();
+    const reference = randomNonce();
+    // Signed two minutes ago: its authorization expired long enough ago; the row is a minute old at most.
+    const prepared = await t.service.deps.chains.createPayment(choice, {
+      now: new Date(Date.now() - 120_000),
+      nonce: reference,
+    });
+    if (!prepared.ok) throw new Error(prepared.details);
+    const row = await hold(account, choice, reference, signedFacts(prepared.value));
+    expect(row.state).toBe('signed');
+    expect(Number(row.valid_before) * 1000).toBeLessThan(Date.now() - 60_000);
+    // ...and here the request failed: no job. The sweep of this minute finds it.
+    await proxyPaymentSweep(t.service.deps)({}, undefined as never);
+    const deadline = Date.now() + 60_000;
+    while ((await findProxyPayment(db, row.id))!.state === 'signed' && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    // Never sent: released, every credit back.
+    expect(await findProxyPayment(db, row.id)).toMatchObject({ state: 'released' });
+    expect(await organisationBalance(db, account.organisationId)).toBe(1_000n);
   });
 
   it('credits reserved but never signed: released once the request must be over, and not before', async () => {
