@@ -25,8 +25,9 @@ function freshBundle(cache) {
 }
 
 /**
- * mcp/stdio.ts and what it imports of ours, bundled: chunks (named by their content) first, the
- * entry last and by rename, so that a server starting meanwhile loads a whole bundle, old or new.
+ * mcp/stdio.ts and what it imports of ours, bundled: chunks (named by their content) first, then
+ * the entry and the list of sources, so that a server starting meanwhile loads a whole bundle, old
+ * or new.
  */
 async function bundle() {
   const cache = path.join(root, '.cache/mcp');
@@ -52,14 +53,17 @@ async function bundle() {
     logLevel: 'warning',
   });
   mkdirSync(cache, { recursive: true });
+  // Each file is written whole under another name and renamed: a server that started meanwhile never reads half of one.
+  const place = (file, contents) => {
+    writeFileSync(`${file}.${process.pid}`, contents);
+    renameSync(`${file}.${process.pid}`, file);
+  };
   const entry = path.join(cache, 'stdio.js');
-  for (const file of result.outputFiles) if (file.path !== entry) writeFileSync(file.path, file.contents);
-  const staged = `${entry}.${process.pid}`;
-  writeFileSync(staged, result.outputFiles.find((file) => file.path === entry).contents);
-  renameSync(staged, entry);
-  const inputs = Object.keys(result.metafile.inputs);
-  writeFileSync(`${path.join(cache, 'inputs.json')}.${process.pid}`, JSON.stringify({ startedAtMs, inputs }));
-  renameSync(`${path.join(cache, 'inputs.json')}.${process.pid}`, path.join(cache, 'inputs.json'));
+  for (const file of result.outputFiles) if (file.path !== entry) place(file.path, file.contents);
+  place(entry, result.outputFiles.find((file) => file.path === entry).contents);
+  // This file too: a change of how the bundle is made makes it again.
+  const inputs = [...Object.keys(result.metafile.inputs), path.relative(root, fileURLToPath(import.meta.url))];
+  place(path.join(cache, 'inputs.json'), JSON.stringify({ startedAtMs, inputs }));
   return entry;
 }
 
