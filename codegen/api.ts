@@ -3248,6 +3248,8 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description Ours: `ApiKey header="x-api-key"` (an API key of this service, not OAuth). On the target's own 401, the target's challenge if it sent one. */
+                    "WWW-Authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
