@@ -220,8 +220,23 @@ const moved = (before: Legs, after: Legs): Legs => ({
 });
 
 /** One paid call on `path`: the response and, for a purchase, the organisation that bought. */
+/** The slot when the last Solana payment was answered (its blockhash no newer): the next one waits for a newer slot. */
+let lastSolanaSlot = -1n;
+
+/**
+ * x402-fetch's Solana payment of the same amount with the same blockhash is the same transaction,
+ * which the service takes for a repeat of the first: each payment waits for a slot of its own.
+ */
+async function freshSolanaSlot(): Promise<void> {
+  const ledger = peers.solanaLedgers[SOLANA]!;
+  const deadline = Date.now() + 30_000;
+  while (ledger.slot <= lastSolanaSlot && Date.now() < deadline)
+    await new Promise((resolve) => setTimeout(resolve, 50));
+}
+
 async function pay(version: Version, path: PathName, inner?: typeof fetch) {
   const { t, db } = serviceOf(version);
+  if (networkOf(path) === SOLANA) await freshSolanaSlot();
   const fetchPaying = payingFetch(version, networkOf(path), inner);
   const post = (route: string, body: unknown, headers: Record<string, string> = {}) =>
     fetchPaying(`${t.service.url}${route}`, {
@@ -233,7 +248,9 @@ async function pay(version: Version, path: PathName, inner?: typeof fetch) {
     case '/relay EVM':
     case '/relay Solana': {
       const network = networkOf(path);
-      return { response: await post('/relay', { api_url: peers.targets[network]!.routes.paid.url, method: 'GET' }) };
+      const response = await post('/relay', { api_url: peers.targets[network]!.routes.paid.url, method: 'GET' });
+      if (network === SOLANA) lastSolanaSlot = peers.solanaLedgers[SOLANA]!.slot;
+      return { response };
     }
     case '/llm/chat':
       return { response: await post('/llm/chat', { messages: [{ role: 'user', content: 'hello' }] }) };
