@@ -179,7 +179,7 @@ async function expectEachLegPaidOnce(
 
 describe('a reorg drops what a paid /relay call settled', () => {
   it(
-    'the client settlement only: our wallet sends the client authorization again; it lands once, both legs final',
+    'the client settlement only: our wallet sends the client authorization again; it lands once, both legs on chain',
     async () => {
       const before = await relayLegBalances(peers, NETWORK, payTo());
       const fork = await snapshot();
