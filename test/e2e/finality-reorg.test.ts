@@ -315,7 +315,7 @@ describe('a reorg drops a refund', () => {
       const fork = await snapshot();
       await new Promise((resolve) => setTimeout(resolve, (WINDOW_SECONDS + 1) * 1000));
       await chain().mineUntil(BigInt(Math.floor(Date.now() / 1000)));
-      const refunded = await pollWebhook(t, webhookId, 30_000);
+      const refunded = await pollWebhook(t, webhookId, 90_000);
       expect(refunded.status).toBe(200);
       expect(refunded.body).toMatchObject({ status: 'refund_confirmed', finality: 'pending' });
       const refundTx = refunded.body.txHash as string;

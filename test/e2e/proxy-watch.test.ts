@@ -111,7 +111,7 @@ describe('a payment the target never settles', () => {
     await peers.evmChains['base-sepolia']!.mineUntil(expiry);
 
     for (const id of [never.body.webhook_id, failing.body.webhook_id]) {
-      const record = await pollWebhook(t, id, 15_000);
+      const record = await pollWebhook(t, id, 40_000);
       expect(record.status).toBe(500);
       expect(record.body).toEqual({
         status: 'failed',
@@ -130,7 +130,7 @@ describe('a payment the target never settles', () => {
       refund: 0n,
     });
     expect(await peers.usdcBalance('base-sepolia', serviceWallet())).toBe(walletBefore);
-  });
+  }, 180_000);
 });
 
 describe('a process that stopped between two steps', () => {

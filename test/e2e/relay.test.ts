@@ -560,7 +560,7 @@ describe('a target that never charges', () => {
     await peers.evmChains[network]!.mineUntil(BigInt(Math.floor(Date.now() / 1000)));
 
     for (const id of [neverBody.webhook_id, failingBody.webhook_id]) {
-      const record = await pollWebhook(t, id, 20_000);
+      const record = await pollWebhook(t, id, 60_000);
       expect(record.status).toBe(200);
       expect(record.body).toEqual({
         status: 'refund_confirmed',
@@ -592,7 +592,7 @@ describe('a target that never charges', () => {
       )
       .execute();
     expect(refunds.map((refund) => refund.status)).toEqual(['confirmed', 'confirmed']);
-  }, 60_000);
+  }, 180_000);
 });
 
 describe('with FACILITATOR_URL, the facilitator settles the client payments', () => {
