@@ -59,11 +59,32 @@ export function nextFinalityLook(now: Date, createdAt: Date, quietMs?: number, s
   const age = now.getTime() - createdAt.getTime();
   const wait = Math.min(MAX_FINALITY_RECHECK_MS, Math.max(MIN_FINALITY_RECHECK_MS, Math.floor(age / 4)));
   const quiet = quietMs === undefined ? 0 : Math.min(MAX_QUIET_FINALITY_LOOK_MS, quietMs);
-  const at = now.getTime() + Math.max(wait, quiet);
+  return beforeDeadline(now, now.getTime() + Math.max(wait, quiet), sendableUntilMs);
+}
+
+/**
+ * A look planned at `at` (ms), brought forward to FINALITY_DEADLINE_MARGIN_MS before
+ * `sendableUntilMs` while that is ahead, else to a second after it while that is ahead; never
+ * sooner than a second from now.
+ */
+function beforeDeadline(now: Date, at: number, sendableUntilMs?: number): Date {
   if (sendableUntilMs === undefined || now.getTime() >= sendableUntilMs) return new Date(at);
   const lastChance = sendableUntilMs - FINALITY_DEADLINE_MARGIN_MS;
   const deadline = now.getTime() < lastChance ? lastChance : sendableUntilMs + MIN_FINALITY_RECHECK_MS;
   return new Date(Math.max(now.getTime() + MIN_FINALITY_RECHECK_MS, Math.min(at, deadline)));
+}
+
+/**
+ * The look after one that could not read the chain (or failed): UNREADABLE_FINALITY_RECHECK_MS
+ * later, or sooner while the watched EVM authorization could still be sent again (its validBefore,
+ * read from the watch), so that a failed look does not push the next past it.
+ */
+function nextUnreadableLook(now: Date, transfer: unknown): Date {
+  const validBefore = (transfer as { payment?: { payload?: { authorization?: { validBefore?: unknown } } } } | null)
+    ?.payment?.payload?.authorization?.validBefore;
+  const until =
+    typeof validBefore === 'string' && /^[0-9]{1,15}$/.test(validBefore) ? Number(validBefore) * 1000 : undefined;
+  return beforeDeadline(now, now.getTime() + UNREADABLE_FINALITY_RECHECK_MS, until);
 }
 
 /** Whether the watch is past its network's bound: a sweep then reconciles it (and operators hear of it). */
@@ -287,7 +308,7 @@ async function concludeReading(
     }
     case 'unknown':
       log.warn({ details: reading.details }, 'could not follow a payment to finality; will look again');
-      return new Date(now.getTime() + UNREADABLE_FINALITY_RECHECK_MS);
+      return nextUnreadableLook(now, watch.transfer);
   }
 }
 
@@ -332,7 +353,7 @@ export async function followDueFinalityWatches(deps: FinalityDeps): Promise<Date
           { err: error, finalityWatchId: String(watch.id) },
           'finality watch: the look failed; will look again',
         );
-        next.push([watch.id, new Date(deps.clock.now().getTime() + UNREADABLE_FINALITY_RECHECK_MS)]);
+        next.push([watch.id, nextUnreadableLook(deps.clock.now(), watch.transfer)]);
       }
     }
   };
