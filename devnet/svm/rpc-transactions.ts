@@ -181,7 +181,8 @@ export function signaturesForAddress(ledger: SolanaLedger, address: string, conf
   if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1 || limit > MAX_SIGNATURES_PER_REQUEST)
     throw new RpcError(INVALID_PARAMS, 'Invalid limit; max 1000');
   for (const bound of [config.before, config.until])
-    if (bound !== undefined && typeof bound !== 'string') throw new RpcError(INVALID_PARAMS, 'Invalid param: signature');
+    if (bound !== undefined && typeof bound !== 'string')
+      throw new RpcError(INVALID_PARAMS, 'Invalid param: signature');
   let transactions = ledger.executedNewestFirst();
   if (typeof config.before === 'string') {
     const start = transactions.findIndex((executed) => executed.signature === config.before);

@@ -34,7 +34,7 @@ export type FacilitatorSettlement =
   /** `settlement_pending`: broadcast and still under way (neither failed nor settled): followed as a settlement. */
   | { kind: 'pending'; transaction: string }
   | { kind: 'unconfirmed'; transaction: string; errorReason: string }
-  /** A 4xx or `success: false` without a transaction: it says it did not settle, which the chain must confirm. */
+  /** A 4xx, or `success` false without a transaction: it says it did not settle, which the chain must confirm. */
   | { kind: 'declined'; errorReason: string }
   | { kind: 'unknown'; details: string };
 

@@ -221,7 +221,9 @@ async function unsettledByWord(
   return {
     ...outcome,
     details:
-      answer.kind === 'declined' ? `the facilitator declined it (${said}); the chain decides` : `${said}; the chain decides`,
+      answer.kind === 'declined'
+        ? `the facilitator declined it (${said}); the chain decides`
+        : `${said}; the chain decides`,
   };
 }
 
