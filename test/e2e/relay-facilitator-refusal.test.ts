@@ -82,17 +82,13 @@ describe('a facilitator answering success: false', () => {
   it('with a transaction our network does not have: a 502 at once with the record the job finishes, its reason at warn', async () => {
     const elsewhere = `0x${randomBytes(32).toString('hex')}`;
     settleAnswer = { success: false, errorReason: 'invalid_network', transaction: elsewhere, network: NETWORK };
-    const startedAt = performance.now();
     const { response, body, moved } = await paidRelay();
-    const elapsedMs = performance.now() - startedAt;
 
     expect(response.status).toBe(502);
     expect(body.message).toContain('the facilitator did not settle it (invalid_network)');
     const webhookId = response.headers.get('x-service-webhook');
     expect(webhookId).toMatch(/^[0-9a-f-]{36}$/);
     expect(moved).toBe(0n);
-    // Not the 30 s a settled payment's receipt is waited for: the chain was read once.
-    expect(elapsedMs).toBeLessThan(t.service.deps.paymentBounds.confirmationTimeoutMs);
     // The named transaction is kept: the watch job reads the chain for it and for the authorization.
     const [row] = (await relayRows(t.database.handle.db)).slice(-1);
     expect(row).toMatchObject({ state: 'settling', client_tx_hash: elsewhere });
