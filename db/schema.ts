@@ -49,7 +49,7 @@ export interface CreditLedgerTable {
 
 export type SpendScope = 'relay_wallet' | 'relay_system' | 'proxy_account' | 'proxy_system' | 'api_key';
 export type SpendClass = 'mainnet' | 'testnet' | 'all';
-/** A network's class (payments/networkTable.ts NetworkClass). */
+/** A network's class (payments/basics/networkTable.ts NetworkClass). */
 export type NetworkClassName = 'mainnet' | 'testnet';
 
 export interface DailySpendTable {
@@ -122,7 +122,7 @@ export interface ProxyPaymentsTable {
   payment_payload: ColumnType<unknown, string | null | undefined, string | null>;
   /** Why the payment ended as it did, for operators. */
   outcome: string | null;
-  /** The claim of the idempotency record the /proxy call ran under (payments/idempotency.ts). */
+  /** The claim of the idempotency record the /proxy call ran under (payments/basics/idempotency.ts). */
   idempotency_claim: string | null;
   /**
    * exact, or upto: the target settles at most the maximum. For upto, amount_micro_usdc and credits
@@ -234,7 +234,7 @@ export interface RelayTransactionsTable {
   outcome: string | null;
   /** The endpoint that took the payment; only 'relay' rows are finished by the relay's jobs. */
   mode: 'relay' | 'chat' | 'purchase' | null;
-  /** The claim of the idempotency record the paying call ran under (payments/idempotency.ts). */
+  /** The claim of the idempotency record the paying call ran under (payments/basics/idempotency.ts). */
   idempotency_claim: string | null;
   /** EVM direct settlement: the signed transaction of client_tx_hash, stored before its broadcast (sent again if lost). */
   client_raw_tx: string | null;
@@ -300,11 +300,11 @@ export interface RefundsTable {
   confirmed_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
 
-/** Settled is not final: a transaction is final at its network's finality rule (payments/finality.ts). */
+/** Settled is not final: a transaction is final at its network's finality rule (payments/tracking/finality.ts). */
 export type Finality = 'pending' | 'final' | 'lost';
 export type FinalityLeg = 'client_settlement' | 'target_payment' | 'refund';
 
-/** One transaction a payment rests on, watched from settled to final (payments/finality.ts). */
+/** One transaction a payment rests on, watched from settled to final (payments/tracking/finality.ts). */
 export interface FinalityWatchesTable {
   id: Generated<bigint>;
   /** relay:<id>:client, relay:<id>:target, proxy:<id> or refund:<id>: one watch per leg. */
@@ -335,7 +335,7 @@ export interface FinalityWatchesTable {
 
 export type IdempotencyState = 'running' | 'finished';
 
-/** A paid call's answer kept for the retries of its Idempotency-Key or payment (payments/idempotency.ts). */
+/** A paid call's answer kept for the retries of its Idempotency-Key or payment (payments/basics/idempotency.ts). */
 export interface IdempotencyRecordsTable {
   scope: string;
   key: string;

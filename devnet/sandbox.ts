@@ -12,9 +12,9 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import path from 'node:path';
 import type { Hex } from 'viem';
 import type { Db } from '../db/index';
-import { authenticateKey, createApiKey, createOrganisation } from '../payments/accounts';
-import { grantCredits } from '../payments/credits';
-import { DEFAULT_NETWORK_NAMES } from '../payments/networkTable';
+import { authenticateKey, createApiKey, createOrganisation } from '../payments/accounts/accounts';
+import { grantCredits } from '../payments/accounts/credits';
+import { DEFAULT_NETWORK_NAMES } from '../payments/basics/networkTable';
 import { startPeers } from './index';
 import { startLocalLlm } from './llm';
 import { LOCAL_FINALITY_DEPTH, type NetworkName } from './networks';

@@ -6,7 +6,7 @@
  * built here: they are the target's and carry no code.
  */
 import type { components } from '../codegen/api';
-import type { AuthenticatedKey } from '../payments/accounts';
+import type { AuthenticatedKey } from '../payments/accounts/accounts';
 import type { SettleFailureReason } from '../payments/incoming/settle';
 import type { OperationId } from './types';
 

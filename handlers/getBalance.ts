@@ -1,9 +1,9 @@
 import type { Handler } from './types';
 import { requireApiKey } from './errors';
-import { utcDay } from '../payments/clock';
-import { organisationBalance } from '../payments/credits';
-import { spentOn } from '../payments/limits';
-import { CREDITS_PER_USDC, creditsToUsdc } from '../payments/money';
+import { utcDay } from '../payments/basics/clock';
+import { organisationBalance } from '../payments/accounts/credits';
+import { spentOn } from '../payments/accounts/limits';
+import { CREDITS_PER_USDC, creditsToUsdc } from '../payments/basics/money';
 
 /** mainnet daily_* figures are in credits; testnet figures are in USD, as their names say. */
 export const getBalance: Handler<'getBalance'> = async (ctx, { db, config, clock }) => {

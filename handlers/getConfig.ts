@@ -1,8 +1,8 @@
 import type { Handler } from './types';
 import type { components } from '../codegen/api';
-import { aliasesOf, caip2Of, NETWORK_TABLE, type ChainType, type NetworkName } from '../payments/networkTable';
-import { finalityRuleOf, rpcHost } from '../payments/config';
-import { relayFeeModelText } from '../payments/fees';
+import { aliasesOf, caip2Of, NETWORK_TABLE, type ChainType, type NetworkName } from '../payments/basics/networkTable';
+import { finalityRuleOf, rpcHost } from '../payments/basics/config';
+import { relayFeeModelText } from '../payments/accounts/fees';
 
 type ApiNetworkName = components['schemas']['NetworkName'];
 

@@ -1,8 +1,8 @@
 import type { Handler } from './types';
 import { requireApiKey } from './errors';
-import { utcDay } from '../payments/clock';
-import { organisationBalance } from '../payments/credits';
-import { spentOn } from '../payments/limits';
+import { utcDay } from '../payments/basics/clock';
+import { organisationBalance } from '../payments/accounts/credits';
+import { spentOn } from '../payments/accounts/limits';
 
 export const getCreditsBalance: Handler<'getCreditsBalance'> = async (ctx, { db, clock }) => {
   const key = requireApiKey(ctx);

@@ -1,5 +1,5 @@
 import type { Handler } from './types';
-import { discoveredResources } from '../payments/discovery';
+import { discoveredResources } from '../payments/operations/discovery/resources';
 import { errorReply } from './errors';
 
 /**

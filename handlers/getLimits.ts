@@ -1,7 +1,7 @@
 import type { Handler } from './types';
-import { nextUtcMidnight, utcDay } from '../payments/clock';
-import { systemVolumes, type VolumeFigures } from '../payments/limits';
-import { microToUsdc, percentageText, usdToMicro } from '../payments/money';
+import { nextUtcMidnight, utcDay } from '../payments/basics/clock';
+import { systemVolumes, type VolumeFigures } from '../payments/accounts/limits';
+import { microToUsdc, percentageText, usdToMicro } from '../payments/basics/money';
 
 export function volumeView({ limitMicro, spentMicro }: VolumeFigures) {
   const remainingMicro = spentMicro >= limitMicro ? 0n : limitMicro - spentMicro;

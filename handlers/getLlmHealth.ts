@@ -1,5 +1,5 @@
 import type { Handler } from './types';
-import { llmConfigured, llmHealth } from '../payments/llm';
+import { llmConfigured, llmHealth } from '../payments/operations/chat/llm';
 
 export const getLlmHealth: Handler<'getLlmHealth'> = async (_ctx, { config }) => {
   const configured = llmConfigured(config);

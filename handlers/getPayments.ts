@@ -1,9 +1,15 @@
 import type { components } from '../codegen/api';
 import type { Handler } from './types';
 import { errorReply, requireApiKey } from './errors';
-import { explorerUrl, listActivity, PAGE_LIMIT_DEFAULT, targetOriginAndPath, type Activity } from '../payments/usage';
-import type { NetworkSettings } from '../payments/config';
-import { fail, ok, type Result } from '../payments/result';
+import {
+  explorerUrl,
+  listActivity,
+  PAGE_LIMIT_DEFAULT,
+  targetOriginAndPath,
+  type Activity,
+} from '../payments/accounts/usage';
+import type { NetworkSettings } from '../payments/basics/config';
+import { fail, ok, type Result } from '../payments/basics/result';
 
 type PaymentItem = components['schemas']['PaymentItem'];
 

@@ -1,9 +1,9 @@
 import { getAddress } from 'viem';
 import type { Handler } from './types';
-import { nextUtcMidnight, utcDay } from '../payments/clock';
-import { relayFeeModelText } from '../payments/fees';
-import { spentOn, SYSTEM_SCOPE_ID } from '../payments/limits';
-import { usdToMicro } from '../payments/money';
+import { nextUtcMidnight, utcDay } from '../payments/basics/clock';
+import { relayFeeModelText } from '../payments/accounts/fees';
+import { spentOn, SYSTEM_SCOPE_ID } from '../payments/accounts/limits';
+import { usdToMicro } from '../payments/basics/money';
 import { errorReply } from './errors';
 import { volumeView } from './getLimits';
 

@@ -1,7 +1,7 @@
 import type { components } from '../codegen/api';
 import type { Handler } from './types';
 import { errorReply, requireApiKey } from './errors';
-import { usageRange, usageReport, type UsageFigures } from '../payments/usage';
+import { usageRange, usageReport, type UsageFigures } from '../payments/accounts/usage';
 
 type Figures = components['schemas']['UsageFigures'];
 

@@ -1,5 +1,5 @@
 import type { Handler } from './types';
-import { findWebhook } from '../payments/webhooks';
+import { findWebhook } from '../payments/tracking/webhooks';
 import { errorReply } from './errors';
 
 /** Suggested polling interval for records still in flight (docs/decisions.md). */

@@ -1,5 +1,5 @@
 /**
- * The HTTP side of retries after a lost answer (payments/idempotency.ts): a paid call of /proxy or
+ * The HTTP side of retries after a lost answer (payments/basics/idempotency.ts): a paid call of /proxy or
  * /relay run at most once per (scope, key), its answer kept as the bytes the client was sent and
  * replayed to every repeat of the same request, with Idempotent-Replayed: true.
  */
@@ -16,7 +16,7 @@ import {
   type EndedMoney,
   type IdempotencyScope,
   type KeptAnswer,
-} from '../payments/idempotency';
+} from '../payments/basics/idempotency';
 import { errorBody, internalErrorBody } from './errors';
 import type { OperationId, RawReply, Reply } from './types';
 

@@ -1,6 +1,6 @@
-/** The answers of a call refused by its ceiling or its key's policy (payments/policy.ts): 422 or 403, nothing moved. */
-import type { AuthenticatedKey } from '../payments/accounts';
-import { maxAmountOf, type CallLimits, type LimitRefusal, type PriceAboveLimit } from '../payments/policy';
+/** The answers of a call refused by its ceiling or its key's policy (payments/accounts/policy.ts): 422 or 403, nothing moved. */
+import type { AuthenticatedKey } from '../payments/accounts/accounts';
+import { maxAmountOf, type CallLimits, type LimitRefusal, type PriceAboveLimit } from '../payments/accounts/policy';
 import { errorReply } from './errors';
 
 export function limitRefusalReply(refusal: LimitRefusal) {

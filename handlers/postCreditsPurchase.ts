@@ -1,10 +1,10 @@
 /**
- * POST /v1/credits/purchase: credits for the key's organisation, paid over x402 (payments/purchase.ts).
+ * POST /v1/credits/purchase: credits for the key's organisation, paid over x402 (payments/operations/purchase/call.ts).
  * Without a payment: our 402 for the credits' price. With one: 200 once it settled and the credits
  * were added, 202 with the webhook record while it settles; the same payment again gets that answer.
  */
 import type { Handler } from './types';
-import { buyCredits, type PurchaseAnswer } from '../payments/purchase';
+import { buyCredits, type PurchaseAnswer } from '../payments/operations/purchase/call';
 import { REPLAYED_HEADER } from './idempotency';
 import { errorReply, paymentRefusalCode, requireApiKey, unreachable } from './errors';
 import { resourceUrl } from './postLlmChat';

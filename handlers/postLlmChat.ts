@@ -1,5 +1,5 @@
 import type { Handler } from './types';
-import { checkChatPayment, paidChat, type PaidChatOutcome } from '../payments/chat';
+import { checkChatPayment, paidChat, type PaidChatOutcome } from '../payments/operations/chat/call';
 import { paymentIdOf, receivedPayment, type ClientPaymentHeader } from '../payments/incoming/clientPayment';
 import {
   callIdempotencyKey,
@@ -8,8 +8,8 @@ import {
   requestFingerprint,
   type ClaimRef,
   type EndedMoney,
-} from '../payments/idempotency';
-import { keyedIdempotencyScope, paymentIdentity } from '../payments/relay/retries';
+} from '../payments/basics/idempotency';
+import { keyedIdempotencyScope, paymentIdentity } from '../payments/operations/relay/retries';
 import { inProgressReply, keyReusedReply, runOnce, type RunAnswer } from './idempotency';
 import { errorReply, LLM_FAILED_TITLE, paymentRefusalCode, unreachable } from './errors';
 import { clientPaymentHeader, paymentRequiredHeaders, paymentResponseHeaders } from './x402Headers';

@@ -1,5 +1,5 @@
 import type { Handler } from './types';
-import { paidChat } from '../payments/chat';
+import { paidChat } from '../payments/operations/chat/call';
 import { errorReply, LLM_FAILED_TITLE } from './errors';
 import { chatFailureReply, resourceUrl } from './postLlmChat';
 import { clientPaymentHeader, paymentResponseHeaders } from './x402Headers';

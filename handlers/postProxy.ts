@@ -1,16 +1,16 @@
 import type { Handler, RawReply, Reply, RequestContext } from './types';
 import type { Deps } from './deps';
-import type { AuthenticatedKey } from '../payments/accounts';
+import type { AuthenticatedKey } from '../payments/accounts/accounts';
 import {
   IDEMPOTENCY_KEY_HEADER,
   readIdempotencyKey,
   requestFingerprint,
   type ClaimRef,
   type EndedMoney,
-} from '../payments/idempotency';
+} from '../payments/basics/idempotency';
 import { inProgressReply, keyReusedReply, pathWithFormat, runOnce, type RunAnswer } from './idempotency';
-import type { CallRequest, TargetResponse } from '../payments/http/index';
-import { proxyCall, type ProxyPaymentReport } from '../payments/proxy/call';
+import type { CallRequest, TargetResponse } from '../payments/basics/http/index';
+import { proxyCall, type ProxyPaymentReport } from '../payments/operations/proxy/call';
 import { errorReply, requireApiKey, unreachable } from './errors';
 import { callTimeoutMs, spendLimitReply, targetReply } from './targetReply';
 import { callLimits, limitRefusalReply } from './limitRefusal';

@@ -1,7 +1,7 @@
 import type { Handler } from './types';
-import type { CallRequest } from '../payments/http/index';
-import { simulateProxyCall } from '../payments/proxy/simulate';
-import { microToUsdc } from '../payments/money';
+import type { CallRequest } from '../payments/basics/http/index';
+import { simulateProxyCall } from '../payments/operations/proxy/simulate';
+import { microToUsdc } from '../payments/basics/money';
 import { pricingBody } from './pricing';
 import { errorReply, requireApiKey, unreachable } from './errors';
 import { callLimits, limitRefusalReply } from './limitRefusal';

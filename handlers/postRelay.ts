@@ -13,16 +13,16 @@ import {
   requestFingerprint,
   type ClaimRef,
   type EndedMoney,
-} from '../payments/idempotency';
-import { paymentIdentity, relayIdempotencyScope } from '../payments/relay/retries';
+} from '../payments/basics/idempotency';
+import { paymentIdentity, relayIdempotencyScope } from '../payments/operations/relay/retries';
 import { inProgressReply, keyReusedReply, pathWithFormat, runOnce, type RunAnswer } from './idempotency';
-import type { CallRequest } from '../payments/http/index';
-import { checkRelayPayment, relayCall, type RelayHeaders, type RelayOutcome } from '../payments/relay/call';
+import type { CallRequest } from '../payments/basics/http/index';
+import { checkRelayPayment, relayCall, type RelayHeaders, type RelayOutcome } from '../payments/operations/relay/call';
 import type { X402Version } from '../payments/x402/v2';
 import { errorReply, paymentRefusalCode, unreachable } from './errors';
 import { callTimeoutMs, spendLimitReply, targetReply } from './targetReply';
 import { priceAboveLimitReply } from './limitRefusal';
-import { maxAmountOf } from '../payments/policy';
+import { maxAmountOf } from '../payments/accounts/policy';
 import { clientPaymentHeader, paymentRequiredHeaders, paymentResponseHeaders } from './x402Headers';
 
 /**

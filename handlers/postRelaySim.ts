@@ -1,14 +1,14 @@
 import type { Handler, RequestContext } from './types';
 import type { Deps } from './deps';
-import { relayFeeModelText, relayPricing } from '../payments/fees';
+import { relayFeeModelText, relayPricing } from '../payments/accounts/fees';
 import { isUpto } from '../payments/x402/choose';
 import { pricingBody } from './pricing';
-import { microToUsdc } from '../payments/money';
+import { microToUsdc } from '../payments/basics/money';
 import { callBudget } from '../payments/outgoing/index';
-import { quoteRelay } from '../payments/relay/quote';
+import { quoteRelay } from '../payments/operations/relay/quote';
 import { errorReply, unreachable } from './errors';
 import { priceAboveLimitReply } from './limitRefusal';
-import { maxAmountOf } from '../payments/policy';
+import { maxAmountOf } from '../payments/accounts/policy';
 
 /** POST /relay/sim and its deprecated alias POST /sim: the quote /relay would charge, by the same code. */
 export async function simulateRelay(ctx: RequestContext<'postRelaySim'> | RequestContext<'postSim'>, deps: Deps) {

@@ -1,6 +1,6 @@
 import type { components } from '../codegen/api';
-import type { Pricing } from '../payments/fees';
-import { microToUsdc } from '../payments/money';
+import type { Pricing } from '../payments/accounts/fees';
+import { microToUsdc } from '../payments/basics/money';
 
 /** A dry run's `pricing` (openapi Pricing): amounts in USDC, credits as a number. */
 export function pricingBody(pricing: Pricing): components['schemas']['Pricing'] {

@@ -5,8 +5,8 @@
  */
 import type { RawReply } from './types';
 import { errorReply } from './errors';
-import { microToUsdc } from '../payments/money';
-import { safeResponseHeaders, type TargetResponse } from '../payments/http/index';
+import { microToUsdc } from '../payments/basics/money';
+import { safeResponseHeaders, type TargetResponse } from '../payments/basics/http/index';
 import { bodyValue } from '../payments/outgoing/index';
 
 /** X-TIMEOUT's ceiling (milliseconds), as the document declares it. */

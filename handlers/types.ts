@@ -5,7 +5,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
 import type { operations } from '../codegen/api';
-import type { AuthenticatedKey } from '../payments/accounts';
+import type { AuthenticatedKey } from '../payments/accounts/accounts';
 import type { HandlerDeps } from './deps';
 
 export type OperationId = keyof operations;

@@ -8,7 +8,7 @@ import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { ExactEvmSchemeV1 } from '@x402/evm/exact/v1/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { privateKeyToAccount } from 'viem/accounts';
-import { NETWORK_NAMES, NETWORK_TABLE, caip2Of } from '../payments/networkTable';
+import { NETWORK_NAMES, NETWORK_TABLE, caip2Of } from '../payments/basics/networkTable';
 
 /**
  * fetch, with PAYMENT-REQUIRED taken off 402 answers: our 402s carry the offers twice, in the

@@ -1,14 +1,14 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/index';
-import type { ApiKeyCache } from './accounts';
-import type { Clock } from './clock';
-import type { Config } from './config';
+import type { ApiKeyCache } from './accounts/accounts';
+import type { Clock } from './basics/clock';
+import type { Config } from './basics/config';
 import type { Chains } from './chains/index';
-import type { Resolver, TargetConnections } from './http/index';
+import type { Resolver, TargetConnections } from './basics/http/index';
 import type { SubmissionQueue } from './chains/submissions';
-import type { PaymentBounds } from './paymentBounds';
+import type { PaymentBounds } from './basics/paymentBounds';
 import type { WalletBalances } from './chains/balances';
-import type { ClaimOwner } from './idempotency';
+import type { ClaimOwner } from './basics/idempotency';
 
 /**
  * Everything the service shares, built once per process by server/service.ts and passed as one
@@ -35,7 +35,7 @@ export interface Deps {
   paymentBounds: PaymentBounds;
   /** Valid API keys held in memory while key changes are being announced (else every call reads the database). */
   apiKeyCache: ApiKeyCache;
-  /** This process as the owner of the paid calls it claims (payments/idempotency.ts): its id and lease. */
+  /** This process as the owner of the paid calls it claims (payments/basics/idempotency.ts): its id and lease. */
   idempotencyOwner: ClaimOwner;
   /**
    * Told of each charge of an upto permit lost after the target was paid (the payer revoked its

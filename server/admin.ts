@@ -4,7 +4,7 @@
  */
 import { createDb, migrateToLatest } from '../db/index';
 import { runningEmbeddedUrl, startEmbeddedPostgres } from '../db/embedded';
-import { ConfigError, loadConfig } from '../payments/config';
+import { ConfigError, loadConfig } from '../payments/basics/config';
 import { USAGE, UsageError, runAdminCommand } from './adminCommands';
 
 async function main(): Promise<void> {

@@ -1,10 +1,10 @@
 /** The operator commands behind `npm run admin` (server/admin.ts), testable against any database. */
 import { parseArgs } from 'node:util';
 import type { Db } from '../db/index';
-import { createApiKey, createOrganisation, revokeApiKey, setKeyPolicy } from '../payments/accounts';
-import { utcDay } from '../payments/clock';
-import { grantCredits } from '../payments/credits';
-import type { KeyPolicy } from '../payments/policy';
+import { createApiKey, createOrganisation, revokeApiKey, setKeyPolicy } from '../payments/accounts/accounts';
+import { utcDay } from '../payments/basics/clock';
+import { grantCredits } from '../payments/accounts/credits';
+import type { KeyPolicy } from '../payments/accounts/policy';
 
 export const USAGE = `Usage: npm run admin -- <command> [options]
 

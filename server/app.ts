@@ -11,7 +11,7 @@ import type { Logger } from 'pino';
 import type { HandlerDeps } from '../handlers/deps';
 import { ERROR_CODES, errorBody, internalErrorBody, type ErrorCode } from '../handlers/errors';
 import type { HandlerMap, OperationId, Reply, RequestContext } from '../handlers/types';
-import { authenticateKey, type AuthenticatedKey, type KeyRejection } from '../payments/accounts';
+import { authenticateKey, type AuthenticatedKey, type KeyRejection } from '../payments/accounts/accounts';
 import { capsMiddleware, holdSlot, type ConcurrencyCaps } from './caps';
 import type { ServiceMetrics } from './metrics';
 import { createBackend, describeValidationErrors } from './openapi';

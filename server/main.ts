@@ -2,7 +2,7 @@
  * `npm start`: the API with its in-process worker. `npm run worker`: the worker alone (several API
  * instances and workers can share one Postgres). SIGTERM or SIGINT stops gracefully.
  */
-import { checkProductionConfig, ConfigError, loadConfig, type Config } from '../payments/config';
+import { checkProductionConfig, ConfigError, loadConfig, type Config } from '../payments/basics/config';
 import { isConnectionLoss } from '../db/index';
 import { createLogger } from './logger';
 import { SandboxUnavailableError, sandboxWanted, startSandbox, type Sandbox } from './sandbox';

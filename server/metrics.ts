@@ -10,8 +10,8 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { RpcObserver } from '../payments/chains/index';
 import type { FinalityLeg } from '../db/schema';
-import { NETWORK_NAMES } from '../payments/networkTable';
-import { processSecp256k1, SECP256K1_IMPLEMENTATIONS } from '../payments/secp256k1';
+import { NETWORK_NAMES } from '../payments/basics/networkTable';
+import { processSecp256k1, SECP256K1_IMPLEMENTATIONS } from '../payments/basics/secp256k1';
 import type { CapGroup, CapMetric, ConcurrencyCaps } from './caps';
 import { EVENT_LOOP_SAMPLE_MS } from './probes';
 

@@ -18,7 +18,7 @@ import {
   givenBodyFields,
   HEADER_VALUE,
   TOKEN,
-} from '../payments/http/request';
+} from '../payments/basics/http/request';
 
 const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
   addFormatsModule) as unknown as (ajv: Ajv) => Ajv;

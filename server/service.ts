@@ -15,20 +15,20 @@ import { startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded';
 import { handlers as defaultHandlers } from '../handlers/index';
 import { errorReply, type ErrorCode } from '../handlers/errors';
 import type { HandlerMap } from '../handlers/types';
-import { API_KEY_CHANGES_CHANNEL, ApiKeyCache } from '../payments/accounts';
-import { systemClock, type Clock } from '../payments/clock';
+import { API_KEY_CHANGES_CHANNEL, ApiKeyCache } from '../payments/accounts/accounts';
+import { systemClock, type Clock } from '../payments/basics/clock';
 import type { Deps } from '../payments/deps';
-import { selectSecp256k1 } from '../payments/secp256k1';
+import { selectSecp256k1 } from '../payments/basics/secp256k1';
 import type { HandlerDeps } from '../handlers/deps';
 import { createChains } from '../payments/chains/index';
-import { checkRpcReachable } from '../payments/chains/reachability';
-import { systemResolver, TargetConnections, type Resolver } from '../payments/http/index';
+import { checkRpcReachable } from '../payments/chains/registry';
+import { systemResolver, TargetConnections, type Resolver } from '../payments/basics/http/index';
 import { advisoryKeyLock, SubmissionQueue } from '../payments/chains/submissions';
-import { DEFAULT_PAYMENT_BOUNDS } from '../payments/paymentBounds';
-import { openUptoExposure } from '../payments/limits';
-import { renewIdempotencyLeases } from '../payments/idempotency';
+import { DEFAULT_PAYMENT_BOUNDS } from '../payments/basics/paymentBounds';
+import { openUptoExposure } from '../payments/accounts/limits';
+import { renewIdempotencyLeases } from '../payments/basics/idempotency';
 import { WalletBalances } from '../payments/chains/balances';
-import type { Config } from '../payments/config';
+import type { Config } from '../payments/basics/config';
 import { startWorker, type WorkerHandle } from '../worker/runner';
 import { createApp } from './app';
 import { ConcurrencyCaps } from './caps';
@@ -85,7 +85,7 @@ async function openDatabase(config: Config, log: Logger): Promise<{ url: string;
 
 export async function startService(config: Config, options: ServiceOptions = {}): Promise<Service> {
   const log = options.logger ?? createLogger(config.logLevel);
-  // Chosen once, before anything signs or recovers (payments/secp256k1.ts).
+  // Chosen once, before anything signs or recovers (payments/basics/secp256k1.ts).
   const secp256k1 = selectSecp256k1(config.secp256k1Implementation);
   log.info(
     { secp256k1: secp256k1.implementation.name, passedOver: secp256k1.passedOver },

@@ -2,8 +2,8 @@
  * The task list and crontab of our graphile-worker: one file per task, registered here.
  */
 import { parseCronItems, type Task, type TaskList } from 'graphile-worker';
-import type { LossObserver } from '../payments/finality';
-import type { JobName, JobPayloads } from '../payments/jobs';
+import type { LossObserver } from '../payments/tracking/finality';
+import type { JobName, JobPayloads } from '../payments/basics/jobs';
 import type { WorkerDeps } from './deps';
 import { chatFollowUp } from './tasks/chatFollowUp';
 import { creditPurchaseWatch } from './tasks/creditPurchaseWatch';
@@ -22,13 +22,13 @@ import { relaySweep } from './tasks/relaySweep';
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace -- graphile-worker's catalog of task payloads is this global namespace
   namespace GraphileWorker {
-    // The catalog of payments/jobs.ts is the worker's: a task's payload and its job's are one type.
+    // The catalog of payments/basics/jobs.ts is the worker's: a task's payload and its job's are one type.
     // eslint-disable-next-line @typescript-eslint/no-empty-object-type -- the members are JobPayloads'
     interface Tasks extends JobPayloads {}
   }
 }
 
-/** One task for every name of the catalog (payments/jobs.ts), and no other. */
+/** One task for every name of the catalog (payments/basics/jobs.ts), and no other. */
 export function createTaskList(deps: WorkerDeps, { onPaymentLost }: { onPaymentLost?: LossObserver } = {}): TaskList {
   const tasks: { [N in JobName]: Task<N> } = {
     day_rollover: dayRollover(deps),

@@ -8,7 +8,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { createTaskList, cronItems } from './index';
 import type { WorkerDeps } from './deps';
-import type { LossObserver } from '../payments/finality';
+import type { LossObserver } from '../payments/tracking/finality';
 import { trackConnections } from '../db/index';
 
 export interface WorkerHandle {

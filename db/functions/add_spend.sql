@@ -1,7 +1,7 @@
 -- Moves daily counters together, each only while it stays within its own limit, in one
 -- `insert ... on conflict do update ... where` statement in the order given (the callers' lock
 -- order), so concurrent calls never overshoot. The amount is in the scopes' unit (SPEND_COLUMN of
--- payments/limits.ts: micro-USDC for relay scopes, credits for the others; the other column stays
+-- payments/accounts/limits.ts: micro-USDC for relay scopes, credits for the others; the other column stays
 -- zero, the check daily_spend_one_unit, so their sum is the counter). The scopes of one call are
 -- distinct. Used by reserve_credits and admit_relay_payment.
 --

@@ -1,4 +1,4 @@
--- Admits a verified client payment of POST /relay in one round trip (payments/relay/admit.ts):
+-- Admits a verified client payment of POST /relay in one round trip (payments/operations/relay/admit.ts):
 -- under an idempotency claim, the claim must still be the record's (held FOR KEY SHARE, as
 -- holdIdempotencyClaim does); the relay transaction is recorded (the unique nonce index refuses a
 -- repeated payment); the amount is counted against the paying wallet's and the whole service's
@@ -74,7 +74,7 @@ language plpgsql as $fn$
 declare
   v_id bigint;
   -- The counters, in lock order: the paying wallet's, then the service's ('system' is
-  -- SYSTEM_SCOPE_ID of payments/limits.ts).
+  -- SYSTEM_SCOPE_ID of payments/accounts/limits.ts).
   v_scopes text[] := array['relay_wallet', 'relay_system'];
   v_scope_ids text[] := array[p_payer, 'system'];
   v_classes text[] := array[p_network_class, p_network_class];

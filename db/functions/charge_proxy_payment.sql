@@ -1,4 +1,4 @@
--- signed -> charged (PROXY_MOVES in payments/proxy/states.ts; the from-state in the WHERE below is
+-- signed -> charged (PROXY_MOVES in payments/operations/proxy/states.ts; the from-state in the WHERE below is
 -- the table's, test/db/state-tables.test.ts checks it): the credits held by the payment are spent,
 -- and the webhook record async_processing -> success (WEBHOOK_MOVES), in the caller's statement.
 -- The charge's ledger entry is pending finality while the payment has a transaction.
@@ -21,12 +21,12 @@ begin
   -- from the chain and charges. The hold, before the payment left, was flushed.
   perform set_config('synchronous_commit', 'off', true);
   -- The charge entry, written pending finality at once when the payment has a transaction. Charged
-  -- is settled, not final: the finality watch (payments/finality.ts) marks the charge final or lost.
+  -- is settled, not final: the finality watch (payments/tracking/finality.ts) marks the charge final or lost.
   insert into credit_ledger (organisation_id, account_id, api_key_id, kind, amount_credits, reference, finality)
     values (p.organisation_id, p.account_id, p.api_key_id, 'charge', p.credits, p.reference,
             case when p.tx_hash is not null then 'pending' end);
   if p.webhook_id is not null then
-    -- Only a record still in flight moves (payments/webhooks.ts completeWebhook); amounts as usdcText shows them.
+    -- Only a record still in flight moves (payments/tracking/webhooks.ts completeWebhook); amounts as usdcText shows them.
     update webhooks w
       set status = 'success',
           tx_hash = nullif(p.tx_hash, ''),

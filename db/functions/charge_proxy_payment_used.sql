@@ -1,4 +1,4 @@
--- An upto payment: signed -> charged (PROXY_MOVES in payments/proxy/states.ts, as
+-- An upto payment: signed -> charged (PROXY_MOVES in payments/operations/proxy/states.ts, as
 -- charge_proxy_payment) for what the target settled: the payment's amount and credits become the
 -- used amount and the credits charged for it (never more than the credits held), the rest of the
 -- credits held given back (balance and daily counters, a release entry in the ledger:

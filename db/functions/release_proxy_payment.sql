@@ -1,4 +1,4 @@
--- reserved | signed -> released (PROXY_MOVES in payments/proxy/states.ts; the from-states in the
+-- reserved | signed -> released (PROXY_MOVES in payments/operations/proxy/states.ts; the from-states in the
 -- WHERE below are the table's, test/db/state-tables.test.ts checks them): the credits held go back
 -- to the balance and off the daily counters, and the webhook record async_processing ->
 -- payment_failed (WEBHOOK_MOVES).

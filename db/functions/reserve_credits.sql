@@ -1,7 +1,7 @@
 -- Holds credits for a proxy payment in one round trip: the organisation balance, the key's daily
 -- cap, the account's and the system's daily limits of the network class, all or nothing; then its
 -- ledger entry. The reservation is the payment's row, written by the caller in the same statement
--- (holdProxyPayment in payments/proxy/records.ts) with the network class and day the counters
+-- (holdProxyPayment in payments/operations/proxy/records.ts) with the network class and day the counters
 -- moved on. Lock order: the organisation row first, then the counters of the key, the account and
 -- the system, in that order.
 create or replace function reserve_credits(
@@ -20,7 +20,7 @@ language plpgsql as $fn$
 #variable_conflict use_column
 declare
   -- The counters, in lock order: the key's daily cap, the account's and the system's daily
-  -- proxy limits of the network class. 'system' is SYSTEM_SCOPE_ID of payments/limits.ts.
+  -- proxy limits of the network class. 'system' is SYSTEM_SCOPE_ID of payments/accounts/limits.ts.
   v_scopes text[] := array['api_key', 'proxy_account', 'proxy_system'];
   v_scope_ids text[] := array[p_api_key_id::text, p_account_id::text, 'system'];
   v_classes text[] := array['all', p_network_class, p_network_class];

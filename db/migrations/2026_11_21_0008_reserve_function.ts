@@ -2,7 +2,7 @@ import { sql, type Kysely } from 'kysely';
 
 /**
  * The credit rules of /proxy as database functions, so that each move of money is one round trip
- * (payments/credits.ts, payments/limits.ts and payments/proxy/records.ts call them; the rules
+ * (payments/accounts/credits.ts, payments/accounts/limits.ts and payments/operations/proxy/records.ts call them; the rules
  * live here only):
  *
  *   try_add_spend         a daily counter moves only while it stays within its limit
@@ -70,7 +70,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     #variable_conflict use_column
     declare
       -- The counters, in lock order: the key's daily cap, the account's and the system's daily
-      -- proxy limits of the network class. 'system' is SYSTEM_SCOPE_ID of payments/limits.ts.
+      -- proxy limits of the network class. 'system' is SYSTEM_SCOPE_ID of payments/accounts/limits.ts.
       v_scopes text[] := array['api_key', 'proxy_account', 'proxy_system'];
       v_scope_ids text[] := array[p_api_key_id::text, p_account_id::text, 'system'];
       v_classes text[] := array['all', p_network_class, p_network_class];
@@ -161,7 +161,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
         raise exception 'proxy payment %: its reservation was already settled', p.id;
       end if;
       if p.webhook_id is not null then
-        -- Only a record still in flight moves (payments/webhooks.ts completeWebhook); amounts as usdcText shows them.
+        -- Only a record still in flight moves (payments/tracking/webhooks.ts completeWebhook); amounts as usdcText shows them.
         update webhooks w
           set status = 'success',
               tx_hash = nullif(p.tx_hash, ''),

@@ -5,7 +5,7 @@ import { USAGE_ADD_ON_CONFLICT } from './2026_11_30_0024_usage_daily_direct';
 /**
  * The daily usage summary (usage_daily) keeps only what is settled: charged and released payments.
  * A payment still open (reserved or signed) is counted when the summary is read, from the payment
- * rows themselves (payments/usage.ts usageReport; proxy_payments_open finds them): they are few and
+ * rows themselves (payments/accounts/usage.ts usageReport; proxy_payments_open finds them): they are few and
  * short-lived. The hold of every paid /proxy call then writes no summary row, and its insert runs
  * no trigger: the summary is written once per payment, when it settles, rather than on its hold
  * and again on its charge. The pending columns stay, zero, for instances still running the

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 
 /**
- * What a /relay client paying by upto can cost the service (payments/relay/uptoClient.ts): its
+ * What a /relay client paying by upto can cost the service (payments/operations/relay/uptoClient.ts): its
  * permit is settled only after the target was paid, so until then the maximum it signed is money
  * we may never get (the payer can revoke its Permit2 allowance or move its funds in between).
  *

@@ -20,7 +20,7 @@ const openFinalityWatch = (queue: RawBuilder<unknown>) => sql`
 
 /**
  * The follow job runs by the first look of every watch opened, and before other jobs
- * (payments/finality.ts queueFinalityFollow does the same from the worker and the sweep).
+ * (payments/tracking/finality.ts queueFinalityFollow does the same from the worker and the sweep).
  *
  * Before, the trigger that opens a watch queued the follow job only when none was waiting, and the
  * sweep kept a waiting job's time: a job waiting for a later look (a quiet one, up to ten minutes

@@ -5,7 +5,7 @@
  * (pg's `select 1`), a JSON-RPC call through our transport (eth_blockNumber) and four made
  * together (one batch), an ECDSA recovery of a signer (recoverSigner, what checking a client's
  * EIP-3009 signature costs) and a signature of a digest (our account's sign, what paying a target
- * costs), both through the secp256k1 the service chooses (payments/secp256k1.ts). On the Postgres side it
+ * costs), both through the secp256k1 the service chooses (payments/basics/secp256k1.ts). On the Postgres side it
  * measures the server's CPU for a committed write and for each further row of it. It also sends
  * requests to an inbound server the bench measures (the server's own CPU per request).
  *
@@ -27,7 +27,7 @@ import { createPublicClient, type Hex } from 'viem';
 import { generatePrivateKey } from 'viem/accounts';
 import { serviceAccount } from '../../payments/chains/evm/account';
 import { rpcTransport } from '../../payments/chains/evm/transport';
-import { processSecp256k1, recoverSigner, type Secp256k1Name } from '../../payments/secp256k1';
+import { processSecp256k1, recoverSigner, type Secp256k1Name } from '../../payments/basics/secp256k1';
 import { cpuMs, serveChild } from './children';
 import { median } from './stats';
 

@@ -20,9 +20,9 @@
  */
 import path from 'node:path';
 import { createDb, type Db } from '../../db/index';
-import { createApiKey, createOrganisation } from '../../payments/accounts';
-import { utcDay } from '../../payments/clock';
-import { grantCredits, organisationBalance } from '../../payments/credits';
+import { createApiKey, createOrganisation } from '../../payments/accounts/accounts';
+import { utcDay } from '../../payments/basics/clock';
+import { grantCredits, organisationBalance } from '../../payments/accounts/credits';
 import type { LoadRequest } from './autocannon';
 import type { HoldControl } from './caps';
 import { problemsOf429 } from './checks';

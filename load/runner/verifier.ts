@@ -15,12 +15,12 @@
 import { createWalletClient, defineChain, http as viemHttp, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { createDb } from '../../db/index';
-import { systemClock, utcDay } from '../../payments/clock';
-import { loadConfig } from '../../payments/config';
+import { systemClock, utcDay } from '../../payments/basics/clock';
+import { loadConfig } from '../../payments/basics/config';
 import { claimClientPayment } from '../../payments/incoming/store';
 import { verifyClientPaymentHeader } from '../../payments/incoming/verify';
 import { createChains } from '../../payments/chains/index';
-import { DEFAULT_PAYMENT_BOUNDS } from '../../payments/paymentBounds';
+import { DEFAULT_PAYMENT_BOUNDS } from '../../payments/basics/paymentBounds';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { serveChild } from './children';
 import { Samples, type LatencySummary } from './stats';

@@ -1,7 +1,7 @@
-import { assetToMicro } from '../money';
-import { NETWORK_TABLE } from '../networkTable';
+import { assetToMicro } from '../basics/money';
+import { NETWORK_TABLE } from '../basics/networkTable';
 import type { PaymentChoice } from '../x402/choose';
-import type { Chains } from './index';
+import type { Chains } from './types';
 
 /**
  * Our balance as last read on a network, less every payment signed since: a payment that fits in

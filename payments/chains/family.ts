@@ -6,15 +6,16 @@
  * chain's part between them.
  */
 import type { UptoIncoming } from './uptoIncoming';
-import type { ChainType, FinalityRule, NetworkName } from '../networkTable';
-import type { Result } from '../result';
+import type { ChainType, FinalityRule, NetworkName } from '../basics/networkTable';
+import type { Result } from '../basics/result';
 import type { PaymentChoice } from '../x402/choose';
 import type { PaymentPayload, PaymentRequirements, SignedPaymentPayload } from '../x402/types';
 import type { WalletBalances } from './balances';
-import type { Chains } from './index';
 import type {
   ChainDeps,
   ChainReading,
+  Chains,
+  PreparedPayment,
   RefundFailureReason,
   SettleFailureReason,
   SignedTargetPayment,
@@ -82,20 +83,10 @@ export interface SpendingApproval {
   spender: string;
 }
 
-/** Our payment to a target, signed: the header and what the chain is read for afterwards. */
-export interface PreparedPayment {
-  network: NetworkName;
-  payment: SignedPaymentPayload;
-  header: string;
-  payer: string;
-  /** EVM: the authorization nonce, the idempotency key of this payment. Solana: our signature. */
-  reference: string;
-  /** EVM: validBefore (unix seconds). Solana: the last block height at which the transaction can land. */
-  expiresAt: { unixSeconds: bigint } | { blockHeight: bigint };
-}
+export type { PreparedPayment } from './types';
 
 /**
- * A settled transaction followed to finality (payments/finality.ts owns the watch): what the family
+ * A settled transaction followed to finality (payments/tracking/finality.ts owns the watch): what the family
  * stored to read it and to send it again. `transfer` is the watch's record of the transfer: the
  * x402 payload of an authorization or transaction (a client's, or ours to a target), or a refund's
  * signed bytes, recipient and amount.
@@ -135,7 +126,7 @@ export type FinalityReading =
    * transfer meanwhile could no longer be answered by sending it again (so finding the drop early
    * gains nothing). `sendableUntil` (unix seconds, by the chain's clock), where the transfer could
    * be sent again after a drop: until then a look that finds it dropped sends it again, so looks
-   * are timed to fall before it (payments/finality.ts nextFinalityLook). `held`: the block meets
+   * are timed to fall before it (payments/tracking/finality.ts nextFinalityLook). `held`: the block meets
    * the finality rule, and only that the transfer could still be sent again keeps it pending.
    */
   | {

@@ -4,46 +4,16 @@
  * its folder, found through registry.ts. Handlers and
  * jobs receive it as a plain dependency; nothing here is a module-level singleton.
  */
-import type { Config, NetworkSettings } from '../config';
+import type { Config, NetworkSettings } from '../basics/config';
 import type { PaymentChoice } from '../x402/choose';
-import { fail, type Result } from '../result';
-import type { PreparedPayment } from './family';
+import { fail, type Result } from '../basics/result';
+import type { ChainNetwork, Chains, PreparedPayment } from './types';
 import { FAMILIES } from './registry';
 import { createEvmChains, type EvmChains, type EvmOptions, type SignFailureReason } from './evm';
 import { createSvmChains, type BuildFailureReason, type SvmChains, type SvmOptions } from './solana';
-import { canonicalNetwork, NETWORK_TABLE, type ChainType, type NetworkClass, type NetworkName } from '../networkTable';
+import { canonicalNetwork, NETWORK_TABLE } from '../basics/networkTable';
 
-export interface ChainNetwork {
-  name: NetworkName;
-  chainType: ChainType;
-  networkClass: NetworkClass;
-  chainId: number | undefined;
-  usdc: string;
-  rpcUrl: string;
-  /** Our wallet's address here; undefined when the key of this chain type is not configured. */
-  serviceAddress: string | undefined;
-}
-
-export interface Chains {
-  networks: readonly ChainNetwork[];
-  evm: EvmChains;
-  svm: SvmChains;
-  /** The enabled network a name refers to (aliases accepted), or undefined. */
-  network(name: string): ChainNetwork | undefined;
-  /** Enabled networks where we hold a key: what the requirement choice may pick from. */
-  payingNetworks(): NetworkSettings[];
-  /**
-   * The X-PAYMENT for a chosen requirement: an EIP-3009 signature or a partially signed Solana
-   * transaction. `nonce` (EVM only) is the authorization nonce to sign with, when recorded first.
-   */
-  createPayment(
-    choice: PaymentChoice,
-    options: { now: Date; nonce?: `0x${string}` },
-  ): Promise<Result<PreparedPayment, SignFailureReason | BuildFailureReason>>;
-  close(): Promise<void>;
-}
-
-export type { PreparedPayment } from './family';
+export type { ChainNetwork, Chains, PreparedPayment } from './types';
 
 export async function createChains(
   config: Pick<Config, 'networks' | 'evmPrivateKey' | 'solanaPrivateKey'>,

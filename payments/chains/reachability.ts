@@ -1,11 +1,9 @@
 /**
  * Whether an enabled network's JSON-RPC endpoint answers now, within a short bound: the readiness
  * probe asks it of every enabled network, through the family of each (EVM: the latest block number;
- * Solana: the current slot).
+ * Solana: the current slot; checkRpcReachable in registry.ts). The families race their request
+ * against the bound with these.
  */
-import type { Chains } from './index';
-import { familyOf } from './registry';
-import type { NetworkName } from '../networkTable';
 
 /**
  * The reason of a failed check without the endpoint's URL (API keys often live in it) or the
@@ -21,11 +19,6 @@ function reasonOf(error: unknown): string {
   if (parts.length > 0) return parts.join(' ');
   const code = (error as Error & { context?: { __code?: unknown } }).context?.__code;
   return `${error.name}${typeof code === 'number' ? ` ${code}` : ''}`;
-}
-
-/** Resolves when the network's RPC answered within `timeoutMs`; rejects with the reason otherwise. */
-export async function checkRpcReachable(chains: Chains, network: NetworkName, timeoutMs: number): Promise<void> {
-  return familyOf(network).checkReachable(chains, network, timeoutMs);
 }
 
 /** A request raced against `timeoutMs`, whatever bound the request keeps itself (viem keeps a longer one). */

@@ -5,12 +5,16 @@
  * here and never branch on a family. A new family is a folder beside evm/ and solana/, one entry in
  * FAMILIES and one `register` call; a new scheme on a family is one `register` call.
  */
-import { caip2Of, NETWORK_TABLE, type ChainType, type NetworkName } from '../networkTable';
+import { caip2Of, canonicalNetwork, NETWORK_TABLE, type ChainType, type NetworkName } from '../basics/networkTable';
+import type { PaymentRequirementsV2 } from '../x402/v2';
 import type { PaymentScheme, SchemeLookup, SchemePayload } from '../x402/schemes';
 import { EXACT_EVM } from './evm/exact';
 import { EVM_FAMILY } from './evm/family';
 import { UPTO_EVM } from './evm/upto';
 import type { ChainFamily } from './family';
+import type { Chains } from './types';
+import type { UptoIncoming } from './uptoIncoming';
+import type { uptoOffer } from './evm/uptoIncoming/offer';
 import { EXACT_SOLANA } from './solana/exact';
 import { SOLANA_FAMILY } from './solana/family';
 
@@ -47,4 +51,30 @@ export const PAYMENT_SCHEMES = new SchemeRegistry()
 /** The family of a network, as its row in the network table names it. */
 export function familyOf(network: NetworkName): ChainFamily {
   return FAMILIES[NETWORK_TABLE[network].chainType];
+}
+
+/** Resolves when the network's RPC answered within `timeoutMs`; rejects with the reason otherwise. */
+export async function checkRpcReachable(chains: Chains, network: NetworkName, timeoutMs: number): Promise<void> {
+  return familyOf(network).checkReachable(chains, network, timeoutMs);
+}
+
+/** The upto side of a network's family, if it takes upto payments. */
+export function uptoIncomingOn(network: string): UptoIncoming | undefined {
+  const name = canonicalNetwork(network);
+  return name === undefined ? undefined : familyOf(name).uptoIncoming;
+}
+
+/**
+ * Our upto entries on these networks (those whose family takes upto), each for at most
+ * `maximumMicroUsdc`; a network where no offer can be made is left out.
+ */
+export function uptoOffers(
+  deps: Parameters<typeof uptoOffer>[0],
+  networks: readonly NetworkName[],
+  options: Parameters<typeof uptoOffer>[2],
+): PaymentRequirementsV2[] {
+  return networks.flatMap((network) => {
+    const offered = familyOf(network).uptoIncoming?.offer(deps, network, options);
+    return offered?.ok ? [offered.value] : [];
+  });
 }

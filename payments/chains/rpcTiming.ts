@@ -3,7 +3,7 @@
  * (the service's metrics). The observer is told the network, the method, the time to the answer
  * and whether it was a successful answer; it is never told a URL or a parameter.
  */
-import type { NetworkName } from '../networkTable';
+import type { NetworkName } from '../basics/networkTable';
 
 export type RpcObserver = (network: NetworkName, method: string, seconds: number, ok: boolean) => void;
 

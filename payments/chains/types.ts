@@ -3,12 +3,67 @@
  * and the parts of the service's dependencies (Deps) the chain code uses. Here, not in
  * payments/deps.ts, so that the chain code and Deps do not import each other.
  */
-import type { Clock } from '../clock';
-import type { ChainType, NetworkName } from '../networkTable';
-import type { PaymentBounds } from '../paymentBounds';
-import type { PaymentPayload, PaymentRequirements } from '../x402/types';
-import type { Chains } from './index';
+import type { Clock } from '../basics/clock';
+import type { ChainType, NetworkClass, NetworkName } from '../basics/networkTable';
+import type { PaymentBounds } from '../basics/paymentBounds';
+import type { PaymentPayload, PaymentRequirements, SignedPaymentPayload } from '../x402/types';
+import type { NetworkSettings } from '../basics/config';
+import type { Result } from '../basics/result';
+import type { PaymentChoice } from '../x402/choose';
 import type { SubmissionQueue } from './submissions';
+
+export interface ChainNetwork {
+  name: NetworkName;
+  chainType: ChainType;
+  networkClass: NetworkClass;
+  chainId: number | undefined;
+  usdc: string;
+  rpcUrl: string;
+  /** Our wallet's address here; undefined when the key of this chain type is not configured. */
+  serviceAddress: string | undefined;
+}
+
+/**
+ * Our wallet on each family's networks, one member per family: each family's folder adds its own
+ * (`evm` in evm/index.ts, `svm` in solana/index.ts) by declaration merging, so that these shared
+ * types name no family and a family imports only them; the registry (index.ts, registry.ts) is the
+ * one module that imports the families.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface FamilyWallets {}
+
+/** Why our payment to a target could not be signed, one member per family, added like FamilyWallets. */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface FamilySigningFailures {}
+
+export interface Chains extends FamilyWallets {
+  networks: readonly ChainNetwork[];
+  /** The enabled network a name refers to (aliases accepted), or undefined. */
+  network(name: string): ChainNetwork | undefined;
+  /** Enabled networks where we hold a key: what the requirement choice may pick from. */
+  payingNetworks(): NetworkSettings[];
+  /**
+   * The X-PAYMENT for a chosen requirement: an EIP-3009 signature or a partially signed Solana
+   * transaction. `nonce` (EVM only) is the authorization nonce to sign with, when recorded first.
+   */
+  createPayment(
+    choice: PaymentChoice,
+    options: { now: Date; nonce?: `0x${string}` },
+  ): Promise<Result<PreparedPayment, FamilySigningFailures[keyof FamilySigningFailures]>>;
+  close(): Promise<void>;
+}
+
+/** Our payment to a target, signed: the header and what the chain is read for afterwards. */
+export interface PreparedPayment {
+  network: NetworkName;
+  payment: SignedPaymentPayload;
+  header: string;
+  payer: string;
+  /** EVM: the authorization nonce, the idempotency key of this payment. Solana: our signature. */
+  reference: string;
+  /** EVM: validBefore (unix seconds). Solana: the last block height at which the transaction can land. */
+  expiresAt: { unixSeconds: bigint } | { blockHeight: bigint };
+}
 
 /** The part of Deps the chain code reads: our chains, the clock, the bounds of each wait, the submission queue. */
 export interface ChainDeps {

@@ -12,7 +12,7 @@ import { decodePaymentHeader, decodePaymentSignatureHeader, type PaymentHeaderFa
 import type { PaymentSignature } from '../x402/headers';
 import { X402_VERSION, type PaymentPayload, type PaymentRequirements } from '../x402/types';
 import { requirementsToV2, type X402Version } from '../x402/v2';
-import { fail, ok, type Result } from '../result';
+import { fail, ok, type Result } from '../basics/result';
 import { paymentIdentifierOf } from '../x402/extensions';
 import { isExactPayload } from '../x402/schemes';
 import type { PaymentRequirementsV2 } from '../x402/v2';

@@ -17,8 +17,8 @@
  * unknown, and the chain decides.
  */
 import type { OutgoingHttpHeaders } from 'node:http';
-import { keepAliveAgent, keepAliveExchange } from '../http/keepAlive';
-import { canonicalNetwork, caip2Of, type NetworkName } from '../networkTable';
+import { keepAliveAgent, keepAliveExchange } from '../basics/http/keepAlive';
+import { canonicalNetwork, caip2Of, type NetworkName } from '../basics/networkTable';
 import { isPlainObject } from '../x402/parse';
 import { X402_VERSION, type PaymentPayload, type PaymentRequirements } from '../x402/types';
 import { requirementsToV2, resourceOf, X402_VERSION_2, type PaymentPayloadV2, type X402Version } from '../x402/v2';

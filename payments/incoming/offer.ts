@@ -7,10 +7,10 @@
  */
 import type { Chains } from '../chains/index';
 import { familyOf } from '../chains/registry';
-import { NETWORK_NAMES, NETWORK_TABLE, type NetworkClass, type NetworkName } from '../networkTable';
-import { microToAsset } from '../money';
+import { NETWORK_NAMES, NETWORK_TABLE, type NetworkClass, type NetworkName } from '../basics/networkTable';
+import { microToAsset } from '../basics/money';
 import { type PaymentRequirements } from '../x402/types';
-import { fail, ok, type Result } from '../result';
+import { fail, ok, type Result } from '../basics/result';
 import { facilitatorFeePayer } from './facilitator';
 
 /** How long a client's authorization should stay valid: our verification, settlement and the target's payment fit in it. */

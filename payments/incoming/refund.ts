@@ -11,8 +11,8 @@ import type { Db } from '../../db/index';
 import type { RefundRecord } from '../chains/family';
 import { familyOf } from '../chains/registry';
 import type { RefundFailureReason } from '../chains/types';
-import { NETWORK_TABLE, type NetworkName } from '../networkTable';
-import { microToAsset } from '../money';
+import { NETWORK_TABLE, type NetworkName } from '../basics/networkTable';
+import { microToAsset } from '../basics/money';
 import { moveRefund } from './refundStates';
 import {
   liveRefund,

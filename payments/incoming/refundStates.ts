@@ -12,7 +12,7 @@
 import { sql, type Selectable, type UpdateObject } from 'kysely';
 import type { Database, Db, Tx } from '../../db/index';
 import type { RefundStatus, RefundsTable } from '../../db/schema';
-import { allowedFrom, type MoveTable } from '../states';
+import { allowedFrom, type MoveTable } from '../basics/states';
 
 export const REFUND_MOVES = {
   pending: ['confirmed', 'failed'],

@@ -16,7 +16,7 @@ import type { SettlementMethod } from '../../db/schema';
 import type { ReconcileDeps, SettlementRecord } from '../chains/family';
 import { familyOf } from '../chains/registry';
 import type { SettleFailureReason } from '../chains/types';
-import type { NetworkName } from '../networkTable';
+import type { NetworkName } from '../basics/networkTable';
 import { facilitatorSupport, facilitatorVersionFor, settleWithFacilitator } from './facilitator';
 import {
   claimSettlement,

@@ -19,7 +19,7 @@ import { sql, type Selectable, type UpdateObject } from 'kysely';
 import type { Database, Db, Tx } from '../../db/index';
 import type { RelayTransactionState, RelayTransactionsTable } from '../../db/schema';
 import { runPrepared } from '../../db/prepared';
-import { allowedFrom, type FromOf, type MoveTable } from '../states';
+import { allowedFrom, type FromOf, type MoveTable } from '../basics/states';
 
 export const RELAY_MOVES = {
   received: ['settling', 'settle_failed'],

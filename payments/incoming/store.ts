@@ -11,11 +11,11 @@
 import { sql, type Selectable } from 'kysely';
 import type { Db, Tx } from '../../db/index';
 import type { RefundsTable, RelayTransactionState, RelayTransactionsTable, SettlementMethod } from '../../db/schema';
-import { subtractSpend, SYSTEM_SCOPE_ID } from '../limits';
-import { canonicalNetwork, NETWORK_TABLE } from '../networkTable';
+import { subtractSpend, SYSTEM_SCOPE_ID } from '../accounts/limits';
+import { canonicalNetwork, NETWORK_TABLE } from '../basics/networkTable';
 import type { PaymentPayload, PaymentRequirements, SignedPaymentPayload } from '../x402/types';
-import { fail, ok, type Result } from '../result';
-import { fromStates } from '../states';
+import { fail, ok, type Result } from '../basics/result';
+import { fromStates } from '../basics/states';
 import { runPrepared } from '../../db/prepared';
 import {
   moveRelayTransaction,
@@ -40,7 +40,7 @@ export interface RelayRequest {
   spendDay?: string;
   /** The endpoint taking the payment; 'relay' rows are finished by the relay's jobs. */
   mode?: 'relay' | 'chat' | 'purchase';
-  /** The claim of the idempotency record the call runs under (payments/idempotency.ts). */
+  /** The claim of the idempotency record the call runs under (payments/basics/idempotency.ts). */
   idempotencyClaim?: string;
 }
 

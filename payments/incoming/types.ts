@@ -9,4 +9,4 @@ export {
   type VerifiedClientPayment,
   type VerifyFailureReason,
 } from '../chains/types';
-export { DEFAULT_PAYMENT_BOUNDS, type PaymentBounds } from '../paymentBounds';
+export { DEFAULT_PAYMENT_BOUNDS, type PaymentBounds } from '../basics/paymentBounds';

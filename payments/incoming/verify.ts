@@ -5,10 +5,10 @@
  * of its network (payments/chains/registry.ts). Nothing is recorded or settled here.
  */
 import { familyOf } from '../chains/registry';
-import { canonicalNetwork } from '../networkTable';
+import { canonicalNetwork } from '../basics/networkTable';
 import { type PaymentHeaderFailureReason } from '../x402/headers';
 import { type PaymentPayload, type PaymentRequirements } from '../x402/types';
-import { fail, type Result } from '../result';
+import { fail, type Result } from '../basics/result';
 import type { Deps } from '../deps';
 import type { VerifiedClientPayment, VerifyFailureReason } from './types';
 import {

@@ -10,7 +10,7 @@ import type { Deps } from '../deps';
 import { familyOf } from '../chains/registry';
 import type { SpendingApproval } from '../chains/family';
 import type { PaymentChoice } from '../x402/choose';
-import { fail, ok, type Result } from '../result';
+import { fail, ok, type Result } from '../basics/result';
 
 const LOCK_NAMESPACE = 'spending-approval:';
 

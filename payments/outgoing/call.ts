@@ -6,15 +6,15 @@
 import type { Deps } from '../deps';
 import type { Chains } from '../chains/index';
 import { familyOf, PAYMENT_SCHEMES } from '../chains/registry';
-import { canonicalNetwork, type NetworkName } from '../networkTable';
+import { canonicalNetwork, type NetworkName } from '../basics/networkTable';
 import {
   sendTargetRequest,
   type OutboundErrorCode,
   type TargetAnswer,
   type TargetRequest,
   type TargetResponse,
-} from '../http/index';
-import { fail, ok, type Result } from '../result';
+} from '../basics/http/index';
+import { fail, ok, type Result } from '../basics/result';
 import { chooseRequirement, type PaymentChoice } from '../x402/choose';
 import { readTargetPaymentRequired, type OfferV2, type TargetPaymentRequired } from '../x402/parse';
 import { PAYMENT_REQUIRED_HEADER } from '../x402/v2';

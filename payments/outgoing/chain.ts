@@ -6,8 +6,8 @@
 import type { Chains } from '../chains/index';
 import { familyOf } from '../chains/registry';
 import type { ChainReading, SignedTargetPayment } from '../chains/types';
-import { assetToMicro } from '../money';
-import { canonicalNetwork, NETWORK_TABLE } from '../networkTable';
+import { assetToMicro } from '../basics/money';
+import { canonicalNetwork, NETWORK_TABLE } from '../basics/networkTable';
 
 export { EVM_EXPIRY_MARGIN_SECONDS } from '../chains/evm/readPayment';
 export type { ChainReading, SignedTargetPayment } from '../chains/types';

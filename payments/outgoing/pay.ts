@@ -14,7 +14,7 @@ import {
   type TargetAnswer,
   type TargetRequest,
   type TargetResponse,
-} from '../http/index';
+} from '../basics/http/index';
 import type { PaymentChoice } from '../x402/choose';
 import type { SignedPaymentPayload } from '../x402/types';
 import { decodePaymentResponseHeader } from '../x402/headers';
@@ -28,7 +28,7 @@ import {
   type PaymentPayloadV2,
   type X402Version,
 } from '../x402/v2';
-import type { Failure, Ok } from '../result';
+import type { Failure, Ok } from '../basics/result';
 import { ensureSpendingApproval } from './approval';
 import { callTarget, type CallBudget } from './call';
 export { BALANCE_FRESH_MS, WalletBalances } from '../chains/balances';
@@ -159,7 +159,7 @@ export function signedFacts(
 > {
   return {
     payer: payment.payer,
-    // Kept to send the payment again if a reorg drops its settlement (payments/finality.ts).
+    // Kept to send the payment again if a reorg drops its settlement (payments/tracking/finality.ts).
     payload: payment.payment,
     payerSignature: familyOf(payment.network).referenceFields(payment.reference).payerSignature,
     validBefore: 'unixSeconds' in payment.expiresAt ? payment.expiresAt.unixSeconds : null,

@@ -6,13 +6,19 @@
  * caller gives) accepts its payTo and extra. Among payable entries the caller's network order wins,
  * then the lowest amount, then the target's own order.
  */
-import type { NetworkSettings } from '../config';
-import { canonicalNetwork, NETWORK_TABLE, type ChainType, type NetworkClass, type NetworkName } from '../networkTable';
-import { assetToMicro } from '../money';
+import type { NetworkSettings } from '../basics/config';
+import {
+  canonicalNetwork,
+  NETWORK_TABLE,
+  type ChainType,
+  type NetworkClass,
+  type NetworkName,
+} from '../basics/networkTable';
+import { assetToMicro } from '../basics/money';
 import type { OfferV2 } from './parse';
 import type { SchemeLookup } from './schemes';
 import { type PaymentRequirements } from './types';
-import { ok, type Ok } from '../result';
+import { ok, type Ok } from '../basics/result';
 
 /** Authorizations we sign stay usable this long at most; a target asking for more is refused. */
 export const DEFAULT_MAX_TIMEOUT_SECONDS = 3600;

@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { isPlainObject, type TargetPaymentRequired } from './parse';
-import { fail, ok, type Result } from '../result';
+import { fail, ok, type Result } from '../basics/result';
 
 export const PAYMENT_IDENTIFIER = 'payment-identifier';
 export const BAZAAR = 'bazaar';

@@ -3,12 +3,12 @@
  * Decoding reads untrusted input, so it checks every field it returns and answers a typed failure
  * instead of throwing.
  */
-import { canonicalNetwork } from '../networkTable';
+import { canonicalNetwork } from '../basics/networkTable';
 import { isPlainObject } from './parse';
 import { isExactPayload, type SchemeLookup, type SchemePayload } from './schemes';
 import { X402_VERSION, type PaymentPayload, type SettlementResponse, type SignedPaymentPayload } from './types';
 import { X402_VERSION_2, type PaymentRequirementsV2, type ResourceInfo } from './v2';
-import { fail, ok, type Result } from '../result';
+import { fail, ok, type Result } from '../basics/result';
 
 /** A Solana transaction is at most 1232 bytes; an EVM payload is under 1 KiB. Anything far larger is not a payment. */
 export const MAX_PAYMENT_HEADER_CHARS = 16 * 1024;

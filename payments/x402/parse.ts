@@ -9,10 +9,10 @@
  * name when we know it) and kept verbatim beside it, since our payment must echo it exactly.
  */
 import { decodePaymentRequiredHeader } from '@x402/core/http';
-import { canonicalNetwork } from '../networkTable';
+import { canonicalNetwork } from '../basics/networkTable';
 import { X402_VERSION, type PaymentRequiredBody, type PaymentRequirements } from './types';
 import { requirementsFromV2, X402_VERSION_2, type PaymentRequirementsV2, type ResourceInfo } from './v2';
-import { fail, ok, type Result } from '../result';
+import { fail, ok, type Result } from '../basics/result';
 
 /** More entries than this are not read: no target needs them, and each costs a validation. */
 export const MAX_ACCEPTS_ENTRIES = 32;

@@ -5,8 +5,8 @@
  * the registry (payments/chains/registry.ts), as @x402/core's `register(network, scheme)` does:
  * the functions of x402/ that need a scheme are given the lookup, and never branch on a family.
  */
-import type { NetworkName, TransferMethod } from '../networkTable';
-import type { Result } from '../result';
+import type { NetworkName, TransferMethod } from '../basics/networkTable';
+import type { Result } from '../basics/result';
 import type { ExactEvmPayload, ExactSvmPayload, PaymentRequirements, UptoPermit2Payload } from './types';
 
 /** A payload as a scheme's wire check returns it. */

@@ -14,7 +14,7 @@ import type {
   ResourceInfo,
   SettleResponse as SettlementResponseV2,
 } from '@x402/core/types';
-import { caip2Of, canonicalNetwork } from '../networkTable';
+import { caip2Of, canonicalNetwork } from '../basics/networkTable';
 import type { PaymentRequirements, SettlementResponse } from './types';
 
 export type { PaymentPayloadV2, PaymentRequiredV2, PaymentRequirementsV2, ResourceInfo, SettlementResponseV2 };

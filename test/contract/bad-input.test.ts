@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { NO_LEAP_SECOND } from '../../handlers/getPayments';
-import { grantCredits, organisationBalance } from '../../payments/credits';
+import { grantCredits, organisationBalance } from '../../payments/accounts/credits';
 import { createTestAccount, type TestAccount } from '../support/accounts';
 import { startTestService, type TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';

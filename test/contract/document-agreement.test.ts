@@ -12,7 +12,7 @@ import {
   COOKIE_VALUE,
   HEADER_VALUE,
   TOKEN,
-} from '../../payments/http/request';
+} from '../../payments/basics/http/request';
 import { answerClientError } from '../../server/service';
 import { contractBackend } from '../support/contract';
 import { startTestService, type TestService } from '../support/service';

@@ -9,7 +9,7 @@ import { loadDocument } from '../../server/openapi';
 import { createTestAccount } from '../support/accounts';
 import { startLocalLlm, type LocalLlm } from '../../devnet/llm';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { caip2Of } from '../../payments/networkTable';
+import { caip2Of } from '../../payments/basics/networkTable';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import type { ContractResponse } from '../support/contract';
 import { holdRequest } from '../support/held-request';

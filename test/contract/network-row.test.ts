@@ -2,7 +2,7 @@
  * The network table against @x402/evm's own table of default assets and version 1 names, read from
  * the installed package: every EVM network it lists is a row of ours with its chain id, first
  * asset, decimals, EIP-712 domain and transfer method; configuration enables each by its v1 name
- * and by its CAIP-2 id. And a network added as one row of the network table (payments/networkTable.ts): Polygon Amoy, off by
+ * and by its CAIP-2 id. And a network added as one row of the network table (payments/basics/networkTable.ts): Polygon Amoy, off by
  * default, is enabled by NETWORKS, configured by its own RPC_URL_ and USDC_ADDRESS_ variables,
  * listed by /config (in the document's terms), and offered and signed for with its own chain id and
  * EIP-712 domain, by the EVM family, without a line of code of its own.
@@ -15,14 +15,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { transferWithAuthorizationTypes } from '../../payments/chains/evm';
 import { createChains } from '../../payments/chains/index';
 import { PAYMENT_SCHEMES } from '../../payments/chains/registry';
-import { ConfigError, envSuffix, loadConfig } from '../../payments/config';
+import { ConfigError, envSuffix, loadConfig } from '../../payments/basics/config';
 import {
   aliasesOf,
   canonicalNetwork,
   NETWORK_NAMES,
   NETWORK_TABLE,
   type NetworkName,
-} from '../../payments/networkTable';
+} from '../../payments/basics/networkTable';
 import { loadDocument } from '../../server/openapi';
 import { chooseRequirement } from '../../payments/x402/choose';
 import { decodePaymentHeader } from '../../payments/x402/headers';

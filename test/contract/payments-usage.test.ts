@@ -3,8 +3,8 @@
 // organisations with several keys, and not one row of the other by any filter or cursor.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
-import { createApiKey } from '../../payments/accounts';
-import { grantCredits } from '../../payments/credits';
+import { createApiKey } from '../../payments/accounts/accounts';
+import { grantCredits } from '../../payments/accounts/credits';
 import { createTestAccount, type TestAccount } from '../support/accounts';
 import { recordProxyPayment, type PaymentEnd, type RecordedPayment } from '../support/payments';
 import { startTestService, type TestService } from '../support/service';

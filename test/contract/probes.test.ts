@@ -7,7 +7,7 @@ import { createServer as createNetServer, connect, type Server as NetServer, typ
 import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../payments/config';
+import { loadConfig } from '../../payments/basics/config';
 import { startService, type Service } from '../../server/service';
 import { contractClient, type ContractClient } from '../support/contract';
 import { createTestAccount } from '../support/accounts';

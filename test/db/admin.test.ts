@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { runAdminCommand, UsageError } from '../../server/adminCommands';
-import { authenticateKey } from '../../payments/accounts';
+import { authenticateKey } from '../../payments/accounts/accounts';
 
 let database: TestDatabase;
 beforeAll(async () => {

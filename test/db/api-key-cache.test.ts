@@ -9,11 +9,11 @@ import {
   authenticateKey,
   revokeApiKey,
   type AuthenticatedKey,
-} from '../../payments/accounts';
+} from '../../payments/accounts/accounts';
 import { createTestAccount } from '../support/accounts';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { ifStarted } from '../support/teardown';
-import { NO_POLICY } from '../../payments/policy';
+import { NO_POLICY } from '../../payments/accounts/policy';
 
 let database: TestDatabase;
 let db: Db;

@@ -4,17 +4,17 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testPaymentChoice } from '../support/payments';
-import { NO_POLICY } from '../../payments/policy';
+import { NO_POLICY } from '../../payments/accounts/policy';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { createTestAccount, type TestAccount } from '../support/accounts';
-import { organisationBalance } from '../../payments/credits';
-import { spentOn } from '../../payments/limits';
+import { organisationBalance } from '../../payments/accounts/credits';
+import { spentOn } from '../../payments/accounts/limits';
 import {
   chargeProxyPayment,
   holdProxyPayment,
   releaseProxyPayment,
   type NewProxyPayment,
-} from '../../payments/proxy/records';
+} from '../../payments/operations/proxy/records';
 import type { PaymentChoice } from '../../payments/x402/choose';
 import type { Db } from '../../db/index';
 import type { LedgerKind } from '../../db/schema';

@@ -1,4 +1,4 @@
-// The lease of a claimed call (payments/idempotency.ts): a repeat that finds a running record
+// The lease of a claimed call (payments/basics/idempotency.ts): a repeat that finds a running record
 // whose owner stopped renewing it answers from the money records that carry the claim. No money:
 // the repeat takes the claim over, and the first claim can then record nothing (a process that was
 // only stalled cannot move money after a repeat ran the call). Money still open: running. Money
@@ -7,20 +7,20 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testPaymentChoice } from '../support/payments';
 import type { Db } from '../../db/index';
-import { organisationBalance } from '../../payments/credits';
+import { organisationBalance } from '../../payments/accounts/credits';
 import {
   claimIdempotencyKey,
   IdempotencyClaimLost,
   renewIdempotencyLeases,
   type ClaimOwner,
   type ClaimRef,
-} from '../../payments/idempotency';
+} from '../../payments/basics/idempotency';
 import {
   chargeProxyPayment,
   holdProxyPayment,
   releaseProxyPayment,
   type NewProxyPayment,
-} from '../../payments/proxy/records';
+} from '../../payments/operations/proxy/records';
 import type { PaymentChoice } from '../../payments/x402/choose';
 import {
   claimSettlement,
@@ -32,7 +32,7 @@ import {
 import { verifiedPayment } from '../support/verified-payment';
 import { createTestAccount, type TestAccount } from '../support/accounts';
 import { createTestDatabase, type TestDatabase } from '../support/database';
-import { NO_POLICY } from '../../payments/policy';
+import { NO_POLICY } from '../../payments/accounts/policy';
 
 const LEASE_MS = 1_000;
 const dead: ClaimOwner = { instanceId: 'instance-that-dies', leaseMs: LEASE_MS };

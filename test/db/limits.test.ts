@@ -6,8 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { verifiedPayment } from '../support/verified-payment';
 import { markSettleFailed } from '../../payments/incoming/store';
-import { spentOn, startDay, type SpendKey } from '../../payments/limits';
-import { admitClientPayment } from '../../payments/relay/admit';
+import { spentOn, startDay, type SpendKey } from '../../payments/accounts/limits';
+import { admitClientPayment } from '../../payments/operations/relay/admit';
 
 let database: TestDatabase;
 beforeAll(async () => {

@@ -54,22 +54,22 @@ describe('migrations', () => {
           where tablename in ('relay_transactions', 'proxy_payments', 'credit_ledger', 'upto_exposure', 'upto_defaulted_payers')
           order by tablename, indexname`.execute(database.handle.db);
       expect(rows.map((row) => `${row.tablename}: ${row.indexname}`)).toEqual([
-        'credit_ledger: credit_ledger_organisation_movements', // an organisation's ledger (payments/usage.ts)
+        'credit_ledger: credit_ledger_organisation_movements', // an organisation's ledger (payments/accounts/usage.ts)
         'credit_ledger: credit_ledger_pkey',
-        'credit_ledger: credit_ledger_reference', // a charge's finality (payments/finality.ts)
-        'proxy_payments: proxy_payments_idempotency_claim', // a lapsed claim's payment (payments/idempotency.ts)
-        'proxy_payments: proxy_payments_key_created', // an organisation's payments by key (payments/usage.ts)
+        'credit_ledger: credit_ledger_reference', // a charge's finality (payments/tracking/finality.ts)
+        'proxy_payments: proxy_payments_idempotency_claim', // a lapsed claim's payment (payments/basics/idempotency.ts)
+        'proxy_payments: proxy_payments_key_created', // an organisation's payments by key (payments/accounts/usage.ts)
         'proxy_payments: proxy_payments_open', // the sweep of open payments, the pending spend of GET /v1/usage
-        'proxy_payments: proxy_payments_organisation_created', // an organisation's payments (payments/usage.ts)
-        'proxy_payments: proxy_payments_organisation_host', // an organisation's payments by host (payments/usage.ts)
+        'proxy_payments: proxy_payments_organisation_created', // an organisation's payments (payments/accounts/usage.ts)
+        'proxy_payments: proxy_payments_organisation_host', // an organisation's payments by host (payments/accounts/usage.ts)
         'proxy_payments: proxy_payments_pkey',
         'proxy_payments: proxy_payments_reference_key', // every move of a payment
-        'proxy_payments: proxy_payments_webhook', // a webhook record's payment (payments/webhooks.ts)
-        'relay_transactions: relay_transactions_due', // the follow job (payments/relay/follow.ts)
-        'relay_transactions: relay_transactions_idempotency_claim', // a lapsed claim's payment (payments/idempotency.ts)
+        'proxy_payments: proxy_payments_webhook', // a webhook record's payment (payments/tracking/webhooks.ts)
+        'relay_transactions: relay_transactions_due', // the follow job (payments/operations/relay/follow.ts)
+        'relay_transactions: relay_transactions_idempotency_claim', // a lapsed claim's payment (payments/basics/idempotency.ts)
         'relay_transactions: relay_transactions_nonce', // the replay guard
         'relay_transactions: relay_transactions_pkey',
-        'relay_transactions: relay_transactions_unfinished', // the sweeps (payments/relay/finish.ts)
+        'relay_transactions: relay_transactions_unfinished', // the sweeps (payments/operations/relay/finish.ts)
         'relay_transactions: relay_transactions_webhook', // one record per transaction
         'upto_defaulted_payers: upto_defaulted_payers_pkey', // an upto admission (admit_relay_payment)
         'upto_exposure: upto_exposure_pkey', // an upto admission (add_upto_exposure), its release (release_upto_exposure)

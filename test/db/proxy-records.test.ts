@@ -12,9 +12,9 @@ import {
   reservationResultOf,
   reserveCreditsCall,
   type ReservationRow,
-} from '../../payments/credits';
-import { spentOn, type SpendKey } from '../../payments/limits';
-import { usdcText } from '../../payments/money';
+} from '../../payments/accounts/credits';
+import { spentOn, type SpendKey } from '../../payments/accounts/limits';
+import { usdcText } from '../../payments/basics/money';
 import {
   chargeProxyPayment,
   findProxyPayment,
@@ -24,11 +24,11 @@ import {
   signedTargetPaymentOf,
   watchProxyPayment,
   type NewProxyPayment,
-} from '../../payments/proxy/records';
+} from '../../payments/operations/proxy/records';
 import type { PaymentChoice } from '../../payments/x402/choose';
 import { createTestAccount, type TestAccount } from '../support/accounts';
 import { createTestDatabase, type TestDatabase } from '../support/database';
-import { NO_POLICY } from '../../payments/policy';
+import { NO_POLICY } from '../../payments/accounts/policy';
 
 let database: TestDatabase;
 let db: Db;

@@ -1,15 +1,15 @@
 // The admission of a verified /relay payment, one statement (db/functions/admit_relay_payment.sql
-// through payments/relay/admit.ts): the row (with its first look), both daily counters and the follow job together, or,
+// through payments/operations/relay/admit.ts): the row (with its first look), both daily counters and the follow job together, or,
 // for a repeated nonce, a limit or a lost idempotency claim, nothing at all.
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
-import { claimIdempotencyKey, IdempotencyClaimLost, type ClaimRef } from '../../payments/idempotency';
+import { claimIdempotencyKey, IdempotencyClaimLost, type ClaimRef } from '../../payments/basics/idempotency';
 import { moveRelayTransaction } from '../../payments/incoming/states';
 import { findRelayTransaction, markSettleFailed } from '../../payments/incoming/store';
-import { spentOn, type SpendKey } from '../../payments/limits';
-import { admitClientPayment } from '../../payments/relay/admit';
+import { spentOn, type SpendKey } from '../../payments/accounts/limits';
+import { admitClientPayment } from '../../payments/operations/relay/admit';
 import { useTestDatabase } from '../support/database';
 import { verifiedPayment } from '../support/verified-payment';
 

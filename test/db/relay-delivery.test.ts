@@ -1,4 +1,4 @@
-// deliver (payments/relay/outcome.ts): settled -> delivered with the target's status and hash in one
+// deliver (payments/operations/relay/outcome.ts): settled -> delivered with the target's status and hash in one
 // guarded update when no record was opened for the call; with a record in flight, the move and the
 // record's end (no_refund_needed) in one transaction. Never from another state, never twice.
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -10,7 +10,7 @@ import {
   recordClientPayment,
   recordTargetPayment,
 } from '../../payments/incoming/store';
-import { deliver, handOver } from '../../payments/relay/outcome';
+import { deliver, handOver } from '../../payments/operations/relay/outcome';
 import { useTestDatabase } from '../support/database';
 import { verifiedPayment } from '../support/verified-payment';
 

@@ -18,7 +18,7 @@ import {
   recordTargetPayment,
   storeClientTxHash,
 } from '../../payments/incoming/store';
-import { strandedRelayTransactions } from '../../payments/relay/finish';
+import { strandedRelayTransactions } from '../../payments/operations/relay/finish';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { FIXTURE_PAY_TO, FIXTURE_PAYER, FIXTURE_USDC, verifiedPayment } from '../support/verified-payment';
 

@@ -14,28 +14,28 @@ import type {
   StoredWebhookStatus,
   Finality,
 } from '../../db/schema';
-import { holdProxyPayment } from '../../payments/proxy/records';
-import { moveProxyPayment, PROXY_MOVES, type ProxyMove } from '../../payments/proxy/states';
-import { scheduleRefund } from '../../payments/relay/outcome';
+import { holdProxyPayment } from '../../payments/operations/proxy/records';
+import { moveProxyPayment, PROXY_MOVES, type ProxyMove } from '../../payments/operations/proxy/states';
+import { scheduleRefund } from '../../payments/operations/relay/outcome';
 import { moveRefund, REFUND_MOVES } from '../../payments/incoming/refundStates';
 import { moveRelayTransaction, RELAY_MOVES } from '../../payments/incoming/states';
 import { recordClientPayment, recordTargetPayment } from '../../payments/incoming/store';
-import type { MoveTable } from '../../payments/states';
-import { completeWebhook, openWebhook, type WebhookOutcome } from '../../payments/webhooks';
-import { WEBHOOK_MOVES } from '../../payments/webhookStates';
-import { FINALITY_MOVES, moveFinalityWatch } from '../../payments/finalityStates';
+import type { MoveTable } from '../../payments/basics/states';
+import { completeWebhook, openWebhook, type WebhookOutcome } from '../../payments/tracking/webhooks';
+import { WEBHOOK_MOVES } from '../../payments/tracking/webhookStates';
+import { FINALITY_MOVES, moveFinalityWatch } from '../../payments/tracking/finalityStates';
 import type { PaymentChoice } from '../../payments/x402/choose';
 import { createTestAccount, type TestAccount } from '../support/accounts';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { FIXTURE_PAYER, FIXTURE_USDC, verifiedPayment } from '../support/verified-payment';
-import { NO_POLICY } from '../../payments/policy';
+import { NO_POLICY } from '../../payments/accounts/policy';
 
 const TABLES: { name: string; file: string; moves: MoveTable<string> }[] = [
   { name: 'RELAY_MOVES', file: 'payments/incoming/states.ts', moves: RELAY_MOVES },
   { name: 'REFUND_MOVES', file: 'payments/incoming/refundStates.ts', moves: REFUND_MOVES },
-  { name: 'PROXY_MOVES', file: 'payments/proxy/states.ts', moves: PROXY_MOVES },
-  { name: 'WEBHOOK_MOVES', file: 'payments/webhookStates.ts', moves: WEBHOOK_MOVES },
-  { name: 'FINALITY_MOVES', file: 'payments/finalityStates.ts', moves: FINALITY_MOVES },
+  { name: 'PROXY_MOVES', file: 'payments/operations/proxy/states.ts', moves: PROXY_MOVES },
+  { name: 'WEBHOOK_MOVES', file: 'payments/tracking/webhookStates.ts', moves: WEBHOOK_MOVES },
+  { name: 'FINALITY_MOVES', file: 'payments/tracking/finalityStates.ts', moves: FINALITY_MOVES },
 ];
 
 const STATE = /^[a-z_]+$/;

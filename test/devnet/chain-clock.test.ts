@@ -4,8 +4,8 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { MAX_CLOCK_LAG_SECONDS } from '../../devnet/evm/chain';
 import { startPeers, type Peers } from '../../devnet/index';
-import { systemClock } from '../../payments/clock';
-import { NETWORK_TABLE } from '../../payments/networkTable';
+import { systemClock } from '../../payments/basics/clock';
+import { NETWORK_TABLE } from '../../payments/basics/networkTable';
 import { createChains, type Chains } from '../../payments/chains/index';
 import { DEFAULT_PAYMENT_BOUNDS } from '../../payments/incoming/types';
 import { relayOffer, verifyXPayment } from '../support/chains';

@@ -25,8 +25,8 @@ import {
   type TargetRequest,
   type TargetResponse,
   type Transport,
-} from '../../payments/http';
-import type { Failure } from '../../payments/result';
+} from '../../payments/basics/http';
+import type { Failure } from '../../payments/basics/result';
 import { callBudget } from '../../payments/outgoing/call';
 
 const isLoopback = (address: string) => /^127\.\d+\.\d+\.\d+$/.test(address) || address === '::1';

@@ -1,10 +1,10 @@
-// payments/http/keepAlive.ts: the one exchange our JSON-RPC transport and facilitator client
+// payments/basics/http/keepAlive.ts: the one exchange our JSON-RPC transport and facilitator client
 // make. Each outcome (answered, too large, timed out, a reused connection the peer had closed, a
 // connection that failed) is told apart; nothing is sent twice; the connection is kept for the next.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { keepAliveAgent, keepAliveExchange, type ExchangeRequest } from '../../payments/http/keepAlive';
+import { keepAliveAgent, keepAliveExchange, type ExchangeRequest } from '../../payments/basics/http/keepAlive';
 
 const servers: http.Server[] = [];
 afterEach(async () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chatCompletion, llmConfigured, llmHealth } from '../../payments/llm';
+import { chatCompletion, llmConfigured, llmHealth } from '../../payments/operations/chat/llm';
 import { startLocalLlm, type LocalLlm } from '../../devnet/llm';
-import { loadConfig, type Config } from '../../payments/config';
+import { loadConfig, type Config } from '../../payments/basics/config';
 
 let llm: LocalLlm;
 let config: Config;

@@ -16,7 +16,7 @@ import { refundClientPayment } from '../../payments/incoming/refund';
 import { settleClientPayment } from '../../payments/incoming/settle';
 import { MAX_NONCE_RETRIES, nonceRefusalOf } from '../../payments/chains/evm/submit';
 import { createChains, type Chains } from '../../payments/chains/index';
-import { NETWORK_TABLE } from '../../payments/networkTable';
+import { NETWORK_TABLE } from '../../payments/basics/networkTable';
 import { recordedRelayPayment, settlingOn, type Settling } from '../support/chains';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { ifStarted } from '../support/teardown';

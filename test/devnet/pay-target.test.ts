@@ -4,7 +4,7 @@
 // both Solana clusters run unmodified x402-express; skale-base-sepolia runs the harness's own layer.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Chains } from '../../payments/chains/index';
-import { NETWORK_TABLE, type NetworkName } from '../../payments/networkTable';
+import { NETWORK_TABLE, type NetworkName } from '../../payments/basics/networkTable';
 import { chooseRequirement } from '../../payments/x402/choose';
 import { decodePaymentHeader, decodePaymentResponseHeader } from '../../payments/x402/headers';
 import { readTargetPaymentRequired } from '../../payments/x402/parse';

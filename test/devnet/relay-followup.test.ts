@@ -5,15 +5,15 @@
 // record says refund_failed. Every step repeated changes nothing more.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
-import { utcDay, type Clock } from '../../payments/clock';
-import { loadConfig } from '../../payments/config';
+import { utcDay, type Clock } from '../../payments/basics/clock';
+import { loadConfig } from '../../payments/basics/config';
 import type { Deps } from '../../payments/deps';
-import { spentOn } from '../../payments/limits';
+import { spentOn } from '../../payments/accounts/limits';
 import type { Chains } from '../../payments/chains/index';
-import { NETWORK_TABLE } from '../../payments/networkTable';
-import { admitClientPayment } from '../../payments/relay/admit';
-import { followUpRefund, followUpRelay, MAX_REFUND_ATTEMPTS } from '../../payments/relay/finish';
-import { scheduleRefund, targetPaymentOf, watchTargetPayment } from '../../payments/relay/outcome';
+import { NETWORK_TABLE } from '../../payments/basics/networkTable';
+import { admitClientPayment } from '../../payments/operations/relay/admit';
+import { followUpRefund, followUpRelay, MAX_REFUND_ATTEMPTS } from '../../payments/operations/relay/finish';
+import { scheduleRefund, targetPaymentOf, watchTargetPayment } from '../../payments/operations/relay/outcome';
 import { IN_PROCESS_ONLY, SubmissionQueue } from '../../payments/chains/submissions';
 import {
   claimSettlement,
@@ -31,7 +31,7 @@ import {
   readPaymentOnChain,
   WalletBalances,
 } from '../../payments/outgoing/index';
-import { findWebhook } from '../../payments/webhooks';
+import { findWebhook } from '../../payments/tracking/webhooks';
 import { startPeers, type Peers } from '../../devnet/index';
 import { generateSolanaKey } from '../../devnet/svm/keys';
 import { createTestDatabase, type TestDatabase } from '../support/database';

@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import type { Chains } from '../../payments/chains/index';
 import { usdcAccountOf } from '../../payments/chains/solana';
-import { NETWORK_TABLE } from '../../payments/networkTable';
+import { NETWORK_TABLE } from '../../payments/basics/networkTable';
 import { findRelayTransaction, recordClientPayment } from '../../payments/incoming/store';
 import { refundClientPayment } from '../../payments/incoming/refund';
 import { settleClientPayment } from '../../payments/incoming/settle';

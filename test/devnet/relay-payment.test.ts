@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import type { Chains } from '../../payments/chains/index';
 import type { NetworkName } from '../../devnet/networks';
-import { NETWORK_TABLE } from '../../payments/networkTable';
+import { NETWORK_TABLE } from '../../payments/basics/networkTable';
 import { findRelayTransaction, recordClientPayment } from '../../payments/incoming/store';
 import { reconcileRefund, refundClientPayment } from '../../payments/incoming/refund';
 import { reconcileSettlement, settleClientPayment } from '../../payments/incoming/settle';

@@ -7,7 +7,7 @@ import { startPeers, type Peers } from '../../devnet/index';
 import { findRelayTransaction } from '../../payments/incoming/store';
 import { settleClientPayment } from '../../payments/incoming/settle';
 import { createChains, type Chains } from '../../payments/chains/index';
-import { NETWORK_TABLE } from '../../payments/networkTable';
+import { NETWORK_TABLE } from '../../payments/basics/networkTable';
 import { recordedRelayPayment, settlingOn, type Settling } from '../support/chains';
 import { createTestDatabase, type TestDatabase } from '../support/database';
 import { ifStarted } from '../support/teardown';

@@ -23,7 +23,7 @@ import {
 import { getTransferSolInstruction } from '@solana-program/system';
 import { TOKEN_PROGRAM_ADDRESS, parseTransferCheckedInstruction } from '@solana-program/token';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError } from '../../payments/config';
+import { ConfigError } from '../../payments/basics/config';
 import {
   COMPUTE_UNIT_LIMIT_RANGE,
   COMPUTE_UNIT_PRICE_MICRO_LAMPORTS_RANGE,
@@ -32,7 +32,7 @@ import {
   usdcAccountOf,
   type SvmChains,
 } from '../../payments/chains/solana';
-import { NETWORK_TABLE } from '../../payments/networkTable';
+import { NETWORK_TABLE } from '../../payments/basics/networkTable';
 import {
   inspectSolanaPayment,
   MEMO_PROGRAM_ADDRESS,

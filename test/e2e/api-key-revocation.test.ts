@@ -1,7 +1,7 @@
 // A key revoked while the service holds it in memory: the service's cache hears of the change from
 // Postgres and refuses the key within moments.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { revokeApiKey } from '../../payments/accounts';
+import { revokeApiKey } from '../../payments/accounts/accounts';
 import { createTestAccount } from '../support/accounts';
 import { startTestService, type TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { startPeers, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
 import { x402ClientV2 } from '../../devnet/peers/v2-client';
-import { organisationBalance } from '../../payments/credits';
+import { organisationBalance } from '../../payments/accounts/credits';
 import { createTestAccount } from '../support/accounts';
 import { ledgerSums, startProxyService } from '../support/proxy';
 import { contractFetch, payingFetch } from '../support/relay';

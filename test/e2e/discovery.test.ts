@@ -7,7 +7,7 @@ import { HTTPFacilitatorClient } from '@x402/core/server';
 import { withBazaar } from '@x402/extensions/bazaar';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPeers, type Peers } from '../../devnet/index';
-import { loadConfig } from '../../payments/config';
+import { loadConfig } from '../../payments/basics/config';
 import { createTestAccount } from '../support/accounts';
 import { checkResponse } from '../support/contract';
 import { startProxyService } from '../support/proxy';

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPeers, type Peers } from '../../devnet/index';
 import type { Db } from '../../db/index';
 import { authorizationOf, transferWithAuthorizationData } from '../../payments/chains/evm/verify';
-import { NETWORK_TABLE } from '../../payments/networkTable';
+import { NETWORK_TABLE } from '../../payments/basics/networkTable';
 import type { PaymentPayload } from '../../payments/x402/types';
 import { createTestAccount } from '../support/accounts';
 import { growth } from '../support/metrics';

@@ -5,7 +5,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { callTimeoutMs } from '../../handlers/targetReply';
-import { organisationBalance } from '../../payments/credits';
+import { organisationBalance } from '../../payments/accounts/credits';
 import type { Peers } from '../../devnet/index';
 import { createTestAccount } from '../support/accounts';
 import { HttpayerSdkClient, type SdkOptions } from '../support/httpayer-sdk';

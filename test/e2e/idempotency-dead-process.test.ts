@@ -13,7 +13,7 @@ import path from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPeers, type Peers } from '../../devnet/index';
-import { loadConfig } from '../../payments/config';
+import { loadConfig } from '../../payments/basics/config';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { startService, type Service } from '../../server/service';
 import { killChild, startChildService, targetHoldingPaidRequests, waitFor } from '../support/child-service';

@@ -6,10 +6,10 @@ import { describe, expect, it } from 'vitest';
 import { startTestService } from '../support/service';
 import { holdRequest } from '../support/held-request';
 import { contractClient } from '../support/contract';
-import { loadConfig } from '../../payments/config';
+import { loadConfig } from '../../payments/basics/config';
 import { startService } from '../../server/service';
 import { cronItems } from '../../worker/index';
-import { createOrganisation } from '../../payments/accounts';
+import { createOrganisation } from '../../payments/accounts/accounts';
 
 describe('graceful shutdown', () => {
   it('stops accepting, finishes the request in flight, then closes', async () => {

@@ -216,7 +216,7 @@ describe('a chat payment its request left half-way', () => {
   }
 
   it('settled without an answer (the process stopped): the job refunds the payer exactly', async () => {
-    const { followUpChatPayment, openChatPayments } = await import('../../payments/chat');
+    const { followUpChatPayment, openChatPayments } = await import('../../payments/operations/chat/call');
     const before = await balances();
     const id = await recordedPayment(true);
     expect(await balances()).toEqual([before[0] - PRICE_MICRO, before[1] + PRICE_MICRO]);
@@ -230,7 +230,7 @@ describe('a chat payment its request left half-way', () => {
   });
 
   it('never settled: the job closes it and nothing moves', async () => {
-    const { followUpChatPayment } = await import('../../payments/chat');
+    const { followUpChatPayment } = await import('../../payments/operations/chat/call');
     const before = await balances();
     const id = await recordedPayment(false);
     expect(await followUpChatPayment(t.service.deps, id)).toBe('closed_unsettled');
@@ -244,7 +244,7 @@ describe('a chat payment its request left half-way', () => {
   });
 
   it('settled for an answer that was given: the job delivers it and refunds nothing', async () => {
-    const { followUpChatPayment } = await import('../../payments/chat');
+    const { followUpChatPayment } = await import('../../payments/operations/chat/call');
     const before = await balances();
     const id = await recordedPayment(true);
     await t.service.deps.db

@@ -36,7 +36,7 @@ import {
   type TargetOptions,
 } from '../../devnet/index';
 import { x402ClientV2 } from '../../devnet/peers/v2-client';
-import { organisationBalance } from '../../payments/credits';
+import { organisationBalance } from '../../payments/accounts/credits';
 import { decodePaymentResponseHeader } from '../../payments/x402/headers';
 import { createTestAccount } from '../support/accounts';
 import { paidCallAfter } from '../support/paid-target';

@@ -5,8 +5,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
-import { setKeyPolicy } from '../../payments/accounts';
-import { organisationBalance } from '../../payments/credits';
+import { setKeyPolicy } from '../../payments/accounts/accounts';
+import { organisationBalance } from '../../payments/accounts/credits';
 import { createTestAccount } from '../support/accounts';
 import { ledgerSums, startPeersAndProxyService } from '../support/proxy';
 import { relayRows } from '../support/relay';

@@ -2,8 +2,8 @@
 // which 20 are paid; the other 30 are refused before anything is signed. Balances on the chain
 // and in the ledger agree to the unit.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { organisationBalance } from '../../payments/credits';
-import { proxyCredits } from '../../payments/fees';
+import { organisationBalance } from '../../payments/accounts/credits';
+import { proxyCredits } from '../../payments/accounts/fees';
 import { startPeers, type Peers } from '../../devnet/index';
 import { createTestAccount } from '../support/accounts';
 import { ledgerSums, startProxyService } from '../support/proxy';

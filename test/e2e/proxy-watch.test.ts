@@ -4,12 +4,12 @@
 // what the chain shows. Authorizations are signed for 10 s so that the wait stays short.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
-import { utcDay, type Clock } from '../../payments/clock';
-import { organisationBalance } from '../../payments/credits';
-import { proxyCredits } from '../../payments/fees';
+import { utcDay, type Clock } from '../../payments/basics/clock';
+import { organisationBalance } from '../../payments/accounts/credits';
+import { proxyCredits } from '../../payments/accounts/fees';
 import { randomNonce } from '../../payments/chains/evm';
 import { signedFacts } from '../../payments/outgoing/index';
-import { findProxyPayment, holdProxyPayment, type SignedFacts } from '../../payments/proxy/records';
+import { findProxyPayment, holdProxyPayment, type SignedFacts } from '../../payments/operations/proxy/records';
 import { chooseRequirement, type PaymentChoice } from '../../payments/x402/choose';
 import { decodePaymentHeader } from '../../payments/x402/headers';
 import { readTargetPaymentRequired } from '../../payments/x402/parse';
@@ -23,7 +23,7 @@ import { ledgerSums, pollWebhook, startProxyService } from '../support/proxy';
 import type { TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
 import { PAYMENT_SCHEMES } from '../../payments/chains/registry';
-import { NO_POLICY } from '../../payments/policy';
+import { NO_POLICY } from '../../payments/accounts/policy';
 
 const PRICE = 20_000n;
 const CREDITS = proxyCredits(PRICE, 3).totalCredits;

@@ -5,7 +5,7 @@ import net from 'node:net';
 import { generatePrivateKey } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
-import { organisationBalance } from '../../payments/credits';
+import { organisationBalance } from '../../payments/accounts/credits';
 import { decodePaymentHeader, decodePaymentResponseHeader } from '../../payments/x402/headers';
 import {
   NETWORK_NAMES,

@@ -13,7 +13,7 @@ import { pino } from 'pino';
 import { createPublicClient, type Hex } from 'viem';
 import { localTransport } from '../../devnet/evm/chain';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../payments/config';
+import { loadConfig } from '../../payments/basics/config';
 import { startService, type Service } from '../../server/service';
 import { startPeers, type Peers } from '../../devnet/index';
 import { startFaultProxy, type FaultProxy } from '../../devnet/faults';

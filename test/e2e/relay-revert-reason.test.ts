@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPeers, type Peers, type PaymentRequirements as PeerRequirements } from '../../devnet/index';
 import { createChains, type Chains } from '../../payments/chains/index';
 import { revertReason } from '../../payments/chains/evm';
-import { NETWORK_TABLE } from '../../payments/networkTable';
+import { NETWORK_TABLE } from '../../payments/basics/networkTable';
 import { submitEvmTransaction } from '../../payments/chains/evm/submit';
 import { authorizationOf, transferWithAuthorizationData } from '../../payments/chains/evm/verify';
 import { SubmissionQueue } from '../../payments/chains/submissions';

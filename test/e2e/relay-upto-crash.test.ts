@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFaultProxy, type FaultProxy } from '../../devnet/faults';
 import { atomicAmount, type EvmNetworkName, type Peers } from '../../devnet/index';
 import { x402ClientV2 } from '../../devnet/peers/v2-client';
-import { loadConfig } from '../../payments/config';
+import { loadConfig } from '../../payments/basics/config';
 import { startService, type Service } from '../../server/service';
 import { killChild, startChildService, waitFor } from '../support/child-service';
 import { createTestDatabase, type TestDatabase } from '../support/database';

@@ -6,8 +6,8 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
-import { utcDay } from '../../payments/clock';
-import { spentOn } from '../../payments/limits';
+import { utcDay } from '../../payments/basics/clock';
+import { spentOn } from '../../payments/accounts/limits';
 import { startPeers, type NetworkName, type Peers } from '../../devnet/index';
 import { payingFetch, relayRequest } from '../support/relay';
 import { startProxyService } from '../support/proxy';

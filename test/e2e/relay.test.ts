@@ -5,7 +5,7 @@
 import { parseEventLogs, parseAbi, type Hash } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
-import { utcDay } from '../../payments/clock';
+import { utcDay } from '../../payments/basics/clock';
 import { decodePaymentResponseHeader } from '../../payments/x402/headers';
 import {
   startPeers,

@@ -8,8 +8,8 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPeers, type Peers } from '../../devnet/index';
-import { loadConfig } from '../../payments/config';
-import { proxyCredits } from '../../payments/fees';
+import { loadConfig } from '../../payments/basics/config';
+import { proxyCredits } from '../../payments/accounts/fees';
 import { startService, type Service } from '../../server/service';
 import { createTestAccount } from '../support/accounts';
 import { contractClient } from '../support/contract';

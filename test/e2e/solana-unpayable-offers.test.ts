@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { CAIP2_NETWORKS, startPeers, type Peers, type Target } from '../../devnet/index';
 import { generateSolanaKey } from '../../devnet/svm/keys';
-import { organisationBalance } from '../../payments/credits';
+import { organisationBalance } from '../../payments/accounts/credits';
 import { createTestAccount } from '../support/accounts';
 import { startProxyService } from '../support/proxy';
 import { payingFetch, relayRequest, relayRows } from '../support/relay';

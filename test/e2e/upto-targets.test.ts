@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { startFaultProxy, type FaultProxy } from '../../devnet/faults';
 import { atomicAmount, type EvmNetworkName, type Peers } from '../../devnet/index';
-import { organisationBalance } from '../../payments/credits';
+import { organisationBalance } from '../../payments/accounts/credits';
 import { createTestAccount } from '../support/accounts';
 import { ledgerSums, peersEnv, pollWebhook } from '../support/proxy';
 import { payingFetch, relayRequest, relayRows } from '../support/relay';

@@ -16,7 +16,7 @@ import { x402ClientV2 } from '../../devnet/peers/v2-client';
 import { startLocalLlm, type LocalLlm } from '../../devnet/llm';
 import { generateSolanaKey, type SolanaKey } from '../../devnet/svm/keys';
 import type { NetworkName } from '../../devnet/networks';
-import { caip2Of } from '../../payments/networkTable';
+import { caip2Of } from '../../payments/basics/networkTable';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { requirementsToV2 } from '../../payments/x402/v2';
 import { checkResponse, type ContractResponse } from '../support/contract';

@@ -7,7 +7,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPeers, type Peers } from '../../devnet/index';
 import { startLocalLlm, type LocalLlm } from '../../devnet/llm';
-import { caip2Of } from '../../payments/networkTable';
+import { caip2Of } from '../../payments/basics/networkTable';
 import type { ExactEvmPayload, PaymentRequirements } from '../../payments/x402/types';
 import type { PaymentRequirementsV2 } from '../../payments/x402/v2';
 import type { TestService } from '../support/service';

@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPeers, type Peers, type Target } from '../../devnet/index';
-import { proxyCredits } from '../../payments/fees';
+import { proxyCredits } from '../../payments/accounts/fees';
 import {
   capsAcrossInstances,
   capsProblems,

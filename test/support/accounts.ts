@@ -1,6 +1,6 @@
 import type { Db } from '../../db/index';
-import { createApiKey, createOrganisation, revokeApiKey } from '../../payments/accounts';
-import { grantCredits } from '../../payments/credits';
+import { createApiKey, createOrganisation, revokeApiKey } from '../../payments/accounts/accounts';
+import { grantCredits } from '../../payments/accounts/credits';
 
 export interface TestAccount {
   organisationId: bigint;

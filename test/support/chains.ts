@@ -1,6 +1,6 @@
 /** Our chains on the local peers, and what settling a client's payment on them uses. */
-import { systemClock } from '../../payments/clock';
-import { loadConfig } from '../../payments/config';
+import { systemClock } from '../../payments/basics/clock';
+import { loadConfig } from '../../payments/basics/config';
 import type { Deps } from '../../payments/deps';
 import { DEFAULT_PAYMENT_BOUNDS } from '../../payments/incoming/types';
 import { IN_PROCESS_ONLY, SubmissionQueue } from '../../payments/chains/submissions';
@@ -10,7 +10,7 @@ import { verifyClientPaymentHeader } from '../../payments/incoming/verify';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { createChains, type Chains } from '../../payments/chains/index';
 import type { NetworkName } from '../../devnet/networks';
-import { NETWORK_TABLE, type NetworkName as OurNetworkName } from '../../payments/networkTable';
+import { NETWORK_TABLE, type NetworkName as OurNetworkName } from '../../payments/basics/networkTable';
 import type { Db } from '../../db/index';
 import type { Peers } from '../../devnet/index';
 

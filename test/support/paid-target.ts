@@ -8,7 +8,7 @@ import type { PaymentPayload, PaymentRequired } from '@x402/core/types';
 import { expect } from 'vitest';
 import type { Db } from '../../db/index';
 import type { RecordedRequest, Target } from '../../devnet/index';
-import { organisationBalance } from '../../payments/credits';
+import { organisationBalance } from '../../payments/accounts/credits';
 import { decodePaymentResponseHeader } from '../../payments/x402/headers';
 import { ledgerSums } from './proxy';
 import { relayRows } from './relay';

@@ -4,10 +4,10 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Db } from '../../db/index';
-import { NO_POLICY } from '../../payments/policy';
-import { chargeProxyPayment, holdProxyPayment, releaseProxyPayment } from '../../payments/proxy/records';
+import { NO_POLICY } from '../../payments/accounts/policy';
+import { chargeProxyPayment, holdProxyPayment, releaseProxyPayment } from '../../payments/operations/proxy/records';
 import type { PaymentChoice } from '../../payments/x402/choose';
-import { utcDay } from '../../payments/clock';
+import { utcDay } from '../../payments/basics/clock';
 import type { TestAccount } from './accounts';
 
 /**

@@ -4,7 +4,7 @@
  */
 import { expect } from 'vitest';
 import type { Db } from '../../db/index';
-import { organisationBalance } from '../../payments/credits';
+import { organisationBalance } from '../../payments/accounts/credits';
 import type { ServiceOptions } from '../../server/service';
 import {
   LOCAL_FINALITY_DEPTH,

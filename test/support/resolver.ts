@@ -1,6 +1,6 @@
 /** A DNS resolver for tests: no test reaches a real DNS server. */
 import { isIP } from 'node:net';
-import type { Resolver } from '../../payments/http/index';
+import type { Resolver } from '../../payments/basics/http/index';
 
 /** Resolves only the names in its table; every other name fails as unknown, so no test reaches a real DNS server. */
 export function tableResolver(table: Record<string, string[]> = {}): Resolver & { calls: string[] } {

@@ -1,6 +1,6 @@
 /** Starts the real service in-process against a fresh test database, with a quiet logger. */
 import { pino } from 'pino';
-import { loadConfig, type Config } from '../../payments/config';
+import { loadConfig, type Config } from '../../payments/basics/config';
 import { startService, type Service, type ServiceOptions } from '../../server/service';
 import { contractClient, type ContractClient } from './contract';
 import { createTestDatabase, type TestDatabase } from './database';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MALFORMED_WITH_SECRETS, partsOfSecretIn, SECRET, URL_VARIABLES } from '../support/url-variables';
-import { checkProductionConfig, ConfigError, finalityRuleOf, loadConfig, rpcHost } from '../../payments/config';
+import { checkProductionConfig, ConfigError, finalityRuleOf, loadConfig, rpcHost } from '../../payments/basics/config';
 
 describe('configuration', () => {
   it('has the documented defaults', () => {

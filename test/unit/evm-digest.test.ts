@@ -15,8 +15,8 @@ import {
   type AuthorizationDomain,
 } from '../../payments/chains/evm/digest';
 import { decodeClientPayment, paymentForOffers } from '../../payments/incoming/clientPayment';
-import { NETWORK_TABLE, type NetworkName } from '../../payments/networkTable';
-import { recoverSignerLowercase } from '../../payments/secp256k1';
+import { NETWORK_TABLE, type NetworkName } from '../../payments/basics/networkTable';
+import { recoverSignerLowercase } from '../../payments/basics/secp256k1';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { requirementsToV2 } from '../../payments/x402/v2';
 import { randomAddress, randomAuthorization, randomWord } from '../support/random-authorization';

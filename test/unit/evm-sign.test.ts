@@ -3,7 +3,7 @@
 import { verifyTypedData, type Address, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, it } from 'vitest';
-import type { NetworkSettings } from '../../payments/config';
+import type { NetworkSettings } from '../../payments/basics/config';
 import { createEvmChains, transferWithAuthorizationTypes, type TransferAuthorization } from '../../payments/chains/evm';
 import { decodePaymentHeader } from '../../payments/x402/headers';
 import type { PaymentRequirements } from '../../payments/x402/types';

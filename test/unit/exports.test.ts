@@ -19,7 +19,7 @@ const USER_FOLDERS = [...PRODUCTION_FOLDERS, 'devnet', 'load', 'tools'];
 const TESTED_ONLY: Record<string, string> = {
   'payments/incoming/store.ts recordClientPayment':
     'the tests read the whole row a claimed payment recorded; the product claims the nonce by claimClientPayment, which returns only the id',
-  'payments/config.ts envSuffix':
+  'payments/basics/config.ts envSuffix':
     'the tests name the variables of every network of the table (RPC_URL_EIP155_42161) by the rule configuration reads them by',
   'db/embedded.ts isAlive':
     "the embedded restart test waits for the killed Postgres to be gone by the service's own rule (a zombie is gone)",
@@ -31,9 +31,9 @@ const TESTED_ONLY: Record<string, string> = {
     'socket states a real connection cannot be held in on cue: reset, no longer writable, a response under way',
   'payments/chains/evm/uptoIncoming/payload.ts uptoReplayIdentity':
     'the replay identity of an upto permit on its own; the service names a permit by uptoIdempotencyKey, which reads it',
-  'payments/finality.ts nextFinalityLook':
+  'payments/tracking/finality.ts nextFinalityLook':
     'the schedule of looks on its own (a quiet look bounded, never sooner than the usual one); the product reaches it only through a run of the follow job over the database',
-  'payments/secp256k1.ts chooseSecp256k1':
+  'payments/basics/secp256k1.ts chooseSecp256k1':
     'the equality test of the three implementations takes each by name; the service chooses through selectSecp256k1',
 };
 

@@ -16,7 +16,7 @@ import {
   MAX_QUIET_FINALITY_LOOK_MS,
   MIN_FINALITY_RECHECK_MS,
   nextFinalityLook,
-} from '../../payments/finality';
+} from '../../payments/tracking/finality';
 import type { PaymentPayload } from '../../payments/x402/types';
 
 const NETWORK = 'base-sepolia';

@@ -6,7 +6,7 @@ import {
   parseAllowHosts,
   parseIpv4,
   type AllowHosts,
-} from '../../payments/http';
+} from '../../payments/basics/http';
 import { tableResolver } from '../support/resolver';
 
 function allow(list: string): AllowHosts {

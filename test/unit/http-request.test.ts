@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { buildTargetRequest, type CallRequest, type TargetRequest } from '../../payments/http';
+import { buildTargetRequest, type CallRequest, type TargetRequest } from '../../payments/basics/http';
 
 function built(call: CallRequest, paymentHeader?: string): TargetRequest {
   const result = buildTargetRequest(call, { paymentHeader });

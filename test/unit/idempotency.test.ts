@@ -1,9 +1,9 @@
 // The pure parts of retries after a lost answer: the Idempotency-Key's bounds, the request's
-// fingerprint, and the record a /relay payment runs under (payments/idempotency.ts, payments/relay/retries.ts).
+// fingerprint, and the record a /relay payment runs under (payments/basics/idempotency.ts, payments/operations/relay/retries.ts).
 import { describe, expect, it } from 'vitest';
-import { readIdempotencyKey, requestFingerprint } from '../../payments/idempotency';
+import { readIdempotencyKey, requestFingerprint } from '../../payments/basics/idempotency';
 import type { DecodedClientPayment } from '../../payments/incoming/clientPayment';
-import { relayIdempotencyScope } from '../../payments/relay/retries';
+import { relayIdempotencyScope } from '../../payments/operations/relay/retries';
 
 const FROM = '0xAbC0000000000000000000000000000000000001';
 const NONCE = `0x${'ab'.repeat(32)}`;

@@ -3,11 +3,11 @@
  * devnet/ and no development package: a production install (`npm ci --omit=dev`) has neither.
  * The one way to the sandbox is the guarded dynamic import in server/sandbox.ts.
  */
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../payments/config';
+import { loadConfig } from '../../payments/basics/config';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const PRODUCTION_FOLDERS = ['server', 'mcp', 'handlers', 'payments', 'worker', 'db'];
@@ -155,10 +155,10 @@ describe('production code carries no test hooks', () => {
 });
 
 /**
- * The folders of payments/ (and each of its top-level files) form a graph without cycles, type
- * imports included: a cycle means neither side can be read, tested or moved without the other.
- * A type both sides need goes to a module that imports neither (payments/result.ts,
- * payments/paymentBounds.ts, payments/networkTable.ts).
+ * The rooms of payments/ (its top-level folders, and deps.ts) form a graph without cycles, type
+ * imports included, and so do its files: a cycle means neither side can be read, tested or moved
+ * without the other. A type both sides need goes to a module that imports neither
+ * (payments/basics/result.ts, payments/basics/paymentBounds.ts, payments/chains/types.ts).
  */
 export function paymentsNodeOf(file: string): string | undefined {
   const parts = file.split(/[\\/]/);
@@ -239,20 +239,167 @@ function cyclePath(graph: Map<string, Set<string>>, members: string[]): string {
   return members.join(', ');
 }
 
-describe('the folders of payments/', () => {
+/**
+ * The rooms of payments/ and what each may import (docs/architecture.md, section 1). The arrows run
+ * one way: from the paid operations, to the two legs of a payment and what follows money to its
+ * end, to an organisation's money, the chains and the protocol, to the basics.
+ *
+ *   operations/  the paid operations        -> incoming, outgoing, tracking, accounts, deps, chains, x402, basics
+ *   tracking/    money followed to its end  -> deps, chains, basics
+ *   incoming/    payments we receive        -> deps, accounts (the daily limits), chains, x402, basics
+ *   outgoing/    payments we make           -> deps, chains, x402, basics
+ *   deps.ts      what every flow is given   -> accounts (the key cache), chains, basics
+ *   accounts/    an organisation's money    -> basics
+ *   chains/      the chain families         -> x402, basics
+ *   x402/        the protocol on the wire   -> basics
+ *   basics/      what every room builds on  -> no other room
+ *
+ * These rules have no cycle among them, so rooms that keep to them cannot form one.
+ */
+export const ROOMS: Readonly<Record<string, readonly string[]>> = {
+  'basics/': [],
+  'x402/': ['basics/'],
+  'chains/': ['basics/', 'x402/'],
+  'accounts/': ['basics/'],
+  'deps.ts': ['basics/', 'chains/', 'accounts/'],
+  'outgoing/': ['basics/', 'x402/', 'chains/', 'deps.ts'],
+  'incoming/': ['basics/', 'x402/', 'chains/', 'accounts/', 'deps.ts'],
+  'tracking/': ['basics/', 'chains/', 'deps.ts'],
+  'operations/': ['basics/', 'x402/', 'chains/', 'accounts/', 'deps.ts', 'outgoing/', 'incoming/', 'tracking/'],
+};
+
+/** Each import that leaves its room for one its rules do not allow, and each room ROOMS does not know. */
+export function roomProblems(graph: Map<string, Set<string>>): string[] {
+  const problems: string[] = [];
+  for (const [from, targets] of graph) {
+    const allowed = ROOMS[from];
+    if (allowed === undefined) {
+      problems.push(`payments/${from} is no room of ROOMS`);
+      continue;
+    }
+    for (const to of targets) if (!allowed.includes(to)) problems.push(`payments/${from} imports payments/${to}`);
+  }
+  return problems;
+}
+
+/** The file a relative specifier names (a folder's index.ts for a folder), repository-relative. */
+function resolvedTarget(site: ImportSite): string | undefined {
+  if (!site.specifier.startsWith('.')) return undefined;
+  const target = path
+    .relative(ROOT, path.resolve(ROOT, path.dirname(site.file), site.specifier))
+    .split(path.sep)
+    .join('/');
+  if (/\.(ts|mts|js|mjs|cjs)$/.test(target)) return target;
+  const index = `${target}/index.ts`;
+  return existsSync(path.join(ROOT, index)) && !existsSync(path.join(ROOT, `${target}.ts`)) ? index : `${target}.ts`;
+}
+
+/** The graph of the files of payments/, type imports included. */
+export function fileGraph(sites: ImportSite[]): Map<string, Set<string>> {
+  const graph = new Map<string, Set<string>>();
+  for (const site of sites) {
+    const from = site.file.split(path.sep).join('/');
+    const to = resolvedTarget(site);
+    if (to === undefined || !to.startsWith('payments/') || to === from) continue;
+    if (!graph.has(from)) graph.set(from, new Set());
+    graph.get(from)!.add(to);
+  }
+  return graph;
+}
+
+/**
+ * The chain families (chains/evm/, chains/solana/) import their own folder, the shared modules of
+ * chains/ and the rooms below; never another family, nor the registry that imports them
+ * (chains/registry.ts, chains/index.ts). Shared chain code names no family, with one exception:
+ * chains/uptoIncoming.ts types the upto side of ChainFamily by its one implementation
+ * (chains/evm/uptoIncoming/), which imports it back by type only.
+ */
+const FAMILY_FOLDER = /^payments\/chains\/(evm|solana)\//;
+const REGISTRY = ['payments/chains/registry.ts', 'payments/chains/index.ts'];
+const NAMES_A_FAMILY = [...REGISTRY, 'payments/chains/uptoIncoming.ts'];
+
+export function familyProblems(graph: Map<string, Set<string>>): string[] {
+  const problems: string[] = [];
+  for (const [from, targets] of graph) {
+    const family = FAMILY_FOLDER.exec(from)?.[1];
+    for (const to of targets) {
+      const targetFamily = FAMILY_FOLDER.exec(to)?.[1];
+      if (family !== undefined && targetFamily !== undefined && targetFamily !== family)
+        problems.push(`${from} imports another family: ${to}`);
+      if (family !== undefined && REGISTRY.includes(to)) problems.push(`${from} imports the registry: ${to}`);
+      const shared = family === undefined && from.startsWith('payments/chains/') && !NAMES_A_FAMILY.includes(from);
+      if (shared && targetFamily !== undefined)
+        problems.push(`${from} is shared chain code and imports a family: ${to}`);
+    }
+  }
+  return problems;
+}
+
+describe('the rooms of payments/', () => {
   const sites = sourceFiles('payments').flatMap((file) => importsOf(file, readFileSync(path.join(ROOT, file), 'utf8')));
   const graph = folderGraph(sites);
+  const files = fileGraph(sites);
 
-  it('read the imports between the folders', () => {
+  it('read the imports between the rooms and between the files', () => {
     expect(graph.get('incoming/')?.has('chains/')).toBe(true);
-    expect(graph.get('relay/')?.has('outgoing/')).toBe(true);
+    expect(graph.get('operations/')?.has('outgoing/')).toBe(true);
+    expect(files.get('payments/operations/relay/call.ts')?.has('payments/operations/relay/uptoClient.ts')).toBe(true);
+    expect(files.get('payments/chains/index.ts')?.has('payments/chains/evm/index.ts')).toBe(true);
+  });
+
+  it('are the rooms of ROOMS, and nothing else is at the top of payments/', () => {
+    const entries = readdirSync(path.join(ROOT, 'payments')).map((name) =>
+      statSync(path.join(ROOT, 'payments', name)).isDirectory() ? `${name}/` : name,
+    );
+    expect(entries.sort()).toEqual(Object.keys(ROOMS).sort());
+  });
+
+  it('import only the rooms their rules allow', () => {
+    expect(roomProblems(graph)).toEqual([]);
   });
 
   it('import each other without a cycle', () => {
     expect(cyclesOf(graph).map((members) => cyclePath(graph, members))).toEqual([]);
   });
 
-  it('would name a cycle', () => {
+  it('hold no import circle between their files, type imports included', () => {
+    expect(cyclesOf(files).map((members) => cyclePath(files, members))).toEqual([]);
+  });
+
+  it('keep each chain family to itself and the shared chain modules', () => {
+    expect(familyProblems(files)).toEqual([]);
+  });
+
+  it('would name a file circle, an import its room may not make, and a family leaking', () => {
+    const looped = fileGraph([
+      { file: 'payments/chains/types.ts', specifier: './index', typeOnly: true, dynamic: false },
+      { file: 'payments/chains/index.ts', specifier: './evm', typeOnly: false, dynamic: false },
+      { file: 'payments/chains/evm/index.ts', specifier: '../types', typeOnly: true, dynamic: false },
+    ]);
+    expect(cyclesOf(looped).map((members) => cyclePath(looped, members))).toEqual([
+      'payments/chains/evm/index.ts -> payments/chains/types.ts -> payments/chains/index.ts -> payments/chains/evm/index.ts',
+    ]);
+    const rooms = new Map([
+      ['basics/', new Set(['chains/'])],
+      ['chains/', new Set(['x402/'])],
+      ['ledger/', new Set(['basics/'])],
+    ]);
+    expect(roomProblems(rooms)).toEqual([
+      'payments/basics/ imports payments/chains/',
+      'payments/ledger/ is no room of ROOMS',
+    ]);
+    const leaks = new Map([
+      ['payments/chains/evm/verify.ts', new Set(['payments/chains/solana/verify.ts', 'payments/chains/registry.ts'])],
+      ['payments/chains/family.ts', new Set(['payments/chains/evm/index.ts'])],
+    ]);
+    expect(familyProblems(leaks)).toEqual([
+      'payments/chains/evm/verify.ts imports another family: payments/chains/solana/verify.ts',
+      'payments/chains/evm/verify.ts imports the registry: payments/chains/registry.ts',
+      'payments/chains/family.ts is shared chain code and imports a family: payments/chains/evm/index.ts',
+    ]);
+  });
+
+  it('would name a cycle between rooms', () => {
     const looped = folderGraph([
       { file: 'payments/deps.ts', specifier: './incoming/queue', typeOnly: true, dynamic: false },
       { file: 'payments/incoming/evm.ts', specifier: '../deps', typeOnly: true, dynamic: false },

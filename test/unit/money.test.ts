@@ -8,8 +8,14 @@ import {
   parseUsdc,
   percentageText,
   percentToBasisPoints,
-} from '../../payments/money';
-import { proxyCredits, relayFee, relayFeeModelText, uptoProxyCharge, uptoRelaySettlement } from '../../payments/fees';
+} from '../../payments/basics/money';
+import {
+  proxyCredits,
+  relayFee,
+  relayFeeModelText,
+  uptoProxyCharge,
+  uptoRelaySettlement,
+} from '../../payments/accounts/fees';
 
 describe('money arithmetic', () => {
   it('parses USDC decimals exactly and refuses more than 6 decimals', () => {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { settleableOffers, type OffersRequest } from '../../payments/incoming/offer';
 import type { ChainNetwork, Chains } from '../../payments/chains/index';
-import { canonicalNetwork } from '../../payments/networkTable';
-import { DEFAULT_NETWORK_NAMES, NETWORK_TABLE } from '../../payments/networkTable';
+import { canonicalNetwork } from '../../payments/basics/networkTable';
+import { DEFAULT_NETWORK_NAMES, NETWORK_TABLE } from '../../payments/basics/networkTable';
 
 /** Our offers as the relay's quote and chat make them, without a facilitator (nothing is fetched). */
 const buildOffers = (chains: Chains, request: OffersRequest) => settleableOffers(chains, request, undefined);

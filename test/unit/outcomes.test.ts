@@ -2,7 +2,7 @@
  * One shape for the domain's outcomes (docs/architecture.md, "Outcomes"): a step that succeeds or
  * is refused answers a Result, a flow with more answers a union on `kind`. Two textual checks of
  * payments/: no exported type is a record told apart by a boolean (`settled: true`, `pending: true`,
- * `refunded: false`; Result's own `ok` aside), and nothing exported from payments/http/ hands a
+ * `refunded: false`; Result's own `ok` aside), and nothing exported from payments/basics/http/ hands a
  * thrown OutboundError to its caller.
  */
 import { readFileSync, readdirSync, statSync } from 'node:fs';
@@ -15,7 +15,9 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 const NOT_YET_CONVERTED = new Map<string, string>();
 
 /** Bodies the OpenAPI document defines with a boolean field: data sent as it is, not an outcome. */
-const WIRE_BODIES = new Map([['payments/proxy/simulate.ts ProxySimulation', 'ProxySimResult.requiresPayment']]);
+const WIRE_BODIES = new Map([
+  ['payments/operations/proxy/simulate.ts ProxySimulation', 'ProxySimResult.requiresPayment'],
+]);
 
 function sourceFiles(folder: string): string[] {
   return readdirSync(path.join(ROOT, folder)).flatMap((name) => {
@@ -74,7 +76,7 @@ describe('outcomes in payments/', () => {
       exportedTypes(readFileSync(path.join(ROOT, file), 'utf8')).map((type) => type.name),
     );
     expect(names).toEqual(expect.arrayContaining(['SettlementOutcome', 'RefundOutcome', 'ProxyOutcome', 'UrlCheck']));
-    const send = readFileSync(path.join(ROOT, 'payments/http/send.ts'), 'utf8');
+    const send = readFileSync(path.join(ROOT, 'payments/basics/http/send.ts'), 'utf8');
     expect(exportedFunctions(send)).toContainEqual({ name: 'sendTargetRequest', returns: 'Promise<TargetAnswer>' });
   });
 
@@ -91,8 +93,8 @@ describe('outcomes in payments/', () => {
     expect([...NOT_YET_CONVERTED.keys(), ...WIRE_BODIES.keys()].filter((entry) => !found.includes(entry))).toEqual([]);
   });
 
-  it('lets no OutboundError out of payments/http/', () => {
-    const http = PAYMENTS.filter((file) => file.startsWith('payments/http/'));
+  it('lets no OutboundError out of payments/basics/http/', () => {
+    const http = PAYMENTS.filter((file) => file.startsWith('payments/basics/http/'));
     const leaks: string[] = [];
     for (const file of http) {
       const source = readFileSync(path.join(ROOT, file), 'utf8');
@@ -103,9 +105,9 @@ describe('outcomes in payments/', () => {
         if (/\berror\??\s*:\s*OutboundError\b|\bOutboundResult\b/.test(type.text)) leaks.push(`${file} ${type.name}`);
       }
     }
-    const index = readFileSync(path.join(ROOT, 'payments/http/index.ts'), 'utf8');
+    const index = readFileSync(path.join(ROOT, 'payments/basics/http/index.ts'), 'utf8');
     if (/export\s*\{[^}]*\bOutboundError\b(?!Code)/.test(index))
-      leaks.push('payments/http/index.ts exports OutboundError');
+      leaks.push('payments/basics/http/index.ts exports OutboundError');
     expect(leaks).toEqual([]);
   });
 });

@@ -3,10 +3,10 @@
 // 422), on either family; a transfer method we do not sign is named first; anything else stays
 // unpayable (a 502).
 import { describe, expect, it } from 'vitest';
-import type { NetworkSettings } from '../../payments/config';
+import type { NetworkSettings } from '../../payments/basics/config';
 import type { Chains } from '../../payments/chains/index';
 import { decidePayment } from '../../payments/outgoing/call';
-import { NETWORK_TABLE } from '../../payments/networkTable';
+import { NETWORK_TABLE } from '../../payments/basics/networkTable';
 import type { PaymentRequirements } from '../../payments/x402/types';
 
 const networks: NetworkSettings[] = [

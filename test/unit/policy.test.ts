@@ -1,7 +1,7 @@
-// The ceiling of a call and a key's policy (payments/policy.ts): which hosts an entry allows, and
+// The ceiling of a call and a key's policy (payments/accounts/policy.ts): which hosts an entry allows, and
 // which of the three limits refuses a price.
 import { describe, expect, it } from 'vitest';
-import { ceilingRefusal, hostRefusal, priceRefusal, type KeyPolicy } from '../../payments/policy';
+import { ceilingRefusal, hostRefusal, priceRefusal, type KeyPolicy } from '../../payments/accounts/policy';
 
 const policy = (rules: Partial<KeyPolicy>): KeyPolicy => ({
   defaultMaxMicroUsdc: null,

@@ -13,7 +13,7 @@ import {
   SECP256K1_IMPLEMENTATIONS,
   signDigest,
   type Secp256k1,
-} from '../../payments/secp256k1';
+} from '../../payments/basics/secp256k1';
 
 const VECTORS = 2_000;
 

@@ -19,7 +19,7 @@ import {
   type UptoPermit,
 } from '../../payments/chains/evm/uptoIncoming/payload';
 import { uptoSettleData } from '../../payments/chains/evm/uptoIncoming/settleData';
-import { recoverSignerLowercase } from '../../payments/secp256k1';
+import { recoverSignerLowercase } from '../../payments/basics/secp256k1';
 import { randomAddress, randomWord } from '../support/random-authorization';
 
 const MAX_UINT256 = (1n << 256n) - 1n;

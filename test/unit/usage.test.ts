@@ -1,8 +1,8 @@
 // The pure parts of what an organisation reads: the range of a usage report, the target as the
 // history shows it, explorer links, and the cursor's checks.
 import { describe, expect, it } from 'vitest';
-import type { NetworkSettings } from '../../payments/config';
-import { explorerUrl, targetOriginAndPath, usageRange } from '../../payments/usage';
+import type { NetworkSettings } from '../../payments/basics/config';
+import { explorerUrl, targetOriginAndPath, usageRange } from '../../payments/accounts/usage';
 
 const NOW = new Date('2026-11-28T12:00:00Z');
 

@@ -2,7 +2,7 @@
 // on each, and which ones the requirement choice may pick from (enabled and with a key).
 import { privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../payments/config';
+import { loadConfig } from '../../payments/basics/config';
 import { createChains } from '../../payments/chains/index';
 import { chooseRequirement } from '../../payments/x402/choose';
 import { generateSolanaKey } from '../../devnet/svm/keys';

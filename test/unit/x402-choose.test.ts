@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { NetworkSettings } from '../../payments/config';
+import type { NetworkSettings } from '../../payments/basics/config';
 import { chooseRequirement, type ChoiceOptions } from '../../payments/x402/choose';
 import type { PaymentRequirements } from '../../payments/x402/types';
 import { PAYMENT_SCHEMES } from '../../payments/chains/registry';

@@ -7,13 +7,13 @@ import { x402ResourceServer } from '@x402/core/server';
 import { verifyTypedData, type Address, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, it } from 'vitest';
-import type { NetworkSettings } from '../../payments/config';
+import type { NetworkSettings } from '../../payments/basics/config';
 import type { Chains } from '../../payments/chains/index';
 import { createEvmChains, transferWithAuthorizationTypes } from '../../payments/chains/evm';
-import { buildTargetRequest } from '../../payments/http/index';
+import { buildTargetRequest } from '../../payments/basics/http/index';
 import { decidePayment, paymentRequiredOf } from '../../payments/outgoing/call';
 import { reportedSettlement, signTargetPayment, type TargetPayment } from '../../payments/outgoing/pay';
-import type { TargetResponse } from '../../payments/http/index';
+import type { TargetResponse } from '../../payments/basics/http/index';
 import { decodePaymentHeader } from '../../payments/x402/headers';
 import {
   MAX_ACCEPTS_ENTRIES,
@@ -21,8 +21,8 @@ import {
   readTargetPaymentRequired,
 } from '../../payments/x402/parse';
 import { TARGET_X402_RESPONSE_HEADERS as V2_RESPONSE_HEADERS } from '../../payments/x402/v2';
-import { TARGET_X402_RESPONSE_HEADERS as OUTBOUND_RESPONSE_HEADERS } from '../../payments/http/headers';
-import { safeResponseHeaders } from '../../payments/http/index';
+import { TARGET_X402_RESPONSE_HEADERS as OUTBOUND_RESPONSE_HEADERS } from '../../payments/basics/http/headers';
+import { safeResponseHeaders } from '../../payments/basics/http/index';
 import { PAYMENT_SCHEMES } from '../../payments/chains/registry';
 
 const TEST_KEY: Hex = '0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318';

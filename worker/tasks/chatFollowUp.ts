@@ -1,10 +1,10 @@
 /**
- * Every minute: chat payments whose request stopped half-way are finished (payments/chat.ts
+ * Every minute: chat payments whose request stopped half-way are finished (payments/operations/chat/call.ts
  * followUpChatPayment): closed when nothing was settled, delivered when the answer was given,
  * refunded when the payment settled without an answer. Safe to repeat.
  */
 import type { Task } from 'graphile-worker';
-import { followUpChatPayment, openChatPayments } from '../../payments/chat';
+import { followUpChatPayment, openChatPayments } from '../../payments/operations/chat/call';
 import type { WorkerDeps } from '../deps';
 
 /** Rows looked at per run; the next run takes the rest. */

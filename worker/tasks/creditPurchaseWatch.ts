@@ -1,12 +1,12 @@
 /**
  * credit_purchase_watch (job key credit_purchase_watch:<id>): finishes a purchase of credits its
- * request left settling (payments/purchase.ts followUpPurchase): the payment is settled or read
+ * request left settling (payments/operations/purchase/call.ts followUpPurchase): the payment is settled or read
  * from the chain, then the credits are added once, or the purchase fails. Enqueued with the
  * purchase; queued again while the chain has not decided.
  */
 import type { Task } from 'graphile-worker';
-import { addJob } from '../../payments/jobs';
-import { followUpPurchase } from '../../payments/purchase';
+import { addJob } from '../../payments/basics/jobs';
+import { followUpPurchase } from '../../payments/operations/purchase/call';
 import type { WorkerDeps } from '../deps';
 
 /** How long the job waits before it reads the chain again for a payment still settling. */

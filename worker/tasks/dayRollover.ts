@@ -3,9 +3,9 @@
  * retention. Safe to repeat: opening is an insert that ignores existing rows, pruning deletes by age.
  */
 import type { Task } from 'graphile-worker';
-import { utcDay } from '../../payments/clock';
-import { startDay } from '../../payments/limits';
-import { pruneWebhooks } from '../../payments/webhooks';
+import { utcDay } from '../../payments/basics/clock';
+import { startDay } from '../../payments/accounts/limits';
+import { pruneWebhooks } from '../../payments/tracking/webhooks';
 import type { WorkerDeps } from '../deps';
 
 export function dayRollover(deps: WorkerDeps): Task<'day_rollover'> {

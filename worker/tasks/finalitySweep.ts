@@ -2,12 +2,12 @@
  * Every minute, on every instance: the follow job is queued when a pending finality watch is past
  * its look by more than FINALITY_LOOK_GRACE_MS (its job was lost, failed for good, or waits on a
  * retry), and watches still not final after their network's watch bound
- * (payments/networkTable.ts) are reported. The follow job's key keeps one such job, and one queued
+ * (payments/basics/networkTable.ts) are reported. The follow job's key keeps one such job, and one queued
  * for later is moved to now (a job waiting for a later look must not hold back a late one), so
  * sweeping again (or from another instance) changes nothing more.
  */
 import type { Task } from 'graphile-worker';
-import { lateFinalityLook, overdueFinalityWatches, queueFinalityFollow } from '../../payments/finality';
+import { lateFinalityLook, overdueFinalityWatches, queueFinalityFollow } from '../../payments/tracking/finality';
 import type { WorkerDeps } from '../deps';
 
 /** Rows looked at per run; the next run takes the rest. */

@@ -4,7 +4,7 @@
  * queued (looking here too could look at the watch twice at once).
  */
 import type { Task } from 'graphile-worker';
-import { queueFinalityFollow } from '../../payments/finality';
+import { queueFinalityFollow } from '../../payments/tracking/finality';
 import type { WorkerDeps } from '../deps';
 
 export function finalityWatch(deps: WorkerDeps): Task<'finality_watch'> {

@@ -1,10 +1,10 @@
 /**
  * Every hour: deletes the kept answers of Idempotency-Keys and repeated payments past their 24
- * hours (payments/idempotency.ts). An expired record already counts as absent; this only frees the
+ * hours (payments/basics/idempotency.ts). An expired record already counts as absent; this only frees the
  * space. Safe to repeat: it deletes by expiry, in bounded batches.
  */
 import type { Task } from 'graphile-worker';
-import { pruneIdempotencyRecords } from '../../payments/idempotency';
+import { pruneIdempotencyRecords } from '../../payments/basics/idempotency';
 import type { WorkerDeps } from '../deps';
 
 const BATCH = 10_000;

@@ -7,7 +7,7 @@
  * changes nothing.
  */
 import type { Task } from 'graphile-worker';
-import { enqueueWatch, openPaymentsToWatch } from '../../payments/proxy/records';
+import { enqueueWatch, openPaymentsToWatch } from '../../payments/operations/proxy/records';
 import type { WorkerDeps } from '../deps';
 import { NEVER_SIGNED_AFTER_MS } from './proxyPaymentWatch';
 

@@ -13,7 +13,7 @@ import {
   findProxyPayment,
   releaseProxyPayment,
   signedTargetPaymentOf,
-} from '../../payments/proxy/records';
+} from '../../payments/operations/proxy/records';
 import { heldLookAt, nextLookAt, readPaymentOnChain, UNREADABLE_RECHECK_MS } from '../../payments/outgoing/index';
 import type { WorkerDeps } from '../deps';
 

@@ -2,13 +2,13 @@
  * Every minute: relay transactions whose job may have been lost (a process stopped between a
  * commit and its job, or before a job existed) get one again. Open rows are looked at once their
  * request is presumed gone; refunds whose record is still in flight get their refund job; the
- * follow job is queued while a row is overdue for its look (payments/relay/follow.ts). The job
+ * follow job is queued while a row is overdue for its look (payments/operations/relay/follow.ts). The job
  * keys keep one job per transaction and a queued job keeps its time, so sweeping again changes nothing.
  */
 import type { Task } from 'graphile-worker';
-import { strandedRelayTransactions } from '../../payments/relay/finish';
-import { lateRelayLook, queueRelayFollow } from '../../payments/relay/follow';
-import { enqueueRelayRefund, enqueueRelayWatch } from '../../payments/relay/outcome';
+import { strandedRelayTransactions } from '../../payments/operations/relay/finish';
+import { lateRelayLook, queueRelayFollow } from '../../payments/operations/relay/follow';
+import { enqueueRelayRefund, enqueueRelayWatch } from '../../payments/operations/relay/outcome';
 import type { WorkerDeps } from '../deps';
 
 /** Rows looked at per run and kind; the next run takes the rest. */

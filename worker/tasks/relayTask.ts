@@ -1,11 +1,11 @@
 /**
  * What the relay's two jobs share: the payload (ids only), reading the row through a step of
- * payments/relay/finish.ts, and queueing the job again under its key when the step says "later".
+ * payments/operations/relay/finish.ts, and queueing the job again under its key when the step says "later".
  * Every move a step makes is a guarded update, so a run that repeats another does nothing more.
  */
 import type { Task } from 'graphile-worker';
-import type { JobName } from '../../payments/jobs';
-import type { FollowUp } from '../../payments/relay/finish';
+import type { JobName } from '../../payments/basics/jobs';
+import type { FollowUp } from '../../payments/operations/relay/finish';
 import type { WorkerDeps } from '../deps';
 
 function parseRelayPayload(task: JobName, payload: unknown): bigint {

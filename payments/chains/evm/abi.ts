@@ -1,5 +1,15 @@
 /** The parts of USDC (FiatToken v2, EIP-3009) we call, read and sign for. */
-import { parseAbi, parseAbiItem, toEventSelector } from 'viem';
+import { parseAbi, parseAbiItem, toEventSelector, type Address, type Hex } from 'viem';
+
+/** An EIP-3009 TransferWithAuthorization, the message of transferWithAuthorizationTypes below. */
+export interface TransferAuthorization {
+  from: Address;
+  to: Address;
+  value: bigint;
+  validAfter: bigint;
+  validBefore: bigint;
+  nonce: Hex;
+}
 
 export const usdcAbi = parseAbi([
   'function balanceOf(address owner) view returns (uint256)',

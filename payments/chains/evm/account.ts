@@ -1,5 +1,5 @@
 /**
- * Our wallet as viem's account, signing through the process's secp256k1 (payments/secp256k1.ts:
+ * Our wallet as viem's account, signing through the process's secp256k1 (payments/basics/secp256k1.ts:
  * the native binding where it loads) instead of viem's own JavaScript curve: our authorizations to
  * targets, our transactions (settlements, refunds), and any message or typed data. The signatures
  * are the same bytes viem would make (RFC 6979, low s); only the cost differs.
@@ -14,7 +14,7 @@ import {
   type TransactionSerializable,
 } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
-import { signDigest } from '../../secp256k1';
+import { signDigest } from '../../basics/secp256k1';
 
 export function serviceAccount(privateKey: Hex): PrivateKeyAccount {
   const account = privateKeyToAccount(privateKey);

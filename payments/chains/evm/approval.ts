@@ -5,8 +5,8 @@
  * refunds), stored by the caller before it is broadcast, then its receipt waited for a bounded time.
  */
 import { encodeFunctionData, maxUint256, type Hash } from 'viem';
-import type { NetworkName } from '../../networkTable';
-import { fail, ok, type Result } from '../../result';
+import type { NetworkName } from '../../basics/networkTable';
+import { fail, ok, type Result } from '../../basics/result';
 import type { ChainDeps } from '../types';
 import { erc20ApprovalAbi, PERMIT2_ADDRESS } from './permit2';
 import { submitEvmTransaction } from './submit';

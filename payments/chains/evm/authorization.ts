@@ -7,22 +7,16 @@ import { getAddress, isAddress, toHex, zeroAddress, type Address, type Hex } fro
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { encodePaymentHeader } from '../../x402/headers';
 import { X402_VERSION, type ExactEvmPayload, type PaymentPayload, type PaymentRequirements } from '../../x402/types';
-import { fail, ok, type Result } from '../../result';
-import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../../networkTable';
+import { fail, ok, type Result } from '../../basics/result';
+import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../../basics/networkTable';
 import type { ClientsOf } from './clients';
+import type { TransferAuthorization } from './abi';
 import { transferAuthorizationDigest, type AuthorizationDomain } from './digest';
+
+export type { TransferAuthorization } from './abi';
 
 /** Authorizations are valid from this long ago, for clocks behind ours (as x402 clients do). */
 export const CLOCK_SKEW_SECONDS = 600n;
-
-export interface TransferAuthorization {
-  from: Address;
-  to: Address;
-  value: bigint;
-  validAfter: bigint;
-  validBefore: bigint;
-  nonce: Hex;
-}
 
 export interface SignedAuthorization {
   network: NetworkName;

@@ -7,7 +7,7 @@
  * A test holds every encoding equal to viem's encodeFunctionData on many random arguments.
  */
 import { toFunctionSelector, type Address, type Hex } from 'viem';
-import type { TransferAuthorization } from './authorization';
+import type { TransferAuthorization } from './abi';
 
 const UINT256_LIMIT = 1n << 256n;
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;

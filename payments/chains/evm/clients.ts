@@ -20,9 +20,9 @@ import {
 } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { serviceAccount } from './account';
-import { ConfigError, type Config } from '../../config';
-import { fail, ok, type Result } from '../../result';
-import { NETWORK_TABLE, type NetworkName } from '../../networkTable';
+import { ConfigError, type Config } from '../../basics/config';
+import { fail, ok, type Result } from '../../basics/result';
+import { NETWORK_TABLE, type NetworkName } from '../../basics/networkTable';
 import type { RpcObserver } from '../rpcTiming';
 import { rpcTransport } from './transport';
 

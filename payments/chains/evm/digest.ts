@@ -7,7 +7,7 @@
  * paid call.
  */
 import { encodeAbiParameters, keccak256, stringToHex, type Address, type Hex } from 'viem';
-import type { TransferAuthorization } from './authorization';
+import type { TransferAuthorization } from './abi';
 import { addressWord, bytes32Word, uintWord } from './calldata';
 
 export interface AuthorizationDomain {

@@ -1,6 +1,6 @@
 /** What a failed EVM call says: the revert reason a contract gave, or a read's failure as a Result. */
 import { BaseError, decodeErrorResult, HttpRequestError, isHex, TimeoutError, type Hex } from 'viem';
-import { fail } from '../../result';
+import { fail } from '../../basics/result';
 
 export type ReadFailureReason = 'network_not_enabled' | 'invalid_argument' | 'rpc_timeout' | 'rpc_error';
 

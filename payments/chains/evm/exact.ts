@@ -5,7 +5,7 @@
  * address; the asset compared without regard to case).
  */
 import { isAddress, zeroAddress } from 'viem';
-import { fail, ok, type Result } from '../../result';
+import { fail, ok, type Result } from '../../basics/result';
 import { isPlainObject } from '../../x402/parse';
 import type { PaymentScheme } from '../../x402/schemes';
 import type { ExactEvmPayload } from '../../x402/types';

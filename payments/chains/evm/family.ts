@@ -6,8 +6,8 @@
  * and that approval.
  */
 import { maxUint256 } from 'viem';
-import { NETWORK_TABLE, type NetworkName } from '../../networkTable';
-import { fail, ok } from '../../result';
+import { NETWORK_TABLE, type NetworkName } from '../../basics/networkTable';
+import { fail, ok } from '../../basics/result';
 import { encodePaymentHeader } from '../../x402/headers';
 import { givePermit2Approval } from './approval';
 import { asksPermit2, PERMIT2_ADDRESS } from './permit2';

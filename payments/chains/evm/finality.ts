@@ -7,7 +7,7 @@
  * of ours took their nonce, the same refund signed anew (the dropped one can then never be mined).
  */
 import { encodeFunctionData, type Address, type Hash } from 'viem';
-import type { FinalityRule } from '../../networkTable';
+import type { FinalityRule } from '../../basics/networkTable';
 import type { FinalityReading, WatchedTransfer } from '../family';
 import type { PaymentPayload } from '../../x402/types';
 import type { ChainDeps as Deps } from '../types';

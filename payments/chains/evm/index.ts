@@ -11,10 +11,10 @@
  */
 import type { Hex } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
-import type { Config } from '../../config';
+import type { Config } from '../../basics/config';
 import type { PaymentRequirements } from '../../x402/types';
-import type { Result } from '../../result';
-import type { NetworkName } from '../../networkTable';
+import type { Result } from '../../basics/result';
+import type { NetworkName } from '../../basics/networkTable';
 import type { RpcObserver } from '../rpcTiming';
 import {
   randomNonce,
@@ -76,6 +76,16 @@ export interface EvmChains extends EvmReads, Permit2Reads {
     requirements: PaymentRequirements,
     options: { now: Date; nonce?: Hex },
   ): Promise<Result<SignedUpto, SignFailureReason>>;
+}
+
+// Our EVM wallet is the `evm` member of the service's Chains (chains/types.ts names no family).
+declare module '../types' {
+  interface FamilyWallets {
+    evm: EvmChains;
+  }
+  interface FamilySigningFailures {
+    evm: SignFailureReason;
+  }
 }
 
 export interface EvmOptions {

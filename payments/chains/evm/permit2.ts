@@ -8,8 +8,8 @@
  */
 import { getAddress, hashTypedData, isAddress, parseAbi, zeroAddress, type Address, type Hex } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
-import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../../networkTable';
-import { fail, ok, type Result } from '../../result';
+import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../../basics/networkTable';
+import { fail, ok, type Result } from '../../basics/result';
 import {
   X402_VERSION,
   type ExactPermit2Payload,

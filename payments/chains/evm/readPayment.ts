@@ -7,9 +7,8 @@
  * (a permit's deadline + 1) is known to be expired.
  */
 import { parseAbi, parseEventLogs, type Hex } from 'viem';
-import { NETWORK_TABLE, type NetworkName } from '../../networkTable';
-import type { Chains } from '../index';
-import type { ChainReading, SignedTargetPayment } from '../types';
+import { NETWORK_TABLE, type NetworkName } from '../../basics/networkTable';
+import type { ChainReading, Chains, SignedTargetPayment } from '../types';
 import { logsShowAuthorizationUse } from './abi';
 import { DEFAULT_LOG_CHUNK_BLOCKS, DEFAULT_MAX_SCAN_BLOCKS } from './reads';
 import { findUptoSettlement, uptoAllowanceOf, uptoSettlement, type UptoAllowance } from './upto';

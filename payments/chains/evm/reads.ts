@@ -1,7 +1,7 @@
 /** What we read from an EVM chain: USDC balances, authorization state and use, the newest block. */
 import { getAddress, isAddress, type Hash, type Hex } from 'viem';
-import { fail, ok, type Result } from '../../result';
-import type { NetworkName } from '../../networkTable';
+import { fail, ok, type Result } from '../../basics/result';
+import type { NetworkName } from '../../basics/networkTable';
 import { authorizationUsedEvent, usdcAbi } from './abi';
 import type { ClientsOf, EvmNetworkClients } from './clients';
 import { readFailure, type ReadFailureReason } from './errors';

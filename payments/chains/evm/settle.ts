@@ -5,7 +5,7 @@
  * The record's writes are the settling flow's (payments/incoming/settle.ts).
  */
 import type { Address, Hash } from 'viem';
-import { fail, ok, type Result } from '../../result';
+import { fail, ok, type Result } from '../../basics/result';
 import type { ReconcileDeps, SettlementRecord } from '../family';
 import type { ChainDeps as Deps } from '../types';
 import {

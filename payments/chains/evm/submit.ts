@@ -15,8 +15,8 @@ import {
   type Hash,
   type Hex,
 } from 'viem';
-import type { NetworkName } from '../../networkTable';
-import { fail, ok, type Result } from '../../result';
+import type { NetworkName } from '../../basics/networkTable';
+import { fail, ok, type Result } from '../../basics/result';
 import { SubmissionQueueFull } from '../submissions';
 import type { ChainDeps as Deps, VerifyFailureReason } from '../types';
 import { logsShowAuthorizationUse } from './abi';

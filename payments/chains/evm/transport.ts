@@ -22,9 +22,9 @@ import {
   type EIP1193RequestFn,
   type Transport,
 } from 'viem';
-import type { NetworkName } from '../../networkTable';
+import type { NetworkName } from '../../basics/networkTable';
 import { observed, type RpcObserver } from '../rpcTiming';
-import { keepAliveAgent, keepAliveExchange } from '../../http/keepAlive';
+import { keepAliveAgent, keepAliveExchange } from '../../basics/http/keepAlive';
 
 /** The largest JSON-RPC answer read (a wide eth_getLogs fits): as viem's default. */
 export const MAX_RPC_RESPONSE_BYTES = 10 * 1024 * 1024;

@@ -25,8 +25,8 @@ import {
   type Hex,
 } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
-import type { NetworkName } from '../../networkTable';
-import { fail, ok, type Result } from '../../result';
+import type { NetworkName } from '../../basics/networkTable';
+import { fail, ok, type Result } from '../../basics/result';
 import { isPlainObject } from '../../x402/parse';
 import type { PaymentScheme } from '../../x402/schemes';
 import { X402_VERSION, type PaymentPayload, type PaymentRequirements, type UptoPermit2Payload } from '../../x402/types';

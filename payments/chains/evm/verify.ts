@@ -25,10 +25,10 @@ import {
   type Address,
   type Hex,
 } from 'viem';
-import { NETWORK_TABLE, type NetworkName } from '../../networkTable';
-import { assetToMicro } from '../../money';
-import { recoverSignerLowercase } from '../../secp256k1';
-import { fail, ok, type Result } from '../../result';
+import { NETWORK_TABLE, type NetworkName } from '../../basics/networkTable';
+import { assetToMicro } from '../../basics/money';
+import { recoverSignerLowercase } from '../../basics/secp256k1';
+import { fail, ok, type Result } from '../../basics/result';
 import { type ExactEvmPayload, type PaymentPayload, type PaymentRequirements } from '../../x402/types';
 import { unixSeconds, type ChainDeps as Deps, type VerifiedClientPayment, type VerifyFailureReason } from '../types';
 import type { TransferAuthorization } from './authorization';
@@ -238,7 +238,7 @@ async function verifySignature(
   }
   // The read leaves the process before the recovery takes the thread.
   await new Promise((resolve) => setImmediate(resolve));
-  // The process's secp256k1 (the native binding where it loads; payments/secp256k1.ts).
+  // The process's secp256k1 (the native binding where it loads; payments/basics/secp256k1.ts).
   const recovered = recoverSignerLowercase(digest, authorization.sentSignature);
   const read = await codeRead;
   if (!read.ok) return rpcUnavailable(read.error);

@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { isAddress } from '@solana/kit';
-import { fail, ok, type Result } from '../../result';
+import { fail, ok, type Result } from '../../basics/result';
 import { isPlainObject } from '../../x402/parse';
 import type { PaymentScheme } from '../../x402/schemes';
 import type { ExactSvmPayload } from '../../x402/types';

@@ -3,7 +3,7 @@
  * assembled from this folder. Payments are partially signed transactions (the exact scheme,
  * exact.ts) that the settler co-signs as fee payer: our wallet, or a facilitator's.
  */
-import { fail, ok } from '../../result';
+import { fail, ok } from '../../basics/result';
 import type { ChainFamily } from '../family';
 import type { VerifiedClientPayment } from '../types';
 import { abortableProbe } from '../reachability';

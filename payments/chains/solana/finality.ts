@@ -14,7 +14,7 @@ import {
   partiallySignTransaction,
   type Transaction,
 } from '@solana/kit';
-import type { FinalityRule } from '../../networkTable';
+import type { FinalityRule } from '../../basics/networkTable';
 import type { FinalityReading, WatchedTransfer } from '../family';
 import type { ChainDeps as Deps } from '../types';
 import { blockhashStillValid, sendSolanaTransaction } from './submit';

@@ -11,10 +11,10 @@
  * getSignatureStatuses. Every request carries an abort signal with a timeout.
  */
 import type { KeyPairSigner } from '@solana/kit';
-import type { Config } from '../../config';
+import type { Config } from '../../basics/config';
 import type { PaymentRequirements } from '../../x402/types';
-import type { Result } from '../../result';
-import type { NetworkName } from '../../networkTable';
+import type { Result } from '../../basics/result';
+import type { NetworkName } from '../../basics/networkTable';
 import type { RpcObserver } from '../rpcTiming';
 import { buildExactPayment, type BuildFailureReason, type BuiltSolanaPayment } from './payments';
 import { createSvmReads, type SvmReads } from './reads';
@@ -38,6 +38,16 @@ export interface SvmChains extends SvmReads {
   signer: KeyPairSigner | undefined;
   networks: ReadonlyMap<NetworkName, SvmNetworkClients>;
   buildExactPayment(requirements: PaymentRequirements): Promise<Result<BuiltSolanaPayment, BuildFailureReason>>;
+}
+
+// Our Solana wallet is the `svm` member of the service's Chains (chains/types.ts names no family).
+declare module '../types' {
+  interface FamilyWallets {
+    svm: SvmChains;
+  }
+  interface FamilySigningFailures {
+    svm: BuildFailureReason;
+  }
 }
 
 export interface SvmOptions {

@@ -17,8 +17,8 @@ import {
 import { AccountState } from '@solana-program/token';
 import { encodePaymentHeader } from '../../x402/headers';
 import { X402_VERSION, type ExactSvmPayload, type PaymentPayload, type PaymentRequirements } from '../../x402/types';
-import { fail, ok, type Result } from '../../result';
-import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../../networkTable';
+import { fail, ok, type Result } from '../../basics/result';
+import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../../basics/networkTable';
 import { readTokenAccount, rpcFailure, type SvmNetworkClients, type SvmRpc } from './rpc';
 import {
   COMPUTE_UNIT_LIMIT_RANGE,

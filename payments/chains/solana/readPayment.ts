@@ -3,9 +3,8 @@
  * target reported, when it is confirmed and carries our signature, else the block height against
  * the payment's last valid block height.
  */
-import type { NetworkName } from '../../networkTable';
-import type { Chains } from '../index';
-import type { ChainReading, SignedTargetPayment } from '../types';
+import type { NetworkName } from '../../basics/networkTable';
+import type { ChainReading, Chains, SignedTargetPayment } from '../types';
 
 type PaymentWithPayer = SignedTargetPayment & { payer: string };
 

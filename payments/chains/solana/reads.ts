@@ -8,8 +8,8 @@ import {
   isSignature,
   type Signature,
 } from '@solana/kit';
-import { fail, ok, type Result } from '../../result';
-import type { NetworkName } from '../../networkTable';
+import { fail, ok, type Result } from '../../basics/result';
+import type { NetworkName } from '../../basics/networkTable';
 import { readTokenAccount, rpcFailure, type ReadFailureReason, type SvmRpc } from './rpc';
 import { usdcAccountOf } from './transactions';
 

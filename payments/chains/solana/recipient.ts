@@ -15,7 +15,7 @@
  */
 import type { PaymentChoice } from '../../x402/choose';
 import type { RecipientAccountProblem } from '../family';
-import type { Chains } from '../index';
+import type { Chains } from '../types';
 
 export async function solanaRecipientProblem(
   chains: Chains,

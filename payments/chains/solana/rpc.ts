@@ -10,9 +10,9 @@ import {
   type RpcTransport,
 } from '@solana/kit';
 import { getTokenDecoder, getTokenSize, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
-import type { Config } from '../../config';
-import { fail, ok, type Result } from '../../result';
-import { NETWORK_TABLE, type NetworkName } from '../../networkTable';
+import type { Config } from '../../basics/config';
+import { fail, ok, type Result } from '../../basics/result';
+import { NETWORK_TABLE, type NetworkName } from '../../basics/networkTable';
 import { methodOf, observed, type RpcObserver } from '../rpcTiming';
 
 export const DEFAULT_RPC_TIMEOUT_MS = 10_000;

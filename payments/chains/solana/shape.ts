@@ -39,8 +39,8 @@ import {
 } from '@solana-program/token';
 import { USDC_DECIMALS, usdcAccountOf } from './transactions';
 import { type ExactSvmPayload, type PaymentPayload, type PaymentRequirements } from '../../x402/types';
-import { fail, ok, type Result } from '../../result';
-import type { PaymentBounds } from '../../paymentBounds';
+import { fail, ok, type Result } from '../../basics/result';
+import type { PaymentBounds } from '../../basics/paymentBounds';
 import type { VerifyFailureReason } from '../types';
 
 /** SPL Memo (the one x402's client uses) and its first version: both only log their data. */

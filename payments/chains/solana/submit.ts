@@ -23,8 +23,8 @@ import {
 } from '@solana/kit';
 import { getSetComputeUnitLimitInstruction, getSetComputeUnitPriceInstruction } from '@solana-program/compute-budget';
 import { AccountState, getTransferCheckedInstruction } from '@solana-program/token';
-import type { NetworkName } from '../../networkTable';
-import { fail, ok, type Result } from '../../result';
+import type { NetworkName } from '../../basics/networkTable';
+import { fail, ok, type Result } from '../../basics/result';
 import type { ChainDeps as Deps } from '../types';
 import { USDC_DECIMALS, usdcAccountOf } from './transactions';
 import { bounded, clientsOf, describe, readTokenAccount } from './verify';

@@ -18,13 +18,13 @@ import {
 } from '@solana/kit';
 import { AccountState, getTokenDecoder, getTokenSize, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
 import type { SvmNetworkClients } from './index';
-import { NETWORK_TABLE, type NetworkName } from '../../networkTable';
-import { assetToMicro } from '../../money';
+import { NETWORK_TABLE, type NetworkName } from '../../basics/networkTable';
+import { assetToMicro } from '../../basics/money';
 import { type PaymentPayload, type PaymentRequirements } from '../../x402/types';
-import { fail, ok, type Result } from '../../result';
+import { fail, ok, type Result } from '../../basics/result';
 import { inspectSolanaPayment, type InspectedSolanaPayment } from './shape';
 import type { ChainDeps as Deps } from '../types';
-import type { PaymentBounds } from '../../paymentBounds';
+import type { PaymentBounds } from '../../basics/paymentBounds';
 import type { VerifiedClientPayment, VerifyFailureReason } from '../types';
 
 export { inspectSolanaPayment, type InspectedSolanaPayment } from './shape';

@@ -1,6 +1,6 @@
 /** Our Solana wallet: the signer from SOLANA_PRIVATE_KEY. */
 import { createKeyPairSignerFromBytes, getBase58Encoder, type KeyPairSigner } from '@solana/kit';
-import { ConfigError } from '../../config';
+import { ConfigError } from '../../basics/config';
 
 /** SOLANA_PRIVATE_KEY: base58 of the 64-byte secret key, or its JSON byte array (as solana-keygen writes it). */
 export function solanaSecretKeyBytes(key: string): Uint8Array {

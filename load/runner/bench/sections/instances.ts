@@ -3,7 +3,7 @@
  * behind the round robin. Each instance's /proxy cap under overload through the balancer, and
  * paid calls against credits for exactly K calls and a key's daily cap for exactly L calls.
  */
-import { proxyCredits } from '../../../../payments/fees';
+import { proxyCredits } from '../../../../payments/accounts/fees';
 import type { HoldStats } from '../../caps';
 import { defined } from '../../checked';
 import {

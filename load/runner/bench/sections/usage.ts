@@ -6,8 +6,8 @@
  * against the goal of 50 ms at p95.
  */
 import pg from 'pg';
-import { createApiKey, createOrganisation } from '../../../../payments/accounts';
-import { grantCredits } from '../../../../payments/credits';
+import { createApiKey, createOrganisation } from '../../../../payments/accounts/accounts';
+import { grantCredits } from '../../../../payments/accounts/credits';
 import { createDb, migrateToLatest } from '../../../../db/index';
 import { defined } from '../../checked';
 import type { ServiceChild } from '../../serviceChild';

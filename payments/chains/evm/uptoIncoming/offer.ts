@@ -9,9 +9,9 @@
  * Upto moves the token through Permit2, so it is offered on a Permit2-only stablecoin (MegaETH's)
  * as on an EIP-3009 one.
  */
-import { canonicalNetwork, caip2Of, NETWORK_TABLE } from '../../../networkTable';
-import { microToAsset } from '../../../money';
-import { fail, ok, type Result } from '../../../result';
+import { canonicalNetwork, caip2Of, NETWORK_TABLE } from '../../../basics/networkTable';
+import { microToAsset } from '../../../basics/money';
+import { fail, ok, type Result } from '../../../basics/result';
 import type { PaymentRequirementsV2 } from '../../../x402/v2';
 import type { ChainDeps } from '../../types';
 import { UPTO_SCHEME } from './payload';

@@ -7,8 +7,8 @@
  * replay guard: the payer and its Permit2 nonce (Permit2's nonces are the payer's, for any token).
  */
 import { getAddress, type Address, type Hex } from 'viem';
-import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../../../networkTable';
-import { fail, ok, type Result } from '../../../result';
+import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../../../basics/networkTable';
+import { fail, ok, type Result } from '../../../basics/result';
 import type { PaymentHeaderFailureReason } from '../../../x402/headers';
 import { isPlainObject } from '../../../x402/parse';
 import type { UptoPermit2Payload } from '../../../x402/types';

@@ -13,7 +13,7 @@
  * the amount (the call ran between verification and settlement; the payer may have moved funds).
  */
 import type { Hash } from 'viem';
-import { fail, ok, type Result } from '../../../result';
+import { fail, ok, type Result } from '../../../basics/result';
 import { unixSeconds, type ChainDeps } from '../../types';
 import {
   lostTransactionFate,

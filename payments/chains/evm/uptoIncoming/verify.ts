@@ -12,10 +12,10 @@
  * signature check and are judged after it, in that order.
  */
 import { getAddress, isAddress, type Address } from 'viem';
-import { assetToMicro } from '../../../money';
-import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../../../networkTable';
-import { recoverSignerLowercase } from '../../../secp256k1';
-import { fail, ok, type Result } from '../../../result';
+import { assetToMicro } from '../../../basics/money';
+import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../../../basics/networkTable';
+import { recoverSignerLowercase } from '../../../basics/secp256k1';
+import { fail, ok, type Result } from '../../../basics/result';
 import type { PaymentRequirementsV2 } from '../../../x402/v2';
 import { unixSeconds, type ChainDeps, type VerifiedClientPayment, type VerifyFailureReason } from '../../types';
 import type { EvmNetworkClients } from '../clients';
