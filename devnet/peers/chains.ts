@@ -1,6 +1,8 @@
 // Starting the chains: a local EVM chain per EVM network with USDC (or the network's stablecoin),
-// Permit2 and x402's Permit2 proxies, a litesvm ledger behind its JSON-RPC endpoint per Solana
+// Permit2 and x402's Permit2 proxies, x402's batch-settlement channels contract and its deposit
+// collectors, a litesvm ledger behind its JSON-RPC endpoint per Solana
 // cluster, each funded for the service and the client.
+import { installBatchSettlement } from '../evm/batch-settlement.js';
 import { startEvmChain, type LocalEvmChain } from '../evm/chain.js';
 import { installPermit2 } from '../evm/permit2.js';
 import { installUsdc, type LocalUsdc } from '../evm/usdc.js';
@@ -36,7 +38,11 @@ export async function startEvmNetwork(
     { privateKey: wallets.service.evm.privateKey, balanceWei: gas },
   ]);
   onStop(() => chain.close());
-  const [usdc] = await Promise.all([installUsdc(chain, minter.account, queue), installPermit2(chain)]);
+  const [usdc] = await Promise.all([
+    installUsdc(chain, minter.account, queue),
+    installPermit2(chain),
+    installBatchSettlement(chain),
+  ]);
   // The token refuses to mint nothing, as FiatToken does.
   if (funding.serviceMicroUsdc > 0n)
     await usdc.mint(wallets.service.evm.address, atomicAmount(network, funding.serviceMicroUsdc));
