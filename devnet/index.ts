@@ -40,7 +40,7 @@ export type { Target, RecordedRequest, RouteSettings } from './targets/target.js
 export type { FacilitatorCall } from './facilitator/server.js';
 export type { FacilitatorV2Call } from './facilitator/v2.js';
 export type { PaymentLayerName, X402Version } from './targets/payment.js';
-export { v2TargetName } from './peers/targets.js';
+export { batchTargetName, v2TargetName } from './peers/targets.js';
 export type { SolanaKey } from './svm/keys.js';
 export type { AuthorizationOverrides, SignedEvmPayment } from './evm/authorization.js';
 export type { SolanaPaymentOverrides, SignedSolanaPayment } from './svm/payment-client.js';

@@ -3,7 +3,8 @@
  * production): real local peers on 127.0.0.1 (EVM chains with the real chain ids and USDC at the
  * canonical addresses, Permit2 and x402's Permit2 proxies, both Solana clusters, an x402 v1 and a
  * v2 facilitator, x402-protected demo targets of both protocol versions: x402 v1 and v2 on every
- * network, and on Polygon Amoy and MegaETH targets asking for Permit2 and upto), funded
+ * network, and on Polygon Amoy and MegaETH targets asking for Permit2 and upto, and on Polygon Amoy
+ * batch-settlement), funded
  * service wallets, and a demo organisation whose API key and a funded client wallet are printed
  * with commands for a paid proxy call, a paid relay call and a paid chat. State is written to
  * DATA_DIR/sandbox.json; keys are kept in DATA_DIR so the printed commands survive a restart.

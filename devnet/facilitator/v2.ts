@@ -1,5 +1,5 @@
 // The x402 version 2 facilitator: @x402/core's x402Facilitator with @x402/evm's and @x402/svm's
-// exact schemes and @x402/evm's upto scheme, unmodified, behind the same HTTP API as the v1
+// exact schemes and @x402/evm's upto and batch-settlement schemes, unmodified, behind the same HTTP API as the v1
 // facilitator (GET /supported, POST /verify, POST /settle) on 127.0.0.1. Each EVM network gets its
 // own scheme instances, their signer bound to that network's local chain (exact settles EIP-3009
 // authorizations and Permit2 witness transfers through x402ExactPermit2Proxy, upto through
@@ -19,6 +19,7 @@ import { createSolanaRpc, devnet, mainnet, type KeyPairSigner } from '@solana/ki
 import { ExactEvmScheme } from '@x402/evm/exact/facilitator';
 import { ExactEvmSchemeV1 } from '@x402/evm/exact/v1/facilitator';
 import { UptoEvmScheme } from '@x402/evm/upto/facilitator';
+import { BatchSettlementEvmScheme } from '@x402/evm/batch-settlement/facilitator';
 import { EVM_NETWORK_CHAIN_ID_MAP } from '@x402/evm/v1';
 import { concatHex, createWalletClient, encodeFunctionData, keccak256, toHex, type Hex, type LocalAccount } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
@@ -215,6 +216,10 @@ export function createFacilitatorV2(
     const signer = localEvmSigner(chain, evmAccount, queue, held);
     facilitator.register(CAIP2_NETWORKS[network], new ExactEvmScheme(signer));
     facilitator.register(CAIP2_NETWORKS[network], new UptoEvmScheme(signer));
+    // batch-settlement channels (x402BatchSettlement and its deposit collectors, planted on every
+    // local chain): deposits, claims, settles and refunds. No authorizer key of its own, so it
+    // advertises no receiverAuthorizer: a receiver signs its own claims and refunds.
+    facilitator.register(CAIP2_NETWORKS[network], new BatchSettlementEvmScheme(signer));
     // x402Facilitator types every network as CAIP-2; version 1 kinds carry the v1 name all the same.
     const v1Name: string = network;
     if (Object.hasOwn(EVM_NETWORK_CHAIN_ID_MAP, v1Name))

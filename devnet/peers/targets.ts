@@ -102,6 +102,11 @@ export function v2TargetName(network: NetworkName): string {
   return `v2-${network}`;
 }
 
+/** The name of the default batch-settlement target of an opt-in EVM network whose stablecoin has EIP-3009. */
+export function batchTargetName(network: NetworkName): string {
+  return `v2-batch-${network}`;
+}
+
 /** The EVM network's row, as a row (not one of the table's literal types). */
 function evmRow(network: NetworkName): EvmNetworkRow | undefined {
   return isEvmNetwork(network) ? EVM_NETWORKS[network] : undefined;
@@ -110,8 +115,9 @@ function evmRow(network: NetworkName): EvmNetworkRow | undefined {
 /**
  * One x402 version 1 target per network (not where the stablecoin moves only through Permit2,
  * which version 1 cannot ask for), one version 2 target per network, and on the opt-in EVM
- * networks two more version 2 targets: `v2-permit2-<network>` asking exact through Permit2 (where
- * the network's own method is EIP-3009) and `v2-upto-<network>` asking upto.
+ * networks more version 2 targets: `v2-permit2-<network>` asking exact through Permit2 and
+ * `v2-batch-<network>` asking batch-settlement (both where the network's own method is EIP-3009),
+ * and `v2-upto-<network>` asking upto.
  */
 function defaultTargets(networks: NetworkName[], withV2: boolean): TargetOptions[] {
   const v1 = networks
@@ -132,7 +138,13 @@ function defaultTargets(networks: NetworkName[], withV2: boolean): TargetOptions
       x402Version: 2,
       v2Offer: { scheme: 'exact', assetTransferMethod: 'permit2' },
     };
-    return [exact, upto];
+    const batch: TargetOptions = {
+      name: batchTargetName(network),
+      network,
+      x402Version: 2,
+      v2Offer: { scheme: 'batch-settlement' },
+    };
+    return [exact, upto, batch];
   });
   return [...v1, ...v2, ...permit2];
 }

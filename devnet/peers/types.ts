@@ -22,7 +22,7 @@ export interface TargetOptions {
   /** Default: the harness's target wallet on that kind of chain. */
   payTo?: string;
   paymentLayer?: PaymentLayerName;
-  /** Version 2 only: exact through Permit2, or upto (devnet/targets/payment-v2.ts); default exact by the network's transfer method. */
+  /** Version 2 only: exact through Permit2, upto, or batch-settlement (devnet/targets/payment-v2.ts); default exact by the network's transfer method. */
   v2Offer?: V2OfferKind;
   /**
    * Solana: whether the payTo of each paid route gets its USDC account before the target starts

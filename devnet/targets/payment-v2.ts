@@ -2,7 +2,9 @@
 // with an x402ResourceServer that asks the v2 facilitator over HTTP (HTTPFacilitatorClient).
 // Prices are given as atomic units of the network's stablecoin with the token (and on EVM its
 // EIP-712 domain), so no float is involved and the networks @x402/evm has no default asset for
-// (SKALE) work the same. On EVM a route asks `exact` with EIP-3009 or Permit2, or `upto`. On Solana the
+// (SKALE) work the same. On EVM a route asks `exact` with EIP-3009 or Permit2, `upto`, or
+// `batch-settlement` (channels: @x402/evm's server scheme with its in-memory channel storage and
+// its own receiver authorizer key, one per target, network and payTo). On Solana the
 // scheme is @x402/svm's exact server scheme: the offer's `extra.feePayer` is the one the
 // facilitator's /supported lists for the cluster; no recent blockhash is embedded (the payer fetches
 // its own from its RPC). `paymentMiddleware` starts fetching the facilitator's /supported in the
@@ -27,16 +29,23 @@ import {
 } from '@x402/extensions/payment-identifier';
 import { ExactEvmScheme } from '@x402/evm/exact/server';
 import { UptoEvmScheme } from '@x402/evm/upto/server';
+import {
+  BatchSettlementEvmScheme,
+  InMemoryChannelStorage,
+  type BatchSettlementChannelManager,
+} from '@x402/evm/batch-settlement/server';
 import { ExactSvmScheme } from '@x402/svm/exact/server';
 import { paymentMiddlewareFromHTTPServer, setSettlementOverrides, x402ResourceServer } from '@x402/express';
 import type { Request, RequestHandler } from 'express';
-import { getAddress } from 'viem';
+import { getAddress, type Address } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import {
   atomicAmount,
   CAIP2_NETWORKS,
   EVM_NETWORKS,
   isEvmNetwork,
   SOLANA_NETWORKS,
+  type EvmNetworkName,
   type EvmTransferMethod,
   type NetworkName,
 } from '../networks.js';
@@ -58,19 +67,100 @@ export function x402ExpressV2Knows(network: NetworkName): boolean {
  * target settles `uptoChargeMicroUsdc` of it (default: all of it).
  */
 export interface V2OfferKind {
-  scheme: 'exact' | 'upto';
+  /** `batch-settlement`: channels (see BatchSettlementReceivers); the full price is charged per call. */
+  scheme: 'exact' | 'upto' | 'batch-settlement';
   /** exact only; default: the network's own (Permit2 on MegaETH, EIP-3009 elsewhere). */
   assetTransferMethod?: EvmTransferMethod;
   /** upto only: what the target settles on each paid call, in micro-USDC; at most the price. */
   uptoChargeMicroUsdc?: bigint;
 }
 
+/** The withdraw delay the batch-settlement targets ask for: the contract's minimum, 15 minutes. */
+export const BATCH_SETTLEMENT_WITHDRAW_DELAY_SECONDS = 900;
+
+/**
+ * The receiving side of a batch-settlement target on one network and payTo: @x402/evm's server
+ * scheme (shared by every route paid there, so one channel serves them all), its in-memory channel
+ * storage, the receiver authorizer key that signs its claims and refunds, and its channel manager,
+ * which claims and settles through the v2 facilitator when told to (no timers run).
+ */
+export interface BatchSettlementReceiver {
+  network: EvmNetworkName;
+  payTo: Address;
+  token: Address;
+  receiverAuthorizer: Address;
+  scheme: BatchSettlementEvmScheme;
+  storage: InMemoryChannelStorage;
+  manager: BatchSettlementChannelManager;
+}
+
+/** A target's batch-settlement receivers, made on first use, one per network and payTo. */
+export class BatchSettlementReceivers {
+  private readonly byKey = new Map<string, BatchSettlementReceiver>();
+
+  constructor(private readonly facilitatorUrl: string) {}
+
+  get all(): BatchSettlementReceiver[] {
+    return [...this.byKey.values()];
+  }
+
+  for(network: EvmNetworkName, payTo: string): BatchSettlementReceiver {
+    const key = `${network}:${payTo.toLowerCase()}`;
+    const known = this.byKey.get(key);
+    if (known) return known;
+    const receiverAuthorizer = privateKeyToAccount(generatePrivateKey());
+    const storage = new InMemoryChannelStorage();
+    const scheme = new BatchSettlementEvmScheme(getAddress(payTo), {
+      storage,
+      receiverAuthorizerSigner: receiverAuthorizer,
+      withdrawDelay: BATCH_SETTLEMENT_WITHDRAW_DELAY_SECONDS,
+    });
+    const token = getAddress(EVM_NETWORKS[network].usdc);
+    const manager = scheme.createChannelManager(
+      new HTTPFacilitatorClient({ url: this.facilitatorUrl }),
+      CAIP2_NETWORKS[network],
+      token,
+    );
+    const receiver: BatchSettlementReceiver = {
+      network,
+      payTo: getAddress(payTo),
+      token,
+      receiverAuthorizer: receiverAuthorizer.address,
+      scheme,
+      storage,
+      manager,
+    };
+    this.byKey.set(key, receiver);
+    return receiver;
+  }
+}
+
 /** The route's price as atomic units of the network's stablecoin, its payTo as the network writes addresses, and the scheme of its kind of chain. */
 function offerOf(
   route: PaidRoute,
   kind: V2OfferKind,
+  receivers: BatchSettlementReceivers | undefined,
 ): { scheme: SchemeNetworkServer; payTo: string; price: AssetAmount } {
   const amount = atomicAmount(route.network, route.priceMicroUsdc).toString();
+  if (isEvmNetwork(route.network) && kind.scheme === 'batch-settlement') {
+    if (!receivers) throw new Error(`a batch-settlement route needs its target's receivers (${route.path})`);
+    const { usdc, eip712, transferMethod } = EVM_NETWORKS[route.network];
+    return {
+      scheme: receivers.for(route.network, route.payTo).scheme,
+      payTo: getAddress(route.payTo),
+      price: {
+        amount,
+        asset: getAddress(usdc),
+        // The token's EIP-712 domain, for the deposit's ERC-3009 authorization (or Permit2 where
+        // the stablecoin moves only through it).
+        extra: {
+          name: eip712.name,
+          version: eip712.version,
+          ...(transferMethod === 'permit2' ? { assetTransferMethod: 'permit2' } : {}),
+        },
+      },
+    };
+  }
   if (isEvmNetwork(route.network)) {
     const { usdc, eip712, transferMethod } = EVM_NETWORKS[route.network];
     const permit2 = kind.scheme === 'upto' || (kind.assetTransferMethod ?? transferMethod) === 'permit2';
@@ -88,7 +178,8 @@ function offerOf(
       },
     };
   }
-  if (kind.scheme !== 'exact') throw new Error(`the v2 targets serve upto on EVM networks only, not ${route.network}`);
+  if (kind.scheme !== 'exact')
+    throw new Error(`the v2 targets serve ${kind.scheme} on EVM networks only, not ${route.network}`);
   return {
     scheme: new ExactSvmScheme(),
     payTo: route.payTo,
@@ -166,10 +257,11 @@ export function x402ExpressV2Layer(
   kind: V2OfferKind = { scheme: 'exact' },
   extensions: V2Extensions = {},
   paymentIds: string[] = [],
+  receivers?: BatchSettlementReceivers,
 ): V2Layer {
   if (!x402ExpressV2Knows(route.network)) throw new Error(`the v2 targets do not serve ${route.network}`);
   const network = CAIP2_NETWORKS[route.network];
-  const { scheme, payTo, price } = offerOf(route, kind);
+  const { scheme, payTo, price } = offerOf(route, kind, receivers);
   const server = new x402ResourceServer(new HTTPFacilitatorClient({ url: facilitatorUrl })).register(network, scheme);
   if (extensions.paymentIdentifier) idempotentByPaymentId(server, paymentIds);
   const declared = declaredExtensions(extensions);

@@ -18,6 +18,8 @@ import {
 } from './payment.js';
 import {
   askAgainHeader,
+  BatchSettlementReceivers,
+  type BatchSettlementReceiver,
   V2_PAYMENT_HEADER,
   V2_PAYMENT_REQUIRED_HEADER,
   V2_PAYMENT_RESPONSE_HEADER,
@@ -100,6 +102,12 @@ export interface Target {
   hold: HoldGate;
   /** Version 2 targets declaring payment-identifier: the payment ids their paid routes were sent, in order. */
   paymentIds: string[];
+  /**
+   * Version 2 targets offering batch-settlement: their receivers (one per network and payTo, made
+   * as routes are mounted), each with its channel storage and the channel manager that claims and
+   * settles; empty for other targets.
+   */
+  batchSettlement: BatchSettlementReceiver[];
   /** Forgets recorded requests and the concurrency maxima. */
   reset(): void;
   close(): Promise<void>;
@@ -144,6 +152,7 @@ export async function startTarget(config: TargetConfig, facilitators: TargetFaci
   const serveOwnPaidRoute = createOwnLayer(facilitatorUrl, solanaFeePayer);
   const layersReady: Promise<void>[] = [];
   const paymentIds: string[] = [];
+  const receivers = new BatchSettlementReceivers(facilitatorV2Url ?? '');
   const routes = {} as Target['routes'];
   for (const route of ROUTE_NAMES) {
     routes[route] = mountRoute(app, route, {
@@ -156,6 +165,7 @@ export async function startTarget(config: TargetConfig, facilitators: TargetFaci
       serveOwnPaidRoute,
       layersReady,
       paymentIds,
+      receivers,
     });
   }
   await Promise.all(layersReady);
@@ -179,6 +189,7 @@ export async function startTarget(config: TargetConfig, facilitators: TargetFaci
     },
     hold,
     paymentIds,
+    batchSettlement: receivers.all,
     reset() {
       recorder.reset();
       hold.resetCounters();
@@ -250,6 +261,8 @@ interface MountContext {
   layersReady: Promise<void>[];
   /** Collects the payment ids the paid routes are sent (routes declaring payment-identifier). */
   paymentIds: string[];
+  /** The target's batch-settlement receivers (routes offering batch-settlement). */
+  receivers: BatchSettlementReceivers;
 }
 
 /** Serves one route, free or behind its payment layer; returns its settings (url filled in later). */
@@ -266,6 +279,7 @@ function mountRoute(
     serveOwnPaidRoute,
     layersReady,
     paymentIds,
+    receivers,
   }: MountContext,
 ): Target['routes'][RouteName] {
   const settings = config.routes[route];
@@ -316,7 +330,14 @@ function mountRoute(
   } else {
     const handlers: RequestHandler[] = [];
     if (paid && paymentLayer === '@x402/express') {
-      const layer = x402ExpressV2Layer(paid, facilitatorV2Url, config.v2Offer, config.v2Extensions, paymentIds);
+      const layer = x402ExpressV2Layer(
+        paid,
+        facilitatorV2Url,
+        config.v2Offer,
+        config.v2Extensions,
+        paymentIds,
+        receivers,
+      );
       layersReady.push(layer.ready);
       handlers.push(...layer.handlers);
     } else if (paid) {

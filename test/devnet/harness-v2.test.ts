@@ -1,5 +1,5 @@
-// The x402 version 2 peers: the v2 facilitator (@x402/core's x402Facilitator with @x402/evm's exact
-// and upto schemes) lists CAIP-2 kinds, and unmodified @x402/fetch 2.27 pays targets served by unmodified
+// The x402 version 2 peers: the v2 facilitator (@x402/core's x402Facilitator with @x402/evm's exact,
+// upto and batch-settlement schemes) lists CAIP-2 kinds, and unmodified @x402/fetch 2.27 pays targets served by unmodified
 // @x402/express 2.27 on every EVM network, settled on the local chains with balances moving by
 // exactly the price; a replayed payment and a target that never settles move nothing.
 import { x402Client } from '@x402/core/client';
@@ -62,7 +62,9 @@ describe('the v2 facilitator', () => {
     );
     // upto on every EVM network (test/devnet/permit2.test.ts pays it).
     expect(networksOf('upto')).toEqual(NETWORKS.map((network) => CAIP2_NETWORKS[network]).sort());
-    expect(v2).toHaveLength(2 * NETWORKS.length + 1);
+    // batch-settlement on every EVM network (test/devnet/batch-settlement-target.test.ts pays it).
+    expect(networksOf('batch-settlement')).toEqual(NETWORKS.map((network) => CAIP2_NETWORKS[network]).sort());
+    expect(v2).toHaveLength(3 * NETWORKS.length + 1);
     expect(
       supported.kinds
         .filter((kind) => kind.x402Version === 1)

@@ -76,6 +76,7 @@ describe('sandbox', () => {
         'v2-polygon-amoy': 2,
         'v2-permit2-polygon-amoy': 2,
         'v2-upto-polygon-amoy': 2,
+        'v2-batch-polygon-amoy': 2,
         'v2-megaeth': 2,
         'v2-upto-megaeth': 2,
       });
