@@ -64,6 +64,10 @@ async function main(): Promise<void> {
     });
   } catch (error) {
     if (error instanceof SandboxUnavailableError) fail(error.message);
+    if (error instanceof ConfigError) {
+      await sandbox?.stop().catch(() => {});
+      fail(`configuration error: ${error.message}`);
+    }
     log.fatal({ err: error }, 'the service could not start');
     await sandbox?.stop().catch(() => {});
     process.exit(1);

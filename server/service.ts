@@ -22,13 +22,14 @@ import { selectSecp256k1 } from '../payments/basics/secp256k1';
 import type { HandlerDeps } from '../handlers/deps';
 import { createChains } from '../payments/chains/index';
 import { checkRpcReachable } from '../payments/chains/registry';
+import { checkChainIdentity, requireChainIdentity } from '../payments/chains/identity';
 import { systemResolver, TargetConnections, type Resolver } from '../payments/basics/http/index';
 import { advisoryKeyLock, SubmissionQueue } from '../payments/chains/submissions';
 import { DEFAULT_PAYMENT_BOUNDS } from '../payments/basics/paymentBounds';
 import { openUptoExposure } from '../payments/accounts/limits';
 import { renewIdempotencyLeases } from '../payments/basics/idempotency';
 import { WalletBalances } from '../payments/chains/balances';
-import type { Config } from '../payments/basics/config';
+import { ConfigError, type Config } from '../payments/basics/config';
 import { startWorker, type WorkerHandle } from '../worker/runner';
 import { createApp } from './app';
 import { ConcurrencyCaps } from './caps';
@@ -91,6 +92,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
     { secp256k1: secp256k1.implementation.name, passedOver: secp256k1.passedOver },
     `secp256k1: ${secp256k1.implementation.name}`,
   );
+  await checkChainIdentities(config, log);
   const { url: databaseUrl, embedded } = await openDatabase(config, log);
   const dbHandle = createDb(databaseUrl, {
     maxConnections: config.databasePoolMax,
@@ -220,6 +222,35 @@ export async function startService(config: Config, options: ServiceOptions = {})
   }
 }
 
+/** The longest the start waits for an RPC's chain id or genesis hash (RPC_TIMEOUT_MS when shorter). */
+const START_IDENTITY_TIMEOUT_MS = 5_000;
+
+/**
+ * Before anything starts, every enabled network's RPC is asked which chain it serves: another
+ * chain than the network's throws the ConfigError that names the variable (the URL shown without
+ * its secrets). An RPC that does not answer does not stop the start: readiness reports it.
+ */
+async function checkChainIdentities(config: Config, log: Logger): Promise<void> {
+  const chains = await createChains(config, { rpcTimeoutMs: config.rpcTimeoutMs });
+  try {
+    const timeoutMs = Math.min(config.rpcTimeoutMs, START_IDENTITY_TIMEOUT_MS);
+    const checked = await Promise.all(
+      config.networks.map(async (settings) => ({
+        network: settings.name,
+        check: await checkChainIdentity(chains, settings, timeoutMs),
+      })),
+    );
+    for (const { network, check } of checked) {
+      if (check.kind === 'unreachable')
+        log.warn({ network, reason: check.reason }, `the RPC of ${network} did not say which chain it serves`);
+    }
+    const other = checked.find(({ check }) => check.kind === 'other')?.check;
+    if (other?.kind === 'other') throw new ConfigError(other.variable, other.message);
+  } finally {
+    await chains.close();
+  }
+}
+
 /** An RPC endpoint that does not answer this fast makes the instance not ready. */
 const READY_RPC_TIMEOUT_MS = 1_500;
 
@@ -248,7 +279,13 @@ function instanceProbes(
           worker.isRunning() ? Promise.resolve() : Promise.reject(new Error('the job worker has stopped'));
       }
       for (const network of config.networks) {
-        checks[`rpc:${network.name}`] = () => checkRpcReachable(chains, network.name, READY_RPC_TIMEOUT_MS);
+        // Answering is not enough: the RPC must serve the network's chain.
+        checks[`rpc:${network.name}`] = async () => {
+          await Promise.all([
+            checkRpcReachable(chains, network.name, READY_RPC_TIMEOUT_MS),
+            requireChainIdentity(chains, network, READY_RPC_TIMEOUT_MS),
+          ]);
+        };
       }
       if (options.beforeReady) checks[options.beforeReady.name] = () => setUpCheck(running);
       return checks;

@@ -6,13 +6,15 @@
  * is plain data, passed to whoever needs it; nothing reads process.env after start.
  */
 import {
-  canonicalNetwork,
+  aliasesOf,
   CHAIN_FAMILIES,
+  configuredNetwork,
   DEFAULT_NETWORK_NAMES,
   NETWORK_TABLE,
   type FinalityRule,
   type NetworkName,
   NETWORK_NAMES,
+  usualNamesOf,
 } from './networkTable';
 import { parseAllowHosts, type AllowHosts } from './http/index';
 import { SECP256K1_IMPLEMENTATIONS, type Secp256k1Name } from './secp256k1';
@@ -20,6 +22,8 @@ import { SECP256K1_IMPLEMENTATIONS, type Secp256k1Name } from './secp256k1';
 export interface NetworkSettings {
   name: NetworkName;
   rpcUrl: string;
+  /** The variable rpcUrl was read from (RPC_URL_<NAME>); absent when it is the row's public endpoint. */
+  rpcVariable?: string;
   usdc: string;
   /** FINALITY_DEPTH_<NAME>: a depth in blocks in place of the row's finality rule (absent: the row's). */
   finality?: FinalityRule;
@@ -159,7 +163,7 @@ function percent(env: Env, name: string, fallback: number): number {
  * its scheme alone: where its host ends is a guess (a password without "@host" after it reads as a
  * port, and a password may hold a "/").
  */
-function urlShownPart(raw: string): string | undefined {
+export function urlShownPart(raw: string): string | undefined {
   const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(raw)?.[1];
   if (scheme === undefined) return undefined;
   let hostname = '';
@@ -250,8 +254,34 @@ function databaseUrl(env: Env): string | undefined {
 }
 
 /** The suffix of a network's variables: its name in capitals, each other character an underscore (EIP155_42161). */
-export function envSuffix(network: NetworkName): string {
+export function envSuffix(network: string): string {
   return network.toUpperCase().replace(/[^A-Z0-9]/g, '_');
+}
+
+/**
+ * The network's variable of this prefix (RPC_URL_, USDC_ADDRESS_, FINALITY_DEPTH_) that is set, by
+ * our name or by another name of the network (RPC_URL_ARBITRUM_SEPOLIA for eip155:421614): its
+ * name and value, or the first name with no value. Two names set to different values are refused.
+ */
+function networkVariable(env: Env, prefix: string, network: NetworkName): { variable: string; value?: string } {
+  const names = [network, ...usualNamesOf(network), ...aliasesOf(network)].map((name) => `${prefix}${envSuffix(name)}`);
+  const set = [...new Set(names)].filter((variable) => text(env, variable) !== undefined);
+  const first = set[0];
+  if (first === undefined) return { variable: names[0] ?? `${prefix}${envSuffix(network)}` };
+  const value = text(env, first);
+  const other = set.find((variable) => text(env, variable) !== value);
+  if (other !== undefined) throw new ConfigError(other, `names ${network} as ${first} does, with another value`);
+  return { variable: first, ...(value === undefined ? {} : { value }) };
+}
+
+/** Every network configuration knows, by its names beside its CAIP-2 id, for an error message. */
+function knownNetworks(): string {
+  return NETWORK_NAMES.map((network) => {
+    const { caip2 } = NETWORK_TABLE[network];
+    const names = [...usualNamesOf(network), ...aliasesOf(network)];
+    const shown = network === caip2 ? names : [network, ...names];
+    return shown.length === 0 ? caip2 : `${shown.join(' or ')} (${caip2})`;
+  }).join(', ');
 }
 
 function parseNetworks(env: Env): NetworkSettings[] {
@@ -266,30 +296,29 @@ function parseNetworks(env: Env): NetworkSettings[] {
   if (names.length === 0) throw new ConfigError('NETWORKS', 'names no network');
   const seen = new Set<string>();
   return names.map((name) => {
-    const network = canonicalNetwork(name);
+    const network = configuredNetwork(name);
     if (network === undefined) {
       throw new ConfigError(
         'NETWORKS',
-        `unknown network "${name}"; known (by this name or by their CAIP-2 id): ${NETWORK_NAMES.join(', ')}`,
+        `unknown network "${name}"; known (by a name or by the CAIP-2 id in brackets): ${knownNetworks()}`,
       );
     }
     if (seen.has(network)) throw new ConfigError('NETWORKS', `network "${network}" is listed twice`);
     seen.add(network);
     const entry = NETWORK_TABLE[network];
-    const rpcVariable = `RPC_URL_${envSuffix(network)}`;
-    const usdcVariable = `USDC_ADDRESS_${envSuffix(network)}`;
-    const usdc = text(env, usdcVariable) ?? entry.usdc;
+    const { variable: usdcVariable, value: usdcSet } = networkVariable(env, 'USDC_ADDRESS_', network);
+    const usdc = usdcSet ?? entry.usdc;
     if (!CHAIN_FAMILIES[entry.chainType].addressPattern.test(usdc))
       throw new ConfigError(usdcVariable, `not a valid ${entry.chainType} address: "${usdc}"`);
-    const rpcUrl = url(env, rpcVariable) ?? entry.publicRpcUrl;
+    const { variable: rpcVariable, value: rpcSet } = networkVariable(env, 'RPC_URL_', network);
+    const rpcUrl = (rpcSet === undefined ? undefined : url(env, rpcVariable)) ?? entry.publicRpcUrl;
     if (rpcUrl === undefined) {
       throw new ConfigError(
         rpcVariable,
         `is required: NETWORKS enables ${network} (${entry.label}), which has no public RPC endpoint we know of`,
       );
     }
-    const depthVariable = `FINALITY_DEPTH_${envSuffix(network)}`;
-    const depth = text(env, depthVariable);
+    const { variable: depthVariable, value: depth } = networkVariable(env, 'FINALITY_DEPTH_', network);
     let finality: FinalityRule | undefined;
     if (depth !== undefined) {
       if ('commitment' in entry.finality)
@@ -298,7 +327,13 @@ function parseNetworks(env: Env): NetworkSettings[] {
         throw new ConfigError(depthVariable, 'must be a whole number of blocks, 1 or more');
       finality = { blocks: Number(depth), watchSeconds: entry.finality.watchSeconds };
     }
-    return { name: network, rpcUrl, usdc, ...(finality ? { finality } : {}) };
+    return {
+      name: network,
+      rpcUrl,
+      ...(rpcSet === undefined ? {} : { rpcVariable }),
+      usdc,
+      ...(finality ? { finality } : {}),
+    };
   });
 }
 

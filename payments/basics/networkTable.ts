@@ -669,6 +669,42 @@ export function aliasesOf(network: NetworkName): string[] {
   return Object.keys(ALIASES).filter((alias) => ALIASES[alias] === network);
 }
 
+/**
+ * The name people and other tools know a network by, where our name is its CAIP-2 id or where it
+ * has a second common name: configuration (NETWORKS, RPC_URL_<NAME>, USDC_ADDRESS_<NAME>,
+ * FINALITY_DEPTH_<NAME>) accepts it beside our name. Not accepted on the wire: a client names a
+ * network as x402 does.
+ */
+const USUAL_NAMES: Readonly<Record<string, NetworkName>> = {
+  arbitrum: 'eip155:42161',
+  'arbitrum-one': 'eip155:42161',
+  'arbitrum-sepolia': 'eip155:421614',
+  mezo: 'eip155:31612',
+  'mezo-testnet': 'eip155:31611',
+  radius: 'eip155:723487',
+  'radius-testnet': 'eip155:72344',
+  adi: 'eip155:36900',
+  hpp: 'eip155:190415',
+  'hpp-sepolia': 'eip155:181228',
+  xdc: 'eip155:50',
+  'xdc-apothem': 'eip155:51',
+  igra: 'eip155:38833',
+  'celo-sepolia': 'eip155:11142220',
+  'avalanche-c-chain': 'avalanche',
+  'ethereum-mainnet': 'ethereum',
+  'polygon-pos': 'polygon',
+};
+
+/** The usual names configuration accepts for a network beside ours (arbitrum-sepolia for eip155:421614). */
+export function usualNamesOf(network: NetworkName): string[] {
+  return Object.keys(USUAL_NAMES).filter((alias) => USUAL_NAMES[alias] === network);
+}
+
+/** A network named in configuration: by our name, an alias, its usual name or its CAIP-2 id. */
+export function configuredNetwork(name: string): NetworkName | undefined {
+  return canonicalNetwork(name) ?? (Object.hasOwn(USUAL_NAMES, name) ? USUAL_NAMES[name] : undefined);
+}
+
 const BY_CAIP2 = new Map<string, NetworkName>(NETWORK_NAMES.map((name) => [NETWORK_TABLE[name].caip2, name]));
 
 /** Our name of a network given by its v1 name, an alias, or its CAIP-2 id (x402 version 2). */

@@ -256,7 +256,15 @@ export interface ChainFamily {
   ): Promise<FinalityReading>;
   /** Resolves when the network's RPC answers within `timeoutMs`; rejects with the reason otherwise. */
   checkReachable(chains: Chains, network: NetworkName, timeoutMs: number): Promise<void>;
+  /**
+   * Which chain the network's RPC says it serves (EVM: eth_chainId; Solana: the genesis hash),
+   * compared with the network's row, within `timeoutMs`; rejects with the reason when it does not answer.
+   */
+  chainIdentity(chains: Chains, network: NetworkName, timeoutMs: number): Promise<ChainIdentity>;
 }
+
+/** The chain an RPC serves: the network's, or another one (`answered` and `expected` read as "chain id 84532"). */
+export type ChainIdentity = { kind: 'same' } | { kind: 'other'; answered: string; expected: string };
 
 /**
  * What reconciling uses; with the submission queue and a clock (the jobs have both) it can also

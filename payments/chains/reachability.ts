@@ -22,7 +22,7 @@ function reasonOf(error: unknown): string {
 }
 
 /** A request raced against `timeoutMs`, whatever bound the request keeps itself (viem keeps a longer one). */
-export async function probe(request: () => Promise<unknown>, timeoutMs: number): Promise<void> {
+export async function probe<T>(request: () => Promise<T>, timeoutMs: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const expired = new Promise<never>((_resolve, reject) => {
     timer = setTimeout(() => {
@@ -32,7 +32,7 @@ export async function probe(request: () => Promise<unknown>, timeoutMs: number):
     }, timeoutMs);
   });
   try {
-    await Promise.race([request(), expired]);
+    return await Promise.race([request(), expired]);
   } catch (error) {
     throw new Error(reasonOf(error), { cause: error });
   } finally {
@@ -41,9 +41,9 @@ export async function probe(request: () => Promise<unknown>, timeoutMs: number):
 }
 
 /** A request that carries its own abort signal of `timeoutMs` (kit's RPC). */
-export async function abortableProbe(request: () => Promise<unknown>, timeoutMs: number): Promise<void> {
+export async function abortableProbe<T>(request: () => Promise<T>, timeoutMs: number): Promise<T> {
   try {
-    await request();
+    return await request();
   } catch (error) {
     if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError'))
       throw new Error(`no answer within ${timeoutMs} ms`, { cause: error });

@@ -106,6 +106,8 @@ describe('NETWORKS', () => {
         expect(network).toEqual({
           name,
           rpcUrl: NETWORK_TABLE[name].publicRpcUrl ?? 'https://rpc.example.org',
+          // The variable the URL was read from, when one was.
+          ...(NETWORK_TABLE[name].publicRpcUrl === undefined ? { rpcVariable: `RPC_URL_${envSuffix(name)}` } : {}),
           usdc: NETWORK_TABLE[name].usdc,
         });
       }
@@ -135,6 +137,7 @@ describe('NETWORKS', () => {
       {
         name: 'eip155:42161',
         rpcUrl: 'https://arbitrum.example.org',
+        rpcVariable: 'RPC_URL_EIP155_42161',
         usdc: '0x1111111111111111111111111111111111111111',
       },
     ]);
@@ -201,7 +204,9 @@ describe('Polygon Amoy, one row of the network table', () => {
         RPC_URL_POLYGON_AMOY: 'https://amoy.example.org',
         USDC_ADDRESS_POLYGON_AMOY: other,
       }).networks,
-    ).toEqual([{ name: 'polygon-amoy', rpcUrl: 'https://amoy.example.org', usdc: other }]);
+    ).toEqual([
+      { name: 'polygon-amoy', rpcUrl: 'https://amoy.example.org', rpcVariable: 'RPC_URL_POLYGON_AMOY', usdc: other },
+    ]);
     expect(() => loadConfig({ NETWORKS: 'polygon-amoy', USDC_ADDRESS_POLYGON_AMOY: 'not-an-address' })).toThrow(
       /USDC_ADDRESS_POLYGON_AMOY/,
     );

@@ -131,7 +131,8 @@ describe('GET /health/ready', () => {
         checks: { database: 'ok', worker: 'ok', 'rpc:base-sepolia': 'ok', 'rpc:solana-devnet': 'ok' },
         failed: [],
       });
-      expect(rpc.methods.sort()).toEqual(['eth_blockNumber', 'getSlot']);
+      // Each RPC answers, and serves its network's chain.
+      expect(rpc.methods.sort()).toEqual(['eth_blockNumber', 'eth_chainId', 'getGenesisHash', 'getSlot']);
       const health = await t.client.get('/health');
       expect(health.body).toEqual({ status: 'ok', checks: { database: 'ok', worker: 'ok' } });
       // The RPC requests of the probe are timed by network in the metrics.
@@ -177,6 +178,36 @@ describe('GET /health/ready', () => {
       expect(hanging.body.checks['rpc:solana-devnet']).toMatch(/^no answer within [0-9]+ ms$/);
     } finally {
       rpc.mode = 'answer';
+      await t.stop();
+    }
+  });
+
+  it('answers 503 naming the network whose RPC now serves another chain, its URL without secrets', async () => {
+    const t = await startTestService({
+      NETWORKS: 'base-sepolia,solana-devnet',
+      RPC_URL_BASE_SEPOLIA: `http://user:pass-in-url@127.0.0.1:${new URL(rpc.url).port}/secret-key-in-path`,
+      RPC_URL_SOLANA_DEVNET: rpc.url,
+      RUN_WORKER: 'false',
+    });
+    try {
+      expect((await t.client.get('/health/ready')).status).toBe(200);
+      // The endpoint is moved to Base mainnet and to Solana's mainnet cluster behind the same URLs.
+      rpc.chainId = 8453;
+      rpc.genesisHash = '5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d';
+      const moved = await t.client.get('/health/ready');
+      expect(moved.status).toBe(503);
+      expect(moved.body.failed.sort()).toEqual(['rpc:base-sepolia', 'rpc:solana-devnet']);
+      expect(moved.body.checks['rpc:base-sepolia']).toBe(
+        'RPC_URL_BASE_SEPOLIA points at http://127.0.0.1, which answers chain id 8453, but base-sepolia (Base Sepolia) is chain id 84532',
+      );
+      expect(moved.body.checks['rpc:solana-devnet']).toMatch(
+        /^RPC_URL_SOLANA_DEVNET points at http:\/\/127\.0\.0\.1, which answers genesis hash 5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d, but solana-devnet \(Solana Devnet\) is a genesis hash starting EtWTRABZaYq6iMfeYKouRu166VU2xqa1$/,
+      );
+      expect(moved.text).not.toContain('secret-key-in-path');
+      expect(moved.text).not.toContain('pass-in-url');
+    } finally {
+      rpc.chainId = 84532;
+      rpc.genesisHash = 'EtWTRABZaYq6iMfeYKouRu166VU2xqa1wcaWoxPkrZBG';
       await t.stop();
     }
   });

@@ -71,7 +71,12 @@ describe('configuration', () => {
       SSRF_ALLOW_HOSTS: '127.0.0.1:4010, localhost:4011',
     });
     expect(config.networks).toEqual([
-      { name: 'base-sepolia', rpcUrl: 'http://127.0.0.1:8545', usdc: '0x0000000000000000000000000000000000000001' },
+      {
+        name: 'base-sepolia',
+        rpcUrl: 'http://127.0.0.1:8545',
+        rpcVariable: 'RPC_URL_BASE_SEPOLIA',
+        usdc: '0x0000000000000000000000000000000000000001',
+      },
       {
         name: 'solana-devnet',
         rpcUrl: 'https://api.devnet.solana.com',
@@ -96,6 +101,58 @@ describe('configuration', () => {
       const attempt = () => loadConfig({ NETWORKS: 'base-sepolia,solana-devnet', [variable]: value });
       expect(attempt).toThrow(ConfigError);
       expect(attempt).toThrow(variable);
+    }
+  });
+
+  it("accepts a network's usual name in NETWORKS and in its variables, beside our name and its CAIP-2 id", () => {
+    const config = loadConfig({
+      NETWORKS: 'arbitrum-sepolia, polygon, celo-sepolia, xdc-apothem',
+      RPC_URL_ARBITRUM_SEPOLIA: 'http://127.0.0.1:8545/',
+      USDC_ADDRESS_ARBITRUM_SEPOLIA: '0x0000000000000000000000000000000000000002',
+      FINALITY_DEPTH_ARBITRUM_SEPOLIA: '3',
+      RPC_URL_POLYGON: 'http://127.0.0.1:8546',
+      RPC_URL_EIP155_11142220: 'http://127.0.0.1:8547',
+    });
+    expect(config.networks.map(({ name, rpcUrl, rpcVariable }) => ({ name, rpcUrl, rpcVariable }))).toEqual([
+      { name: 'eip155:421614', rpcUrl: 'http://127.0.0.1:8545', rpcVariable: 'RPC_URL_ARBITRUM_SEPOLIA' },
+      { name: 'polygon', rpcUrl: 'http://127.0.0.1:8546', rpcVariable: 'RPC_URL_POLYGON' },
+      { name: 'eip155:11142220', rpcUrl: 'http://127.0.0.1:8547', rpcVariable: 'RPC_URL_EIP155_11142220' },
+      { name: 'eip155:51', rpcUrl: 'https://erpc.apothem.network', rpcVariable: undefined },
+    ]);
+    expect(config.networks[0]).toMatchObject({
+      usdc: '0x0000000000000000000000000000000000000002',
+      finality: { blocks: 3 },
+    });
+    // Both names of one network listed, or its two variables set to different URLs: refused.
+    expect(() => loadConfig({ NETWORKS: 'arbitrum-sepolia,eip155:421614' })).toThrow('listed twice');
+    const twice = () =>
+      loadConfig({
+        NETWORKS: 'arbitrum',
+        RPC_URL_EIP155_42161: 'http://127.0.0.1:8545',
+        RPC_URL_ARBITRUM: 'http://127.0.0.1:8546',
+      });
+    expect(twice).toThrow(ConfigError);
+    expect(twice).toThrow(/^RPC_URL_ARBITRUM: names eip155:42161 as RPC_URL_EIP155_42161 does, with another value$/);
+  });
+
+  it('lists every network by its names beside its CAIP-2 id when NETWORKS names an unknown one', () => {
+    let message = '';
+    try {
+      loadConfig({ NETWORKS: 'base,arbitrum-goerli' });
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/^NETWORKS: unknown network "arbitrum-goerli"; known /);
+    for (const listed of [
+      'base (eip155:8453)',
+      'polygon or polygon-pos (eip155:137)',
+      'arbitrum or arbitrum-one (eip155:42161)',
+      'arbitrum-sepolia (eip155:421614)',
+      'solana or solana-mainnet or solana-mainnet-beta (solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp)',
+      'celo-sepolia (eip155:11142220)',
+    ]) {
+      expect(message).toContain(listed);
     }
   });
 

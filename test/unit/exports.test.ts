@@ -19,8 +19,6 @@ const USER_FOLDERS = [...PRODUCTION_FOLDERS, 'devnet', 'load', 'tools'];
 const TESTED_ONLY: Record<string, string> = {
   'payments/incoming/store.ts recordClientPayment':
     'the tests read the whole row a claimed payment recorded; the product claims the nonce by claimClientPayment, which returns only the id',
-  'payments/basics/config.ts envSuffix':
-    'the tests name the variables of every network of the table (RPC_URL_EIP155_42161) by the rule configuration reads them by',
   'db/embedded.ts isAlive':
     "the embedded restart test waits for the killed Postgres to be gone by the service's own rule (a zombie is gone)",
   'payments/chains/evm/submit.ts nonceRefusalOf':

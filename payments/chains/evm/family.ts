@@ -100,6 +100,15 @@ export const EVM_FAMILY: ChainFamily = {
     const clients = chains.evm.networks.get(network);
     if (!clients) return Promise.reject(new Error(`${network} is not an enabled network`));
     // viem's request keeps its own (longer) timeout; the probe does not wait for it.
-    return probe(() => clients.publicClient.getBlockNumber({ cacheTime: 0 }), timeoutMs);
+    return probe(() => clients.publicClient.getBlockNumber({ cacheTime: 0 }), timeoutMs).then(() => {});
+  },
+  chainIdentity: async (chains, network, timeoutMs) => {
+    const clients = chains.evm.networks.get(network);
+    if (!clients) throw new Error(`${network} is not an enabled network`);
+    const answered = await probe(() => clients.publicClient.getChainId(), timeoutMs);
+    const expected = NETWORK_TABLE[network].chainId;
+    return answered === expected
+      ? { kind: 'same' }
+      : { kind: 'other', answered: `chain id ${answered}`, expected: `chain id ${expected}` };
   },
 };

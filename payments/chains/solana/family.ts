@@ -3,6 +3,7 @@
  * assembled from this folder. Payments are partially signed transactions (the exact scheme,
  * exact.ts) that the settler co-signs as fee payer: our wallet, or a facilitator's.
  */
+import { caip2Of } from '../../basics/networkTable';
 import { fail, ok } from '../../basics/result';
 import type { ChainFamily } from '../family';
 import type { VerifiedClientPayment } from '../types';
@@ -64,6 +65,22 @@ export const SOLANA_FAMILY: ChainFamily = {
   checkReachable: (chains, network, timeoutMs) => {
     const clients = chains.svm.networks.get(network);
     if (!clients) return Promise.reject(new Error(`${network} is not an enabled network`));
-    return abortableProbe(() => clients.rpc.getSlot().send({ abortSignal: AbortSignal.timeout(timeoutMs) }), timeoutMs);
+    return abortableProbe(
+      () => clients.rpc.getSlot().send({ abortSignal: AbortSignal.timeout(timeoutMs) }),
+      timeoutMs,
+    ).then(() => {});
+  },
+  chainIdentity: async (chains, network, timeoutMs) => {
+    const clients = chains.svm.networks.get(network);
+    if (!clients) throw new Error(`${network} is not an enabled network`);
+    const answered: string = await abortableProbe(
+      () => clients.rpc.getGenesisHash().send({ abortSignal: AbortSignal.timeout(timeoutMs) }),
+      timeoutMs,
+    );
+    // The CAIP-2 reference of a Solana cluster is the first 32 characters of its genesis hash.
+    const reference = caip2Of(network).slice('solana:'.length);
+    return answered.startsWith(reference)
+      ? { kind: 'same' }
+      : { kind: 'other', answered: `genesis hash ${answered}`, expected: `a genesis hash starting ${reference}` };
   },
 };
