@@ -30,7 +30,8 @@ function configure(overrides: Record<string, string>): Config {
 }
 
 async function main(): Promise<void> {
-  const log = createLogger(configure({}).logLevel);
+  const { logLevel, logFormat } = configure({});
+  const log = createLogger(logLevel, logFormat);
   // graphile-worker 0.17 does not await some of its own job-state writes: one that meets a
   // Postgres restart rejects with nobody listening, and Node would end the whole process (API
   // and worker) over a write the worker redoes once the job's lock expires. A lost connection is

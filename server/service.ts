@@ -85,7 +85,7 @@ async function openDatabase(config: Config, log: Logger): Promise<{ url: string;
 }
 
 export async function startService(config: Config, options: ServiceOptions = {}): Promise<Service> {
-  const log = options.logger ?? createLogger(config.logLevel);
+  const log = options.logger ?? createLogger(config.logLevel, config.logFormat);
   // Chosen once, before anything signs or recovers (payments/basics/secp256k1.ts).
   const secp256k1 = selectSecp256k1(config.secp256k1Implementation);
   log.info(

@@ -90,6 +90,8 @@ export interface Config {
     maxTokens: number;
   };
   logLevel: string;
+  /** LOG_FORMAT: json or pretty lines; unset: pretty on a terminal, JSON elsewhere. */
+  logFormat: 'json' | 'pretty' | undefined;
   runWorker: boolean;
   /** `npm run worker` serves /health/live, /health/ready and /metrics on this port (on HOST) when set. */
   workerPort: number | undefined;
@@ -418,6 +420,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxTokens: integer(env, 'LLM_MAX_TOKENS', 1024, 1, 1_000_000),
     },
     logLevel,
+    logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'] as const),
     runWorker: flag(env, 'RUN_WORKER', true),
     workerPort: text(env, 'WORKER_PORT') === undefined ? undefined : integer(env, 'WORKER_PORT', 0, 0, 65535),
     shutdownGraceMs: integer(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
