@@ -57,7 +57,9 @@ function serveFlags(): string[] {
   const manifest = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
     scripts: { serve: string };
   };
+  // The script execs node, so that a signal to npm reaches the service.
   const words = manifest.scripts.serve.split(/\s+/);
+  expect(words.shift()).toBe('exec');
   expect(words[0]).toBe('node');
   expect(words.at(-1)).toBe('dist/main.js');
   return words.slice(1, -1);
