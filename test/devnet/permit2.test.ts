@@ -129,9 +129,14 @@ describe.each(NETWORKS)('@x402/fetch 2.27 pays @x402/express 2.27 targets asking
     });
 
     // Permit2 may move only what the owner approved it for: before the approval nothing settles.
+    // The facilitator reads the allowance (through Multicall3, as on a live chain) and says so;
+    // @x402/express answers that with 412 and the offer again.
     const before = await balances(target.payTo);
     const response = await peers.x402FetchV2()(target.routes.paid.url);
-    expect(response.status).toBe(402);
+    expect(response.status).toBe(412);
+    expect(decodePaymentRequiredHeader(response.headers.get('payment-required')!).error).toBe(
+      'permit2_allowance_required',
+    );
     expect(await balances(target.payTo)).toEqual(before);
   });
 
