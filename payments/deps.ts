@@ -47,4 +47,6 @@ export interface Deps {
    * one, or a bound on our exposure to unsettled upto permits was reached: the service's metrics.
    */
   onUptoRefused: (reason: 'payer_defaulted' | 'wallet_exposure' | 'total_exposure') => void;
+  /** Told of each call the facilitator refused with 401 or 403 (our credentials): the service's metrics. */
+  onFacilitatorRefusedCredentials: (path: '/settle', status: number) => void;
 }

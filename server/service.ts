@@ -38,6 +38,7 @@ import { loadConsolePage } from './consolePage';
 import { createLogger } from './logger';
 import { ServiceMetrics } from './metrics';
 import { loadDocument, warmValidators } from './openapi';
+import { checkFacilitatorCredentials, facilitatorRefusalCounter } from './facilitatorCheck';
 import { createProbes, serveProbes, type Probes } from './probes';
 
 export interface ServiceOptions {
@@ -95,6 +96,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
   await checkChainIdentities(config, log);
   const { url: databaseUrl, embedded } = await openDatabase(config, log);
   const dbHandle = createDb(databaseUrl, {
+  await checkFacilitatorCredentials(config, log);
     maxConnections: config.databasePoolMax,
     onPoolError: (error) => log.error({ err: error }, 'database pool error'),
   });
@@ -407,6 +409,7 @@ function assembleDeps({
         await sql`select 1`.execute(dbHandle.db);
       },
       worker: async () => {
+    onFacilitatorRefusedCredentials: facilitatorRefusalCounter(metrics.registry),
         if (running.worker) {
           if (!running.worker.isRunning()) throw new Error('the in-process worker has stopped');
           return;

@@ -20,6 +20,7 @@ import { parseAllowHosts, type AllowHosts } from './http/index';
 import { SECP256K1_IMPLEMENTATIONS, type Secp256k1Name } from './secp256k1';
 
 export interface NetworkSettings {
+import { isFacilitatorAuthError, parseFacilitatorAuth, type FacilitatorAuth } from './facilitatorAuth';
   name: NetworkName;
   rpcUrl: string;
   /** The variable rpcUrl was read from (RPC_URL_<NAME>); absent when it is the row's public endpoint. */
@@ -46,6 +47,8 @@ export interface Config {
   facilitatorUrl: string | undefined;
   /** Normalised host:port pairs exempt from the private-address guard. */
   ssrfAllowHosts: AllowHosts;
+  /** CDP_API_KEY_ID and CDP_API_KEY_SECRET, FACILITATOR_HEADERS: how we authenticate to the facilitator (facilitatorAuth.ts). */
+  facilitatorAuth: FacilitatorAuth | undefined;
   relayFeePercent: number;
   relayFeeMinUsdc: string;
   proxyFeePercent: number;
@@ -389,7 +392,8 @@ export function loadConfig(env: Env = process.env): Config {
     evmPrivateKey:
       evmPrivateKey === undefined ? undefined : evmPrivateKey.startsWith('0x') ? evmPrivateKey : `0x${evmPrivateKey}`,
     solanaPrivateKey,
-    facilitatorUrl: url(env, 'FACILITATOR_URL', { queryAndFragment: 'refused' }),
+    facilitatorUrl,
+    facilitatorAuth,
     ssrfAllowHosts: hostList(env, 'SSRF_ALLOW_HOSTS'),
     relayFeePercent: percent(env, 'RELAY_FEE_PERCENT', 3),
     relayFeeMinUsdc: decimal(env, 'RELAY_FEE_MIN_USDC', '0', 6),
@@ -449,7 +453,15 @@ export function rpcHost(rpcUrl: string): string {
  * development; in production it starts only when EMBEDDED_POSTGRES=allow says it is wanted.
  */
 export function checkProductionConfig(config: Config, env: Env): void {
+function facilitatorAuthOf(env: Env, facilitatorUrl: string | undefined): FacilitatorAuth | undefined {
+  const auth = parseFacilitatorAuth(env, facilitatorUrl);
+  if (isFacilitatorAuthError(auth)) throw new ConfigError(auth.variable, auth.problem);
+  return auth;
+}
+
   if (config.nodeEnv !== 'production') return;
+  const facilitatorUrl = url(env, 'FACILITATOR_URL', { queryAndFragment: 'refused' });
+  const facilitatorAuth = facilitatorAuthOf(env, facilitatorUrl);
   const enabledFamilies = new Set<string>(config.networks.map((network) => NETWORK_TABLE[network.name].chainType));
   for (const [family, { keyVariable, keySetting, enabledText }] of Object.entries(CHAIN_FAMILIES)) {
     if (enabledFamilies.has(family) && !config[keySetting])

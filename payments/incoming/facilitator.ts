@@ -11,17 +11,23 @@
  * for a while (facilitatorSupport), says per network which. A network it lists in version 2 (by
  * its CAIP-2 id) is settled with version 2 bodies, any other with version 1 bodies, as before.
  *
+ * Every call carries the headers that authenticate us to the facilitator when it requires them
+ * (FACILITATOR_HEADERS, or a CDP JWT made for that one method and path: facilitatorHeaders.ts).
+ * A 401 or 403 is a refusal of those credentials, said so in the settlement's `status`.
+ *
  * Both go over node:http with a keep-alive pool, not fetch (whose web streams, Headers and Request
  * objects cost several times the CPU per exchange; docs/decisions.md). Redirects are not followed:
  * a 3xx is an answer we cannot read. Nothing is ever sent twice: a /settle that may have arrived is
  * unknown, and the chain decides.
  */
 import type { OutgoingHttpHeaders } from 'node:http';
+import type { FacilitatorAuth } from '../basics/facilitatorAuth';
 import { keepAliveAgent, keepAliveExchange } from '../basics/http/keepAlive';
 import { canonicalNetwork, caip2Of, type NetworkName } from '../basics/networkTable';
 import { isPlainObject } from '../x402/parse';
 import { X402_VERSION, type PaymentPayload, type PaymentRequirements } from '../x402/types';
 import { requirementsToV2, resourceOf, X402_VERSION_2, type PaymentPayloadV2, type X402Version } from '../x402/v2';
+import { facilitatorHeaders } from './facilitatorHeaders';
 
 /** The errorReason of a settlement the facilitator broadcast and still awaits (@x402/core, @x402/evm, @x402/svm). */
 export const SETTLEMENT_PENDING_REASON = 'settlement_pending';
@@ -34,8 +40,11 @@ export type FacilitatorSettlement =
   /** `settlement_pending`: broadcast and still under way (neither failed nor settled): followed as a settlement. */
   | { kind: 'pending'; transaction: string }
   | { kind: 'unconfirmed'; transaction: string; errorReason: string }
-  /** A 4xx, or `success` false without a transaction: it says it did not settle, which the chain must confirm. */
-  | { kind: 'declined'; errorReason: string }
+  /**
+   * A 4xx (its `status`), or `success` false without a transaction: it says it did not settle,
+   * which the chain must confirm. A 401 or 403 refused our credentials.
+   */
+  | { kind: 'declined'; errorReason: string; status?: number }
   | { kind: 'unknown'; details: string };
 
 const agents = { 'http:': keepAliveAgent('http:', 64), 'https:': keepAliveAgent('https:', 64) };
@@ -46,16 +55,20 @@ const agents = { 'http:': keepAliveAgent('http:', 64), 'https:': keepAliveAgent(
  */
 async function exchange(
   url: string,
-  init: { method: 'GET' | 'POST'; body?: string; timeoutMs: number; maxBytes: number },
+  init: { method: 'GET' | 'POST'; body?: string; timeoutMs: number; maxBytes: number; auth?: FacilitatorAuth },
 ): Promise<{ status: number; text: string | undefined }> {
   const target = new URL(url);
-  const headers: OutgoingHttpHeaders = { accept: 'application/json' };
+  const { auth, ...request } = init;
+  const headers: OutgoingHttpHeaders = {
+    ...(await facilitatorHeaders(auth, init.method, target)),
+    accept: 'application/json',
+  };
   if (init.body !== undefined) {
     headers['content-type'] = 'application/json';
     headers['content-length'] = Buffer.byteLength(init.body);
   }
   const outcome = await keepAliveExchange(target, {
-    ...init,
+    ...request,
     headers,
     agent: target.protocol === 'https:' ? agents['https:'] : agents['http:'],
   });
@@ -97,7 +110,7 @@ export async function settleWithFacilitator(
   facilitatorUrl: string,
   payment: PaymentPayload,
   requirements: PaymentRequirements,
-  options: { timeoutMs: number; version?: X402Version },
+  options: { timeoutMs: number; version?: X402Version; auth?: FacilitatorAuth },
 ): Promise<FacilitatorSettlement> {
   let status: number;
   let text: string | undefined;
@@ -107,6 +120,7 @@ export async function settleWithFacilitator(
       body: JSON.stringify(settleRequestBody(payment, requirements, options.version ?? X402_VERSION)),
       timeoutMs: options.timeoutMs,
       maxBytes: MAX_FACILITATOR_RESPONSE_BYTES,
+      auth: options.auth,
     }));
   } catch (error) {
     return {
@@ -127,7 +141,7 @@ export async function settleWithFacilitator(
 
   if (status >= 500 || status < 200 || (status >= 300 && status < 400))
     return { kind: 'unknown', details: `facilitator /settle answered ${status}` };
-  if (status >= 400) return { kind: 'declined', errorReason: errorReason ?? `facilitator_http_${status}` };
+  if (status >= 400) return { kind: 'declined', errorReason: errorReason ?? `facilitator_http_${status}`, status };
   if (!answer || typeof answer.success !== 'boolean')
     return { kind: 'unknown', details: 'facilitator /settle answer is not a settlement response' };
   if (answer.success) {
@@ -161,15 +175,18 @@ const MAX_KINDS = 256;
 
 const supportCache = new Map<string, { expiresAt: number; support: Promise<FacilitatorSupport | undefined> }>();
 
+type SupportedOptions = { timeoutMs: number; auth?: FacilitatorAuth };
+
 async function readSupported(
   facilitatorUrl: string,
-  options: { timeoutMs: number },
+  options: SupportedOptions,
 ): Promise<FacilitatorSupport | undefined> {
   try {
     const { status, text } = await exchange(`${facilitatorUrl.replace(/\/+$/, '')}/supported`, {
       method: 'GET',
       timeoutMs: options.timeoutMs,
       maxBytes: MAX_FACILITATOR_RESPONSE_BYTES,
+      auth: options.auth,
     });
     if (status < 200 || status >= 300 || text === undefined) return undefined;
     const body: unknown = JSON.parse(text);
@@ -197,7 +214,7 @@ async function readSupported(
  */
 export function facilitatorSupport(
   facilitatorUrl: string,
-  options: { timeoutMs: number },
+  options: SupportedOptions,
 ): Promise<FacilitatorSupport | undefined> {
   const key = facilitatorUrl.replace(/\/+$/, '');
   const cached = supportCache.get(key);
@@ -243,10 +260,45 @@ export function facilitatorVersionFor(support: FacilitatorSupport | undefined, n
 export async function facilitatorFeePayer(
   facilitatorUrl: string,
   network: NetworkName,
-  options: { timeoutMs: number },
+  options: SupportedOptions,
 ): Promise<string | undefined> {
   const support = await facilitatorSupport(facilitatorUrl, options);
   const kind = kindFor(support, network, facilitatorVersionFor(support, network));
   const feePayer = kind?.extra?.feePayer;
   return typeof feePayer === 'string' && feePayer !== '' ? feePayer : undefined;
+}
+
+/** What the facilitator's GET /supported says of our access to it. */
+export type FacilitatorAccess =
+  | { kind: 'granted' }
+  /** 401 or 403: our credentials are missing, wrong, expired or revoked. */
+  | { kind: 'refused'; status: number }
+  /** No answer, or another status: says nothing of our credentials. */
+  | { kind: 'unknown'; details: string };
+
+/** One GET /supported with our credentials (never cached), read for its status only. */
+export async function facilitatorAccess(facilitatorUrl: string, options: SupportedOptions): Promise<FacilitatorAccess> {
+  try {
+    const { status } = await exchange(`${facilitatorUrl.replace(/\/+$/, '')}/supported`, {
+      method: 'GET',
+      timeoutMs: options.timeoutMs,
+      maxBytes: MAX_FACILITATOR_RESPONSE_BYTES,
+      auth: options.auth,
+    });
+    if (status === 401 || status === 403) return { kind: 'refused', status };
+    if (status >= 200 && status < 300) return { kind: 'granted' };
+    return { kind: 'unknown', details: `GET /supported answered ${status}` };
+  } catch (error) {
+    return { kind: 'unknown', details: `GET /supported: ${error instanceof Error ? error.message : String(error)}` };
+  }
+}
+
+/**
+ * What to tell the operator when the facilitator refuses our credentials: the variables to check,
+ * never their values.
+ */
+export function facilitatorRefusalAdvice(auth: FacilitatorAuth | undefined, status: number): string {
+  if (!auth)
+    return `the facilitator (FACILITATOR_URL) refused us with ${status}: it requires authentication; set CDP_API_KEY_ID and CDP_API_KEY_SECRET (Coinbase) or FACILITATOR_HEADERS`;
+  return `the facilitator (FACILITATOR_URL) refused our credentials with ${status}: check ${auth.variables.join(', ')}`;
 }

@@ -11,6 +11,7 @@ import { NETWORK_NAMES, NETWORK_TABLE, type NetworkClass, type NetworkName } fro
 import { microToAsset } from '../basics/money';
 import { type PaymentRequirements } from '../x402/types';
 import { fail, ok, type Result } from '../basics/result';
+import type { FacilitatorAuth } from '../basics/facilitatorAuth';
 import { facilitatorFeePayer } from './facilitator';
 
 /** How long a client's authorization should stay valid: our verification, settlement and the target's payment fit in it. */
@@ -100,6 +101,8 @@ export async function settleableOffers(
   chains: Chains,
   request: OffersRequest,
   facilitatorUrl: string | undefined,
+  /** How we authenticate to that facilitator (FACILITATOR_HEADERS, a CDP API key), when it requires it. */
+  facilitatorAuth?: FacilitatorAuth,
 ): Promise<PaymentRequirements[]> {
   const ours = offers(chains, request);
   if (!facilitatorUrl) return ours;
@@ -109,6 +112,7 @@ export async function settleableOffers(
       if (!familyOf(network).facilitatorPaysFees) return [entry];
       const feePayer = await facilitatorFeePayer(facilitatorUrl, network, {
         timeoutMs: FACILITATOR_SUPPORTED_TIMEOUT_MS,
+        auth: facilitatorAuth,
       });
       if (!feePayer) return [];
       const offer = relayRequirements(chains, network, { ...request, feePayer });

@@ -17,7 +17,12 @@ import type { ReconcileDeps, SettlementRecord } from '../chains/family';
 import { familyOf } from '../chains/registry';
 import type { SettleFailureReason } from '../chains/types';
 import type { NetworkName } from '../basics/networkTable';
-import { facilitatorSupport, facilitatorVersionFor, settleWithFacilitator } from './facilitator';
+import {
+  facilitatorRefusalAdvice,
+  facilitatorSupport,
+  facilitatorVersionFor,
+  settleWithFacilitator,
+} from './facilitator';
 import {
   claimSettlement,
   findRelayTransaction,
@@ -47,7 +52,8 @@ export type SettlementOutcome =
   | { kind: 'failed'; reason: SettleFailureReason; details: string };
 
 /** What settling through a facilitator uses; the log, where given, hears why a facilitator did not settle. */
-type SettleDeps = Pick<Deps, 'chains' | 'clock' | 'paymentBounds'> & Partial<Pick<Deps, 'log'>>;
+type SettleDeps = Pick<Deps, 'chains' | 'clock' | 'paymentBounds'> &
+  Partial<Pick<Deps, 'log' | 'config' | 'onFacilitatorRefusedCredentials'>>;
 
 const pending = (txHash: string | null): SettlementOutcome => ({ kind: 'pending', txHash });
 
@@ -178,15 +184,24 @@ async function settleThroughFacilitator(
   if (!verified.ok) return failed(db, row.id, verified.reason, verified.details);
   const { payment, requirements } = storedPayment(row);
   // The version the facilitator settles this network in (its /supported, cached); version 1 when it cannot be read.
-  const support = await facilitatorSupport(facilitatorUrl, { timeoutMs: limits.facilitatorTimeoutMs });
+  const auth = deps.config?.facilitatorAuth;
+  const support = await facilitatorSupport(facilitatorUrl, { timeoutMs: limits.facilitatorTimeoutMs, auth });
   const version = facilitatorVersionFor(support, row.network as NetworkName);
   // Facilitators require the payment's network name to equal the requirement's (ours may be an alias).
   const answer = await settleWithFacilitator(
     facilitatorUrl,
     payment,
     { ...requirements, network: payment.network },
-    { timeoutMs: limits.facilitatorTimeoutMs, version },
+    { timeoutMs: limits.facilitatorTimeoutMs, version, auth },
   );
+  if (answer.kind === 'declined' && (answer.status === 401 || answer.status === 403)) {
+    // Not a word on the payment: the facilitator did not take our request. The chain still decides.
+    deps.log?.error(
+      { relayTransactionId: String(row.id), network: row.network, status: answer.status },
+      facilitatorRefusalAdvice(auth, answer.status),
+    );
+    deps.onFacilitatorRefusedCredentials?.('/settle', answer.status);
+  }
   if (answer.kind === 'unconfirmed') return notSettledByFacilitator(db, row, deps, answer);
   if (answer.kind === 'declined' || answer.kind === 'unknown') return unsettledByWord(db, row, deps, answer);
   // A settlement still pending at the facilitator is followed as a settled one: its transaction is

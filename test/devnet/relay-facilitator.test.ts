@@ -84,10 +84,17 @@ describe('settleWithFacilitator', () => {
     });
     expect(
       await settle({ status: 400, body: JSON.stringify({ success: false, errorReason: 'invalid_payload' }) }),
-    ).toEqual({ kind: 'declined', errorReason: 'invalid_payload' });
+    ).toEqual({ kind: 'declined', errorReason: 'invalid_payload', status: 400 });
     expect(await settle({ status: 400, body: 'nope' })).toEqual({
       kind: 'declined',
       errorReason: 'facilitator_http_400',
+      status: 400,
+    });
+    // Our credentials refused (a facilitator that requires authentication): declined too, its status told.
+    expect(await settle({ status: 401, body: '{"errorType":"unauthorized"}' })).toEqual({
+      kind: 'declined',
+      errorReason: 'facilitator_http_401',
+      status: 401,
     });
     // Success without a transaction, a server error, an unreadable body: the payment may or may not have moved.
     expect(await settle({ status: 200, body: JSON.stringify({ success: true, transaction: '' }) })).toMatchObject({

@@ -75,7 +75,7 @@ export async function receivingOffers(
   const networkClass = payable.some((network) => network.networkClass === 'mainnet') ? 'mainnet' : 'testnet';
   if (payable.length === 0) return [];
   const request = { networkClass, amountMicroUsdc, resource, description, mimeType: 'application/json' } as const;
-  return settleableOffers(chains, request, config.facilitatorUrl);
+  return settleableOffers(chains, request, config.facilitatorUrl, config.facilitatorAuth);
 }
 
 /**

@@ -139,7 +139,7 @@ export async function relayOffers(
     mimeType: quote.choice.requirements.mimeType || 'application/json',
     maxTimeoutSeconds: DEFAULT_RELAY_TIMEOUT_SECONDS,
   };
-  return settleableOffers(deps.chains, request, deps.config.facilitatorUrl);
+  return settleableOffers(deps.chains, request, deps.config.facilitatorUrl, deps.config.facilitatorAuth);
 }
 
 /**
