@@ -36,9 +36,9 @@ import { ConcurrencyCaps } from './caps';
 import { renderDocsPage } from './docsPage';
 import { loadConsolePage } from './consolePage';
 import { createLogger } from './logger';
+import { checkFacilitatorCredentials, facilitatorRefusalCounter } from './facilitatorCheck';
 import { ServiceMetrics } from './metrics';
 import { loadDocument, warmValidators } from './openapi';
-import { checkFacilitatorCredentials, facilitatorRefusalCounter } from './facilitatorCheck';
 import { createProbes, serveProbes, type Probes } from './probes';
 
 export interface ServiceOptions {
@@ -94,9 +94,9 @@ export async function startService(config: Config, options: ServiceOptions = {})
     `secp256k1: ${secp256k1.implementation.name}`,
   );
   await checkChainIdentities(config, log);
+  await checkFacilitatorCredentials(config, log);
   const { url: databaseUrl, embedded } = await openDatabase(config, log);
   const dbHandle = createDb(databaseUrl, {
-  await checkFacilitatorCredentials(config, log);
     maxConnections: config.databasePoolMax,
     onPoolError: (error) => log.error({ err: error }, 'database pool error'),
   });
@@ -403,13 +403,13 @@ function assembleDeps({
     idempotencyOwner: { instanceId: randomUUID(), leaseMs: config.idempotencyLeaseMs },
     onUptoChargeLost: (network) => metrics.uptoChargeLost(network),
     onUptoRefused: (reason) => metrics.uptoRefused(reason),
+    onFacilitatorRefusedCredentials: facilitatorRefusalCounter(metrics.registry),
     capMetrics: () => caps.metrics(),
     healthChecks: {
       database: async () => {
         await sql`select 1`.execute(dbHandle.db);
       },
       worker: async () => {
-    onFacilitatorRefusedCredentials: facilitatorRefusalCounter(metrics.registry),
         if (running.worker) {
           if (!running.worker.isRunning()) throw new Error('the in-process worker has stopped');
           return;

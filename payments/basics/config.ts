@@ -18,9 +18,9 @@ import {
 } from './networkTable';
 import { parseAllowHosts, type AllowHosts } from './http/index';
 import { SECP256K1_IMPLEMENTATIONS, type Secp256k1Name } from './secp256k1';
+import { isFacilitatorAuthError, parseFacilitatorAuth, type FacilitatorAuth } from './facilitatorAuth';
 
 export interface NetworkSettings {
-import { isFacilitatorAuthError, parseFacilitatorAuth, type FacilitatorAuth } from './facilitatorAuth';
   name: NetworkName;
   rpcUrl: string;
   /** The variable rpcUrl was read from (RPC_URL_<NAME>); absent when it is the row's public endpoint. */
@@ -45,10 +45,10 @@ export interface Config {
   evmPrivateKey: string | undefined;
   solanaPrivateKey: string | undefined;
   facilitatorUrl: string | undefined;
-  /** Normalised host:port pairs exempt from the private-address guard. */
-  ssrfAllowHosts: AllowHosts;
   /** CDP_API_KEY_ID and CDP_API_KEY_SECRET, FACILITATOR_HEADERS: how we authenticate to the facilitator (facilitatorAuth.ts). */
   facilitatorAuth: FacilitatorAuth | undefined;
+  /** Normalised host:port pairs exempt from the private-address guard. */
+  ssrfAllowHosts: AllowHosts;
   relayFeePercent: number;
   relayFeeMinUsdc: string;
   proxyFeePercent: number;
@@ -371,7 +371,15 @@ function discovery(env: Env): 'public' | 'off' {
   return value;
 }
 
+function facilitatorAuthOf(env: Env, facilitatorUrl: string | undefined): FacilitatorAuth | undefined {
+  const auth = parseFacilitatorAuth(env, facilitatorUrl);
+  if (isFacilitatorAuthError(auth)) throw new ConfigError(auth.variable, auth.problem);
+  return auth;
+}
+
 export function loadConfig(env: Env = process.env): Config {
+  const facilitatorUrl = url(env, 'FACILITATOR_URL', { queryAndFragment: 'refused' });
+  const facilitatorAuth = facilitatorAuthOf(env, facilitatorUrl);
   const logLevel = text(env, 'LOG_LEVEL') ?? 'info';
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError('LOG_LEVEL', `expected one of ${LOG_LEVELS.join(', ')}`);
   const evmPrivateKey = text(env, 'EVM_PRIVATE_KEY');
@@ -453,15 +461,7 @@ export function rpcHost(rpcUrl: string): string {
  * development; in production it starts only when EMBEDDED_POSTGRES=allow says it is wanted.
  */
 export function checkProductionConfig(config: Config, env: Env): void {
-function facilitatorAuthOf(env: Env, facilitatorUrl: string | undefined): FacilitatorAuth | undefined {
-  const auth = parseFacilitatorAuth(env, facilitatorUrl);
-  if (isFacilitatorAuthError(auth)) throw new ConfigError(auth.variable, auth.problem);
-  return auth;
-}
-
   if (config.nodeEnv !== 'production') return;
-  const facilitatorUrl = url(env, 'FACILITATOR_URL', { queryAndFragment: 'refused' });
-  const facilitatorAuth = facilitatorAuthOf(env, facilitatorUrl);
   const enabledFamilies = new Set<string>(config.networks.map((network) => NETWORK_TABLE[network.name].chainType));
   for (const [family, { keyVariable, keySetting, enabledText }] of Object.entries(CHAIN_FAMILIES)) {
     if (enabledFamilies.has(family) && !config[keySetting])
