@@ -643,6 +643,15 @@ export interface paths {
          *     | `prs_upto_exposure_micro_usdc` | gauge | `network_class` (`mainnet`, `testnet`) | the maxima of upto permits admitted on /relay and not yet settled or ended, for the whole service (read from Postgres, the same on every instance): what payers who revoke could cost now; at most RELAY_UPTO_EXPOSURE_TOTAL_USDC |
          *     | `prs_upto_refusals_total` | counter | `reason` (`payer_defaulted`, `wallet_exposure`, `total_exposure`) | upto permits on /relay refused before anything moved (a 402 offering exact only): the payer once failed to pay an upto charge, or the wallet's or the service's bound on unsettled upto maxima was reached |
          *     | `prs_rpc_request_duration_seconds` | histogram | `network`, `method` (JSON-RPC method), `outcome` (`ok`, `error`) | JSON-RPC requests to the chains |
+         *     | `prs_wallet_float_micro_usdc` | gauge | `network` | our wallet's stablecoin on each enabled network as the float job last read it (every FLOAT_REFRESH_SECONDS), in micro-USDC; read from Postgres, the same on every instance |
+         *     | `prs_wallet_float_floor_micro_usdc` | gauge | `network` | the network's float floor (FLOAT_FLOOR_USDC_<NETWORK>) in micro-USDC: under it /relay and /proxy answer 503 `float_below_floor` |
+         *     | `prs_wallet_gas_atomic` | gauge | `network` | our wallet's gas token as last read: wei on EVM networks, lamports on Solana |
+         *     | `prs_wallet_gas_floor_atomic` | gauge | `network` | the network's gas floor (GAS_FLOOR_<NETWORK>) in the same units: under it /relay and /proxy answer 503 `gas_below_floor` |
+         *     | `prs_wallet_below_floor` | gauge | `network`, `kind` (`float`, `gas`) | 1 while the last reading is under that floor (paid calls on the network are refused), else 0 |
+         *     | `prs_wallet_read_timestamp_seconds` | gauge | `network` | when the float job last read the network (unix seconds): alert when it falls behind |
+         *     | `prs_wallet_channel_funds_micro_usdc` | gauge | `network` | money of ours held in payment channels, in micro-USDC (0 until channel funds are tracked) |
+         *     | `prs_refunds_owed_micro_usdc` | gauge | `network` | relay refunds decided and not yet confirmed (refund_pending), in micro-USDC |
+         *     | `prs_states_stuck` | gauge | `table` (`relay_transactions`, `proxy_payments`, `refunds`, `finality_watches`) | records still open past their bound (an hour after their last move; proxy payments an hour past their window; finality watches past their network's watch bound): alert on any above 0 |
          *
          *     The process metrics of the Node.js client (`process_*`, `nodejs_*`: CPU, memory, event-loop
          *     lag, garbage collection) are included.
@@ -828,9 +837,11 @@ export interface components {
          *     | `target_unreachable` | 502 | /proxy: the target could not be reached or gave no answer (no `upstreamStatus`). |
          *     | `verification_unavailable` | 503 | A chain did not answer while the payment was verified; nothing was charged. |
          *     | `llm_unavailable` | 503 | No model backend is configured on this server; nothing was charged. |
+         *     | `float_below_floor` | 503 | /relay and /proxy: the service wallet's stablecoin on a network the call's money would move on (the target's, or the client's payment's) is under its floor (FLOAT_FLOOR_USDC_<NETWORK>) as last read; `network` names it, `details` the balance and the floor. Refused before anything of the client's moved; retry later or on another network. |
+         *     | `gas_below_floor` | 503 | The same for the wallet's gas token (GAS_FLOOR_<NETWORK>: ETH or the chain's own token, SOL). |
          * @enum {string}
          */
-        ErrorCode: "validation_failed" | "malformed_request" | "payment_reused" | "unauthorized" | "payment_required" | "payment_invalid" | "offer_mismatch" | "amount_mismatch" | "network_mismatch" | "payment_expired" | "insufficient_credits" | "policy_refused" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_in_progress" | "payload_too_large" | "idempotency_key_reused" | "price_above_limit" | "transfer_method_unsupported" | "asset_unsupported" | "pay_to_account_missing" | "capacity_exceeded" | "spend_limit_exceeded" | "header_fields_too_large" | "internal_error" | "configuration_error" | "llm_failed" | "not_implemented" | "upstream_error" | "target_unreachable" | "verification_unavailable" | "llm_unavailable";
+        ErrorCode: "validation_failed" | "malformed_request" | "payment_reused" | "unauthorized" | "payment_required" | "payment_invalid" | "offer_mismatch" | "amount_mismatch" | "network_mismatch" | "payment_expired" | "insufficient_credits" | "policy_refused" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_in_progress" | "payload_too_large" | "idempotency_key_reused" | "price_above_limit" | "transfer_method_unsupported" | "asset_unsupported" | "pay_to_account_missing" | "capacity_exceeded" | "spend_limit_exceeded" | "header_fields_too_large" | "internal_error" | "configuration_error" | "llm_failed" | "not_implemented" | "upstream_error" | "target_unreachable" | "verification_unavailable" | "llm_unavailable" | "float_below_floor" | "gas_below_floor";
         /** @description Two or more of `json`, `data`, `body` and `payload` given together. A call request must not match this (it is referenced under `not`): at most one of them carries the body sent to the target, and two or more are a 400 naming them. Each pair lists its two fields under `properties` as well, for validators that insist a required property be declared. */
         CallBodyFieldConflict: {
             json: unknown;
@@ -1197,6 +1208,25 @@ export interface components {
              * @description Id of the webhook record tracking the outcome; present only when background tracking is active.
              */
             webhook_id?: string;
+        };
+        /**
+         * WalletBelowFloor
+         * @description The service wallet is under its floor on a network this call's money would move on: its stablecoin (`float_below_floor`, FLOAT_FLOOR_USDC_<NETWORK>) or its gas token (`gas_below_floor`, GAS_FLOOR_<NETWORK>), as last read by the service (every FLOAT_REFRESH_SECONDS). Refused before anything of the client's moved: no credits held (/proxy), no payment verified or settled (/relay). `network` names the network; `details` says the balance, its floor and the variable that sets it. Retry later, or pay a target on another network.
+         * @example {
+         *       "code": "float_below_floor",
+         *       "error": "Service Unavailable",
+         *       "network": "base",
+         *       "details": "The service's USDC float on base (3.2 USDC, read 12 s ago) is below its floor of 10 (FLOAT_FLOOR_USDC_BASE): paid calls on base are refused until an operator tops the wallet up. Nothing was charged."
+         *     }
+         */
+        WalletBelowFloor: {
+            /** @enum {string} */
+            code: "float_below_floor" | "gas_below_floor";
+            /** @constant */
+            error: "Service Unavailable";
+            details: string;
+            /** @description The network whose floor is not met (our name of it, as in GET /config). */
+            network: string;
         };
         /**
          * @description Body of a relay simulation: the call that POST /relay would make. Only these seven fields are accepted; any other field is a 400.
@@ -2577,6 +2607,17 @@ export interface components {
         };
     };
     responses: {
+        /** @description The service wallet's stablecoin or gas is under its floor on a network this call would pay or be paid on (`float_below_floor` or `gas_below_floor`, with `network`); nothing of the client's moved. Retry after Retry-After, or on another network. */
+        WalletBelowFloor: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["WalletBelowFloor"];
+            };
+        };
         /** @description The request is invalid: it does not match this document (for example a query parameter the operation does not declare; every problem is listed in `details`) or a rule of the operation refuses it. */
         BadRequest: {
             headers: {
@@ -2776,13 +2817,13 @@ export interface components {
         "X-Request-Id": string;
         /** @description The same offers as the 402 body's `accepts`, for x402 version 2 clients: base64 (RFC 4648, with padding) of the UTF-8 JSON `{x402Version: 2, error, resource: {url, description, mimeType}, accepts}`, each entry with the network as its CAIP-2 id (`eip155:8453`, `solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp`, ...), `amount` for `maxAmountRequired`, and no resource fields. Pay one of them with PAYMENT-SIGNATURE, echoing the entry as `accepted`. */
         "PAYMENT-REQUIRED": string;
+        /** @description Seconds to wait before trying again (integer). On a capacity 429 it equals the body's `retryAfter`; on a 202 of GET /webhooks/{id} it is 2. */
+        "Retry-After": number;
         /**
          * @description The methods this path supports (RFC 9110 section 10.2.1), upper case and separated by a comma and a space, for example `GET` or `POST`.
          * @example POST
          */
         Allow: string;
-        /** @description Seconds to wait before trying again (integer). On a capacity 429 it equals the body's `retryAfter`; on a 202 of GET /webhooks/{id} it is 2. */
-        "Retry-After": number;
         /** @description How to authenticate: `ApiKey header="x-api-key"`, an API key of this service in the x-api-key header. Not OAuth: an MCP client that reads this challenge does not start an authorization flow. */
         "WWW-Authenticate": "ApiKey header=\"x-api-key\"";
         /** @description The payment requirements of this 402 in a header, as x402 carries payment data in headers: base64 (RFC 4648, with padding) of the UTF-8 JSON of the 402 body, `{x402Version: 1, error, accepts}`. It decodes to the same requirements as the body; a client may read either. The header's name is X-Payment, like the request header that carries the payment. */
@@ -3020,6 +3061,7 @@ export interface operations {
                     "application/json": components["schemas"]["RelayBadGateway"];
                 };
             };
+            503: components["responses"]["WalletBelowFloor"];
             /** @description The target's response passed through with its 2xx status. */
             "2XX": {
                 headers: {
@@ -3401,6 +3443,7 @@ export interface operations {
                     "application/json": components["schemas"]["ProxyBadGateway"];
                 };
             };
+            503: components["responses"]["WalletBelowFloor"];
             /** @description The target's response passed through with its 2xx status. */
             "2XX": {
                 headers: {

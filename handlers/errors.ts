@@ -52,6 +52,8 @@ export const ERROR_CODES = {
   target_unreachable: { status: 502, error: 'Bad Gateway' },
   verification_unavailable: { status: 503, error: 'Service Unavailable' },
   llm_unavailable: { status: 503, error: 'Service Unavailable' },
+  float_below_floor: { status: 503, error: 'Service Unavailable' },
+  gas_below_floor: { status: 503, error: 'Service Unavailable' },
 } as const satisfies Record<ErrorCode, ErrorCodeEntry>;
 
 export type ErrorStatus<C extends ErrorCode> = (typeof ERROR_CODES)[C]['status'];

@@ -13,7 +13,7 @@ import type { CallRequest, TargetResponse } from '../payments/basics/http/index'
 import { proxyCall, type ProxyPaymentReport } from '../payments/operations/proxy/call';
 import { errorReply, requireApiKey, unreachable } from './errors';
 import { callTimeoutMs, spendLimitReply, targetReply } from './targetReply';
-import { callLimits, limitRefusalReply } from './limitRefusal';
+import { belowFloorReply, callLimits, limitRefusalReply } from './limitRefusal';
 
 export { callTimeoutMs, MAX_CLIENT_TIMEOUT_MS } from './targetReply';
 
@@ -86,6 +86,8 @@ async function answer(
           ...(outcome.webhookId === undefined ? {} : { headers: { 'X-Service-Webhook': outcome.webhookId } }),
         },
       };
+    case 'wallet_below_floor':
+      return { keep: false, reply: belowFloorReply(outcome, deps.config.floatRefreshSeconds) };
     case 'configuration_error':
       ctx.log.error({ details: outcome.details }, 'proxy configuration error');
       return { keep: false, reply: errorReply('configuration_error', outcome.details, { message: outcome.message }) };

@@ -21,7 +21,7 @@ import { checkRelayPayment, relayCall, type RelayHeaders, type RelayOutcome } fr
 import type { X402Version } from '../payments/x402/v2';
 import { errorReply, paymentRefusalCode, unreachable } from './errors';
 import { callTimeoutMs, spendLimitReply, targetReply } from './targetReply';
-import { priceAboveLimitReply } from './limitRefusal';
+import { belowFloorReply, priceAboveLimitReply } from './limitRefusal';
 import { maxAmountOf } from '../payments/accounts/policy';
 import { clientPaymentHeader, paymentRequiredHeaders, paymentResponseHeaders } from './x402Headers';
 
@@ -67,7 +67,12 @@ async function answer(
   payment: ReceivedPayment | undefined,
   idempotency?: ClaimRef,
 ): Promise<RunAnswer<'postRelay'>> {
-  return replyOf(ctx, await relayCall(deps, relayInput(ctx, deps, call, payment, idempotency)), payment);
+  return replyOf(
+    ctx,
+    await relayCall(deps, relayInput(ctx, deps, call, payment, idempotency)),
+    payment,
+    deps.config.floatRefreshSeconds,
+  );
 }
 
 const ENDED_OUTCOME: Record<Extract<EndedMoney, { kind: 'relay' }>['state'], string> = {
@@ -106,6 +111,7 @@ function replyOf(
   ctx: RequestContext<'postRelay'>,
   outcome: RelayOutcome,
   payment: ReceivedPayment | undefined,
+  retryAfter: number,
 ): RunAnswer<'postRelay'> {
   switch (outcome.kind) {
     case 'pass_through':
@@ -163,6 +169,8 @@ function replyOf(
           headers: headersOf(outcome.headers, payment?.version),
         },
       };
+    case 'wallet_below_floor':
+      return { keep: false, reply: belowFloorReply(outcome, retryAfter) };
     case 'internal_error':
       ctx.log.error({ details: outcome.details }, 'relay internal error');
       return { keep: false, reply: errorReply('internal_error', outcome.details) };
@@ -229,7 +237,9 @@ export const postRelay: Handler<'postRelay'> = async (ctx, deps) => {
             payment: paymentIdentity(decoded.value),
             check: async () => {
               const refusal = await checkRelayPayment(deps, relayInput(ctx, deps, call, payment));
-              return refusal === undefined ? undefined : replyOf(ctx, refusal, payment).reply;
+              return refusal === undefined
+                ? undefined
+                : replyOf(ctx, refusal, payment, deps.config.floatRefreshSeconds).reply;
             },
           },
         }),

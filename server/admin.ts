@@ -6,6 +6,7 @@ import { createDb, migrateToLatest } from '../db/index';
 import { runningEmbeddedUrl, startEmbeddedPostgres } from '../db/embedded';
 import { ConfigError, loadConfig } from '../payments/basics/config';
 import { USAGE, UsageError, runAdminCommand } from './adminCommands';
+import { floatReport } from './floatCommand';
 
 async function main(): Promise<void> {
   let config;
@@ -32,7 +33,14 @@ async function main(): Promise<void> {
   const handle = createDb(url);
   try {
     await migrateToLatest(handle.db);
-    await runAdminCommand(handle.db, argv, (line) => process.stdout.write(`${line}\n`));
+    const print = (line: string) => process.stdout.write(`${line}\n`);
+    if (argv[0] === 'float') {
+      const rest = argv.slice(1).filter((arg) => arg !== '--stored');
+      if (rest.length > 0) throw new UsageError(`float: unknown option ${rest[0]}`);
+      await floatReport(handle.db, config, print, { stored: argv.includes('--stored') });
+    } else {
+      await runAdminCommand(handle.db, argv, print);
+    }
   } catch (error) {
     if (error instanceof UsageError) {
       process.stderr.write(`${error.message}\n\n${USAGE}`);

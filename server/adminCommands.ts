@@ -23,6 +23,10 @@ Commands:
   grant --org ID --credits N [--reference TEXT]
                                          add credits to an organisation (1 credit = 0.001 USDC)
   balances [--org ID]                    show balances, keys and today's spend
+  float [--stored]                       every enabled network's float (our wallet's stablecoin),
+                                         gas, their floors, pending refunds and money held in
+                                         channels; read from the chains now (--stored: the
+                                         float job's last reading, no chain read)
 `;
 
 export class UsageError extends Error {}

@@ -15,6 +15,27 @@ import { processSecp256k1, SECP256K1_IMPLEMENTATIONS } from '../payments/basics/
 import type { CapGroup, CapMetric, ConcurrencyCaps } from './caps';
 import { EVENT_LOOP_SAMPLE_MS } from './probes';
 
+/** What the operating gauges show, read once per scrape (server/operating.ts builds it). */
+export interface OperatingFigures {
+  networks: Array<{
+    network: string;
+    floatMicroUsdc?: number;
+    floatFloorMicroUsdc?: number;
+    gasAtomic?: number;
+    gasFloorAtomic?: number;
+    readAtSeconds?: number;
+    floatBelow?: boolean;
+    gasBelow?: boolean;
+    channelMicroUsdc?: number;
+    refundsOwedMicroUsdc?: number;
+  }>;
+  stuck: Record<string, number>;
+}
+
+export interface OperatingSource {
+  read(): Promise<OperatingFigures>;
+}
+
 export const CAP_GROUPS: readonly CapGroup[] = ['proxy', 'relay', 'webhooks'];
 
 const FINALITY_LEGS: readonly FinalityLeg[] = ['client_settlement', 'target_payment', 'refund'];
@@ -157,6 +178,125 @@ export class ServiceMetrics {
     for (const reason of UPTO_REFUSAL_REASONS) this.uptoRefusals.inc({ reason }, 0);
     for (const mode of ['proxy', 'relay', 'chat'] as const)
       for (const result of ['paid', 'refunded', 'failed', 'pending'] as const) this.paidCalls.inc({ mode, result }, 0);
+  }
+
+  /**
+   * The gauges of our float, read from Postgres at each scrape (the same figures on every
+   * instance; the float job writes them, payments/tracking/float.ts), and of records stuck past
+   * their bound. A source that cannot be read leaves the last figures: the scrape still answers.
+   */
+  watchOperations(source: OperatingSource): void {
+    const registers = [this.registry];
+    let last: OperatingFigures | undefined;
+    let reading: Promise<OperatingFigures | undefined> | undefined;
+    // One read per scrape for every gauge below (each gauge's collect asks; the first read is shared).
+    const figures = () => {
+      reading ??= source
+        .read()
+        .then((read) => (last = read))
+        .catch(() => last)
+        .finally(() => setImmediate(() => (reading = undefined)));
+      return reading;
+    };
+    const perNetwork = (
+      name: string,
+      help: string,
+      value: (network: OperatingFigures['networks'][number]) => number | undefined,
+    ) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['network'],
+        registers,
+        async collect() {
+          const read = await figures();
+          if (!read) return;
+          for (const network of read.networks) {
+            const figure = value(network);
+            if (figure !== undefined) this.set({ network: network.network }, figure);
+          }
+        },
+      });
+    perNetwork(
+      'prs_wallet_float_micro_usdc',
+      "Our wallet's stablecoin on each enabled network as the float job last read it (FLOAT_REFRESH_SECONDS), in micro-USDC (the asset counts 1:1 with USDC whatever its decimals). Absent until the network's first reading.",
+      (network) => network.floatMicroUsdc,
+    );
+    perNetwork(
+      'prs_wallet_float_floor_micro_usdc',
+      'The floor of each enabled network (FLOAT_FLOOR_USDC_<NETWORK>), in micro-USDC: under it, /relay and /proxy refuse paid calls on that network with 503 float_below_floor.',
+      (network) => network.floatFloorMicroUsdc,
+    );
+    perNetwork(
+      'prs_wallet_gas_atomic',
+      "Our wallet's gas token on each enabled network as the float job last read it, in atomic units: wei (10^-18 ETH or the chain's own token) on EVM networks, lamports (10^-9 SOL) on Solana.",
+      (network) => network.gasAtomic,
+    );
+    perNetwork(
+      'prs_wallet_gas_floor_atomic',
+      'The gas floor of each enabled network (GAS_FLOOR_<NETWORK>), in the same atomic units: under it, /relay and /proxy refuse paid calls on that network with 503 gas_below_floor.',
+      (network) => network.gasFloorAtomic,
+    );
+    perNetwork(
+      'prs_wallet_read_timestamp_seconds',
+      "When the float job last read the network's balances (unix seconds): a reading older than a few FLOAT_REFRESH_SECONDS means the job or the chain is failing.",
+      (network) => network.readAtSeconds,
+    );
+    perNetwork(
+      'prs_wallet_channel_funds_micro_usdc',
+      'Money of ours held in payment channels on each network, in micro-USDC (0 until the service holds channel funds).',
+      (network) => network.channelMicroUsdc,
+    );
+    perNetwork(
+      'prs_refunds_owed_micro_usdc',
+      'Relay refunds decided and not yet confirmed (refund_pending) on each network, in micro-USDC: money the float must still pay back.',
+      (network) => network.refundsOwedMicroUsdc,
+    );
+    new Gauge({
+      name: 'prs_wallet_below_floor',
+      help: 'Whether a network is below a floor as last read (1) or not (0), by network and kind (float: the stablecoin, gas: the gas token): paid calls on a network at 1 are refused with 503.',
+      labelNames: ['network', 'kind'],
+      registers,
+      async collect() {
+        const read = await figures();
+        if (!read) return;
+        for (const network of read.networks) {
+          if (network.floatBelow !== undefined)
+            this.set({ network: network.network, kind: 'float' }, network.floatBelow ? 1 : 0);
+          if (network.gasBelow !== undefined)
+            this.set({ network: network.network, kind: 'gas' }, network.gasBelow ? 1 : 0);
+        }
+      },
+    });
+    new Gauge({
+      name: 'prs_states_stuck',
+      help: "Records still open past their bound, by table: relay_transactions and refunds an hour after their last move, proxy_payments an hour past PROXY_PAYMENT_WINDOW_SECONDS, finality_watches past their network's watch bound. Alert on any above 0: a job is not moving them.",
+      labelNames: ['table'],
+      registers,
+      async collect() {
+        const read = await figures();
+        if (!read) return;
+        for (const [table, count] of Object.entries(read.stuck)) this.set({ table }, count);
+      },
+    });
+  }
+
+  /**
+   * prs_ready_check: this instance's readiness checks (those of GET /health/ready: database, worker,
+   * each network's RPC), run at each scrape. A check's name is from a closed set (`rpc:<network>`).
+   */
+  watchReadiness(ready: () => Promise<{ checks: Record<string, string> }>): void {
+    new Gauge({
+      name: 'prs_ready_check',
+      help: "This instance's readiness checks as GET /health/ready runs them, at each scrape: 1 when the check passed, 0 when it failed (database, worker, rpc:<network>).",
+      labelNames: ['check'],
+      registers: [this.registry],
+      async collect() {
+        const report = await ready().catch(() => undefined);
+        if (!report) return;
+        for (const [check, result] of Object.entries(report.checks)) this.set({ check }, result === 'ok' ? 1 : 0);
+      },
+    });
   }
 
   observeRequest(operation: string | undefined, method: string, status: number, seconds: number): void {

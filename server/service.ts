@@ -31,7 +31,9 @@ import { renewIdempotencyLeases } from '../payments/basics/idempotency';
 import { WalletBalances } from '../payments/chains/balances';
 import { ConfigError, type Config } from '../payments/basics/config';
 import { startWorker, type WorkerHandle } from '../worker/runner';
+import { queueFloatRefresh } from '../payments/tracking/float';
 import { createApp } from './app';
+import { operatingSource } from './operating';
 import { ConcurrencyCaps } from './caps';
 import { renderDocsPage } from './docsPage';
 import { loadConsolePage } from './consolePage';
@@ -108,6 +110,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
     const metrics = new ServiceMetrics(options.serveHttp === false ? undefined : caps, () =>
       openUptoExposure(dbHandle.db),
     );
+    metrics.watchOperations(operatingSource(dbHandle.db, config));
     const chains = await createChains(config, { onRpc: metrics.rpc, rpcTimeoutMs: config.rpcTimeoutMs });
     cleanups.push(() => chains.close());
     const connections = new TargetConnections();
@@ -125,6 +128,7 @@ export async function startService(config: Config, options: ServiceOptions = {})
 
     const running: Running = { worker: undefined, url: '', settingUp: options.beforeReady !== undefined };
     const probes = instanceProbes(config, dbHandle, chains, running, options);
+    metrics.watchReadiness(() => probes.ready());
     cleanups.push(async () => {
       probes.stop();
       await Promise.resolve();
@@ -155,6 +159,8 @@ export async function startService(config: Config, options: ServiceOptions = {})
       });
       running.worker = started;
       cleanups.push(() => started.stop());
+      // The float is read at once, then every FLOAT_REFRESH_SECONDS (payments/tracking/float.ts).
+      await queueFloatRefresh(dbHandle.db, 0);
     }
 
     let server: Server | undefined;

@@ -11,6 +11,7 @@ import { dayRollover } from './tasks/dayRollover';
 import { finalityFollow } from './tasks/finalityFollow';
 import { finalitySweep } from './tasks/finalitySweep';
 import { finalityWatch } from './tasks/finalityWatch';
+import { floatRefresh } from './tasks/floatRefresh';
 import { idempotencyPrune } from './tasks/idempotencyPrune';
 import { proxyPaymentSweep } from './tasks/proxyPaymentSweep';
 import { proxyPaymentWatch } from './tasks/proxyPaymentWatch';
@@ -44,6 +45,7 @@ export function createTaskList(deps: WorkerDeps, { onPaymentLost }: { onPaymentL
     finality_watch: finalityWatch(deps),
     finality_follow: finalityFollow(deps, onPaymentLost),
     finality_sweep: finalitySweep(deps),
+    float_refresh: floatRefresh(deps),
   };
   return tasks;
 }

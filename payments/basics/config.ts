@@ -11,7 +11,9 @@ import {
   configuredNetwork,
   DEFAULT_NETWORK_NAMES,
   NETWORK_TABLE,
+  type ChainType,
   type FinalityRule,
+  type NetworkClass,
   type NetworkName,
   NETWORK_NAMES,
   usualNamesOf,
@@ -116,6 +118,47 @@ export interface Config {
   idempotencyLeaseMs: number;
   /** SECP256K1_IMPLEMENTATION: forces one (native, wasm, noble); unset: the fastest that loads. */
   secp256k1Implementation: Secp256k1Name | undefined;
+  /** FLOAT_REFRESH_SECONDS: how often a job reads our wallet's stablecoin and gas on every enabled network. */
+  floatRefreshSeconds: number;
+  /** Per enabled network, the floors under which /relay and /proxy refuse with 503 (payments/tracking/floorCheck.ts). */
+  walletFloors: Partial<Record<NetworkName, WalletFloor>>;
+}
+
+/**
+ * A network's floors, as configured: the stablecoin in USDC (decimal text, FLOAT_FLOOR_USDC_<NETWORK>)
+ * and the gas token in its whole units (decimal text: ETH or the chain's own token, SOL;
+ * GAS_FLOOR_<NETWORK>), each with the variable that sets it (named in a refusal).
+ */
+export interface WalletFloor {
+  assetUsdc: string;
+  assetVariable: string;
+  gas: string;
+  gasVariable: string;
+}
+
+/** The floors when no variable sets them: mainnets only; a testnet has none (0) unless set. */
+export const DEFAULT_FLOAT_FLOOR_USDC: Record<NetworkClass, string> = { mainnet: '10', testnet: '0' };
+export const DEFAULT_GAS_FLOOR: Record<NetworkClass, Record<ChainType, string>> = {
+  mainnet: { evm: '0.001', solana: '0.01' },
+  testnet: { evm: '0', solana: '0' },
+};
+/** Decimals of each family's gas token (wei per ETH, lamports per SOL). */
+export const GAS_DECIMALS: Record<ChainType, number> = { evm: 18, solana: 9 };
+
+function walletFloors(env: Env, networks: readonly NetworkSettings[]): Partial<Record<NetworkName, WalletFloor>> {
+  const floors: Partial<Record<NetworkName, WalletFloor>> = {};
+  for (const { name } of networks) {
+    const { networkClass, chainType } = NETWORK_TABLE[name];
+    const asset = networkVariable(env, 'FLOAT_FLOOR_USDC_', name);
+    const gas = networkVariable(env, 'GAS_FLOOR_', name);
+    floors[name] = {
+      assetUsdc: decimal(env, asset.variable, DEFAULT_FLOAT_FLOOR_USDC[networkClass], 6),
+      assetVariable: asset.variable,
+      gas: decimal(env, gas.variable, DEFAULT_GAS_FLOOR[networkClass][chainType], GAS_DECIMALS[chainType]),
+      gasVariable: gas.variable,
+    };
+  }
+  return floors;
 }
 
 export class ConfigError extends Error {
@@ -390,13 +433,14 @@ export function loadConfig(env: Env = process.env): Config {
   if (solanaPrivateKey !== undefined && !/^(\[[0-9,\s]+\]|[1-9A-HJ-NP-Za-km-z]{64,90})$/.test(solanaPrivateKey)) {
     throw new ConfigError('SOLANA_PRIVATE_KEY', 'expected base58 or a JSON byte array');
   }
+  const networks = parseNetworks(env);
   return {
     port: integer(env, 'PORT', 3000, 0, 65535),
     host: text(env, 'HOST') ?? '127.0.0.1',
     databaseUrl: databaseUrl(env),
     dataDir: text(env, 'DATA_DIR') ?? './.data',
     nodeEnv: text(env, 'NODE_ENV') ?? 'development',
-    networks: parseNetworks(env),
+    networks,
     evmPrivateKey:
       evmPrivateKey === undefined ? undefined : evmPrivateKey.startsWith('0x') ? evmPrivateKey : `0x${evmPrivateKey}`,
     solanaPrivateKey,
@@ -443,6 +487,8 @@ export function loadConfig(env: Env = process.env): Config {
     apiKeyCacheMs: integer(env, 'API_KEY_CACHE_MS', 30_000, 0, 3_600_000),
     idempotencyLeaseMs: integer(env, 'IDEMPOTENCY_LEASE_MS', 30_000, 1_000, 600_000),
     secp256k1Implementation: oneOf(env, 'SECP256K1_IMPLEMENTATION', SECP256K1_IMPLEMENTATIONS),
+    floatRefreshSeconds: integer(env, 'FLOAT_REFRESH_SECONDS', 60, 1, 3600),
+    walletFloors: walletFloors(env, networks),
   };
 }
 

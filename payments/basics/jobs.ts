@@ -32,6 +32,7 @@ export interface JobPayloads {
   finality_watch: { watchId: string };
   finality_follow: Record<string, never>;
   finality_sweep: CronPayload;
+  float_refresh: Record<string, never>;
 }
 
 export type JobName = keyof JobPayloads;

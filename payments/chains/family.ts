@@ -75,6 +75,12 @@ export interface RefundRecord<Outcome> {
   asRecorded(): Promise<Outcome>;
 }
 
+/** What our wallet holds on one network: the stablecoin (its atomic units) and the gas token (wei, lamports). */
+export interface WalletHoldings {
+  asset: bigint;
+  gas: bigint;
+}
+
 /** An approval our wallet gives once per network, token and spender (EVM: Permit2 on a stablecoin). */
 export interface SpendingApproval {
   network: NetworkName;
@@ -208,6 +214,12 @@ export interface ChainFamily {
   sendRefund<O>(refund: RefundRecord<O>, deps: Pick<ChainDeps, 'chains' | 'submissions' | 'paymentBounds'>): Promise<O>;
   /** Reads the chain once for a pending refund that has a transaction. */
   reconcileRefund<O>(refund: RefundRecord<O>, deps: Pick<ChainDeps, 'chains' | 'paymentBounds'>): Promise<O>;
+  /**
+   * Our wallet's holdings on `network`, read from the chain now: its stablecoin (atomic units of
+   * the network's asset) and its gas token (wei, lamports). Undefined when our key for this family
+   * is not configured. The float watch (payments/tracking/float.ts) reads every network by it.
+   */
+  walletHoldings(chains: Chains, network: NetworkName): Promise<Result<WalletHoldings | undefined, string>>;
   /** Why our wallet cannot pay `choice` now, where the family reads it before signing. */
   walletShortage(
     deps: { chains: Chains; balances: WalletBalances },

@@ -45,6 +45,17 @@ export const EVM_FAMILY: ChainFamily = {
     refund.txHash === null
       ? Promise.resolve(refund.pending(null))
       : reconcileEvmRefund({ ...refund, txHash: refund.txHash }, deps),
+  async walletHoldings(chains, network) {
+    const owner = chains.evm.account?.address;
+    if (owner === undefined) return ok(undefined);
+    const [asset, gas] = await Promise.all([
+      chains.evm.usdcBalance(network, owner),
+      chains.evm.gasBalance(network, owner),
+    ]);
+    if (!asset.ok) return fail(asset.reason, asset.details);
+    if (!gas.ok) return fail(gas.reason, gas.details);
+    return ok({ asset: asset.value, gas: gas.value });
+  },
   walletShortage: ({ chains, balances }, choice, nowMs) => balances.evmShortage(chains, choice, nowMs),
   async spendingApproval(chains, choice) {
     if (!asksPermit2(choice.requirements)) return ok(undefined);

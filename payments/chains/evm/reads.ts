@@ -20,6 +20,8 @@ export type AuthorizationUse =
 
 export interface EvmReads {
   usdcBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>>;
+  /** The owner's balance of the chain's own token, which pays gas (wei). */
+  gasBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>>;
   authorizationState(
     network: NetworkName,
     authorizer: string,
@@ -60,6 +62,11 @@ export function createEvmReads(clientsOf: ClientsOf): EvmReads {
     return read(network, refusal, ({ publicClient, usdc }) =>
       publicClient.readContract({ address: usdc, abi: usdcAbi, functionName: 'balanceOf', args: [getAddress(owner)] }),
     );
+  }
+
+  function gasBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>> {
+    const refusal = isAddress(owner, { strict: false }) ? undefined : `${owner} is not an EVM address`;
+    return read(network, refusal, ({ publicClient }) => publicClient.getBalance({ address: getAddress(owner) }));
   }
 
   function authorizationState(
@@ -133,5 +140,5 @@ export function createEvmReads(clientsOf: ClientsOf): EvmReads {
     });
   }
 
-  return { usdcBalance, authorizationState, findAuthorizationUse, latestBlock };
+  return { usdcBalance, gasBalance, authorizationState, findAuthorizationUse, latestBlock };
 }

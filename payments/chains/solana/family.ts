@@ -41,6 +41,17 @@ export const SOLANA_FAMILY: ChainFamily = {
       ? Promise.resolve(refund.pending(null))
       : reconcileSolanaRefund({ ...refund, txHash: refund.txHash }, deps),
   // The builder reads our balance itself.
+  async walletHoldings(chains, network) {
+    const owner = chains.svm.signer?.address;
+    if (owner === undefined) return ok(undefined);
+    const [asset, gas] = await Promise.all([
+      chains.svm.usdcBalance(network, owner),
+      chains.svm.gasBalance(network, owner),
+    ]);
+    if (!asset.ok) return fail(asset.reason, asset.details);
+    if (!gas.ok) return fail(gas.reason, gas.details);
+    return ok({ asset: asset.value, gas: gas.value });
+  },
   walletShortage: () => Promise.resolve(undefined),
   // SPL transfers need no standing approval.
   spendingApproval: () => Promise.resolve(ok(undefined)),

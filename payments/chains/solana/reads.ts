@@ -38,6 +38,8 @@ export const SIGNATURES_PER_PAGE = 1000;
 
 export interface SvmReads {
   usdcBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>>;
+  /** The owner's SOL, which pays fees (lamports, confirmed). */
+  gasBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>>;
   /** Whether the owner's associated USDC account exists (confirmed); its address is in `account`. */
   usdcAccountOf(
     network: NetworkName,
@@ -100,6 +102,18 @@ export function createSvmReads(rpc: SvmRpc): SvmReads {
     if (!read.ok) return read;
     const { encoded } = read.value;
     return ok(encoded.exists ? (readTokenAccount(encoded)?.amount ?? 0n) : 0n);
+  }
+
+  async function gasBalance(network: NetworkName, owner: string): Promise<Result<bigint, ReadFailureReason>> {
+    const clients = clientsOf(network);
+    if (!clients.ok) return clients;
+    if (!isAddress(owner)) return fail('invalid_argument', `${owner} is not a Solana address`);
+    try {
+      const { value } = await clients.value.rpc.getBalance(owner, { commitment: 'confirmed' }).send(bounded());
+      return ok(value);
+    } catch (error) {
+      return rpcFailure(error);
+    }
   }
 
   async function usdcAccountOfOwner(
@@ -231,6 +245,7 @@ export function createSvmReads(rpc: SvmRpc): SvmReads {
 
   return {
     usdcBalance,
+    gasBalance,
     usdcAccountOf: usdcAccountOfOwner,
     signatureStatus,
     transactionSignatures,

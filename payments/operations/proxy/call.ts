@@ -46,6 +46,7 @@ import { encodePaymentResponseHeader } from '../../x402/headers';
 import type { PaymentChoice } from '../../x402/choose';
 import type { ClaimRef } from '../../basics/idempotency';
 import { sendNotedPaidCall } from '../discovery/resources';
+import { floorRefusal, type WalletBelowFloor } from '../../tracking/floorCheck';
 import { hostRefusal, priceRefusal, type CallLimits, type LimitRefusal } from '../../accounts/policy';
 import {
   chargeOf,
@@ -85,6 +86,7 @@ export type ProxyOutcome =
   | LimitRefusal
   | TransferMethodUnsupported
   | OfferRefused
+  | WalletBelowFloor
   | { kind: 'insufficient_credits'; details: string }
   | {
       kind: 'spend_limit';
@@ -138,6 +140,9 @@ export async function proxyCall(deps: PayingDeps, input: ProxyCall): Promise<Pro
   }
   const refusedPrice = priceRefusal(limits, decision.value.amountMicroUsdc, decision.value.network);
   if (refusedPrice) return refusedPrice;
+  // Our wallet under a floor on the network we would pay on: 503, before any credits are held.
+  const belowFloor = await floorRefusal(deps, [decision.value.network]);
+  if (belowFloor) return belowFloor;
   // Before anything is signed or held: a payTo that cannot receive the payment.
   const refusedRecipient = await recipientRefusal(deps.chains, decision.value);
   if (refusedRecipient) return refusedRecipient;

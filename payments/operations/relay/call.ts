@@ -15,7 +15,8 @@ import { utcDay } from '../../basics/clock';
 import { formatUnits, parseUsdc, usdToMicro } from '../../basics/money';
 import { randomNonce } from '../../chains/evm';
 import type { Chains } from '../../chains/index';
-import { NETWORK_TABLE, type NetworkClass } from '../../basics/networkTable';
+import { canonicalNetwork, NETWORK_TABLE, type NetworkClass, type NetworkName } from '../../basics/networkTable';
+import { floorRefusal } from '../../tracking/floorCheck';
 import type { TargetResponse } from '../../basics/http/index';
 import {
   callBudget,
@@ -105,6 +106,10 @@ export async function relayCall(
   if (quote.kind !== 'priced') return unpriced(quote);
   const accepts = await relayOffers(deps, quote, input);
   if (accepts.length === 0) return noOffer(deps.chains, quote.choice.networkClass);
+  // Our wallet under a floor where money would move (the target's network, and the client's,
+  // where we settle and refund): 503 before anything of the client's moves.
+  const belowFloor = await floorRefusal(deps, [quote.choice.network, ...paidOn(payment)]);
+  if (belowFloor) return belowFloor;
   const uptoAccepts = relayUptoOffers(deps, quote, accepts);
   if (!payment) {
     // At the service's bound on upto exposure an upto permit would be refused: exact only, then.
@@ -309,6 +314,15 @@ export async function checkRelayPayment(
   }
   const verified = await verifyDecodedPayment(payment, accepts, deps);
   return verified.ok ? undefined : refused(verified.reason, verified.details, accepts, version, uptoAccepts);
+}
+
+/** The network a client's payment names, when it is one we know. */
+function paidOn(payment: DecodedClientPayment | undefined): NetworkName[] {
+  if (payment === undefined) return [];
+  const network = canonicalNetwork(
+    payment.version === 1 ? payment.payment.network : payment.signature.accepted.network,
+  );
+  return network === undefined ? [] : [network];
 }
 
 /**

@@ -10,6 +10,7 @@ import type { OfferRefused, TransferMethodUnsupported } from '../../outgoing/ind
 import type { PriceAboveLimit } from '../../accounts/policy';
 import type { PaymentRequirements, SettlementResponse } from '../../x402/types';
 import type { PaymentRequirementsV2 } from '../../x402/v2';
+import type { WalletBelowFloor } from '../../tracking/floorCheck';
 
 export interface RelayCall {
   call: CallRequest;
@@ -59,4 +60,6 @@ export type RelayOutcome =
   | { kind: 'bad_gateway'; message: string; headers: RelayHeaders }
   /** Our payment to the target could not be made: a 502 before anything of the client's moved (not kept under an Idempotency-Key). */
   | { kind: 'target_not_payable'; message: string }
-  | { kind: 'internal_error'; details: string };
+  | { kind: 'internal_error'; details: string }
+  /** Our wallet is under a floor on a network the call's money would move on: a 503 before anything moved. */
+  | WalletBelowFloor;
