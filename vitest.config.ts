@@ -11,6 +11,9 @@ import { defineConfig } from 'vitest/config';
  *  - contract: the document's promises over HTTP: errors and their codes, caps, credentials, read
  *    endpoints, fuzzing, agreement of every answer with the document.
  *  - load: the load runner and the k6 scripts under the k6 stand-in.
+ *  - image: the container image (Dockerfile) built with podman and run with buildah against the
+ *    local peers; installs podman where it is missing; minutes on a first run, its base and
+ *    layers cached afterwards.
  * Every project but unit shares one Postgres per run (test/setup/global.ts).
  */
 const POSTGRES = ['test/setup/global.ts'];
@@ -35,6 +38,7 @@ export default defineConfig({
       project('e2e', { globalSetup: POSTGRES }),
       project('contract', { globalSetup: POSTGRES }),
       project('load', { globalSetup: POSTGRES }),
+      project('image', { globalSetup: POSTGRES }),
     ],
   },
 });
