@@ -404,7 +404,109 @@ export interface SpendingApprovalsTable {
   confirmed_at: ColumnType<Date | null, Date | null, Date | null>;
 }
 
+/** numeric(78, 0) token amounts: read as text, written as bigint or text. */
+type Atomic = ColumnType<string, bigint | string | undefined, bigint | string>;
+
+/** A channel a client pays us through (db/migrations/..._receiver_channels). */
+export interface ReceiverChannelsTable {
+  channel_id: string;
+  network: string;
+  payer: string;
+  payer_authorizer: string;
+  receiver: string;
+  token: string;
+  withdraw_delay: number;
+  config: ColumnType<unknown, string, string>;
+  charged_cumulative: Atomic;
+  signed_max_claimable: Atomic;
+  signature: string | null;
+  balance: Atomic;
+  total_claimed: Atomic;
+  withdraw_requested_at: ColumnType<bigint, bigint | undefined, bigint>;
+  refund_nonce: ColumnType<bigint, bigint | undefined, bigint>;
+  onchain_synced_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  pending_id: string | null;
+  pending_until: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  last_request_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  claim_due_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface ReceiverChannelChargesTable {
+  id: Generated<bigint>;
+  channel_id: string;
+  cumulative: Atomic;
+  amount: Atomic;
+  signed_max_claimable: Atomic;
+  target_url: string | null;
+  created_at: Timestamp;
+}
+
+export type ReceiverTransactionState = 'sent' | 'confirmed' | 'failed';
+
+export interface ReceiverChannelClaimsTable {
+  id: Generated<bigint>;
+  network: string;
+  kind: 'claim' | 'settle' | 'refund';
+  tx_hash: string | null;
+  channels: ColumnType<number, number | undefined, number>;
+  amount: Atomic;
+  state: ColumnType<ReceiverTransactionState, ReceiverTransactionState | undefined, ReceiverTransactionState>;
+  details: string | null;
+  created_at: Timestamp;
+}
+
+/** Numeric(78,0) amounts in a token's atomic units: read as decimal strings, written as bigint or string. */
+type PayerAtomic = ColumnType<string, bigint | string | undefined, bigint | string>;
+
+/** Our channels as a payer of batch-settlement targets (db/migrations/..._payer_channels). */
+export interface PayerChannelsTable {
+  channel_id: string;
+  network: string;
+  token: string;
+  payer: string;
+  payer_authorizer: string;
+  receiver: string;
+  receiver_authorizer: string;
+  withdraw_delay: number;
+  salt: string;
+  deposited_atomic: PayerAtomic;
+  charged_atomic: PayerAtomic;
+  signed_max_atomic: PayerAtomic;
+  balance_atomic: PayerAtomic;
+  total_claimed_atomic: PayerAtomic;
+  state: ColumnType<'open' | 'closing' | 'closed', 'open' | 'closing' | 'closed' | undefined, 'open' | 'closing' | 'closed'>;
+  last_used_at: ColumnType<Date, Date | undefined, Date>;
+  synced_at: Date | null;
+  created_at: Generated<Date>;
+}
+
+export type PayerVoucherState = 'sent' | 'charged' | 'not_charged' | 'unknown';
+
+/** Every voucher we signed on a payer channel, written before it was sent. */
+export interface PayerVouchersTable {
+  id: Generated<bigint>;
+  channel_id: string;
+  proxy_reference: string | null;
+  base_atomic: PayerAtomic;
+  ceiling_atomic: PayerAtomic;
+  deposit_atomic: ColumnType<string | null, bigint | string | null | undefined, bigint | string | null>;
+  signature: string;
+  state: ColumnType<PayerVoucherState, PayerVoucherState | undefined, PayerVoucherState>;
+  charged_atomic: ColumnType<string | null, bigint | string | null | undefined, bigint | string | null>;
+  deposit_tx_hash: string | null;
+  details: string | null;
+  created_at: Generated<Date>;
+  resolved_at: Date | null;
+}
+
 export interface Database {
+  payer_channels: PayerChannelsTable;
+  payer_vouchers: PayerVouchersTable;
+  receiver_channels: ReceiverChannelsTable;
+  receiver_channel_charges: ReceiverChannelChargesTable;
+  receiver_channel_claims: ReceiverChannelClaimsTable;
   spending_approvals: SpendingApprovalsTable;
   paid_resource_calls: PaidResourceCallsTable;
   credit_purchases: CreditPurchasesTable;

@@ -71,6 +71,22 @@ export interface Config {
    * The most the maxima of a wallet's upto permits admitted on /relay and not yet settled or ended
    * may add up to, in USDC (decimal text): what one payer can cost us by revoking, once.
    */
+  /**
+   * /relay paid through batch-settlement channels (payments/incoming/channels/): the networks we
+   * offer it on (CHANNEL_RECEIVER_NETWORKS, none by default; each an enabled EVM network holding the
+   * x402BatchSettlement contract), the withdraw delay our 402 asks for, the minimum first deposit
+   * as a multiple of the price, how long a channel's mirrored chain state is trusted, and when the
+   * worker claims: once unclaimed charges on a network reach the threshold, or the oldest is the
+   * period old, and at once when a payer has started a withdrawal.
+   */
+  receiverChannels: {
+    networks: NetworkName[];
+    withdrawDelaySeconds: number;
+    minDepositMultiplier: number;
+    onchainTtlSeconds: number;
+    claimThresholdUsdc: string;
+    claimPeriodSeconds: number;
+  };
   relayUptoExposurePerWalletUsdc: string;
   /** The same for every payer together, per network class: what the service can be owed by upto at any moment. */
   relayUptoExposureTotalUsdc: string;
@@ -332,6 +348,24 @@ function knownNetworks(): string {
   }).join(', ');
 }
 
+/** CHANNEL_RECEIVER_NETWORKS: enabled EVM networks, by any of their names; none when unset. */
+function receiverChannelNetworks(env: Env, networks: readonly NetworkSettings[]): NetworkName[] {
+  const raw = text(env, 'CHANNEL_RECEIVER_NETWORKS');
+  if (raw === undefined) return [];
+  return raw
+    .split(',')
+    .map((name) => name.trim())
+    .filter(Boolean)
+    .map((name) => {
+      const network = configuredNetwork(name);
+      if (network === undefined || !networks.some((settings) => settings.name === network))
+        throw new ConfigError('CHANNEL_RECEIVER_NETWORKS', `"${name}" is not an enabled network`);
+      if (NETWORK_TABLE[network].chainType !== 'evm')
+        throw new ConfigError('CHANNEL_RECEIVER_NETWORKS', `"${name}" is not an EVM network`);
+      return network;
+    });
+}
+
 function parseNetworks(env: Env): NetworkSettings[] {
   const raw = text(env, 'NETWORKS');
   const names =
@@ -456,6 +490,14 @@ export function loadConfig(env: Env = process.env): Config {
     relayAbandonedAfterMs: integer(env, 'RELAY_ABANDONED_AFTER_MS', 300_000, 1_000, 86_400_000),
     relayDailyPerWalletUsd: integer(env, 'RELAY_DAILY_PER_WALLET_USD', 100, 0, 1e12),
     relayDailyTotalUsd: integer(env, 'RELAY_DAILY_TOTAL_USD', 1000, 0, 1e12),
+    receiverChannels: {
+      networks: receiverChannelNetworks(env, networks),
+      withdrawDelaySeconds: integer(env, 'CHANNEL_RECEIVER_WITHDRAW_DELAY_SECONDS', 86_400, 900, 2_592_000),
+      minDepositMultiplier: integer(env, 'CHANNEL_RECEIVER_MIN_DEPOSIT_MULTIPLIER', 10, 1, 1_000_000),
+      onchainTtlSeconds: integer(env, 'CHANNEL_RECEIVER_ONCHAIN_TTL_SECONDS', 60, 1, 3_600),
+      claimThresholdUsdc: decimal(env, 'CHANNEL_RECEIVER_CLAIM_THRESHOLD_USDC', '1', 6),
+      claimPeriodSeconds: integer(env, 'CHANNEL_RECEIVER_CLAIM_PERIOD_SECONDS', 3_600, 10, 604_800),
+    },
     relayUptoExposurePerWalletUsdc: decimal(env, 'RELAY_UPTO_EXPOSURE_PER_WALLET_USDC', '5', 6),
     relayUptoExposureTotalUsdc: decimal(env, 'RELAY_UPTO_EXPOSURE_TOTAL_USDC', '100', 6),
     proxyDailyPerAccountUsd: integer(env, 'PROXY_DAILY_PER_ACCOUNT_USD', 500, 0, 1e12),

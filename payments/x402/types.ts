@@ -104,4 +104,6 @@ export interface SettlementResponse {
   errorReason?: string;
   /** What was settled, in the asset's atomic units (x402 version 2; an upto settlement names the amount used). */
   amount?: string;
+  /** Scheme-specific facts (x402 version 2): batch-settlement's chargedAmount and channelState. */
+  extra?: Record<string, unknown>;
 }

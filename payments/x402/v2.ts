@@ -113,6 +113,7 @@ export function settlementToV2(settlement: SettlementResponse): SettlementRespon
   if (settlement.payer !== undefined) answer.payer = settlement.payer;
   if (settlement.errorReason !== undefined) answer.errorReason = settlement.errorReason;
   if (settlement.amount !== undefined) answer.amount = settlement.amount;
+  if (settlement.extra !== undefined) answer.extra = settlement.extra;
   return answer;
 }
 
