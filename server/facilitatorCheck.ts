@@ -1,9 +1,7 @@
 /**
- * The facilitator's view of our credentials, for the operator: checked once at start, and counted
- * in /metrics whenever a /settle is refused with 401 or 403 later (a key revoked or rotated).
+ * The facilitator's view of our credentials, checked once at start (a /settle refused with 401 or
+ * 403 later, a key revoked or rotated, is counted in prs_facilitator_credentials_refused_total).
  */
-import type { Registry } from 'prom-client';
-import { Counter } from 'prom-client';
 import type { Logger } from 'pino';
 import { ConfigError, type Config } from '../payments/basics/config';
 import { facilitatorAccess, facilitatorRefusalAdvice } from '../payments/incoming/facilitator';
@@ -31,16 +29,4 @@ export async function checkFacilitatorCredentials(
       'the facilitator (FACILITATOR_URL) did not say whether it accepts us',
     );
   else if (auth) log.info({ credentials: auth.variables }, 'the facilitator accepts our credentials');
-}
-
-/** prs_facilitator_credentials_refused_total, and the function that counts into it. */
-export function facilitatorRefusalCounter(registry: Registry): (path: '/settle', status: number) => void {
-  const counter = new Counter({
-    name: 'prs_facilitator_credentials_refused_total',
-    help: 'Calls to the facilitator (FACILITATOR_URL) it refused with 401 or 403, by path and status: our credentials (CDP_API_KEY_ID and CDP_API_KEY_SECRET, or FACILITATOR_HEADERS) are missing, wrong, expired or revoked, and no payment settles through it until they are fixed. Alert on any increase; each is also an error log line.',
-    labelNames: ['path', 'status'],
-    registers: [registry],
-  });
-  for (const status of ['401', '403']) counter.inc({ path: '/settle', status }, 0);
-  return (path, status) => counter.inc({ path, status: String(status) });
 }

@@ -64,6 +64,7 @@ export class ServiceMetrics {
   private readonly lostPayments: Counter<'leg' | 'network'>;
   private readonly lostUptoCharges: Counter<'network'>;
   private readonly uptoRefusals: Counter<'reason'>;
+  private readonly facilitatorRefusals: Counter<'path' | 'status'>;
 
   /**
    * `uptoExposure`: reads the service's open upto maxima per network class from Postgres (the same
@@ -131,6 +132,12 @@ export class ServiceMetrics {
       labelNames: ['task', 'outcome'],
       registers,
     });
+    this.facilitatorRefusals = new Counter({
+      name: 'prs_facilitator_credentials_refused_total',
+      help: 'Calls to the facilitator (FACILITATOR_URL) it refused with 401 or 403, by path and status: our credentials (CDP_API_KEY_ID and CDP_API_KEY_SECRET, or FACILITATOR_HEADERS) are missing, wrong, expired or revoked, and no payment settles through it until they are fixed. Alert on any increase; each is also an error log line naming the variables.',
+      labelNames: ['path', 'status'],
+      registers,
+    });
     this.rpcDuration = new Histogram({
       name: 'prs_rpc_request_duration_seconds',
       help: 'JSON-RPC requests to the chains by network, method and outcome (ok or error).',
@@ -176,6 +183,7 @@ export class ServiceMetrics {
     for (const leg of FINALITY_LEGS) for (const network of NETWORK_NAMES) this.lostPayments.inc({ leg, network }, 0);
     for (const network of NETWORK_NAMES) this.lostUptoCharges.inc({ network }, 0);
     for (const reason of UPTO_REFUSAL_REASONS) this.uptoRefusals.inc({ reason }, 0);
+    for (const status of ['401', '403']) this.facilitatorRefusals.inc({ path: '/settle', status }, 0);
     for (const mode of ['proxy', 'relay', 'chat'] as const)
       for (const result of ['paid', 'refunded', 'failed', 'pending'] as const) this.paidCalls.inc({ mode, result }, 0);
   }
@@ -324,6 +332,11 @@ export class ServiceMetrics {
   /** An upto permit refused before anything moved (its payer defaulted once, or an exposure bound was reached). */
   uptoRefused(reason: UptoRefusalReason): void {
     this.uptoRefusals.inc({ reason });
+  }
+
+  /** A call the facilitator refused with 401 or 403: our credentials for it. */
+  facilitatorRefusedCredentials(path: '/settle', status: number): void {
+    this.facilitatorRefusals.inc({ path, status: String(status) });
   }
 
   job(task: string, outcome: JobOutcome): void {

@@ -38,7 +38,7 @@ import { ConcurrencyCaps } from './caps';
 import { renderDocsPage } from './docsPage';
 import { loadConsolePage } from './consolePage';
 import { createLogger } from './logger';
-import { checkFacilitatorCredentials, facilitatorRefusalCounter } from './facilitatorCheck';
+import { checkFacilitatorCredentials } from './facilitatorCheck';
 import { ServiceMetrics } from './metrics';
 import { loadDocument, warmValidators } from './openapi';
 import { createProbes, serveProbes, type Probes } from './probes';
@@ -409,7 +409,7 @@ function assembleDeps({
     idempotencyOwner: { instanceId: randomUUID(), leaseMs: config.idempotencyLeaseMs },
     onUptoChargeLost: (network) => metrics.uptoChargeLost(network),
     onUptoRefused: (reason) => metrics.uptoRefused(reason),
-    onFacilitatorRefusedCredentials: facilitatorRefusalCounter(metrics.registry),
+    onFacilitatorRefusedCredentials: (path, status) => metrics.facilitatorRefusedCredentials(path, status),
     capMetrics: () => caps.metrics(),
     healthChecks: {
       database: async () => {
