@@ -42,6 +42,8 @@ const EVERY_MIGRATION = [
   '2026_12_01_0034_paid_call_key_checks',
   '2026_12_01_0035_upto_exposure',
   '2026_12_01_0036_finality_follow_first',
+  '2026_12_02_0037_receiver_channels',
+  '2026_12_02_0040_wallet_floats',
 ];
 
 describe('migrations', () => {
@@ -100,12 +102,16 @@ describe('migrations', () => {
         'organisations',
         'paid_resource_calls',
         'proxy_payments',
+        'receiver_channel_charges',
+        'receiver_channel_claims',
+        'receiver_channels',
         'refunds',
         'relay_transactions',
         'spending_approvals',
         'upto_defaulted_payers',
         'upto_exposure',
         'usage_daily',
+        'wallet_floats',
         'webhooks',
       ]);
       // The database functions are their files' source, re-applied on every migrate (also by
