@@ -298,7 +298,7 @@ describe('the container image', () => {
   });
 
   it(
-    'an API and a worker started at once on an empty database serve a paid /proxy call, and stop on SIGTERM with exit code 0',
+    'an API and a worker started at once on an empty database serve a paid /proxy call, and stop on SIGTERM or SIGINT with exit code 0',
     async () => {
       const apiPort = await freePort();
       const workerPort = await freePort();
