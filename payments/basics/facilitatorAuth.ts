@@ -132,14 +132,16 @@ function isError(value: unknown): value is FacilitatorAuthError {
 
 /**
  * The credentials for the facilitator, undefined when none is configured, or the first problem
- * found. Credentials without FACILITATOR_URL are refused: nothing would use them, and the
- * operator surely meant to settle through a facilitator.
+ * found. Without FACILITATOR_URL, a CDP key is not used and not read (Coinbase's other tools read
+ * the same two variables, so a shell may hold them for another purpose), while FACILITATOR_HEADERS,
+ * which means nothing else, is refused: the operator surely meant to settle through a facilitator.
  */
 export function parseFacilitatorAuth(
   env: Env,
   facilitatorUrl: string | undefined,
 ): FacilitatorAuth | FacilitatorAuthError | undefined {
-  const cdp = cdpApiKey(env);
+  if (facilitatorUrl === undefined && text(env, 'FACILITATOR_HEADERS') === undefined) return undefined;
+  const cdp = facilitatorUrl === undefined ? undefined : cdpApiKey(env);
   if (isError(cdp)) return cdp;
   const headers = headerSet(env);
   if (isError(headers)) return headers;
@@ -155,9 +157,8 @@ export function parseFacilitatorAuth(
     };
   if (facilitatorUrl === undefined)
     return {
-      variable: cdp ? 'CDP_API_KEY_ID' : 'FACILITATOR_HEADERS',
-      problem:
-        'facilitator credentials are set but FACILITATOR_URL is not (for Coinbase: FACILITATOR_URL=https://api.cdp.coinbase.com/platform/v2/x402)',
+      variable: 'FACILITATOR_HEADERS',
+      problem: 'is set but FACILITATOR_URL is not: the headers are for the facilitator it names',
     };
   const { username, password } = new URL(facilitatorUrl);
   if ((username !== '' || password !== '') && (cdp || 'authorization' in headers))

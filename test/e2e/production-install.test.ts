@@ -42,7 +42,7 @@ function bareEnv(): Record<string, string> {
   for (const [name, value] of Object.entries(process.env)) {
     if (value === undefined) continue;
     if (
-      /^(EVM_PRIVATE_KEY|SOLANA_PRIVATE_KEY|RPC_URL_|DATABASE_URL|FACILITATOR_URL|NODE_ENV|PORT|HOST|NETWORKS|SSRF_ALLOW_HOSTS|LLM_)/.test(
+      /^(EVM_PRIVATE_KEY|SOLANA_PRIVATE_KEY|RPC_URL_|DATABASE_URL|FACILITATOR_URL|FACILITATOR_HEADERS|CDP_API_KEY_|NODE_ENV|PORT|HOST|NETWORKS|SSRF_ALLOW_HOSTS|LLM_)/.test(
         name,
       )
     )

@@ -97,12 +97,13 @@ describe('facilitator credentials at start', () => {
     expect(error.message).not.toContain('hidden-value-1');
   });
 
-  it('refuses credentials without FACILITATOR_URL, over plain http to another host, or twice as Authorization', () => {
+  it('refuses headers without FACILITATOR_URL, credentials over plain http to another host, or twice as Authorization', () => {
     const key = ecKey().pkcs8;
-    expect(refusal({ CDP_API_KEY_ID: KEY_ID, CDP_API_KEY_SECRET: key }).message).toContain(
-      'FACILITATOR_URL is not (for Coinbase: FACILITATOR_URL=https://api.cdp.coinbase.com/platform/v2/x402)',
+    // A CDP key in the environment for another of Coinbase's tools: not ours to use, nor to refuse.
+    expect(loadConfig({ CDP_API_KEY_ID: KEY_ID, CDP_API_KEY_SECRET: 'not-read' }).facilitatorAuth).toBeUndefined();
+    expect(refusal({ FACILITATOR_HEADERS: '{"X-Api-Key": "k"}' }).message).toBe(
+      'FACILITATOR_HEADERS: is set but FACILITATOR_URL is not: the headers are for the facilitator it names',
     );
-    expect(refusal({ FACILITATOR_HEADERS: '{"X-Api-Key": "k"}' }).variable).toBe('FACILITATOR_HEADERS');
     expect(
       refusal({ FACILITATOR_URL: 'http://facilitator.example.org', FACILITATOR_HEADERS: '{"X-Api-Key": "k"}' })
         .variable,
