@@ -1,7 +1,7 @@
 // `npm run admin -- float` (server/admin.ts, run as a child process with the service's
 // configuration) against the local peers: every enabled network's float and gas read from the
 // chains, their floors and variables, the relay refunds owed (pending, and failed ones for an
-// operator) read from the database, and the money held in channels (0, said to be untracked);
+// operator) read from the database (EVM and Solana), and the money held in channels (0, said to be untracked);
 // with --stored, the last reading without a chain read; once the wallet is drained on base, base
 // is reported below its floor.
 import { execFile } from 'node:child_process';
@@ -22,7 +22,7 @@ let peers: Peers;
 let database: TestDatabase;
 
 beforeAll(async () => {
-  peers = await startPeers({ networks: ['base', 'base-sepolia'], v2Targets: false });
+  peers = await startPeers({ networks: ['base', 'base-sepolia', 'solana-devnet'], v2Targets: false });
   database = await createTestDatabase();
 });
 
@@ -71,7 +71,11 @@ describe('npm run admin -- float', () => {
 
     const live = await floatCommand();
     expect(live.header).toBe('read from the chains now');
-    expect(Object.keys(live.blocks)).toEqual(['base', 'base-sepolia']);
+    expect(Object.keys(live.blocks)).toEqual(['base', 'base-sepolia', 'solana-devnet']);
+    // Solana: the USDC token account and the SOL of the service's key (100 SOL from the harness).
+    expect(live.blocks['solana-devnet']).toContain(`wallet ${peers.wallets.service.solana.address}\n`);
+    expect(live.blocks['solana-devnet']).toContain('float 1000 USDC (floor 0, FLOAT_FLOOR_USDC_SOLANA_DEVNET)\n');
+    expect(live.blocks['solana-devnet']).toContain('gas 100 SOL (floor 0, GAS_FLOOR_SOLANA_DEVNET)\n');
     expect(live.blocks.base).toContain(`wallet ${wallet}\n`);
     expect(live.blocks.base).toContain(`float ${usdc} USDC (floor 10, FLOAT_FLOOR_USDC_BASE)\n`);
     expect(live.blocks.base).toMatch(/gas [0-9.]+ native gas token \(floor 0\.001, GAS_FLOOR_BASE\)\n/);
