@@ -96,6 +96,9 @@ export interface WebhooksTable {
 
 export type ProxyPaymentState = 'reserved' | 'signed' | 'charged' | 'released';
 
+/** How a /proxy payment pays its target: batch-settlement is ruled as upto (a maximum held, the used part charged). */
+export type ProxyScheme = 'exact' | 'upto' | 'batch-settlement';
+
 export interface ProxyPaymentsTable {
   id: Generated<bigint>;
   reference: string;
@@ -129,7 +132,7 @@ export interface ProxyPaymentsTable {
    * are the maximum and the reservation while the payment is open, and what the target settled and
    * what was charged once charged.
    */
-  scheme: ColumnType<'exact' | 'upto', 'exact' | 'upto' | undefined, 'exact' | 'upto'>;
+  scheme: ColumnType<ProxyScheme, ProxyScheme | undefined, ProxyScheme>;
   /** upto: the maximum signed, micro-USDC. */
   max_amount_micro_usdc: bigint | null;
   /** upto: the credits held for the maximum plus the fee. */
@@ -239,7 +242,7 @@ export interface RelayTransactionsTable {
   /** EVM direct settlement: the signed transaction of client_tx_hash, stored before its broadcast (sent again if lost). */
   client_raw_tx: string | null;
   /** The scheme the client paid with: `exact` (the amount) or `upto` (a maximum; we settle what was used). */
-  scheme: ColumnType<'exact' | 'upto', 'exact' | 'upto' | undefined, 'exact' | 'upto'>;
+  scheme: ColumnType<ProxyScheme, ProxyScheme | undefined, ProxyScheme>;
   /** upto: the maximum the client signed, in the asset's atomic units (numeric: read as text, written as bigint). */
   maximum_atomic: ColumnType<string | null, bigint | null | undefined, bigint | null>;
   /** upto: what we settled, in the asset's atomic units; never above maximum_atomic (a check). */

@@ -1,4 +1,4 @@
--- An upto payment: signed -> charged (PROXY_MOVES in payments/operations/proxy/states.ts, as
+-- An upto payment (or one through a batch-settlement channel, ruled the same): signed -> charged (PROXY_MOVES in payments/operations/proxy/states.ts, as
 -- charge_proxy_payment) for what the target settled: the payment's amount and credits become the
 -- used amount and the credits charged for it (never more than the credits held), the rest of the
 -- credits held given back (balance and daily counters, a release entry in the ledger:
@@ -19,12 +19,12 @@ begin
   update proxy_payments pp
     set state = 'charged', tx_hash = coalesce(p_tx_hash, pp.tx_hash), outcome = p_outcome, settled_at = now(),
         amount_micro_usdc = p_used_micro, credits = p_charged_credits
-    where pp.reference = p_reference and pp.state = 'signed' and pp.scheme = 'upto'
+    where pp.reference = p_reference and pp.state = 'signed' and pp.scheme in ('upto', 'batch-settlement')
       and p_used_micro <= pp.max_amount_micro_usdc and p_charged_credits <= pp.reserved_credits
     returning pp.* into p;
   if not found then
     if exists (select 1 from proxy_payments pp where pp.reference = p_reference and pp.state = 'signed'
-               and (pp.scheme <> 'upto' or p_used_micro > pp.max_amount_micro_usdc or p_charged_credits > pp.reserved_credits)) then
+               and (pp.scheme not in ('upto', 'batch-settlement') or p_used_micro > pp.max_amount_micro_usdc or p_charged_credits > pp.reserved_credits)) then
       raise exception 'proxy payment %: an upto charge of % micro-USDC and % credits is above its maximum, or it is not upto',
         p_reference, p_used_micro, p_charged_credits using errcode = '22023';
     end if;

@@ -33,6 +33,7 @@ import * as paidCallKeyChecks from './2026_12_01_0034_paid_call_key_checks';
 import * as uptoExposure from './2026_12_01_0035_upto_exposure';
 import * as finalityFollowFirst from './2026_12_01_0036_finality_follow_first';
 import * as receiverChannels from './2026_12_02_0037_receiver_channels';
+import * as payerChannels from './2026_12_02_0039_payer_channels';
 import * as walletFloats from './2026_12_02_0040_wallet_floats';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
@@ -71,6 +72,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_12_01_0035_upto_exposure': uptoExposure,
   '2026_12_01_0036_finality_follow_first': finalityFollowFirst,
   '2026_12_02_0037_receiver_channels': receiverChannels,
+  '2026_12_02_0039_payer_channels': payerChannels,
   '2026_12_02_0040_wallet_floats': walletFloats,
 };
 

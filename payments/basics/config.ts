@@ -67,6 +67,10 @@ export interface Config {
   relayAbandonedAfterMs: number;
   relayDailyPerWalletUsd: number;
   relayDailyTotalUsd: number;
+  /** A channel we open to a batch-settlement target is funded with this many times its price (at least its announced minimum). */
+  payerChannelDepositMultiplier: number;
+  /** The most one deposit into one of our channels moves, in USDC (decimal text); a target asking more is not paid by channel. */
+  payerChannelMaxDepositUsdc: string;
   /**
    * The most the maxima of a wallet's upto permits admitted on /relay and not yet settled or ended
    * may add up to, in USDC (decimal text): what one payer can cost us by revoking, once.
@@ -490,6 +494,8 @@ export function loadConfig(env: Env = process.env): Config {
     relayAbandonedAfterMs: integer(env, 'RELAY_ABANDONED_AFTER_MS', 300_000, 1_000, 86_400_000),
     relayDailyPerWalletUsd: integer(env, 'RELAY_DAILY_PER_WALLET_USD', 100, 0, 1e12),
     relayDailyTotalUsd: integer(env, 'RELAY_DAILY_TOTAL_USD', 1000, 0, 1e12),
+    payerChannelDepositMultiplier: integer(env, 'PAYER_CHANNEL_DEPOSIT_MULTIPLIER', 10, 1, 1_000),
+    payerChannelMaxDepositUsdc: decimal(env, 'PAYER_CHANNEL_MAX_DEPOSIT_USDC', '1', 6),
     receiverChannels: {
       networks: receiverChannelNetworks(env, networks),
       withdrawDelaySeconds: integer(env, 'CHANNEL_RECEIVER_WITHDRAW_DELAY_SECONDS', 86_400, 900, 2_592_000),

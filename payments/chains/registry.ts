@@ -8,6 +8,7 @@
 import { caip2Of, canonicalNetwork, NETWORK_TABLE, type ChainType, type NetworkName } from '../basics/networkTable';
 import type { PaymentRequirementsV2 } from '../x402/v2';
 import type { PaymentScheme, SchemeLookup, SchemePayload } from '../x402/schemes';
+import { BATCH_SETTLEMENT_EVM } from './evm/batchSettlement/scheme';
 import { EXACT_EVM } from './evm/exact';
 import { EVM_FAMILY } from './evm/family';
 import { UPTO_EVM } from './evm/upto';
@@ -46,6 +47,7 @@ export const FAMILIES: Readonly<Record<ChainType, ChainFamily>> = { evm: EVM_FAM
 export const PAYMENT_SCHEMES = new SchemeRegistry()
   .register('eip155:*', EXACT_EVM)
   .register('eip155:*', UPTO_EVM)
+  .register('eip155:*', BATCH_SETTLEMENT_EVM)
   .register('solana:*', EXACT_SOLANA);
 
 /** The family of a network, as its row in the network table names it. */

@@ -81,7 +81,7 @@ export type TargetSigningOutcome = Ok<TargetPayment> | (Failure<string> & { targ
  * payment-identifier gets our id for this payment (derived from its recorded reference, so every
  * send of the payment carries the same id); unknown extensions are echoed as they came.
  */
-function paymentSignatureHeader(
+export function paymentSignatureHeader(
   offer: OfferV2,
   payload: PreparedPayment['payment']['payload'],
   paymentId: string,

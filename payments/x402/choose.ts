@@ -37,6 +37,7 @@ export type RefusalReason =
   | 'invalid_fee_payer'
   | 'missing_facilitator'
   | 'invalid_facilitator'
+  | 'invalid_channel_terms'
   | 'timeout_too_long';
 
 export interface Refusal {
@@ -63,12 +64,21 @@ export interface PaymentChoice {
   amountMicroUsdc: bigint;
 }
 
-/** The schemes we pay, and the x402 version each may be offered in (upto exists in version 2 only). */
-const PAID_SCHEMES: Readonly<Record<string, readonly (1 | 2)[]>> = { exact: [1, 2], upto: [2] };
+/** The schemes we pay, and the x402 version each may be offered in (upto and batch-settlement exist in version 2 only). */
+const PAID_SCHEMES: Readonly<Record<string, readonly (1 | 2)[]>> = {
+  exact: [1, 2],
+  upto: [2],
+  'batch-settlement': [2],
+};
 
 /** Whether we pay `choice` by upto: the target settles at most its amount, what the call used. */
 export function isUpto(choice: { requirements: Pick<PaymentRequirements, 'scheme'> }): boolean {
   return choice.requirements.scheme === 'upto';
+}
+
+/** Whether we pay `choice` through a channel (batch-settlement): a voucher per call, charged what the seller reports. */
+export function isChannel(choice: { requirements: Pick<PaymentRequirements, 'scheme'> }): boolean {
+  return choice.requirements.scheme === 'batch-settlement';
 }
 
 export interface ChoiceOptions {
@@ -128,7 +138,7 @@ function judgeRequirement(
   const refuse = (reason: RefusalReason, details: string) => ({ reason, details });
   const versions = Object.hasOwn(PAID_SCHEMES, requirements.scheme) ? PAID_SCHEMES[requirements.scheme] : undefined;
   if (versions === undefined)
-    return refuse('unsupported_scheme', `scheme "${requirements.scheme}" is neither exact nor upto`);
+    return refuse('unsupported_scheme', `scheme "${requirements.scheme}" is none of exact, upto and batch-settlement`);
   const x402Version = options.x402Version ?? 1;
   if (!versions.includes(x402Version))
     return refuse(

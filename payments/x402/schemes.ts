@@ -27,7 +27,9 @@ export type RecipientProblemReason =
   | 'invalid_fee_payer'
   /** upto: the offer names no facilitator allowed to settle it, or not as an address. */
   | 'missing_facilitator'
-  | 'invalid_facilitator';
+  | 'invalid_facilitator'
+  /** batch-settlement: the offer's receiver authorizer, withdraw delay or token domain is missing or out of bounds. */
+  | 'invalid_channel_terms';
 
 export interface PaymentScheme {
   /** The scheme's name on the wire ("exact", "upto"). */

@@ -277,7 +277,9 @@ describe('chooseRequirement', () => {
       };
       expect(refusalsOf([upto('polygon-amoy', '20000')], exactOnly)).toEqual([[0, 'unsupported_scheme']]);
       const choice = chooseRequirement([upto('polygon-amoy', '1', { scheme: 'deferred' })], withOptIn);
-      expect(!choice.ok && choice.refusals[0]!.details).toBe('scheme "deferred" is neither exact nor upto');
+      expect(!choice.ok && choice.refusals[0]!.details).toBe(
+        'scheme "deferred" is none of exact, upto and batch-settlement',
+      );
     });
 
     it("prefers the cheaper of an exact and an upto offer on the same network, the target's order breaking ties", () => {

@@ -16,6 +16,8 @@ import {
 } from '../../payments/operations/proxy/records';
 import { heldLookAt, nextLookAt, readPaymentOnChain, UNREADABLE_RECHECK_MS } from '../../payments/outgoing/index';
 import type { WorkerDeps } from '../deps';
+import { voucherFromChain, voucherOfProxyPayment } from '../../payments/outgoing/channels';
+import { settleFromVoucher } from '../../payments/operations/proxy/channel';
 
 // The schedule of looks is shared with the relay's watch of its target payments.
 export {
@@ -37,6 +39,41 @@ function parseWatchPayload(payload: unknown): bigint {
   return BigInt(id);
 }
 
+/**
+ * A /proxy payment made through a channel is decided by its voucher (payments/outgoing/channels.ts):
+ * charged what the seller committed, or released; a voucher still unknown is read against the
+ * chain (a claim at or above its ceiling commits it) and looked at again, less often as it ages,
+ * until the channel's next exchange or the chain decides it. A row with no voucher after
+ * NEVER_SIGNED_AFTER_MS never paid anything.
+ */
+async function watchChannelVoucher(
+  deps: WorkerDeps,
+  payment: NonNullable<Awaited<ReturnType<typeof findProxyPayment>>>,
+  now: Date,
+  log: WorkerDeps['log'],
+): Promise<void> {
+  const voucher = await voucherOfProxyPayment(deps.db, payment.reference);
+  if (voucher === undefined) {
+    if (now.getTime() - payment.created_at.getTime() >= NEVER_SIGNED_AFTER_MS) {
+      await releaseProxyPayment(deps.db, payment.reference, { outcome: 'no voucher was signed for this call' });
+      log.info('channel payment never signed; credits released');
+    } else await enqueueWatch(deps.db, payment.id, heldLookAt(now, payment.created_at));
+    return;
+  }
+  let decided = voucher;
+  try {
+    decided = await voucherFromChain(deps, voucher);
+  } catch (error) {
+    log.warn({ err: error }, 'could not read the channel from the chain; will look again');
+  }
+  const settled = await settleFromVoucher(deps.db, payment, decided, deps.config.proxyFeePercent);
+  if (settled === undefined) {
+    await enqueueWatch(deps.db, payment.id, heldLookAt(now, payment.signed_at ?? payment.created_at));
+    return;
+  }
+  log.info({ voucherId: String(voucher.id), state: decided.state }, `channel payment ${settled}`);
+}
+
 export function proxyPaymentWatch(deps: WorkerDeps): Task<'proxy_payment_watch'> {
   return async (payload) => {
     const id = parseWatchPayload(payload);
@@ -51,6 +88,10 @@ export function proxyPaymentWatch(deps: WorkerDeps): Task<'proxy_payment_watch'>
           outcome: 'never signed: the request stopped before the payment was made',
         });
       }
+      return;
+    }
+    if (payment.scheme === 'batch-settlement') {
+      await watchChannelVoucher(deps, payment, now, log);
       return;
     }
     const reading = await readPaymentOnChain(deps.chains, signedTargetPaymentOf(payment), { now });

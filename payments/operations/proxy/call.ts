@@ -43,7 +43,8 @@ import {
   type TransferMethodUnsupported,
 } from '../../outgoing/index';
 import { encodePaymentResponseHeader } from '../../x402/headers';
-import type { PaymentChoice } from '../../x402/choose';
+import { isChannel, type PaymentChoice } from '../../x402/choose';
+import { proxyThroughChannel } from './channel';
 import type { ClaimRef } from '../../basics/idempotency';
 import { sendNotedPaidCall } from '../discovery/resources';
 import { floorRefusal, type WalletBelowFloor } from '../../tracking/floorCheck';
@@ -146,6 +147,10 @@ export async function proxyCall(deps: PayingDeps, input: ProxyCall): Promise<Pro
   // Before anything is signed or held: a payTo that cannot receive the payment.
   const refusedRecipient = await recipientRefusal(deps.chains, decision.value);
   if (refusedRecipient) return refusedRecipient;
+  if (isChannel(decision.value)) {
+    const paid = await proxyThroughChannel(deps, input, decision.value, budget);
+    return paid.kind === 'hold_refused' ? refusal(paid.refused, paid.credits, input.key, decision.value) : paid;
+  }
   return payAndRetry(deps, input, decision.value, budget);
 }
 

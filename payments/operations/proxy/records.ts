@@ -9,7 +9,7 @@ import { sql, type Selectable } from 'kysely';
 import type { Db, Tx } from '../../../db/index';
 import { firstRow } from '../../../db/rows';
 import { runPrepared } from '../../../db/prepared';
-import type { ProxyPaymentsTable } from '../../../db/schema';
+import type { ProxyPaymentsTable, ProxyScheme } from '../../../db/schema';
 import type { AuthenticatedKey } from '../../accounts/accounts';
 import {
   reservationResultOf,
@@ -22,7 +22,7 @@ import { addJob, type JobName } from '../../basics/jobs';
 import { usdcText } from '../../basics/money';
 import { FAMILIES } from '../../chains/registry';
 import { settledMicroUsdc, type SignedTargetPayment } from '../../outgoing/index';
-import { isUpto, type PaymentChoice } from '../../x402/choose';
+import { isChannel, isUpto, type PaymentChoice } from '../../x402/choose';
 import { uptoProxyCharge } from '../../accounts/fees';
 import type { ChainReading } from '../../chains/types';
 import type { SignedPaymentPayload } from '../../x402/types';
@@ -84,8 +84,9 @@ export async function holdProxyPayment(
     systemDailyLimitCredits: payment.systemDailyLimitCredits,
   });
   const { idempotency } = payment;
-  // upto: the maximum and the credits held for it are kept beside what the charge will write.
-  const upto = isUpto(choice);
+  // upto and channels: the maximum and the credits held for it are kept beside what the charge will write.
+  const scheme = proxySchemeOf(choice);
+  const upto = scheme !== 'exact';
   const statement = sql<ReservationRow & { id: bigint | null }>`
     with r as (select * from ${reservation}),
     p as (
@@ -97,7 +98,7 @@ export async function holdProxyPayment(
         ${payment.reference}::text, ${key.organisationId}::bigint, ${key.accountId}::bigint, ${key.apiKeyId}::bigint,
         ${payment.requestId}::text, ${payment.targetUrl}::text, ${choice.network}::text, ${choice.chainType}::text,
         ${choice.requirements.payTo}::text, ${choice.amountMicroUsdc}::bigint, ${payment.credits}::bigint,
-        ${upto ? 'upto' : 'exact'}::text, ${upto ? choice.amountMicroUsdc : null}::bigint, ${upto ? payment.credits : null}::bigint,
+        ${scheme}::text, ${upto ? choice.amountMicroUsdc : null}::bigint, ${upto ? payment.credits : null}::bigint,
         ${choice.networkClass}::text, ${payment.day}::date,
         ${idempotency?.claim ?? null}::uuid,
         ${signed ? 'signed' : 'reserved'}::text, ${signed?.payer ?? null}::text, ${signed?.payerSignature ?? null}::text,
@@ -120,6 +121,11 @@ export async function holdProxyPayment(
   if (!result.ok) return result;
   if (row.id === null) throw new Error(`proxy payment ${payment.reference}: reserved, but no row was written`);
   return ok({ id: row.id });
+}
+
+/** The row's scheme for a choice: a channel payment is held and charged as upto is. */
+export function proxySchemeOf(choice: PaymentChoice): ProxyScheme {
+  return isUpto(choice) ? 'upto' : isChannel(choice) ? 'batch-settlement' : 'exact';
 }
 
 /** What was signed, as a proxy payment row stores it so the chain can be read for it later. */
@@ -176,8 +182,8 @@ export function signedRecordOf(
     last_valid_block_height: signed.lastValidBlockHeight ?? null,
     tx_hash: null,
     payment_payload: signed.payload ?? null,
-    scheme: isUpto(choice) ? 'upto' : 'exact',
-    reserved_credits: isUpto(choice) ? (credits ?? null) : null,
+    scheme: proxySchemeOf(choice),
+    reserved_credits: proxySchemeOf(choice) === 'exact' ? null : (credits ?? null),
   };
 }
 

@@ -1,0 +1,634 @@
+/**
+ * Paying a target through a batch-settlement channel (x402's batch-settlement scheme), the steps
+ * /proxy shares with whatever else pays that way. One open channel per network, token, receiver,
+ * receiver authorizer and withdraw delay (payer_channels); per call, one voucher whose cumulative
+ * ceiling is the seller's charge so far plus this call's price, and a deposit with it when the
+ * channel's balance does not cover that ceiling.
+ *
+ * The rules:
+ * - A channel serves one call at a time, in every instance: a Postgres advisory lock on its terms
+ *   is held from before the channel is read until the answer is recorded (and calls of this
+ *   process wait in line for it without holding a connection).
+ * - Every voucher is recorded (payer_vouchers, with the channel's highest signed ceiling) before
+ *   it is sent, so no crash can make us sign a second ceiling for money already promised without
+ *   knowing it; a voucher still `sent` when the next call takes the lock belonged to a call that
+ *   died and becomes `unknown`.
+ * - A seller's answer decides a voucher: a paid answer's `extra.chargedAmount` (at most the
+ *   voucher's increment) is charged; an answer without a charge (the target failed, refused) is
+ *   not; no answer leaves it `unknown` until the seller's next word on the channel (an accepted
+ *   voucher on the same base says it was not committed; a proven corrective 402 above its ceiling
+ *   says it was) or the chain (claimed at or above its ceiling) decides.
+ * - A corrective 402 is adopted only once its voucher signature recovers to our own key (and the
+ *   chain's claimed total agrees), then the call is tried once more on the corrected base.
+ */
+import { randomBytes } from 'node:crypto';
+import { sql, type Selectable } from 'kysely';
+import { toHex, type Hex } from 'viem';
+import type { Db } from '../../db/index';
+import type { PayerChannelsTable, PayerVouchersTable } from '../../db/schema';
+import type { Deps } from '../deps';
+import { assetToMicro, microToAsset, parseUsdc } from '../basics/money';
+import { caip2Of, NETWORK_TABLE, type NetworkName } from '../basics/networkTable';
+import {
+  buildTargetRequest,
+  type CallRequest,
+  type TargetAnswer,
+  type TargetRequest,
+  type TargetResponse,
+} from '../basics/http/index';
+import type { Ok } from '../basics/result';
+import {
+  channelIdOf,
+  channelTerms,
+  checkedCorrection,
+  payerChannelConfig,
+  readPayerChannel,
+  signChannelPayment,
+  type ChannelPayload,
+  type PayerChannelConfig,
+} from '../chains/evm/batchSettlement/payer';
+import type { PaymentChoice } from '../x402/choose';
+import { ourPaymentId } from '../x402/extensions';
+import { PAYMENT_REQUIRED_HEADER, PAYMENT_RESPONSE_HEADER, type PaymentRequirementsV2 } from '../x402/v2';
+import { callTarget, type CallBudget } from './call';
+import { paymentSignatureHeader } from './pay';
+
+export type PayerChannel = Selectable<PayerChannelsTable>;
+export type PayerVoucher = Selectable<PayerVouchersTable>;
+
+/** The error codes of a seller's corrective 402 (x402 batch-settlement, EVM). */
+const CORRECTIVE_ERRORS = new Set([
+  'invalid_batch_settlement_evm_cumulative_amount_mismatch',
+  'invalid_batch_settlement_evm_cumulative_amount_below_claimed',
+]);
+
+export type ChannelDeps = Pick<Deps, 'db' | 'chains' | 'config' | 'log' | 'clock' | 'resolver' | 'connections'>;
+
+/** How one call paid through a channel ended. Amounts in the token's atomic units. */
+export type ChannelCallOutcome =
+  /** The target answered and the seller committed `chargedAtomic` (0 for a free answer). */
+  | { kind: 'charged'; response: TargetResponse; chargedAtomic: bigint; voucherId: bigint; channelId: string }
+  /** The seller committed nothing: the target failed or refused the voucher; `response` when it answered. */
+  | { kind: 'not_charged'; response?: TargetResponse; details: string; voucherId: bigint; channelId: string }
+  /** No usable answer after the voucher left: whether it was committed is decided later. */
+  | { kind: 'unknown'; details: string; voucherId: bigint; channelId: string; response?: TargetResponse }
+  /** Nothing was signed: our policy or wallet cannot pay this channel (targetSide: the offer is at fault). */
+  | { kind: 'unsigned'; details: string; targetSide: boolean };
+
+/** In-process queue per channel: one call of this process at a time asks Postgres for the lock. */
+const queues = new Map<string, Promise<unknown>>();
+
+async function inLine<T>(key: string, run: () => Promise<T>): Promise<T> {
+  const before = queues.get(key) ?? Promise.resolve();
+  const mine = before.then(run, run);
+  const settled = mine.catch(() => undefined);
+  queues.set(key, settled);
+  try {
+    return await mine;
+  } finally {
+    if (queues.get(key) === settled) queues.delete(key);
+  }
+}
+
+/** Runs `run` holding the advisory lock of a channel's terms on one connection of the pool. */
+async function underChannelLock<T>(db: Db, key: string, run: () => Promise<T>): Promise<T> {
+  return inLine(key, () =>
+    db.connection().execute(async (connection) => {
+      await sql`select pg_advisory_lock(hashtextextended(${key}, 0))`.execute(connection);
+      try {
+        return await run();
+      } finally {
+        await sql`select pg_advisory_unlock(hashtextextended(${key}, 0))`.execute(connection);
+      }
+    }),
+  );
+}
+
+/** The channel's terms as its lock key and its row's unique key. */
+function termsKey(
+  network: NetworkName,
+  terms: { token: string; receiver: string; receiverAuthorizer: string; withdrawDelay: number },
+) {
+  return `payer-channel:${network}:${terms.token.toLowerCase()}:${terms.receiver.toLowerCase()}:${terms.receiverAuthorizer.toLowerCase()}:${terms.withdrawDelay}`;
+}
+
+function configOf(channel: PayerChannel): PayerChannelConfig {
+  return {
+    payer: channel.payer as Hex,
+    payerAuthorizer: channel.payer_authorizer as Hex,
+    receiver: channel.receiver as Hex,
+    receiverAuthorizer: channel.receiver_authorizer as Hex,
+    token: channel.token as Hex,
+    withdrawDelay: channel.withdraw_delay,
+    salt: channel.salt as Hex,
+  };
+}
+
+/**
+ * The deposit a call needs, in atomic units: none while the balance covers the ceiling; else the
+ * larger of the seller's announced minimum, `multiplier` times the price and the shortfall, at
+ * most `cap` (a shortfall above the cap cannot be paid by channel).
+ */
+export function depositFor(
+  { balance, ceiling, price, minDeposit }: { balance: bigint; ceiling: bigint; price: bigint; minDeposit?: bigint },
+  { multiplier, cap }: { multiplier: number; cap: bigint },
+): { deposit?: bigint } | { refused: string } {
+  if (ceiling <= balance) return {};
+  const shortfall = ceiling - balance;
+  let deposit = BigInt(multiplier) * price;
+  if (minDeposit !== undefined && minDeposit > deposit) deposit = minDeposit;
+  if (shortfall > deposit) deposit = shortfall;
+  if (deposit > cap) {
+    if (shortfall > cap || (minDeposit ?? 0n) > cap)
+      return {
+        refused: `the channel needs a deposit of ${deposit > shortfall ? (minDeposit ?? shortfall) : shortfall} atomic units, above our cap of ${cap} (PAYER_CHANNEL_MAX_DEPOSIT_USDC)`,
+      };
+    deposit = cap;
+  }
+  return { deposit };
+}
+
+/** The open channel for these terms, created (with a new salt) when there is none. */
+async function openChannel(
+  db: Db,
+  network: NetworkName,
+  payer: Hex,
+  terms: { token: Hex; receiver: Hex; receiverAuthorizer: Hex; withdrawDelay: number },
+): Promise<PayerChannel> {
+  const existing = await db
+    .selectFrom('payer_channels')
+    .selectAll()
+    .where('network', '=', network)
+    .where('token', '=', terms.token)
+    .where('receiver', '=', terms.receiver)
+    .where('receiver_authorizer', '=', terms.receiverAuthorizer)
+    .where('withdraw_delay', '=', terms.withdrawDelay)
+    .where('state', '=', 'open')
+    .executeTakeFirst();
+  if (existing) return existing;
+  const salt = toHex(randomBytes(32));
+  const config = payerChannelConfig(payer, terms, salt);
+  return db
+    .insertInto('payer_channels')
+    .values({
+      channel_id: channelIdOf(config, caip2Of(network)).toLowerCase(),
+      network,
+      token: terms.token,
+      payer,
+      payer_authorizer: payer,
+      receiver: terms.receiver,
+      receiver_authorizer: terms.receiverAuthorizer,
+      withdraw_delay: terms.withdrawDelay,
+      salt,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** Vouchers left `sent` by calls that ended without recording their answer (no one holds the lock now) become `unknown`. */
+async function markAbandoned(db: Db, channelId: string): Promise<void> {
+  await db
+    .updateTable('payer_vouchers')
+    .set({ state: 'unknown', details: 'no answer was recorded for this voucher' })
+    .where('channel_id', '=', channelId)
+    .where('state', '=', 'sent')
+    .execute();
+}
+
+/**
+ * Every unknown voucher of the channel decided by what the seller is now known to have charged
+ * before our latest voucher (`sellerCharged`): committed when its ceiling is within it (charged
+ * at most its increment), never committed otherwise.
+ */
+async function decideUnknown(db: Db, channelId: string, sellerCharged: bigint): Promise<void> {
+  const open = await db
+    .selectFrom('payer_vouchers')
+    .selectAll()
+    .where('channel_id', '=', channelId)
+    .where('state', '=', 'unknown')
+    .execute();
+  for (const voucher of open) {
+    const base = BigInt(voucher.base_atomic);
+    const ceiling = BigInt(voucher.ceiling_atomic);
+    const committed = ceiling <= sellerCharged;
+    const increment = ceiling - base;
+    await db
+      .updateTable('payer_vouchers')
+      .set({
+        state: committed ? 'charged' : 'not_charged',
+        charged_atomic: committed ? (sellerCharged - base < increment ? sellerCharged - base : increment) : null,
+        resolved_at: new Date(),
+        details: committed
+          ? `the seller's charge reached ${sellerCharged}, covering this voucher's ceiling`
+          : `the seller's charge stayed at ${sellerCharged}, below this voucher's ceiling: never committed`,
+      })
+      .where('id', '=', voucher.id)
+      .where('state', '=', 'unknown')
+      .execute();
+  }
+}
+
+interface SellerReceipt {
+  success: boolean;
+  /** The deposit's transaction; empty for a voucher alone. */
+  transaction: string;
+  chargedAmount?: bigint;
+}
+
+function headerText(response: TargetResponse, name: string): string | undefined {
+  const value = response.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function base64Json(text: string | undefined): unknown {
+  if (text === undefined || text.length > 64 * 1024) return undefined;
+  try {
+    return JSON.parse(Buffer.from(text, 'base64').toString('utf8')) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+const DIGITS = /^(0|[1-9][0-9]{0,77})$/;
+function atomic(value: unknown): bigint | undefined {
+  return typeof value === 'string' && DIGITS.test(value) ? BigInt(value) : undefined;
+}
+
+/** The seller's PAYMENT-RESPONSE: success, its deposit transaction, the charge and the channel it reports. */
+export function sellerReceiptOf(response: TargetResponse): SellerReceipt | undefined {
+  const value = base64Json(headerText(response, PAYMENT_RESPONSE_HEADER)) as
+    | {
+        success?: unknown;
+        transaction?: unknown;
+        extra?: { chargedAmount?: unknown; channelState?: Record<string, unknown> };
+      }
+    | undefined;
+  if (value === undefined || typeof value.success !== 'boolean') return undefined;
+  const charged = atomic(value.extra?.chargedAmount);
+  return {
+    success: value.success,
+    transaction: typeof value.transaction === 'string' ? value.transaction : '',
+    ...(charged === undefined ? {} : { chargedAmount: charged }),
+  };
+}
+
+/** A seller's 402 in version 2 (PAYMENT-REQUIRED), decoded, or undefined. */
+function paymentRequiredOf(
+  response: TargetResponse,
+): ({ error?: string; accepts: PaymentRequirementsV2[] } & Record<string, unknown>) | undefined {
+  if (response.status !== 402) return undefined;
+  const value = base64Json(headerText(response, PAYMENT_REQUIRED_HEADER)) as
+    ({ error?: unknown; accepts?: unknown } & Record<string, unknown>) | undefined;
+  if (value === undefined || !Array.isArray(value.accepts)) return undefined;
+  return value as { error?: string; accepts: PaymentRequirementsV2[] } & Record<string, unknown>;
+}
+
+/** The PAYMENT-SIGNATURE of a channel payload for the offer it answers. */
+function channelHeader(
+  offer: NonNullable<PaymentChoice['offerV2']>,
+  network: NetworkName,
+  payload: ChannelPayload,
+  voucherId: bigint,
+): string {
+  return paymentSignatureHeader(
+    offer,
+    payload as unknown as Parameters<typeof paymentSignatureHeader>[1],
+    ourPaymentId(network, `voucher:${voucherId}`),
+  );
+}
+
+/**
+ * Pays one call to a target through our channel to its terms: signs, records and sends a voucher
+ * (with a deposit where the balance is short), and records how the seller answered. At most two
+ * vouchers are sent: the second only after a proven corrective 402.
+ */
+export async function payThroughChannel(
+  deps: ChannelDeps,
+  input: { call: CallRequest; choice: PaymentChoice; budget: CallBudget; proxyReference?: string },
+): Promise<ChannelCallOutcome> {
+  const { choice } = input;
+  const offerV2 = choice.offerV2;
+  const account = deps.chains.evm.account;
+  const clients = deps.chains.evm.networks.get(choice.network);
+  if (offerV2 === undefined)
+    return { kind: 'unsigned', details: 'a batch-settlement offer comes in x402 version 2', targetSide: true };
+  if (account === undefined || clients === undefined)
+    return { kind: 'unsigned', details: `no EVM wallet is configured for ${choice.network}`, targetSide: false };
+  const offer = offerV2.accepted;
+  const terms = channelTerms(offer);
+  if (!terms.ok) return { kind: 'unsigned', details: terms.details, targetSide: true };
+  const key = termsKey(choice.network, terms);
+  const price = BigInt(offer.amount);
+  const { decimals } = NETWORK_TABLE[choice.network];
+  const cap = microToAsset(parseUsdc(deps.config.payerChannelMaxDepositUsdc), decimals);
+
+  return underChannelLock(deps.db, key, async () => {
+    let channel = await openChannel(deps.db, choice.network, account.address, terms);
+    await markAbandoned(deps.db, channel.channel_id);
+    const config = configOf(channel);
+    // After an unanswered call the chain is read first: a deposit it carried may have landed.
+    const unresolved = await deps.db
+      .selectFrom('payer_vouchers')
+      .select(['id', 'deposit_atomic'])
+      .where('channel_id', '=', channel.channel_id)
+      .where('state', '=', 'unknown')
+      .execute();
+    if (channel.synced_at === null || unresolved.some((voucher) => voucher.deposit_atomic !== null))
+      channel = await syncFromChain(deps, channel);
+
+    for (let attempt = 1; ; attempt++) {
+      const charged = BigInt(channel.charged_atomic);
+      const balance = BigInt(channel.balance_atomic);
+      const ceiling = charged + price;
+      const sized = depositFor(
+        { balance, ceiling, price, ...(terms.minDeposit === undefined ? {} : { minDeposit: terms.minDeposit }) },
+        { multiplier: deps.config.payerChannelDepositMultiplier, cap },
+      );
+      if ('refused' in sized) return { kind: 'unsigned', details: sized.refused, targetSide: true };
+      const payload = await signChannelPayment(account, clients, offer, config, {
+        ceiling,
+        ...(sized.deposit === undefined ? {} : { deposit: sized.deposit }),
+      });
+      // Recorded before it leaves: the voucher, and the channel's highest ceiling ever signed.
+      const voucher = await deps.db.transaction().execute(async (tx) => {
+        const row = await tx
+          .insertInto('payer_vouchers')
+          .values({
+            channel_id: channel.channel_id,
+            proxy_reference: input.proxyReference ?? null,
+            base_atomic: charged,
+            ceiling_atomic: ceiling,
+            deposit_atomic: sized.deposit ?? null,
+            signature: payload.voucher.signature,
+          })
+          .returning('id')
+          .executeTakeFirstOrThrow();
+        await tx
+          .updateTable('payer_channels')
+          .set({ signed_max_atomic: sql`greatest(signed_max_atomic, ${ceiling}::numeric)`, last_used_at: new Date() })
+          .where('channel_id', '=', channel.channel_id)
+          .execute();
+        return row;
+      });
+      deps.log.info(
+        {
+          channelId: channel.channel_id,
+          voucherId: String(voucher.id),
+          ceiling: String(ceiling),
+          deposit: sized.deposit?.toString(),
+        },
+        sized.deposit === undefined ? 'channel voucher signed' : 'channel deposit and voucher signed',
+      );
+      const built = buildTargetRequest(input.call, {
+        paymentHeader: channelHeader(offerV2, choice.network, payload, voucher.id),
+        paymentVersion: 2,
+      }) as Ok<TargetRequest>;
+      const answer: TargetAnswer = await callTarget(built.value, input.budget, deps);
+      const outcome = await recordAnswer(
+        deps,
+        channel,
+        voucher.id,
+        { charged, ceiling, deposit: sized.deposit },
+        answer,
+      );
+      if (outcome.kind !== 'corrected') return outcome.result;
+      channel = outcome.channel;
+      if (attempt >= 2)
+        return {
+          kind: 'not_charged',
+          response: outcome.response,
+          details: 'the seller corrected the channel twice; nothing was committed',
+          voucherId: voucher.id,
+          channelId: channel.channel_id,
+        };
+    }
+  });
+}
+
+/** Reads the channel's balance and claimed total from the chain into its row. */
+async function syncFromChain(deps: ChannelDeps, channel: PayerChannel): Promise<PayerChannel> {
+  const clients = deps.chains.evm.networks.get(channel.network as NetworkName);
+  if (clients === undefined) return channel;
+  const { balance, totalClaimed } = await readPayerChannel(clients, channel.channel_id as Hex);
+  return deps.db
+    .updateTable('payer_channels')
+    .set({
+      balance_atomic: balance,
+      total_claimed_atomic: totalClaimed,
+      // What we deposited is what the chain holds plus what was claimed out of it.
+      deposited_atomic: sql`greatest(deposited_atomic, ${balance + totalClaimed}::numeric)`,
+      // The seller can never have charged less than it claimed.
+      charged_atomic: sql`greatest(charged_atomic, ${totalClaimed}::numeric)`,
+      signed_max_atomic: sql`greatest(signed_max_atomic, ${totalClaimed}::numeric)`,
+      synced_at: new Date(),
+    })
+    .where('channel_id', '=', channel.channel_id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+type Recorded =
+  { kind: 'done'; result: ChannelCallOutcome } | { kind: 'corrected'; channel: PayerChannel; response: TargetResponse };
+
+async function recordAnswer(
+  deps: ChannelDeps,
+  channel: PayerChannel,
+  voucherId: bigint,
+  sent: { charged: bigint; ceiling: bigint; deposit: bigint | undefined },
+  answer: TargetAnswer,
+): Promise<Recorded> {
+  const { db } = deps;
+  const ids = { voucherId, channelId: channel.channel_id };
+  const close = (
+    state: 'charged' | 'not_charged' | 'unknown',
+    details: string,
+    chargedAtomic?: bigint,
+    depositTx?: string,
+  ) =>
+    db
+      .updateTable('payer_vouchers')
+      .set({
+        state,
+        details,
+        ...(chargedAtomic === undefined ? {} : { charged_atomic: chargedAtomic }),
+        ...(depositTx ? { deposit_tx_hash: depositTx } : {}),
+        ...(state === 'unknown' ? {} : { resolved_at: new Date() }),
+      })
+      .where('id', '=', voucherId)
+      .execute();
+  // A deposit that left may have landed whatever the answer: the chain says how much the channel holds.
+  const resync = async () => (sent.deposit === undefined ? channel : syncFromChain(deps, channel));
+
+  if (!answer.ok) {
+    await close('unknown', `no answer from the target: ${answer.details}`);
+    await resyncQuietly(deps, resync);
+    return { kind: 'done', result: { kind: 'unknown', details: answer.details, ...ids } };
+  }
+  const response = answer.value;
+  const receipt = sellerReceiptOf(response);
+  if (response.status < 400 && receipt?.success) {
+    const increment = sent.ceiling - sent.charged;
+    const reported = receipt.chargedAmount ?? increment;
+    const chargedAtomic = reported > increment ? increment : reported;
+    // The seller accepted a voucher on our base: every earlier unknown voucher above it was never committed.
+    await decideUnknown(db, channel.channel_id, sent.charged);
+    await close(
+      'charged',
+      `the seller charged ${chargedAtomic} of ${increment}`,
+      chargedAtomic,
+      receipt.transaction || undefined,
+    );
+    await db
+      .updateTable('payer_channels')
+      .set({
+        charged_atomic: sql`greatest(charged_atomic, ${sent.charged + chargedAtomic}::numeric)`,
+        ...(sent.deposit === undefined
+          ? {}
+          : {
+              balance_atomic: sql`balance_atomic + ${sent.deposit}::numeric`,
+              deposited_atomic: sql`deposited_atomic + ${sent.deposit}::numeric`,
+            }),
+        last_used_at: new Date(),
+      })
+      .where('channel_id', '=', channel.channel_id)
+      .execute();
+    return { kind: 'done', result: { kind: 'charged', response, chargedAtomic, ...ids } };
+  }
+  const required = paymentRequiredOf(response);
+  if (required?.error !== undefined && CORRECTIVE_ERRORS.has(required.error)) {
+    const account = deps.chains.evm.account;
+    const clients = deps.chains.evm.networks.get(channel.network as NetworkName);
+    const corrected =
+      account && clients ? await checkedCorrection(account, clients, configOf(channel), required) : undefined;
+    if (corrected !== undefined) {
+      await close(
+        'not_charged',
+        `the seller answered ${required.error}; its charge of ${corrected.charged} was proven by our own voucher`,
+      );
+      await decideUnknown(db, channel.channel_id, corrected.charged);
+      const updated = await db
+        .updateTable('payer_channels')
+        .set({
+          charged_atomic: corrected.charged,
+          ...(corrected.signedMax === undefined
+            ? {}
+            : { signed_max_atomic: sql`greatest(signed_max_atomic, ${corrected.signedMax}::numeric)` }),
+          ...(corrected.balance === undefined ? {} : { balance_atomic: corrected.balance }),
+          ...(corrected.totalClaimed === undefined ? {} : { total_claimed_atomic: corrected.totalClaimed }),
+          synced_at: new Date(),
+        })
+        .where('channel_id', '=', channel.channel_id)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      deps.log.warn(
+        { channelId: channel.channel_id, from: String(sent.charged), to: String(corrected.charged) },
+        "channel base corrected from the seller's proven state",
+      );
+      return { kind: 'corrected', channel: updated, response };
+    }
+    await close('not_charged', `the seller answered ${required.error} without a voucher of ours proving it`);
+    await resyncQuietly(deps, resync);
+    return {
+      kind: 'done',
+      result: {
+        kind: 'not_charged',
+        response,
+        details: `the seller asked to correct the channel (${required.error}) but its state is not proven by our own signature`,
+        ...ids,
+      },
+    };
+  }
+  // The target answered without committing a charge (a failure, a refusal): the seller keeps
+  // nothing of this voucher; its next voucher is signed on the same base.
+  await close('not_charged', `the target answered ${response.status} without a charge`);
+  await resyncQuietly(deps, resync);
+  return {
+    kind: 'done',
+    result: {
+      kind: 'not_charged',
+      response,
+      details: `the target answered ${response.status} without a charge`,
+      ...ids,
+    },
+  };
+}
+
+async function resyncQuietly(deps: ChannelDeps, resync: () => Promise<unknown>): Promise<void> {
+  try {
+    await resync();
+  } catch (error) {
+    deps.log.warn({ err: error }, 'the channel could not be read from the chain; it is read again before its next use');
+    return;
+  }
+}
+
+/** micro-USDC of a charge in the channel's token. */
+export function chargedMicro(network: NetworkName, atomicAmount: bigint): bigint {
+  return assetToMicro(atomicAmount, NETWORK_TABLE[network].decimals);
+}
+
+/**
+ * Decides an unknown voucher from the chain: claimed at or above its ceiling, it was committed
+ * (its whole increment, the most the seller could take). Otherwise it stays unknown.
+ */
+export async function voucherFromChain(
+  deps: Pick<Deps, 'db' | 'chains'>,
+  voucher: PayerVoucher,
+): Promise<PayerVoucher> {
+  if (voucher.state !== 'unknown' && voucher.state !== 'sent') return voucher;
+  const channel = await deps.db
+    .selectFrom('payer_channels')
+    .selectAll()
+    .where('channel_id', '=', voucher.channel_id)
+    .executeTakeFirstOrThrow();
+  const clients = deps.chains.evm.networks.get(channel.network as NetworkName);
+  if (clients === undefined) return voucher;
+  const { totalClaimed } = await readPayerChannel(clients, channel.channel_id as Hex);
+  const ceiling = BigInt(voucher.ceiling_atomic);
+  if (totalClaimed < ceiling) return voucher;
+  return deps.db
+    .updateTable('payer_vouchers')
+    .set({
+      state: 'charged',
+      charged_atomic: ceiling - BigInt(voucher.base_atomic),
+      resolved_at: new Date(),
+      details: `the chain shows ${totalClaimed} claimed, covering this voucher's ceiling`,
+    })
+    .where('id', '=', voucher.id)
+    .where('state', 'in', ['unknown', 'sent'])
+    .returningAll()
+    .executeTakeFirst()
+    .then((row) => row ?? voucher);
+}
+
+export async function voucherOfProxyPayment(db: Db, reference: string): Promise<PayerVoucher | undefined> {
+  return db
+    .selectFrom('payer_vouchers')
+    .selectAll()
+    .where('proxy_reference', '=', reference)
+    .orderBy('id', 'desc')
+    .executeTakeFirst();
+}
+
+/** The money in our channels per network, in atomic units: deposited and not claimed (balance minus what sellers have charged). */
+export async function channelFunds(
+  db: Db,
+): Promise<{ network: string; channels: number; balance: bigint; charged: bigint }[]> {
+  const rows = await db
+    .selectFrom('payer_channels')
+    .select((eb) => [
+      'network',
+      eb.fn.countAll<string>().as('channels'),
+      eb.fn.sum<string>('balance_atomic').as('balance'),
+      eb.fn.sum<string>(sql`charged_atomic - least(charged_atomic, total_claimed_atomic)`).as('charged'),
+    ])
+    .where('state', '!=', 'closed')
+    .groupBy('network')
+    .execute();
+  return rows.map((row) => ({
+    network: row.network,
+    channels: Number(row.channels),
+    balance: BigInt(row.balance),
+    charged: BigInt(row.charged),
+  }));
+}

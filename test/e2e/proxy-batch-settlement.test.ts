@@ -1,0 +1,247 @@
+// /proxy paying a batch-settlement target through our own channel: the target is the unmodified
+// @x402/express 2.27 with @x402/evm's batch-settlement server scheme on Polygon Amoy (asking
+// batch-settlement alone), settled by the unmodified @x402/evm facilitator; our wallet opens one
+// channel, deposits once, then pays each call by a voucher. Every leg is read from the chain after
+// the seller's channel manager claims and settles. Also: a failed target is not charged, a seller's
+// corrective 402 is adopted only when our own signature proves it, and a voucher whose answer was
+// lost is decided by the channel's next exchange without a double charge.
+import type { Hex } from 'viem';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../db/index';
+import { startFaultProxy, type FaultProxy } from '../../devnet/faults';
+import { batchTargetName, startPeers, type Peers, type Target } from '../../devnet/index';
+import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi } from '../../devnet/evm/batch-settlement';
+import { organisationBalance } from '../../payments/accounts/credits';
+import { proxyCredits } from '../../payments/accounts/fees';
+import { createTestAccount } from '../support/accounts';
+import { ledgerSums, peersEnv, pollWebhook } from '../support/proxy';
+import { tableResolver } from '../support/resolver';
+import { startTestService, type TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
+
+const NETWORK = 'polygon-amoy' as const;
+const PRICE = 10_000n;
+const CALLS = 20;
+/** Our deposit policy: 25 times the price, so one deposit covers every call of this file. */
+const MULTIPLIER = 25n;
+const DEPOSIT = MULTIPLIER * PRICE;
+const PER_CALL_CREDITS = proxyCredits(PRICE, 3).totalCredits;
+
+let peers: Peers;
+let t: TestService;
+let db: Db;
+let target: Target;
+/** In front of the target: cuts the answer to one paid call after the seller committed it. */
+let breaking: FaultProxy | undefined;
+let cutNext = false;
+
+beforeAll(async () => {
+  peers = await startPeers({ networks: [NETWORK], pricesMicroUsdc: { paid: PRICE } });
+  try {
+    target = peers.targets[batchTargetName(NETWORK)]!;
+    breaking = await startFaultProxy({
+      upstream: target.url,
+      choose: (request) => {
+        if (!request.headers['payment-signature'] || !cutNext) return 'pass';
+        cutNext = false;
+        return 'reset_mid_body';
+      },
+    });
+    t = await startTestService(
+      {
+        ...peersEnv(peers, [new URL(breaking.url).host]),
+        PAYER_CHANNEL_DEPOSIT_MULTIPLIER: String(MULTIPLIER),
+      },
+      { resolver: tableResolver() },
+    );
+    db = t.database.handle.db;
+  } catch (error) {
+    await breaking?.close();
+    await peers.stop();
+    throw error;
+  }
+});
+
+afterAll(async () => {
+  await ifStarted(t)?.stop();
+  await breaking?.close();
+  await ifStarted(peers)?.stop();
+});
+
+const ours = () => peers.wallets.service.evm.address;
+
+async function channelOnChain(channelId: string) {
+  const [balance, totalClaimed] = await peers.evmChains[NETWORK]!.publicClient.readContract({
+    address: BATCH_SETTLEMENT_ADDRESS,
+    abi: batchSettlementAbi,
+    functionName: 'channels',
+    args: [channelId as Hex],
+  });
+  return { balance, totalClaimed };
+}
+
+async function proxy(key: string, url: string) {
+  return t.client.post('/proxy', { api_url: url, method: 'GET' }, { headers: { 'x-api-key': key } });
+}
+
+async function theChannel() {
+  const channels = await db.selectFrom('payer_channels').selectAll().execute();
+  expect(channels).toHaveLength(1);
+  return channels[0]!;
+}
+
+describe('/proxy to a batch-settlement target', () => {
+  it(`pays ${CALLS} calls from one channel: one deposit, one voucher per call, the seller claims exactly what it charged`, async () => {
+    const { key, organisationId } = await createTestAccount(db, { credits: 10_000n });
+    const before = {
+      ours: await peers.usdcBalance(NETWORK, ours()),
+      payTo: await peers.usdcBalance(NETWORK, target.payTo),
+    };
+    target.reset();
+    for (let call = 1; call <= CALLS; call++) {
+      const res = await proxy(key, target.routes.paid.url);
+      expect(res.status, res.text).toBe(200);
+      // Our own receipt: the charge is the seller's, no transaction per call.
+      const receipt = JSON.parse(Buffer.from(res.headers.get('x-payment-response')!, 'base64').toString()) as Record<
+        string,
+        unknown
+      >;
+      expect(receipt).toMatchObject({ success: true, transaction: '', network: NETWORK, amount: PRICE.toString() });
+      expect(res.headers.get('x-credits-charged')).toBe(PER_CALL_CREDITS.toString());
+      // Our tokens moved once, at the first call's deposit.
+      expect(await peers.usdcBalance(NETWORK, ours())).toBe(before.ours - DEPOSIT);
+    }
+    const sent = target.requests.filter((request) => request.payment !== null);
+    expect(sent).toHaveLength(CALLS);
+    const vouchers = await db.selectFrom('payer_vouchers').selectAll().orderBy('id').execute();
+    expect(vouchers.map((voucher) => [voucher.state, voucher.ceiling_atomic, voucher.deposit_atomic])).toEqual(
+      Array.from({ length: CALLS }, (_, index) => [
+        'charged',
+        String(BigInt(index + 1) * PRICE),
+        index === 0 ? DEPOSIT.toString() : null,
+      ]),
+    );
+    const channel = await theChannel();
+    expect(channel).toMatchObject({
+      charged_atomic: String(BigInt(CALLS) * PRICE),
+      signed_max_atomic: String(BigInt(CALLS) * PRICE),
+      balance_atomic: DEPOSIT.toString(),
+      deposited_atomic: DEPOSIT.toString(),
+    });
+    // Credits: each call charged its price plus the fee, nothing else held.
+    expect(await organisationBalance(db, organisationId)).toBe(10_000n - BigInt(CALLS) * PER_CALL_CREDITS);
+    expect(await ledgerSums(db, organisationId)).toMatchObject({ charge: BigInt(CALLS) * PER_CALL_CREDITS });
+
+    // The seller claims and settles: the chain shows exactly the charged total moved to its payTo.
+    await target.batchSettlement[0]!.manager.claimAndSettle();
+    expect(await channelOnChain(channel.channel_id)).toEqual({ balance: DEPOSIT, totalClaimed: BigInt(CALLS) * PRICE });
+    expect(await peers.usdcBalance(NETWORK, target.payTo)).toBe(before.payTo + BigInt(CALLS) * PRICE);
+    expect(await peers.usdcBalance(NETWORK, ours())).toBe(before.ours - DEPOSIT);
+  });
+
+  it('a target that fails is not charged, and the next voucher is signed on the same base', async () => {
+    const { key, organisationId } = await createTestAccount(db, { credits: 1_000n });
+    const base = BigInt((await theChannel()).charged_atomic);
+    const failed = await proxy(key, target.routes.error.url);
+    expect(failed.status, failed.text).toBe(502);
+    expect(await organisationBalance(db, organisationId)).toBe(1_000n);
+    const paid = await proxy(key, target.routes.paid.url);
+    expect(paid.status, paid.text).toBe(200);
+    const [failedVoucher, paidVoucher] = await db
+      .selectFrom('payer_vouchers')
+      .selectAll()
+      .orderBy('id', 'desc')
+      .limit(2)
+      .execute()
+      .then((rows) => rows.reverse());
+    expect(failedVoucher).toMatchObject({ state: 'not_charged', base_atomic: base.toString() });
+    expect(paidVoucher).toMatchObject({
+      state: 'charged',
+      base_atomic: base.toString(),
+      ceiling_atomic: String(base + PRICE),
+    });
+    expect(await organisationBalance(db, organisationId)).toBe(1_000n - PER_CALL_CREDITS);
+  });
+
+  it("adopts a seller's corrective 402 only once our own voucher signature proves it, and pays on the corrected base", async () => {
+    const { key, organisationId } = await createTestAccount(db, { credits: 1_000n });
+    const channel = await theChannel();
+    const truth = BigInt(channel.charged_atomic);
+    // Our record falls one price behind the seller (as a restore of an older backup would leave it).
+    await db
+      .updateTable('payer_channels')
+      .set({ charged_atomic: String(truth - PRICE) })
+      .where('channel_id', '=', channel.channel_id)
+      .execute();
+    target.reset();
+    const res = await proxy(key, target.routes.paid.url);
+    expect(res.status, res.text).toBe(200);
+    // Two vouchers went out: one on the stale base (corrected by the seller), one on the proven base.
+    const sent = target.requests.filter((request) => request.payment !== null);
+    expect(sent).toHaveLength(2);
+    const last = await db.selectFrom('payer_vouchers').selectAll().orderBy('id', 'desc').limit(2).execute();
+    expect(last.map((voucher) => [voucher.state, voucher.base_atomic])).toEqual([
+      ['charged', truth.toString()],
+      ['not_charged', String(truth - PRICE)],
+    ]);
+    expect((await theChannel()).charged_atomic).toBe(String(truth + PRICE));
+    expect(await organisationBalance(db, organisationId)).toBe(1_000n - PER_CALL_CREDITS);
+  });
+
+  it('refuses a corrective 402 our key did not sign, and moves nothing', async () => {
+    const { key, organisationId } = await createTestAccount(db, { credits: 1_000n });
+    const channel = await theChannel();
+    const receiver = target.batchSettlement[0]!;
+    const stored = await receiver.storage.get(channel.channel_id);
+    expect(stored).toBeDefined();
+    // The seller claims a higher charge than any voucher of ours allows, with a signature not ours.
+    await receiver.storage.updateChannel(channel.channel_id, (current) =>
+      current === undefined
+        ? undefined
+        : {
+            ...current,
+            chargedCumulativeAmount: (BigInt(current.chargedCumulativeAmount) + 5n * PRICE).toString(),
+            signedMaxClaimable: (BigInt(current.chargedCumulativeAmount) + 5n * PRICE).toString(),
+            signature: `0x${'11'.repeat(65)}`,
+          },
+    );
+    const ourCharged = (await theChannel()).charged_atomic;
+    const res = await proxy(key, target.routes.paid.url);
+    expect(res.status, res.text).toBe(502);
+    expect((await theChannel()).charged_atomic).toBe(ourCharged);
+    expect(await organisationBalance(db, organisationId)).toBe(1_000n);
+    // The seller's record restored, our next call pays on our base again.
+    await receiver.storage.updateChannel(channel.channel_id, () => stored);
+    const again = await proxy(key, target.routes.paid.url);
+    expect(again.status, again.text).toBe(200);
+  });
+
+  it('a voucher whose answer was lost is charged once, when the next exchange proves the seller committed it', async () => {
+    const { key, organisationId } = await createTestAccount(db, { credits: 1_000n });
+    const charged = BigInt((await theChannel()).charged_atomic);
+    cutNext = true;
+    const lost = await proxy(key, `${breaking!.url}${new URL(target.routes.paid.url).pathname}`);
+    expect(lost.status, lost.text).toBe(502);
+    const webhookId = (lost.body as { webhook_id?: string }).webhook_id!;
+    expect(webhookId).toBeDefined();
+    // Held, not charged, while nothing says whether the seller kept it.
+    expect(await organisationBalance(db, organisationId)).toBe(1_000n - PER_CALL_CREDITS);
+    const [unknown] = await db.selectFrom('payer_vouchers').selectAll().orderBy('id', 'desc').limit(1).execute();
+    expect(unknown).toMatchObject({ state: 'unknown', ceiling_atomic: String(charged + PRICE) });
+
+    // The next call on the channel: the seller corrects our base to include the lost voucher.
+    const next = await proxy(key, target.routes.paid.url);
+    expect(next.status, next.text).toBe(200);
+    expect(
+      await db.selectFrom('payer_vouchers').select('state').where('id', '=', unknown!.id).executeTakeFirst(),
+    ).toEqual({
+      state: 'charged',
+    });
+    const record = await pollWebhook(t, webhookId, 60_000);
+    expect(record.status, record.text).toBe(200);
+    expect(record.body).toMatchObject({ status: 'success' });
+    // Two calls, two charges: the lost one once, the next one once.
+    expect(await organisationBalance(db, organisationId)).toBe(1_000n - 2n * PER_CALL_CREDITS);
+    expect((await theChannel()).charged_atomic).toBe(String(charged + 2n * PRICE));
+  });
+});
