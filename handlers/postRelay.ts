@@ -207,6 +207,14 @@ export const postRelay: Handler<'postRelay'> = async (ctx, deps) => {
   const keyed = callIdempotencyKey(keyRead.value, paymentId.value);
   if (!keyed.ok) return errorReply('validation_failed', keyed.details);
   const { value: key } = keyed;
+  // A channel voucher is no one-time payment: the same voucher pays the next call after a failed
+  // one, and the channel's own lease and unique cumulative amounts keep it from paying twice.
+  if (
+    key === undefined &&
+    decoded.value.version === 2 &&
+    decoded.value.signature.accepted.scheme === 'batch-settlement'
+  )
+    return run();
   const named = paymentHeaderName(payment.version);
   return runOnce({
     db: deps.db,

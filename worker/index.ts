@@ -5,6 +5,7 @@ import { parseCronItems, type Task, type TaskList } from 'graphile-worker';
 import type { LossObserver } from '../payments/tracking/finality';
 import type { JobName, JobPayloads } from '../payments/basics/jobs';
 import type { WorkerDeps } from './deps';
+import { channelClaims } from './tasks/channelClaims';
 import { chatFollowUp } from './tasks/chatFollowUp';
 import { creditPurchaseWatch } from './tasks/creditPurchaseWatch';
 import { dayRollover } from './tasks/dayRollover';
@@ -45,6 +46,7 @@ export function createTaskList(deps: WorkerDeps, { onPaymentLost }: { onPaymentL
     finality_watch: finalityWatch(deps),
     finality_follow: finalityFollow(deps, onPaymentLost),
     finality_sweep: finalitySweep(deps),
+    channel_claims: channelClaims(deps),
     float_refresh: floatRefresh(deps),
   };
   return tasks;
@@ -68,4 +70,5 @@ export const cronItems = parseCronItems([
   cron('chat_follow_up', '* * * * *', 0),
   cron('idempotency_prune', '17 * * * *', 0),
   cron('finality_sweep', '* * * * *', 0),
+  cron('channel_claims', '* * * * *', 0),
 ]);

@@ -32,6 +32,8 @@ export interface JobPayloads {
   finality_watch: { watchId: string };
   finality_follow: Record<string, never>;
   finality_sweep: CronPayload;
+  /** `force`: claim whatever is claimable now (an operator, a test), not only on the threshold or period. */
+  channel_claims: CronPayload & { force?: boolean };
   float_refresh: Record<string, never>;
 }
 

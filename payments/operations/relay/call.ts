@@ -41,6 +41,8 @@ import { deliver, deliverUsed, handOver, recordedTargetPayment, scheduleRefund, 
 import { quoteRelay, relayOffers, relayUptoOffers, type RelayQuote } from './quote';
 import type { RelayCall, RelayOutcome } from './types';
 import { relayUptoClient } from './uptoClient';
+import { acceptedChannelOffer, correctedChannelOffers, relayChannelClient, relayChannelOffers } from './channelClient';
+import type { ChannelRefusal } from '../../incoming/channels/receive';
 import { uptoIncomingOn } from '../../chains/registry';
 import type { UptoPaymentSignature } from '../../chains/uptoIncoming';
 import type { PaymentRequirementsV2 } from '../../x402/v2';
@@ -111,6 +113,15 @@ export async function relayCall(
   const belowFloor = await floorRefusal(deps, [quote.choice.network, ...paidOn(payment)]);
   if (belowFloor) return belowFloor;
   const uptoAccepts = relayUptoOffers(deps, quote, accepts);
+  // Channels are offered for a target priced by exact (a fixed price is the voucher's increment).
+  const channelAccepts =
+    quote.choice.requirements.scheme === 'exact'
+      ? relayChannelOffers(
+          deps,
+          quote.fee.totalMicro,
+          accepts.map((entry) => entry.network),
+        )
+      : [];
   if (!payment) {
     // At the service's bound on upto exposure an upto permit would be refused: exact only, then.
     const room =
@@ -124,11 +135,34 @@ export async function relayCall(
     return {
       kind: 'payment_required',
       accepts,
-      uptoAccepts: room ? uptoAccepts : [],
+      uptoAccepts: [...channelAccepts, ...(room ? uptoAccepts : [])],
       error: 'X-PAYMENT header is required',
     };
   }
   const now = deps.clock.now();
+
+  if (payment.version === 2 && payment.signature.accepted.scheme === 'batch-settlement') {
+    const offer = acceptedChannelOffer(payment.signature.accepted, channelAccepts);
+    if (offer === undefined)
+      return refused(
+        'offer_mismatch',
+        "accepted is none of the batch-settlement offers of this 402: echo one entry of PAYMENT-REQUIRED's accepts",
+        accepts,
+        version,
+        [...channelAccepts, ...uptoAccepts],
+      );
+    const result = await relayChannelClient(deps, input, {
+      choice: quote.choice,
+      payload: payment.signature.payload,
+      offer,
+      budget,
+    });
+    if (result.kind === 'outcome') return result.outcome;
+    return channelRefused(result.refusal, accepts, [
+      ...correctedChannelOffers(channelAccepts, result.refusal),
+      ...uptoAccepts,
+    ]);
+  }
 
   if (payment.version === 2 && payment.signature.accepted.scheme === 'upto') {
     const offer = acceptedUptoOffer(payment, uptoAccepts);
@@ -449,6 +483,39 @@ function refused(
       details: `The payment could not be checked or settled (${reason}); nothing was charged: ${details}`,
     };
   return { kind: 'payment_required', accepts, uptoAccepts, error: `${reason}: ${details}`.slice(0, 1000), reason };
+}
+
+/** The kind of refusal a channel payment's error code is, for the code of our 402's body. */
+function channelRefusalReason(code: string): SettleFailureReason {
+  if (/cumulative_amount_mismatch|cumulative_below_claimed|charge_exceeds/.test(code)) return 'wrong_amount';
+  if (code.endsWith('voucher_signature')) return 'invalid_signature';
+  if (/exceeds_balance|below_min_deposit/.test(code)) return 'insufficient_funds';
+  if (/_mismatch$/.test(code)) return 'offer_mismatch';
+  return 'invalid_transaction';
+}
+
+/**
+ * A channel payment refused: a corrective 402 whose `error` is the specification's code (its
+ * channel entries carrying our state when the cumulative amount is not ours), or a 500 when the
+ * failure is ours (a chain that could not be read or written); nothing was charged either way.
+ */
+function channelRefused(
+  refusal: ChannelRefusal,
+  accepts: PaymentRequirements[],
+  offeredFirst: PaymentRequirementsV2[],
+): RelayOutcome {
+  if (refusal.ours)
+    return {
+      kind: 'internal_error',
+      details: `The channel payment could not be checked (${refusal.code}); nothing was charged: ${refusal.details}`,
+    };
+  return {
+    kind: 'payment_required',
+    accepts,
+    uptoAccepts: offeredFirst,
+    error: refusal.code,
+    reason: channelRefusalReason(refusal.code),
+  };
 }
 
 /** The bounds on our exposure to upto permits admitted and not yet settled, in micro-USDC. */

@@ -1,0 +1,228 @@
+/**
+ * /relay paid through a batch-settlement channel (x402 version 2): the client's deposit or voucher
+ * is taken against our mirror of its channel (payments/incoming/channels/receive.ts: one signature
+ * recovery, no chain read for a voucher), the request holds the channel's lease (one at a time per
+ * channel, in every instance), the target is paid from our wallet and called, and the price is
+ * committed on the channel only once the target answered usably. A target that fails, or that we
+ * could not pay, costs the client nothing and needs no refund transaction: the lease is released
+ * and the same voucher pays the next request. The client's PAYMENT-RESPONSE carries `transaction`
+ * "" for a voucher (the deposit's hash for a deposit), `extra.chargedAmount` and
+ * `extra.channelState`. A refused payment gets a corrective 402 whose `error` is the
+ * specification's code and whose channel entries carry our channel state and the last voucher we
+ * hold. The worker claims and settles the committed charges (worker/tasks/channelClaims.ts).
+ *
+ * Not recorded in relay_transactions (no daily relay limits or webhook records for channel
+ * payers yet): the charges are rows of receiver_channel_charges.
+ */
+import { randomNonce } from '../../chains/evm';
+import { caip2Of, canonicalNetwork } from '../../basics/networkTable';
+import type { TargetResponse } from '../../basics/http/index';
+import {
+  reportedSettlement,
+  settlementPendingOf,
+  signTargetPayment,
+  type CallBudget,
+  type PayingDeps,
+} from '../../outgoing/index';
+import type { PaymentChoice } from '../../x402/choose';
+import { encodePaymentResponseHeader } from '../../x402/headers';
+import type { PaymentRequirementsV2 } from '../../x402/v2';
+import {
+  acceptChannelPayment,
+  channelOffer,
+  channelStateOf,
+  commitChannelCharge,
+  releaseChannel,
+  type ChannelRefusal,
+} from '../../incoming/channels/receive';
+import { BATCH_SETTLEMENT_SCHEME } from '../../chains/evm/batchSettlement/voucher';
+import { DEFAULT_RELAY_TIMEOUT_SECONDS } from '../../incoming/offer';
+import { sendNotedPaidCall } from '../discovery/resources';
+import type { RelayCall, RelayOutcome } from './types';
+
+/**
+ * The batch-settlement entries of our 402 for a priced call: one on each network of the exact
+ * entries where we take channels (CHANNEL_RECEIVER_NETWORKS), for the same total.
+ */
+export function relayChannelOffers(
+  deps: Pick<PayingDeps, 'chains' | 'config'>,
+  totalMicroUsdc: bigint,
+  exactNetworks: readonly string[],
+): PaymentRequirementsV2[] {
+  const offers: PaymentRequirementsV2[] = [];
+  for (const name of exactNetworks) {
+    const network = canonicalNetwork(name);
+    if (network === undefined) continue;
+    const offer = channelOffer(deps, network, {
+      amountMicroUsdc: totalMicroUsdc,
+      maxTimeoutSeconds: DEFAULT_RELAY_TIMEOUT_SECONDS,
+    });
+    if (offer) offers.push(offer);
+  }
+  return offers;
+}
+
+/** The fields of an offer a client's `accepted` must echo; a corrective 402's state in `extra` is not one of them. */
+const EXTRA_TERMS = ['name', 'version', 'receiverAuthorizer', 'withdrawDelay', 'minDeposit'] as const;
+
+/** The channel entry of our 402 a payment accepted, or undefined. */
+export function acceptedChannelOffer(
+  accepted: PaymentRequirementsV2,
+  offers: readonly PaymentRequirementsV2[],
+): PaymentRequirementsV2 | undefined {
+  if (accepted.scheme !== BATCH_SETTLEMENT_SCHEME) return undefined;
+  const extra = accepted.extra;
+  return offers.find(
+    (offer) =>
+      offer.network === accepted.network &&
+      offer.amount === accepted.amount &&
+      offer.asset.toLowerCase() === accepted.asset.toLowerCase() &&
+      offer.payTo.toLowerCase() === accepted.payTo.toLowerCase() &&
+      offer.maxTimeoutSeconds === accepted.maxTimeoutSeconds &&
+      EXTRA_TERMS.every((term) => String(offer.extra[term]) === String(extra[term])),
+  );
+}
+
+/** Our channel entries with the refusal's state (a corrective 402: the client adopts it after checking the voucher's signature). */
+export function correctedChannelOffers(
+  offers: readonly PaymentRequirementsV2[],
+  refusal: ChannelRefusal,
+): PaymentRequirementsV2[] {
+  if (!refusal.channelState) return [...offers];
+  return offers.map((offer) => ({
+    ...offer,
+    extra: {
+      ...offer.extra,
+      channelState: refusal.channelState,
+      ...(refusal.voucherState ? { voucherState: refusal.voucherState } : {}),
+    },
+  }));
+}
+
+export type ChannelRelayResult =
+  { kind: 'outcome'; outcome: RelayOutcome } | { kind: 'refused'; refusal: ChannelRefusal };
+
+const NOT_CHARGED = 'nothing was charged on your channel';
+
+export async function relayChannelClient(
+  deps: PayingDeps,
+  input: RelayCall,
+  {
+    choice,
+    payload,
+    offer,
+    budget,
+  }: { choice: PaymentChoice; payload: unknown; offer: PaymentRequirementsV2; budget: CallBudget },
+): Promise<ChannelRelayResult> {
+  // The lease outlives the call's own bound, so that no second request is served while this one may still be.
+  const accepted = await acceptChannelPayment(deps, payload, offer, { leaseMs: input.timeoutMs + 30_000 });
+  if (accepted.kind === 'refused') return { kind: 'refused', refusal: accepted.refusal };
+  if (accepted.kind === 'refunded') {
+    const { channel, txHash, amount, payer } = accepted;
+    const body = Buffer.from(JSON.stringify({ message: 'Refund acknowledged', channelId: channel.channelId }));
+    return {
+      kind: 'outcome',
+      outcome: {
+        kind: 'pass_through',
+        response: { status: 200, headers: { 'content-type': 'application/json' }, body, url: input.call.api_url },
+        headers: {
+          clientSettlement: {
+            success: true,
+            transaction: txHash,
+            network: caip2Of(channel.network as never),
+            payer,
+            amount: amount.toString(),
+            extra: { channelState: channelStateOf(channel) },
+          },
+        },
+      },
+    };
+  }
+  const { reservation } = accepted;
+  const release = () => releaseChannel(deps, reservation.channelId, reservation.pendingId);
+  try {
+    const signed = await signTargetPayment(deps, choice, {
+      nonce: randomNonce(),
+      windowSeconds: deps.config.relayPaymentWindowSeconds,
+    });
+    if (!signed.ok) {
+      await release();
+      return {
+        kind: 'outcome',
+        outcome: {
+          kind: 'bad_gateway',
+          message: `${signed.targetSide ? 'The target asks for a payment the service cannot make' : 'The service could not pay the target'}; ${NOT_CHARGED}`,
+          headers: {},
+        },
+      };
+    }
+    const prepared = signed.value;
+    const answer = await sendNotedPaidCall(deps, input.call, prepared, choice, budget);
+    const response: TargetResponse | undefined =
+      answer.ok &&
+      answer.value.status < 500 &&
+      answer.value.status !== 402 &&
+      settlementPendingOf(answer.value) === undefined
+        ? answer.value
+        : undefined;
+    deps.log.info(
+      {
+        channelId: reservation.channelId,
+        network: choice.network,
+        status: answer.ok ? answer.value.status : answer.reason,
+      },
+      'paid target call (relay, channel client)',
+    );
+    if (!response) {
+      await release();
+      return {
+        kind: 'outcome',
+        outcome: {
+          kind: 'bad_gateway',
+          message: answer.ok
+            ? `The target answered ${answer.value.status}; ${NOT_CHARGED}`
+            : `The target gave no answer (${answer.details}); ${NOT_CHARGED}`,
+          headers: {},
+        },
+      };
+    }
+    const committed = await commitChannelCharge(deps, reservation, input.call.api_url);
+    const targetTx = reportedSettlement(response);
+    const paymentResponse = encodePaymentResponseHeader({
+      success: targetTx !== undefined,
+      transaction: targetTx ?? '',
+      network: choice.network,
+      payer: prepared.payer,
+    });
+    if (!committed.ok) {
+      deps.log.error(
+        { channelId: reservation.channelId, code: committed.refusal.code, details: committed.refusal.details },
+        'channel charge not committed after the target answered',
+      );
+      return { kind: 'outcome', outcome: { kind: 'pass_through', response, headers: { paymentResponse } } };
+    }
+    const { deposit } = reservation;
+    return {
+      kind: 'outcome',
+      outcome: {
+        kind: 'pass_through',
+        response,
+        headers: {
+          paymentResponse,
+          clientSettlement: {
+            success: true,
+            transaction: deposit?.txHash ?? '',
+            network: caip2Of(reservation.network),
+            payer: reservation.payer,
+            amount: deposit ? deposit.amount.toString() : '',
+            extra: { chargedAmount: committed.charged.toString(), channelState: channelStateOf(committed.channel) },
+          },
+          ...(deposit ? { clientPayment: deposit.txHash } : {}),
+        },
+      },
+    };
+  } catch (error) {
+    await release().catch(() => undefined);
+    throw error;
+  }
+}
