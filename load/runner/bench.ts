@@ -14,7 +14,8 @@
  *                                          on one Postgres behind a round robin; verify: X-PAYMENT
  *                                          verifications per second on one core, in-process; usage:
  *                                          GET /v1/payments and GET /v1/usage with 100,000 payment rows
- *                                          in a database of its own, p50 and p95)
+ *                                          in a database of its own, p50 and p95; vouchers: batch-settlement
+ *                                          voucher verifications per second on one core, in-process)
  *   options: --rounds N --duration S --connections N --paid-calls N --overload-cap N --soak S
  *            --log-level L --node-flags "FLAGS" (for the service) --tsx --no-pin --keep --json FILE
  *
@@ -48,6 +49,7 @@ import { profiles } from './bench/sections/profiles';
 import { soak } from './bench/sections/soak';
 import { usage } from './bench/sections/usage';
 import { verify } from './bench/sections/verify';
+import { vouchers } from './bench/sections/vouchers';
 
 /** One run of the bench: its id, its scratch directory, the command that reruns it. */
 interface Run {
@@ -249,6 +251,7 @@ async function runSections(bench: Bench, service: ServiceChild): Promise<void> {
     ['config', () => config(bench, service)],
     ['paid', () => paid(bench, service)],
     ['verify', () => verify(bench, service)],
+    ['vouchers', () => vouchers(bench)],
     ['floor', () => floor(bench, service)],
     ['logging', () => logging(bench, service)],
     ['soak', () => soak(bench, service)],

@@ -15,6 +15,7 @@ export const SECTIONS = [
   'profile',
   'floor',
   'usage',
+  'vouchers',
 ] as const;
 export type Section = (typeof SECTIONS)[number];
 
