@@ -1079,10 +1079,10 @@ export interface components {
          */
         PaymentRequirements: {
             /**
-             * @description Payment scheme: `exact` (pay exactly `maxAmountRequired`). In a simulation result a target's requirement may also be `upto` (x402 version 2: `maxAmountRequired` is the most it settles).
+             * @description Payment scheme: `exact` (pay exactly `maxAmountRequired`). In a simulation result a target's requirement may also be `upto` (x402 version 2: `maxAmountRequired` is the most it settles) or, on /proxy/sim, `batch-settlement` (x402 version 2: paid through the service's channel with the target, a voucher of at most `maxAmountRequired` per call).
              * @enum {string}
              */
-            scheme: "exact" | "upto";
+            scheme: "exact" | "upto" | "batch-settlement";
             /** @description Network name (for requirements of the service, one of NetworkName; a target may name other networks). */
             network: string;
             /** @description Recipient address (EVM hex address or Solana base58 address). */
@@ -1278,7 +1278,7 @@ export interface components {
             feeModel: string;
         };
         /**
-         * @description How the target prices the call, and so what the caller pays. `exact`: the target takes its price; the caller pays it plus the fee. `upto`: the target's price is a maximum of which it settles what the call used, known only once the chain shows it. The caller pays at most the maximum plus the fee (`maxTotalAmount`; on /proxy the `maxTotalCredits` are held) and is charged what the target settled plus the fee on it: on /proxy the rest of the held credits is released, on /relay a client that paid the maximum with an exact payment is refunded the rest on the network it paid on. The fee breakdown beside it is of the maximum.
+         * @description How the target prices the call, and so what the caller pays. `exact`: the target takes its price; the caller pays it plus the fee. `upto`: the target's price is a maximum of which it settles what the call used, known only once the chain shows it. The caller pays at most the maximum plus the fee (`maxTotalAmount`; on /proxy the `maxTotalCredits` are held) and is charged what the target settled plus the fee on it: on /proxy the rest of the held credits is released, on /relay a client that paid the maximum with an exact payment is refunded the rest on the network it paid on. `batch-settlement` (/proxy/sim only): the service pays through its own channel with the target, a voucher per call of at most the price; credits for the price plus the fee are held and the account is charged what the target reports it charged plus the fee on it. The fee breakdown beside it is of the maximum.
          * @example {
          *       "scheme": "upto",
          *       "maxTargetAmount": 0.02,
@@ -1292,12 +1292,12 @@ export interface components {
              * @description The target's payment scheme.
              * @enum {string}
              */
-            scheme: "exact" | "upto";
-            /** @description upto only. The most the target may settle, in USDC. */
+            scheme: "exact" | "upto" | "batch-settlement";
+            /** @description upto and batch-settlement only. The most the target may take, in USDC. */
             maxTargetAmount?: number;
-            /** @description upto only. The most the caller pays (the maximum plus the fee on it), in USDC. */
+            /** @description upto and batch-settlement only. The most the caller pays (the maximum plus the fee on it), in USDC. */
             maxTotalAmount?: number;
-            /** @description upto on /proxy/sim only. The credits /proxy holds while the target settles. */
+            /** @description upto and batch-settlement on /proxy/sim only. The credits /proxy holds while the target settles. */
             maxTotalCredits?: number;
             /** @description The rule in words, with this call's figures. */
             rule: string;

@@ -80,7 +80,7 @@ export function uptoRelaySettlement(
 
 /** How a target prices a call, and what the caller pays for it, as the dry runs show it. */
 export interface Pricing {
-  scheme: 'exact' | 'upto';
+  scheme: 'exact' | 'upto' | 'batch-settlement';
   /** upto: the most the target may settle, micro-USDC. */
   maxTargetMicro?: bigint;
   /** upto: the most the caller pays (the maximum plus the fee), micro-USDC. */
@@ -91,8 +91,20 @@ export interface Pricing {
 }
 
 /** The pricing of a /proxy call whose target asks `targetMicro` (for upto: its maximum). */
-export function proxyPricing(scheme: 'exact' | 'upto', targetMicro: bigint, proxyFeePercent: number): Pricing {
+export function proxyPricing(
+  scheme: 'exact' | 'upto' | 'batch-settlement',
+  targetMicro: bigint,
+  proxyFeePercent: number,
+): Pricing {
   const { totalCredits, totalMicro } = proxyCredits(targetMicro, proxyFeePercent);
+  if (scheme === 'batch-settlement')
+    return {
+      scheme,
+      maxTargetMicro: targetMicro,
+      maxTotalMicro: totalMicro,
+      maxTotalCredits: totalCredits,
+      rule: `batch-settlement: the service pays through its own channel with the target, a voucher of at most ${formatUnits(targetMicro, 6)} USDC per call (no transaction per call); ${totalCredits} credits (the price plus the ${proxyFeePercent}% fee) are held, the account is charged what the target reports it charged plus the fee on it, and the rest is released`,
+    };
   if (scheme === 'exact')
     return {
       scheme,

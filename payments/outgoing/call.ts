@@ -15,7 +15,8 @@ import {
   type TargetResponse,
 } from '../basics/http/index';
 import { fail, ok, type Result } from '../basics/result';
-import { chooseRequirement, type PaymentChoice } from '../x402/choose';
+import { chooseRequirement, isChannel, type PaymentChoice } from '../x402/choose';
+import type { SchemeLookup } from '../x402/schemes';
 import { readTargetPaymentRequired, type OfferV2, type TargetPaymentRequired } from '../x402/parse';
 import { PAYMENT_REQUIRED_HEADER } from '../x402/v2';
 
@@ -112,6 +113,13 @@ export interface TransferMethodUnsupported {
   details: string;
 }
 
+/** The schemes we pay with, less batch-settlement: for the modes that do not pay through channels. */
+const WITHOUT_CHANNELS: SchemeLookup = {
+  scheme: (network, scheme) =>
+    isChannel({ requirements: { scheme } }) ? undefined : PAYMENT_SCHEMES.scheme(network, scheme),
+  schemeOfPayload: (payload) => PAYMENT_SCHEMES.schemeOfPayload(payload),
+};
+
 /**
  * The requirement we would pay: exact scheme (or upto in version 2), an enabled network where we hold a key, that
  * network's USDC, at most `maxAmountMicroUsdc` (the mode's ceiling). `network`, when named, is the
@@ -119,7 +127,18 @@ export interface TransferMethodUnsupported {
  */
 export function decidePayment(
   body: Pick<TargetPaymentRequired, 'accepts'> & { offers?: readonly OfferV2[] },
-  { chains, maxAmountMicroUsdc, network }: { chains: Chains; maxAmountMicroUsdc: bigint; network?: NetworkName },
+  {
+    chains,
+    maxAmountMicroUsdc,
+    network,
+    channels = false,
+  }: {
+    chains: Chains;
+    maxAmountMicroUsdc: bigint;
+    network?: NetworkName;
+    /** Whether the caller pays through batch-settlement channels (/proxy and its dry run do; /relay not yet). */
+    channels?: boolean;
+  },
 ): PaymentDecision {
   const paying = chains.payingNetworks();
   const networks = network === undefined ? paying : paying.filter((candidate) => candidate.name === network);
@@ -127,7 +146,7 @@ export function decidePayment(
   const choice = chooseRequirement(body.accepts, {
     networks,
     maxAmountMicroUsdc,
-    schemes: PAYMENT_SCHEMES,
+    schemes: channels ? PAYMENT_SCHEMES : WITHOUT_CHANNELS,
     x402Version: body.offers === undefined ? 1 : 2,
   });
   if (choice.ok) {

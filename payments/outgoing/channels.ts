@@ -609,26 +609,3 @@ export async function voucherOfProxyPayment(db: Db, reference: string): Promise<
     .orderBy('id', 'desc')
     .executeTakeFirst();
 }
-
-/** The money in our channels per network, in atomic units: deposited and not claimed (balance minus what sellers have charged). */
-export async function channelFunds(
-  db: Db,
-): Promise<{ network: string; channels: number; balance: bigint; charged: bigint }[]> {
-  const rows = await db
-    .selectFrom('payer_channels')
-    .select((eb) => [
-      'network',
-      eb.fn.countAll<string>().as('channels'),
-      eb.fn.sum<string>('balance_atomic').as('balance'),
-      eb.fn.sum<string>(sql`charged_atomic - least(charged_atomic, total_claimed_atomic)`).as('charged'),
-    ])
-    .where('state', '!=', 'closed')
-    .groupBy('network')
-    .execute();
-  return rows.map((row) => ({
-    network: row.network,
-    channels: Number(row.channels),
-    balance: BigInt(row.balance),
-    charged: BigInt(row.charged),
-  }));
-}

@@ -249,16 +249,30 @@ export async function owedRefunds(db: Db): Promise<Map<string, OwedRefunds>> {
 }
 
 /**
- * Money of ours held in payment channels on each network, in micro-USDC: the hook of the channel
- * code (batch-settlement), which sets `heldInChannels.read` to its own reader once channels exist.
- * Until then every network holds 0 in channels, and the gauge prs_wallet_channel_funds_micro_usdc
- * and `npm run admin -- float` say so.
+ * Money of ours held in payment channels on each network, in micro-USDC: what our deposits into
+ * our batch-settlement channels (payer_channels, payments/outgoing/channels.ts) hold that sellers
+ * have not charged yet, as last known (the chain's balance, less the charges sellers reported).
+ * It is ours until a seller charges it, and comes back by a cooperative refund or a withdrawal.
  */
 export const heldInChannels: {
   read: (db: Db) => Promise<Map<string, bigint>>;
-  /** Whether a reader is installed (false: the figures are the placeholder 0). */
+  /** Whether channel funds are tracked (always, since payer channels exist). */
   installed: boolean;
 } = {
-  read: () => Promise.resolve(new Map()),
-  installed: false,
+  read: async (db) => {
+    const rows = await db
+      .selectFrom('payer_channels')
+      .select((eb) => ['network', eb.fn.sum<string>(sql`greatest(balance_atomic - charged_atomic, 0)`).as('held')])
+      .where('state', '!=', 'closed')
+      .groupBy('network')
+      .execute();
+    const held = new Map<string, bigint>();
+    for (const row of rows) {
+      const network = row.network as NetworkName;
+      if (!(network in NETWORK_TABLE)) continue;
+      held.set(network, assetToMicro(BigInt(row.held), NETWORK_TABLE[network].decimals));
+    }
+    return held;
+  },
+  installed: true,
 };

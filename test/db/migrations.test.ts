@@ -43,6 +43,7 @@ const EVERY_MIGRATION = [
   '2026_12_01_0035_upto_exposure',
   '2026_12_01_0036_finality_follow_first',
   '2026_12_02_0037_receiver_channels',
+  '2026_12_02_0039_payer_channels',
   '2026_12_02_0040_wallet_floats',
 ];
 
@@ -101,6 +102,8 @@ describe('migrations', () => {
         'idempotency_records',
         'organisations',
         'paid_resource_calls',
+        'payer_channels',
+        'payer_vouchers',
         'proxy_payments',
         'receiver_channel_charges',
         'receiver_channel_claims',

@@ -1,7 +1,7 @@
 // `npm run admin -- float` (server/admin.ts, run as a child process with the service's
 // configuration) against the local peers: every enabled network's float and gas read from the
 // chains, their floors and variables, the relay refunds owed (pending, and failed ones for an
-// operator) read from the database (EVM and Solana), and the money held in channels (0, said to be untracked);
+// operator) read from the database (EVM and Solana), and the money held in channels (0: no channel was opened);
 // with --stored, the last reading without a chain read; once the wallet is drained on base, base
 // is reported below its floor.
 import { execFile } from 'node:child_process';
@@ -86,7 +86,7 @@ describe('npm run admin -- float', () => {
     );
     expect(live.blocks['base-sepolia']).toContain('(floor 0, FLOAT_FLOOR_USDC_BASE_SEPOLIA)');
     for (const block of Object.values(live.blocks))
-      expect(block).toContain('held in channels 0 USDC (no channel funds are tracked yet)\n');
+      expect(block).toContain('held in channels 0 USDC\n');
 
     await drainLocalEvmWallet('base', peers.rpcUrls.base!, peers.wallets.service.evm.privateKey);
     // --stored: the last reading, no chain read.

@@ -128,6 +128,11 @@ describe('/proxy to a batch-settlement target', () => {
       balance_atomic: DEPOSIT.toString(),
       deposited_atomic: DEPOSIT.toString(),
     });
+    // Our money still in the channel (deposited, not charged) counts in our float on its network.
+    const metrics = await t.client.get('/metrics');
+    expect(metrics.text).toContain(
+      `prs_wallet_channel_funds_micro_usdc{network="${NETWORK}"} ${DEPOSIT - BigInt(CALLS) * PRICE}`,
+    );
     // Credits: each call charged its price plus the fee, nothing else held.
     expect(await organisationBalance(db, organisationId)).toBe(10_000n - BigInt(CALLS) * PER_CALL_CREDITS);
     expect(await ledgerSums(db, organisationId)).toMatchObject({ charge: BigInt(CALLS) * PER_CALL_CREDITS });

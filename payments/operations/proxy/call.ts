@@ -125,6 +125,7 @@ export async function proxyCall(deps: PayingDeps, input: ProxyCall): Promise<Pro
   const decision = decidePayment(required, {
     chains: deps.chains,
     maxAmountMicroUsdc: parseUsdc(deps.config.proxyMaxPaymentUsdc),
+    channels: true,
   });
   if (!decision.ok) {
     if (decision.reason === 'transfer_method_unsupported')

@@ -4,7 +4,7 @@
  */
 import type { Deps } from '../../deps';
 import { proxyCredits, proxyPricing, type Pricing } from '../../accounts/fees';
-import { isUpto } from '../../x402/choose';
+import { proxySchemeOf } from './records';
 import { parseUsdc } from '../../basics/money';
 import { canonicalNetwork } from '../../basics/networkTable';
 import { buildTargetRequest, type CallRequest } from '../../basics/http/index';
@@ -37,7 +37,7 @@ export type ProxySimulation =
       requiresPayment: true;
       status: number;
       response: unknown;
-      paymentRequirements: PaymentRequirements & { scheme: 'exact' | 'upto' };
+      paymentRequirements: PaymentRequirements & { scheme: 'exact' | 'upto' | 'batch-settlement' };
       /** For upto: of the maximum (what is held); the charge follows what the target settles. */
       feeBreakdown: ProxyFeeBreakdown;
       /** The target's bazaar discovery metadata, when its version 2 402 declares it (bounded). */
@@ -87,6 +87,7 @@ export async function simulateProxyCall(
     chains: deps.chains,
     maxAmountMicroUsdc: parseUsdc(deps.config.proxyMaxPaymentUsdc),
     ...(network ? { network } : {}),
+    channels: true,
   });
   if (!decision.ok) {
     if (decision.reason === 'network_not_offered') return { kind: 'bad_request', details: decision.details };
@@ -107,15 +108,11 @@ export async function simulateProxyCall(
       requiresPayment: true,
       status: response.status,
       response: bodyValue(response),
-      // The choice only keeps exact and upto entries.
-      paymentRequirements: { ...decision.value.requirements, scheme: isUpto(decision.value) ? 'upto' : 'exact' },
+      // The choice only keeps exact, upto and batch-settlement entries.
+      paymentRequirements: { ...decision.value.requirements, scheme: proxySchemeOf(decision.value) },
       feeBreakdown: proxyFeeBreakdown(decision.value.amountMicroUsdc, deps.config.proxyFeePercent),
       ...withBazaar(required),
-      pricing: proxyPricing(
-        isUpto(decision.value) ? 'upto' : 'exact',
-        decision.value.amountMicroUsdc,
-        deps.config.proxyFeePercent,
-      ),
+      pricing: proxyPricing(proxySchemeOf(decision.value), decision.value.amountMicroUsdc, deps.config.proxyFeePercent),
     },
   };
 }
