@@ -91,6 +91,25 @@ async function theChannel() {
 }
 
 describe('/proxy to a batch-settlement target', () => {
+  it("is priced by the dry run as a channel payment, and /relay's dry run offers no payment it cannot make", async () => {
+    const { key } = await createTestAccount(db, { credits: 100n });
+    const sim = await t.client.post(
+      '/proxy/sim',
+      { api_url: target.routes.paid.url, method: 'GET' },
+      { headers: { 'x-api-key': key } },
+    );
+    expect(sim.status, sim.text).toBe(200);
+    expect(sim.body).toMatchObject({
+      requiresPayment: true,
+      paymentRequirements: { scheme: 'batch-settlement', network: NETWORK, maxAmountRequired: PRICE.toString() },
+      pricing: { scheme: 'batch-settlement', maxTotalCredits: Number(PER_CALL_CREDITS) },
+    });
+    // Nothing moved: no channel, no voucher.
+    expect(await db.selectFrom('payer_channels').selectAll().execute()).toEqual([]);
+    const relaySim = await t.client.post('/relay/sim', { api_url: target.routes.paid.url, method: 'GET' });
+    expect(relaySim.status, relaySim.text).toBe(502);
+  });
+
   it(`pays ${CALLS} calls from one channel: one deposit, one voucher per call, the seller claims exactly what it charged`, async () => {
     const { key, organisationId } = await createTestAccount(db, { credits: 10_000n });
     const before = {
