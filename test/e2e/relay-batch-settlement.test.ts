@@ -7,8 +7,8 @@
 // state gets a corrective 402 (cumulative amount mismatch, with our state and its last voucher) and
 // recovers; two service instances on one database given the same voucher at once commit its
 // cumulative amount once; the worker claims the channel in one claimWithSignature and settles,
-// every leg read from the chain; and a payer who starts a withdrawal is claimed long before its
-// delay ends.
+// every leg read from the chain; a payer who starts a withdrawal is claimed long before its delay
+// ends; and the client's cooperative refund gets its unused balance back at once.
 import { x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { toClientEvmSigner } from '@x402/evm';
@@ -302,10 +302,15 @@ describe('/relay paid through a batch-settlement channel', () => {
     );
     expect(await channelOnChain(channelId)).toEqual({ balance: DEPOSIT, totalClaimed: charged });
     expect(await peers.usdcBalance(NETWORK, payer.address)).toBe(payerBefore);
-    const transactions = await db.selectFrom('receiver_channel_claims').selectAll().execute();
-    expect(transactions.map((row) => [row.kind, row.state])).toEqual([
-      ['claim', 'confirmed'],
-      ['settle', 'confirmed'],
+    // One claim transaction for the channel, then one settle: both recorded before their broadcast, confirmed after.
+    const transactions = await until(
+      () => db.selectFrom('receiver_channel_claims').selectAll().orderBy('id').execute(),
+      (rows) => rows.length === 2 && rows.every((row) => row.state !== 'sent'),
+      'the claim and settle records',
+    );
+    expect(transactions.map((row) => [row.kind, row.state, row.channels])).toEqual([
+      ['claim', 'confirmed', 1],
+      ['settle', 'confirmed', 0],
     ]);
   });
 
@@ -344,6 +349,25 @@ describe('/relay paid through a batch-settlement channel', () => {
     );
     const now = await chain().publicClient.getBlock();
     expect(now.timestamp - started.timestamp).toBeLessThan(86_400n);
+  });
+  it("a cooperative refund gives the payer its channel's unused balance back at once, our charges kept", async () => {
+    const charged = await chargedOf(channelId);
+    const before = await channelOnChain(channelId);
+    const payerBefore = await peers.usdcBalance(NETWORK, payer.address);
+    const scheme = new BatchSettlementEvmScheme(toClientEvmSigner(payer, chain().publicClient), { storage });
+    // The client's refund asks its URL by GET; /relay is a POST naming the target in its body.
+    const asRelay: typeof fetch = (_input, init) =>
+      contractFetch()(`${t.service.url}/relay`, {
+        method: 'POST',
+        headers: { ...Object.fromEntries(new Headers(init?.headers).entries()), 'content-type': 'application/json' },
+        body: JSON.stringify({ api_url: target().routes.paid.url, method: 'GET', network: NETWORK }),
+      });
+    const settled = await scheme.refund(`${t.service.url}/relay`, { fetch: asRelay });
+    expect(settled.success).toBe(true);
+    expect(settled.transaction).toMatch(/^0x[0-9a-f]{64}$/);
+    const refunded = before.balance - charged;
+    expect(await peers.usdcBalance(NETWORK, payer.address)).toBe(payerBefore + refunded);
+    expect(await channelOnChain(channelId)).toEqual({ balance: charged, totalClaimed: before.totalClaimed });
   });
 });
 
