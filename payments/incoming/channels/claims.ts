@@ -75,6 +75,8 @@ export async function collectChannels(deps: ChannelDeps, { force = false } = {})
     const network = canonicalNetwork(name);
     if (network === undefined) continue;
     const report = await withNetworkClaimLock(deps.db, network, () => collectOn(deps, network, force));
+    // A forced run that found another claimer at work fails, so that its job is tried again.
+    if (report === undefined && force) throw new Error(`another claimer holds the channel claims of ${network}`);
     if (report) reports.push(report);
   }
   return reports;
