@@ -119,7 +119,7 @@ export function channelStateOf(channel: StoredChannel): ChannelStateExtra {
 }
 
 /** Whether channels are offered on the network: listed in CHANNEL_RECEIVER_NETWORKS, an EIP-3009 stablecoin, our wallet there. */
-export function receivesChannelsOn(deps: Pick<Deps, 'chains' | 'config'>, network: NetworkName): boolean {
+function receivesChannelsOn(deps: Pick<Deps, 'chains' | 'config'>, network: NetworkName): boolean {
   if (!deps.config.receiverChannels.networks.includes(network)) return false;
   const entry = NETWORK_TABLE[network];
   if (entry.eip712 === undefined || entry.transferMethod !== 'eip3009') return false;

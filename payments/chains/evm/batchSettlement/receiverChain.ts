@@ -55,12 +55,6 @@ export function receiverClients(deps: Pick<ChainDeps, 'chains'>, network: Networ
 
 const message = (error: unknown) => (error instanceof BaseError ? error.shortMessage : String(error));
 
-/** Whether the contract is deployed on the network (its code at the canonical address). */
-export async function batchSettlementDeployed(clients: EvmNetworkClients): Promise<boolean> {
-  const code = await clients.publicClient.getCode({ address: BATCH_SETTLEMENT_ADDRESS });
-  return code !== undefined && code !== '0x';
-}
-
 export async function readChannelOnChain(
   clients: EvmNetworkClients,
   channelId: Hex,

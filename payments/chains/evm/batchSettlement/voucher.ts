@@ -174,11 +174,6 @@ export function isVoucherSignedBy(
   return signer !== undefined && signer === authorizer.toLowerCase();
 }
 
-/** The ERC-3009 nonce a deposit authorization is bound to the channel by (as @x402/evm's buildErc3009DepositNonce). */
-export function erc3009DepositNonce(channelId: Hex, salt: Hex): Hex {
-  return keccak256(encodeAbiParameters([{ type: 'bytes32' }, { type: 'uint256' }], [channelId, BigInt(salt)]));
-}
-
 /** The ERC-3009 collector's data: validAfter, validBefore, salt and the signature (as @x402/evm's buildErc3009CollectorData). */
 export function erc3009CollectorData(validAfter: bigint, validBefore: bigint, salt: Hex, signature: Hex): Hex {
   return encodeAbiParameters(
