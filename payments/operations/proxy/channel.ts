@@ -76,7 +76,9 @@ export async function proxyThroughChannel(
       accountDailyLimitCredits: BigInt(config.proxyDailyPerAccountUsd) * CREDITS_PER_USDC,
       systemDailyLimitCredits: BigInt(config.proxyDailyTotalUsd) * CREDITS_PER_USDC,
     },
-    { payer },
+    // No authorization expires here; the window says when the sweep hands a row whose answer was
+    // never recorded (its process died) to the watch job, which decides it from its voucher.
+    { payer, validBefore: BigInt(Math.floor(clock.now().getTime() / 1000) + config.proxyPaymentWindowSeconds) },
   );
   if (!reservation.ok) return { kind: 'hold_refused', refused: reservation, credits: totalCredits };
 
