@@ -15,7 +15,10 @@
  *                                          verifications per second on one core, in-process; usage:
  *                                          GET /v1/payments and GET /v1/usage with 100,000 payment rows
  *                                          in a database of its own, p50 and p95; vouchers: batch-settlement
- *                                          voucher verifications per second on one core, in-process)
+ *                                          voucher verifications per second on one core, in-process; channel:
+ *                                          POST /proxy paying a batch-settlement target from our channel
+ *                                          against @x402/fetch's batch-settlement client paying it directly,
+ *                                          p50 and p95 on vouchers only, and the transactions on chain)
  *   options: --rounds N --duration S --connections N --paid-calls N --overload-cap N --soak S
  *            --log-level L --node-flags "FLAGS" (for the service) --tsx --no-pin --keep --json FILE
  *
@@ -38,6 +41,7 @@ import { parseOptions, type Options, type Section } from './bench/options';
 import { goalLine, LOAD_CORE, progress, say, SERVER_CORE } from './bench/output';
 import { throwawayDatabase, type Bench, type PeersInfo } from './bench/setup';
 import { caps } from './bench/sections/caps';
+import { channel } from './bench/sections/channel';
 import { instances } from './bench/sections/instances';
 import { config } from './bench/sections/config';
 import { logging } from './bench/sections/logging';
@@ -252,6 +256,7 @@ async function runSections(bench: Bench, service: ServiceChild): Promise<void> {
     ['paid', () => paid(bench, service)],
     ['verify', () => verify(bench, service)],
     ['vouchers', () => vouchers(bench)],
+    ['channel', () => channel(bench)],
     ['floor', () => floor(bench, service)],
     ['logging', () => logging(bench, service)],
     ['soak', () => soak(bench, service)],

@@ -6,13 +6,14 @@
  * service uses (the baseline the relay's added latency is measured against). Each call's
  * wall-clock start and end are returned.
  */
-import { createWalletClient, defineChain, http as viemHttp, type Hex } from 'viem';
+import { createPublicClient, createWalletClient, defineChain, http as viemHttp, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import type { RunResult } from './autocannon';
 import { Samples, type LatencySummary } from './stats';
 
 export interface PaidRun {
-  mode: 'direct' | 'proxy' | 'relay' | 'settle';
+  /** channel: direct with the unmodified @x402/fetch and @x402/evm's batch-settlement client (one deposit, then vouchers). */
+  mode: 'direct' | 'proxy' | 'relay' | 'settle' | 'channel';
   /** proxy, relay and settle: the service's base URL (settle reads the relay's 402 from it once, untimed). */
   url: string;
   targetUrl: string;
@@ -24,6 +25,8 @@ export interface PaidRun {
   facilitatorUrl?: string;
   count: number;
   concurrency: number;
+  /** channel: the CAIP-2 network, the token allowed by the spend controls, and what one deposit holds. */
+  channel?: { caip2: `${string}:${string}`; asset: Hex; depositAtomic: string };
 }
 
 let payingFetch: { key: string; fetch: typeof fetch; wallet: unknown } | undefined;
@@ -45,6 +48,43 @@ async function paidFetch(run: PaidRun): Promise<{ fetch: typeof fetch; wallet: u
   });
   payingFetch = { key, fetch: wrapFetchWithPayment(fetch, wallet as never, 1_000_000n) as typeof fetch, wallet };
   return payingFetch;
+}
+
+let channelFetch: { key: string; fetch: typeof fetch } | undefined;
+
+/** The unmodified @x402/fetch with @x402/evm's batch-settlement client, its channel in memory; one deposit of channel.depositAtomic. */
+async function batchFetch(run: PaidRun): Promise<typeof fetch> {
+  const channel = run.channel;
+  if (channel === undefined) throw new Error('a channel run needs its network and asset');
+  const key = `${run.rpcUrl} ${run.clientEvmPrivateKey}`;
+  if (channelFetch?.key === key) return channelFetch.fetch;
+  const [{ x402Client }, { toClientEvmSigner }, { BatchSettlementEvmScheme, InMemoryClientChannelStorage }, fetchV2] =
+    await Promise.all([
+      import('@x402/core/client'),
+      import('@x402/evm'),
+      import('@x402/evm/batch-settlement/client'),
+      import('@x402/fetch'),
+    ]);
+  const chain = defineChain({
+    id: run.chainId,
+    name: channel.caip2,
+    nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+    rpcUrls: { default: { http: [run.rpcUrl] } },
+  });
+  const publicClient = createPublicClient({ chain, transport: viemHttp(run.rpcUrl) });
+  const client = new x402Client();
+  client.register(
+    'eip155:*',
+    new BatchSettlementEvmScheme(toClientEvmSigner(privateKeyToAccount(run.clientEvmPrivateKey), publicClient), {
+      storage: new InMemoryClientChannelStorage(),
+      depositStrategy: () => channel.depositAtomic,
+    }),
+  );
+  client.setSpendControls({
+    allowedAssets: [{ network: channel.caip2, asset: channel.asset, maxAmountPerPayment: channel.depositAtomic }],
+  });
+  channelFetch = { key, fetch: fetchV2.wrapFetchWithPayment(fetch, client) };
+  return channelFetch.fetch;
 }
 
 const relayBody = (run: PaidRun) => JSON.stringify({ api_url: run.targetUrl, method: 'GET' });
@@ -100,8 +140,8 @@ export async function paidRun(run: PaidRun): Promise<PaidResult> {
   // the API key, or a settlement on the facilitator (prepared, that is signed, before its clock starts).
   let send: () => Promise<Response> = () => Promise.reject(new Error('no call prepared'));
   let prepare: (() => Promise<() => Promise<Response>>) | undefined;
-  if (run.mode === 'direct') {
-    const pay = (await paidFetch(run)).fetch;
+  if (run.mode === 'direct' || run.mode === 'channel') {
+    const pay = run.mode === 'channel' ? await batchFetch(run) : (await paidFetch(run)).fetch;
     send = () => pay(run.targetUrl);
   } else if (run.mode === 'relay') {
     const pay = (await paidFetch(run)).fetch;

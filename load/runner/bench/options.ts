@@ -16,6 +16,7 @@ export const SECTIONS = [
   'floor',
   'usage',
   'vouchers',
+  'channel',
 ] as const;
 export type Section = (typeof SECTIONS)[number];
 

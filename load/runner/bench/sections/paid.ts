@@ -34,10 +34,10 @@ export type PaidRun = PaidResult & {
   relayPhases?: { toTarget: number[]; toSecondAsk: number[]; toPaidRequest: number[]; toAnswer: number[] };
 };
 
-type Arrival = { route: string; paid: boolean; receivedAtMs: number };
+export type Arrival = { route: string; paid: boolean; receivedAtMs: number };
 
 /** The split of each call by the target's arrival times: two per call (unpaid, paid), three for /relay. */
-function phasesOf(result: PaidResult, arrivals: Arrival[], perCall: 2 | 3): Omit<PaidRun, keyof PaidResult> {
+export function phasesOf(result: PaidResult, arrivals: Arrival[], perCall: 2 | 3): Omit<PaidRun, keyof PaidResult> {
   const phases = { toTarget: [] as number[], toPaidRequest: [] as number[], toAnswer: [] as number[] };
   if (arrivals.length !== perCall * result.calls.length) return { phases };
   const at = (index: number) => itemAt(arrivals, index, 'arrivals');
