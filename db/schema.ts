@@ -220,7 +220,7 @@ export interface RelayTransactionsTable {
   /** The HTTP status the target answered our paid call with. */
   target_status: number | null;
   /** exact, or upto (target_amount_micro is then the maximum the target may settle). */
-  target_scheme: 'exact' | 'upto' | null;
+  target_scheme: 'exact' | 'upto' | 'batch-settlement' | null;
   /** upto: what the target settled of the maximum, read from the chain (micro-USDC). */
   target_used_micro: bigint | null;
   /** upto: what the client pays in the end (the used amount plus the fee on it); the rest is refund_micro. */
@@ -479,7 +479,11 @@ export interface PayerChannelsTable {
   signed_max_atomic: PayerAtomic;
   balance_atomic: PayerAtomic;
   total_claimed_atomic: PayerAtomic;
-  state: ColumnType<'open' | 'closing' | 'closed', 'open' | 'closing' | 'closed' | undefined, 'open' | 'closing' | 'closed'>;
+  state: ColumnType<
+    'open' | 'closing' | 'closed',
+    'open' | 'closing' | 'closed' | undefined,
+    'open' | 'closing' | 'closed'
+  >;
   last_used_at: ColumnType<Date, Date | undefined, Date>;
   synced_at: Date | null;
   created_at: Generated<Date>;
@@ -491,7 +495,7 @@ export type PayerVoucherState = 'sent' | 'charged' | 'not_charged' | 'unknown';
 export interface PayerVouchersTable {
   id: Generated<bigint>;
   channel_id: string;
-  proxy_reference: string | null;
+  call_reference: string | null;
   base_atomic: PayerAtomic;
   ceiling_atomic: PayerAtomic;
   deposit_atomic: ColumnType<string | null, bigint | string | null | undefined, bigint | string | null>;

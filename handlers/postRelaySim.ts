@@ -1,7 +1,7 @@
 import type { Handler, RequestContext } from './types';
 import type { Deps } from './deps';
 import { relayFeeModelText, relayPricing } from '../payments/accounts/fees';
-import { isUpto } from '../payments/x402/choose';
+import { isChannel, isUpto } from '../payments/x402/choose';
 import { pricingBody } from './pricing';
 import { microToUsdc } from '../payments/basics/money';
 import { callBudget } from '../payments/outgoing/index';
@@ -30,11 +30,12 @@ export async function simulateRelay(ctx: RequestContext<'postRelaySim'> | Reques
       const { choice, fee } = quote;
       const settings = { percent: deps.config.relayFeePercent, minUsdc: deps.config.relayFeeMinUsdc };
       const upto = isUpto(choice);
+      const scheme = upto ? ('upto' as const) : isChannel(choice) ? ('batch-settlement' as const) : ('exact' as const);
       return {
         status: 200 as const,
         body: {
           requiresPayment: true,
-          targetPaymentRequirements: { ...choice.requirements, scheme: upto ? ('upto' as const) : ('exact' as const) },
+          targetPaymentRequirements: { ...choice.requirements, scheme },
           relayFeeBreakdown: {
             targetAmount: microToUsdc(fee.targetMicro),
             relayFee: microToUsdc(fee.feeMicro),
@@ -43,7 +44,7 @@ export async function simulateRelay(ctx: RequestContext<'postRelaySim'> | Reques
             relayFeeMinUSDC: Number(deps.config.relayFeeMinUsdc),
             feeModel: relayFeeModelText(settings),
           },
-          pricing: pricingBody(relayPricing(upto ? 'upto' : 'exact', fee)),
+          pricing: pricingBody(relayPricing(scheme, fee)),
           message: upto
             ? `The target settles what the call uses, at most ${microToUsdc(fee.targetMicro)} USDC on ${choice.network}; a relay costs at most ${microToUsdc(fee.totalMicro)} USDC (${fee.totalMicro} micro-USDC): what the target settles plus the fee on it (paying by exact, the rest is refunded)`
             : `The target requires ${microToUsdc(fee.targetMicro)} USDC on ${choice.network}; a relay costs ${microToUsdc(fee.totalMicro)} USDC (${fee.totalMicro} micro-USDC)`,

@@ -14,24 +14,27 @@ import { sql, type Kysely } from 'kysely';
  * - payer_vouchers: every voucher we signed, written before it is sent (with the deposit it carries,
  *   if any), with the base it was signed on and how it ended: charged (the seller committed
  *   `charged_atomic` of it), not_charged (the seller refused or failed the call), or unknown (no
- *   answer: the next exchange on the channel, or the chain, decides). `proxy_reference` links the
- *   /proxy payment row whose credits wait on it.
+ *   answer: the next exchange on the channel, or the chain, decides). `call_reference` links the
+ *   call it paid for: a /proxy payment's reference, or `relay:<id>` for a relay transaction.
  * - proxy_payments.scheme takes 'batch-settlement', ruled as upto: a maximum and the credits held
  *   for it, the charge what the seller reported (at most the voucher's increment) plus the fee.
+ * - relay_transactions.target_scheme takes 'batch-settlement': our payment to the target was a
+ *   voucher (the row's target_payment_ref is `channel:<channel id>`), charged as upto.
  */
 /** The values of proxy_payments.scheme, a domain (..._column_domains): its check replaced by one over `values`. */
-function replaceSchemeCheck(values: readonly string[]) {
+function replaceSchemeCheck(values: readonly string[], domain = 'proxy_payments_scheme') {
   const list = sql.raw(values.map((value) => `'${value}'`).join(', '));
+  const name = sql.raw(domain);
   return sql`
     do $replace$
     declare c record;
     begin
-      for c in select conname from pg_constraint where contypid = 'proxy_payments_scheme'::regtype and contype = 'c' loop
-        execute format('alter domain proxy_payments_scheme drop constraint %I', c.conname);
+      for c in select conname from pg_constraint where contypid = '${name}'::regtype and contype = 'c' loop
+        execute format('alter domain ${name} drop constraint %I', c.conname);
       end loop;
     end
     $replace$;
-    alter domain proxy_payments_scheme add constraint proxy_payments_scheme_check check (value in (${list}));`;
+    alter domain ${name} add constraint ${sql.raw(`${domain}_check`)} check (value in (${list}));`;
 }
 
 export async function up(db: Kysely<unknown>): Promise<void> {
@@ -62,7 +65,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     create table payer_vouchers (
       id bigserial primary key,
       channel_id text not null references payer_channels (channel_id),
-      proxy_reference text,
+      call_reference text,
       base_atomic numeric(78, 0) not null check (base_atomic >= 0),
       ceiling_atomic numeric(78, 0) not null check (ceiling_atomic >= base_atomic),
       deposit_atomic numeric(78, 0) check (deposit_atomic > 0),
@@ -76,9 +79,10 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     );
     create index payer_vouchers_channel on payer_vouchers (channel_id, id);
     create index payer_vouchers_open on payer_vouchers (channel_id) where state in ('sent', 'unknown');
-    create index payer_vouchers_proxy on payer_vouchers (proxy_reference) where proxy_reference is not null;
+    create index payer_vouchers_call on payer_vouchers (call_reference) where call_reference is not null;
 
     ${replaceSchemeCheck(['exact', 'upto', 'batch-settlement'])}
+    ${replaceSchemeCheck(['exact', 'upto', 'batch-settlement'], 'relay_transactions_target_scheme')}
     alter table proxy_payments
       drop constraint proxy_payments_upto_maximum,
       add constraint proxy_payments_upto_maximum check (
@@ -91,7 +95,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`
     delete from proxy_payments where scheme = 'batch-settlement';
+    update relay_transactions set target_scheme = 'upto' where target_scheme = 'batch-settlement';
     ${replaceSchemeCheck(['exact', 'upto'])}
+    ${replaceSchemeCheck(['exact', 'upto'], 'relay_transactions_target_scheme')}
     alter table proxy_payments
       drop constraint proxy_payments_upto_maximum,
       add constraint proxy_payments_upto_maximum check (

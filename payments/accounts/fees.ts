@@ -120,7 +120,14 @@ export function proxyPricing(
 }
 
 /** The pricing of a /relay call whose target asks `fee.targetMicro` (for upto: its maximum). */
-export function relayPricing(scheme: 'exact' | 'upto', fee: RelayFee): Pricing {
+export function relayPricing(scheme: 'exact' | 'upto' | 'batch-settlement', fee: RelayFee): Pricing {
+  if (scheme === 'batch-settlement')
+    return {
+      scheme,
+      maxTargetMicro: fee.targetMicro,
+      maxTotalMicro: fee.totalMicro,
+      rule: `batch-settlement: the service pays the target through its own channel, a voucher of at most ${formatUnits(fee.targetMicro, 6)} USDC per call; you pay ${formatUnits(fee.totalMicro, 6)} USDC (the price plus the fee) and are charged what the target reports it charged plus the fee on it, the rest refunded to you on the network you paid on`,
+    };
   if (scheme === 'exact')
     return {
       scheme,

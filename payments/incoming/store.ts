@@ -231,8 +231,8 @@ export interface TargetPaymentRecord {
   lastValidBlockHeight?: bigint | null;
   /** The signed payment itself, kept to send it again if a reorg drops its settlement. */
   payload?: SignedPaymentPayload;
-  /** upto: amountMicroUsdc is the maximum the target may settle. Default exact. */
-  scheme?: 'exact' | 'upto';
+  /** upto (and batch-settlement, a voucher of ours): amountMicroUsdc is the most the target may take. Default exact. */
+  scheme?: 'exact' | 'upto' | 'batch-settlement';
 }
 
 /** The columns that record our payment to the target on its relay transaction. */

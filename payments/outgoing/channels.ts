@@ -129,7 +129,7 @@ function configOf(channel: PayerChannel): PayerChannelConfig {
  * larger of the seller's announced minimum, `multiplier` times the price and the shortfall, at
  * most `cap` (a shortfall above the cap cannot be paid by channel).
  */
-export function depositFor(
+function depositFor(
   { balance, ceiling, price, minDeposit }: { balance: bigint; ceiling: bigint; price: bigint; minDeposit?: bigint },
   { multiplier, cap }: { multiplier: number; cap: bigint },
 ): { deposit?: bigint } | { refused: string } {
@@ -255,7 +255,7 @@ function atomic(value: unknown): bigint | undefined {
 }
 
 /** The seller's PAYMENT-RESPONSE: success, its deposit transaction, the charge and the channel it reports. */
-export function sellerReceiptOf(response: TargetResponse): SellerReceipt | undefined {
+function sellerReceiptOf(response: TargetResponse): SellerReceipt | undefined {
   const value = base64Json(headerText(response, PAYMENT_RESPONSE_HEADER)) as
     | {
         success?: unknown;
@@ -304,7 +304,7 @@ function channelHeader(
  */
 export async function payThroughChannel(
   deps: ChannelDeps,
-  input: { call: CallRequest; choice: PaymentChoice; budget: CallBudget; proxyReference?: string },
+  input: { call: CallRequest; choice: PaymentChoice; budget: CallBudget; callReference?: string },
 ): Promise<ChannelCallOutcome> {
   const { choice } = input;
   const offerV2 = choice.offerV2;
@@ -355,7 +355,7 @@ export async function payThroughChannel(
           .insertInto('payer_vouchers')
           .values({
             channel_id: channel.channel_id,
-            proxy_reference: input.proxyReference ?? null,
+            call_reference: input.callReference ?? null,
             base_atomic: charged,
             ceiling_atomic: ceiling,
             deposit_atomic: sized.deposit ?? null,
@@ -605,7 +605,7 @@ export async function voucherOfProxyPayment(db: Db, reference: string): Promise<
   return db
     .selectFrom('payer_vouchers')
     .selectAll()
-    .where('proxy_reference', '=', reference)
+    .where('call_reference', '=', reference)
     .orderBy('id', 'desc')
     .executeTakeFirst();
 }

@@ -91,7 +91,7 @@ async function theChannel() {
 }
 
 describe('/proxy to a batch-settlement target', () => {
-  it("is priced by the dry run as a channel payment, and /relay's dry run offers no payment it cannot make", async () => {
+  it('is priced by both dry runs as a channel payment, and opens nothing', async () => {
     const { key } = await createTestAccount(db, { credits: 100n });
     const sim = await t.client.post(
       '/proxy/sim',
@@ -107,7 +107,8 @@ describe('/proxy to a batch-settlement target', () => {
     // Nothing moved: no channel, no voucher.
     expect(await db.selectFrom('payer_channels').selectAll().execute()).toEqual([]);
     const relaySim = await t.client.post('/relay/sim', { api_url: target.routes.paid.url, method: 'GET' });
-    expect(relaySim.status, relaySim.text).toBe(502);
+    expect(relaySim.status, relaySim.text).toBe(200);
+    expect(relaySim.body).toMatchObject({ pricing: { scheme: 'batch-settlement' } });
   });
 
   it(`pays ${CALLS} calls from one channel: one deposit, one voucher per call, the seller claims exactly what it charged`, async () => {

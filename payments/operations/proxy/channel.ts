@@ -94,7 +94,7 @@ export async function proxyThroughChannel(
 
   let outcome;
   try {
-    outcome = await payThroughChannel(deps, { call: input.call, choice, budget, proxyReference: reference });
+    outcome = await payThroughChannel(deps, { call: input.call, choice, budget, callReference: reference });
   } catch (error) {
     // Signed or not, the voucher's fate is decided from its record (or its absence) by the watch job.
     log.error({ err: error, reference }, 'the channel payment failed half-way; handed to the watch job');
@@ -184,7 +184,7 @@ export async function proxyThroughChannel(
  * Charges a proxy payment for what the seller committed of its voucher, plus the fee on it (the
  * rest of the hold released); nothing committed (or under a micro-USDC) releases the whole hold.
  */
-export async function chargeVoucher(
+async function chargeVoucher(
   db: Db,
   reference: string,
   network: NetworkName,

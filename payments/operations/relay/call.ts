@@ -31,7 +31,8 @@ import {
   type PayingDeps,
   type TargetPayment,
 } from '../../outgoing/index';
-import { isUpto, type PaymentChoice } from '../../x402/choose';
+import { isChannel, isUpto, type PaymentChoice } from '../../x402/choose';
+import { payTargetThroughChannel } from './channelTarget';
 import { encodePaymentResponseHeader } from '../../x402/headers';
 import type { PaymentRequirements, SettlementResponse } from '../../x402/types';
 import type { X402Version } from '../../x402/v2';
@@ -230,15 +231,18 @@ export async function relayCall(
   // recorded by the settled move itself, and one we cannot make leaves the client's untouched,
   // unless it is our wallet that is short on the client's own network, where the client's
   // settlement may fund it (it is signed again after).
-  const presigned = await signOurPayment(deps, quote.choice).catch((error: unknown) => ({
-    ok: false as const,
-    reason: 'signing_failed',
-    details: error instanceof Error ? error.message : String(error),
-    targetSide: false,
-  }));
-  if (!presigned.ok && (presigned.targetSide || quote.choice.network !== verified.value.network))
+  // A target paid through our channel is paid by a voucher signed under the channel's lock, after.
+  const presigned = isChannel(quote.choice)
+    ? undefined
+    : await signOurPayment(deps, quote.choice).catch((error: unknown) => ({
+        ok: false as const,
+        reason: 'signing_failed',
+        details: error instanceof Error ? error.message : String(error),
+        targetSide: false,
+      }));
+  if (presigned && !presigned.ok && (presigned.targetSide || quote.choice.network !== verified.value.network))
     return targetNotPayable(deps, row.id, presigned);
-  const target = presigned.ok
+  const target = presigned?.ok
     ? { prepared: presigned.value, record: targetRecordOf(quote.choice, presigned.value) }
     : undefined;
   const freshUntil = deps.clock.now().getTime() + presignedFreshMs(deps.config.relayPaymentWindowSeconds);
@@ -557,6 +561,7 @@ async function payTarget(
   recorded: SignedTarget | undefined,
 ): Promise<RelayOutcome> {
   const { db, log } = deps;
+  if (isChannel(choice)) return payTargetThroughChannel(deps, input, row, choice, clientPayment, budget);
   const made = recorded ? ok(recorded) : await signedAndRecorded(deps, row, choice, clientPayment);
   if (!made.ok) return made.outcome;
   const { prepared, record } = made.value;

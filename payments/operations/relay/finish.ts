@@ -25,6 +25,7 @@ import { usdcText } from '../../basics/money';
 import { closeRecord, deliver, deliverUsed, refundedOutcome, scheduleRefund, targetPaymentOf } from './outcome';
 import { reconcileRefund, refundClientPayment, type RefundOutcome } from '../../incoming/refund';
 import { followUpOpenPayment } from '../../incoming/openPayment';
+import { followChannelTarget } from './channelTarget';
 import { chargeUptoClient, settleClaimedUpto, settleNothing, storedUptoOf, type UptoCharge } from './uptoClient';
 import { findRelayTransaction, getRelayTransaction, liveRefund, type RelayTransaction } from '../../incoming/store';
 
@@ -145,6 +146,13 @@ async function followUpSettled(
       return later(whenGone(row, deps, claim), 'the request may still pay the target');
     await scheduleRefund(db, id, { reason: 'the request ended before the target was paid' });
     return done('refund scheduled: the target was never paid');
+  }
+  if (row.target_scheme === 'batch-settlement') {
+    // Paid by a voucher of ours: its record (or the chain's claims) decides, not a transfer.
+    const decided = await followChannelTarget(deps, row, requestGone(row, deps, claim));
+    return decided === undefined
+      ? later(heldLookAt(now, row.created_at), 'our voucher to the target is not decided yet')
+      : done(decided);
   }
   const reading = await readPaymentOnChain(deps.chains, targetPaymentOf(row), { now });
   switch (reading.state) {

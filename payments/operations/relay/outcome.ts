@@ -216,14 +216,14 @@ export async function deliverUsed(
     targetStatus,
     usedMicro,
     fees,
-  }: { txHash: string; targetStatus?: number; usedMicro: bigint; fees: RelayFeeSettings },
+  }: { txHash?: string; targetStatus?: number; usedMicro: bigint; fees: RelayFeeSettings },
 ): Promise<{ delivered: boolean; chargedMicro?: bigint; refund?: { webhookId: string; refundMicro: bigint } }> {
   return db.transaction().execute(async (tx) => {
     const row = await lockRow(tx, id);
     if (!row || row.state !== 'settled') return { delivered: false };
     const { chargedMicro, refundMicro } = uptoRelaySettlement(usedMicro, row.amount_micro, fees);
     const delivered = await moveRelayTransaction(tx, id, 'delivered', {
-      target_tx_hash: txHash,
+      target_tx_hash: txHash ?? null,
       ...(targetStatus === undefined ? {} : { target_status: targetStatus }),
       target_used_micro: usedMicro,
       charged_micro: chargedMicro,
@@ -235,7 +235,7 @@ export async function deliverUsed(
       await closeRecord(tx, delivered, {
         status: 'no_refund_needed',
         network: row.target_network ?? row.network,
-        txHash,
+        ...(txHash ? { txHash } : {}),
         message: `The target charged for the call (${used}); no refund is needed`,
       });
       return { delivered: true, chargedMicro };

@@ -75,6 +75,7 @@ export async function quoteRelay(
   const decision = decidePayment(required, {
     chains: deps.chains,
     maxAmountMicroUsdc: usdToMicro(deps.config.relayDailyTotalUsd),
+    channels: true,
   });
   if (!decision.ok) {
     if (decision.reason === 'transfer_method_unsupported')
