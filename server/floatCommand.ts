@@ -14,6 +14,7 @@ import {
   assetMicroUsdc,
   floorOf,
   formatAtomic,
+  gasSymbol,
   heldInChannels,
   owedRefunds,
   refreshWalletFloats,
@@ -48,7 +49,7 @@ export async function floatReport(
   for (const { name: network } of config.networks) {
     const { symbol, chainType } = NETWORK_TABLE[network];
     const gasDecimals = GAS_DECIMALS[chainType];
-    const gasUnit = chainType === 'solana' ? 'SOL' : 'native gas token';
+    const gasUnit = gasSymbol(network);
     const floor = floorOf(config, network);
     if (!floor) continue;
     const { configured } = floor;

@@ -364,8 +364,12 @@ function receiverChannelNetworks(env: Env, networks: readonly NetworkSettings[])
       const network = configuredNetwork(name);
       if (network === undefined || !networks.some((settings) => settings.name === network))
         throw new ConfigError('CHANNEL_RECEIVER_NETWORKS', `"${name}" is not an enabled network`);
-      if (NETWORK_TABLE[network].chainType !== 'evm')
-        throw new ConfigError('CHANNEL_RECEIVER_NETWORKS', `"${name}" is not an EVM network`);
+      // Channel deposits are taken through the ERC-3009 deposit collector.
+      if (NETWORK_TABLE[network].transferMethod !== 'eip3009')
+        throw new ConfigError(
+          'CHANNEL_RECEIVER_NETWORKS',
+          `"${name}" does not move its stablecoin by EIP-3009, which channel deposits need`,
+        );
       return network;
     });
 }

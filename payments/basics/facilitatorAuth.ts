@@ -150,7 +150,7 @@ export function parseFacilitatorAuth(
     ...(Object.keys(headers).length > 0 ? ['FACILITATOR_HEADERS'] : []),
   ];
   if (variables.length === 0) return undefined;
-  if (cdp && 'authorization' in headers)
+  if (cdp && Object.hasOwn(headers, 'authorization'))
     return {
       variable: 'FACILITATOR_HEADERS',
       problem: 'sets Authorization, which CDP_API_KEY_ID and CDP_API_KEY_SECRET make: use one or the other',
@@ -161,7 +161,7 @@ export function parseFacilitatorAuth(
       problem: 'is set but FACILITATOR_URL is not: the headers are for the facilitator it names',
     };
   const { username, password } = new URL(facilitatorUrl);
-  if ((username !== '' || password !== '') && (cdp || 'authorization' in headers))
+  if ((username !== '' || password !== '') && (cdp || Object.hasOwn(headers, 'authorization')))
     return {
       variable: 'FACILITATOR_URL',
       problem: `carries a user name or password (Basic authorization) while ${variables.join(', ')} ${variables.length > 1 ? 'set' : 'sets'} Authorization: use one or the other`,

@@ -220,6 +220,8 @@ export interface ChainFamily {
    * is not configured. The float watch (payments/tracking/float.ts) reads every network by it.
    */
   walletHoldings(chains: Chains, network: NetworkName): Promise<Result<WalletHoldings | undefined, string>>;
+  /** The family's gas token as messages name it. */
+  readonly gasToken: string;
   /** Why our wallet cannot pay `choice` now, where the family reads it before signing. */
   walletShortage(
     deps: { chains: Chains; balances: WalletBalances },

@@ -68,7 +68,7 @@ export function floorOf(config: Pick<Config, 'walletFloors'>, network: NetworkNa
 
 /** The name of a family's gas token, in messages. */
 export function gasSymbol(network: NetworkName): string {
-  return NETWORK_TABLE[network].chainType === 'solana' ? 'SOL' : 'ETH (or the chain’s own gas token)';
+  return familyOf(network).gasToken;
 }
 
 /** The stablecoin in micro-USDC (it counts 1:1 with USDC whatever its decimals). */

@@ -17,6 +17,8 @@ const USER_FOLDERS = [...PRODUCTION_FOLDERS, 'devnet', 'load', 'tools'];
 
 /** Function exports that only tests call, each with its reason. */
 const TESTED_ONLY: Record<string, string> = {
+  'payments/tracking/float.ts parseAtomic':
+    'the floors parsed from decimal text into atomic units, each decimal count and refusal, checked without starting a service',
   'payments/incoming/store.ts recordClientPayment':
     'the tests read the whole row a claimed payment recorded; the product claims the nonce by claimClientPayment, which returns only the id',
   'db/embedded.ts isAlive':

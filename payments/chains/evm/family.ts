@@ -45,6 +45,7 @@ export const EVM_FAMILY: ChainFamily = {
     refund.txHash === null
       ? Promise.resolve(refund.pending(null))
       : reconcileEvmRefund({ ...refund, txHash: refund.txHash }, deps),
+  gasToken: 'native gas token',
   async walletHoldings(chains, network) {
     const owner = chains.evm.account?.address;
     if (owner === undefined) return ok(undefined);

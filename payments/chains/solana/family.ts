@@ -41,6 +41,7 @@ export const SOLANA_FAMILY: ChainFamily = {
       ? Promise.resolve(refund.pending(null))
       : reconcileSolanaRefund({ ...refund, txHash: refund.txHash }, deps),
   // The builder reads our balance itself.
+  gasToken: 'SOL',
   async walletHoldings(chains, network) {
     const owner = chains.svm.signer?.address;
     if (owner === undefined) return ok(undefined);
