@@ -85,8 +85,7 @@ describe('npm run admin -- float', () => {
       'pending refunds 0.0103 USDC (1); failed, for an operator: 0.005 USDC (1)\n',
     );
     expect(live.blocks['base-sepolia']).toContain('(floor 0, FLOAT_FLOOR_USDC_BASE_SEPOLIA)');
-    for (const block of Object.values(live.blocks))
-      expect(block).toContain('held in channels 0 USDC\n');
+    for (const block of Object.values(live.blocks)) expect(block).toContain('held in channels 0 USDC\n');
 
     await drainLocalEvmWallet('base', peers.rpcUrls.base!, peers.wallets.service.evm.privateKey);
     // --stored: the last reading, no chain read.
