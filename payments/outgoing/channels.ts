@@ -526,31 +526,24 @@ async function recordAnswer(
       );
       return { kind: 'corrected', channel: updated, response };
     }
-    await close('not_charged', `the seller answered ${required.error} without a voucher of ours proving it`);
-    await resyncQuietly(deps, resync);
-    return {
-      kind: 'done',
-      result: {
-        kind: 'not_charged',
-        response,
-        details: `the seller asked to correct the channel (${required.error}) but its state is not proven by our own signature`,
-        ...ids,
-      },
-    };
   }
+  // Nothing committed: the voucher ends not charged, the channel is read again if it carried a deposit.
+  const notCharged = async (recorded: string, details: string): Promise<Recorded> => {
+    await close('not_charged', recorded);
+    await resyncQuietly(deps, resync);
+    return { kind: 'done', result: { kind: 'not_charged', response, details, ...ids } };
+  };
+  if (required?.error !== undefined && CORRECTIVE_ERRORS.has(required.error))
+    return notCharged(
+      `the seller answered ${required.error} without a voucher of ours proving it`,
+      `the seller asked to correct the channel (${required.error}) but its state is not proven by our own signature`,
+    );
   // The target answered without committing a charge (a failure, a refusal): the seller keeps
   // nothing of this voucher; its next voucher is signed on the same base.
-  await close('not_charged', `the target answered ${response.status} without a charge`);
-  await resyncQuietly(deps, resync);
-  return {
-    kind: 'done',
-    result: {
-      kind: 'not_charged',
-      response,
-      details: `the target answered ${response.status} without a charge`,
-      ...ids,
-    },
-  };
+  return notCharged(
+    `the target answered ${response.status} without a charge`,
+    `the target answered ${response.status} without a charge`,
+  );
 }
 
 async function resyncQuietly(deps: ChannelDeps, resync: () => Promise<unknown>): Promise<void> {

@@ -9,11 +9,10 @@
 // the chain after the seller claims and settles: nothing is charged twice, nothing is lost.
 import type { ChildProcess } from 'node:child_process';
 import { pino } from 'pino';
-import type { Hex } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFaultProxy, type FaultProxy } from '../../devnet/faults';
 import { batchTargetName, startPeers, type Peers, type Target } from '../../devnet/index';
-import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi } from '../../devnet/evm/batch-settlement';
+import { channelOnChain } from '../support/channels';
 import { organisationBalance } from '../../payments/accounts/credits';
 import { proxyCredits } from '../../payments/accounts/fees';
 import { loadConfig } from '../../payments/basics/config';
@@ -52,16 +51,6 @@ afterAll(async () => {
   await ifStarted(database)?.drop();
   await ifStarted(peers)?.stop();
 });
-
-async function channelOnChain(channelId: string) {
-  const [balance, totalClaimed] = await peers.evmChains[NETWORK]!.publicClient.readContract({
-    address: BATCH_SETTLEMENT_ADDRESS,
-    abi: batchSettlementAbi,
-    functionName: 'channels',
-    args: [channelId as Hex],
-  });
-  return { balance, totalClaimed };
-}
 
 describe('a service killed between signing a voucher and recording its answer', () => {
   it('is recovered from its records and the chain: the killed call is charged once, the next one once', async () => {
@@ -163,7 +152,7 @@ describe('a service killed between signing a voucher and recording its answer', 
 
     // On chain: one deposit of ours; the seller claims exactly the three calls.
     await seller.manager.claimAndSettle();
-    expect(await channelOnChain(channelId)).toEqual({ balance: DEPOSIT, totalClaimed: 3n * PRICE });
+    expect(await channelOnChain(peers, NETWORK, channelId)).toEqual({ balance: DEPOSIT, totalClaimed: 3n * PRICE });
     expect(await peers.usdcBalance(NETWORK, target.payTo)).toBe(before.payTo + 3n * PRICE);
     expect(await peers.usdcBalance(NETWORK, ours)).toBe(before.ours - DEPOSIT);
   }, 400_000);

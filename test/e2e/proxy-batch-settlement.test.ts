@@ -5,12 +5,11 @@
 // the seller's channel manager claims and settles. Also: a failed target is not charged, a seller's
 // corrective 402 is adopted only when our own signature proves it, and a voucher whose answer was
 // lost is decided by the channel's next exchange without a double charge.
-import type { Hex } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { startFaultProxy, type FaultProxy } from '../../devnet/faults';
 import { batchTargetName, startPeers, type Peers, type Target } from '../../devnet/index';
-import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi } from '../../devnet/evm/batch-settlement';
+import { channelOnChain } from '../support/channels';
 import { organisationBalance } from '../../payments/accounts/credits';
 import { proxyCredits } from '../../payments/accounts/fees';
 import { createTestAccount } from '../support/accounts';
@@ -69,16 +68,6 @@ afterAll(async () => {
 });
 
 const ours = () => peers.wallets.service.evm.address;
-
-async function channelOnChain(channelId: string) {
-  const [balance, totalClaimed] = await peers.evmChains[NETWORK]!.publicClient.readContract({
-    address: BATCH_SETTLEMENT_ADDRESS,
-    abi: batchSettlementAbi,
-    functionName: 'channels',
-    args: [channelId as Hex],
-  });
-  return { balance, totalClaimed };
-}
 
 async function proxy(key: string, url: string) {
   return t.client.post('/proxy', { api_url: url, method: 'GET' }, { headers: { 'x-api-key': key } });
@@ -159,7 +148,10 @@ describe('/proxy to a batch-settlement target', () => {
 
     // The seller claims and settles: the chain shows exactly the charged total moved to its payTo.
     await target.batchSettlement[0]!.manager.claimAndSettle();
-    expect(await channelOnChain(channel.channel_id)).toEqual({ balance: DEPOSIT, totalClaimed: BigInt(CALLS) * PRICE });
+    expect(await channelOnChain(peers, NETWORK, channel.channel_id)).toEqual({
+      balance: DEPOSIT,
+      totalClaimed: BigInt(CALLS) * PRICE,
+    });
     expect(await peers.usdcBalance(NETWORK, target.payTo)).toBe(before.payTo + BigInt(CALLS) * PRICE);
     expect(await peers.usdcBalance(NETWORK, ours())).toBe(before.ours - DEPOSIT);
   });

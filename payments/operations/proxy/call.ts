@@ -11,10 +11,9 @@
 import type { Deps } from '../../deps';
 
 import type { AuthenticatedKey } from '../../accounts/accounts';
-import { utcDay } from '../../basics/clock';
 import type { ReservationRefusal, ReservationRefused } from '../../accounts/credits';
 import { proxyCredits } from '../../accounts/fees';
-import { CREDITS_PER_USDC, formatUnits, MICRO_PER_CREDIT, parseUsdc } from '../../basics/money';
+import { formatUnits, MICRO_PER_CREDIT, parseUsdc } from '../../basics/money';
 import { randomNonce } from '../../chains/evm';
 import {
   buildTargetRequest,
@@ -53,6 +52,7 @@ import {
   chargeOf,
   chargeProxyPayment,
   holdProxyPayment,
+  newProxyPayment,
   releaseProxyPayment,
   signedRecordOf,
   signedTargetPaymentOf,
@@ -195,18 +195,7 @@ async function payAndRetry(
   const signed = signedFacts(payment);
   const reservation = await holdProxyPayment(
     db,
-    {
-      reference,
-      key: input.key,
-      requestId: input.requestId,
-      ...(input.idempotency ? { idempotency: input.idempotency } : {}),
-      targetUrl: input.call.api_url,
-      choice,
-      credits: totalCredits,
-      day: utcDay(clock.now()),
-      accountDailyLimitCredits: BigInt(config.proxyDailyPerAccountUsd) * CREDITS_PER_USDC,
-      systemDailyLimitCredits: BigInt(config.proxyDailyTotalUsd) * CREDITS_PER_USDC,
-    },
+    newProxyPayment(config, clock.now(), input, { reference, choice, credits: totalCredits }),
     signed,
   );
   if (!reservation.ok) return refusal(reservation, totalCredits, input.key, choice);

@@ -6,9 +6,7 @@
  * when it committed nothing. A voucher left without an answer keeps its credits held, and the
  * watch job decides it (worker/tasks/proxyPaymentWatch.ts: the channel's next exchange or the chain).
  */
-import { utcDay } from '../../basics/clock';
 import { proxyCredits, uptoProxyCharge } from '../../accounts/fees';
-import { CREDITS_PER_USDC } from '../../basics/money';
 import { randomNonce } from '../../chains/evm';
 import type { NetworkName } from '../../basics/networkTable';
 import { chargedMicro, payThroughChannel, type PayerVoucher } from '../../outgoing/channels';
@@ -16,7 +14,13 @@ import type { CallBudget, PayingDeps } from '../../outgoing/index';
 import { encodePaymentResponseHeader } from '../../x402/headers';
 import type { PaymentChoice } from '../../x402/choose';
 import type { Db } from '../../../db/index';
-import { chargeProxyPayment, holdProxyPayment, releaseProxyPayment, watchProxyPayment } from './records';
+import {
+  chargeProxyPayment,
+  holdProxyPayment,
+  newProxyPayment,
+  releaseProxyPayment,
+  watchProxyPayment,
+} from './records';
 import type { AuthenticatedKey } from '../../accounts/accounts';
 import type { ReservationRefused } from '../../accounts/credits';
 import type { ClaimRef } from '../../basics/idempotency';
@@ -64,18 +68,7 @@ export async function proxyThroughChannel(
   // Held and written as signed before the voucher exists: from here on it may leave this process.
   const reservation = await holdProxyPayment(
     db,
-    {
-      reference,
-      key: input.key,
-      requestId: input.requestId,
-      ...(input.idempotency ? { idempotency: input.idempotency } : {}),
-      targetUrl: input.call.api_url,
-      choice,
-      credits: totalCredits,
-      day: utcDay(clock.now()),
-      accountDailyLimitCredits: BigInt(config.proxyDailyPerAccountUsd) * CREDITS_PER_USDC,
-      systemDailyLimitCredits: BigInt(config.proxyDailyTotalUsd) * CREDITS_PER_USDC,
-    },
+    newProxyPayment(config, clock.now(), input, { reference, choice, credits: totalCredits }),
     // No authorization expires here; the window says when the sweep hands a row whose answer was
     // never recorded (its process died) to the watch job, which decides it from its voucher.
     { payer, validBefore: BigInt(Math.floor(clock.now().getTime() / 1000) + config.proxyPaymentWindowSeconds) },

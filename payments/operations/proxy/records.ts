@@ -19,7 +19,9 @@ import {
 } from '../../accounts/credits';
 import { ok, type Ok } from '../../basics/result';
 import { addJob, type JobName } from '../../basics/jobs';
-import { usdcText } from '../../basics/money';
+import { CREDITS_PER_USDC, usdcText } from '../../basics/money';
+import { utcDay } from '../../basics/clock';
+import type { Config } from '../../basics/config';
 import { FAMILIES } from '../../chains/registry';
 import { settledMicroUsdc, type SignedTargetPayment } from '../../outgoing/index';
 import { isChannel, isUpto, type PaymentChoice } from '../../x402/choose';
@@ -53,6 +55,25 @@ export interface NewProxyPayment {
 }
 
 export type ProxyReservation = Ok<{ id: bigint }> | ReservationRefused;
+
+/** The row of a /proxy call's payment: its caller, its target, its choice and the credits it holds, on today's counters. */
+export function newProxyPayment(
+  config: Pick<Config, 'proxyDailyPerAccountUsd' | 'proxyDailyTotalUsd'>,
+  now: Date,
+  input: { call: { api_url: string }; key: AuthenticatedKey; requestId: string; idempotency?: ClaimRef },
+  payment: { reference: string; choice: PaymentChoice; credits: bigint },
+): NewProxyPayment {
+  return {
+    ...payment,
+    key: input.key,
+    requestId: input.requestId,
+    ...(input.idempotency ? { idempotency: input.idempotency } : {}),
+    targetUrl: input.call.api_url,
+    day: utcDay(now),
+    accountDailyLimitCredits: BigInt(config.proxyDailyPerAccountUsd) * CREDITS_PER_USDC,
+    systemDailyLimitCredits: BigInt(config.proxyDailyTotalUsd) * CREDITS_PER_USDC,
+  };
+}
 
 /**
  * Holds the credits and writes the row in one statement (so one transaction and one round trip):

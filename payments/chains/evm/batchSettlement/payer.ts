@@ -21,21 +21,10 @@ import { getAddress, isAddress, zeroAddress, type Address, type Hex } from 'viem
 import type { PrivateKeyAccount } from 'viem/accounts';
 import type { PaymentRequirementsV2 } from '../../../x402/v2';
 import type { EvmNetworkClients } from '../clients';
-
-export const BATCH_SETTLEMENT = 'batch-settlement';
-/** The contract's bounds on a withdraw delay, in seconds (15 minutes to 30 days). */
-export const WITHDRAW_DELAY_BOUNDS = { min: 900, max: 2_592_000 } as const;
+import { MAX_WITHDRAW_DELAY_SECONDS, MIN_WITHDRAW_DELAY_SECONDS, type ChannelConfig } from './voucher';
 
 /** A channel's immutable config: its EIP-712 hash under the contract's domain is the channel id. */
-export interface PayerChannelConfig {
-  payer: Address;
-  payerAuthorizer: Address;
-  receiver: Address;
-  receiverAuthorizer: Address;
-  token: Address;
-  withdrawDelay: number;
-  salt: Hex;
-}
+export type PayerChannelConfig = ChannelConfig;
 
 /** What an offer's extra must say for us to open a channel to it, or what is wrong with it. */
 export function channelTerms(offer: { payTo: string; asset: string; extra?: Record<string, unknown> | undefined }):
@@ -66,13 +55,13 @@ export function channelTerms(offer: { payTo: string; asset: string; extra?: Reco
   if (
     typeof delay !== 'number' ||
     !Number.isInteger(delay) ||
-    delay < WITHDRAW_DELAY_BOUNDS.min ||
-    delay > WITHDRAW_DELAY_BOUNDS.max
+    delay < MIN_WITHDRAW_DELAY_SECONDS ||
+    delay > MAX_WITHDRAW_DELAY_SECONDS
   )
     return {
       ok: false,
       reason: 'invalid_channel_terms',
-      details: `extra.withdrawDelay must be whole seconds from ${WITHDRAW_DELAY_BOUNDS.min} to ${WITHDRAW_DELAY_BOUNDS.max}`,
+      details: `extra.withdrawDelay must be whole seconds from ${MIN_WITHDRAW_DELAY_SECONDS} to ${MAX_WITHDRAW_DELAY_SECONDS}`,
     };
   if (typeof extra.name !== 'string' || typeof extra.version !== 'string')
     return {

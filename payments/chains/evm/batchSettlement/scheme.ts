@@ -8,7 +8,8 @@
 import { fail, ok, type Result } from '../../../basics/result';
 import { isPlainObject } from '../../../x402/parse';
 import type { PaymentScheme, SchemePayload } from '../../../x402/schemes';
-import { BATCH_SETTLEMENT, channelTerms } from './payer';
+import { channelTerms } from './payer';
+import { BATCH_SETTLEMENT_SCHEME } from './voucher';
 
 const CHANNEL_PAYLOAD_TYPES = new Set(['deposit', 'voucher', 'refund']);
 
@@ -25,7 +26,7 @@ function isChannelPayload(
 }
 
 export const BATCH_SETTLEMENT_EVM: PaymentScheme = {
-  scheme: BATCH_SETTLEMENT,
+  scheme: BATCH_SETTLEMENT_SCHEME,
   transferMethods: ['eip3009'],
   checkPayload: (payload): Result<SchemePayload, 'invalid_payload'> =>
     isChannelPayload(payload)
