@@ -650,7 +650,8 @@ export interface paths {
          *     | `prs_wallet_gas_floor_atomic` | gauge | `network` | the network's gas floor (GAS_FLOOR_<NETWORK>) in the same units: under it /relay and /proxy answer 503 `gas_below_floor` |
          *     | `prs_wallet_below_floor` | gauge | `network`, `kind` (`float`, `gas`) | 1 while the last reading is under that floor (paid calls on the network are refused), else 0 |
          *     | `prs_wallet_read_timestamp_seconds` | gauge | `network` | when the float job last read the network (unix seconds): alert when it falls behind |
-         *     | `prs_wallet_channel_funds_micro_usdc` | gauge | `network` | money of ours held in payment channels, in micro-USDC (0 until channel funds are tracked) |
+         *     | `prs_wallet_channel_funds_micro_usdc` | gauge | `network` | money of ours held in our payment channels (deposited, not yet charged by sellers), in micro-USDC |
+         *     | `prs_channel_claim_deadline_seconds` | gauge | `network` | unix seconds of the nearest claim deadline: the end of a payer's withdrawal delay on a channel we are paid through with unclaimed charges (absent when none) |
          *     | `prs_refunds_owed_micro_usdc` | gauge | `network` | relay refunds decided and not yet confirmed (refund_pending), in micro-USDC |
          *     | `prs_states_stuck` | gauge | `table` (`relay_transactions`, `proxy_payments`, `refunds`, `finality_watches`) | records still open past their bound (an hour after their last move; proxy payments an hour past their window; finality watches past their network's watch bound): alert on any above 0 |
          *     | `prs_ready_check` | gauge | `check` (`database`, `worker`, `rpc:<network>`) | this instance's readiness checks as GET /health/ready runs them, at each scrape: 1 passed, 0 failed |

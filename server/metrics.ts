@@ -28,6 +28,8 @@ export interface OperatingFigures {
     gasBelow?: boolean;
     channelMicroUsdc?: number;
     refundsOwedMicroUsdc?: number;
+    /** Unix seconds of the nearest end of a payer's withdrawal delay on a channel we receive on with unclaimed charges. */
+    claimDeadlineSeconds?: number;
   }>;
   stuck: Record<string, number>;
 }
@@ -252,8 +254,13 @@ export class ServiceMetrics {
     );
     perNetwork(
       'prs_wallet_channel_funds_micro_usdc',
-      'Money of ours held in payment channels on each network, in micro-USDC (0 until the service holds channel funds).',
+      'Money of ours held in our payment channels on each network (deposited, not yet charged by sellers), in micro-USDC.',
       (network) => network.channelMicroUsdc,
+    );
+    perNetwork(
+      'prs_channel_claim_deadline_seconds',
+      "Unix seconds of the nearest claim deadline on each network: the end of a payer's withdrawal delay on a channel we are paid through with charges not yet claimed (absent when none is pending); what is unclaimed then can be withdrawn by the payer.",
+      (network) => network.claimDeadlineSeconds,
     );
     perNetwork(
       'prs_refunds_owed_micro_usdc',

@@ -5,18 +5,26 @@
  */
 import type { Db } from '../db/index';
 import type { Config } from '../payments/basics/config';
-import { assetMicroUsdc, floorOf, heldInChannels, owedRefunds, storedFloats } from '../payments/tracking/float';
+import {
+  assetMicroUsdc,
+  claimDeadlines,
+  floorOf,
+  heldInChannels,
+  owedRefunds,
+  storedFloats,
+} from '../payments/tracking/float';
 import { stuckStates } from '../payments/tracking/stuck';
 import type { OperatingFigures, OperatingSource } from './metrics';
 
 export function operatingSource(db: Db, config: Config, now: () => Date = () => new Date()): OperatingSource {
   return {
     async read(): Promise<OperatingFigures> {
-      const [floats, owed, channels, stuck] = await Promise.all([
+      const [floats, owed, channels, stuck, deadlines] = await Promise.all([
         storedFloats(db),
         owedRefunds(db),
         heldInChannels.read(db),
         stuckStates(db, config, now()),
+        claimDeadlines(db),
       ]);
       return {
         networks: config.networks.map(({ name: network }) => {
@@ -37,6 +45,7 @@ export function operatingSource(db: Db, config: Config, now: () => Date = () => 
               : {}),
             channelMicroUsdc: Number(channels.get(network) ?? 0n),
             refundsOwedMicroUsdc: Number(owed.get(network)?.pendingMicroUsdc ?? 0n),
+            ...(deadlines.has(network) ? { claimDeadlineSeconds: deadlines.get(network) } : {}),
           };
         }),
         stuck,

@@ -276,3 +276,20 @@ export const heldInChannels: {
   },
   installed: true,
 };
+
+/**
+ * The nearest claim deadline per network, unix seconds: on the channels we are paid through whose
+ * payer started a withdrawal (receiver_channels.withdraw_requested_at) while charges are unclaimed,
+ * the end of that withdrawal's delay. The channel_claims job claims before it; the alert
+ * ClaimDeadlineNear fires when it comes within the hour.
+ */
+export async function claimDeadlines(db: Db): Promise<Map<string, number>> {
+  const rows = await db
+    .selectFrom('receiver_channels')
+    .select((eb) => ['network', eb.fn.min<string>(sql`withdraw_requested_at + withdraw_delay`).as('deadline')])
+    .where('withdraw_requested_at', '>', 0n)
+    .where(sql<boolean>`charged_cumulative > total_claimed`)
+    .groupBy('network')
+    .execute();
+  return new Map(rows.map((row) => [row.network, Number(row.deadline)]));
+}
