@@ -21,3 +21,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     )
   `.execute(db);
 }
+
+export async function down(db: Kysely<unknown>): Promise<void> {
+  await sql`drop table wallet_floats`.execute(db);
+}
