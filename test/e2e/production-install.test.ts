@@ -145,7 +145,8 @@ describe('a production install without the development packages', () => {
 
   it('a stack trace names the TypeScript source of a frame in the bundle, and leaves other frames as node prints them', () => {
     // A frame at the place in dist/main.js where server/main.ts writes its one-line failure.
-    const statement = 'process.stderr.write(`payment-routing-service: ${message}';
+    // The bundler may rename the message's variable (message2) when another module has one.
+    const statement = 'process.stderr.write(`payment-routing-service: ${';
     const sourceLines = readFileSync(path.join(ROOT, 'server/main.ts'), 'utf8').split('\n');
     const sourceLine = sourceLines.findIndex((line) => line.includes(statement)) + 1;
     const bundleLines = readFileSync(path.join(ROOT, 'dist/main.js'), 'utf8').split('\n');
