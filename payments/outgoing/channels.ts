@@ -185,14 +185,26 @@ async function openChannel(
     .executeTakeFirstOrThrow();
 }
 
-/** Vouchers left `sent` by calls that ended without recording their answer (no one holds the lock now) become `unknown`. */
-async function markAbandoned(db: Db, channelId: string): Promise<void> {
-  await db
-    .updateTable('payer_vouchers')
-    .set({ state: 'unknown', details: 'no answer was recorded for this voucher' })
+/**
+ * The channel's vouchers still open when a call takes its lock: one left `sent` belonged to a call
+ * that ended without recording its answer (no one else holds the lock), and becomes `unknown`
+ * (written only when there is one). Returns the unknown vouchers, with the deposit each carried.
+ */
+async function openVouchers(db: Db, channelId: string): Promise<{ id: bigint; deposit_atomic: string | null }[]> {
+  const open = await db
+    .selectFrom('payer_vouchers')
+    .select(['id', 'state', 'deposit_atomic'])
     .where('channel_id', '=', channelId)
-    .where('state', '=', 'sent')
+    .where('state', 'in', ['sent', 'unknown'])
     .execute();
+  if (open.some((voucher) => voucher.state === 'sent'))
+    await db
+      .updateTable('payer_vouchers')
+      .set({ state: 'unknown', details: 'no answer was recorded for this voucher' })
+      .where('channel_id', '=', channelId)
+      .where('state', '=', 'sent')
+      .execute();
+  return open.map(({ id, deposit_atomic }) => ({ id, deposit_atomic }));
 }
 
 /**
@@ -324,15 +336,11 @@ export async function payThroughChannel(
 
   return underChannelLock(deps.db, key, async () => {
     let channel = await openChannel(deps.db, choice.network, account.address, terms);
-    await markAbandoned(deps.db, channel.channel_id);
+    const unresolved = await openVouchers(deps.db, channel.channel_id);
+    // Only a call under this lock makes a voucher unknown: none now, none to decide after the answer.
+    let unknownLeft = unresolved.length > 0;
     const config = configOf(channel);
     // After an unanswered call the chain is read first: a deposit it carried may have landed.
-    const unresolved = await deps.db
-      .selectFrom('payer_vouchers')
-      .select(['id', 'deposit_atomic'])
-      .where('channel_id', '=', channel.channel_id)
-      .where('state', '=', 'unknown')
-      .execute();
     if (channel.synced_at === null || unresolved.some((voucher) => voucher.deposit_atomic !== null))
       channel = await syncFromChain(deps, channel);
 
@@ -388,10 +396,12 @@ export async function payThroughChannel(
         deps,
         channel,
         voucher.id,
-        { charged, ceiling, deposit: sized.deposit },
+        { charged, ceiling, deposit: sized.deposit, unknownLeft },
         answer,
       );
       if (outcome.kind !== 'corrected') return outcome.result;
+      // The correction decided every unknown voucher.
+      unknownLeft = false;
       channel = outcome.channel;
       if (attempt >= 2)
         return {
@@ -434,7 +444,7 @@ async function recordAnswer(
   deps: ChannelDeps,
   channel: PayerChannel,
   voucherId: bigint,
-  sent: { charged: bigint; ceiling: bigint; deposit: bigint | undefined },
+  sent: { charged: bigint; ceiling: bigint; deposit: bigint | undefined; unknownLeft: boolean },
   answer: TargetAnswer,
 ): Promise<Recorded> {
   const { db } = deps;
@@ -471,7 +481,7 @@ async function recordAnswer(
     const reported = receipt.chargedAmount ?? increment;
     const chargedAtomic = reported > increment ? increment : reported;
     // The seller accepted a voucher on our base: every earlier unknown voucher above it was never committed.
-    await decideUnknown(db, channel.channel_id, sent.charged);
+    if (sent.unknownLeft) await decideUnknown(db, channel.channel_id, sent.charged);
     await close(
       'charged',
       `the seller charged ${chargedAtomic} of ${increment}`,
@@ -505,7 +515,7 @@ async function recordAnswer(
         'not_charged',
         `the seller answered ${required.error}; its charge of ${corrected.charged} was proven by our own voucher`,
       );
-      await decideUnknown(db, channel.channel_id, corrected.charged);
+      if (sent.unknownLeft) await decideUnknown(db, channel.channel_id, corrected.charged);
       const updated = await db
         .updateTable('payer_channels')
         .set({

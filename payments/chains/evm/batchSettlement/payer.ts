@@ -13,7 +13,6 @@ import {
   computeChannelId,
   createBatchSettlementEIP3009DepositPayload,
   processCorrectivePaymentRequired,
-  readChannelBalanceAndTotalClaimed,
   signVoucher,
   type ClientChannelStorage,
 } from '@x402/evm/batch-settlement/client';
@@ -21,7 +20,13 @@ import { getAddress, isAddress, zeroAddress, type Address, type Hex } from 'viem
 import type { PrivateKeyAccount } from 'viem/accounts';
 import type { PaymentRequirementsV2 } from '../../../x402/v2';
 import type { EvmNetworkClients } from '../clients';
-import { MAX_WITHDRAW_DELAY_SECONDS, MIN_WITHDRAW_DELAY_SECONDS, type ChannelConfig } from './voucher';
+import { batchSettlementReceiverAbi } from './receiverAbi';
+import {
+  BATCH_SETTLEMENT_ADDRESS,
+  MAX_WITHDRAW_DELAY_SECONDS,
+  MIN_WITHDRAW_DELAY_SECONDS,
+  type ChannelConfig,
+} from './voucher';
 
 /** A channel's immutable config: its EIP-712 hash under the contract's domain is the channel id. */
 export type PayerChannelConfig = ChannelConfig;
@@ -146,14 +151,12 @@ export async function readPayerChannel(
   clients: EvmNetworkClients,
   channelId: Hex,
 ): Promise<{ balance: bigint; totalClaimed: bigint }> {
-  const [balance, totalClaimed] = await readChannelBalanceAndTotalClaimed(
-    {
-      address: zeroAddress,
-      signTypedData: () => Promise.reject(new Error('read only')),
-      readContract: (args) => clients.publicClient.readContract(args),
-    },
-    channelId,
-  );
+  const [balance, totalClaimed] = await clients.publicClient.readContract({
+    address: BATCH_SETTLEMENT_ADDRESS,
+    abi: batchSettlementReceiverAbi,
+    functionName: 'channels',
+    args: [channelId],
+  });
   return { balance, totalClaimed };
 }
 
