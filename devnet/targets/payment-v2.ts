@@ -67,11 +67,11 @@ export function x402ExpressV2Knows(network: NetworkName): boolean {
  * target settles `uptoChargeMicroUsdc` of it (default: all of it).
  */
 export interface V2OfferKind {
-  /** `batch-settlement`: channels (see BatchSettlementReceivers); the full price is charged per call. */
+  /** `batch-settlement`: channels (see BatchSettlementReceivers); `uptoChargeMicroUsdc` (default the price) is charged per call. */
   scheme: 'exact' | 'upto' | 'batch-settlement';
   /** exact only; default: the network's own (Permit2 on MegaETH, EIP-3009 elsewhere). */
   assetTransferMethod?: EvmTransferMethod;
-  /** upto only: what the target settles on each paid call, in micro-USDC; at most the price. */
+  /** upto and batch-settlement: what the target charges on each paid call, in micro-USDC; at most the price. */
   uptoChargeMicroUsdc?: bigint;
 }
 
@@ -283,10 +283,10 @@ export function x402ExpressV2Layer(
   // Awaited by startTarget; a rejection is its failure, not an unhandled one.
   ready.catch(() => undefined);
   const handlers: RequestHandler[] = [paymentMiddlewareFromHTTPServer(httpServer, undefined, undefined, false)];
-  if (kind.scheme === 'upto') {
+  if (kind.scheme === 'upto' || (kind.scheme === 'batch-settlement' && kind.uptoChargeMicroUsdc !== undefined)) {
     const charge = kind.uptoChargeMicroUsdc ?? route.priceMicroUsdc;
     if (charge > route.priceMicroUsdc) throw new Error(`an upto target charges at most its price (${route.path})`);
-    // What the call used: @x402/express settles this amount instead of the maximum.
+    // What the call used: @x402/express settles (upto) or commits on the channel (batch-settlement) this amount instead of the maximum.
     const amount = atomicAmount(route.network, charge).toString();
     handlers.push((_request, response, next) => {
       setSettlementOverrides(response, { amount });

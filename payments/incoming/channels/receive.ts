@@ -415,7 +415,11 @@ export async function commitChannelCharge(
   deps: Pick<Deps, 'db'>,
   reservation: ChannelReservation,
   targetUrl?: string,
+  /** What this request costs when less than the price (a seller that charged less): at most the increment. */
+  amount: bigint = reservation.increment,
 ): Promise<ChargeCommit> {
+  if (amount < 0n || amount > reservation.increment)
+    throw new RangeError(`a charge of ${amount} is outside 0..${reservation.increment}`);
   return updateChannel<ChargeCommit>(deps.db, reservation.channelId, async (current, tx) => {
     if (!current || current.pendingId !== reservation.pendingId)
       return {
@@ -424,7 +428,13 @@ export async function commitChannelCharge(
           refusal: refusal(CHANNEL_ERRORS.channelBusy, 'the request lost its lease on the channel'),
         },
       };
-    const cumulative = current.chargedCumulative + reservation.increment;
+    // Nothing to charge (a seller that charged nothing, no fee): the lease ends, the voucher pays the next request.
+    if (amount === 0n)
+      return {
+        result: { ok: true, channel: { ...current, pendingId: undefined, pendingUntil: undefined }, charged: 0n },
+        write: { pending: null, lastRequestAt: new Date() },
+      };
+    const cumulative = current.chargedCumulative + amount;
     if (cumulative > reservation.voucher.maxClaimableAmount)
       return {
         result: {
@@ -439,7 +449,7 @@ export async function commitChannelCharge(
     await insertCharge(tx, {
       channelId: reservation.channelId,
       cumulative,
-      amount: reservation.increment,
+      amount,
       signedMaxClaimable: reservation.voucher.maxClaimableAmount,
       ...(targetUrl ? { targetUrl } : {}),
     });
@@ -452,7 +462,7 @@ export async function commitChannelCharge(
       pendingUntil: undefined,
     };
     return {
-      result: { ok: true, channel, charged: reservation.increment },
+      result: { ok: true, channel, charged: amount },
       write: {
         chargedCumulative: cumulative,
         signedMaxClaimable: reservation.voucher.maxClaimableAmount,

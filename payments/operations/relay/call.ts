@@ -114,9 +114,10 @@ export async function relayCall(
   const belowFloor = await floorRefusal(deps, [quote.choice.network, ...paidOn(payment)]);
   if (belowFloor) return belowFloor;
   const uptoAccepts = relayUptoOffers(deps, quote, accepts);
-  // Channels are offered for a target priced by exact (a fixed price is the voucher's increment).
+  // Channels are offered for a target priced by exact (a fixed price is the voucher's increment) or
+  // selling batch-settlement itself (its price is the increment's ceiling; what it charges is charged).
   const channelAccepts =
-    quote.choice.requirements.scheme === 'exact'
+    quote.choice.requirements.scheme === 'exact' || isChannel(quote.choice)
       ? relayChannelOffers(
           deps,
           quote.fee.totalMicro,

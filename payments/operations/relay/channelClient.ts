@@ -3,7 +3,9 @@
  * is taken against our mirror of its channel (payments/incoming/channels/receive.ts: one signature
  * recovery, no chain read for a voucher), the request holds the channel's lease (one at a time per
  * channel, in every instance), the target is paid from our wallet and called, and the price is
- * committed on the channel only once the target answered usably. A target that fails, or that we
+ * committed on the channel only once the target answered usably. A target that sells batch-settlement
+ * itself is paid by a voucher on our own channel with it (no block waited on either side), and the
+ * client's channel is charged what that seller charged plus the fee. A target that fails, or that we
  * could not pay, costs the client nothing and needs no refund transaction: the lease is released
  * and the same voucher pays the next request. The client's PAYMENT-RESPONSE carries `transaction`
  * "" for a voucher (the deposit's hash for a deposit), `extra.chargedAmount` and
@@ -15,7 +17,10 @@
  * payers yet): the charges are rows of receiver_channel_charges.
  */
 import { randomNonce } from '../../chains/evm';
-import { caip2Of, canonicalNetwork } from '../../basics/networkTable';
+import { caip2Of, canonicalNetwork, NETWORK_TABLE } from '../../basics/networkTable';
+import { assetToMicro, microToAsset } from '../../basics/money';
+import { uptoRelaySettlement } from '../../accounts/fees';
+import { chargedMicro, payThroughChannel } from '../../outgoing/channels';
 import type { TargetResponse } from '../../basics/http/index';
 import {
   reportedSettlement,
@@ -24,7 +29,7 @@ import {
   type CallBudget,
   type PayingDeps,
 } from '../../outgoing/index';
-import type { PaymentChoice } from '../../x402/choose';
+import { isChannel, type PaymentChoice } from '../../x402/choose';
 import { encodePaymentResponseHeader } from '../../x402/headers';
 import type { PaymentRequirementsV2 } from '../../x402/v2';
 import {
@@ -34,6 +39,7 @@ import {
   commitChannelCharge,
   releaseChannel,
   type ChannelRefusal,
+  type ChannelReservation,
 } from '../../incoming/channels/receive';
 import { BATCH_SETTLEMENT_SCHEME } from '../../chains/evm/batchSettlement/voucher';
 import { DEFAULT_RELAY_TIMEOUT_SECONDS } from '../../incoming/offer';
@@ -141,59 +147,15 @@ export async function relayChannelClient(
   const { reservation } = accepted;
   const release = () => releaseChannel(deps, reservation.channelId, reservation.pendingId);
   try {
-    const signed = await signTargetPayment(deps, choice, {
-      nonce: randomNonce(),
-      windowSeconds: deps.config.relayPaymentWindowSeconds,
-    });
-    if (!signed.ok) {
+    const served = isChannel(choice)
+      ? await throughOurChannel(deps, input, { choice, budget, reservation })
+      : await byExactPayment(deps, input, { choice, budget, reservation });
+    if (served.kind === 'failed') {
       await release();
-      return {
-        kind: 'outcome',
-        outcome: {
-          kind: 'bad_gateway',
-          message: `${signed.targetSide ? 'The target asks for a payment the service cannot make' : 'The service could not pay the target'}; ${NOT_CHARGED}`,
-          headers: {},
-        },
-      };
+      return { kind: 'outcome', outcome: { kind: 'bad_gateway', message: served.message, headers: {} } };
     }
-    const prepared = signed.value;
-    const answer = await sendNotedPaidCall(deps, input.call, prepared, choice, budget);
-    const response: TargetResponse | undefined =
-      answer.ok &&
-      answer.value.status < 500 &&
-      answer.value.status !== 402 &&
-      settlementPendingOf(answer.value) === undefined
-        ? answer.value
-        : undefined;
-    deps.log.info(
-      {
-        channelId: reservation.channelId,
-        network: choice.network,
-        status: answer.ok ? answer.value.status : answer.reason,
-      },
-      'paid target call (relay, channel client)',
-    );
-    if (!response) {
-      await release();
-      return {
-        kind: 'outcome',
-        outcome: {
-          kind: 'bad_gateway',
-          message: answer.ok
-            ? `The target answered ${answer.value.status}; ${NOT_CHARGED}`
-            : `The target gave no answer (${answer.details}); ${NOT_CHARGED}`,
-          headers: {},
-        },
-      };
-    }
-    const committed = await commitChannelCharge(deps, reservation, input.call.api_url);
-    const targetTx = reportedSettlement(response);
-    const paymentResponse = encodePaymentResponseHeader({
-      success: targetTx !== undefined,
-      transaction: targetTx ?? '',
-      network: choice.network,
-      payer: prepared.payer,
-    });
+    const { response, paymentResponse } = served;
+    const committed = await commitChannelCharge(deps, reservation, input.call.api_url, served.charge);
     if (!committed.ok) {
       deps.log.error(
         { channelId: reservation.channelId, code: committed.refusal.code, details: committed.refusal.details },
@@ -225,4 +187,147 @@ export async function relayChannelClient(
     await release().catch(() => undefined);
     throw error;
   }
+}
+
+/**
+ * How the target was served for a request leased on the client's channel: `failed` (nothing is
+ * charged on the client's channel, the lease is released), or answered, with what the client's
+ * channel is charged (`charge`, in its token's atomic units; the whole increment when absent).
+ */
+type Served =
+  | { kind: 'failed'; message: string }
+  | { kind: 'answered'; response: TargetResponse; paymentResponse: string; charge?: bigint };
+
+interface Leased {
+  choice: PaymentChoice;
+  budget: CallBudget;
+  reservation: ChannelReservation;
+}
+
+/** A target priced by exact (or upto at its maximum): our wallet signs a payment to it and calls it. */
+async function byExactPayment(
+  deps: PayingDeps,
+  input: RelayCall,
+  { choice, budget, reservation }: Leased,
+): Promise<Served> {
+  const signed = await signTargetPayment(deps, choice, {
+    nonce: randomNonce(),
+    windowSeconds: deps.config.relayPaymentWindowSeconds,
+  });
+  if (!signed.ok)
+    return {
+      kind: 'failed',
+      message: `${signed.targetSide ? 'The target asks for a payment the service cannot make' : 'The service could not pay the target'}; ${NOT_CHARGED}`,
+    };
+  const prepared = signed.value;
+  const answer = await sendNotedPaidCall(deps, input.call, prepared, choice, budget);
+  const response: TargetResponse | undefined =
+    answer.ok && usable(answer.value) && settlementPendingOf(answer.value) === undefined ? answer.value : undefined;
+  deps.log.info(
+    {
+      channelId: reservation.channelId,
+      network: choice.network,
+      status: answer.ok ? answer.value.status : answer.reason,
+    },
+    'paid target call (relay, channel client)',
+  );
+  if (!response)
+    return {
+      kind: 'failed',
+      message: answer.ok
+        ? `The target answered ${answer.value.status}; ${NOT_CHARGED}`
+        : `The target gave no answer (${answer.details}); ${NOT_CHARGED}`,
+    };
+  const targetTx = reportedSettlement(response);
+  return {
+    kind: 'answered',
+    response,
+    paymentResponse: encodePaymentResponseHeader({
+      success: targetTx !== undefined,
+      transaction: targetTx ?? '',
+      network: choice.network,
+      payer: prepared.payer,
+    }),
+  };
+}
+
+/**
+ * A target that sells batch-settlement: paid by a voucher on our own channel with it
+ * (payments/outgoing/channels.ts), so that no block is waited on either side. The client's channel
+ * is charged what the seller reports it charged plus our fee (at most the increment it signed
+ * for); a target that charged nothing costs nothing. A voucher left without a usable answer costs
+ * the client nothing: whether the seller committed it is decided by our channel's next exchange,
+ * at our cost. An answer whose charge we could not read is charged in full (the quoted price).
+ */
+async function throughOurChannel(
+  deps: PayingDeps,
+  input: RelayCall,
+  { choice, budget, reservation }: Leased,
+): Promise<Served> {
+  const outcome = await payThroughChannel(deps, {
+    call: input.call,
+    choice,
+    budget,
+    callReference: `relay-channel:${reservation.channelId}:${reservation.pendingId}`,
+  });
+  const payer = deps.chains.evm.account?.address;
+  deps.log.info(
+    { channelId: reservation.channelId, network: choice.network, outcome: outcome.kind },
+    'paid target call through our channel (relay, channel client)',
+  );
+  const receipt = (success: boolean, amount?: bigint) =>
+    encodePaymentResponseHeader({
+      success,
+      transaction: '',
+      network: choice.network,
+      payer,
+      ...(amount === undefined ? {} : { amount: amount.toString() }),
+    });
+  switch (outcome.kind) {
+    case 'charged': {
+      const { decimals } = NETWORK_TABLE[reservation.network];
+      const increment = assetToMicro(reservation.increment, decimals);
+      const { chargedMicro: due } = uptoRelaySettlement(
+        chargedMicro(choice.network, outcome.chargedAtomic),
+        increment,
+        {
+          percent: deps.config.relayFeePercent,
+          minUsdc: deps.config.relayFeeMinUsdc,
+        },
+      );
+      // A seller that charged nothing costs the client nothing (no fee on nothing).
+      const charge = outcome.chargedAtomic === 0n ? 0n : microToAsset(due, decimals);
+      return {
+        kind: 'answered',
+        response: outcome.response,
+        paymentResponse: receipt(true, outcome.chargedAtomic),
+        charge: charge < reservation.increment ? charge : reservation.increment,
+      };
+    }
+    case 'not_charged':
+      if (outcome.response && usable(outcome.response))
+        return { kind: 'answered', response: outcome.response, paymentResponse: receipt(false), charge: 0n };
+      return {
+        kind: 'failed',
+        message: `${outcome.response ? `The target answered ${outcome.response.status}` : 'The target could not be paid'} and charged nothing; ${NOT_CHARGED}`,
+      };
+    case 'unsigned':
+      return {
+        kind: 'failed',
+        message: `${outcome.targetSide ? 'The target asks for a payment the service cannot make' : 'The service could not pay the target'} (${outcome.details}); ${NOT_CHARGED}`,
+      };
+    case 'unknown':
+      if (outcome.response && usable(outcome.response))
+        return { kind: 'answered', response: outcome.response, paymentResponse: receipt(true) };
+      deps.log.warn(
+        { channelId: reservation.channelId, voucherId: String(outcome.voucherId), details: outcome.details },
+        'our voucher to the target is undecided; the client is not charged',
+      );
+      return { kind: 'failed', message: `The target gave no usable answer (${outcome.details}); ${NOT_CHARGED}` };
+  }
+}
+
+/** An answer the client is charged for: not a server error and not a 402. */
+function usable(response: TargetResponse): boolean {
+  return response.status < 500 && response.status !== 402;
 }
