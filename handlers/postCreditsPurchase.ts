@@ -44,7 +44,9 @@ export const postCreditsPurchase: Handler<'postCreditsPurchase'> = async (ctx, d
         }),
         headers: {
           'X-Service-Status': 'payment_required',
-          ...paymentRequiredHeaders(outcome.accepts, outcome.reason === undefined ? undefined : outcome.error),
+          ...paymentRequiredHeaders(outcome.accepts, outcome.reason === undefined ? undefined : outcome.error, {
+            offeredFirst: outcome.channelAccepts ?? [],
+          }),
         },
       };
     case 'payment_reused':

@@ -45,6 +45,7 @@ export function chatFailureReply<E extends string>(
           'X-Payment': inHeader,
           ...paymentRequiredHeaders(outcome.accepts, outcome.reason === undefined ? undefined : outcome.error, {
             paymentIdentifier,
+            offeredFirst: outcome.channelAccepts ?? [],
           }),
         },
       };
@@ -112,7 +113,7 @@ export const postLlmChat: Handler<'postLlmChat'> = async (ctx, deps) => {
         status: 200,
         body: { response: outcome.response, model: outcome.model },
         headers: {
-          ...paymentResponseHeaders(payment?.version ?? 1, outcome.settlement),
+          ...(outcome.settlement ? paymentResponseHeaders(payment?.version ?? 1, outcome.settlement) : {}),
           ...(outcome.webhookId === undefined ? {} : { 'X-Service-Webhook': outcome.webhookId }),
         },
       },

@@ -25,7 +25,7 @@ export const postLlmTranslate: Handler<'postLlmTranslate'> = async (ctx, deps) =
     status: 200,
     body: { translation: outcome.response, targetLanguage: 'es', model: outcome.model },
     headers: {
-      ...paymentResponseHeaders(payment?.version ?? 1, outcome.settlement),
+      ...(outcome.settlement ? paymentResponseHeaders(payment?.version ?? 1, outcome.settlement) : {}),
       ...(outcome.webhookId === undefined ? {} : { 'X-Service-Webhook': outcome.webhookId }),
     },
   };

@@ -5,6 +5,10 @@
  * twice), the backend answers, and only then is the payment settled. A failed backend call settles nothing: the record is closed as
  * not settled and the client's authorization simply expires unused. A request that stops half-way
  * leaves a row (mode 'chat') that the chat follow-up job finishes.
+ *
+ * On the CHANNEL_RECEIVER_NETWORKS networks the 402 also offers `batch-settlement` (./channel.ts):
+ * a channel payment holds its channel's lease while the backend answers, and the price is
+ * committed on the channel only once it did; a failed backend releases the lease and costs nothing.
  */
 import type { Db } from '../../../db/index';
 import { chatCompletion, llmConfigured, type ChatMessage } from './llm';
@@ -22,19 +26,34 @@ import type { ClientPaymentHeader } from '../../incoming/clientPayment';
 import type { Deps } from '../../deps';
 import type { PaymentRequirements, SettlementResponse } from '../../x402/types';
 import { holdIdempotencyClaim, type ClaimRef } from '../../basics/idempotency';
+import type { PaymentRequirementsV2 } from '../../x402/v2';
+import { receivedPayment } from '../../incoming/clientPayment';
+import { commitChannelCharge, releaseChannel } from '../../incoming/channels/receive';
+import { LLM_TIMEOUT_MS } from './llm';
+import { channelPaymentOf, channelReceipt, sellingChannelOffers, takeChannelPayment } from './channel';
 
 export type PaidChatOutcome =
   | { kind: 'not_configured' }
-  /** `reason`: why the request's payment was refused (absent when it carried none). */
-  | { kind: 'payment_required'; accepts: PaymentRequirements[]; error: string; reason?: SettleFailureReason }
+  /**
+   * `reason`: why the request's payment was refused (absent when it carried none); `channelAccepts`
+   * the batch-settlement entries offered first in PAYMENT-REQUIRED (corrected with our channel state).
+   */
+  | {
+      kind: 'payment_required';
+      accepts: PaymentRequirements[];
+      error: string;
+      reason?: SettleFailureReason;
+      channelAccepts?: PaymentRequirementsV2[];
+    }
   | { kind: 'payment_reused'; details: string }
   | { kind: 'verification_unavailable'; details: string }
   | { kind: 'backend_failed'; details: string }
   /**
    * `settlement` in version 1 form; the handler answers it in the version the client paid in.
    * `webhookId`: the record to follow while the payment is not confirmed yet (X-Service-Webhook).
+   * No `settlement`: a channel charge that could not be committed after the answer (not charged).
    */
-  | { kind: 'answered'; response: string; model: string; settlement: SettlementResponse; webhookId?: string };
+  | { kind: 'answered'; response: string; model: string; settlement?: SettlementResponse; webhookId?: string };
 
 /**
  * Chat is priced in mainnet USDC when the service can be paid on a mainnet network, else on the
@@ -189,7 +208,7 @@ export async function openChatPayments(db: Db, now: Date, limit: number): Promis
 }
 
 export async function paidChat(
-  deps: Pick<Deps, 'db' | 'config' | 'chains' | 'clock' | 'submissions' | 'paymentBounds'>,
+  deps: Pick<Deps, 'db' | 'config' | 'chains' | 'clock' | 'submissions' | 'paymentBounds' | 'log'>,
   request: {
     /** X-Payment or PAYMENT-SIGNATURE as the request carried it, if it carried one. */
     payment: ClientPaymentHeader | undefined;
@@ -204,9 +223,13 @@ export async function paidChat(
 ): Promise<PaidChatOutcome> {
   if (!llmConfigured(deps.config)) return { kind: 'not_configured' };
   const accepts = await chatOffers(deps, request.resource, request.description);
+  const channelAccepts = sellingChannelOffers(deps, accepts, parseUsdc(deps.config.llm.priceUsdc));
   if (request.payment === undefined || request.payment.value === '') {
-    return { kind: 'payment_required', accepts, error: 'Payment Required' };
+    return { kind: 'payment_required', accepts, error: 'Payment Required', channelAccepts };
   }
+  const decoded = receivedPayment(request.payment).decoded;
+  const channelPayment = decoded.ok ? channelPaymentOf(decoded.value) : undefined;
+  if (channelPayment) return channelChat(deps, request, { accepts, channelAccepts, payment: channelPayment });
   const verified = await verifyClientPaymentHeader(request.payment, accepts, deps);
   if (!verified.ok) return refusedPayment(verified, accepts);
   const chatRequest = { targetUrl: request.resource, targetMethod: 'POST', mode: 'chat' } as const;
@@ -260,6 +283,66 @@ export async function paidChat(
     model: answer.value.model,
     settlement: receipt,
     ...(webhookId === undefined ? {} : { webhookId }),
+  };
+}
+
+/**
+ * A chat paid through a channel: the backend is called under the channel's lease, and the price
+ * committed only once it answered. No relay transaction row: the charge is a row of
+ * receiver_channel_charges.
+ */
+async function channelChat(
+  deps: Parameters<typeof paidChat>[0],
+  request: Parameters<typeof paidChat>[1],
+  {
+    accepts,
+    channelAccepts,
+    payment,
+  }: {
+    accepts: PaymentRequirements[];
+    channelAccepts: PaymentRequirementsV2[];
+    payment: NonNullable<ReturnType<typeof channelPaymentOf>>;
+  },
+): Promise<PaidChatOutcome> {
+  // The lease outlives the backend's own bound, so that no second request is served while this one may still be.
+  const taken = await takeChannelPayment(deps, payment, channelAccepts, { leaseMs: LLM_TIMEOUT_MS + 30_000 });
+  if (taken.kind === 'unavailable') return { kind: 'verification_unavailable', details: taken.details };
+  if (taken.kind === 'refused')
+    return {
+      kind: 'payment_required',
+      accepts,
+      error: taken.error,
+      reason: taken.reason,
+      channelAccepts: taken.offers,
+    };
+  const { reservation } = taken;
+  const release = () => releaseChannel(deps, reservation.channelId, reservation.pendingId);
+  let answer: Awaited<ReturnType<typeof chatCompletion>>;
+  try {
+    answer = await chatCompletion(deps.config, {
+      messages: request.messages,
+      maxTokens: request.maxTokens,
+      temperature: request.temperature,
+    });
+  } catch (error) {
+    await release().catch(() => undefined);
+    throw error;
+  }
+  if (!answer.ok) {
+    await release();
+    return { kind: 'backend_failed', details: answer.details };
+  }
+  const committed = await commitChannelCharge(deps, reservation, request.resource);
+  if (!committed.ok)
+    deps.log.error(
+      { channelId: reservation.channelId, code: committed.refusal.code, details: committed.refusal.details },
+      'channel charge not committed after the chat backend answered',
+    );
+  return {
+    kind: 'answered',
+    response: answer.value.response,
+    model: answer.value.model,
+    ...(committed.ok ? { settlement: channelReceipt(reservation, committed) } : {}),
   };
 }
 

@@ -6,6 +6,12 @@
  * webhook record and the watch job, says for whom; the credits are added once, by the guarded move
  * settling -> credited taken with the balance and the ledger entry (kind 'purchase'). A repeat of
  * the same payment finds its row (by the payment's SHA-256) and gets the recorded answer.
+ *
+ * On the CHANNEL_RECEIVER_NETWORKS networks the 402 also offers `batch-settlement`
+ * (payments/operations/chat/channel.ts): a channel payment holds its channel's lease, and the
+ * credits, their ledger entry (`purchase:channel:<channel id>:<cumulative>`) and the charge on the
+ * channel are written in one database transaction (commitChannelChargeAlong): a crash leaves both or
+ * neither, never a credit without a charge or a charge without a credit.
  */
 import { sql, type Selectable } from 'kysely';
 import type { Db, Tx } from '../../../db/index';
@@ -22,6 +28,16 @@ import { MICRO_PER_CREDIT } from '../../basics/money';
 import { paymentIdentity } from '../relay/retries';
 import { completeWebhook, openWebhook } from '../../tracking/webhooks';
 import type { PaymentRequirements, SettlementResponse } from '../../x402/types';
+import type { PaymentRequirementsV2 } from '../../x402/v2';
+import { releaseChannel } from '../../incoming/channels/receive';
+import { commitChannelChargeAlong, type ChargeCommitAlong } from '../../incoming/channels/commitAlong';
+import {
+  channelPaymentOf,
+  channelReceipt,
+  refusedChannelPayment,
+  sellingChannelOffers,
+  takeChannelPayment,
+} from '../chat/channel';
 
 export type CreditPurchase = Selectable<CreditPurchasesTable>;
 
@@ -40,7 +56,14 @@ export interface PurchaseAnswer {
 }
 
 export type PurchaseOutcome =
-  | { kind: 'payment_required'; accepts: PaymentRequirements[]; error: string; reason?: SettleFailureReason }
+  | {
+      kind: 'payment_required';
+      accepts: PaymentRequirements[];
+      error: string;
+      reason?: SettleFailureReason;
+      /** The batch-settlement entries offered first in PAYMENT-REQUIRED (corrected with our channel state). */
+      channelAccepts?: PaymentRequirementsV2[];
+    }
   | { kind: 'payment_reused'; details: string }
   | { kind: 'verification_unavailable'; details: string }
   | { kind: 'answered'; answer: PurchaseAnswer; replayed: boolean };
@@ -52,21 +75,32 @@ function purchasePriceMicroUsdc(credits: bigint): bigint {
   return credits * MICRO_PER_CREDIT;
 }
 
-export async function buyCredits(
-  deps: Pick<Deps, 'db' | 'config' | 'chains' | 'clock' | 'submissions' | 'paymentBounds'>,
-  request: { key: AuthenticatedKey; credits: bigint; payment: ClientPaymentHeader | undefined; resource: string },
-): Promise<PurchaseOutcome> {
+type PurchaseDeps = Pick<Deps, 'db' | 'config' | 'chains' | 'clock' | 'submissions' | 'paymentBounds' | 'log'>;
+
+interface PurchaseRequest {
+  key: AuthenticatedKey;
+  credits: bigint;
+  payment: ClientPaymentHeader | undefined;
+  resource: string;
+}
+
+export async function buyCredits(deps: PurchaseDeps, request: PurchaseRequest): Promise<PurchaseOutcome> {
   const { db } = deps;
+  const amountMicroUsdc = purchasePriceMicroUsdc(request.credits);
   const accepts = await receivingOffers(deps, {
     resource: request.resource,
     description: `Purchase of ${request.credits} credits`,
-    amountMicroUsdc: purchasePriceMicroUsdc(request.credits),
+    amountMicroUsdc,
   });
+  const channelAccepts = sellingChannelOffers(deps, accepts, amountMicroUsdc);
   if (request.payment === undefined || request.payment.value === '')
-    return { kind: 'payment_required', accepts, error: 'Payment Required' };
+    return { kind: 'payment_required', accepts, error: 'Payment Required', channelAccepts };
   const received = receivedPayment(request.payment);
   if (!received.decoded.ok)
     return { kind: 'payment_required', accepts, error: received.decoded.details, reason: 'invalid_header' };
+  const channelPayment = channelPaymentOf(received.decoded.value);
+  if (channelPayment)
+    return channelPurchase(deps, request, { accepts, channelAccepts, payment: channelPayment, amountMicroUsdc });
   const paymentId = purchasePaymentId(received.decoded.value);
   const earlier = await recordedAnswer(db, paymentId, request.key);
   if (earlier) return earlier;
@@ -128,6 +162,115 @@ export async function buyCredits(
   }
   if (settlement.kind === 'settled') await creditPurchase(db, recorded.id, settlement.txHash);
   return (await recordedAnswer(db, paymentId, request.key, false)) ?? unreachablePurchase(recorded.id);
+}
+
+/** How long a purchase may hold its channel: crediting is a database transaction. */
+const PURCHASE_CHANNEL_LEASE_MS = 30_000;
+
+type ChannelRefused = Exclude<Awaited<ReturnType<typeof takeChannelPayment>>, { kind: 'reserved' }>;
+
+/**
+ * Credits bought through a channel: under the channel's lease, the credits and the charge are
+ * committed together; nothing else can fail after them. No credit_purchases row (it names a relay
+ * transaction): the ledger entry and a webhook record, ended at once, are the purchase's records.
+ */
+async function channelPurchase(
+  deps: PurchaseDeps,
+  request: PurchaseRequest,
+  {
+    accepts,
+    channelAccepts,
+    payment,
+    amountMicroUsdc,
+  }: {
+    accepts: PaymentRequirements[];
+    channelAccepts: PaymentRequirementsV2[];
+    payment: NonNullable<ReturnType<typeof channelPaymentOf>>;
+    amountMicroUsdc: bigint;
+  },
+): Promise<PurchaseOutcome> {
+  const refusedWith = (refused: ChannelRefused): PurchaseOutcome =>
+    refused.kind === 'unavailable'
+      ? { kind: 'verification_unavailable', details: refused.details }
+      : {
+          kind: 'payment_required',
+          accepts,
+          error: refused.error,
+          reason: refused.reason,
+          channelAccepts: refused.offers,
+        };
+  const taken = await takeChannelPayment(deps, payment, channelAccepts, { leaseMs: PURCHASE_CHANNEL_LEASE_MS });
+  if (taken.kind !== 'reserved') return refusedWith(taken);
+  const { reservation } = taken;
+  const { key, credits } = request;
+  const deposit = reservation.deposit;
+  let committed: ChargeCommitAlong<{ balance: bigint; webhookId: string }>;
+  try {
+    committed = await commitChannelChargeAlong(deps, reservation, {
+      reference: request.resource,
+      along: (tx, charge) =>
+        creditChannelPurchase(tx, {
+          key,
+          credits,
+          network: reservation.network,
+          reference: `purchase:channel:${reservation.channelId}:${charge.cumulative}`,
+          ...(deposit ? { txHash: deposit.txHash } : {}),
+        }),
+    });
+  } catch (error) {
+    await releaseChannel(deps, reservation.channelId, reservation.pendingId).catch(() => undefined);
+    throw error;
+  }
+  if (!committed.ok) return refusedWith(refusedChannelPayment(committed.refusal, channelAccepts));
+  return {
+    kind: 'answered',
+    replayed: false,
+    answer: {
+      status: 'credited',
+      credits,
+      amountMicroUsdc,
+      network: reservation.network,
+      payer: reservation.payer,
+      ...(deposit ? { transaction: deposit.txHash } : {}),
+      balanceCredits: committed.value.balance,
+      webhookId: committed.value.webhookId,
+      settlement: channelReceipt(reservation, committed),
+    },
+  };
+}
+
+/** The credits of a channel purchase, in the transaction of its charge: balance, ledger entry, record. */
+async function creditChannelPurchase(
+  tx: Tx,
+  purchase: { key: AuthenticatedKey; credits: bigint; network: string; reference: string; txHash?: string },
+): Promise<{ balance: bigint; webhookId: string }> {
+  const organisation = await tx
+    .updateTable('organisations')
+    .set({ credit_balance: sql<bigint>`credit_balance + ${purchase.credits}` })
+    .where('id', '=', purchase.key.organisationId)
+    .returning('credit_balance')
+    .executeTakeFirstOrThrow();
+  await tx
+    .insertInto('credit_ledger')
+    .values({
+      organisation_id: purchase.key.organisationId,
+      api_key_id: purchase.key.apiKeyId,
+      kind: 'purchase',
+      amount_credits: purchase.credits,
+      reference: purchase.reference,
+    })
+    .execute();
+  const webhookId = await openWebhook(tx, {
+    kind: 'credit_purchase',
+    network: purchase.network,
+    message: `The payment for ${purchase.credits} credits is charged on the payer's channel`,
+  });
+  await completeWebhook(tx, webhookId, {
+    status: 'success',
+    ...(purchase.txHash ? { txHash: purchase.txHash } : {}),
+    message: `${purchase.credits} credits were added`,
+  });
+  return { balance: organisation.credit_balance, webhookId };
 }
 
 function unreachablePurchase(id: bigint): never {

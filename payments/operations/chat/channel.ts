@@ -1,0 +1,139 @@
+/**
+ * What the service sells itself (a chat answer, credits) paid through a batch-settlement channel
+ * (x402 version 2), as /relay takes one (payments/operations/relay/channelClient.ts): our 402 offers
+ * a `batch-settlement` entry beside each exact one on the CHANNEL_RECEIVER_NETWORKS networks, for
+ * the same amount; a client's deposit or voucher is taken against our mirror of its channel
+ * (payments/incoming/channels/receive.ts) and holds the channel's lease while the work is done; the
+ * caller commits the charge once the work is done, or releases the lease (nothing charged, no
+ * refund transaction). A refused payment gets a corrective 402 with the specification's code.
+ *
+ * A cooperative refund is taken by POST /relay (the channel is the same one): the answers of what
+ * we sell here have no shape for it.
+ */
+import { caip2Of, canonicalNetwork } from '../../basics/networkTable';
+import type { Deps } from '../../deps';
+import {
+  acceptChannelPayment,
+  channelOffer,
+  channelStateOf,
+  CHANNEL_ERRORS,
+  type ChannelReservation,
+  type ChannelRefusal,
+} from '../../incoming/channels/receive';
+import type { StoredChannel } from '../../incoming/channels/store';
+import type { DecodedClientPayment } from '../../incoming/clientPayment';
+import type { SettleFailureReason } from '../../incoming/settle';
+import type { PaymentRequirements, SettlementResponse } from '../../x402/types';
+import type { PaymentRequirementsV2 } from '../../x402/v2';
+import { BATCH_SETTLEMENT_SCHEME } from '../../chains/evm/batchSettlement/voucher';
+import { acceptedChannelOffer, correctedChannelOffers } from '../relay/channelClient';
+
+export type SellingDeps = Pick<Deps, 'db' | 'chains' | 'config' | 'submissions' | 'log' | 'clock'>;
+
+/** Our 402's batch-settlement entries: one beside each exact entry on a network where we take channels, for the same amount. */
+export function sellingChannelOffers(
+  deps: Pick<Deps, 'chains' | 'config'>,
+  accepts: readonly PaymentRequirements[],
+  amountMicroUsdc: bigint,
+): PaymentRequirementsV2[] {
+  const offers: PaymentRequirementsV2[] = [];
+  for (const exact of accepts) {
+    const network = canonicalNetwork(exact.network);
+    if (network === undefined) continue;
+    const offer = channelOffer(deps, network, { amountMicroUsdc, maxTimeoutSeconds: exact.maxTimeoutSeconds });
+    if (offer) offers.push(offer);
+  }
+  return offers;
+}
+
+/** A client's payment through a channel: what it accepted and its payload; undefined for any other payment. */
+export function channelPaymentOf(
+  payment: DecodedClientPayment,
+): { accepted: PaymentRequirementsV2; payload: unknown } | undefined {
+  if (payment.version !== 2 || payment.signature.accepted.scheme !== BATCH_SETTLEMENT_SCHEME) return undefined;
+  return { accepted: payment.signature.accepted, payload: payment.signature.payload };
+}
+
+export type ChannelTaken =
+  | { kind: 'reserved'; reservation: ChannelReservation }
+  /** A 402: `error` the specification's code (or ours), `offers` our channel entries, corrected with our state. */
+  | { kind: 'refused'; error: string; reason: SettleFailureReason; offers: PaymentRequirementsV2[] }
+  /** Our failure (a chain we could not read or write); nothing was charged. */
+  | { kind: 'unavailable'; details: string };
+
+/** The kind of refusal a channel payment's error code is, for the code of our 402's body. */
+function channelRefusalReason(code: string): SettleFailureReason {
+  if (/cumulative_amount_mismatch|cumulative_below_claimed|charge_exceeds/.test(code)) return 'wrong_amount';
+  if (code.endsWith('voucher_signature')) return 'invalid_signature';
+  if (/exceeds_balance|below_min_deposit/.test(code)) return 'insufficient_funds';
+  if (/_mismatch$/.test(code)) return 'offer_mismatch';
+  return 'invalid_transaction';
+}
+
+/** A refused channel payment: a corrective 402 (our channel entries with our state), or our failure. */
+export function refusedChannelPayment(
+  refusal: ChannelRefusal,
+  offers: readonly PaymentRequirementsV2[],
+): Exclude<ChannelTaken, { kind: 'reserved' }> {
+  if (refusal.ours)
+    return {
+      kind: 'unavailable',
+      details: `the channel payment could not be checked (${refusal.code}): ${refusal.details}`,
+    };
+  return {
+    kind: 'refused',
+    error: refusal.code,
+    reason: channelRefusalReason(refusal.code),
+    offers: correctedChannelOffers(offers, refusal),
+  };
+}
+
+/**
+ * Takes a channel payment against our channel entries: on success the request holds the channel's
+ * lease for at most `leaseMs`, and its caller must commit the charge or release the lease.
+ */
+export async function takeChannelPayment(
+  deps: SellingDeps,
+  payment: { accepted: PaymentRequirementsV2; payload: unknown },
+  offers: readonly PaymentRequirementsV2[],
+  { leaseMs }: { leaseMs: number },
+): Promise<ChannelTaken> {
+  const offer = acceptedChannelOffer(payment.accepted, offers);
+  if (offer === undefined)
+    return {
+      kind: 'refused',
+      error:
+        "offer_mismatch: accepted is none of the batch-settlement offers of this 402: echo one entry of PAYMENT-REQUIRED's accepts",
+      reason: 'offer_mismatch',
+      offers: [...offers],
+    };
+  if ((payment.payload as { type?: unknown } | null)?.type === 'refund')
+    return refusedChannelPayment(
+      { code: CHANNEL_ERRORS.payloadType, details: 'a refund of the channel is taken by POST /relay' },
+      offers,
+    );
+  const accepted = await acceptChannelPayment(deps, payment.payload, offer, { leaseMs });
+  if (accepted.kind === 'refused') return refusedChannelPayment(accepted.refusal, offers);
+  if (accepted.kind === 'refunded')
+    throw new Error(`channel ${accepted.channel.channelId} refunded through an operation that takes no refunds`);
+  return { kind: 'reserved', reservation: accepted.reservation };
+}
+
+/**
+ * The receipt of a committed channel charge, as /relay's channel path renders it: `transaction` ""
+ * for a voucher (the deposit's hash for a deposit), `extra.chargedAmount` and `extra.channelState`.
+ */
+export function channelReceipt(
+  reservation: ChannelReservation,
+  committed: { channel: StoredChannel; charged: bigint },
+): SettlementResponse {
+  const { deposit } = reservation;
+  return {
+    success: true,
+    transaction: deposit?.txHash ?? '',
+    network: caip2Of(reservation.network),
+    payer: reservation.payer,
+    amount: deposit ? deposit.amount.toString() : '',
+    extra: { chargedAmount: committed.charged.toString(), channelState: channelStateOf(committed.channel) },
+  };
+}
