@@ -487,7 +487,23 @@ export interface PayerChannelsTable {
   last_used_at: ColumnType<Date, Date | undefined, Date>;
   synced_at: Date | null;
   created_at: Generated<Date>;
+  /** Giving an idle channel back (db/migrations/..._payer_channel_idle, payments/outgoing/channelIdle.ts). */
+  refund_requested_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  refund_url: ColumnType<string | null, string | null | undefined, string | null>;
+  refund_tx_hash: ColumnType<string | null, string | null | undefined, string | null>;
+  withdraw_amount_atomic: ColumnType<string | null, bigint | string | null | undefined, bigint | string | null>;
+  withdraw_tx_hash: ColumnType<string | null, string | null | undefined, string | null>;
+  withdraw_tx_state: ColumnType<PayerTxState | null, PayerTxState | null | undefined, PayerTxState | null>;
+  /** Unix seconds by the chain's clock. */
+  withdraw_finalize_after: ColumnType<bigint | null, bigint | null | undefined, bigint | null>;
+  finalize_tx_hash: ColumnType<string | null, string | null | undefined, string | null>;
+  finalize_tx_state: ColumnType<PayerTxState | null, PayerTxState | null | undefined, PayerTxState | null>;
+  closing_details: ColumnType<string | null, string | null | undefined, string | null>;
+  closed_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
 }
+
+/** One of our own transactions on a payer channel: hash stored before broadcast, then its receipt. */
+export type PayerTxState = 'sent' | 'confirmed' | 'reverted';
 
 export type PayerVoucherState = 'sent' | 'charged' | 'not_charged' | 'unknown';
 

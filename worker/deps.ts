@@ -6,5 +6,14 @@ import type { Deps } from '../payments/deps';
  */
 export type WorkerDeps = Pick<
   Deps,
-  'db' | 'config' | 'chains' | 'submissions' | 'clock' | 'log' | 'paymentBounds' | 'onUptoChargeLost'
+  | 'db'
+  | 'config'
+  | 'chains'
+  | 'submissions'
+  | 'clock'
+  | 'log'
+  | 'paymentBounds'
+  | 'onUptoChargeLost'
+  | 'resolver'
+  | 'connections'
 >;

@@ -14,6 +14,7 @@ import { finalitySweep } from './tasks/finalitySweep';
 import { finalityWatch } from './tasks/finalityWatch';
 import { floatRefresh } from './tasks/floatRefresh';
 import { idempotencyPrune } from './tasks/idempotencyPrune';
+import { payerChannelIdle } from './tasks/payerChannelIdle';
 import { proxyPaymentSweep } from './tasks/proxyPaymentSweep';
 import { proxyPaymentWatch } from './tasks/proxyPaymentWatch';
 import { relayFollow } from './tasks/relayFollow';
@@ -48,6 +49,7 @@ export function createTaskList(deps: WorkerDeps, { onPaymentLost }: { onPaymentL
     finality_sweep: finalitySweep(deps),
     channel_claims: channelClaims(deps),
     float_refresh: floatRefresh(deps),
+    payer_channel_idle: payerChannelIdle(deps),
   };
   return tasks;
 }
@@ -71,4 +73,5 @@ export const cronItems = parseCronItems([
   cron('idempotency_prune', '17 * * * *', 0),
   cron('finality_sweep', '* * * * *', 0),
   cron('channel_claims', '* * * * *', 0),
+  cron('payer_channel_idle', '*/5 * * * *', 0),
 ]);

@@ -35,6 +35,7 @@ import * as finalityFollowFirst from './2026_12_01_0036_finality_follow_first';
 import * as receiverChannels from './2026_12_02_0037_receiver_channels';
 import * as payerChannels from './2026_12_02_0039_payer_channels';
 import * as walletFloats from './2026_12_02_0040_wallet_floats';
+import * as payerChannelIdle from './2026_12_02_0041_payer_channel_idle';
 
 /** Every migration, listed by name in the order it runs. Migrations are frozen once released. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -74,6 +75,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '2026_12_02_0037_receiver_channels': receiverChannels,
   '2026_12_02_0039_payer_channels': payerChannels,
   '2026_12_02_0040_wallet_floats': walletFloats,
+  '2026_12_02_0041_payer_channel_idle': payerChannelIdle,
 };
 
 export const migrationProvider: MigrationProvider = {

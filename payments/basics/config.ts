@@ -71,6 +71,8 @@ export interface Config {
   payerChannelDepositMultiplier: number;
   /** The most one deposit into one of our channels moves, in USDC (decimal text); a target asking more is not paid by channel. */
   payerChannelMaxDepositUsdc: string;
+  /** A channel of ours unused this long (and with no voucher left undecided) is refunded by its seller or withdrawn. */
+  payerChannelIdleSeconds: number;
   /**
    * The most the maxima of a wallet's upto permits admitted on /relay and not yet settled or ended
    * may add up to, in USDC (decimal text): what one payer can cost us by revoking, once.
@@ -500,6 +502,7 @@ export function loadConfig(env: Env = process.env): Config {
     relayDailyTotalUsd: integer(env, 'RELAY_DAILY_TOTAL_USD', 1000, 0, 1e12),
     payerChannelDepositMultiplier: integer(env, 'PAYER_CHANNEL_DEPOSIT_MULTIPLIER', 10, 1, 1_000),
     payerChannelMaxDepositUsdc: decimal(env, 'PAYER_CHANNEL_MAX_DEPOSIT_USDC', '1', 6),
+    payerChannelIdleSeconds: integer(env, 'PAYER_CHANNEL_IDLE_SECONDS', 86_400, 60, 31_536_000),
     receiverChannels: {
       networks: receiverChannelNetworks(env, networks),
       withdrawDelaySeconds: integer(env, 'CHANNEL_RECEIVER_WITHDRAW_DELAY_SECONDS', 86_400, 900, 2_592_000),

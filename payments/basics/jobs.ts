@@ -35,6 +35,7 @@ export interface JobPayloads {
   /** `force`: claim whatever is claimable now (an operator, a test), not only on the threshold or period. */
   channel_claims: CronPayload & { force?: boolean };
   float_refresh: Record<string, never>;
+  payer_channel_idle: CronPayload;
 }
 
 export type JobName = keyof JobPayloads;

@@ -612,3 +612,14 @@ export async function voucherOfProxyPayment(db: Db, reference: string): Promise<
     .orderBy('id', 'desc')
     .executeTakeFirst();
 }
+
+/** Runs `run` holding the lock every call on this channel's terms takes (payments/outgoing/channelIdle.ts). */
+export function underPayerChannelLock<T>(db: Db, channel: PayerChannel, run: () => Promise<T>): Promise<T> {
+  const terms = {
+    token: channel.token,
+    receiver: channel.receiver,
+    receiverAuthorizer: channel.receiver_authorizer,
+    withdrawDelay: channel.withdraw_delay,
+  };
+  return underChannelLock(db, termsKey(channel.network as NetworkName, terms), run);
+}

@@ -45,6 +45,7 @@ const EVERY_MIGRATION = [
   '2026_12_02_0037_receiver_channels',
   '2026_12_02_0039_payer_channels',
   '2026_12_02_0040_wallet_floats',
+  '2026_12_02_0041_payer_channel_idle',
 ];
 
 describe('migrations', () => {
