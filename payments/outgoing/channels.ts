@@ -148,16 +148,32 @@ function depositFor(
   return { deposit };
 }
 
-/** The open channel for these terms, created (with a new salt) when there is none. */
+/** A voucher of the channel still open when a call takes its lock. */
+interface OpenVoucher {
+  id: bigint;
+  state: 'sent' | 'unknown';
+  deposit_atomic: string | null;
+}
+
+/**
+ * The open channel for these terms (created, with a new salt, when there is none) and its vouchers
+ * still open, read in one query under the channel's lock.
+ */
 async function openChannel(
   db: Db,
   network: NetworkName,
   payer: Hex,
   terms: { token: Hex; receiver: Hex; receiverAuthorizer: Hex; withdrawDelay: number },
-): Promise<PayerChannel> {
+): Promise<{ channel: PayerChannel; open: OpenVoucher[] }> {
   const existing = await db
     .selectFrom('payer_channels')
     .selectAll()
+    .select(
+      sql<{ id: string; state: 'sent' | 'unknown'; deposit_atomic: string | null }[]>`coalesce((
+        select json_agg(json_build_object('id', v.id::text, 'state', v.state, 'deposit_atomic', v.deposit_atomic::text))
+        from payer_vouchers v where v.channel_id = payer_channels.channel_id and v.state in ('sent', 'unknown')
+      ), '[]'::json)`.as('open_vouchers'),
+    )
     .where('network', '=', network)
     .where('token', '=', terms.token)
     .where('receiver', '=', terms.receiver)
@@ -165,10 +181,13 @@ async function openChannel(
     .where('withdraw_delay', '=', terms.withdrawDelay)
     .where('state', '=', 'open')
     .executeTakeFirst();
-  if (existing) return existing;
+  if (existing) {
+    const { open_vouchers: open, ...channel } = existing;
+    return { channel, open: open.map((voucher) => ({ ...voucher, id: BigInt(voucher.id) })) };
+  }
   const salt = toHex(randomBytes(32));
   const config = payerChannelConfig(payer, terms, salt);
-  return db
+  const channel = await db
     .insertInto('payer_channels')
     .values({
       channel_id: channelIdOf(config, caip2Of(network)).toLowerCase(),
@@ -183,6 +202,7 @@ async function openChannel(
     })
     .returningAll()
     .executeTakeFirstOrThrow();
+  return { channel, open: [] };
 }
 
 /**
@@ -190,13 +210,7 @@ async function openChannel(
  * that ended without recording its answer (no one else holds the lock), and becomes `unknown`
  * (written only when there is one). Returns the unknown vouchers, with the deposit each carried.
  */
-async function openVouchers(db: Db, channelId: string): Promise<{ id: bigint; deposit_atomic: string | null }[]> {
-  const open = await db
-    .selectFrom('payer_vouchers')
-    .select(['id', 'state', 'deposit_atomic'])
-    .where('channel_id', '=', channelId)
-    .where('state', 'in', ['sent', 'unknown'])
-    .execute();
+async function unknownVouchers(db: Db, channelId: string, open: OpenVoucher[]): Promise<OpenVoucher[]> {
   if (open.some((voucher) => voucher.state === 'sent'))
     await db
       .updateTable('payer_vouchers')
@@ -204,7 +218,7 @@ async function openVouchers(db: Db, channelId: string): Promise<{ id: bigint; de
       .where('channel_id', '=', channelId)
       .where('state', '=', 'sent')
       .execute();
-  return open.map(({ id, deposit_atomic }) => ({ id, deposit_atomic }));
+  return open;
 }
 
 /**
@@ -335,8 +349,9 @@ export async function payThroughChannel(
   const cap = microToAsset(parseUsdc(deps.config.payerChannelMaxDepositUsdc), decimals);
 
   return underChannelLock(deps.db, key, async () => {
-    let channel = await openChannel(deps.db, choice.network, account.address, terms);
-    const unresolved = await openVouchers(deps.db, channel.channel_id);
+    const opened = await openChannel(deps.db, choice.network, account.address, terms);
+    let channel = opened.channel;
+    const unresolved = await unknownVouchers(deps.db, channel.channel_id, opened.open);
     // Only a call under this lock makes a voucher unknown: none now, none to decide after the answer.
     let unknownLeft = unresolved.length > 0;
     const config = configOf(channel);
@@ -358,26 +373,25 @@ export async function payThroughChannel(
         ...(sized.deposit === undefined ? {} : { deposit: sized.deposit }),
       });
       // Recorded before it leaves: the voucher, and the channel's highest ceiling ever signed.
-      const voucher = await deps.db.transaction().execute(async (tx) => {
-        const row = await tx
-          .insertInto('payer_vouchers')
-          .values({
-            channel_id: channel.channel_id,
-            call_reference: input.callReference ?? null,
-            base_atomic: charged,
-            ceiling_atomic: ceiling,
-            deposit_atomic: sized.deposit ?? null,
-            signature: payload.voucher.signature,
-          })
-          .returning('id')
-          .executeTakeFirstOrThrow();
-        await tx
-          .updateTable('payer_channels')
-          .set({ signed_max_atomic: sql`greatest(signed_max_atomic, ${ceiling}::numeric)`, last_used_at: new Date() })
-          .where('channel_id', '=', channel.channel_id)
-          .execute();
-        return row;
-      });
+      // One statement (both or neither), one round trip.
+      const voucher = await deps.db
+        .with('raised', (db) =>
+          db
+            .updateTable('payer_channels')
+            .set({ signed_max_atomic: sql`greatest(signed_max_atomic, ${ceiling}::numeric)`, last_used_at: new Date() })
+            .where('channel_id', '=', channel.channel_id),
+        )
+        .insertInto('payer_vouchers')
+        .values({
+          channel_id: channel.channel_id,
+          call_reference: input.callReference ?? null,
+          base_atomic: charged,
+          ceiling_atomic: ceiling,
+          deposit_atomic: sized.deposit ?? null,
+          signature: payload.voucher.signature,
+        })
+        .returning('id')
+        .executeTakeFirstOrThrow();
       deps.log.info(
         {
           channelId: channel.channel_id,
@@ -482,13 +496,20 @@ async function recordAnswer(
     const chargedAtomic = reported > increment ? increment : reported;
     // The seller accepted a voucher on our base: every earlier unknown voucher above it was never committed.
     if (sent.unknownLeft) await decideUnknown(db, channel.channel_id, sent.charged);
-    await close(
-      'charged',
-      `the seller charged ${chargedAtomic} of ${increment}`,
-      chargedAtomic,
-      receipt.transaction || undefined,
-    );
+    // The voucher and the channel in one statement (both or neither), one round trip.
     await db
+      .with('closed', (db) =>
+        db
+          .updateTable('payer_vouchers')
+          .set({
+            state: 'charged',
+            details: `the seller charged ${chargedAtomic} of ${increment}`,
+            charged_atomic: chargedAtomic,
+            ...(receipt.transaction ? { deposit_tx_hash: receipt.transaction } : {}),
+            resolved_at: new Date(),
+          })
+          .where('id', '=', voucherId),
+      )
       .updateTable('payer_channels')
       .set({
         charged_atomic: sql`greatest(charged_atomic, ${sent.charged + chargedAtomic}::numeric)`,
