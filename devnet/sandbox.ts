@@ -6,16 +6,19 @@
  * network, and on Polygon Amoy and MegaETH targets asking for Permit2 and upto, and on Polygon Amoy
  * batch-settlement), funded
  * service wallets, and a demo organisation whose API key and a funded client wallet are printed
- * with commands for a paid proxy call, a paid relay call and a paid chat. State is written to
+ * with commands for a paid proxy call, a paid relay call (also through a batch-settlement channel:
+ * the service takes channels on the sandbox's EVM networks whose USDC moves by EIP-3009, unless
+ * CHANNEL_RECEIVER_NETWORKS says otherwise) and a paid chat. State is written to
  * DATA_DIR/sandbox.json; keys are kept in DATA_DIR so the printed commands survive a restart.
  */
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Hex } from 'viem';
 import type { Db } from '../db/index';
 import { authenticateKey, createApiKey, createOrganisation } from '../payments/accounts/accounts';
 import { grantCredits } from '../payments/accounts/credits';
-import { DEFAULT_NETWORK_NAMES } from '../payments/basics/networkTable';
+import { DEFAULT_NETWORK_NAMES, NETWORK_TABLE } from '../payments/basics/networkTable';
 import { startPeers } from './index';
 import { startLocalLlm } from './llm';
 import { LOCAL_FINALITY_DEPTH, type NetworkName } from './networks';
@@ -37,6 +40,11 @@ interface SandboxKeys {
 
 export interface SandboxState {
   baseUrl: string;
+  /**
+   * New at every start (32 bytes): the chains start fresh, so a client's channels belong to one
+   * start. `sandbox:pay relay-channel` salts its channels with it and keeps them for this start only.
+   */
+  runId: Hex;
   apiKey: string;
   client: { evmPrivateKey: string; evmAddress: string; solanaSecretKey: number[]; solanaAddress: string };
   /** Base URL of every target by name. */
@@ -51,6 +59,8 @@ export interface SandboxState {
   llmUrl: string;
   /** SSRF_ALLOW_HOSTS of the service: the sandbox's targets, and the user's own entries. */
   ssrfAllowHosts: { sandbox: string[]; user: string[] };
+  /** CHANNEL_RECEIVER_NETWORKS of the service: the networks where /relay can be paid through a channel. */
+  channelNetworks: string[];
 }
 
 function readKeys(file: string): SandboxKeys | undefined {
@@ -110,6 +120,10 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
     .filter((entry) => entry !== '' && !sandboxHosts.includes(entry.toLowerCase()));
   const allowHosts = { sandbox: sandboxHosts, user: [...new Set(userHosts)] };
   const ssrfAllowHosts = [...allowHosts.sandbox, ...allowHosts.user].join(',');
+  // Channels (x402 batch-settlement) are taken where deposits can be: EVM networks whose USDC moves by EIP-3009.
+  const channelNetworks = peers.evmNetworks.filter((network) => NETWORK_TABLE[network].transferMethod === 'eip3009');
+  // The operator's own list wins, an empty one included (no channels).
+  const channelReceiverNetworks = options.env.CHANNEL_RECEIVER_NETWORKS ?? channelNetworks.join(',');
   const env: Record<string, string> = {
     NETWORKS: networks.join(','),
     EVM_PRIVATE_KEY: wallets.service.evm.privateKey,
@@ -121,6 +135,7 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
     LLM_MODEL: llm.model,
     // The sandbox lists what it has paid (GET /discovery/resources) unless told otherwise.
     DISCOVERY: options.env.DISCOVERY ?? 'public',
+    CHANNEL_RECEIVER_NETWORKS: channelReceiverNetworks,
   };
   for (const [network, url] of Object.entries(peers.rpcUrls)) {
     env[`RPC_URL_${network.toUpperCase().replace(/-/g, '_')}`] = required(url, `the RPC URL of ${network}`);
@@ -136,6 +151,8 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
     return (await createApiKey(db, organisation.accountId, DEMO_KEY_DAILY_CAP)).key;
   }
 
+  const runId = `0x${randomBytes(32).toString('hex')}` as const;
+
   return {
     env,
     async ready(baseUrl, db) {
@@ -148,6 +165,7 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
       }
       const state: SandboxState = {
         baseUrl,
+        runId,
         apiKey: await demoApiKey(db, previousKey),
         client: {
           evmPrivateKey: wallets.client.evm.privateKey,
@@ -167,6 +185,10 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
         facilitatorV2Url: peers.facilitatorV2.url,
         llmUrl: llm.url,
         ssrfAllowHosts: allowHosts,
+        channelNetworks: channelReceiverNetworks
+          .split(',')
+          .map((name) => name.trim())
+          .filter(Boolean),
       };
       writeFileSync(stateFile, JSON.stringify(state, null, 2) + '\n', { mode: 0o600 });
       print(banner(state, stateFile, ssrfAllowHosts));
@@ -227,6 +249,9 @@ ${line}
  A paid relay call (the client wallet pays the service with x402; the service pays the target):
    npm run sandbox:pay -- relay ${paidTarget}
    (any target above, path /paid: the client pays on the target's own network, EVM or Solana)
+ The same through a batch-settlement channel (x402 v2): the first call deposits into the channel,
+ the next ones send a voucher only and move no tokens (channels on ${state.channelNetworks.join(', ') || 'no network: CHANNEL_RECEIVER_NETWORKS is empty'}):
+   npm run sandbox:pay -- relay-channel ${paidTarget}
 ${
   paidV2Target
     ? `   x402 v2 targets (@x402/express 2.27) answer the same routes: ${paidV2Target}

@@ -4,15 +4,21 @@
 // exactly the price plus the fee leaving the client, the price reaching the target, the fee staying
 // with the service. It says "paid" only once the client's balance shows the payment: paying the same
 // Solana target twice moves the money twice, and an answer the service kept from an earlier call
-// (nothing moved) is reported as not paid.
-import { mkdtempSync, rmSync } from 'node:fs';
+// (nothing moved) is reported as not paid. Through a batch-settlement channel (relay-channel), the
+// first run deposits (the client's balance falls by the deposit) and a later run, with a new client
+// reading the channel from the file the first one left in DATA_DIR, sends one voucher only: no
+// tokens move, and the channel is charged the price plus the 3% fee.
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { createSolanaRpc, type Address as SolanaAddress, type Signature } from '@solana/kit';
 import { findAssociatedTokenPda, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
+import { decodePaymentRequiredHeader } from '@x402/core/http';
 import { pino } from 'pino';
 import { createPublicClient, getAddress, parseAbi, type Hash, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CHANNELS_FILE } from '../../devnet/channelStorage';
+import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi } from '../../devnet/evm/batch-settlement';
 import { localTransport } from '../../devnet/evm/chain';
 import {
   EVM_NETWORKS,
@@ -23,7 +29,14 @@ import {
   type SolanaNetworkName,
 } from '../../devnet/networks';
 import { startSandbox, type LocalSandbox, type SandboxState } from '../../devnet/sandbox';
-import { describeResult, parseCommand, paymentSeen, sandboxPay, sandboxTargetNetwork } from '../../devnet/sandboxPay';
+import {
+  channelPaymentSeen,
+  describeResult,
+  parseCommand,
+  paymentSeen,
+  sandboxPay,
+  sandboxTargetNetwork,
+} from '../../devnet/sandboxPay';
 import { SLOT_DURATION_MS } from '../../devnet/svm/ledger';
 import { solanaKeyFromSecret } from '../../devnet/svm/keys';
 import { decodePaymentResponseHeader, type PaymentRequiredBody } from '../../devnet/x402';
@@ -259,7 +272,124 @@ describe('sandbox:pay relay', () => {
       targetUrl: 'http://127.0.0.1:1/paid',
     });
     expect(parseCommand(['chat', 'two', 'words'])).toEqual({ mode: 'chat', message: 'two words' });
+    expect(parseCommand(['relay-channel', 'http://127.0.0.1:1/paid'])).toEqual({
+      mode: 'relay-channel',
+      targetUrl: 'http://127.0.0.1:1/paid',
+    });
     expect(parseCommand(['relay'])).toBeUndefined();
+    expect(parseCommand(['relay-channel'])).toBeUndefined();
     expect(parseCommand(['pay', 'x'])).toBeUndefined();
+  });
+});
+
+/** contractFetch, counting the requests that carry a payment (PAYMENT-SIGNATURE). */
+function countingFetch(): { fetch: typeof fetch; payments: () => number } {
+  const inner = contractFetch();
+  let payments = 0;
+  return {
+    fetch: (input, init) => {
+      const request = new Request(input, init);
+      if (request.headers.has('payment-signature')) payments++;
+      return inner(request);
+    },
+    payments: () => payments,
+  };
+}
+
+describe('sandbox:pay relay-channel', () => {
+  const network = 'base-sepolia';
+
+  async function channelOnChain(channelId: Hex) {
+    const [balance, totalClaimed] = await createPublicClient({
+      transport: localTransport(state.rpc[network]!),
+    }).readContract({
+      address: BATCH_SETTLEMENT_ADDRESS,
+      abi: batchSettlementAbi,
+      functionName: 'channels',
+      args: [channelId],
+    });
+    return { balance, totalClaimed };
+  }
+
+  it('pays /relay from a channel: the first run deposits, the next one sends a voucher only and moves no tokens', async () => {
+    const targetUrl = `${state.targets[network]}/paid`;
+    const { payTo, price } = await targetOffer(targetUrl);
+    const total = (price * 103n + 99n) / 100n;
+    const payer = getAddress(state.client.evmAddress);
+    expect(state.channelNetworks).toContain(network);
+
+    // The sandbox's service offers a channel beside exact, with the minimum first deposit the client will make.
+    const unpaid = await contractFetch()(`${state.baseUrl}/relay`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ api_url: targetUrl, method: 'GET', network }),
+    });
+    expect(unpaid.status).toBe(402);
+    const offer = decodePaymentRequiredHeader(unpaid.headers.get('payment-required')!).accepts.find(
+      (entry) => entry.scheme === 'batch-settlement',
+    );
+    expect(offer).toMatchObject({ network: 'eip155:84532', amount: total.toString(), payTo: service.evm });
+    const minDeposit = BigInt((offer!.extra as { minDeposit: string }).minDeposit);
+    expect(minDeposit).toBeGreaterThan(total);
+
+    const before = { client: await usdcBalance(network, payer), target: await usdcBalance(network, payTo) };
+    const firstRun = countingFetch();
+    const first = await sandboxPay(state, { mode: 'relay-channel', targetUrl }, firstRun.fetch, { dataDir });
+    expect(first.status, first.text).toBe(200);
+    expect(firstRun.payments()).toBe(1);
+    const deposited = first.channel!;
+    expect(deposited).toMatchObject({
+      network,
+      payer,
+      deposit: { amountMicroUsdc: minDeposit },
+      chargedMicroUsdc: total,
+      clientBalance: { before: before.client, after: before.client - minDeposit },
+    });
+    expect(await confirmed(network, deposited.deposit!.transaction)).toBe(true);
+    expect(await usdcBalance(network, payer)).toBe(before.client - minDeposit);
+    const { channelId } = deposited.channelState;
+    expect(deposited.channelState.chargedCumulativeAmount).toBe(total.toString());
+    expect(await channelOnChain(channelId)).toEqual({ balance: minDeposit, totalClaimed: 0n });
+    expect(deposited.onChain).toEqual({ balance: minDeposit, totalClaimed: 0n });
+    expect(channelPaymentSeen(deposited)).toBe(true);
+    expect(describeResult(first)).toMatch(
+      new RegExp(`^deposited .* \\(${minDeposit} micro-USDC\\) into a channel on ${network} from ${payer}`, 'm'),
+    );
+    // The client's channel is in DATA_DIR, for the next run.
+    const file = path.join(dataDir, CHANNELS_FILE);
+    expect(existsSync(file)).toBe(true);
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toMatchObject({
+      sandboxRunId: state.runId,
+      channels: { [channelId.toLowerCase()]: { chargedCumulativeAmount: total.toString() } },
+    });
+
+    // A second run: a new client, which knows the channel only from that file. One paid request, a voucher.
+    const secondRun = countingFetch();
+    const second = await sandboxPay(state, { mode: 'relay-channel', targetUrl }, secondRun.fetch, { dataDir });
+    expect(second.status, second.text).toBe(200);
+    expect(secondRun.payments()).toBe(1);
+    const voucher = second.channel!;
+    expect(voucher.deposit).toBeUndefined();
+    expect(voucher).toMatchObject({
+      network,
+      chargedMicroUsdc: total,
+      clientBalance: { before: before.client - minDeposit, after: before.client - minDeposit },
+      onChain: { balance: minDeposit, totalClaimed: 0n },
+    });
+    expect(voucher.channelState).toMatchObject({ channelId, chargedCumulativeAmount: (2n * total).toString() });
+    expect(await usdcBalance(network, payer)).toBe(before.client - minDeposit);
+    expect(await channelOnChain(channelId)).toEqual({ balance: minDeposit, totalClaimed: 0n });
+    expect(channelPaymentSeen(voucher)).toBe(true);
+    const printed = describeResult(second);
+    expect(printed).toContain(`paid by voucher: no tokens moved (the client's balance on ${network} stays`);
+    expect(printed).toContain(` USDC (${total} micro-USDC) on channel ${channelId}`);
+    expect(printed).toContain(`the channel on chain: balance ${minDeposit} micro-USDC, claimed 0`);
+
+    // The service paid the target from its own wallet each time.
+    for (const result of [first, second]) {
+      expect(result.targetPayment).toMatchObject({ success: true, network });
+      expect(await confirmed(network, result.targetPayment!.transaction)).toBe(true);
+    }
+    expect(await usdcBalance(network, payTo)).toBe(before.target + 2n * price);
   });
 });
