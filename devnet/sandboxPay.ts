@@ -48,6 +48,7 @@ import {
   isEvmNetwork,
   isSolanaNetwork,
   SOLANA_NETWORKS,
+  atomicAmount,
   CAIP2_NETWORKS,
   networkOfCaip2,
   type EvmNetworkName,
@@ -425,8 +426,18 @@ function channelPayingFetch(
     // A sandbox started afresh has fresh chains: a channel of this start is a new one (the salt is part of its id).
     salt: state.runId,
   });
-  // Registered for this one network and scheme: the client pays no other entry of the 402.
-  const client = new x402Client().register(CAIP2_NETWORKS[network], scheme);
+  // Registered for this one network and scheme: the client pays no other entry of the 402. The local
+  // USDC is allowed by address (@x402/core knows no default asset of some of these chains), capped
+  // per payment as every sandbox payment is; its deposits are capped by the client at 5 times that.
+  const client = new x402Client().register(CAIP2_NETWORKS[network], scheme).setSpendControls({
+    allowedAssets: [
+      {
+        network: CAIP2_NETWORKS[network],
+        asset: getAddress(EVM_NETWORKS[network].usdc),
+        maxAmountPerPayment: atomicAmount(network, MAX_PAYMENT_MICRO_USDC).toString(),
+      },
+    ],
+  });
   return wrapFetchWithPaymentV2(fetchFunction, client);
 }
 
