@@ -4,8 +4,9 @@
 // beside exact for the same amount; the first call of each payer deposits (its tokens move once,
 // read from the chain), the next ones send vouchers only (PAYMENT-RESPONSE transaction "", tokens
 // unmoved); a chat whose backend fails is not charged and its voucher's cumulative amount pays the
-// next chat; credits are added with the charge, once per voucher; a stale voucher gets the corrective
-// 402; and the worker's claim moves exactly the charged total of both channels to our wallet.
+// next chat; /llm/translate takes the same channel; credits are added with the charge, once per
+// voucher; a stale voucher gets the corrective 402; and the worker's claim moves exactly the charged
+// total of both channels to our wallet.
 import { x402Client } from '@x402/core/client';
 import {
   decodePaymentRequiredHeader,
@@ -280,6 +281,29 @@ describe('/llm/chat paid through a batch-settlement channel', () => {
     });
     expect(await chargedOf(chatChannel)).toBe(charged);
   });
+  it('/llm/translate takes the same channel: answered, charged its price by voucher', async () => {
+    const pay = payingFetch(chatPayer, chatStorage);
+    const charged = await chargedOf(chatChannel);
+    const res = await pay(`${t.service.url}/llm/translate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ text: 'good morning' }),
+    });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ targetLanguage: 'es', model: llm.model });
+    expect(decodePaymentResponseHeader(res.headers.get('payment-response')!)).toMatchObject({
+      success: true,
+      transaction: '',
+      extra: {
+        chargedAmount: CHAT_PRICE.toString(),
+        channelState: { chargedCumulativeAmount: (charged + CHAT_PRICE).toString() },
+      },
+    });
+    expect((await chargesOf(chatChannel)).at(-1)).toMatchObject({
+      cumulative: charged + CHAT_PRICE,
+      target_url: `${t.service.url}/llm/translate`,
+    });
+  });
 });
 
 describe('/v1/credits/purchase paid through a batch-settlement channel', () => {
@@ -390,7 +414,7 @@ describe('claims of the channels chat and purchases were paid through', () => {
   it('the worker claims both channels and settles: exactly their charged total reaches our wallet', async () => {
     const chatCharged = await chargedOf(chatChannel);
     const buyerCharged = await chargedOf(buyerChannel);
-    expect(chatCharged).toBe(7n * CHAT_PRICE);
+    expect(chatCharged).toBe(8n * CHAT_PRICE);
     expect(buyerCharged).toBe(4n * PURCHASE_PRICE);
     const oursBefore = await peers.usdcBalance(NETWORK, service());
     await sql`select graphile_worker.add_job('channel_claims', ${JSON.stringify({ force: true })}::json)`.execute(db);
