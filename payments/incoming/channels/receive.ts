@@ -41,8 +41,11 @@ import {
 import type { EvmNetworkClients } from '../../chains/evm/clients';
 import { readChannelPayload, type ChannelPayload } from './payload';
 import {
+  chargeUnderLease,
+  endLease,
   findChannel,
   insertCharge,
+  leaseUnchanged,
   recordReceiverTransaction,
   markReceiverTransaction,
   storeOnchain,
@@ -273,65 +276,77 @@ export async function acceptChannelPayment(
 
   const pendingId = randomUUID();
   const increment = payload.type === 'refund' ? 0n : price;
-  const reserved = await updateChannel<ChannelRefusal | StoredChannel>(deps.db, channelId, (current) => {
-    const charged = current?.chargedCumulative ?? 0n;
-    const state: StoredChannel = current ?? {
-      channelId,
-      network,
-      config: payload.config,
-      chargedCumulative: 0n,
-      signedMaxClaimable: 0n,
-      signature: undefined,
-      balance: onchain?.balance ?? 0n,
-      totalClaimed: onchain?.totalClaimed ?? 0n,
-      withdrawRequestedAt: onchain?.withdrawRequestedAt ?? 0,
-      refundNonce: onchain?.refundNonce ?? 0n,
-      onchainSyncedAt: undefined,
-      pendingId: undefined,
-      pendingUntil: undefined,
-      lastRequestAt: undefined,
-    };
-    const view: StoredChannel = onchain ? { ...state, ...onchain } : state;
-    // What the chain claimed is charged at least (a channel new to us, or a mirror lost).
-    const base = charged > view.totalClaimed ? charged : view.totalClaimed;
-    if (!current && payload.type !== 'deposit' && view.balance === 0n)
-      return { result: refusal(CHANNEL_ERRORS.missingChannel, 'no such channel: open it with a deposit') };
-    if (current?.pendingUntil !== undefined && current.pendingUntil.getTime() > now)
-      return { result: refusal(CHANNEL_ERRORS.channelBusy, 'the channel is serving another request') };
-    const expected = base + increment;
-    if (payload.voucher.maxClaimableAmount !== expected) {
-      const correction = { ...view, chargedCumulative: base };
-      return {
-        result: refusal(
-          CHANNEL_ERRORS.cumulativeMismatch,
-          `the voucher's maxClaimableAmount must be ${expected} (charged ${base} plus ${increment})`,
-          {
-            channelState: channelStateOf(correction),
-            ...(current?.signature
-              ? {
-                  voucherState: {
-                    signedMaxClaimable: current.signedMaxClaimable.toString(),
-                    signature: current.signature,
-                  },
-                }
-              : {}),
-          },
-        ),
-        ...(onchain && current ? { write: { onchain } } : {}),
-      };
-    }
-    return {
-      result: { ...view, chargedCumulative: base },
-      write: {
+  const pending = { id: pendingId, until: new Date(now + leaseMs) };
+  // The common case, a voucher on a channel as we last read it: the lease in one statement.
+  const leased =
+    payload.type === 'voucher' &&
+    stored !== undefined &&
+    onchain === undefined &&
+    stored.totalClaimed <= stored.chargedCumulative &&
+    payload.voucher.maxClaimableAmount === stored.chargedCumulative + increment
+      ? await leaseUnchanged(deps.db, channelId, { charged: stored.chargedCumulative, pending, now: new Date(now) })
+      : undefined;
+  const reserved =
+    leased ??
+    (await updateChannel<ChannelRefusal | StoredChannel>(deps.db, channelId, (current) => {
+      const charged = current?.chargedCumulative ?? 0n;
+      const state: StoredChannel = current ?? {
+        channelId,
         network,
         config: payload.config,
-        chargedCumulative: base,
-        ...(current ? {} : { signedMaxClaimable: base }),
-        ...(onchain ? { onchain } : {}),
-        pending: { id: pendingId, until: new Date(now + leaseMs) },
-      },
-    };
-  });
+        chargedCumulative: 0n,
+        signedMaxClaimable: 0n,
+        signature: undefined,
+        balance: onchain?.balance ?? 0n,
+        totalClaimed: onchain?.totalClaimed ?? 0n,
+        withdrawRequestedAt: onchain?.withdrawRequestedAt ?? 0,
+        refundNonce: onchain?.refundNonce ?? 0n,
+        onchainSyncedAt: undefined,
+        pendingId: undefined,
+        pendingUntil: undefined,
+        lastRequestAt: undefined,
+      };
+      const view: StoredChannel = onchain ? { ...state, ...onchain } : state;
+      // What the chain claimed is charged at least (a channel new to us, or a mirror lost).
+      const base = charged > view.totalClaimed ? charged : view.totalClaimed;
+      if (!current && payload.type !== 'deposit' && view.balance === 0n)
+        return { result: refusal(CHANNEL_ERRORS.missingChannel, 'no such channel: open it with a deposit') };
+      if (current?.pendingUntil !== undefined && current.pendingUntil.getTime() > now)
+        return { result: refusal(CHANNEL_ERRORS.channelBusy, 'the channel is serving another request') };
+      const expected = base + increment;
+      if (payload.voucher.maxClaimableAmount !== expected) {
+        const correction = { ...view, chargedCumulative: base };
+        return {
+          result: refusal(
+            CHANNEL_ERRORS.cumulativeMismatch,
+            `the voucher's maxClaimableAmount must be ${expected} (charged ${base} plus ${increment})`,
+            {
+              channelState: channelStateOf(correction),
+              ...(current?.signature
+                ? {
+                    voucherState: {
+                      signedMaxClaimable: current.signedMaxClaimable.toString(),
+                      signature: current.signature,
+                    },
+                  }
+                : {}),
+            },
+          ),
+          ...(onchain && current ? { write: { onchain } } : {}),
+        };
+      }
+      return {
+        result: { ...view, chargedCumulative: base },
+        write: {
+          network,
+          config: payload.config,
+          chargedCumulative: base,
+          ...(current ? {} : { signedMaxClaimable: base }),
+          ...(onchain ? { onchain } : {}),
+          pending,
+        },
+      };
+    }));
   if ('code' in reserved) return refused(reserved);
   let channel = reserved;
   const release = () => releaseChannel(deps, channelId, pendingId);
@@ -396,10 +411,7 @@ export async function acceptChannelPayment(
 
 /** Ends a request's lease without a charge (the resource failed): the same voucher pays the next request. */
 export async function releaseChannel(deps: Pick<Deps, 'db'>, channelId: Hex, pendingId: string): Promise<void> {
-  await updateChannel(deps.db, channelId, (current) => ({
-    result: undefined,
-    ...(current?.pendingId === pendingId ? { write: { pending: null } } : {}),
-  }));
+  await endLease(deps.db, channelId, pendingId);
 }
 
 export type ChargeCommit =
@@ -420,6 +432,18 @@ export async function commitChannelCharge(
 ): Promise<ChargeCommit> {
   if (amount < 0n || amount > reservation.increment)
     throw new RangeError(`a charge of ${amount} is outside 0..${reservation.increment}`);
+  // The common case, the lease still held and the voucher covering the charge: one statement.
+  const charged =
+    amount > 0n
+      ? await chargeUnderLease(deps.db, reservation.channelId, {
+          pendingId: reservation.pendingId,
+          amount,
+          voucher: reservation.voucher,
+          ...(targetUrl ? { targetUrl } : {}),
+        })
+      : undefined;
+  if (charged) return { ok: true, channel: charged, charged: amount };
+  // Otherwise under the row lock, which says why it cannot be charged (or charges nothing).
   return updateChannel<ChargeCommit>(deps.db, reservation.channelId, async (current, tx) => {
     if (!current || current.pendingId !== reservation.pendingId)
       return {

@@ -1,8 +1,9 @@
 /**
  * Our mirror of the channels clients pay us through, in Postgres (receiver_channels,
- * db/migrations/..._receiver_channels). Every change of a channel's row happens in a transaction
- * that holds its row lock (SELECT ... FOR UPDATE), so instances on one database see one order of
- * events per channel. A request is served under a lease (pending_id, pending_until) taken under
+ * db/migrations/..._receiver_channels). Every change of a channel's row happens under its row lock:
+ * a transaction around SELECT ... FOR UPDATE, or a single conditional UPDATE (the common request's
+ * lease, charge and release, at the end of this file), so instances on one database see one order
+ * of events per channel. A request is served under a lease (pending_id, pending_until) taken under
  * that lock: one request at a time per channel, in every instance; a charge is committed only by
  * the lease's holder, and its cumulative amount is unique per channel (receiver_channel_charges).
  */
@@ -240,4 +241,101 @@ export async function withNetworkClaimLock<T>(db: Db, network: string, work: () 
     if (!rows[0]?.locked) return undefined;
     return work();
   });
+}
+
+/*
+ * One-statement paths for a request on a channel that stands as we last read it: the lease, the
+ * charge and the release, each one round trip instead of a transaction around a row lock. Each is
+ * conditional on the row as the slow path would have found it under its lock, so either it does
+ * exactly what the slow path would, or it changes nothing (undefined) and the caller takes the slow
+ * path. A single UPDATE locks its row for its own duration: instances still see one order per channel.
+ */
+
+/**
+ * The lease, when the channel's charged total is still `charged` (at least what was claimed) and no
+ * live lease holds it: the row as leased, or undefined (the slow path decides).
+ */
+export async function leaseUnchanged(
+  db: Db,
+  channelId: Hex,
+  { charged, pending, now }: { charged: bigint; pending: { id: string; until: Date }; now: Date },
+): Promise<StoredChannel | undefined> {
+  const row = await db
+    .updateTable('receiver_channels')
+    .set({ pending_id: pending.id, pending_until: pending.until, updated_at: now })
+    .where('channel_id', '=', channelId.toLowerCase())
+    .where('charged_cumulative', '=', charged.toString())
+    .where('total_claimed', '<=', charged.toString())
+    .where((eb) => eb.or([eb('pending_until', 'is', null), eb('pending_until', '<=', now)]))
+    .returningAll()
+    .executeTakeFirst();
+  return row ? channelOf(row) : undefined;
+}
+
+/**
+ * The lease holder's charge of `amount` under the voucher it was given, with the charge's row: the
+ * channel as charged, or undefined when the lease is no longer held or the voucher does not cover
+ * it (the slow path says which). A cumulative amount already committed fails, as insertCharge does.
+ */
+export async function chargeUnderLease(
+  db: Db,
+  channelId: Hex,
+  charge: {
+    pendingId: string;
+    amount: bigint;
+    voucher: { maxClaimableAmount: bigint; signature: Hex };
+    targetUrl?: string;
+  },
+): Promise<StoredChannel | undefined> {
+  const id = channelId.toLowerCase();
+  const now = new Date();
+  const max = charge.voucher.maxClaimableAmount;
+  const row = await db
+    .with('charged', (qb) =>
+      qb
+        .updateTable('receiver_channels')
+        .set({
+          charged_cumulative: sql`charged_cumulative + ${charge.amount}::numeric`,
+          signed_max_claimable: max,
+          signature: charge.voucher.signature,
+          pending_id: null,
+          pending_until: null,
+          last_request_at: now,
+          updated_at: now,
+        })
+        .where('channel_id', '=', id)
+        .where('pending_id', '=', charge.pendingId)
+        .where(sql<boolean>`charged_cumulative + ${charge.amount}::numeric <= ${max}::numeric`)
+        .returningAll(),
+    )
+    .with('recorded', (qb) =>
+      qb
+        .insertInto('receiver_channel_charges')
+        .columns(['channel_id', 'cumulative', 'amount', 'signed_max_claimable', 'target_url'])
+        .expression((eb) =>
+          eb
+            .selectFrom('charged')
+            .select([
+              'charged.channel_id',
+              'charged.charged_cumulative',
+              sql<string>`${charge.amount}::numeric`.as('amount'),
+              sql<string>`${max}::numeric`.as('signed_max_claimable'),
+              sql<string | null>`${charge.targetUrl ?? null}::text`.as('target_url'),
+            ]),
+        ),
+    )
+    .selectFrom('charged')
+    .selectAll()
+    .executeTakeFirst();
+  return row ? channelOf(row) : undefined;
+}
+
+/** Ends the lease `pendingId` holds, if it still holds it. */
+export async function endLease(db: Db, channelId: Hex, pendingId: string): Promise<void> {
+  await db
+    .updateTable('receiver_channels')
+    .set({ pending_id: null, pending_until: null, updated_at: new Date() })
+    .where('channel_id', '=', channelId.toLowerCase())
+    .where('pending_id', '=', pendingId)
+    .execute();
 }
