@@ -1,7 +1,8 @@
 /**
  * Bench child: the local peers for the channel section, on Polygon Amoy (the opt-in network whose
  * default targets include `v2-batch-polygon-amoy`: the unmodified @x402/express 2.27 asking
- * batch-settlement alone, settled by the unmodified @x402/evm facilitator). A fresh client wallet
+ * batch-settlement alone, settled by the unmodified @x402/evm facilitator), and its x402 version 1
+ * target asking exact (x402-express 1.2). A fresh client wallet
  * is minted USDC for the direct baseline. Over IPC: `chain` reads from the local chain how many
  * transactions our wallet sent, the deposits into its channels, and the channels contract's events by name (each counted once per
  * transaction); `claim` has the target's channel manager claim and settle.
@@ -17,6 +18,8 @@ const NETWORK = 'polygon-amoy' as const;
 const priceMicroUsdc = BigInt(process.env.BENCH_CHANNEL_PRICE_MICRO_USDC ?? 1_000);
 const peers = await startPeers({ networks: [NETWORK], pricesMicroUsdc: { paid: priceMicroUsdc } });
 const target = defined(peers.targets[batchTargetName(NETWORK)], 'the batch-settlement target of the peers');
+/** The x402 version 1 target on the same network, asking exact (EIP-3009): a settlement per call. */
+const exactTarget = defined(peers.targets[NETWORK], 'the exact target of the peers');
 const chain = defined(peers.evmChains[NETWORK], 'the Polygon Amoy chain of the peers');
 const clientPrivateKey = generatePrivateKey();
 await peers.mint(NETWORK, privateKeyToAccount(clientPrivateKey).address, 100_000_000n);
@@ -92,6 +95,7 @@ serveChild(
     facilitatorUrl: peers.facilitator.url,
     targetUrl: target.url,
     paidUrl: target.routes.paid.url,
+    exactUrl: exactTarget.routes.paid.url,
     priceMicroUsdc: priceMicroUsdc.toString(),
     serviceEvmPrivateKey: peers.wallets.service.evm.privateKey,
     clientEvmPrivateKey: clientPrivateKey,

@@ -12,8 +12,11 @@ import type { RunResult } from './autocannon';
 import { Samples, type LatencySummary } from './stats';
 
 export interface PaidRun {
-  /** channel: direct with the unmodified @x402/fetch and @x402/evm's batch-settlement client (one deposit, then vouchers). */
-  mode: 'direct' | 'proxy' | 'relay' | 'settle' | 'channel';
+  /**
+   * channel: direct with the unmodified @x402/fetch and @x402/evm's batch-settlement client (one
+   * deposit, then vouchers); relay-channel: that same client paying POST /relay through its channel with us.
+   */
+  mode: 'direct' | 'proxy' | 'relay' | 'settle' | 'channel' | 'relay-channel';
   /** proxy, relay and settle: the service's base URL (settle reads the relay's 402 from it once, untimed). */
   url: string;
   targetUrl: string;
@@ -25,7 +28,7 @@ export interface PaidRun {
   facilitatorUrl?: string;
   count: number;
   concurrency: number;
-  /** channel: the CAIP-2 network, the token allowed by the spend controls, and what one deposit holds. */
+  /** channel, relay-channel: the CAIP-2 network, the token allowed by the spend controls, and what one deposit holds. */
   channel?: { caip2: `${string}:${string}`; asset: Hex; depositAtomic: string };
 }
 
@@ -143,8 +146,8 @@ export async function paidRun(run: PaidRun): Promise<PaidResult> {
   if (run.mode === 'direct' || run.mode === 'channel') {
     const pay = run.mode === 'channel' ? await batchFetch(run) : (await paidFetch(run)).fetch;
     send = () => pay(run.targetUrl);
-  } else if (run.mode === 'relay') {
-    const pay = (await paidFetch(run)).fetch;
+  } else if (run.mode === 'relay' || run.mode === 'relay-channel') {
+    const pay = run.mode === 'relay-channel' ? await batchFetch(run) : (await paidFetch(run)).fetch;
     const body = relayBody(run);
     send = () =>
       pay(new URL('/relay', run.url), { method: 'POST', headers: { 'content-type': 'application/json' }, body });

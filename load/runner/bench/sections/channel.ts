@@ -19,6 +19,10 @@ import type { Bench } from '../setup';
 
 export const CHANNEL_PROXY_BUDGET_MS = 5;
 export const CHANNEL_PROXY_GOAL = `/proxy to a batch-settlement target adds <= ${CHANNEL_PROXY_BUDGET_MS} ms p50 over the direct @x402/fetch channel call`;
+export const CHANNEL_RELAY_BATCH_BUDGET_MS = 20;
+export const CHANNEL_RELAY_BATCH_GOAL = `a channel client through /relay to a batch-settlement target adds <= ${CHANNEL_RELAY_BATCH_BUDGET_MS} ms p50 over paying it directly`;
+export const CHANNEL_RELAY_EXACT_BUDGET_MS = 150;
+export const CHANNEL_RELAY_EXACT_GOAL = `a channel client through /relay to an exact target adds <= ${CHANNEL_RELAY_EXACT_BUDGET_MS} ms p50 over x402-fetch paying it directly`;
 
 interface ChannelPeersInfo {
   network: string;
@@ -29,6 +33,7 @@ interface ChannelPeersInfo {
   facilitatorUrl: string;
   targetUrl: string;
   paidUrl: string;
+  exactUrl: string;
   priceMicroUsdc: string;
   serviceEvmPrivateKey: `0x${string}`;
   clientEvmPrivateKey: `0x${string}`;
@@ -81,33 +86,37 @@ export async function channel(bench: Bench): Promise<void> {
     RPC_URL_POLYGON_AMOY: info.rpcUrl,
     EVM_PRIVATE_KEY: info.serviceEvmPrivateKey,
     FACILITATOR_URL: info.facilitatorUrl,
-    SSRF_ALLOW_HOSTS: new URL(info.targetUrl).host,
+    SSRF_ALLOW_HOSTS: `${new URL(info.targetUrl).host},${new URL(info.exactUrl).host}`,
     PAYER_CHANNEL_DEPOSIT_MULTIPLIER: String(multiplier),
+    // The client's channel with us (the relay comparisons).
+    CHANNEL_RECEIVER_NETWORKS: info.network,
   });
   try {
-    const run = (mode: 'channel' | 'proxy', count: number) =>
+    type Mode = 'channel' | 'proxy' | 'relay-channel' | 'direct';
+    const run = (mode: Mode, count: number, targetUrl = info.paidUrl) =>
       bench.loadgen.call<PaidResult>(
         'paid',
         {
           run: {
             mode,
             url: service.url,
-            targetUrl: info.paidUrl,
+            targetUrl,
             apiKey: bench.bindings.apiKey,
             rpcUrl: info.rpcUrl,
             chainId: info.chainId,
             clientEvmPrivateKey: info.clientEvmPrivateKey,
             count,
             concurrency: 1,
-            channel: { caip2: info.caip2, asset: info.usdc, depositAtomic: String(BigInt(multiplier) * price) },
+            // Room for the direct channel's calls and, at price plus fee, the relay's to both targets.
+            channel: { caip2: info.caip2, asset: info.usdc, depositAtomic: String(3n * BigInt(multiplier) * price) },
           },
         },
         600_000,
       );
     const failures: string[] = [];
-    const checked = async (mode: 'channel' | 'proxy', count: number) => {
-      const result = await run(mode, count);
-      const bad = result.calls.length - (result.byStatus['200']?.count ?? 0) + result.errors;
+    const checked = async (mode: Mode, count: number, targetUrl?: string) => {
+      const result = await run(mode, count, targetUrl);
+      const bad = count - (result.byStatus['200']?.count ?? 0);
       if (bad > 0) failures.push(`${mode}: ${bad} calls not 200 (first: ${result.failures[0] ?? '?'})`);
       return result;
     };
@@ -135,6 +144,7 @@ export async function channel(bench: Bench): Promise<void> {
       direct.push(...(await split('channel', count)));
       proxied.push(...(await split('proxy', count)));
     }
+    const relayed = await relayComparisons(checked, info, calls);
     const afterRun = await peersChild.call<OnChain>('chain');
     progress('channel: the seller claims and settles');
     const claim = await peersChild.call<{ claims: number; settled: boolean }>('claim', {}, 180_000);
@@ -176,8 +186,17 @@ export async function channel(bench: Bench): Promise<void> {
       `  after the seller's channel manager claimed and settled (${claim.claims} claim transaction(s)${claim.settled ? ', one settle' : ''}): ${events(afterClaim)}; ` +
         `our wallet: ${afterClaim.ourDeposits - before.ourDeposits} deposit(s), ${ours(afterClaim)} transaction(s) of its own`,
     );
+    for (const comparison of relayed) {
+      line(comparison.baselineName, comparison.baseline, '');
+      line(comparison.name, comparison.contender, `  ${signed(comparison.delta)} ms p50 over the direct call`);
+    }
+    say(
+      `  first relayed call (the client's deposit into its channel with us, settled on chain): ${fmt.ms(relayed[0]?.first ?? NaN)} ms; ` +
+        `the exact target's calls each wait for one settlement on both sides (the target's), the batch-settlement target's for none (local chain mining each transaction at once)`,
+    );
     if (failures.length > 0) say(`  FAILED CALLS: ${failures.join('; ')}`);
     bench.results.channel = {
+      relayed,
       phases,
       calls,
       warmup: WARMUP_CALLS,
@@ -196,8 +215,100 @@ export async function channel(bench: Bench): Promise<void> {
       met: failures.length === 0 && delta <= CHANNEL_PROXY_BUDGET_MS,
       measuredUs: delta * 1000,
     });
+    for (const comparison of relayed)
+      bench.goals.push({
+        goal: comparison.goal,
+        figure: `${signed(comparison.delta)} ms (${fmt.ms(comparison.contender.p50)} vs ${fmt.ms(comparison.baseline.p50)} ms)`,
+        met: failures.length === 0 && comparison.delta <= comparison.budgetMs,
+        measuredUs: comparison.delta * 1000,
+      });
   } finally {
     await bench.stopService(service);
     await peersChild.stop();
   }
+}
+
+interface Figure {
+  p50: number;
+  p95: number;
+  count: number;
+}
+
+const figureOf = (values: number[]): Figure => ({
+  p50: quantile(values, 0.5),
+  p95: quantile(values, 0.95),
+  count: values.length,
+});
+
+interface RelayComparison {
+  name: string;
+  baselineName: string;
+  goal: string;
+  budgetMs: number;
+  baseline: Figure;
+  contender: Figure;
+  delta: number;
+  first: number;
+}
+
+/**
+ * A channel client paying POST /relay (the unmodified @x402/fetch with @x402/evm's batch-settlement
+ * client, one deposit into its channel with us, then vouchers) against paying the target directly:
+ * the batch-settlement target (the direct channel client as baseline; we pay it from our own
+ * channel) and the exact target (x402-fetch paying it directly as baseline; we pay it exact, its
+ * settlement waited for as the direct client waits for it). Alternating halves after a warm-up.
+ */
+async function relayComparisons(
+  checked: (mode: 'channel' | 'relay-channel' | 'direct', count: number, targetUrl?: string) => Promise<PaidResult>,
+  info: ChannelPeersInfo,
+  calls: number,
+): Promise<RelayComparison[]> {
+  progress('channel: a channel client through /relay, its deposit, then the warm-up');
+  const first = durations(await checked('relay-channel', 1, info.paidUrl))[0] ?? NaN;
+  await checked('relay-channel', WARMUP_CALLS, info.paidUrl);
+  await checked('relay-channel', WARMUP_CALLS, info.exactUrl);
+  await checked('direct', WARMUP_CALLS, info.exactUrl);
+  const cases = [
+    {
+      name: '@x402/fetch channel -> POST /relay -> batch target',
+      baselineName: '@x402/fetch batch-settlement -> target (direct)',
+      goal: CHANNEL_RELAY_BATCH_GOAL,
+      budgetMs: CHANNEL_RELAY_BATCH_BUDGET_MS,
+      baselineMode: 'channel' as const,
+      url: info.paidUrl,
+      count: calls,
+    },
+    {
+      name: '@x402/fetch channel -> POST /relay -> exact target',
+      baselineName: 'x402-fetch -> exact target (direct)',
+      goal: CHANNEL_RELAY_EXACT_GOAL,
+      budgetMs: CHANNEL_RELAY_EXACT_BUDGET_MS,
+      baselineMode: 'direct' as const,
+      url: info.exactUrl,
+      // Each call of either side settles on chain: fewer of them.
+      count: Math.ceil(calls / 2),
+    },
+  ];
+  const comparisons: RelayComparison[] = [];
+  for (const each of cases) {
+    progress(`channel: ${each.name}, ${each.count} calls each`);
+    const baseline: number[] = [];
+    const contender: number[] = [];
+    for (const half of [0, 1]) {
+      const count = half === 0 ? Math.floor(each.count / 2) : each.count - Math.floor(each.count / 2);
+      baseline.push(...durations(await checked(each.baselineMode, count, each.url)));
+      contender.push(...durations(await checked('relay-channel', count, each.url)));
+    }
+    const figures = { baseline: figureOf(baseline), contender: figureOf(contender) };
+    comparisons.push({
+      name: each.name,
+      baselineName: each.baselineName,
+      goal: each.goal,
+      budgetMs: each.budgetMs,
+      ...figures,
+      delta: figures.contender.p50 - figures.baseline.p50,
+      first,
+    });
+  }
+  return comparisons;
 }
