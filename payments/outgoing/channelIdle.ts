@@ -177,16 +177,24 @@ async function askRefund(deps: ChannelIdleDeps, candidate: PayerChannel, idleBef
     const account = deps.chains.evm.account;
     if (!clients || !account)
       return { ...ids, step: 'skipped', details: `no EVM wallet is configured for ${channel.network}` };
-    const target = await refundTargetOf(deps.db, channel.channel_id);
+    const onChain = await readChannelOnChain(clients, channel.channel_id as Hex);
+    if (!onChain.ok) return { ...ids, step: 'failed', details: onChain.details };
+    const charged = BigInt(channel.charged_atomic);
+    const sellers = onChain.value.totalClaimed > charged ? onChain.value.totalClaimed : charged;
+    // Nothing of ours left (the seller claimed it all): nothing to ask for, the channel is just closed.
+    const target = onChain.value.balance > sellers ? await refundTargetOf(deps.db, channel.channel_id) : undefined;
+    const idleSince = `idle since ${channel.last_used_at.toISOString()}`;
     await deps.db
       .updateTable('payer_channels')
       .set({
         state: 'closing',
-        refund_requested_at: new Date(),
+        refund_requested_at: target ? new Date() : null,
         refund_url: target?.url ?? null,
         closing_details: target
-          ? `idle since ${channel.last_used_at.toISOString()}: a cooperative refund was asked of the seller`
-          : `idle since ${channel.last_used_at.toISOString()}: no resource of the seller is known to ask a refund of`,
+          ? `${idleSince}: a cooperative refund was asked of the seller`
+          : onChain.value.balance > sellers
+            ? `${idleSince}: no resource of the seller is known to ask a refund of`
+            : `${idleSince}: nothing of ours is left in it`,
       })
       .where('channel_id', '=', channel.channel_id)
       .where('state', '=', 'open')

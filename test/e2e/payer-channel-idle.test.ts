@@ -6,7 +6,8 @@
 // that fails every paid request) gets our initiateWithdraw instead, and once the chain's clock has
 // passed the withdraw delay, our finalizeWithdraw takes the rest back. The float figures (/metrics
 // and the operator's float report) count a channel being withdrawn and drop what came back; a call
-// to the same seller meanwhile opens a new channel. Every amount is read from the chain.
+// to the same seller meanwhile opens a new channel. A channel with a voucher not yet decided is left
+// open until it is. Every amount is read from the chain.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { startFaultProxy, type FaultProxy } from '../../devnet/faults';
@@ -217,5 +218,39 @@ describe('idle payer channels', () => {
       gauge: DEPOSIT - PRICE,
       report: `held in channels ${usdc(DEPOSIT - PRICE)} USDC`,
     });
+  });
+  it('idle with a voucher not decided yet: left open until it is, then refunded with the seller claiming its charge in the same step', async () => {
+    const third = (await channels())[2]!;
+    expect(third).toMatchObject({ state: 'open', charged_atomic: PRICE.toString() });
+    // A voucher whose answer was lost, as a call that died would leave it.
+    const lost = await db
+      .insertInto('payer_vouchers')
+      .values({
+        channel_id: third.channel_id,
+        base_atomic: PRICE,
+        ceiling_atomic: 2n * PRICE,
+        signature: `0x${'22'.repeat(65)}`,
+        state: 'unknown',
+      })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    await runIdleTask(daysAhead(2));
+    expect((await channels())[2]).toMatchObject({ state: 'open', refund_requested_at: null });
+
+    // Decided (the seller never committed it): the channel is given back. The seller has not claimed
+    // its one charge: its refund claims it and pays us the rest.
+    await db
+      .updateTable('payer_vouchers')
+      .set({ state: 'not_charged', resolved_at: new Date() })
+      .where('id', '=', lost.id)
+      .execute();
+    const before = await peers.usdcBalance(NETWORK, ours());
+    expect(await channelOnChain(peers, NETWORK, third.channel_id)).toEqual({ balance: DEPOSIT, totalClaimed: 0n });
+    await runIdleTask(daysAhead(2));
+    expect(await peers.usdcBalance(NETWORK, ours())).toBe(before + DEPOSIT - PRICE);
+    // The seller's charge claimed in the refund's transaction, the rest ours.
+    expect(await channelOnChain(peers, NETWORK, third.channel_id)).toEqual({ balance: PRICE, totalClaimed: PRICE });
+    expect((await channels())[2]).toMatchObject({ state: 'closed' });
+    expect(await floatFigures()).toEqual({ gauge: 0n, report: 'held in channels 0 USDC' });
   });
 });
