@@ -317,6 +317,16 @@ export interface paths {
          *     Exactly once per payment: the same payment sent again (a client retrying after a lost
          *     answer) gets the recorded answer, 200 or 202, with `Idempotent-Replayed: true`; it is never
          *     credited twice. A payment used elsewhere is a 400 `payment_reused`.
+         *
+         *     **Batch-settlement channels.** On the networks of CHANNEL_RECEIVER_NETWORKS (none by
+         *     default) PAYMENT-REQUIRED also offers a `batch-settlement` entry beside each `exact` one, for
+         *     the same amount. A channel client deposits once, then pays each purchase with a voucher: the
+         *     credits are added in the same database transaction as the charge on the channel (200,
+         *     `status` `credited`; `transaction` only for a deposit). PAYMENT-RESPONSE carries
+         *     `transaction` "" for a voucher, `extra.chargedAmount` and `extra.channelState`; a stale
+         *     voucher gets a 402 whose `error` is the specification's code (`invalid_batch_settlement_evm_*`),
+         *     the channel entries carrying our state, and buys nothing. A refund of the channel is asked of
+         *     POST /relay.
          */
         post: operations["postCreditsPurchase"];
         delete?: never;
@@ -486,6 +496,16 @@ export interface paths {
          *        the record that follows the payment; a 402 after the model answered only when the chain
          *        shows nothing moved.
          *
+         *     **Batch-settlement channels.** On the networks of CHANNEL_RECEIVER_NETWORKS (none by
+         *     default) PAYMENT-REQUIRED also offers a `batch-settlement` entry beside each `exact` one, for
+         *     the same amount. A channel client deposits once, then pays each request with a voucher; its
+         *     price is committed on the channel only once the model answered (a failed backend charges
+         *     nothing: the same voucher pays the next request). PAYMENT-RESPONSE carries `transaction` ""
+         *     for a voucher (the deposit's transaction for a deposit), `extra.chargedAmount` and
+         *     `extra.channelState`; a stale voucher gets a 402 whose `error` is the specification's code
+         *     (`invalid_batch_settlement_evm_*`), the channel entries carrying our state. A refund of the
+         *     channel is asked of POST /relay.
+         *
          *     **Retries after a lost answer.** With an Idempotency-Key, or a version 2 payment whose
          *     `payment-identifier` extension carries an `id` (PAYMENT-REQUIRED declares the extension; the
          *     id means what the key means, and when both are sent they must be equal, else 400), the chat
@@ -528,6 +548,9 @@ export interface paths {
          *        asked, and the payment is settled only after the model answered (X-Payment-Response, or
          *        PAYMENT-RESPONSE for a version 2 payment, carries the settlement). A failed translation
          *        (500) or a missing backend (503) charges nothing.
+         *
+         *     On the networks of CHANNEL_RECEIVER_NETWORKS it is also paid through `batch-settlement`
+         *     channels, as POST /llm/chat is.
          */
         post: operations["postLlmTranslate"];
         delete?: never;
