@@ -48,7 +48,7 @@ export async function spentOn(db: Db | Tx, key: SpendKey): Promise<bigint> {
 }
 
 /** Takes back an amount added earlier (a released reservation); never below zero. */
-export async function subtractSpend(tx: Tx, key: SpendKey, amount: bigint): Promise<void> {
+export async function subtractSpend(tx: Db | Tx, key: SpendKey, amount: bigint): Promise<void> {
   await sql`
     select subtract_spend(${key.scope}::text, ${key.scopeId}::text, ${key.networkClass}::text, ${key.day}::date, ${amount}::bigint)`.execute(
     tx,

@@ -4,8 +4,9 @@
 // through our own channel with it. Neither side waits for a block after the deposits: the client's
 // tokens move once (its deposit), ours once (our deposit), and the calls in between send no
 // transaction from either wallet. The client's channel is charged what the seller charged plus the
-// fee (less than the price when the seller charges less), nothing when the target fails; every leg
-// is read from the chain after the seller's claim and settle and after ours.
+// fee (less than the price when the seller charges less), nothing when the target fails; the daily
+// relay limits count what it was charged; every leg is read from the chain after the seller's claim
+// and settle and after ours.
 import { x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { toClientEvmSigner } from '@x402/evm';
@@ -71,6 +72,7 @@ beforeAll(async () => {
         CHANNEL_RECEIVER_CLAIM_THRESHOLD_USDC: '1000',
         CHANNEL_RECEIVER_CLAIM_PERIOD_SECONDS: '604800',
         PAYER_CHANNEL_DEPOSIT_MULTIPLIER: '20',
+        RELAY_DAILY_PER_WALLET_USD: '1',
       },
       { resolver: tableResolver() },
     );
@@ -223,8 +225,41 @@ describe('/relay from a channel client to a batch-settlement target', () => {
     expect(await chargedOf(clientChannel)).toBe(before + TOTAL);
   });
 
+  it('the daily relay limits count what channel payments were charged, and refuse one past the limit with nothing charged', async () => {
+    const charged = await chargedOf(clientChannel);
+    const limits = await t.client.get(`/relay/limits/${payer.address}`);
+    expect(limits.status, limits.text).toBe(200);
+    // Failed calls and the smaller charge were taken back: the counter is what was charged.
+    expect(limits.body).toMatchObject({ testnet: { wallet_limits: { today_spent: Number(charged) / 1e6 } } });
+    // Earlier payments of this wallet today bring it just under its 1 USD limit.
+    const day = new Date().toISOString().slice(0, 10);
+    await db
+      .updateTable('daily_spend')
+      .set({ spent_micro_usdc: 1_000_000n - TOTAL + 1n })
+      .where('scope', '=', 'relay_wallet')
+      .where('scope_id', '=', payer.address)
+      .where('day', '=', day)
+      .execute();
+    const pay = payingFetch();
+    const refused = await relay(pay, seller.routes.paid.url);
+    expect(refused.status, await refused.clone().text()).toBe(429);
+    expect(refused.headers.get('payment-response')).toBeNull();
+    expect(await chargedOf(clientChannel)).toBe(charged);
+    // Nothing stays held: the channel serves the next payment once the limit allows it.
+    await db
+      .updateTable('daily_spend')
+      .set({ spent_micro_usdc: charged })
+      .where('scope', '=', 'relay_wallet')
+      .where('scope_id', '=', payer.address)
+      .where('day', '=', day)
+      .execute();
+    const next = await relay(pay, seller.routes.paid.url);
+    expect(next.status).toBe(200);
+    expect(await chargedOf(clientChannel)).toBe(charged + TOTAL);
+  });
+
   it('after the sellers claim and settle, and we do: every leg on chain is exact', async () => {
-    const sellerCalls = BigInt(CALLS) + 2n;
+    const sellerCalls = BigInt(CALLS) + 3n;
     // The local sellers are paid to one address.
     expect(halfSeller.routes.paid.payTo).toBe(seller.routes.paid.payTo);
     const clientCharged = await chargedOf(clientChannel);

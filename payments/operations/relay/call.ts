@@ -160,6 +160,7 @@ export async function relayCall(
       budget,
     });
     if (result.kind === 'outcome') return result.outcome;
+    if (result.kind === 'over_limit') return overLimit(result.refusal, result.payer, quote.choice.networkClass);
     return channelRefused(result.refusal, accepts, [
       ...correctedChannelOffers(channelAccepts, result.refusal),
       ...uptoAccepts,

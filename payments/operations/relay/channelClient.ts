@@ -13,12 +13,20 @@
  * specification's code and whose channel entries carry our channel state and the last voucher we
  * hold. The worker claims and settles the committed charges (worker/tasks/channelClaims.ts).
  *
- * Not recorded in relay_transactions (no daily relay limits or webhook records for channel
- * payers yet): the charges are rows of receiver_channel_charges.
+ * The daily relay limits count a channel payment as they count any other: the increment is added to
+ * the payer's and the service's counters with the lease (a 429 when either would pass its limit,
+ * the lease released, nothing charged), and what is not charged is taken back. Not recorded in
+ * relay_transactions (no webhook records for channel payers): the charges are rows of
+ * receiver_channel_charges.
  */
 import { randomNonce } from '../../chains/evm';
 import { caip2Of, canonicalNetwork, NETWORK_TABLE } from '../../basics/networkTable';
-import { assetToMicro, microToAsset } from '../../basics/money';
+import { assetToMicro, microToAsset, usdToMicro } from '../../basics/money';
+import { utcDay } from '../../basics/clock';
+import { SYSTEM_SCOPE_ID, spentOn, subtractSpend, type SpendKey } from '../../accounts/limits';
+import type { RelayLimitRefusal } from './admit';
+import { sql } from 'kysely';
+import { getAddress } from 'viem';
 import { uptoRelaySettlement } from '../../accounts/fees';
 import { chargedMicro, payThroughChannel } from '../../outgoing/channels';
 import type { TargetResponse } from '../../basics/http/index';
@@ -106,7 +114,53 @@ export function correctedChannelOffers(
 }
 
 export type ChannelRelayResult =
-  { kind: 'outcome'; outcome: RelayOutcome } | { kind: 'refused'; refusal: ChannelRefusal };
+  | { kind: 'outcome'; outcome: RelayOutcome }
+  | { kind: 'refused'; refusal: ChannelRefusal }
+  | { kind: 'over_limit'; refusal: RelayLimitRefusal; payer: string };
+
+/** The daily relay counters a channel payment moves: the payer's and the service's, in micro-USDC. */
+function spendKeys(deps: Pick<PayingDeps, 'clock'>, reservation: ChannelReservation): [SpendKey, SpendKey] {
+  const day = utcDay(deps.clock.now());
+  const { networkClass } = NETWORK_TABLE[reservation.network];
+  return [
+    { scope: 'relay_wallet', scopeId: getAddress(reservation.payer), networkClass, day },
+    { scope: 'relay_system', scopeId: SYSTEM_SCOPE_ID, networkClass, day },
+  ];
+}
+
+/** Adds the request's increment to both counters, or to neither: the refusal of the first that would pass its limit. */
+async function countSpend(
+  deps: Pick<PayingDeps, 'db' | 'clock' | 'config'>,
+  reservation: ChannelReservation,
+  amountMicro: bigint,
+): Promise<RelayLimitRefusal | undefined> {
+  const [wallet, system] = spendKeys(deps, reservation);
+  const limits = [usdToMicro(deps.config.relayDailyPerWalletUsd), usdToMicro(deps.config.relayDailyTotalUsd)] as const;
+  const { rows } = await sql<{ refused: number | null }>`
+    select add_spend(
+      array['relay_wallet', 'relay_system']::text[], array[${wallet.scopeId}, ${system.scopeId}]::text[],
+      array[${wallet.networkClass}, ${system.networkClass}]::text[], array[${limits[0]}::bigint, ${limits[1]}::bigint],
+      ${wallet.day}::date, ${amountMicro}::bigint) as refused`.execute(deps.db);
+  const refused = rows[0]?.refused ?? null;
+  if (refused === null) return undefined;
+  const byWallet = refused !== 2;
+  return {
+    scope: byWallet ? 'wallet' : 'system',
+    spentMicro: await spentOn(deps.db, byWallet ? wallet : system),
+    limitMicro: byWallet ? limits[0] : limits[1],
+    requestedMicro: amountMicro,
+  };
+}
+
+/** Takes back from both counters what a request added and was not charged. */
+async function uncountSpend(
+  deps: Pick<PayingDeps, 'db' | 'clock'>,
+  reservation: ChannelReservation,
+  amountMicro: bigint,
+): Promise<void> {
+  if (amountMicro <= 0n) return;
+  for (const key of spendKeys(deps, reservation)) await subtractSpend(deps.db, key, amountMicro);
+}
 
 const NOT_CHARGED = 'nothing was charged on your channel';
 
@@ -145,7 +199,20 @@ export async function relayChannelClient(
     };
   }
   const { reservation } = accepted;
-  const release = () => releaseChannel(deps, reservation.channelId, reservation.pendingId);
+  const decimals = NETWORK_TABLE[reservation.network].decimals;
+  const countedMicro = assetToMicro(reservation.increment, decimals);
+  const overLimit = await countSpend(deps, reservation, countedMicro).catch(async (error: unknown) => {
+    await releaseChannel(deps, reservation.channelId, reservation.pendingId);
+    throw error;
+  });
+  if (overLimit) {
+    await releaseChannel(deps, reservation.channelId, reservation.pendingId);
+    return { kind: 'over_limit', refusal: overLimit, payer: getAddress(reservation.payer) };
+  }
+  const release = async () => {
+    await releaseChannel(deps, reservation.channelId, reservation.pendingId);
+    await uncountSpend(deps, reservation, countedMicro);
+  };
   try {
     const served = isChannel(choice)
       ? await throughOurChannel(deps, input, { choice, budget, reservation })
@@ -156,6 +223,9 @@ export async function relayChannelClient(
     }
     const { response, paymentResponse } = served;
     const committed = await commitChannelCharge(deps, reservation, input.call.api_url, served.charge);
+    // What the counters hold beyond the charge (a smaller charge, or none) is taken back.
+    const chargedMicro = committed.ok ? assetToMicro(committed.charged, decimals) : 0n;
+    await uncountSpend(deps, reservation, countedMicro - chargedMicro);
     if (!committed.ok) {
       deps.log.error(
         { channelId: reservation.channelId, code: committed.refusal.code, details: committed.refusal.details },
