@@ -20,7 +20,7 @@
  * Until it is `closed` the channel's balance counts in our float (payments/tracking/float.ts).
  */
 import type { Updateable } from 'kysely';
-import type { Hash, Hex } from 'viem';
+import { TransactionNotFoundError, type Hash, type Hex } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import type { Db } from '../../db/index';
 import type { PayerChannelsTable, PayerTxState } from '../../db/schema';
@@ -322,9 +322,14 @@ async function requestRefund(
   return ok({ transaction: settled.transaction });
 }
 
-/** The outcome of one of our transactions recorded `sent`: from its receipt, if the chain has one. */
+/**
+ * The outcome of one of our transactions recorded `sent`, from its receipt; one the node does not
+ * know at all was dropped and counts as `reverted` (sent again only if the chain still needs it:
+ * the contract refuses a second withdrawal or finalization, so a duplicate can move nothing).
+ */
 async function receiptState(
   deps: ChannelIdleDeps,
+  clients: EvmNetworkClients,
   network: NetworkName,
   hash: string,
 ): Promise<PayerTxState | undefined> {
@@ -332,7 +337,12 @@ async function receiptState(
   if (!receipt.ok) return undefined;
   if (receipt.value.status === 'success') return 'confirmed';
   if (receipt.value.status === 'reverted') return 'reverted';
-  return 'sent';
+  try {
+    await clients.publicClient.getTransaction({ hash: hash as Hash });
+    return 'sent';
+  } catch (error) {
+    return error instanceof TransactionNotFoundError ? 'reverted' : undefined;
+  }
 }
 
 /**
@@ -363,7 +373,7 @@ async function advanceClosing(deps: ChannelIdleDeps, candidate: PayerChannel): P
     for (const kind of ['withdraw', 'finalize'] as const) {
       const hash = channel[`${kind}_tx_hash`];
       if (channel[`${kind}_tx_state`] !== 'sent' || hash === null) continue;
-      const state = await receiptState(deps, network, hash);
+      const state = await receiptState(deps, clients, network, hash);
       if (state === undefined || state === 'sent')
         return { ...ids, step: 'pending_transaction', details: `our ${kind} transaction ${hash} is not mined yet` };
       await set(kind === 'withdraw' ? { withdraw_tx_state: state } : { finalize_tx_state: state });
