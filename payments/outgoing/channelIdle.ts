@@ -117,7 +117,10 @@ export async function giveBackIdleChannels(deps: ChannelIdleDeps): Promise<IdleC
     .orderBy('channel_id')
     .limit(IDLE_CHANNELS_PER_RUN)
     .execute();
-  for (const channel of closing) await guarded(channel, () => advanceClosing(deps, channel));
+  // A channel idle above has been taken as far as it goes in this run.
+  const handled = new Set(idle.map((channel) => channel.channel_id));
+  for (const channel of closing)
+    if (!handled.has(channel.channel_id)) await guarded(channel, () => advanceClosing(deps, channel));
   return steps;
 }
 
