@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Hex } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { commitChannelChargeAlong } from '../../payments/incoming/channels/commitAlong';
+import { commitChannelChargeAlong } from '../../payments/incoming/channels/receive';
 import type { ChannelReservation } from '../../payments/incoming/channels/receive';
 import { findChannel } from '../../payments/incoming/channels/store';
 import { createTestAccount } from '../support/accounts';

@@ -39,6 +39,7 @@ import {
   type OnchainChannel,
 } from '../../chains/evm/batchSettlement/receiverChain';
 import type { EvmNetworkClients } from '../../chains/evm/clients';
+import type { Tx } from '../../../db/index';
 import { readChannelPayload, type ChannelPayload } from './payload';
 import {
   chargeUnderLease,
@@ -444,7 +445,48 @@ export async function commitChannelCharge(
       : undefined;
   if (charged) return { ok: true, channel: charged, charged: amount };
   // Otherwise under the row lock, which says why it cannot be charged (or charges nothing).
-  return updateChannel<ChargeCommit>(deps.db, reservation.channelId, async (current, tx) => {
+  return commitLocked(deps, reservation, { amount, ...(targetUrl ? { reference: targetUrl } : {}) });
+}
+
+export type ChargeCommitAlong<T> =
+  { ok: true; channel: StoredChannel; charged: bigint; value: T } | { ok: false; refusal: ChannelRefusal };
+
+/**
+ * The request's price committed in one database transaction with what it pays for (credits
+ * bought): the charge row, the channel's new cumulative amount and the caller's own writes are one
+ * commit, so a crash between them leaves both or neither. The rules of commitChannelCharge.
+ */
+export function commitChannelChargeAlong<T>(
+  deps: Pick<Deps, 'db'>,
+  reservation: ChannelReservation,
+  {
+    reference,
+    along,
+  }: {
+    /** What the charge paid for, kept on its row (receiver_channel_charges.target_url). */
+    reference: string;
+    /** The caller's writes, in the charge's transaction; the cumulative amount identifies the charge. */
+    along: (tx: Tx, charge: { cumulative: bigint; amount: bigint }) => Promise<T>;
+  },
+): Promise<ChargeCommitAlong<T>> {
+  return commitLocked(deps, reservation, { amount: reservation.increment, reference, along });
+}
+
+/** A charge under the channel's row lock, with the caller's writes (`along`) in its transaction. */
+async function commitLocked<T = undefined>(
+  deps: Pick<Deps, 'db'>,
+  reservation: ChannelReservation,
+  {
+    amount,
+    reference,
+    along,
+  }: {
+    amount: bigint;
+    reference?: string;
+    along?: (tx: Tx, charge: { cumulative: bigint; amount: bigint }) => Promise<T>;
+  },
+): Promise<ChargeCommitAlong<T>> {
+  return updateChannel<ChargeCommitAlong<T>>(deps.db, reservation.channelId, async (current, tx) => {
     if (!current || current.pendingId !== reservation.pendingId)
       return {
         result: {
@@ -453,19 +495,25 @@ export async function commitChannelCharge(
         },
       };
     // Nothing to charge (a seller that charged nothing, no fee): the lease ends, the voucher pays the next request.
-    if (amount === 0n)
+    if (amount === 0n && along === undefined)
       return {
-        result: { ok: true, channel: { ...current, pendingId: undefined, pendingUntil: undefined }, charged: 0n },
+        result: {
+          ok: true,
+          channel: { ...current, pendingId: undefined, pendingUntil: undefined },
+          charged: 0n,
+          value: undefined as T,
+        },
         write: { pending: null, lastRequestAt: new Date() },
       };
+    const ceiling = reservation.voucher.maxClaimableAmount;
     const cumulative = current.chargedCumulative + amount;
-    if (cumulative > reservation.voucher.maxClaimableAmount)
+    if (cumulative > ceiling)
       return {
         result: {
           ok: false,
           refusal: refusal(
             CHANNEL_ERRORS.chargeExceedsSigned,
-            `charged ${cumulative} exceeds the voucher's ${reservation.voucher.maxClaimableAmount}`,
+            `charged ${cumulative} exceeds the voucher's ${ceiling}`,
           ),
         },
         write: { pending: null },
@@ -474,22 +522,23 @@ export async function commitChannelCharge(
       channelId: reservation.channelId,
       cumulative,
       amount,
-      signedMaxClaimable: reservation.voucher.maxClaimableAmount,
-      ...(targetUrl ? { targetUrl } : {}),
+      signedMaxClaimable: ceiling,
+      ...(reference ? { targetUrl: reference } : {}),
     });
+    const value = along ? await along(tx, { cumulative, amount }) : (undefined as T);
     const channel: StoredChannel = {
       ...current,
       chargedCumulative: cumulative,
-      signedMaxClaimable: reservation.voucher.maxClaimableAmount,
+      signedMaxClaimable: ceiling,
       signature: reservation.voucher.signature,
       pendingId: undefined,
       pendingUntil: undefined,
     };
     return {
-      result: { ok: true, channel, charged: amount },
+      result: { ok: true, channel, charged: amount, value },
       write: {
         chargedCumulative: cumulative,
-        signedMaxClaimable: reservation.voucher.maxClaimableAmount,
+        signedMaxClaimable: ceiling,
         signature: reservation.voucher.signature,
         pending: null,
         lastRequestAt: new Date(),

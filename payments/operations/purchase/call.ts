@@ -30,7 +30,7 @@ import { completeWebhook, openWebhook } from '../../tracking/webhooks';
 import type { PaymentRequirements, SettlementResponse } from '../../x402/types';
 import type { PaymentRequirementsV2 } from '../../x402/v2';
 import { releaseChannel } from '../../incoming/channels/receive';
-import { commitChannelChargeAlong, type ChargeCommitAlong } from '../../incoming/channels/commitAlong';
+import { commitChannelChargeAlong, type ChargeCommitAlong } from '../../incoming/channels/receive';
 import {
   channelPaymentOf,
   channelReceipt,
