@@ -26,7 +26,7 @@ import type { SettleFailureReason } from '../../incoming/settle';
 import type { PaymentRequirements, SettlementResponse } from '../../x402/types';
 import type { PaymentRequirementsV2 } from '../../x402/v2';
 import { BATCH_SETTLEMENT_SCHEME } from '../../chains/evm/batchSettlement/voucher';
-import { acceptedChannelOffer, correctedChannelOffers } from '../relay/channelClient';
+import { acceptedChannelOffer, channelRefusalReason, correctedChannelOffers } from '../../incoming/channels/offers';
 
 export type SellingDeps = Pick<Deps, 'db' | 'chains' | 'config' | 'submissions' | 'log' | 'clock'>;
 
@@ -60,15 +60,6 @@ export type ChannelTaken =
   | { kind: 'refused'; error: string; reason: SettleFailureReason; offers: PaymentRequirementsV2[] }
   /** Our failure (a chain we could not read or write); nothing was charged. */
   | { kind: 'unavailable'; details: string };
-
-/** The kind of refusal a channel payment's error code is, for the code of our 402's body. */
-function channelRefusalReason(code: string): SettleFailureReason {
-  if (/cumulative_amount_mismatch|cumulative_below_claimed|charge_exceeds/.test(code)) return 'wrong_amount';
-  if (code.endsWith('voucher_signature')) return 'invalid_signature';
-  if (/exceeds_balance|below_min_deposit/.test(code)) return 'insufficient_funds';
-  if (/_mismatch$/.test(code)) return 'offer_mismatch';
-  return 'invalid_transaction';
-}
 
 /** A refused channel payment: a corrective 402 (our channel entries with our state), or our failure. */
 export function refusedChannelPayment(

@@ -42,7 +42,8 @@ import { deliver, deliverUsed, handOver, recordedTargetPayment, scheduleRefund, 
 import { quoteRelay, relayOffers, relayUptoOffers, type RelayQuote } from './quote';
 import type { RelayCall, RelayOutcome } from './types';
 import { relayUptoClient } from './uptoClient';
-import { acceptedChannelOffer, correctedChannelOffers, relayChannelClient, relayChannelOffers } from './channelClient';
+import { relayChannelClient, relayChannelOffers } from './channelClient';
+import { acceptedChannelOffer, channelRefusalReason, correctedChannelOffers } from '../../incoming/channels/offers';
 import type { ChannelRefusal } from '../../incoming/channels/receive';
 import { uptoIncomingOn } from '../../chains/registry';
 import type { UptoPaymentSignature } from '../../chains/uptoIncoming';
@@ -489,15 +490,6 @@ function refused(
       details: `The payment could not be checked or settled (${reason}); nothing was charged: ${details}`,
     };
   return { kind: 'payment_required', accepts, uptoAccepts, error: `${reason}: ${details}`.slice(0, 1000), reason };
-}
-
-/** The kind of refusal a channel payment's error code is, for the code of our 402's body. */
-function channelRefusalReason(code: string): SettleFailureReason {
-  if (/cumulative_amount_mismatch|cumulative_below_claimed|charge_exceeds/.test(code)) return 'wrong_amount';
-  if (code.endsWith('voucher_signature')) return 'invalid_signature';
-  if (/exceeds_balance|below_min_deposit/.test(code)) return 'insufficient_funds';
-  if (/_mismatch$/.test(code)) return 'offer_mismatch';
-  return 'invalid_transaction';
 }
 
 /**

@@ -49,7 +49,6 @@ import {
   type ChannelRefusal,
   type ChannelReservation,
 } from '../../incoming/channels/receive';
-import { BATCH_SETTLEMENT_SCHEME } from '../../chains/evm/batchSettlement/voucher';
 import { DEFAULT_RELAY_TIMEOUT_SECONDS } from '../../incoming/offer';
 import { sendNotedPaidCall } from '../discovery/resources';
 import type { RelayCall, RelayOutcome } from './types';
@@ -74,43 +73,6 @@ export function relayChannelOffers(
     if (offer) offers.push(offer);
   }
   return offers;
-}
-
-/** The fields of an offer a client's `accepted` must echo; a corrective 402's state in `extra` is not one of them. */
-const EXTRA_TERMS = ['name', 'version', 'receiverAuthorizer', 'withdrawDelay', 'minDeposit'] as const;
-
-/** The channel entry of our 402 a payment accepted, or undefined. */
-export function acceptedChannelOffer(
-  accepted: PaymentRequirementsV2,
-  offers: readonly PaymentRequirementsV2[],
-): PaymentRequirementsV2 | undefined {
-  if (accepted.scheme !== BATCH_SETTLEMENT_SCHEME) return undefined;
-  const extra = accepted.extra;
-  return offers.find(
-    (offer) =>
-      offer.network === accepted.network &&
-      offer.amount === accepted.amount &&
-      offer.asset.toLowerCase() === accepted.asset.toLowerCase() &&
-      offer.payTo.toLowerCase() === accepted.payTo.toLowerCase() &&
-      offer.maxTimeoutSeconds === accepted.maxTimeoutSeconds &&
-      EXTRA_TERMS.every((term) => String(offer.extra[term]) === String(extra[term])),
-  );
-}
-
-/** Our channel entries with the refusal's state (a corrective 402: the client adopts it after checking the voucher's signature). */
-export function correctedChannelOffers(
-  offers: readonly PaymentRequirementsV2[],
-  refusal: ChannelRefusal,
-): PaymentRequirementsV2[] {
-  if (!refusal.channelState) return [...offers];
-  return offers.map((offer) => ({
-    ...offer,
-    extra: {
-      ...offer.extra,
-      channelState: refusal.channelState,
-      ...(refusal.voucherState ? { voucherState: refusal.voucherState } : {}),
-    },
-  }));
 }
 
 export type ChannelRelayResult =
