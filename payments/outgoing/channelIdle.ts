@@ -30,14 +30,14 @@ import { buildTargetRequest, type TargetResponse } from '../basics/http/index';
 import { fail, ok, type Result } from '../basics/result';
 import type { EvmNetworkClients } from '../chains/evm/clients';
 import { readReceipt } from '../chains/evm/submit';
-import { channelTerms, signChannelPayment, type PayerChannelConfig } from '../chains/evm/batchSettlement/payer';
+import { channelTerms, signChannelPayment } from '../chains/evm/batchSettlement/payer';
 import { chainSeconds, finalizeWithdrawCall, initiateWithdrawCall } from '../chains/evm/batchSettlement/payerWithdraw';
 import { readChannelOnChain, sendReceiverCall } from '../chains/evm/batchSettlement/receiverChain';
 import type { OfferV2 } from '../x402/parse';
 import { ourPaymentId } from '../x402/extensions';
 import { PAYMENT_RESPONSE_HEADER } from '../x402/v2';
 import { callBudget, callTarget, paymentRequiredOf } from './call';
-import { underPayerChannelLock, type PayerChannel } from './channels';
+import { configOf, underPayerChannelLock, type PayerChannel } from './channels';
 import { paymentSignatureHeader } from './pay';
 
 export type ChannelIdleDeps = Pick<
@@ -67,18 +67,6 @@ export interface IdleChannelStep {
     | 'skipped'
     | 'failed';
   details: string;
-}
-
-function configOf(channel: PayerChannel): PayerChannelConfig {
-  return {
-    payer: channel.payer as Hex,
-    payerAuthorizer: channel.payer_authorizer as Hex,
-    receiver: channel.receiver as Hex,
-    receiverAuthorizer: channel.receiver_authorizer as Hex,
-    token: channel.token as Hex,
-    withdrawDelay: channel.withdraw_delay,
-    salt: channel.salt as Hex,
-  };
 }
 
 async function channelRow(db: Db, channelId: string): Promise<PayerChannel | undefined> {

@@ -112,7 +112,8 @@ function termsKey(
   return `payer-channel:${network}:${terms.token.toLowerCase()}:${terms.receiver.toLowerCase()}:${terms.receiverAuthorizer.toLowerCase()}:${terms.withdrawDelay}`;
 }
 
-function configOf(channel: PayerChannel): PayerChannelConfig {
+/** The channel's configuration as the contract takes it, from its row. */
+export function configOf(channel: PayerChannel): PayerChannelConfig {
   return {
     payer: channel.payer as Hex,
     payerAuthorizer: channel.payer_authorizer as Hex,

@@ -30,7 +30,8 @@ import type { PaymentRequirementsV2 } from '../../x402/v2';
 import { receivedPayment } from '../../incoming/clientPayment';
 import { commitChannelCharge, releaseChannel } from '../../incoming/channels/receive';
 import { LLM_TIMEOUT_MS } from './llm';
-import { channelPaymentOf, channelReceipt, sellingChannelOffers, takeChannelPayment } from './channel';
+import { channelPaymentOf, sellingChannelOffers, takeChannelPayment } from './channel';
+import { channelReceipt } from '../../incoming/channels/offers';
 
 export type PaidChatOutcome =
   | { kind: 'not_configured' }

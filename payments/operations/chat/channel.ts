@@ -10,20 +10,18 @@
  * A cooperative refund is taken by POST /relay (the channel is the same one): the answers of what
  * we sell here have no shape for it.
  */
-import { caip2Of, canonicalNetwork } from '../../basics/networkTable';
+import { canonicalNetwork } from '../../basics/networkTable';
 import type { Deps } from '../../deps';
 import {
   acceptChannelPayment,
   channelOffer,
-  channelStateOf,
   CHANNEL_ERRORS,
   type ChannelReservation,
   type ChannelRefusal,
 } from '../../incoming/channels/receive';
-import type { StoredChannel } from '../../incoming/channels/store';
 import type { DecodedClientPayment } from '../../incoming/clientPayment';
 import type { SettleFailureReason } from '../../incoming/settle';
-import type { PaymentRequirements, SettlementResponse } from '../../x402/types';
+import type { PaymentRequirements } from '../../x402/types';
 import type { PaymentRequirementsV2 } from '../../x402/v2';
 import { BATCH_SETTLEMENT_SCHEME } from '../../chains/evm/batchSettlement/voucher';
 import { acceptedChannelOffer, channelRefusalReason, correctedChannelOffers } from '../../incoming/channels/offers';
@@ -108,23 +106,4 @@ export async function takeChannelPayment(
   if (accepted.kind === 'refunded')
     throw new Error(`channel ${accepted.channel.channelId} refunded through an operation that takes no refunds`);
   return { kind: 'reserved', reservation: accepted.reservation };
-}
-
-/**
- * The receipt of a committed channel charge, as /relay's channel path renders it: `transaction` ""
- * for a voucher (the deposit's hash for a deposit), `extra.chargedAmount` and `extra.channelState`.
- */
-export function channelReceipt(
-  reservation: ChannelReservation,
-  committed: { channel: StoredChannel; charged: bigint },
-): SettlementResponse {
-  const { deposit } = reservation;
-  return {
-    success: true,
-    transaction: deposit?.txHash ?? '',
-    network: caip2Of(reservation.network),
-    payer: reservation.payer,
-    amount: deposit ? deposit.amount.toString() : '',
-    extra: { chargedAmount: committed.charged.toString(), channelState: channelStateOf(committed.channel) },
-  };
 }

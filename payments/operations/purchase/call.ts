@@ -29,15 +29,9 @@ import { paymentIdentity } from '../relay/retries';
 import { completeWebhook, openWebhook } from '../../tracking/webhooks';
 import type { PaymentRequirements, SettlementResponse } from '../../x402/types';
 import type { PaymentRequirementsV2 } from '../../x402/v2';
-import { releaseChannel } from '../../incoming/channels/receive';
-import { commitChannelChargeAlong, type ChargeCommitAlong } from '../../incoming/channels/receive';
-import {
-  channelPaymentOf,
-  channelReceipt,
-  refusedChannelPayment,
-  sellingChannelOffers,
-  takeChannelPayment,
-} from '../chat/channel';
+import { commitChannelChargeAlong, releaseChannel, type ChargeCommitAlong } from '../../incoming/channels/receive';
+import { channelReceipt } from '../../incoming/channels/offers';
+import { channelPaymentOf, refusedChannelPayment, sellingChannelOffers, takeChannelPayment } from '../chat/channel';
 
 export type CreditPurchase = Selectable<CreditPurchasesTable>;
 

@@ -52,6 +52,7 @@ import {
 import { DEFAULT_RELAY_TIMEOUT_SECONDS } from '../../incoming/offer';
 import { sendNotedPaidCall } from '../discovery/resources';
 import type { RelayCall, RelayOutcome } from './types';
+import { channelReceipt } from '../../incoming/channels/offers';
 
 /**
  * The batch-settlement entries of our 402 for a priced call: one on each network of the exact
@@ -203,14 +204,7 @@ export async function relayChannelClient(
         response,
         headers: {
           paymentResponse,
-          clientSettlement: {
-            success: true,
-            transaction: deposit?.txHash ?? '',
-            network: caip2Of(reservation.network),
-            payer: reservation.payer,
-            amount: deposit ? deposit.amount.toString() : '',
-            extra: { chargedAmount: committed.charged.toString(), channelState: channelStateOf(committed.channel) },
-          },
+          clientSettlement: channelReceipt(reservation, committed),
           ...(deposit ? { clientPayment: deposit.txHash } : {}),
         },
       },
