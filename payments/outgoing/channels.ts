@@ -3,7 +3,9 @@
  * /proxy shares with whatever else pays that way. One open channel per network, token, receiver,
  * receiver authorizer and withdraw delay (payer_channels); per call, one voucher whose cumulative
  * ceiling is the seller's charge so far plus this call's price, and a deposit with it when the
- * channel's balance does not cover that ceiling.
+ * channel's balance does not cover that ceiling: an ERC-3009 authorization, or where the seller's
+ * token moves by Permit2 a Permit2 witness transfer, after our wallet's one standing approval of
+ * Permit2 on that token (./approval.ts, recorded in spending_approvals, never given per call).
  *
  * The rules:
  * - A channel serves one call at a time, in every instance: a Postgres advisory lock on its terms
@@ -45,11 +47,13 @@ import {
   readPayerChannel,
   signChannelPayment,
   type ChannelPayload,
+  type DepositMethod,
   type PayerChannelConfig,
 } from '../chains/evm/batchSettlement/payer';
 import type { PaymentChoice } from '../x402/choose';
 import { ourPaymentId } from '../x402/extensions';
 import { PAYMENT_REQUIRED_HEADER, PAYMENT_RESPONSE_HEADER, type PaymentRequirementsV2 } from '../x402/v2';
+import { ensureSpendingApproval } from './approval';
 import { callTarget, type CallBudget } from './call';
 import { paymentSignatureHeader } from './pay';
 
@@ -62,7 +66,10 @@ const CORRECTIVE_ERRORS = new Set([
   'invalid_batch_settlement_evm_cumulative_amount_below_claimed',
 ]);
 
-export type ChannelDeps = Pick<Deps, 'db' | 'chains' | 'config' | 'log' | 'clock' | 'resolver' | 'connections'>;
+export type ChannelDeps = Pick<
+  Deps,
+  'db' | 'chains' | 'config' | 'log' | 'clock' | 'resolver' | 'connections' | 'submissions' | 'paymentBounds'
+>;
 
 /** How one call paid through a channel ended. Amounts in the token's atomic units. */
 export type ChannelCallOutcome =
@@ -147,6 +154,28 @@ function depositFor(
     deposit = cap;
   }
   return { deposit };
+}
+
+/**
+ * How a deposit moves the seller's token: as its offer names it (`extra.assetTransferMethod`), else
+ * as the network moves its stablecoin (a token without ERC-3009 cannot be deposited otherwise).
+ */
+function depositMethodOf(offer: PaymentRequirementsV2, network: NetworkName): DepositMethod {
+  const named = offer.extra.assetTransferMethod;
+  if (named === 'permit2' || named === 'eip3009') return named;
+  return NETWORK_TABLE[network].transferMethod === 'permit2' ? 'permit2' : 'eip3009';
+}
+
+/** The choice as our standing approval sees it: Permit2 on the token, for at least the deposit. */
+function permit2DepositChoice(choice: PaymentChoice, deposit: bigint): PaymentChoice {
+  return {
+    ...choice,
+    requirements: {
+      ...choice.requirements,
+      maxAmountRequired: deposit.toString(),
+      extra: { ...choice.requirements.extra, assetTransferMethod: 'permit2' },
+    },
+  };
 }
 
 /** A voucher of the channel still open when a call takes its lock. */
@@ -348,6 +377,7 @@ export async function payThroughChannel(
   const price = BigInt(offer.amount);
   const { decimals } = NETWORK_TABLE[choice.network];
   const cap = microToAsset(parseUsdc(deps.config.payerChannelMaxDepositUsdc), decimals);
+  const method = depositMethodOf(offer, choice.network);
 
   return underChannelLock(deps.db, key, async () => {
     const opened = await openChannel(deps.db, choice.network, account.address, terms);
@@ -369,8 +399,20 @@ export async function payThroughChannel(
         { multiplier: deps.config.payerChannelDepositMultiplier, cap },
       );
       if ('refused' in sized) return { kind: 'unsigned', details: sized.refused, targetSide: true };
+      if (sized.deposit !== undefined && method === 'permit2') {
+        // Given once per network and token, and recorded; a later deposit finds it and sends nothing.
+        const approved = await ensureSpendingApproval(deps, permit2DepositChoice(choice, sized.deposit));
+        if (!approved.ok)
+          return {
+            kind: 'unsigned',
+            details: `our wallet's approval of Permit2 failed (${approved.reason}): ${approved.details}`,
+            targetSide: false,
+          };
+      }
       const payload = await signChannelPayment(account, clients, offer, config, {
         ceiling,
+        method,
+        nowSeconds: Math.floor(deps.clock.now().getTime() / 1000),
         ...(sized.deposit === undefined ? {} : { deposit: sized.deposit }),
       });
       // Recorded before it leaves: the voucher, and the channel's highest ceiling ever signed.

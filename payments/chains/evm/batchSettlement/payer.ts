@@ -20,6 +20,7 @@ import { getAddress, isAddress, zeroAddress, type Address, type Hex } from 'viem
 import type { PrivateKeyAccount } from 'viem/accounts';
 import type { PaymentRequirementsV2 } from '../../../x402/v2';
 import type { EvmNetworkClients } from '../clients';
+import { signPermit2Deposit, type Permit2DepositAuthorization } from './permit2Deposit';
 import { batchSettlementReceiverAbi } from './receiverAbi';
 import {
   BATCH_SETTLEMENT_ADDRESS,
@@ -111,7 +112,10 @@ export type ChannelPayload =
       type: 'deposit';
       channelConfig: PayerChannelConfig;
       voucher: { channelId: Hex; maxClaimableAmount: string; signature: Hex };
-      deposit: { amount: string; authorization: Record<string, unknown> };
+      deposit: {
+        amount: string;
+        authorization: Record<string, unknown> | { permit2Authorization: Permit2DepositAuthorization };
+      };
     }
   | {
       type: 'voucher';
@@ -119,18 +123,45 @@ export type ChannelPayload =
       voucher: { channelId: Hex; maxClaimableAmount: string; signature: Hex };
     };
 
+/** How a deposit moves the token: an ERC-3009 authorization, or a Permit2 witness transfer. */
+export type DepositMethod = 'eip3009' | 'permit2';
+
 /**
- * Signs our payment on a channel: with `deposit`, an ERC-3009 authorization moving it into the
- * channel (valid for the offer's maxTimeoutSeconds) and the voucher; without, the voucher alone.
+ * Signs our payment on a channel: with `deposit`, an authorization moving it into the channel
+ * (valid for the offer's maxTimeoutSeconds: ERC-3009, or Permit2 by `method`) and the voucher;
+ * without, the voucher alone.
  */
 export async function signChannelPayment(
   account: PrivateKeyAccount,
   clients: EvmNetworkClients,
   offer: PaymentRequirementsV2,
   config: PayerChannelConfig,
-  { ceiling, deposit }: { ceiling: bigint; deposit?: bigint },
+  {
+    ceiling,
+    deposit,
+    method = 'eip3009',
+    nowSeconds,
+  }: { ceiling: bigint; deposit?: bigint; method?: DepositMethod; nowSeconds?: number },
 ): Promise<ChannelPayload> {
   const signer = signerOf(account, clients);
+  if (deposit !== undefined && method === 'permit2') {
+    const channelId = channelIdOf(config, offer.network);
+    const permit2Authorization = await signPermit2Deposit(account, clients.chainId, {
+      token: config.token,
+      amount: deposit,
+      channelId,
+      // The deadline counts from our clock, as the ERC-3009 builder's validBefore does.
+      nowSeconds: nowSeconds ?? Math.floor(Date.now() / 1000),
+      validSeconds: offer.maxTimeoutSeconds,
+    });
+    const voucher = await signVoucher(signer, channelId, ceiling.toString(), offer.network);
+    return {
+      type: 'deposit',
+      channelConfig: config,
+      voucher,
+      deposit: { amount: deposit.toString(), authorization: { permit2Authorization } },
+    };
+  }
   if (deposit !== undefined) {
     const signed = await createBatchSettlementEIP3009DepositPayload(
       signer,

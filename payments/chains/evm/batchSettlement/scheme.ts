@@ -2,8 +2,8 @@
  * The batch-settlement scheme on EVM networks, its wire side for the registry (x402/schemes.ts):
  * what an offer must hold for us to pay it through a channel (payer.ts channelTerms), and the
  * shape of a channel payload (a deposit, a voucher or a refund, each naming its channel config
- * and carrying a voucher). Deposits are made through the ERC-3009 deposit collector, so a network
- * whose USDC moves by Permit2 only is not paid this way.
+ * and carrying a voucher). Deposits are made through the ERC-3009 deposit collector, or the Permit2
+ * deposit collector where the offer or the network moves the token by Permit2.
  */
 import { fail, ok, type Result } from '../../../basics/result';
 import { isPlainObject } from '../../../x402/parse';
@@ -27,7 +27,7 @@ function isChannelPayload(
 
 export const BATCH_SETTLEMENT_EVM: PaymentScheme = {
   scheme: BATCH_SETTLEMENT_SCHEME,
-  transferMethods: ['eip3009'],
+  transferMethods: ['eip3009', 'permit2'],
   checkPayload: (payload): Result<SchemePayload, 'invalid_payload'> =>
     isChannelPayload(payload)
       ? ok(payload as unknown as SchemePayload)

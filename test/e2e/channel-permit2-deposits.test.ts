@@ -1,0 +1,161 @@
+// Batch-settlement channels on a network whose stablecoin moves only by Permit2 (MegaETH's local
+// chain, MegaUSD with 18 decimals), both directions, with deposits through the Permit2 deposit
+// collector. Paying: /proxy pays the unmodified @x402/express 2.27 with @x402/evm's batch-settlement
+// server scheme (its offer asks `assetTransferMethod: "permit2"`), settled by the unmodified @x402/evm
+// facilitator: our wallet approves Permit2 once (recorded), the first call deposits (our balance down
+// by the deposit, the channel's up, read from the chain), the next calls send vouchers only (no
+// transaction of ours). Being paid: the unmodified @x402/fetch 2.27 with @x402/evm's batch-settlement
+// client pays /relay by a Permit2 deposit into a channel with us (our wallet sends it through the
+// Permit2 collector after simulating it), then vouchers only.
+import { decodePaymentRequiredHeader } from '@x402/core/http';
+import { getAddress, maxUint256, parseAbi, type Hex } from 'viem';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../db/index';
+import { PERMIT2_ADDRESS } from '../../devnet/evm/permit2';
+import { EVM_NETWORKS, startPeers, type Peers, type Target } from '../../devnet/index';
+import { proxyCredits } from '../../payments/accounts/fees';
+import { organisationBalance } from '../../payments/accounts/credits';
+import { createTestAccount } from '../support/accounts';
+import { channelOnChain } from '../support/channels';
+import { peersEnv } from '../support/proxy';
+import { tableResolver } from '../support/resolver';
+import { startTestService, type TestService } from '../support/service';
+import { ifStarted } from '../support/teardown';
+
+const NETWORK = 'megaeth' as const;
+const PRICE_MICRO = 10_000n;
+/** MegaUSD has 18 decimals: a micro-USDC is 10^12 of its atomic units. */
+const ATOMIC_PER_MICRO = 10n ** BigInt(EVM_NETWORKS[NETWORK].decimals - 6);
+const PRICE = PRICE_MICRO * ATOMIC_PER_MICRO;
+const CALLS = 5;
+/** Our deposit policy as a payer: 25 times the price, one deposit for every call of this file. */
+const PAYER_MULTIPLIER = 25n;
+const PAYER_DEPOSIT = PAYER_MULTIPLIER * PRICE;
+const PER_CALL_CREDITS = proxyCredits(PRICE_MICRO, 3).totalCredits;
+/** The minimum first deposit we ask of a client: this many times the relay's total. */
+const RECEIVER_MULTIPLIER = 30n;
+
+const erc20 = parseAbi(['function allowance(address owner, address spender) view returns (uint256)']);
+
+let peers: Peers;
+let t: TestService;
+let db: Db;
+
+beforeAll(async () => {
+  peers = await startPeers({
+    networks: [NETWORK],
+    pricesMicroUsdc: { paid: PRICE_MICRO },
+    targets: [
+      { name: 'batch', network: NETWORK, x402Version: 2, v2Offer: { scheme: 'batch-settlement' } },
+      { name: 'exact', network: NETWORK, x402Version: 2, v2Offer: { scheme: 'exact' } },
+    ],
+  });
+  try {
+    t = await startTestService(
+      {
+        ...peersEnv(peers),
+        PAYER_CHANNEL_DEPOSIT_MULTIPLIER: String(PAYER_MULTIPLIER),
+        CHANNEL_RECEIVER_NETWORKS: NETWORK,
+        CHANNEL_RECEIVER_MIN_DEPOSIT_MULTIPLIER: String(RECEIVER_MULTIPLIER),
+        CHANNEL_RECEIVER_CLAIM_THRESHOLD_USDC: '1000',
+        CHANNEL_RECEIVER_CLAIM_PERIOD_SECONDS: '604800',
+      },
+      { resolver: tableResolver() },
+    );
+    db = t.database.handle.db;
+  } catch (error) {
+    await peers.stop();
+    throw error;
+  }
+});
+
+afterAll(async () => {
+  await ifStarted(t)?.stop();
+  await ifStarted(peers)?.stop();
+});
+
+const chain = () => peers.evmChains[NETWORK]!;
+const ours = () => getAddress(peers.wallets.service.evm.address);
+const token = () => getAddress(EVM_NETWORKS[NETWORK].usdc);
+const transactionsOf = (address: Hex) => chain().publicClient.getTransactionCount({ address });
+
+describe('/proxy pays a batch-settlement target that asks for Permit2 deposits', () => {
+  let target: Target;
+
+  it(`pays ${CALLS} calls: one Permit2 approval and one deposit, then vouchers only`, async () => {
+    target = peers.targets.batch!;
+    const { key, organisationId } = await createTestAccount(db, { credits: 10_000n });
+    const unpaid = await fetch(target.routes.paid.url);
+    const offer = decodePaymentRequiredHeader(unpaid.headers.get('payment-required')!).accepts[0]!;
+    expect(offer).toMatchObject({ scheme: 'batch-settlement', extra: { assetTransferMethod: 'permit2' } });
+    const before = {
+      ours: await peers.usdcBalance(NETWORK, ours()),
+      payTo: await peers.usdcBalance(NETWORK, target.payTo),
+      transactions: await transactionsOf(ours()),
+    };
+
+    const first = await t.client.post(
+      '/proxy',
+      { api_url: target.routes.paid.url, method: 'GET' },
+      { headers: { 'x-api-key': key } },
+    );
+    expect(first.status, first.text).toBe(200);
+    const channel = await db.selectFrom('payer_channels').selectAll().executeTakeFirstOrThrow();
+    // Our tokens moved once, into the channel: the deposit, read from the chain.
+    expect(await peers.usdcBalance(NETWORK, ours())).toBe(before.ours - PAYER_DEPOSIT);
+    expect(await channelOnChain(peers, NETWORK, channel.channel_id)).toEqual({
+      balance: PAYER_DEPOSIT,
+      totalClaimed: 0n,
+    });
+    // Our wallet's one transaction: the approval of Permit2, recorded; the seller's facilitator sent the deposit.
+    expect(await transactionsOf(ours())).toBe(before.transactions + 1);
+    const approvals = await db.selectFrom('spending_approvals').selectAll().execute();
+    expect(approvals).toHaveLength(1);
+    expect(approvals[0]).toMatchObject({
+      network: NETWORK,
+      token: token().toLowerCase(),
+      owner: ours().toLowerCase(),
+      spender: PERMIT2_ADDRESS.toLowerCase(),
+    });
+    expect(approvals[0]!.confirmed_at).not.toBeNull();
+    expect(
+      await chain().publicClient.readContract({
+        address: token(),
+        abi: erc20,
+        functionName: 'allowance',
+        args: [ours(), PERMIT2_ADDRESS],
+      }),
+    ).toBeGreaterThanOrEqual(maxUint256 - PAYER_DEPOSIT);
+
+    for (let call = 2; call <= CALLS; call++) {
+      const res = await t.client.post(
+        '/proxy',
+        { api_url: target.routes.paid.url, method: 'GET' },
+        { headers: { 'x-api-key': key } },
+      );
+      expect(res.status, res.text).toBe(200);
+    }
+    // Vouchers only: no transaction of ours, no token of ours moved.
+    expect(await transactionsOf(ours())).toBe(before.transactions + 1);
+    expect(await peers.usdcBalance(NETWORK, ours())).toBe(before.ours - PAYER_DEPOSIT);
+    const vouchers = await db.selectFrom('payer_vouchers').selectAll().orderBy('id').execute();
+    expect(vouchers.map((voucher) => [voucher.state, voucher.ceiling_atomic, voucher.deposit_atomic])).toEqual(
+      Array.from({ length: CALLS }, (_, index) => [
+        'charged',
+        String(BigInt(index + 1) * PRICE),
+        index === 0 ? PAYER_DEPOSIT.toString() : null,
+      ]),
+    );
+    expect(vouchers[0]!.deposit_tx_hash).toMatch(/^0x[0-9a-f]{64}$/);
+    expect(await organisationBalance(db, organisationId)).toBe(10_000n - BigInt(CALLS) * PER_CALL_CREDITS);
+
+    // The seller claims and settles exactly what it charged.
+    await target.batchSettlement[0]!.manager.claimAndSettle();
+    expect(await channelOnChain(peers, NETWORK, channel.channel_id)).toEqual({
+      balance: PAYER_DEPOSIT,
+      totalClaimed: BigInt(CALLS) * PRICE,
+    });
+    expect(await peers.usdcBalance(NETWORK, target.payTo)).toBe(before.payTo + BigInt(CALLS) * PRICE);
+    expect(await db.selectFrom('spending_approvals').selectAll().execute()).toHaveLength(1);
+  });
+});
