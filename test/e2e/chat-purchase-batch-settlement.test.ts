@@ -7,24 +7,26 @@
 // next chat; /llm/translate takes the same channel; credits are added with the charge, once per
 // voucher; a stale voucher gets the corrective 402; and the worker's claim moves exactly the charged
 // total of both channels to our wallet.
-import { x402Client } from '@x402/core/client';
 import {
   decodePaymentRequiredHeader,
   decodePaymentResponseHeader,
   decodePaymentSignatureHeader,
 } from '@x402/core/http';
-import { toClientEvmSigner } from '@x402/evm';
-import { BatchSettlementEvmScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
-import { wrapFetchWithPayment } from '@x402/fetch';
-import { sql } from 'kysely';
+import { InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
 import { getAddress, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { startPeers, type Peers } from '../../devnet/index';
-import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi } from '../../devnet/evm/batch-settlement';
 import { startLocalLlm, type LocalLlm } from '../../devnet/llm';
 import { createTestAccount } from '../support/accounts';
+import {
+  channelClientFetch,
+  chargedOf as channelCharged,
+  channelOnChain as onChain,
+  claimChannels,
+  until,
+} from '../support/channels';
 import { llmEnv, peersEnv } from '../support/proxy';
 import { contractFetch } from '../support/relay';
 import { tableResolver } from '../support/resolver';
@@ -82,24 +84,8 @@ afterAll(async () => {
 });
 
 const service = () => getAddress(peers.wallets.service.evm.address);
-const chain = () => peers.evmChains[NETWORK]!;
-
-/** @x402/fetch with the batch-settlement client over contractFetch; every PAYMENT-SIGNATURE sent is noted. */
-function payingFetch(account: PrivateKeyAccount, storage: InMemoryClientChannelStorage, sent: string[] = []) {
-  const client = new x402Client();
-  client.register(
-    'eip155:*',
-    new BatchSettlementEvmScheme(toClientEvmSigner(account, chain().publicClient), { storage }),
-  );
-  const base = contractFetch();
-  const noting: typeof fetch = async (input, init) => {
-    const request = new Request(input, init);
-    const signature = request.headers.get('payment-signature');
-    if (signature) sent.push(signature);
-    return base(request);
-  };
-  return wrapFetchWithPayment(noting, client);
-}
+const payingFetch = (account: PrivateKeyAccount, storage: InMemoryClientChannelStorage, sent: string[] = []) =>
+  channelClientFetch(peers, NETWORK, account, storage, sent);
 
 const chatBody = (content: string) => JSON.stringify({ messages: [{ role: 'user', content }] });
 
@@ -117,24 +103,8 @@ const purchase = (pay: typeof fetch, key: string, headers: Record<string, string
     body: JSON.stringify({ credits: CREDITS }),
   });
 
-async function channelOnChain(channelId: Hex) {
-  const [balance, totalClaimed] = await chain().publicClient.readContract({
-    address: BATCH_SETTLEMENT_ADDRESS,
-    abi: batchSettlementAbi,
-    functionName: 'channels',
-    args: [channelId],
-  });
-  return { balance, totalClaimed };
-}
-
-async function chargedOf(channelId: Hex): Promise<bigint> {
-  const row = await db
-    .selectFrom('receiver_channels')
-    .select('charged_cumulative')
-    .where('channel_id', '=', channelId.toLowerCase())
-    .executeTakeFirstOrThrow();
-  return BigInt(row.charged_cumulative);
-}
+const channelOnChain = (channelId: Hex) => onChain(peers, NETWORK, channelId);
+const chargedOf = (channelId: Hex) => channelCharged(db, channelId);
 
 async function chargesOf(channelId: Hex): Promise<{ cumulative: bigint; amount: bigint; target_url: string | null }[]> {
   const rows = await db
@@ -148,16 +118,6 @@ async function chargesOf(channelId: Hex): Promise<{ cumulative: bigint; amount: 
     amount: BigInt(row.amount),
     target_url: row.target_url,
   }));
-}
-
-async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string): Promise<T> {
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
 }
 
 const channelIdOf = (receipt: ReturnType<typeof decodePaymentResponseHeader>) =>
@@ -417,7 +377,7 @@ describe('claims of the channels chat and purchases were paid through', () => {
     expect(chatCharged).toBe(8n * CHAT_PRICE);
     expect(buyerCharged).toBe(4n * PURCHASE_PRICE);
     const oursBefore = await peers.usdcBalance(NETWORK, service());
-    await sql`select graphile_worker.add_job('channel_claims', ${JSON.stringify({ force: true })}::json)`.execute(db);
+    await claimChannels(db);
     await until(
       async () => [await channelOnChain(chatChannel), await channelOnChain(buyerChannel)],
       ([chatState, buyerState]) => chatState!.totalClaimed === chatCharged && buyerState!.totalClaimed === buyerCharged,

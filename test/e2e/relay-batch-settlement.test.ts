@@ -9,12 +9,11 @@
 // cumulative amount once; the worker claims the channel in one claimWithSignature and settles,
 // every leg read from the chain; a payer who starts a withdrawal is claimed long before its delay
 // ends; and the client's cooperative refund gets its unused balance back at once.
-import { x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
+import { x402Client } from '@x402/core/client';
 import { toClientEvmSigner } from '@x402/evm';
 import { BatchSettlementEvmScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
-import { sql } from 'kysely';
 import pino from 'pino';
 import { createTestClient, createWalletClient, getAddress, http, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
@@ -24,6 +23,13 @@ import { startPeers, type Peers } from '../../devnet/index';
 import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi } from '../../devnet/evm/batch-settlement';
 import { loadConfig } from '../../payments/basics/config';
 import { startService, type Service } from '../../server/service';
+import {
+  channelClientFetch,
+  chargedOf as channelCharged,
+  channelOnChain as onChain,
+  claimChannels,
+  until,
+} from '../support/channels';
 import { peersEnv } from '../support/proxy';
 import { contractFetch, relayRequest } from '../support/relay';
 import { tableResolver } from '../support/resolver';
@@ -78,56 +84,14 @@ const target = () => peers.targets[NETWORK]!;
 const service = () => getAddress(peers.wallets.service.evm.address);
 const chain = () => peers.evmChains[NETWORK]!;
 
-function payingFetch(sent: string[] = []): typeof fetch {
-  const client = new x402Client();
-  client.register(
-    'eip155:*',
-    new BatchSettlementEvmScheme(toClientEvmSigner(payer, chain().publicClient), { storage }),
-  );
-  const base = contractFetch();
-  const noting: typeof fetch = async (input, init) => {
-    const request = new Request(input, init);
-    const signature = request.headers.get('payment-signature');
-    if (signature) sent.push(signature);
-    return base(request);
-  };
-  return wrapFetchWithPayment(noting, client);
-}
+const payingFetch = (sent: string[] = []) => channelClientFetch(peers, NETWORK, payer, storage, sent);
 
 const relay = (pay: typeof fetch, url: string, base = t.service.url) =>
   pay(`${base}/relay`, relayRequest({ api_url: url, method: 'GET', network: NETWORK }));
 
-async function channelOnChain(channelId: Hex) {
-  const [balance, totalClaimed] = await chain().publicClient.readContract({
-    address: BATCH_SETTLEMENT_ADDRESS,
-    abi: batchSettlementAbi,
-    functionName: 'channels',
-    args: [channelId],
-  });
-  return { balance, totalClaimed };
-}
-
-async function chargedOf(channelId: Hex): Promise<bigint> {
-  const row = await db
-    .selectFrom('receiver_channels')
-    .select('charged_cumulative')
-    .where('channel_id', '=', channelId.toLowerCase())
-    .executeTakeFirstOrThrow();
-  return BigInt(row.charged_cumulative);
-}
-
-async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string): Promise<T> {
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}
-
-const claimJob = (force: boolean) =>
-  sql`select graphile_worker.add_job('channel_claims', ${JSON.stringify({ force })}::json)`.execute(db);
+const channelOnChain = (channelId: Hex) => onChain(peers, NETWORK, channelId);
+const chargedOf = (channelId: Hex) => channelCharged(db, channelId);
+const claimJob = (force: boolean) => claimChannels(db, force);
 
 let channelId: Hex;
 

@@ -7,18 +7,20 @@
 // fee (less than the price when the seller charges less), nothing when the target fails; the daily
 // relay limits count what it was charged; every leg is read from the chain after the seller's claim
 // and settle and after ours.
-import { x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
-import { toClientEvmSigner } from '@x402/evm';
-import { BatchSettlementEvmScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
-import { wrapFetchWithPayment } from '@x402/fetch';
-import { sql } from 'kysely';
+import { InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
 import { getAddress, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { startPeers, type Peers, type Target } from '../../devnet/index';
-import { channelOnChain } from '../support/channels';
+import {
+  channelClientFetch,
+  chargedOf as channelCharged,
+  channelOnChain,
+  claimChannels,
+  until,
+} from '../support/channels';
 import { peersEnv } from '../support/proxy';
 import { contractFetch, relayRequest } from '../support/relay';
 import { tableResolver } from '../support/resolver';
@@ -92,36 +94,12 @@ afterAll(async () => {
 const chain = () => peers.evmChains[NETWORK]!;
 const ours = () => getAddress(peers.wallets.service.evm.address);
 
-function payingFetch(): typeof fetch {
-  const client = new x402Client();
-  client.register(
-    'eip155:*',
-    new BatchSettlementEvmScheme(toClientEvmSigner(payer, chain().publicClient), { storage }),
-  );
-  return wrapFetchWithPayment(contractFetch(), client);
-}
+const payingFetch = () => channelClientFetch(peers, NETWORK, payer, storage);
 
 const relay = (pay: typeof fetch, url: string) =>
   pay(`${t.service.url}/relay`, relayRequest({ api_url: url, method: 'GET', network: NETWORK }));
 
-async function chargedOf(channelId: Hex): Promise<bigint> {
-  const row = await db
-    .selectFrom('receiver_channels')
-    .select('charged_cumulative')
-    .where('channel_id', '=', channelId.toLowerCase())
-    .executeTakeFirstOrThrow();
-  return BigInt(row.charged_cumulative);
-}
-
-async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string): Promise<T> {
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}
+const chargedOf = (channelId: Hex) => channelCharged(db, channelId);
 
 /** Transactions each wallet has sent: a call that sends none waited for no block. */
 async function nonces() {
@@ -266,7 +244,7 @@ describe('/relay from a channel client to a batch-settlement target', () => {
     expect(clientCharged).toBe(sellerCalls * TOTAL + HALF_TOTAL);
     await seller.batchSettlement[0]!.manager.claimAndSettle();
     await halfSeller.batchSettlement[0]!.manager.claimAndSettle();
-    await sql`select graphile_worker.add_job('channel_claims', ${JSON.stringify({ force: true })}::json)`.execute(db);
+    await claimChannels(db);
     await until(
       () => channelOnChain(peers, NETWORK, clientChannel),
       (state) => state.totalClaimed === clientCharged,

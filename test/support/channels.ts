@@ -1,7 +1,14 @@
-/** A batch-settlement channel as the x402BatchSettlement contract holds it on a local chain. */
-import type { Hex } from 'viem';
+/** Batch-settlement channels in tests: as the contract holds them, as we mirror them, and a channel client. */
+import { x402Client } from '@x402/core/client';
+import { toClientEvmSigner } from '@x402/evm';
+import { BatchSettlementEvmScheme, type InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
+import { wrapFetchWithPayment } from '@x402/fetch';
+import { sql } from 'kysely';
+import type { Hex, PrivateKeyAccount } from 'viem';
+import type { Db } from '../../db/index';
 import type { EvmNetworkName, Peers } from '../../devnet/index';
 import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi } from '../../devnet/evm/batch-settlement';
+import { contractFetch } from './relay';
 
 /** The channel's balance and what its receiver has claimed, read from the chain. */
 export async function channelOnChain(
@@ -16,4 +23,57 @@ export async function channelOnChain(
     args: [channelId as Hex],
   });
   return { balance, totalClaimed };
+}
+
+/**
+ * The unmodified @x402/fetch with @x402/evm's batch-settlement client (channels kept in `storage`)
+ * over contractFetch, so every answer is checked against the OpenAPI document; every
+ * PAYMENT-SIGNATURE it sends is noted in `sent`.
+ */
+export function channelClientFetch(
+  peers: Peers,
+  network: EvmNetworkName,
+  account: PrivateKeyAccount,
+  storage: InMemoryClientChannelStorage,
+  sent: string[] = [],
+): typeof fetch {
+  const client = new x402Client();
+  client.register(
+    'eip155:*',
+    new BatchSettlementEvmScheme(toClientEvmSigner(account, peers.evmChains[network]!.publicClient), { storage }),
+  );
+  const base = contractFetch();
+  const noting: typeof fetch = async (input, init) => {
+    const request = new Request(input, init);
+    const signature = request.headers.get('payment-signature');
+    if (signature) sent.push(signature);
+    return base(request);
+  };
+  return wrapFetchWithPayment(noting, client);
+}
+
+/** What our mirror of a channel clients pay us through says it has charged. */
+export async function chargedOf(db: Db, channelId: string): Promise<bigint> {
+  const row = await db
+    .selectFrom('receiver_channels')
+    .select('charged_cumulative')
+    .where('channel_id', '=', channelId.toLowerCase())
+    .executeTakeFirstOrThrow();
+  return BigInt(row.charged_cumulative);
+}
+
+/** Reads until `done` holds (at most two minutes: the worker's claim and settle take blocks). */
+export async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string): Promise<T> {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const value = await read();
+    if (done(value)) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+/** Asks the worker to claim and settle what channels owe us now (the channel_claims job, forced or on its rules). */
+export async function claimChannels(db: Db, force = true): Promise<void> {
+  await sql`select graphile_worker.add_job('channel_claims', ${JSON.stringify({ force })}::json)`.execute(db);
 }
