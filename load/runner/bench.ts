@@ -18,6 +18,8 @@
  *                                          voucher verifications per second on one core, in-process; channel:
  *                                          POST /proxy paying a batch-settlement target from our channel
  *                                          against @x402/fetch's batch-settlement client paying it directly,
+ *                                          and that client paying through POST /relay (to the batch-settlement
+ *                                          target, and to an exact target against x402-fetch paying it),
  *                                          p50 and p95 on vouchers only, and the transactions on chain)
  *   options: --rounds N --duration S --connections N --paid-calls N --overload-cap N --soak S
  *            --log-level L --node-flags "FLAGS" (for the service) --tsx --no-pin --keep --json FILE
