@@ -366,11 +366,12 @@ function receiverChannelNetworks(env: Env, networks: readonly NetworkSettings[])
       const network = configuredNetwork(name);
       if (network === undefined || !networks.some((settings) => settings.name === network))
         throw new ConfigError('CHANNEL_RECEIVER_NETWORKS', `"${name}" is not an enabled network`);
-      // Channel deposits are taken through the ERC-3009 deposit collector.
-      if (NETWORK_TABLE[network].transferMethod !== 'eip3009')
+      // Channel deposits are taken through the ERC-3009 or the Permit2 deposit collector.
+      const { transferMethod } = NETWORK_TABLE[network];
+      if (transferMethod !== 'eip3009' && transferMethod !== 'permit2')
         throw new ConfigError(
           'CHANNEL_RECEIVER_NETWORKS',
-          `"${name}" does not move its stablecoin by EIP-3009, which channel deposits need`,
+          `"${name}" moves its stablecoin by neither EIP-3009 nor Permit2, which channel deposits need`,
         );
       return network;
     });

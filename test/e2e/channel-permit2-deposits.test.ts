@@ -7,10 +7,16 @@
 // transaction of ours). Being paid: the unmodified @x402/fetch 2.27 with @x402/evm's batch-settlement
 // client pays /relay by a Permit2 deposit into a channel with us (our wallet sends it through the
 // Permit2 collector after simulating it), then vouchers only.
-import { decodePaymentRequiredHeader } from '@x402/core/http';
-import { getAddress, maxUint256, parseAbi, type Hex } from 'viem';
+import { x402Client } from '@x402/core/client';
+import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
+import { toClientEvmSigner } from '@x402/evm';
+import { BatchSettlementEvmScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
+import { wrapFetchWithPayment } from '@x402/fetch';
+import { createTestClient, createWalletClient, getAddress, maxUint256, parseAbi, type Hex } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
+import { localTransport } from '../../devnet/evm/chain';
 import { PERMIT2_ADDRESS } from '../../devnet/evm/permit2';
 import { EVM_NETWORKS, startPeers, type Peers, type Target } from '../../devnet/index';
 import { proxyCredits } from '../../payments/accounts/fees';
@@ -18,11 +24,13 @@ import { organisationBalance } from '../../payments/accounts/credits';
 import { createTestAccount } from '../support/accounts';
 import { channelOnChain } from '../support/channels';
 import { peersEnv } from '../support/proxy';
+import { contractFetch, relayRequest } from '../support/relay';
 import { tableResolver } from '../support/resolver';
 import { startTestService, type TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
 
 const NETWORK = 'megaeth' as const;
+const CAIP2 = 'eip155:4326';
 const PRICE_MICRO = 10_000n;
 /** MegaUSD has 18 decimals: a micro-USDC is 10^12 of its atomic units. */
 const ATOMIC_PER_MICRO = 10n ** BigInt(EVM_NETWORKS[NETWORK].decimals - 6);
@@ -34,12 +42,19 @@ const PAYER_DEPOSIT = PAYER_MULTIPLIER * PRICE;
 const PER_CALL_CREDITS = proxyCredits(PRICE_MICRO, 3).totalCredits;
 /** The minimum first deposit we ask of a client: this many times the relay's total. */
 const RECEIVER_MULTIPLIER = 30n;
+/** ceil(10,000 x 1.03) micro-USDC, in MegaUSD: each relay call's voucher increment. */
+const RELAY_TOTAL = 10_300n * ATOMIC_PER_MICRO;
+const CLIENT_DEPOSIT = RELAY_TOTAL * RECEIVER_MULTIPLIER;
 
-const erc20 = parseAbi(['function allowance(address owner, address spender) view returns (uint256)']);
+const erc20 = parseAbi([
+  'function allowance(address owner, address spender) view returns (uint256)',
+  'function approve(address spender, uint256 amount) returns (bool)',
+]);
 
 let peers: Peers;
 let t: TestService;
 let db: Db;
+const payer = privateKeyToAccount(generatePrivateKey());
 
 beforeAll(async () => {
   peers = await startPeers({
@@ -157,5 +172,118 @@ describe('/proxy pays a batch-settlement target that asks for Permit2 deposits',
     });
     expect(await peers.usdcBalance(NETWORK, target.payTo)).toBe(before.payTo + BigInt(CALLS) * PRICE);
     expect(await db.selectFrom('spending_approvals').selectAll().execute()).toHaveLength(1);
+  });
+});
+
+describe('/relay is paid by a Permit2 deposit into a channel with us', () => {
+  const storage = new InMemoryClientChannelStorage();
+  const target = () => peers.targets.exact!;
+
+  function payingFetch(sent: string[]): typeof fetch {
+    const client = new x402Client();
+    client.register(
+      'eip155:*',
+      new BatchSettlementEvmScheme(toClientEvmSigner(payer, chain().publicClient), { storage }),
+    );
+    const base = contractFetch();
+    const noting: typeof fetch = async (input, init) => {
+      const request = new Request(input, init);
+      const signature = request.headers.get('payment-signature');
+      if (signature) sent.push(signature);
+      return base(request);
+    };
+    return wrapFetchWithPayment(noting, client);
+  }
+
+  const relayInit = () => relayRequest({ api_url: target().routes.paid.url, method: 'GET', network: NETWORK });
+  const relay = (pay: typeof fetch) => pay(`${t.service.url}/relay`, relayInit());
+  const channelRow = () => db.selectFrom('receiver_channels').selectAll().executeTakeFirst();
+
+  it('offers batch-settlement on MegaETH asking for Permit2 deposits, our wallet receiving', async () => {
+    const res = await contractFetch()(`${t.service.url}/relay`, relayInit());
+    expect(res.status).toBe(402);
+    const required = decodePaymentRequiredHeader(res.headers.get('payment-required')!);
+    expect(required.accepts).toHaveLength(1);
+    expect(required.accepts[0]).toMatchObject({
+      scheme: 'batch-settlement',
+      network: CAIP2,
+      amount: RELAY_TOTAL.toString(),
+      asset: token(),
+      payTo: ours(),
+      extra: { receiverAuthorizer: ours(), minDeposit: CLIENT_DEPOSIT.toString(), assetTransferMethod: 'permit2' },
+    });
+  });
+
+  it('refuses a Permit2 deposit the chain would refuse (no approval of Permit2), and moves nothing', async () => {
+    await peers.mint(NETWORK, payer.address, 1_000_000n);
+    const before = await peers.usdcBalance(NETWORK, payer.address);
+    const sent: string[] = [];
+    const res = await relay(payingFetch(sent)).catch(() => undefined);
+    expect(res?.status ?? 402).toBe(402);
+    expect(sent).toHaveLength(1);
+    const again = await contractFetch()(`${t.service.url}/relay`, {
+      ...relayInit(),
+      headers: { 'content-type': 'application/json', 'payment-signature': sent[0]! },
+    });
+    expect(again.status).toBe(402);
+    expect(decodePaymentRequiredHeader(again.headers.get('payment-required')!).error).toBe(
+      'invalid_batch_settlement_evm_deposit_simulation_failed',
+    );
+    expect(await peers.usdcBalance(NETWORK, payer.address)).toBe(before);
+    expect(await channelRow()).toBeUndefined();
+  });
+
+  it(`the first call deposits through the Permit2 collector, the next ${CALLS - 1} are vouchers only`, async () => {
+    // The client's own one approval of Permit2 on MegaUSD, with gas of its own.
+    const transport = localTransport(chain().rpcUrl);
+    await createTestClient({ mode: 'hardhat', chain: chain().chain, transport }).setBalance({
+      address: payer.address,
+      value: 10n ** 18n,
+    });
+    const approval = await createWalletClient({ account: payer, chain: chain().chain, transport }).writeContract({
+      address: token(),
+      abi: erc20,
+      functionName: 'approve',
+      args: [PERMIT2_ADDRESS, maxUint256],
+    });
+    expect((await chain().publicClient.waitForTransactionReceipt({ hash: approval })).status).toBe('success');
+
+    const payerStart = await peers.usdcBalance(NETWORK, payer.address);
+    const sent: string[] = [];
+    const pay = payingFetch(sent);
+    const first = await relay(pay);
+    expect(first.status).toBe(200);
+    const deposit = decodePaymentResponseHeader(first.headers.get('payment-response')!);
+    expect(deposit).toMatchObject({
+      success: true,
+      network: CAIP2,
+      amount: CLIENT_DEPOSIT.toString(),
+      extra: { chargedAmount: RELAY_TOTAL.toString() },
+    });
+    // Our wallet sent the deposit; the client's tokens moved once, into the channel.
+    const receipt = await chain().publicClient.getTransactionReceipt({ hash: deposit.transaction as Hex });
+    expect(receipt.status).toBe('success');
+    expect(getAddress(receipt.from)).toBe(ours());
+    const channelId = (deposit.extra as { channelState: { channelId: Hex } }).channelState.channelId;
+    expect(await peers.usdcBalance(NETWORK, payer.address)).toBe(payerStart - CLIENT_DEPOSIT);
+    expect(await channelOnChain(peers, NETWORK, channelId)).toEqual({ balance: CLIENT_DEPOSIT, totalClaimed: 0n });
+    const firstPayload = JSON.parse(Buffer.from(sent.at(-1)!, 'base64').toString()) as {
+      payload: { type: string; deposit: { authorization: Record<string, unknown> } };
+    };
+    expect(firstPayload.payload.type).toBe('deposit');
+    expect(Object.keys(firstPayload.payload.deposit.authorization)).toEqual(['permit2Authorization']);
+
+    for (let call = 2; call <= CALLS; call++) {
+      const res = await relay(pay);
+      expect(res.status).toBe(200);
+      expect(decodePaymentResponseHeader(res.headers.get('payment-response')!)).toMatchObject({
+        success: true,
+        transaction: '',
+        extra: { channelState: { chargedCumulativeAmount: (BigInt(call) * RELAY_TOTAL).toString() } },
+      });
+    }
+    expect(await peers.usdcBalance(NETWORK, payer.address)).toBe(payerStart - CLIENT_DEPOSIT);
+    expect(await channelOnChain(peers, NETWORK, channelId)).toEqual({ balance: CLIENT_DEPOSIT, totalClaimed: 0n });
+    expect(await channelRow()).toMatchObject({ charged_cumulative: (BigInt(CALLS) * RELAY_TOTAL).toString() });
   });
 });

@@ -1,12 +1,12 @@
 /**
  * A client's `batch-settlement` payment payload (PAYMENT-SIGNATURE's `payload`), read strictly into
- * typed values: `deposit` (an ERC-3009 authorization to the deposit collector plus the first
- * voucher), `voucher` (a new cumulative ceiling) or `refund` (a zero-charge voucher asking for the
+ * typed values: `deposit` (an ERC-3009 authorization to the ERC-3009 deposit collector, or a Permit2
+ * witness transfer to the Permit2 deposit collector, plus the first voucher), `voucher` (a new cumulative ceiling) or `refund` (a zero-charge voucher asking for the
  * unused balance back, optionally an amount). As @x402/evm 2.27's client writes them.
  */
 import type { Address, Hex } from 'viem';
 import type { ChannelConfig } from '../../chains/evm/batchSettlement/voucher';
-import type { Erc3009Deposit } from '../../chains/evm/batchSettlement/receiverChain';
+import type { ChannelDeposit } from '../../chains/evm/batchSettlement/receiverChain';
 import { isPlainObject } from '../../x402/parse';
 
 export interface ChannelVoucher {
@@ -17,13 +17,13 @@ export interface ChannelVoucher {
 
 export type ChannelPayload =
   | { type: 'voucher'; config: ChannelConfig; voucher: ChannelVoucher }
-  | { type: 'deposit'; config: ChannelConfig; voucher: ChannelVoucher; deposit: Erc3009Deposit }
+  | { type: 'deposit'; config: ChannelConfig; voucher: ChannelVoucher; deposit: ChannelDeposit }
   | { type: 'refund'; config: ChannelConfig; voucher: ChannelVoucher; amount?: bigint };
 
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 const BYTES32 = /^0x[0-9a-fA-F]{64}$/;
 const HEX = /^0x(?:[0-9a-fA-F]{2})*$/;
-const UINT = /^\d{1,39}$/;
+const UINT = /^\d{1,78}$/;
 const UINT128_LIMIT = 1n << 128n;
 
 const address = (value: unknown): Address | undefined =>
@@ -68,20 +68,42 @@ function voucherOf(value: unknown): ChannelVoucher | undefined {
   return { channelId, maxClaimableAmount, signature };
 }
 
-function depositOf(value: unknown): Erc3009Deposit | undefined {
+const UINT256_LIMIT = 1n << 256n;
+
+function depositOf(value: unknown): ChannelDeposit | undefined {
   if (!isPlainObject(value) || !isPlainObject(value.authorization)) return undefined;
   const amount = uint(value.amount);
-  const auth = value.authorization.erc3009Authorization;
-  if (amount === undefined || amount === 0n || !isPlainObject(auth)) return undefined;
-  const validAfter = uint(auth.validAfter, 1n << 256n);
-  const validBefore = uint(auth.validBefore, 1n << 256n);
-  const salt = bytes32(auth.salt);
-  const signature = hex(auth.signature);
+  if (amount === undefined || amount === 0n) return undefined;
+  const { erc3009Authorization, permit2Authorization } = value.authorization;
+  if (isPlainObject(permit2Authorization) && erc3009Authorization === undefined)
+    return permit2DepositOf(amount, permit2Authorization);
+  if (!isPlainObject(erc3009Authorization)) return undefined;
+  const validAfter = uint(erc3009Authorization.validAfter, UINT256_LIMIT);
+  const validBefore = uint(erc3009Authorization.validBefore, UINT256_LIMIT);
+  const salt = bytes32(erc3009Authorization.salt);
+  const signature = hex(erc3009Authorization.signature);
   if (validAfter === undefined || validBefore === undefined || !salt || !signature) return undefined;
-  return { amount, validAfter, validBefore, salt, signature };
+  return { method: 'eip3009', amount, validAfter, validBefore, salt, signature };
 }
 
-/** The payload read, or why not (in words); a Permit2 deposit is refused (not taken yet). */
+/** A Permit2 deposit: its permitted amount must be the deposit's (the collector moves `amount`). */
+function permit2DepositOf(amount: bigint, auth: Record<string, unknown>): ChannelDeposit | undefined {
+  const permitted = isPlainObject(auth.permitted) ? auth.permitted : undefined;
+  const witness = isPlainObject(auth.witness) ? auth.witness : undefined;
+  const from = address(auth.from);
+  const token = address(permitted?.token);
+  const permittedAmount = uint(permitted?.amount, UINT256_LIMIT);
+  const spender = address(auth.spender);
+  const nonce = uint(auth.nonce, UINT256_LIMIT);
+  const deadline = uint(auth.deadline, UINT256_LIMIT);
+  const channelId = bytes32(witness?.channelId);
+  const signature = hex(auth.signature);
+  if (!from || !token || !spender || !channelId || !signature) return undefined;
+  if (nonce === undefined || deadline === undefined || permittedAmount !== amount) return undefined;
+  return { method: 'permit2', amount, from, token, spender, nonce, deadline, channelId, signature };
+}
+
+/** The payload read, or why not (in words). */
 export function readChannelPayload(
   value: unknown,
 ): { ok: true; value: ChannelPayload } | { ok: false; details: string } {
@@ -100,7 +122,7 @@ export function readChannelPayload(
         return {
           ok: false,
           details:
-            'payload.deposit is not an ERC-3009 deposit (amount, authorization.erc3009Authorization); Permit2 deposits are not taken',
+            'payload.deposit is neither an ERC-3009 deposit (amount, authorization.erc3009Authorization) nor a Permit2 deposit (amount, authorization.permit2Authorization for that amount)',
         };
       return { ok: true, value: { type: 'deposit', config, voucher, deposit } };
     }

@@ -8,9 +8,10 @@
  * price (else a corrective 402 with our state and the last voucher we hold), within the channel's
  * balance and above what is claimed, the balance being read again from the chain when our copy is
  * older than CHANNEL_RECEIVER_ONCHAIN_TTL_SECONDS. An EIP-1271 payer's voucher (payer authorizer
- * zero) is checked by the payer contract on chain. A deposit is simulated from our wallet, then
- * sent by our wallet (the tokens move into the channel before the request is served), and the
- * channel read back from the chain.
+ * zero) is checked by the payer contract on chain. A deposit (an ERC-3009 authorization, or on a
+ * network whose stablecoin moves by Permit2 a Permit2 witness transfer to the Permit2 deposit
+ * collector) is simulated from our wallet, then sent by our wallet (the tokens move into the
+ * channel before the request is served), and the channel read back from the chain.
  *
  * The request is then served under the channel's lease (one at a time per channel across instances)
  * and its charge committed only when the caller says the resource answered (commitChannelCharge);
@@ -26,6 +27,7 @@ import {
   BATCH_SETTLEMENT_SCHEME,
   cachedChannelIdOf,
   isVoucherSignedBy,
+  PERMIT2_DEPOSIT_COLLECTOR_ADDRESS,
   ZERO_ADDRESS,
 } from '../../chains/evm/batchSettlement/voucher';
 import {
@@ -36,6 +38,7 @@ import {
   simulateDeposit,
   depositCall,
   voucherValidOnChain,
+  type ChannelDeposit,
   type OnchainChannel,
 } from '../../chains/evm/batchSettlement/receiverChain';
 import type { EvmNetworkClients } from '../../chains/evm/clients';
@@ -78,6 +81,9 @@ export const CHANNEL_ERRORS = {
   refundNoBalance: 'invalid_batch_settlement_evm_refund_no_balance',
   refundAmountInvalid: 'invalid_batch_settlement_evm_refund_amount_invalid',
   refundTransaction: 'invalid_batch_settlement_evm_refund_transaction_failed',
+  permit2InvalidSignature: 'invalid_batch_settlement_evm_permit2_invalid_signature',
+  permit2InvalidSpender: 'invalid_batch_settlement_evm_permit2_invalid_spender',
+  permit2DeadlineExpired: 'invalid_batch_settlement_evm_permit2_deadline_expired',
 } as const;
 
 export type ChannelErrorCode = (typeof CHANNEL_ERRORS)[keyof typeof CHANNEL_ERRORS];
@@ -122,18 +128,23 @@ export function channelStateOf(channel: StoredChannel): ChannelStateExtra {
   };
 }
 
-/** Whether channels are offered on the network: listed in CHANNEL_RECEIVER_NETWORKS, an EIP-3009 stablecoin, our wallet there. */
+/**
+ * Whether channels are offered on the network: listed in CHANNEL_RECEIVER_NETWORKS, a stablecoin
+ * deposited by EIP-3009 or by Permit2, our wallet there.
+ */
 function receivesChannelsOn(deps: Pick<Deps, 'chains' | 'config'>, network: NetworkName): boolean {
   if (!deps.config.receiverChannels.networks.includes(network)) return false;
   const entry = NETWORK_TABLE[network];
-  if (entry.eip712 === undefined || entry.transferMethod !== 'eip3009') return false;
+  if (entry.eip712 === undefined || (entry.transferMethod !== 'eip3009' && entry.transferMethod !== 'permit2'))
+    return false;
   return deps.chains.evm.networks.get(network)?.walletClient !== undefined;
 }
 
 /**
  * Our 402's batch-settlement entry for `amountMicroUsdc` on a network (as @x402/evm's server writes
  * one): payTo and receiverAuthorizer are our wallet, the withdraw delay ours, and the minimum first
- * deposit CHANNEL_RECEIVER_MIN_DEPOSIT_MULTIPLIER times the price.
+ * deposit CHANNEL_RECEIVER_MIN_DEPOSIT_MULTIPLIER times the price; where the stablecoin moves only by
+ * Permit2, `assetTransferMethod: "permit2"` (the client deposits through the Permit2 collector).
  */
 export function channelOffer(
   deps: Pick<Deps, 'chains' | 'config'>,
@@ -143,7 +154,7 @@ export function channelOffer(
   if (!receivesChannelsOn(deps, network)) return undefined;
   const clients = deps.chains.evm.networks.get(network);
   const account = clients?.walletClient?.account;
-  const { eip712, decimals } = NETWORK_TABLE[network];
+  const { eip712, decimals, transferMethod } = NETWORK_TABLE[network];
   if (!clients || !account || !eip712) return undefined;
   const amount = microToAsset(amountMicroUsdc, decimals);
   if (amount <= 0n) return undefined;
@@ -161,6 +172,7 @@ export function channelOffer(
       receiverAuthorizer: account.address,
       withdrawDelay: withdrawDelaySeconds,
       minDeposit: (amount * BigInt(minDepositMultiplier)).toString(),
+      ...(transferMethod === 'permit2' ? { assetTransferMethod: 'permit2' } : {}),
     },
   };
 }
@@ -220,6 +232,40 @@ async function voucherSigned(clients: EvmNetworkClients, payload: ChannelPayload
   return onchain.ok ? onchain.value : 'unavailable';
 }
 
+/** Seconds a Permit2 deposit must still be valid for when it reaches us: it is simulated, then sent. */
+const PERMIT2_DEADLINE_MARGIN_SECONDS = 6n;
+
+/**
+ * What the chain would refuse of a Permit2 deposit without asking it (as @x402/evm's facilitator
+ * checks it): signed by the channel's payer, to the Permit2 deposit collector, for the offered
+ * token and this channel, and not expiring before it can be sent.
+ */
+function permit2DepositRefusal(
+  deposit: Extract<ChannelDeposit, { method: 'permit2' }>,
+  payload: ChannelPayload,
+  offer: PaymentRequirementsV2,
+  nowMs: number,
+): ChannelRefusal | undefined {
+  const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
+  if (!same(deposit.from, payload.config.payer))
+    return refusal(CHANNEL_ERRORS.permit2InvalidSignature, 'permit2Authorization.from is not the channel payer');
+  if (!same(deposit.spender, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS))
+    return refusal(
+      CHANNEL_ERRORS.permit2InvalidSpender,
+      'permit2Authorization.spender is not the Permit2 deposit collector',
+    );
+  if (!same(deposit.token, offer.asset))
+    return refusal(CHANNEL_ERRORS.tokenMismatch, 'permit2Authorization.permitted.token is not the asset offered');
+  if (!same(deposit.channelId, payload.voucher.channelId))
+    return refusal(
+      CHANNEL_ERRORS.channelIdMismatch,
+      "permit2Authorization.witness.channelId is not the voucher's channel",
+    );
+  if (deposit.deadline < BigInt(Math.floor(nowMs / 1000)) + PERMIT2_DEADLINE_MARGIN_SECONDS)
+    return refusal(CHANNEL_ERRORS.permit2DeadlineExpired, 'permit2Authorization.deadline has passed or is about to');
+  return undefined;
+}
+
 const isFresh = (channel: StoredChannel | undefined, ttlMs: number, now: number) =>
   channel?.onchainSyncedAt !== undefined && now - channel.onchainSyncedAt.getTime() <= ttlMs;
 
@@ -256,6 +302,11 @@ export async function acceptChannelPayment(
     const minDeposit = price * BigInt(minDepositMultiplier);
     if (payload.deposit.amount < minDeposit)
       return refused(refusal(CHANNEL_ERRORS.depositBelowMin, `the deposit is below the minimum of ${minDeposit}`));
+    const permit2Refusal =
+      payload.deposit.method === 'permit2'
+        ? permit2DepositRefusal(payload.deposit, payload, offer, deps.clock.now().getTime())
+        : undefined;
+    if (permit2Refusal) return refused(permit2Refusal);
     const simulated = await simulateDeposit(clients, payload.config, payload.deposit);
     if (!simulated.ok)
       return refused(

@@ -109,22 +109,21 @@ export async function relayCall(
   const quote = await quoteRelay(deps, { call: input.call, budget, maxAmountMicroUsdc: input.maxAmountMicroUsdc });
   if (quote.kind !== 'priced') return unpriced(quote);
   const accepts = await relayOffers(deps, quote, input);
-  if (accepts.length === 0) return noOffer(deps.chains, quote.choice.networkClass);
+  // Channels are offered for a target priced by exact (a fixed price is the voucher's increment) or
+  // selling batch-settlement itself (its price is the increment's ceiling; what it charges is charged),
+  // on the exact entries' networks and on a named network paid by channel only (Permit2's, MegaETH).
+  const channelAccepts =
+    quote.choice.requirements.scheme === 'exact' || isChannel(quote.choice)
+      ? relayChannelOffers(deps, quote.fee.totalMicro, [
+          ...new Set([...accepts.map((entry) => entry.network), ...(quote.namedNetwork ? [quote.namedNetwork] : [])]),
+        ])
+      : [];
+  if (accepts.length === 0 && channelAccepts.length === 0) return noOffer(deps.chains, quote.choice.networkClass);
   // Our wallet under a floor where money would move (the target's network, and the client's,
   // where we settle and refund): 503 before anything of the client's moves.
   const belowFloor = await floorRefusal(deps, [quote.choice.network, ...paidOn(payment)]);
   if (belowFloor) return belowFloor;
   const uptoAccepts = relayUptoOffers(deps, quote, accepts);
-  // Channels are offered for a target priced by exact (a fixed price is the voucher's increment) or
-  // selling batch-settlement itself (its price is the increment's ceiling; what it charges is charged).
-  const channelAccepts =
-    quote.choice.requirements.scheme === 'exact' || isChannel(quote.choice)
-      ? relayChannelOffers(
-          deps,
-          quote.fee.totalMicro,
-          accepts.map((entry) => entry.network),
-        )
-      : [];
   if (!payment) {
     // At the service's bound on upto exposure an upto permit would be refused: exact only, then.
     const room =

@@ -1,7 +1,8 @@
 /**
  * The receiving side's dealings with the x402BatchSettlement contract: reading a channel's state,
  * checking on chain what cannot be checked locally (an EIP-1271 payer's voucher, a deposit, by
- * simulating it from our wallet), and the calls our wallet sends (a deposit, a batch claim signed
+ * simulating it from our wallet), and the calls our wallet sends (a deposit through the ERC-3009 or
+ * the Permit2 deposit collector, as the payer authorized it, a batch claim signed
  * by our receiver authorizer key, a settle, a cooperative refund), each through the submission
  * queue of our key (payments/chains/submissions.ts).
  */
@@ -11,6 +12,7 @@ import { fail, ok, type Result } from '../../../basics/result';
 import type { ChainDeps } from '../../types';
 import type { EvmNetworkClients } from '../clients';
 import { submitEvmTransaction, waitForReceipt, type SubmitFailureReason } from '../submit';
+import { permit2CollectorData, type Permit2Deposit } from './permit2Deposit';
 import { batchSettlementReceiverAbi } from './receiverAbi';
 import {
   BATCH_SETTLEMENT_ADDRESS,
@@ -19,6 +21,7 @@ import {
   claimBatchTypes,
   ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
   erc3009CollectorData,
+  PERMIT2_DEPOSIT_COLLECTOR_ADDRESS,
   refundTypes,
   voucherTypes,
   type ChannelConfig,
@@ -48,6 +51,9 @@ export interface Erc3009Deposit {
   salt: Hex;
   signature: Hex;
 }
+
+/** A client's deposit, by how its tokens move: an ERC-3009 authorization, or a Permit2 witness transfer. */
+export type ChannelDeposit = ({ method: 'eip3009' } & Erc3009Deposit) | ({ method: 'permit2' } & Permit2Deposit);
 
 export function receiverClients(deps: Pick<ChainDeps, 'chains'>, network: NetworkName): EvmNetworkClients | undefined {
   return deps.chains.evm.networks.get(network);
@@ -94,31 +100,35 @@ export async function voucherValidOnChain(
   }
 }
 
-export function depositCall(config: ChannelConfig, deposit: Erc3009Deposit): { to: Address; data: Hex } {
+/** The contract's deposit through the collector of the deposit's method. */
+export function depositCall(config: ChannelConfig, deposit: ChannelDeposit): { to: Address; data: Hex } {
+  const [collector, collectorData] =
+    deposit.method === 'permit2'
+      ? [PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, permit2CollectorData(deposit)]
+      : [
+          ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
+          erc3009CollectorData(deposit.validAfter, deposit.validBefore, deposit.salt, deposit.signature),
+        ];
   return {
     to: BATCH_SETTLEMENT_ADDRESS,
     data: encodeFunctionData({
       abi: batchSettlementReceiverAbi,
       functionName: 'deposit',
-      args: [
-        { ...config, withdrawDelay: config.withdrawDelay },
-        deposit.amount,
-        ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
-        erc3009CollectorData(deposit.validAfter, deposit.validBefore, deposit.salt, deposit.signature),
-      ],
+      args: [{ ...config, withdrawDelay: config.withdrawDelay }, deposit.amount, collector, collectorData],
     }),
   };
 }
 
 /**
  * The deposit run against the chain's current state from our wallet, without sending: the
- * collector checks the payer's ERC-3009 authorization (ECDSA, EIP-1271 or a deployed wallet's), its
- * balance and nonce, and the contract the config. `refused`: the chain says no (the reason).
+ * collector checks the payer's authorization (ERC-3009: ECDSA, EIP-1271 or a deployed wallet's;
+ * Permit2: its signature over the channel id, amount and token, the payer's approval of Permit2
+ * and the nonce), its balance, and the contract the config. `refused`: the chain says no (the reason).
  */
 export async function simulateDeposit(
   clients: EvmNetworkClients,
   config: ChannelConfig,
-  deposit: Erc3009Deposit,
+  deposit: ChannelDeposit,
 ): Promise<Result<true, 'refused' | 'rpc_unavailable'>> {
   try {
     await clients.publicClient.call({
@@ -127,7 +137,9 @@ export async function simulateDeposit(
     });
     return ok(true);
   } catch (error) {
-    const text = message(error);
+    // A local node may answer a revert as an internal error whose details carry the reason.
+    const text =
+      error instanceof BaseError && error.details ? `${error.shortMessage} (${error.details})` : message(error);
     if (/revert|execution reverted|invalid|signature/i.test(text)) return fail('refused', text);
     return fail('rpc_unavailable', text);
   }
