@@ -45,11 +45,13 @@ describe('sandbox', () => {
       expect(Object.keys(first).sort()).toEqual([
         'apiKey',
         'baseUrl',
+        'channelNetworks',
         'client',
         'facilitatorUrl',
         'facilitatorV2Url',
         'llmUrl',
         'rpc',
+        'runId',
         'ssrfAllowHosts',
         'targetDetails',
         'targets',
@@ -165,6 +167,8 @@ describe('sandbox', () => {
       expect(again.env.SOLANA_PRIVATE_KEY).toBe(sandbox.env.SOLANA_PRIVATE_KEY);
       const second = await again.ready(t.service.url, t.database.handle.db);
       expect(second.apiKey).toBe(first!.apiKey);
+      // The chains are fresh: the channels a client opens belong to this start.
+      expect(second.runId).not.toBe(first!.runId);
       // Without an allow-list of the user's, only the sandbox's targets are listed.
       expect(second.ssrfAllowHosts.user).toEqual([]);
       expect(again.env.SSRF_ALLOW_HOSTS).toBe(second.ssrfAllowHosts.sandbox.join(','));
