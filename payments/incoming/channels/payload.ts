@@ -75,8 +75,9 @@ function depositOf(value: unknown): ChannelDeposit | undefined {
   const amount = uint(value.amount);
   if (amount === undefined || amount === 0n) return undefined;
   const { erc3009Authorization, permit2Authorization } = value.authorization;
-  if (isPlainObject(permit2Authorization) && erc3009Authorization === undefined)
-    return permit2DepositOf(amount, permit2Authorization);
+  // One authorization, never both: which one the collector would be given must not be a guess.
+  if (permit2Authorization !== undefined && erc3009Authorization !== undefined) return undefined;
+  if (isPlainObject(permit2Authorization)) return permit2DepositOf(amount, permit2Authorization);
   if (!isPlainObject(erc3009Authorization)) return undefined;
   const validAfter = uint(erc3009Authorization.validAfter, UINT256_LIMIT);
   const validBefore = uint(erc3009Authorization.validBefore, UINT256_LIMIT);
