@@ -84,43 +84,28 @@ async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresType> {
   return module.default;
 }
 
-const PASSWORD = 'postgres';
-
-/**
- * Creates the cluster under `dataDir`/postgres (initdb, seconds) unless it exists. The first step
- * of startEmbeddedPostgres; the sandbox runs it beside starting its peers.
- */
-export async function initialiseEmbeddedCluster(
-  dataDir: string,
-  log: (message: string) => void = () => {},
-): Promise<void> {
-  const databaseDir = path.resolve(dataDir, 'postgres');
+export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
+  const databaseDir = path.resolve(options.dataDir, 'postgres');
   mkdirSync(path.dirname(databaseDir), { recursive: true });
   makeTraversable(path.dirname(databaseDir));
-  if (existsSync(path.join(databaseDir, 'PG_VERSION'))) return;
-  const EmbeddedPostgres = await loadEmbeddedPostgres();
+  const port = await freePort();
+  const password = 'postgres';
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  const log = options.log ?? (() => {});
   const server = new EmbeddedPostgres({
     databaseDir,
+    port,
     user: 'postgres',
-    password: PASSWORD,
-    // Only its initdb is used (initialise); the server is started and stopped by startServer.
+    password,
+    // Only its initdb is used (initialise); the server is started and stopped by startServer below.
     persistent: true,
     createPostgresUser: isRoot,
     initdbFlags: ['--encoding=UTF8', '--locale=C'],
     onLog: (message) => log(message.trim()),
     onError: (message) => log(String(message instanceof Error ? message.message : message).trim()),
   });
-  await server.initialise();
-}
-
-export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
-  const log = options.log ?? (() => {});
-  await initialiseEmbeddedCluster(options.dataDir, log);
-  const databaseDir = path.resolve(options.dataDir, 'postgres');
-  const port = await freePort();
-  const password = PASSWORD;
-  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) await server.initialise();
   await clearPreviousCluster(databaseDir, options.dataDir, options.warn ?? log);
   const running = await startServer({ databaseDir, port, asPostgresUser: isRoot, log });
   const database = options.database ?? 'payment_routing';

@@ -15,7 +15,6 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Hex } from 'viem';
-import { initialiseEmbeddedCluster } from '../db/embedded';
 import type { Db } from '../db/index';
 import { authenticateKey, createApiKey, createOrganisation } from '../payments/accounts/accounts';
 import { grantCredits } from '../payments/accounts/credits';
@@ -89,29 +88,15 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
   // The networks enabled by default, and the opt-in ones the sandbox enables too: Polygon Amoy
   // and MegaETH, whose targets ask for Permit2 (exact) and upto.
   const networks: NetworkName[] = [...(DEFAULT_NETWORK_NAMES as readonly NetworkName[]), 'polygon-amoy', 'megaeth'];
-  // On a first start the service's embedded Postgres needs initdb (seconds, in processes of its
-  // own): it runs beside the peers' start instead of after it.
-  const databaseReady = options.env.DATABASE_URL?.trim()
-    ? Promise.resolve()
-    : initialiseEmbeddedCluster(dataDir, (message) => options.log.debug({ initdb: message }, 'embedded Postgres'));
-  const [started, initialised] = await Promise.allSettled([
-    startPeers({
-      networks,
-      keys: saved && {
-        serviceEvmPrivateKey: saved.serviceEvmPrivateKey,
-        clientEvmPrivateKey: saved.clientEvmPrivateKey,
-        serviceSolanaSecretKey: Uint8Array.from(saved.serviceSolanaSecretKey),
-        clientSolanaSecretKey: Uint8Array.from(saved.clientSolanaSecretKey),
-      },
-    }),
-    databaseReady,
-  ]);
-  if (started.status === 'rejected') throw started.reason;
-  const peers = started.value;
-  if (initialised.status === 'rejected') {
-    await peers.stop();
-    throw initialised.reason;
-  }
+  const peers = await startPeers({
+    networks,
+    keys: saved && {
+      serviceEvmPrivateKey: saved.serviceEvmPrivateKey,
+      clientEvmPrivateKey: saved.clientEvmPrivateKey,
+      serviceSolanaSecretKey: Uint8Array.from(saved.serviceSolanaSecretKey),
+      clientSolanaSecretKey: Uint8Array.from(saved.clientSolanaSecretKey),
+    },
+  });
   const { wallets } = peers;
   if (!saved) {
     const keys: SandboxKeys = {
