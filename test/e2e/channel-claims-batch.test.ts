@@ -115,4 +115,64 @@ describe('claims in batches', () => {
     }
     expect(await peers.usdcBalance(NETWORK, ours)).toBe(oursBefore + BigInt(CHANNELS) * TOTAL);
   });
+
+  it('a channel the chain cannot honour does not hold back the claims of the others in its batch', async () => {
+    const chain = peers.evmChains[NETWORK]!;
+    const target = peers.targets[NETWORK]!;
+    const payer = privateKeyToAccount(generatePrivateKey());
+    await peers.mint(NETWORK, payer.address, 100_000n);
+    const client = new x402Client();
+    client.register(
+      'eip155:*',
+      new BatchSettlementEvmScheme(toClientEvmSigner(payer, chain.publicClient), {
+        storage: new InMemoryClientChannelStorage(),
+      }),
+    );
+    const res = await wrapFetchWithPayment(contractFetch(), client)(
+      `${t.service.url}/relay`,
+      relayRequest({ api_url: target.routes.paid.url, method: 'GET', network: NETWORK }),
+    );
+    expect(res.status).toBe(200);
+    const healthy = await db
+      .selectFrom('receiver_channels')
+      .selectAll()
+      .where('payer', '=', payer.address.toLowerCase())
+      .executeTakeFirstOrThrow();
+    // Our mirror says a second channel owes us, but the chain holds nothing in it (a chain reset
+    // under a kept database; a payer who withdrew before our claim looks the same to the claim).
+    const config = { ...(healthy.config as Record<string, unknown>), salt: `0x${'ab'.repeat(32)}` };
+    const vanished = `0x${'cd'.repeat(32)}`;
+    await db
+      .insertInto('receiver_channels')
+      .values({ ...healthy, channel_id: vanished, config: JSON.stringify(config) })
+      .execute();
+    const before = await db.selectFrom('receiver_channel_claims').select('id').execute();
+    await sql`select graphile_worker.add_job('channel_claims', ${JSON.stringify({ force: true })}::json)`.execute(db);
+    const records = await until(
+      () =>
+        db
+          .selectFrom('receiver_channel_claims')
+          .selectAll()
+          .where(
+            'id',
+            'not in',
+            before.map((row) => row.id),
+          )
+          .orderBy('id')
+          .execute(),
+      (found) => found.length === 2 && found.every((row) => row.state !== 'sent'),
+      'the claim and settle records',
+    );
+    expect(records.map((row) => [row.kind, row.state, row.channels])).toEqual([
+      ['claim', 'confirmed', 1],
+      ['settle', 'confirmed', 0],
+    ]);
+    const [, totalClaimed] = await chain.publicClient.readContract({
+      address: BATCH_SETTLEMENT_ADDRESS,
+      abi: batchSettlementAbi,
+      functionName: 'channels',
+      args: [healthy.channel_id as Hex],
+    });
+    expect(totalClaimed).toBe(TOTAL);
+  });
 });

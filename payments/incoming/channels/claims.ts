@@ -82,6 +82,14 @@ export async function collectChannels(deps: ChannelDeps, { force = false } = {})
   return reports;
 }
 
+/** What a claim can take on a channel: what we charged, at most its voucher's ceiling and its balance on chain. */
+function claimTotal(channel: StoredChannel): bigint {
+  let total = channel.chargedCumulative;
+  if (channel.signedMaxClaimable < total) total = channel.signedMaxClaimable;
+  if (channel.balance < total) total = channel.balance;
+  return total;
+}
+
 async function collectOn(deps: ChannelDeps, network: NetworkName, force: boolean): Promise<ClaimReport> {
   const report: ClaimReport = { network, watched: 0, claims: [] };
   const clients = receiverClients(deps, network);
@@ -90,6 +98,8 @@ async function collectOn(deps: ChannelDeps, network: NetworkName, force: boolean
 
   // 1. Watch.
   const watched: StoredChannel[] = [];
+  // Only channels read from the chain in this run are claimed: one the chain cannot honour would revert the whole batch.
+  const read: StoredChannel[] = [];
   for (const channel of await channelsToWatch(deps.db, network, WATCH_BATCH)) {
     const onchain = await readChannelOnChain(clients, channel.channelId);
     if (!onchain.ok) {
@@ -99,11 +109,31 @@ async function collectOn(deps: ChannelDeps, network: NetworkName, force: boolean
     }
     await storeOnchain(deps.db, channel.channelId, onchain.value);
     watched.push({ ...channel, ...onchain.value });
+    read.push({ ...channel, ...onchain.value });
   }
   report.watched = watched.length;
 
-  // 2. Claim.
-  const claimable = watched.filter((channel) => channel.chargedCumulative > channel.totalClaimed && channel.signature);
+  // 2. Claim: each channel up to what we charged, what its voucher covers and what the chain holds.
+  const claimable = read
+    .filter((channel) => channel.chargedCumulative > channel.totalClaimed && channel.signature)
+    .flatMap((channel) => {
+      const total = claimTotal(channel);
+      if (total < channel.chargedCumulative)
+        deps.log.error(
+          {
+            channelId: channel.channelId,
+            network,
+            charged: String(channel.chargedCumulative),
+            balance: String(channel.balance),
+            totalClaimed: String(channel.totalClaimed),
+            signedMaxClaimable: String(channel.signedMaxClaimable),
+          },
+          total > channel.totalClaimed
+            ? 'channel holds less than we charged: claimed what it holds, the rest is lost'
+            : 'channel holds nothing more to claim of what we charged: left out of the claim, the rest is lost',
+        );
+      return total > channel.totalClaimed ? [{ ...channel, chargedCumulative: total }] : [];
+    });
   const unclaimed = claimable.reduce((sum, channel) => sum + (channel.chargedCumulative - channel.totalClaimed), 0n);
   const threshold = microToAsset(
     parseUsdc(deps.config.receiverChannels.claimThresholdUsdc),
