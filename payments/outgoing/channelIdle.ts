@@ -142,6 +142,43 @@ async function refundTargetOf(db: Db, channelId: string): Promise<{ url: string;
 }
 
 /**
+ * The channel's vouchers still undecided once nothing of ours is left in it: the seller can claim
+ * nothing more, so the chain's final claimed total decides each (charged up to its increment when
+ * it reaches the voucher's ceiling, never committed otherwise). The payments they paid for follow
+ * (the /proxy watch job and the relay's follow job read the voucher).
+ */
+async function decideAtClose(deps: ChannelIdleDeps, channelId: string, totalClaimed: bigint): Promise<void> {
+  const open = await deps.db
+    .selectFrom('payer_vouchers')
+    .select(['id', 'base_atomic', 'ceiling_atomic'])
+    .where('channel_id', '=', channelId)
+    .where('state', 'in', ['sent', 'unknown'])
+    .execute();
+  for (const voucher of open) {
+    const base = BigInt(voucher.base_atomic);
+    const ceiling = BigInt(voucher.ceiling_atomic);
+    const committed = totalClaimed >= ceiling;
+    await deps.db
+      .updateTable('payer_vouchers')
+      .set({
+        state: committed ? 'charged' : 'not_charged',
+        charged_atomic: committed ? ceiling - base : null,
+        resolved_at: new Date(),
+        details: committed
+          ? `the channel closed with ${totalClaimed} claimed, covering this voucher's ceiling`
+          : `the channel closed with ${totalClaimed} claimed, below this voucher's ceiling: never committed`,
+      })
+      .where('id', '=', voucher.id)
+      .where('state', 'in', ['sent', 'unknown'])
+      .execute();
+    deps.log.info(
+      { channelId, voucherId: String(voucher.id), committed },
+      'idle channel: an undecided voucher decided by the channel closing',
+    );
+  }
+}
+
+/**
  * Step 1, under the channel's lock: still open, still idle, no voucher undecided: it becomes
  * `closing` with the refund request recorded, then the seller is asked. The chain decides the rest
  * (advanceClosing, run at once after).
@@ -152,18 +189,8 @@ async function askRefund(deps: ChannelIdleDeps, candidate: PayerChannel, idleBef
     const channel = await channelRow(deps.db, candidate.channel_id);
     if (channel?.state !== 'open' || channel.last_used_at >= idleBefore)
       return { ...ids, step: 'skipped', details: 'the channel was used or closed meanwhile' };
-    const undecided = await deps.db
-      .selectFrom('payer_vouchers')
-      .select('id')
-      .where('channel_id', '=', channel.channel_id)
-      .where('state', 'in', ['sent', 'unknown'])
-      .executeTakeFirst();
-    if (undecided)
-      return {
-        ...ids,
-        step: 'skipped',
-        details: `voucher ${undecided.id} is not decided yet; the channel is given back once it is`,
-      };
+    // A voucher whose answer was lost (unknown) does not keep the channel open: no call will come
+    // to decide it, and the channel's end does (decideAtClose).
     const clients = deps.chains.evm.networks.get(channel.network as NetworkName);
     const account = deps.chains.evm.account;
     if (!clients || !account)
@@ -395,6 +422,7 @@ async function advanceClosing(deps: ChannelIdleDeps, candidate: PayerChannel): P
           : channel.withdraw_tx_state === null && channel.refund_requested_at !== null
             ? 'refunded'
             : 'closed';
+      await decideAtClose(deps, candidate.channel_id, onChain.totalClaimed);
       await set({
         state: 'closed',
         closed_at: new Date(),

@@ -219,10 +219,10 @@ describe('idle payer channels', () => {
       report: `held in channels ${usdc(DEPOSIT - PRICE)} USDC`,
     });
   });
-  it('idle with a voucher not decided yet: left open until it is, then refunded with the seller claiming its charge in the same step', async () => {
+  it('idle with a voucher whose answer was lost: refunded with the seller claiming its charge in the same step, the voucher decided by the close', async () => {
     const third = (await channels())[2]!;
     expect(third).toMatchObject({ state: 'open', charged_atomic: PRICE.toString() });
-    // A voucher whose answer was lost, as a call that died would leave it.
+    // A voucher whose answer was lost, as a call that died would leave it: no call comes to decide it.
     const lost = await db
       .insertInto('payer_vouchers')
       .values({
@@ -234,16 +234,7 @@ describe('idle payer channels', () => {
       })
       .returning('id')
       .executeTakeFirstOrThrow();
-    await runIdleTask(daysAhead(2));
-    expect((await channels())[2]).toMatchObject({ state: 'open', refund_requested_at: null });
-
-    // Decided (the seller never committed it): the channel is given back. The seller has not claimed
-    // its one charge: its refund claims it and pays us the rest.
-    await db
-      .updateTable('payer_vouchers')
-      .set({ state: 'not_charged', resolved_at: new Date() })
-      .where('id', '=', lost.id)
-      .execute();
+    // The seller never committed it; it has not claimed its one charge: its refund claims it and pays us the rest.
     const before = await peers.usdcBalance(NETWORK, ours());
     expect(await channelOnChain(peers, NETWORK, third.channel_id)).toEqual({ balance: DEPOSIT, totalClaimed: 0n });
     await runIdleTask(daysAhead(2));
@@ -252,5 +243,13 @@ describe('idle payer channels', () => {
     expect(await channelOnChain(peers, NETWORK, third.channel_id)).toEqual({ balance: PRICE, totalClaimed: PRICE });
     expect((await channels())[2]).toMatchObject({ state: 'closed' });
     expect(await floatFigures()).toEqual({ gauge: 0n, report: 'held in channels 0 USDC' });
+    // The close decided the lost voucher: the seller's final claim stayed below its ceiling.
+    expect(
+      await db
+        .selectFrom('payer_vouchers')
+        .select(['state', 'charged_atomic'])
+        .where('id', '=', lost.id)
+        .executeTakeFirst(),
+    ).toEqual({ state: 'not_charged', charged_atomic: null });
   });
 });
