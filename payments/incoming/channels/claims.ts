@@ -82,6 +82,9 @@ export async function collectChannels(deps: ChannelDeps, { force = false } = {})
   return reports;
 }
 
+/** The losses this process has logged (a channel and what it can still give): each is logged once, not every minute. */
+const lossesLogged = new Set<string>();
+
 /** What a claim can take on a channel: what we charged, at most its voucher's ceiling and its balance on chain. */
 function claimTotal(channel: StoredChannel): bigint {
   let total = channel.chargedCumulative;
@@ -118,7 +121,9 @@ async function collectOn(deps: ChannelDeps, network: NetworkName, force: boolean
     .filter((channel) => channel.chargedCumulative > channel.totalClaimed && channel.signature)
     .flatMap((channel) => {
       const total = claimTotal(channel);
-      if (total < channel.chargedCumulative)
+      const loss = `${channel.channelId}:${total}`;
+      if (total < channel.chargedCumulative && !lossesLogged.has(loss)) {
+        lossesLogged.add(loss);
         deps.log.error(
           {
             channelId: channel.channelId,
@@ -132,6 +137,7 @@ async function collectOn(deps: ChannelDeps, network: NetworkName, force: boolean
             ? 'channel holds less than we charged: claimed what it holds, the rest is lost'
             : 'channel holds nothing more to claim of what we charged: left out of the claim, the rest is lost',
         );
+      }
       return total > channel.totalClaimed ? [{ ...channel, chargedCumulative: total }] : [];
     });
   const unclaimed = claimable.reduce((sum, channel) => sum + (channel.chargedCumulative - channel.totalClaimed), 0n);
