@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { startPeers, type Peers } from '../../devnet/index';
 import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi } from '../../devnet/evm/batch-settlement';
+import { receiverChannelsEnv } from '../support/channels';
 import { peersEnv } from '../support/proxy';
 import { contractFetch, relayRequest } from '../support/relay';
 import { tableResolver } from '../support/resolver';
@@ -35,10 +36,7 @@ beforeAll(async () => {
     t = await startTestService(
       {
         ...peersEnv(peers),
-        CHANNEL_RECEIVER_NETWORKS: NETWORK,
-        CHANNEL_RECEIVER_MIN_DEPOSIT_MULTIPLIER: '2',
-        CHANNEL_RECEIVER_CLAIM_THRESHOLD_USDC: '1000',
-        CHANNEL_RECEIVER_CLAIM_PERIOD_SECONDS: '604800',
+        ...receiverChannelsEnv(NETWORK, 2),
       },
       { resolver: tableResolver() },
     );

@@ -22,7 +22,7 @@ import { EVM_NETWORKS, startPeers, type Peers, type Target } from '../../devnet/
 import { proxyCredits } from '../../payments/accounts/fees';
 import { organisationBalance } from '../../payments/accounts/credits';
 import { createTestAccount } from '../support/accounts';
-import { channelOnChain } from '../support/channels';
+import { channelOnChain, receiverChannelsEnv } from '../support/channels';
 import { peersEnv } from '../support/proxy';
 import { contractFetch, relayRequest } from '../support/relay';
 import { tableResolver } from '../support/resolver';
@@ -70,10 +70,7 @@ beforeAll(async () => {
       {
         ...peersEnv(peers),
         PAYER_CHANNEL_DEPOSIT_MULTIPLIER: String(PAYER_MULTIPLIER),
-        CHANNEL_RECEIVER_NETWORKS: NETWORK,
-        CHANNEL_RECEIVER_MIN_DEPOSIT_MULTIPLIER: String(RECEIVER_MULTIPLIER),
-        CHANNEL_RECEIVER_CLAIM_THRESHOLD_USDC: '1000',
-        CHANNEL_RECEIVER_CLAIM_PERIOD_SECONDS: '604800',
+        ...receiverChannelsEnv(NETWORK, RECEIVER_MULTIPLIER),
       },
       { resolver: tableResolver() },
     );

@@ -26,6 +26,7 @@ import {
   channelOnChain as onChain,
   claimChannels,
   until,
+  receiverChannelsEnv,
 } from '../support/channels';
 import { llmEnv, peersEnv } from '../support/proxy';
 import { contractFetch } from '../support/relay';
@@ -59,11 +60,7 @@ beforeAll(async () => {
       {
         ...peersEnv(peers),
         ...llmEnv(llm),
-        CHANNEL_RECEIVER_NETWORKS: NETWORK,
-        CHANNEL_RECEIVER_MIN_DEPOSIT_MULTIPLIER: String(MULTIPLIER),
-        // Claims happen when this test asks: never on the threshold or the period.
-        CHANNEL_RECEIVER_CLAIM_THRESHOLD_USDC: '1000',
-        CHANNEL_RECEIVER_CLAIM_PERIOD_SECONDS: '604800',
+        ...receiverChannelsEnv(NETWORK, MULTIPLIER),
       },
       { resolver: tableResolver() },
     );

@@ -29,6 +29,7 @@ import {
   channelOnChain as onChain,
   claimChannels,
   until,
+  receiverChannelsEnv,
 } from '../support/channels';
 import { peersEnv } from '../support/proxy';
 import { contractFetch, relayRequest } from '../support/relay';
@@ -58,11 +59,7 @@ beforeAll(async () => {
     t = await startTestService(
       {
         ...peersEnv(peers),
-        CHANNEL_RECEIVER_NETWORKS: NETWORK,
-        CHANNEL_RECEIVER_MIN_DEPOSIT_MULTIPLIER: String(MULTIPLIER),
-        // Claims happen when this test asks, or for a withdrawal: never on the threshold or the period.
-        CHANNEL_RECEIVER_CLAIM_THRESHOLD_USDC: '1000',
-        CHANNEL_RECEIVER_CLAIM_PERIOD_SECONDS: '604800',
+        ...receiverChannelsEnv(NETWORK, MULTIPLIER),
       },
       { resolver: tableResolver() },
     );

@@ -20,6 +20,7 @@ import {
   channelOnChain,
   claimChannels,
   until,
+  receiverChannelsEnv,
 } from '../support/channels';
 import { peersEnv } from '../support/proxy';
 import { contractFetch, relayRequest } from '../support/relay';
@@ -69,10 +70,7 @@ beforeAll(async () => {
     t = await startTestService(
       {
         ...peersEnv(peers),
-        CHANNEL_RECEIVER_NETWORKS: NETWORK,
-        CHANNEL_RECEIVER_MIN_DEPOSIT_MULTIPLIER: String(CLIENT_MULTIPLIER),
-        CHANNEL_RECEIVER_CLAIM_THRESHOLD_USDC: '1000',
-        CHANNEL_RECEIVER_CLAIM_PERIOD_SECONDS: '604800',
+        ...receiverChannelsEnv(NETWORK, CLIENT_MULTIPLIER),
         PAYER_CHANNEL_DEPOSIT_MULTIPLIER: '20',
         RELAY_DAILY_PER_WALLET_USD: '1',
       },

@@ -77,3 +77,17 @@ export async function until<T>(read: () => Promise<T>, done: (value: T) => boole
 export async function claimChannels(db: Db, force = true): Promise<void> {
   await sql`select graphile_worker.add_job('channel_claims', ${JSON.stringify({ force })}::json)`.execute(db);
 }
+
+/**
+ * The service's settings for taking channels on `network` with a first deposit of at least
+ * `multiplier` times the price; claims happen when the test asks (claimChannels) or for a
+ * withdrawal, never on the threshold or the period.
+ */
+export function receiverChannelsEnv(network: EvmNetworkName, multiplier: bigint | number): Record<string, string> {
+  return {
+    CHANNEL_RECEIVER_NETWORKS: network,
+    CHANNEL_RECEIVER_MIN_DEPOSIT_MULTIPLIER: String(multiplier),
+    CHANNEL_RECEIVER_CLAIM_THRESHOLD_USDC: '1000',
+    CHANNEL_RECEIVER_CLAIM_PERIOD_SECONDS: '604800',
+  };
+}
