@@ -177,7 +177,7 @@ export async function channel(bench: Bench): Promise<void> {
     );
     const ours = (chain: OnChain) => chain.ourTransactions - before.ourTransactions;
     say(
-      `  on chain, for ${calls + WARMUP_CALLS + 1} calls through /proxy: ${afterRun.ourDeposits - before.ourDeposits} deposit(s) into our channel ` +
+      `  on chain, for ${calls + WARMUP_CALLS + 1} calls through /proxy and as many through /relay to the same seller (one channel of ours): ${afterRun.ourDeposits - before.ourDeposits} deposit(s) into our channel ` +
         `(${afterDeposits.ourDeposits - before.ourDeposits} by the end of the warm-up; an ERC-3009 authorization our wallet signs, submitted by the seller's facilitator), ` +
         `${ours(afterRun)} transaction(s) sent by our wallet itself; the channels contract's events, in transactions: ${events(afterRun)} ` +
         `(the seller's claims: none before it claims)`,
