@@ -35,9 +35,8 @@ import { chainSeconds, finalizeWithdrawCall, initiateWithdrawCall } from '../cha
 import { readChannelOnChain, sendReceiverCall } from '../chains/evm/batchSettlement/receiverChain';
 import type { OfferV2 } from '../x402/parse';
 import { ourPaymentId } from '../x402/extensions';
-import { PAYMENT_RESPONSE_HEADER } from '../x402/v2';
 import { callBudget, callTarget, paymentRequiredOf } from './call';
-import { configOf, underPayerChannelLock, type PayerChannel } from './channels';
+import { configOf, sellerReceiptOf, underPayerChannelLock, type PayerChannel } from './channels';
 import { paymentSignatureHeader } from './pay';
 
 export type ChannelIdleDeps = Pick<
@@ -179,8 +178,8 @@ async function decideAtClose(deps: ChannelIdleDeps, channelId: string, totalClai
 }
 
 /**
- * Step 1, under the channel's lock: still open, still idle, no voucher undecided: it becomes
- * `closing` with the refund request recorded, then the seller is asked. The chain decides the rest
+ * Step 1, under the channel's lock: still open, still idle: it becomes `closing` with the refund
+ * request recorded, then the seller is asked. The chain decides the rest
  * (advanceClosing, run at once after).
  */
 async function askRefund(deps: ChannelIdleDeps, candidate: PayerChannel, idleBefore: Date): Promise<IdleChannelStep> {
@@ -251,31 +250,6 @@ async function note(db: Db, channelId: string, details: string): Promise<void> {
     .execute();
 }
 
-function headerText(response: TargetResponse, name: string): string | undefined {
-  const value = response.headers[name];
-  return Array.isArray(value) ? value[0] : value;
-}
-
-/** The seller's PAYMENT-RESPONSE (base64 JSON), or undefined. */
-function settleResponseOf(response: TargetResponse): { success: boolean; transaction: string; errorReason?: string } {
-  const text = headerText(response, PAYMENT_RESPONSE_HEADER);
-  if (text === undefined || text.length > 64 * 1024) return { success: false, transaction: '' };
-  try {
-    const value = JSON.parse(Buffer.from(text, 'base64').toString('utf8')) as {
-      success?: unknown;
-      transaction?: unknown;
-      errorReason?: unknown;
-    };
-    return {
-      success: value.success === true,
-      transaction: typeof value.transaction === 'string' ? value.transaction : '',
-      ...(typeof value.errorReason === 'string' ? { errorReason: value.errorReason } : {}),
-    };
-  } catch {
-    return { success: false, transaction: '' };
-  }
-}
-
 /** The seller's offer for this very channel's terms in its 402, or why there is none. */
 function offerForChannel(response: TargetResponse, channel: PayerChannel): Result<OfferV2, 'no_offer'> {
   const required = paymentRequiredOf(response);
@@ -331,11 +305,11 @@ async function requestRefund(
   );
   const answer = await send(header);
   if (!answer.ok) return fail('no_answer', `no answer to the refund: ${answer.details}`);
-  const settled = settleResponseOf(answer.value);
-  if (answer.value.status >= 400 || !settled.success)
+  const settled = sellerReceiptOf(answer.value);
+  if (answer.value.status >= 400 || !settled?.success)
     return fail(
       'refused',
-      `the seller answered ${answer.value.status}${settled.errorReason ? ` (${settled.errorReason})` : ''}`,
+      `the seller answered ${answer.value.status}${settled?.errorReason ? ` (${settled.errorReason})` : ''}`,
     );
   return ok({ transaction: settled.transaction });
 }

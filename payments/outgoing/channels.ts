@@ -286,9 +286,10 @@ async function decideUnknown(db: Db, channelId: string, sellerCharged: bigint): 
 
 interface SellerReceipt {
   success: boolean;
-  /** The deposit's transaction; empty for a voucher alone. */
+  /** The deposit's (or a refund's) transaction; empty for a voucher alone. */
   transaction: string;
   chargedAmount?: bigint;
+  errorReason?: string;
 }
 
 function headerText(response: TargetResponse, name: string): string | undefined {
@@ -310,12 +311,13 @@ function atomic(value: unknown): bigint | undefined {
   return typeof value === 'string' && DIGITS.test(value) ? BigInt(value) : undefined;
 }
 
-/** The seller's PAYMENT-RESPONSE: success, its deposit transaction, the charge and the channel it reports. */
-function sellerReceiptOf(response: TargetResponse): SellerReceipt | undefined {
+/** The seller's PAYMENT-RESPONSE: success, its transaction, the charge it reports and why it refused. */
+export function sellerReceiptOf(response: TargetResponse): SellerReceipt | undefined {
   const value = base64Json(headerText(response, PAYMENT_RESPONSE_HEADER)) as
     | {
         success?: unknown;
         transaction?: unknown;
+        errorReason?: unknown;
         extra?: { chargedAmount?: unknown; channelState?: Record<string, unknown> };
       }
     | undefined;
@@ -325,6 +327,7 @@ function sellerReceiptOf(response: TargetResponse): SellerReceipt | undefined {
     success: value.success,
     transaction: typeof value.transaction === 'string' ? value.transaction : '',
     ...(charged === undefined ? {} : { chargedAmount: charged }),
+    ...(typeof value.errorReason === 'string' ? { errorReason: value.errorReason } : {}),
   };
 }
 
