@@ -6,7 +6,7 @@
 import { createServer as createNetServer, connect, type Server as NetServer, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { loadConfig } from '../../payments/basics/config';
 import { startService, type Service } from '../../server/service';
 import { contractClient, type ContractClient } from '../support/contract';
@@ -69,15 +69,22 @@ function localChains(url: string): Record<string, string> {
 }
 
 /**
- * The first answer of the status wanted, asked again every 200 ms within a bound generous for a
- * loaded machine (where the event loop of this process, or a reconnection, is late now and then);
- * past the bound, the last answer, for the caller's assertion to name.
+ * The first answer of the status wanted, asked again every 200 ms: the test waits on the state it
+ * expects (on a loaded machine the event loop of this process, or a reconnection, is late now and
+ * then), bounded only by the test's own timeout, which names the last answer seen.
  */
-async function askUntil<R extends { status: number }>(ask: () => Promise<R>, status: number): Promise<R> {
-  const deadline = Date.now() + 60_000;
+async function askUntil<R extends { status: number; text?: string }>(
+  ask: () => Promise<R>,
+  status: number,
+): Promise<R> {
+  let last: R | undefined;
+  const seen = (): string => (last ? `${last.status} ${last.text ?? ''}`.trim() : 'no answer yet');
+  onTestFailed(() => {
+    if (last?.status !== status) console.error(`waiting for ${status}; the last answer: ${seen()}`);
+  });
   for (;;) {
-    const response = await ask();
-    if (response.status === status || Date.now() > deadline) return response;
+    last = await ask();
+    if (last.status === status) return last;
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
