@@ -41,6 +41,7 @@ import { SupportedEVMNetworks } from 'x402/types';
 import { wrapFetchWithPayment } from 'x402-fetch';
 import { CHANNELS_FILE, SandboxChannelStorage } from './channelStorage';
 import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi } from './evm/batch-settlement';
+import type { ChannelStateExtra } from '../payments/incoming/channels/receive';
 import { localTransport } from './evm/chain';
 import { signEvmPayment } from './evm/authorization';
 import {
@@ -80,16 +81,6 @@ export type SandboxCommand =
   | { mode: 'proxy'; targetUrl: string }
   | { mode: 'chat'; message: string };
 
-/** The channel's state as the service's PAYMENT-RESPONSE states it (extra.channelState), amounts in atomic units. */
-export interface StatedChannelState {
-  channelId: Hex;
-  balance: string;
-  totalClaimed: string;
-  withdrawRequestedAt: number;
-  refundNonce: string;
-  chargedCumulativeAmount: string;
-}
-
 /** A relay call paid through a batch-settlement channel, and what the chain shows of it. */
 export interface ChannelPayment {
   network: EvmNetworkName;
@@ -98,7 +89,7 @@ export interface ChannelPayment {
   deposit?: { transaction: string; amountMicroUsdc: bigint };
   /** What this call was charged on the channel (PAYMENT-RESPONSE extra.chargedAmount). */
   chargedMicroUsdc: bigint;
-  channelState: StatedChannelState;
+  channelState: ChannelStateExtra;
   /** The payer's USDC before and after the call: down by the deposit, or unchanged for a voucher. */
   clientBalance: { before: bigint; after: bigint };
   /** The channel as the contract holds it after the call. */
@@ -470,7 +461,7 @@ async function payRelayThroughChannel(
     return { ...result, ...(targetPayment ? { targetPayment } : {}) };
   }
   const settlement = decodePaymentResponseHeaderV2(header);
-  const extra = (settlement.extra ?? {}) as { chargedAmount?: string; channelState?: StatedChannelState };
+  const extra = (settlement.extra ?? {}) as { chargedAmount?: string; channelState?: ChannelStateExtra };
   if (extra.channelState === undefined || extra.chargedAmount === undefined)
     throw new Error(`the service's PAYMENT-RESPONSE names no channel: ${JSON.stringify(settlement)}`);
   const deposit =
