@@ -7,11 +7,8 @@
 // transaction of ours). Being paid: the unmodified @x402/fetch 2.27 with @x402/evm's batch-settlement
 // client pays /relay by a Permit2 deposit into a channel with us (our wallet sends it through the
 // Permit2 collector after simulating it), then vouchers only.
-import { x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
-import { toClientEvmSigner } from '@x402/evm';
-import { BatchSettlementEvmScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
-import { wrapFetchWithPayment } from '@x402/fetch';
+import { InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
 import { createTestClient, createWalletClient, getAddress, maxUint256, parseAbi, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -22,7 +19,7 @@ import { EVM_NETWORKS, startPeers, type Peers, type Target } from '../../devnet/
 import { proxyCredits } from '../../payments/accounts/fees';
 import { organisationBalance } from '../../payments/accounts/credits';
 import { createTestAccount } from '../support/accounts';
-import { channelOnChain, receiverChannelsEnv } from '../support/channels';
+import { channelClientFetch, channelOnChain, receiverChannelsEnv } from '../support/channels';
 import { peersEnv } from '../support/proxy';
 import { contractFetch, relayRequest } from '../support/relay';
 import { tableResolver } from '../support/resolver';
@@ -176,21 +173,7 @@ describe('/relay is paid by a Permit2 deposit into a channel with us', () => {
   const storage = new InMemoryClientChannelStorage();
   const target = () => peers.targets.exact!;
 
-  function payingFetch(sent: string[]): typeof fetch {
-    const client = new x402Client();
-    client.register(
-      'eip155:*',
-      new BatchSettlementEvmScheme(toClientEvmSigner(payer, chain().publicClient), { storage }),
-    );
-    const base = contractFetch();
-    const noting: typeof fetch = async (input, init) => {
-      const request = new Request(input, init);
-      const signature = request.headers.get('payment-signature');
-      if (signature) sent.push(signature);
-      return base(request);
-    };
-    return wrapFetchWithPayment(noting, client);
-  }
+  const payingFetch = (sent: string[]) => channelClientFetch(peers, NETWORK, payer, storage, sent);
 
   const relayInit = () => relayRequest({ api_url: target().routes.paid.url, method: 'GET', network: NETWORK });
   const relay = (pay: typeof fetch) => pay(`${t.service.url}/relay`, relayInit());
