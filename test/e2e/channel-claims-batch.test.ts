@@ -2,10 +2,7 @@
 // unmodified @x402/fetch with @x402/evm's batch-settlement client, one deposit and one call each),
 // then the channel_claims job claims all 50 in a single claimWithSignature and settles once; every
 // channel's totalClaimed and our wallet's balance are read from the chain.
-import { x402Client } from '@x402/core/client';
-import { toClientEvmSigner } from '@x402/evm';
-import { BatchSettlementEvmScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
-import { wrapFetchWithPayment } from '@x402/fetch';
+import { InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
 import { sql } from 'kysely';
 import { getAddress, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
@@ -13,9 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { startPeers, type Peers } from '../../devnet/index';
 import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi } from '../../devnet/evm/batch-settlement';
-import { receiverChannelsEnv } from '../support/channels';
+import { channelClientFetch, receiverChannelsEnv } from '../support/channels';
 import { peersEnv } from '../support/proxy';
-import { contractFetch, relayRequest } from '../support/relay';
+import { relayRequest } from '../support/relay';
 import { tableResolver } from '../support/resolver';
 import { startTestService, type TestService } from '../support/service';
 import { ifStarted } from '../support/teardown';
@@ -71,14 +68,7 @@ describe('claims in batches', () => {
     for (let i = 0; i < CHANNELS; i++) {
       const payer = privateKeyToAccount(generatePrivateKey());
       await peers.mint(NETWORK, payer.address, 100_000n);
-      const client = new x402Client();
-      client.register(
-        'eip155:*',
-        new BatchSettlementEvmScheme(toClientEvmSigner(payer, chain.publicClient), {
-          storage: new InMemoryClientChannelStorage(),
-        }),
-      );
-      const pay = wrapFetchWithPayment(contractFetch(), client);
+      const pay = channelClientFetch(peers, NETWORK, payer, new InMemoryClientChannelStorage());
       const res = await pay(
         `${t.service.url}/relay`,
         relayRequest({ api_url: target.routes.paid.url, method: 'GET', network: NETWORK }),
@@ -119,14 +109,8 @@ describe('claims in batches', () => {
     const target = peers.targets[NETWORK]!;
     const payer = privateKeyToAccount(generatePrivateKey());
     await peers.mint(NETWORK, payer.address, 100_000n);
-    const client = new x402Client();
-    client.register(
-      'eip155:*',
-      new BatchSettlementEvmScheme(toClientEvmSigner(payer, chain.publicClient), {
-        storage: new InMemoryClientChannelStorage(),
-      }),
-    );
-    const res = await wrapFetchWithPayment(contractFetch(), client)(
+    const pay = channelClientFetch(peers, NETWORK, payer, new InMemoryClientChannelStorage());
+    const res = await pay(
       `${t.service.url}/relay`,
       relayRequest({ api_url: target.routes.paid.url, method: 'GET', network: NETWORK }),
     );
