@@ -97,18 +97,28 @@ async function inLine<T>(key: string, run: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Runs `run` holding the advisory lock of a channel's terms on one connection of the pool. */
+/**
+ * Runs `run` holding the advisory lock of a channel's terms on one connection of the pool. Its
+ * result is handed back as soon as `run` ends; the unlock follows on the same connection, and the
+ * next call of this process on these terms starts only after it.
+ */
 async function underChannelLock<T>(db: Db, key: string, run: () => Promise<T>): Promise<T> {
-  return inLine(key, () =>
+  let hand!: { resolve: (value: T) => void; reject: (error: unknown) => void };
+  const result = new Promise<T>((resolve, reject) => (hand = { resolve, reject }));
+  const held = inLine(key, () =>
     db.connection().execute(async (connection) => {
       await sql`select pg_advisory_lock(hashtextextended(${key}, 0))`.execute(connection);
       try {
-        return await run();
+        hand.resolve(await run());
       } finally {
         await sql`select pg_advisory_unlock(hashtextextended(${key}, 0))`.execute(connection);
       }
     }),
   );
+  // A failure before or inside `run` is the caller's; one of the unlock alone (the connection's
+  // end releases the lock anyway) comes after the result was handed back and changes nothing.
+  held.catch((error: unknown) => hand.reject(error));
+  return result;
 }
 
 /** The channel's terms as its lock key and its row's unique key. */
@@ -357,6 +367,59 @@ function channelHeader(
 }
 
 /**
+ * The channel row of each terms key as this process last wrote it, when its last call there ended
+ * with no voucher open, with the row's version then (xmin, which every write to the row changes).
+ */
+const lastKnownBy = new WeakMap<Db, Map<string, KnownChannel>>();
+
+function lastKnownOf(db: Db): Map<string, KnownChannel> {
+  let known = lastKnownBy.get(db);
+  if (known === undefined) lastKnownBy.set(db, (known = new Map<string, KnownChannel>()));
+  return known;
+}
+
+const ROW_VERSION = sql<string>`xmin::text`.as('row_version');
+
+function knownOf({ row_version: version, ...channel }: PayerChannel & { row_version: string }): KnownChannel {
+  return { channel, version };
+}
+
+/**
+ * Records a voucher before it is sent, with the channel's highest ceiling ever signed, in one
+ * statement. With `version` (the row as this process last wrote it), it writes only while the row
+ * is still that version, else nothing (undefined). Returns the voucher's id and the row after.
+ */
+async function recordVoucher(
+  db: Db,
+  channel: PayerChannel,
+  version: string | undefined,
+  voucher: { callReference: string | null; base: bigint; ceiling: bigint; deposit: bigint | null; signature: string },
+): Promise<(KnownChannel & { voucherId: bigint }) | undefined> {
+  const { rows } = await sql<PayerChannel & { row_version: string; voucher_id: bigint }>`
+    with raised as (
+      update payer_channels
+      set signed_max_atomic = greatest(signed_max_atomic, ${voucher.ceiling}::numeric), last_used_at = ${new Date()}
+      where channel_id = ${channel.channel_id}
+        ${version === undefined ? sql`` : sql`and xmin = ${version}::xid and state = 'open'`}
+      returning *, xmin::text as row_version
+    ),
+    voucher as (
+      insert into payer_vouchers (channel_id, call_reference, base_atomic, ceiling_atomic, deposit_atomic, signature)
+      select channel_id, ${voucher.callReference}, ${voucher.base}::numeric, ${voucher.ceiling}::numeric,
+        ${voucher.deposit}::numeric, ${voucher.signature} from raised
+      returning id
+    )
+    select voucher.id as voucher_id, raised.* from voucher, raised`.execute(db);
+  const row = rows[0];
+  if (row === undefined) {
+    if (version === undefined) throw new Error(`payer channel ${channel.channel_id}: its row is gone`);
+    return undefined;
+  }
+  const { voucher_id: voucherId, ...rest } = row;
+  return { voucherId, ...knownOf(rest) };
+}
+
+/**
  * Pays one call to a target through our channel to its terms: signs, records and sends a voucher
  * (with a deposit where the balance is short), and records how the seller answered. At most two
  * vouchers are sent: the second only after a proven corrective 402.
@@ -383,15 +446,27 @@ export async function payThroughChannel(
   const method = depositMethodOf(offer, choice.network);
 
   return underChannelLock(deps.db, key, async () => {
-    const opened = await openChannel(deps.db, choice.network, account.address, terms);
-    let channel = opened.channel;
-    const unresolved = await unknownVouchers(deps.db, channel.channel_id, opened.open);
-    // Only a call under this lock makes a voucher unknown: none now, none to decide after the answer.
-    let unknownLeft = unresolved.length > 0;
-    const config = configOf(channel);
-    // After an unanswered call the chain is read first: a deposit it carried may have landed.
-    if (channel.synced_at === null || unresolved.some((voucher) => voucher.deposit_atomic !== null))
-      channel = await syncFromChain(deps, channel);
+    // The row as this process left it when its last call here ended with no voucher open: no read.
+    // It is taken once; a call that leaves it as it now is puts it back.
+    const lastKnown = lastKnownOf(deps.db);
+    const known = lastKnown.get(key);
+    lastKnown.delete(key);
+    const read = async () => {
+      const opened = await openChannel(deps.db, choice.network, account.address, terms);
+      const unresolved = await unknownVouchers(deps.db, opened.channel.channel_id, opened.open);
+      // After an unanswered call the chain is read first: a deposit it carried may have landed.
+      const synced =
+        opened.channel.synced_at === null || unresolved.some((voucher) => voucher.deposit_atomic !== null)
+          ? await syncFromChain(deps, opened.channel)
+          : opened.channel;
+      // Only a call under this lock makes a voucher unknown: none now, none to decide after the answer.
+      return { channel: synced, unknownLeft: unresolved.length > 0 };
+    };
+    let { channel, unknownLeft } =
+      known?.channel.payer === account.address ? { channel: known.channel, unknownLeft: false } : await read();
+    // Set while the row in hand is the one this process last wrote: the voucher's statement then
+    // writes only if the row is still that version, else the channel is read again.
+    let version = known?.version;
 
     for (let attempt = 1; ; attempt++) {
       const charged = BigInt(channel.charged_atomic);
@@ -412,7 +487,7 @@ export async function payThroughChannel(
             targetSide: false,
           };
       }
-      const payload = await signChannelPayment(account, clients, offer, config, {
+      const payload = await signChannelPayment(account, clients, offer, configOf(channel), {
         ceiling,
         method,
         nowSeconds: Math.floor(deps.clock.now().getTime() / 1000),
@@ -420,24 +495,24 @@ export async function payThroughChannel(
       });
       // Recorded before it leaves: the voucher, and the channel's highest ceiling ever signed.
       // One statement (both or neither), one round trip.
-      const voucher = await deps.db
-        .with('raised', (db) =>
-          db
-            .updateTable('payer_channels')
-            .set({ signed_max_atomic: sql`greatest(signed_max_atomic, ${ceiling}::numeric)`, last_used_at: new Date() })
-            .where('channel_id', '=', channel.channel_id),
-        )
-        .insertInto('payer_vouchers')
-        .values({
-          channel_id: channel.channel_id,
-          call_reference: input.callReference ?? null,
-          base_atomic: charged,
-          ceiling_atomic: ceiling,
-          deposit_atomic: sized.deposit ?? null,
-          signature: payload.voucher.signature,
-        })
-        .returning('id')
-        .executeTakeFirstOrThrow();
+      const recorded = await recordVoucher(deps.db, channel, version, {
+        callReference: input.callReference ?? null,
+        base: charged,
+        ceiling,
+        deposit: sized.deposit ?? null,
+        signature: payload.voucher.signature,
+      });
+      if (recorded === undefined) {
+        // The row changed since this process last wrote it (another instance used the channel):
+        // this voucher never leaves; the channel is read and the call signed again on what it holds.
+        deps.log.info({ channelId: channel.channel_id }, 'channel changed elsewhere; read again before signing');
+        ({ channel, unknownLeft } = await read());
+        version = undefined;
+        attempt--;
+        continue;
+      }
+      const voucher = { id: recorded.voucherId };
+      channel = recorded.channel;
       deps.log.info(
         {
           channelId: channel.channel_id,
@@ -459,10 +534,17 @@ export async function payThroughChannel(
         { charged, ceiling, deposit: sized.deposit, unknownLeft },
         answer,
       );
-      if (outcome.kind !== 'corrected') return outcome.result;
+      if (outcome.kind !== 'corrected') {
+        if (outcome.after) lastKnown.set(key, outcome.after);
+        else if (outcome.result.kind === 'not_charged' && sized.deposit === undefined)
+          // Nothing was written to the channel since the voucher's statement.
+          lastKnown.set(key, { channel, version: recorded.version });
+        return outcome.result;
+      }
       // The correction decided every unknown voucher.
       unknownLeft = false;
       channel = outcome.channel;
+      version = outcome.version;
       if (attempt >= 2)
         return {
           kind: 'not_charged',
@@ -497,8 +579,19 @@ async function syncFromChain(deps: ChannelDeps, channel: PayerChannel): Promise<
     .executeTakeFirstOrThrow();
 }
 
+/** A channel row and its version (xmin) as a statement of this process left it. */
+interface KnownChannel {
+  channel: PayerChannel;
+  version: string;
+}
+
+/**
+ * How a call ended; `after`, the channel's row as this call left it when it wrote the row last
+ * (the next call of this process starts from it without reading it).
+ */
 type Recorded =
-  { kind: 'done'; result: ChannelCallOutcome } | { kind: 'corrected'; channel: PayerChannel; response: TargetResponse };
+  | { kind: 'done'; result: ChannelCallOutcome; after?: KnownChannel }
+  | { kind: 'corrected'; channel: PayerChannel; version: string; response: TargetResponse };
 
 async function recordAnswer(
   deps: ChannelDeps,
@@ -543,7 +636,7 @@ async function recordAnswer(
     // The seller accepted a voucher on our base: every earlier unknown voucher above it was never committed.
     if (sent.unknownLeft) await decideUnknown(db, channel.channel_id, sent.charged);
     // The voucher and the channel in one statement (both or neither), one round trip.
-    await db
+    const row = await db
       .with('closed', (db) =>
         db
           .updateTable('payer_vouchers')
@@ -568,8 +661,14 @@ async function recordAnswer(
         last_used_at: new Date(),
       })
       .where('channel_id', '=', channel.channel_id)
-      .execute();
-    return { kind: 'done', result: { kind: 'charged', response, chargedAtomic, ...ids } };
+      .returningAll()
+      .returning(ROW_VERSION)
+      .executeTakeFirstOrThrow();
+    return {
+      kind: 'done',
+      result: { kind: 'charged', response, chargedAtomic, ...ids },
+      ...(sent.deposit === undefined ? { after: knownOf(row) } : {}),
+    };
   }
   const required = paymentRequiredOf(response);
   if (required?.error !== undefined && CORRECTIVE_ERRORS.has(required.error)) {
@@ -596,12 +695,13 @@ async function recordAnswer(
         })
         .where('channel_id', '=', channel.channel_id)
         .returningAll()
+        .returning(ROW_VERSION)
         .executeTakeFirstOrThrow();
       deps.log.warn(
         { channelId: channel.channel_id, from: String(sent.charged), to: String(corrected.charged) },
         "channel base corrected from the seller's proven state",
       );
-      return { kind: 'corrected', channel: updated, response };
+      return { kind: 'corrected', ...knownOf(updated), response };
     }
   }
   // Nothing committed: the voucher ends not charged, the channel is read again if it carried a deposit.

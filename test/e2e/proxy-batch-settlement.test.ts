@@ -5,12 +5,16 @@
 // the seller's channel manager claims and settles. Also: a failed target is not charged, a seller's
 // corrective 402 is adopted only when our own signature proves it, and a voucher whose answer was
 // lost is decided by the channel's next exchange without a double charge.
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
 import { startFaultProxy, type FaultProxy } from '../../devnet/faults';
 import { batchTargetName, startPeers, type Peers, type Target } from '../../devnet/index';
 import { channelOnChain } from '../support/channels';
 import { organisationBalance } from '../../payments/accounts/credits';
+import { loadConfig } from '../../payments/basics/config';
+import { startService } from '../../server/service';
+import { contractClient } from '../support/contract';
 import { proxyCredits } from '../../payments/accounts/fees';
 import { createTestAccount } from '../support/accounts';
 import { ledgerSums, peersEnv, pollWebhook } from '../support/proxy';
@@ -71,6 +75,12 @@ const ours = () => peers.wallets.service.evm.address;
 
 async function proxy(key: string, url: string) {
   return t.client.post('/proxy', { api_url: url, method: 'GET' }, { headers: { 'x-api-key': key } });
+}
+
+/** The id of the newest voucher so far (0 when none). */
+async function lastVoucherId(): Promise<bigint> {
+  const row = await db.selectFrom('payer_vouchers').select('id').orderBy('id', 'desc').executeTakeFirst();
+  return row?.id ?? 0n;
 }
 
 async function theChannel() {
@@ -154,6 +164,53 @@ describe('/proxy to a batch-settlement target', () => {
     });
     expect(await peers.usdcBalance(NETWORK, target.payTo)).toBe(before.payTo + BigInt(CALLS) * PRICE);
     expect(await peers.usdcBalance(NETWORK, ours())).toBe(before.ours - DEPOSIT);
+  });
+
+  it('two instances on one database take turns on our channel: each signs on the charge the other recorded', async () => {
+    // Another instance of the service on the same database (no worker of its own).
+    const second = await startService(
+      loadConfig({
+        ...peersEnv(peers, [new URL(breaking!.url).host]),
+        PAYER_CHANNEL_DEPOSIT_MULTIPLIER: String(MULTIPLIER),
+        PORT: '0',
+        HOST: '127.0.0.1',
+        LOG_LEVEL: 'silent',
+        RUN_WORKER: 'false',
+        DATABASE_URL: t.database.url,
+      }),
+      { logger: pino({ level: 'silent' }), resolver: tableResolver() },
+    );
+    try {
+      const secondClient = contractClient(second.url);
+      const { key, organisationId } = await createTestAccount(db, { credits: 1_000n });
+      const base = BigInt((await theChannel()).charged_atomic);
+      const since = await lastVoucherId();
+      target.reset();
+      // Each instance keeps the channel as its last call left it; every turn of the other changes it.
+      for (const client of [t.client, secondClient, t.client, secondClient, t.client]) {
+        const res = await client.post(
+          '/proxy',
+          { api_url: target.routes.paid.url, method: 'GET' },
+          { headers: { 'x-api-key': key } },
+        );
+        expect(res.status, res.text).toBe(200);
+      }
+      // One voucher per call, each on the charge before it: no stale base, no corrective 402.
+      expect(target.requests.filter((request) => request.payment !== null)).toHaveLength(5);
+      const vouchers = await db
+        .selectFrom('payer_vouchers')
+        .selectAll()
+        .where('id', '>', since)
+        .orderBy('id')
+        .execute();
+      expect(vouchers.map((voucher) => [voucher.state, voucher.base_atomic])).toEqual(
+        [0n, 1n, 2n, 3n, 4n].map((index) => ['charged', String(base + index * PRICE)]),
+      );
+      expect((await theChannel()).charged_atomic).toBe(String(base + 5n * PRICE));
+      expect(await organisationBalance(db, organisationId)).toBe(1_000n - 5n * PER_CALL_CREDITS);
+    } finally {
+      await second.stop();
+    }
   });
 
   it('a target that fails is not charged, and the next voucher is signed on the same base', async () => {
