@@ -5,6 +5,8 @@
 // the seller's channel manager claims and settles. Also: a failed target is not charged, a seller's
 // corrective 402 is adopted only when our own signature proves it, and a voucher whose answer was
 // lost is decided by the channel's next exchange without a double charge.
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../db/index';
@@ -37,9 +39,12 @@ let target: Target;
 /** In front of the target: cuts the answer to one paid call after the seller committed it. */
 let breaking: FaultProxy | undefined;
 let cutNext = false;
+/** In front of the seller under one URL of its own: the seller's route it forwards to (and so the price). */
+let front: { url: string; close(): Promise<void> } | undefined;
+let frontPath = '/paid';
 
 beforeAll(async () => {
-  peers = await startPeers({ networks: [NETWORK], pricesMicroUsdc: { paid: PRICE } });
+  peers = await startPeers({ networks: [NETWORK], pricesMicroUsdc: { paid: PRICE, paidEcho: 2n * PRICE } });
   try {
     target = peers.targets[batchTargetName(NETWORK)]!;
     breaking = await startFaultProxy({
@@ -50,15 +55,18 @@ beforeAll(async () => {
         return 'reset_mid_body';
       },
     });
+    const forwarder = await startForwarder(target.url, () => frontPath);
+    front = forwarder;
     t = await startTestService(
       {
-        ...peersEnv(peers, [new URL(breaking.url).host]),
+        ...peersEnv(peers, [new URL(breaking.url).host, new URL(forwarder.url).host]),
         PAYER_CHANNEL_DEPOSIT_MULTIPLIER: String(MULTIPLIER),
       },
       { resolver: tableResolver() },
     );
     db = t.database.handle.db;
   } catch (error) {
+    await front?.close();
     await breaking?.close();
     await peers.stop();
     throw error;
@@ -67,6 +75,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await ifStarted(t)?.stop();
+  await front?.close();
   await breaking?.close();
   await ifStarted(peers)?.stop();
 });
@@ -75,6 +84,43 @@ const ours = () => peers.wallets.service.evm.address;
 
 async function proxy(key: string, url: string) {
   return t.client.post('/proxy', { api_url: url, method: 'GET' }, { headers: { 'x-api-key': key } });
+}
+
+/** A plain forwarder in front of `upstream`: every request goes to the path `pathOf()` names now. */
+async function startForwarder(
+  upstream: string,
+  pathOf: () => string,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const headers = Object.fromEntries(
+        Object.entries(request.headers).filter(([name]) => name !== 'host' && name !== 'content-length'),
+      ) as Record<string, string>;
+      fetch(`${upstream}${pathOf()}`, {
+        method: request.method!,
+        headers,
+        ...(chunks.length > 0 ? { body: Buffer.concat(chunks) } : {}),
+      }).then(
+        async (answer) => {
+          const body = Buffer.from(await answer.arrayBuffer());
+          answer.headers.forEach((value, name) => {
+            if (name !== 'content-length' && name !== 'transfer-encoding' && name !== 'connection')
+              response.setHeader(name, value);
+          });
+          response.writeHead(answer.status).end(body);
+        },
+        () => response.writeHead(502).end(),
+      );
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }
 
 /** The id of the newest voucher so far (0 when none). */
@@ -211,6 +257,46 @@ describe('/proxy to a batch-settlement target', () => {
     } finally {
       await second.stop();
     }
+  });
+
+  it("keeps a seller's 402 for the next identical call (one request per paid call), and asks again when its price changed", async () => {
+    frontPath = new URL(target.routes.paid.url).pathname;
+    const { key, organisationId } = await createTestAccount(db, { credits: 1_000n });
+    const base = BigInt((await theChannel()).charged_atomic);
+    const since = await lastVoucherId();
+    target.reset();
+    for (let call = 1; call <= 3; call++) {
+      const res = await proxy(key, `${front!.url}/priced`);
+      expect(res.status, res.text).toBe(200);
+    }
+    // The first call asked the price, then paid; the next two paid at once.
+    expect(target.requests.map((request) => [request.route, request.payment !== null])).toEqual([
+      ['paid', false],
+      ['paid', true],
+      ['paid', true],
+      ['paid', true],
+    ]);
+    // The seller's price doubles: the voucher of the kept 402 is refused, the price asked again and paid.
+    frontPath = new URL(target.routes.paidEcho.url).pathname;
+    target.reset();
+    const changed = await proxy(key, `${front!.url}/priced`);
+    expect(changed.status, changed.text).toBe(200);
+    const doubled = proxyCredits(2n * PRICE, 3).totalCredits;
+    expect(changed.headers.get('x-credits-charged')).toBe(doubled.toString());
+    expect(target.requests.map((request) => [request.route, request.payment !== null])).toEqual([
+      ['paidEcho', true],
+      ['paidEcho', false],
+      ['paidEcho', true],
+    ]);
+    const vouchers = await db.selectFrom('payer_vouchers').selectAll().where('id', '>', since).orderBy('id').execute();
+    expect(vouchers.map((voucher) => [voucher.state, voucher.base_atomic, voucher.ceiling_atomic])).toEqual([
+      ['charged', String(base), String(base + PRICE)],
+      ['charged', String(base + PRICE), String(base + 2n * PRICE)],
+      ['charged', String(base + 2n * PRICE), String(base + 3n * PRICE)],
+      ['not_charged', String(base + 3n * PRICE), String(base + 4n * PRICE)],
+      ['charged', String(base + 3n * PRICE), String(base + 5n * PRICE)],
+    ]);
+    expect(await organisationBalance(db, organisationId)).toBe(1_000n - 3n * PER_CALL_CREDITS - doubled);
   });
 
   it('a target that fails is not charged, and the next voucher is signed on the same base', async () => {

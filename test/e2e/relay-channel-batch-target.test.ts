@@ -148,6 +148,7 @@ describe('/relay from a channel client to a batch-settlement target', () => {
     expect(await peers.usdcBalance(NETWORK, ours())).toBe(start.ours - OUR_DEPOSIT);
 
     const sent = await nonces();
+    seller.reset();
     for (let call = 2; call <= CALLS; call++) {
       const res = await relay(pay, seller.routes.paid.url);
       expect(res.status).toBe(200);
@@ -159,6 +160,11 @@ describe('/relay from a channel client to a batch-settlement target', () => {
       });
     }
     expect(await nonces()).toEqual(sent);
+    // The seller's price was asked by the first call alone (its 402 kept): each call since reached it
+    // once, with our voucher (both the client's 402 and its paid request were priced without it).
+    expect(seller.requests.map((request) => request.payment !== null)).toEqual(
+      Array.from({ length: CALLS - 1 }, () => true),
+    );
     expect(await peers.usdcBalance(NETWORK, payer.address)).toBe(start.client - CLIENT_DEPOSIT);
     expect(await peers.usdcBalance(NETWORK, ours())).toBe(start.ours - OUR_DEPOSIT);
     expect(await chargedOf(clientChannel)).toBe(BigInt(CALLS) * TOTAL);

@@ -44,6 +44,7 @@ import {
 import { encodePaymentResponseHeader } from '../../x402/headers';
 import { isChannel, type PaymentChoice } from '../../x402/choose';
 import { proxyThroughChannel } from './channel';
+import { forgetSellerQuote, keepSellerQuote, keptSellerQuote } from '../../outgoing/sellerQuotes';
 import type { ClaimRef } from '../../basics/idempotency';
 import { sendNotedPaidCall } from '../discovery/resources';
 import { floorRefusal, type WalletBelowFloor } from '../../tracking/floorCheck';
@@ -109,15 +110,25 @@ export interface ProxyPaymentReport {
   chargedCredits?: bigint;
 }
 
-export async function proxyCall(deps: PayingDeps, input: ProxyCall): Promise<ProxyOutcome> {
-  const budget = callBudget(input.timeoutMs);
+/**
+ * `budget` is the whole call's, shared with a second pass. `fresh`: the seller is asked its price
+ * even when its last 402 to this request is kept (payments/outgoing/sellerQuotes.ts).
+ */
+export async function proxyCall(
+  deps: PayingDeps,
+  input: ProxyCall,
+  { budget = callBudget(input.timeoutMs), fresh = false }: { budget?: CallBudget; fresh?: boolean } = {},
+): Promise<ProxyOutcome> {
   const built = buildTargetRequest(input.call);
   if (!built.ok) return { kind: 'bad_request', details: built.details };
   const limits = input.limits ?? {};
   const refusedHost = hostRefusal(limits, input.call.api_url);
   if (refusedHost) return refusedHost;
 
-  const first = await callTarget(built.value, budget, deps);
+  // A batch-settlement seller's 402 to this very request, kept from a call moments ago: its voucher
+  // is sent at once (a voucher moves nothing until the seller commits it).
+  const kept = fresh ? undefined : keptSellerQuote(built.value);
+  const first = kept ? ({ ok: true, value: kept } as const) : await callTarget(built.value, budget, deps);
   if (!first.ok) return unreachable(first);
   const required = paymentRequiredOf(first.value);
   if (!required) return answerOf(first.value);
@@ -127,6 +138,10 @@ export async function proxyCall(deps: PayingDeps, input: ProxyCall): Promise<Pro
     maxAmountMicroUsdc: parseUsdc(deps.config.proxyMaxPaymentUsdc),
     channels: true,
   });
+  if (kept && !(decision.ok && isChannel(decision.value))) {
+    forgetSellerQuote(built.value);
+    return proxyCall(deps, input, { budget, fresh: true });
+  }
   if (!decision.ok) {
     if (decision.reason === 'transfer_method_unsupported')
       return { kind: 'transfer_method_unsupported', details: decision.details };
@@ -149,7 +164,15 @@ export async function proxyCall(deps: PayingDeps, input: ProxyCall): Promise<Pro
   const refusedRecipient = await recipientRefusal(deps.chains, decision.value);
   if (refusedRecipient) return refusedRecipient;
   if (isChannel(decision.value)) {
+    if (!kept) keepSellerQuote(built.value, first.value);
     const paid = await proxyThroughChannel(deps, input, decision.value, budget);
+    if (kept && !(paid.kind === 'pass_through' && paid.payment.charged)) {
+      forgetSellerQuote(built.value);
+      // The seller refused the voucher of its kept 402 and committed nothing: its price or terms
+      // changed. Asked again, the call is paid on what it asks now.
+      if (paid.kind === 'bad_gateway' && paid.upstreamStatus === 402 && paid.webhookId === undefined)
+        return proxyCall(deps, input, { budget, fresh: true });
+    }
     return paid.kind === 'hold_refused' ? refusal(paid.refused, paid.credits, input.key, decision.value) : paid;
   }
   return payAndRetry(deps, input, decision.value, budget);

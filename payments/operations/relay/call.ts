@@ -39,7 +39,7 @@ import type { X402Version } from '../../x402/v2';
 import { admitClientPayment, type RelayLimitRefusal } from './admit';
 import { uptoExposureRoom } from '../../accounts/limits';
 import { deliver, deliverUsed, handOver, recordedTargetPayment, scheduleRefund, watchTargetPayment } from './outcome';
-import { quoteRelay, relayOffers, relayUptoOffers, type RelayQuote } from './quote';
+import { forgetRelayQuote, quoteRelay, relayOffers, relayUptoOffers, type RelayQuote } from './quote';
 import type { RelayCall, RelayOutcome } from './types';
 import { relayUptoClient } from './uptoClient';
 import { relayChannelClient, relayChannelOffers } from './channelClient';
@@ -106,7 +106,15 @@ export async function relayCall(
     if (input.payment.decoded.ok) payment = input.payment.decoded.value;
   }
 
-  const quote = await quoteRelay(deps, { call: input.call, budget, maxAmountMicroUsdc: input.maxAmountMicroUsdc });
+  // A seller's kept 402 prices the call when nothing of the client's would settle on it: our 402,
+  // and a voucher's call (a voucher moves nothing when the target refuses ours).
+  const byVoucher = payment?.version === 2 && payment.signature.accepted.scheme === 'batch-settlement';
+  const quote = await quoteRelay(deps, {
+    call: input.call,
+    budget,
+    maxAmountMicroUsdc: input.maxAmountMicroUsdc,
+    keep: payment === undefined || byVoucher,
+  });
   if (quote.kind !== 'priced') return unpriced(quote);
   const accepts = await relayOffers(deps, quote, input);
   // Channels are offered for a target priced by exact (a fixed price is the voucher's increment) or
@@ -159,6 +167,8 @@ export async function relayCall(
       offer,
       budget,
     });
+    // A call that went wrong asks the seller its price again next time.
+    if (result.kind !== 'outcome' || result.outcome.kind !== 'pass_through') forgetRelayQuote(input.call);
     if (result.kind === 'outcome') return result.outcome;
     if (result.kind === 'over_limit') return overLimit(result.refusal, result.payer, quote.choice.networkClass);
     return channelRefused(result.refusal, accepts, [

@@ -20,7 +20,8 @@ import {
   type OfferRefused,
   type TransferMethodUnsupported,
 } from '../../outgoing/index';
-import { isUpto, type PaymentChoice } from '../../x402/choose';
+import { isChannel, isUpto, type PaymentChoice } from '../../x402/choose';
+import { forgetSellerQuote, keepSellerQuote, keptSellerQuote } from '../../outgoing/sellerQuotes';
 import { uptoOffers } from '../../chains/registry';
 import type { PaymentRequirementsV2 } from '../../x402/v2';
 import type { PaymentRequirements } from '../../x402/types';
@@ -48,20 +49,27 @@ export type RelayQuote =
   | { kind: 'bad_gateway'; details: string }
   | { kind: 'configuration_error'; details: string };
 
+/**
+ * `keep`: a batch-settlement seller's 402 to this very request kept from moments ago is used
+ * without calling the seller, and one we would pay through our channel is kept
+ * (payments/outgoing/sellerQuotes.ts); a relay whose client pays by voucher (and its 402) uses it.
+ */
 export async function quoteRelay(
   deps: Pick<Deps, 'chains' | 'config' | 'resolver' | 'connections'>,
   {
     call,
     budget,
     maxAmountMicroUsdc,
-  }: { call: CallRequest; budget: CallBudget; maxAmountMicroUsdc?: bigint | undefined },
+    keep = false,
+  }: { call: CallRequest; budget: CallBudget; maxAmountMicroUsdc?: bigint | undefined; keep?: boolean },
 ): Promise<RelayQuote> {
   const built = buildTargetRequest(call);
   if (!built.ok) return { kind: 'bad_request', details: built.details };
   const named = namedNetwork(deps.chains, call.network);
   if (named !== undefined && !named.ok) return { kind: 'bad_request', details: named.details };
 
-  const answer = await callTarget(built.value, budget, deps);
+  const kept = keep ? keptSellerQuote(built.value) : undefined;
+  const answer = kept ? ({ ok: true, value: kept } as const) : await callTarget(built.value, budget, deps);
   if (!answer.ok)
     return isClientError(answer.reason)
       ? { kind: 'bad_request', details: answer.details }
@@ -77,6 +85,11 @@ export async function quoteRelay(
     maxAmountMicroUsdc: usdToMicro(deps.config.relayDailyTotalUsd),
     channels: true,
   });
+  if (kept && !(decision.ok && isChannel(decision.value))) {
+    forgetSellerQuote(built.value);
+    return quoteRelay(deps, { call, budget, maxAmountMicroUsdc });
+  }
+  if (keep && !kept && decision.ok && isChannel(decision.value)) keepSellerQuote(built.value, response);
   if (!decision.ok) {
     if (decision.reason === 'transfer_method_unsupported')
       return { kind: 'transfer_method_unsupported', details: decision.details };
@@ -103,6 +116,12 @@ export async function quoteRelay(
     minUsdc: deps.config.relayFeeMinUsdc,
   });
   return { kind: 'priced', choice, fee, ...(named ? { namedNetwork: named.network } : {}), ...withBazaar(required) };
+}
+
+/** Forgets the seller's kept 402 to this call: the next relay of it asks the seller again. */
+export function forgetRelayQuote(call: CallRequest): void {
+  const built = buildTargetRequest(call);
+  if (built.ok) forgetSellerQuote(built.value);
 }
 
 function namedNetwork(
