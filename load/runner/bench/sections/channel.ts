@@ -131,12 +131,16 @@ export async function channel(bench: Bench): Promise<void> {
     const direct: number[] = [];
     const proxied: number[] = [];
     const phases = { direct: [] as PaidRun['phases'][], proxy: [] as PaidRun['phases'][] };
-    // Each call reaches the target twice (unpaid, then with the voucher): its arrival times split the call.
+    // A direct call reaches the target twice (unpaid, then with the voucher); one through /proxy
+    // once (the seller's 402 is kept from the call before): the arrival times split the call.
     const split = async (mode: 'channel' | 'proxy', count: number) => {
       await peersChild.call('reset');
       const result = await checked(mode, count);
-      const arrivals = await peersChild.call<Arrival[]>('requests', { last: 2 * count });
-      phases[mode === 'channel' ? 'direct' : 'proxy'].push(phasesOf(result, arrivals, 2).phases);
+      const perCall = mode === 'proxy' ? 1 : 2;
+      const arrivals = await peersChild.call<Arrival[]>('requests', { last: perCall * count });
+      phases[mode === 'channel' ? 'direct' : 'proxy'].push(
+        perCall === 2 ? phasesOf(result, arrivals, 2).phases : voucherOnlyPhases(result, arrivals),
+      );
       return durations(result);
     };
     for (const half of [0, 1]) {
@@ -168,8 +172,8 @@ export async function channel(bench: Bench): Promise<void> {
     const phase = (side: 'direct' | 'proxy', name: keyof PaidRun['phases']) =>
       median(phases[side].flatMap((each) => each[name]));
     say(
-      `  where the time goes (medians, from the target's arrival times; ms): to the target direct ${fmt.ms(phase('direct', 'toTarget'))}, /proxy ${fmt.ms(phase('proxy', 'toTarget'))}; ` +
-        `402 -> voucher request direct ${fmt.ms(phase('direct', 'toPaidRequest'))}, /proxy ${fmt.ms(phase('proxy', 'toPaidRequest'))} (our lock, voucher row, signing); ` +
+      `  where the time goes (medians, from the target's arrival times; ms): direct: to the target ${fmt.ms(phase('direct', 'toTarget'))}, 402 -> voucher request ${fmt.ms(phase('direct', 'toPaidRequest'))}; ` +
+        `/proxy: to the voucher request ${fmt.ms(phase('proxy', 'toTarget'))} (no 402 asked: the seller's is kept; our hold, lock, voucher row, signing); ` +
         `voucher request -> answer direct ${fmt.ms(phase('direct', 'toAnswer'))}, /proxy ${fmt.ms(phase('proxy', 'toAnswer'))} (the target's own work, then our record of the answer, the charge)`,
     );
     say(
@@ -311,4 +315,17 @@ async function relayComparisons(
     });
   }
   return comparisons;
+}
+
+/** A call that reached the target once, with its voucher: to that request, and from it to the answer. */
+function voucherOnlyPhases(result: PaidResult, arrivals: Arrival[]): PaidRun['phases'] {
+  const phases = { toTarget: [] as number[], toPaidRequest: [] as number[], toAnswer: [] as number[] };
+  if (arrivals.length !== result.calls.length) return phases;
+  result.calls.forEach(([start, end], index) => {
+    const request = arrivals[index];
+    if (request === undefined || !request.paid) return;
+    phases.toTarget.push(request.receivedAtMs - start);
+    phases.toAnswer.push(end - request.receivedAtMs);
+  });
+  return phases;
 }
