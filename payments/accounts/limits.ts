@@ -2,11 +2,12 @@
  * Daily spend counters (docs/architecture.md section 3). A counter is increased only when the
  * result stays within its limit, in one statement, so concurrent calls can never overshoot: the
  * database function add_spend (db/functions/add_spend.sql), which moves the counters of one call
- * together for reserve_credits and admit_relay_payment. Relay counters are in micro-USDC
+ * together for reserve_credits, admit_relay_payment and a channel payment's lease
+ * (payments/incoming/channels/store.ts, addSpendCall). Relay counters are in micro-USDC
  * (daily_spend.spent_micro_usdc); proxy and API key counters are in credits
  * (daily_spend.spent_credits). The day is the UTC date.
  */
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { Db, Tx } from '../../db/index';
 import type { SpendClass, SpendScope } from '../../db/schema';
 import { addDays } from '../basics/clock';
@@ -53,6 +54,50 @@ export async function subtractSpend(tx: Db | Tx, key: SpendKey, amount: bigint):
     select subtract_spend(${key.scope}::text, ${key.scopeId}::text, ${key.networkClass}::text, ${key.day}::date, ${amount}::bigint)`.execute(
     tx,
   );
+}
+
+/**
+ * One call's amount on several counters, in the callers' lock order (the payer's before the
+ * service's), in their scopes' unit: what add_spend adds together, or what was added and is given back.
+ */
+export interface SpendMove {
+  keys: readonly SpendKey[];
+  amount: bigint;
+}
+
+/**
+ * The call `add_spend(...)` for `move` (each counter within its own limit, `limits` in the order of
+ * its keys): an SQL expression for a caller's own statement, valued as add_spend is (null when every
+ * counter moved, else the 1-based position of the first that refused, and nothing moved). Its keys
+ * share one day.
+ */
+export function addSpendCall(move: SpendMove, limits: readonly bigint[]): RawBuilder<number | null> {
+  const [first] = move.keys;
+  if (!first || limits.length !== move.keys.length) throw new RangeError('add_spend takes one limit per counter');
+  return sql<number | null>`add_spend(
+    ${move.keys.map((key) => key.scope)}::text[], ${move.keys.map((key) => key.scopeId)}::text[],
+    ${move.keys.map((key) => key.networkClass)}::text[], ${limits.map(String)}::bigint[],
+    ${first.day}::date, ${move.amount}::bigint)`;
+}
+
+/**
+ * A query giving `move` back to its counters (subtract_spend on each, in its keys' order, never
+ * below zero), one row per counter; `from` adds a relation to its FROM (a CTE's name), so that
+ * nothing is given back when that relation has no row. A SELECT: inside a WITH it runs only when
+ * read.
+ */
+export function giveBackQuery(move: SpendMove, from?: RawBuilder<unknown>): RawBuilder<unknown> {
+  return sql`select subtract_spend(k.scope, k.scope_id, k.network_class, k.day, ${move.amount}::bigint) as given
+    from ${from === undefined ? sql`` : sql`${from}, `}unnest(
+      ${move.keys.map((key) => key.scope)}::text[], ${move.keys.map((key) => key.scopeId)}::text[],
+      ${move.keys.map((key) => key.networkClass)}::text[], ${move.keys.map((key) => key.day)}::date[]
+    ) as k(scope, scope_id, network_class, day)`;
+}
+
+/** Gives `move` back to its counters in one statement (never below zero); nothing when its amount is zero. */
+export async function giveBackSpend(db: Db | Tx, move: SpendMove): Promise<void> {
+  if (move.amount <= 0n || move.keys.length === 0) return;
+  await giveBackQuery(move).execute(db);
 }
 
 /** Spend rows are kept this many days for operators, then pruned by the daily job. */

@@ -44,8 +44,10 @@ import {
 import type { EvmNetworkClients } from '../../chains/evm/clients';
 import type { Tx } from '../../../db/index';
 import { readChannelPayload, type ChannelPayload } from './payload';
+import { giveBackSpend, type SpendMove } from '../../accounts/limits';
 import {
   chargeUnderLease,
+  closeLeaseUncharged,
   endLease,
   findChannel,
   insertCharge,
@@ -188,6 +190,27 @@ export interface ChannelReservation {
   deposit?: { txHash: Hex; amount: bigint };
   /** The channel as it stood when admitted. */
   channel: StoredChannel;
+  /** What the lease's own statement added to the caller's daily counters (ChannelSpend); absent when it added nothing. */
+  counted?: SpendMove;
+}
+
+/**
+ * The daily counters a request on a channel moves (the caller's limits), for its payer, network and
+ * increment: added in the lease's own statement, the lease refused when one would pass its limit.
+ */
+export type ChannelSpend = (request: { payer: Address; network: NetworkName; increment: bigint }) => {
+  move: SpendMove;
+  limits: readonly bigint[];
+};
+
+/** A request refused by the daily counters (ChannelSpend): no lease was taken and nothing moved. */
+export interface ChannelOverLimit {
+  kind: 'over_limit';
+  /** The position in `move.keys` of the first counter that refused (add_spend's, 1-based). */
+  refusedBy: number;
+  move: SpendMove;
+  limits: readonly bigint[];
+  payer: Address;
 }
 
 export type ChannelAcceptance =
@@ -279,6 +302,34 @@ export async function acceptChannelPayment(
   offer: PaymentRequirementsV2,
   { leaseMs }: { leaseMs: number },
 ): Promise<ChannelAcceptance> {
+  const accepted = await acceptChannel(deps, rawPayload, offer, leaseMs);
+  if (accepted.kind === 'over_limit')
+    throw new Error('a channel payment counted on no daily counter was refused by one');
+  return accepted;
+}
+
+/**
+ * acceptChannelPayment, the request's increment counted on `spend`'s daily counters too: for a
+ * voucher on a channel as we last read it, in the lease's own statement (`reservation.counted`);
+ * otherwise not counted (the caller counts it after the lease). `over_limit` when a counter refused
+ * it: no lease was taken, nothing moved.
+ */
+export function acceptCountedChannelPayment(
+  deps: ChannelDeps,
+  rawPayload: unknown,
+  offer: PaymentRequirementsV2,
+  { leaseMs, spend }: { leaseMs: number; spend: ChannelSpend },
+): Promise<ChannelAcceptance | ChannelOverLimit> {
+  return acceptChannel(deps, rawPayload, offer, leaseMs, spend);
+}
+
+async function acceptChannel(
+  deps: ChannelDeps,
+  rawPayload: unknown,
+  offer: PaymentRequirementsV2,
+  leaseMs: number,
+  spend?: ChannelSpend,
+): Promise<ChannelAcceptance | ChannelOverLimit> {
   const read = readChannelPayload(rawPayload);
   if (!read.ok) return refused(refusal(CHANNEL_ERRORS.payloadType, read.details));
   const payload = read.value;
@@ -295,7 +346,6 @@ export async function acceptChannelPayment(
     return refused(refusal(CHANNEL_ERRORS.stateUnavailable, 'the payer contract could not be asked', { ours: true }));
   if (!signed)
     return refused(refusal(CHANNEL_ERRORS.voucherSignature, 'the voucher is not signed by the payer authorizer'));
-
   const channelId = payload.voucher.channelId.toLowerCase() as Hex;
   const price = BigInt(offer.amount);
   if (payload.type === 'deposit') {
@@ -316,8 +366,42 @@ export async function acceptChannelPayment(
       );
   }
 
-  // Our copy of the chain's state, read again when older than the TTL (outside the row lock).
   const now = deps.clock.now().getTime();
+  const pendingId = randomUUID();
+  const increment = payload.type === 'refund' ? 0n : price;
+  const pending = { id: pendingId, until: new Date(now + leaseMs) };
+  if (payload.type === 'voucher') {
+    // The common case, a voucher on a channel as we last read it (its chain state younger than the
+    // TTL, the voucher at its charged total plus the price, within its balance): the lease, and the
+    // counters, in one statement. Otherwise nothing moved, and the channel is read.
+    const counting = spend?.({ payer: getAddress(payload.config.payer), network, increment });
+    const fast = await leaseUnchanged(deps.db, channelId, {
+      ceiling: payload.voucher.maxClaimableAmount,
+      increment,
+      freshSince: new Date(now - onchainTtlSeconds * 1000),
+      pending,
+      now: new Date(now),
+      ...(counting ? { spend: counting } : {}),
+    });
+    if (fast !== undefined && 'refusedBy' in fast && counting)
+      return { kind: 'over_limit', refusedBy: fast.refusedBy, ...counting, payer: payload.config.payer };
+    if (fast !== undefined && 'leased' in fast)
+      return {
+        kind: 'reserved',
+        reservation: {
+          network,
+          channelId,
+          pendingId,
+          payer: payload.config.payer,
+          increment,
+          voucher: { maxClaimableAmount: payload.voucher.maxClaimableAmount, signature: payload.voucher.signature },
+          channel: fast.leased,
+          ...(counting ? { counted: counting.move } : {}),
+        },
+      };
+  }
+
+  // Our copy of the chain's state, read again when older than the TTL (outside the row lock).
   const stored = await findChannel(deps.db, channelId);
   let onchain: OnchainChannel | undefined;
   if (!isFresh(stored, onchainTtlSeconds * 1000, now)) {
@@ -326,79 +410,65 @@ export async function acceptChannelPayment(
     onchain = fresh.value;
   }
 
-  const pendingId = randomUUID();
-  const increment = payload.type === 'refund' ? 0n : price;
-  const pending = { id: pendingId, until: new Date(now + leaseMs) };
-  // The common case, a voucher on a channel as we last read it: the lease in one statement.
-  const leased =
-    payload.type === 'voucher' &&
-    stored !== undefined &&
-    onchain === undefined &&
-    stored.totalClaimed <= stored.chargedCumulative &&
-    payload.voucher.maxClaimableAmount === stored.chargedCumulative + increment
-      ? await leaseUnchanged(deps.db, channelId, { charged: stored.chargedCumulative, pending, now: new Date(now) })
-      : undefined;
-  const reserved =
-    leased ??
-    (await updateChannel<ChannelRefusal | StoredChannel>(deps.db, channelId, (current) => {
-      const charged = current?.chargedCumulative ?? 0n;
-      const state: StoredChannel = current ?? {
-        channelId,
+  const reserved = await updateChannel<ChannelRefusal | StoredChannel>(deps.db, channelId, (current) => {
+    const charged = current?.chargedCumulative ?? 0n;
+    const state: StoredChannel = current ?? {
+      channelId,
+      network,
+      config: payload.config,
+      chargedCumulative: 0n,
+      signedMaxClaimable: 0n,
+      signature: undefined,
+      balance: onchain?.balance ?? 0n,
+      totalClaimed: onchain?.totalClaimed ?? 0n,
+      withdrawRequestedAt: onchain?.withdrawRequestedAt ?? 0,
+      refundNonce: onchain?.refundNonce ?? 0n,
+      onchainSyncedAt: undefined,
+      pendingId: undefined,
+      pendingUntil: undefined,
+      lastRequestAt: undefined,
+    };
+    const view: StoredChannel = onchain ? { ...state, ...onchain } : state;
+    // What the chain claimed is charged at least (a channel new to us, or a mirror lost).
+    const base = charged > view.totalClaimed ? charged : view.totalClaimed;
+    if (!current && payload.type !== 'deposit' && view.balance === 0n)
+      return { result: refusal(CHANNEL_ERRORS.missingChannel, 'no such channel: open it with a deposit') };
+    if (current?.pendingUntil !== undefined && current.pendingUntil.getTime() > now)
+      return { result: refusal(CHANNEL_ERRORS.channelBusy, 'the channel is serving another request') };
+    const expected = base + increment;
+    if (payload.voucher.maxClaimableAmount !== expected) {
+      const correction = { ...view, chargedCumulative: base };
+      return {
+        result: refusal(
+          CHANNEL_ERRORS.cumulativeMismatch,
+          `the voucher's maxClaimableAmount must be ${expected} (charged ${base} plus ${increment})`,
+          {
+            channelState: channelStateOf(correction),
+            ...(current?.signature
+              ? {
+                  voucherState: {
+                    signedMaxClaimable: current.signedMaxClaimable.toString(),
+                    signature: current.signature,
+                  },
+                }
+              : {}),
+          },
+        ),
+        ...(onchain && current ? { write: { onchain } } : {}),
+      };
+    }
+    return {
+      result: { ...view, chargedCumulative: base },
+      write: {
         network,
         config: payload.config,
-        chargedCumulative: 0n,
-        signedMaxClaimable: 0n,
-        signature: undefined,
-        balance: onchain?.balance ?? 0n,
-        totalClaimed: onchain?.totalClaimed ?? 0n,
-        withdrawRequestedAt: onchain?.withdrawRequestedAt ?? 0,
-        refundNonce: onchain?.refundNonce ?? 0n,
-        onchainSyncedAt: undefined,
-        pendingId: undefined,
-        pendingUntil: undefined,
-        lastRequestAt: undefined,
-      };
-      const view: StoredChannel = onchain ? { ...state, ...onchain } : state;
-      // What the chain claimed is charged at least (a channel new to us, or a mirror lost).
-      const base = charged > view.totalClaimed ? charged : view.totalClaimed;
-      if (!current && payload.type !== 'deposit' && view.balance === 0n)
-        return { result: refusal(CHANNEL_ERRORS.missingChannel, 'no such channel: open it with a deposit') };
-      if (current?.pendingUntil !== undefined && current.pendingUntil.getTime() > now)
-        return { result: refusal(CHANNEL_ERRORS.channelBusy, 'the channel is serving another request') };
-      const expected = base + increment;
-      if (payload.voucher.maxClaimableAmount !== expected) {
-        const correction = { ...view, chargedCumulative: base };
-        return {
-          result: refusal(
-            CHANNEL_ERRORS.cumulativeMismatch,
-            `the voucher's maxClaimableAmount must be ${expected} (charged ${base} plus ${increment})`,
-            {
-              channelState: channelStateOf(correction),
-              ...(current?.signature
-                ? {
-                    voucherState: {
-                      signedMaxClaimable: current.signedMaxClaimable.toString(),
-                      signature: current.signature,
-                    },
-                  }
-                : {}),
-            },
-          ),
-          ...(onchain && current ? { write: { onchain } } : {}),
-        };
-      }
-      return {
-        result: { ...view, chargedCumulative: base },
-        write: {
-          network,
-          config: payload.config,
-          chargedCumulative: base,
-          ...(current ? {} : { signedMaxClaimable: base }),
-          ...(onchain ? { onchain } : {}),
-          pending,
-        },
-      };
-    }));
+        chargedCumulative: base,
+        ...(current ? {} : { signedMaxClaimable: base }),
+        ...(onchain ? { onchain } : {}),
+        pending,
+      },
+    };
+  });
   if ('code' in reserved) return refused(reserved);
   let channel = reserved;
   const release = () => releaseChannel(deps, channelId, pendingId);
@@ -461,9 +531,17 @@ export async function acceptChannelPayment(
   };
 }
 
-/** Ends a request's lease without a charge (the resource failed): the same voucher pays the next request. */
-export async function releaseChannel(deps: Pick<Deps, 'db'>, channelId: Hex, pendingId: string): Promise<void> {
-  await endLease(deps.db, channelId, pendingId);
+/**
+ * Ends a request's lease without a charge (the resource failed): the same voucher pays the next
+ * request. `giveBack` (what the request added to daily counters) is taken back in the same statement.
+ */
+export async function releaseChannel(
+  deps: Pick<Deps, 'db'>,
+  channelId: Hex,
+  pendingId: string,
+  giveBack?: SpendMove,
+): Promise<void> {
+  await endLease(deps.db, channelId, pendingId, giveBack);
 }
 
 export type ChargeCommit =
@@ -476,27 +554,39 @@ export type ChargeCommit =
  * second commit of that amount.
  */
 export async function commitChannelCharge(
-  deps: Pick<Deps, 'db'>,
+  deps: Pick<Deps, 'db' | 'log'>,
   reservation: ChannelReservation,
   targetUrl?: string,
   /** What this request costs when less than the price (a seller that charged less): at most the increment. */
   amount: bigint = reservation.increment,
+  /** What the request added to daily counters and does not keep once charged: taken back with a committed charge only. */
+  giveBack?: SpendMove,
 ): Promise<ChargeCommit> {
   if (amount < 0n || amount > reservation.increment)
     throw new RangeError(`a charge of ${amount} is outside 0..${reservation.increment}`);
-  // The common case, the lease still held and the voucher covering the charge: one statement.
+  const { channelId, pendingId } = reservation;
+  // The common case, the lease still held (and the voucher covering the charge): one statement,
+  // with the counters' take-back.
   const charged =
     amount > 0n
-      ? await chargeUnderLease(deps.db, reservation.channelId, {
-          pendingId: reservation.pendingId,
+      ? await chargeUnderLease(deps.db, channelId, {
+          pendingId,
           amount,
           voucher: reservation.voucher,
           ...(targetUrl ? { targetUrl } : {}),
+          ...(giveBack ? { giveBack } : {}),
         })
-      : undefined;
+      : await closeLeaseUncharged(deps.db, channelId, pendingId, giveBack);
   if (charged) return { ok: true, channel: charged, charged: amount };
-  // Otherwise under the row lock, which says why it cannot be charged (or charges nothing).
-  return commitLocked(deps, reservation, { amount, ...(targetUrl ? { reference: targetUrl } : {}) });
+  // Otherwise under the row lock, which says why it cannot be charged (nothing was given back yet).
+  const committed = await commitLocked(deps, reservation, { amount, ...(targetUrl ? { reference: targetUrl } : {}) });
+  if (committed.ok && giveBack)
+    // The charge stands whatever happens to the counters (limits, not money): a take-back that
+    // fails leaves them counting more than was charged, until the day ends.
+    await giveBackSpend(deps.db, giveBack).catch((error: unknown) =>
+      deps.log.error({ err: error, channelId }, 'daily counters not given back after a channel charge'),
+    );
+  return committed;
 }
 
 export type ChargeCommitAlong<T> =

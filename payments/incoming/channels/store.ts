@@ -7,9 +7,11 @@
  * that lock: one request at a time per channel, in every instance; a charge is committed only by
  * the lease's holder, and its cumulative amount is unique per channel (receiver_channel_charges).
  */
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { Hex } from 'viem';
 import type { Db, Tx } from '../../../db/index';
+import { runPrepared } from '../../../db/prepared';
+import { addSpendCall, giveBackQuery, type SpendMove } from '../../accounts/limits';
 import type { ChannelConfig } from '../../chains/evm/batchSettlement/voucher';
 import type { OnchainChannel } from '../../chains/evm/batchSettlement/receiverChain';
 
@@ -34,11 +36,30 @@ export interface StoredChannel {
 
 type Row = Awaited<ReturnType<typeof selectRow>>;
 
+/** What a channel is read from: its row's columns that channelOf reads. */
+const CHANNEL_COLUMN_NAMES = [
+  'channel_id',
+  'network',
+  'config',
+  'charged_cumulative',
+  'signed_max_claimable',
+  'signature',
+  'balance',
+  'total_claimed',
+  'withdraw_requested_at',
+  'refund_nonce',
+  'onchain_synced_at',
+  'pending_id',
+  'pending_until',
+  'last_request_at',
+] as const;
+type ChannelRow = Pick<NonNullable<Row>, (typeof CHANNEL_COLUMN_NAMES)[number]>;
+
 function selectRow(db: Db | Tx, channelId: string) {
   return db.selectFrom('receiver_channels').selectAll().where('channel_id', '=', channelId).executeTakeFirst();
 }
 
-function channelOf(row: NonNullable<Row>): StoredChannel {
+function channelOf(row: ChannelRow): StoredChannel {
   return {
     channelId: row.channel_id as Hex,
     network: row.network,
@@ -248,34 +269,91 @@ export async function withNetworkClaimLock<T>(db: Db, network: string, work: () 
  * charge and the release, each one round trip instead of a transaction around a row lock. Each is
  * conditional on the row as the slow path would have found it under its lock, so either it does
  * exactly what the slow path would, or it changes nothing (undefined) and the caller takes the slow
- * path. A single UPDATE locks its row for its own duration: instances still see one order per channel.
+ * path. A single statement locks its rows for its own duration: instances still see one order per
+ * channel. The daily counters a request moves (payments/accounts/limits.ts) go in the same
+ * statement, after the channel's row (the order every path takes: channel, then counters). Named
+ * prepared statements (db/prepared.ts), so each returns its columns by name.
  */
 
 /**
- * The lease, when the channel's charged total is still `charged` (at least what was claimed) and no
- * live lease holds it: the row as leased, or undefined (the slow path decides).
+ * Commits its statement without waiting for the flush of its WAL: a lease and the counters moved
+ * with it, and their release. A crash of the database may lose them as if the lease had expired
+ * (counters are limits, not money); a charge, flushed, flushes everything written before it.
+ */
+const UNFLUSHED = sql`set_config('synchronous_commit', 'off', true)`;
+
+/** The columns a channel is read with (channelOf). */
+const CHANNEL_COLUMNS = sql.raw(CHANNEL_COLUMN_NAMES.map((name) => `c.${name}`).join(', '));
+
+/**
+ * The lease of a voucher that stands on the channel as stored: the channel's charged total plus
+ * `increment` is the voucher's `ceiling`, within its balance and above what was claimed (and what
+ * was claimed at most the charged total), the chain's state read since `freshSince`, and no live
+ * lease holds it. With `spend`, its amount is added to its counters in the same statement, and the
+ * lease taken only when every one admitted it (add_spend): `refusedBy` is then the position of the
+ * first that refused, and nothing moved. Undefined when the channel does not stand so (nothing
+ * moved either: the slow path decides).
  */
 export async function leaseUnchanged(
   db: Db,
   channelId: Hex,
-  { charged, pending, now }: { charged: bigint; pending: { id: string; until: Date }; now: Date },
-): Promise<StoredChannel | undefined> {
-  const row = await db
-    .updateTable('receiver_channels')
-    .set({ pending_id: pending.id, pending_until: pending.until, updated_at: now })
-    .where('channel_id', '=', channelId.toLowerCase())
-    .where('charged_cumulative', '=', charged.toString())
-    .where('total_claimed', '<=', charged.toString())
-    .where((eb) => eb.or([eb('pending_until', 'is', null), eb('pending_until', '<=', now)]))
-    .returningAll()
-    .executeTakeFirst();
-  return row ? channelOf(row) : undefined;
+  lease: {
+    ceiling: bigint;
+    increment: bigint;
+    freshSince: Date;
+    pending: { id: string; until: Date };
+    now: Date;
+    spend?: { move: SpendMove; limits: readonly bigint[] };
+  },
+): Promise<{ leased: StoredChannel } | { refusedBy: number } | undefined> {
+  const { ceiling, increment, freshSince, pending, now, spend } = lease;
+  const stands = sql`c.channel_id = ${channelId.toLowerCase()}
+      and c.charged_cumulative + ${increment.toString()}::numeric = ${ceiling.toString()}::numeric
+      and c.total_claimed <= c.charged_cumulative
+      and c.total_claimed < ${ceiling.toString()}::numeric
+      and c.balance >= ${ceiling.toString()}::numeric
+      and c.onchain_synced_at >= ${freshSince}
+      and (c.pending_until is null or c.pending_until <= ${now})`;
+  const set = sql`pending_id = ${pending.id}, pending_until = ${pending.until}, updated_at = ${now}`;
+  if (!spend) {
+    const { rows } = await runPrepared(
+      db,
+      sql<ChannelRow>`update receiver_channels c set ${set} from (select ${UNFLUSHED}) as unflushed
+        where ${stands} returning ${CHANNEL_COLUMNS}`.compile(db),
+    );
+    const row = rows[0];
+    return row ? { leased: channelOf(row) } : undefined;
+  }
+  // The row locked first (as the UPDATE would), the counters moved only for a channel that stands,
+  // the lease taken only when they moved.
+  const { rows } = await runPrepared(
+    db,
+    sql<Omit<ChannelRow, 'channel_id'> & { channel_id: string | null; refused: number | null }>`
+      with standing as (
+        select c.channel_id, ${UNFLUSHED} as unflushed from receiver_channels c where ${stands} for update
+      ), spend as (
+        select ${addSpendCall(spend.move, spend.limits)} as refused from standing
+      ), leased as (
+        update receiver_channels c set ${set}
+          from spend where c.channel_id = ${channelId.toLowerCase()} and spend.refused is null
+          returning ${CHANNEL_COLUMNS}
+      )
+      select spend.refused, leased.* from spend left join leased on true`.compile(db),
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  if (row.refused !== null) return { refusedBy: row.refused };
+  const { channel_id: leasedId, ...leased } = row;
+  // Admitted by the counters, the row that stood is leased: it was locked for this statement.
+  if (leasedId === null) throw new Error(`channel ${channelId} was not leased after its counters admitted it`);
+  return { leased: channelOf({ ...leased, channel_id: leasedId }) };
 }
 
 /**
  * The lease holder's charge of `amount` under the voucher it was given, with the charge's row: the
  * channel as charged, or undefined when the lease is no longer held or the voucher does not cover
- * it (the slow path says which). A cumulative amount already committed fails, as insertCharge does.
+ * it (the slow path says which; nothing moved). A cumulative amount already committed fails, as
+ * insertCharge does. `giveBack` is taken off its counters in the same statement, only when charged.
  */
 export async function chargeUnderLease(
   db: Db,
@@ -285,57 +363,98 @@ export async function chargeUnderLease(
     amount: bigint;
     voucher: { maxClaimableAmount: bigint; signature: Hex };
     targetUrl?: string;
+    giveBack?: SpendMove;
   },
 ): Promise<StoredChannel | undefined> {
   const id = channelId.toLowerCase();
   const now = new Date();
-  const max = charge.voucher.maxClaimableAmount;
-  const row = await db
-    .with('charged', (qb) =>
-      qb
-        .updateTable('receiver_channels')
-        .set({
-          charged_cumulative: sql`charged_cumulative + ${charge.amount}::numeric`,
-          signed_max_claimable: max,
-          signature: charge.voucher.signature,
-          pending_id: null,
-          pending_until: null,
-          last_request_at: now,
-          updated_at: now,
-        })
-        .where('channel_id', '=', id)
-        .where('pending_id', '=', charge.pendingId)
-        .where(sql<boolean>`charged_cumulative + ${charge.amount}::numeric <= ${max}::numeric`)
-        .returningAll(),
-    )
-    .with('recorded', (qb) =>
-      qb
-        .insertInto('receiver_channel_charges')
-        .columns(['channel_id', 'cumulative', 'amount', 'signed_max_claimable', 'target_url'])
-        .expression((eb) =>
-          eb
-            .selectFrom('charged')
-            .select([
-              'charged.channel_id',
-              'charged.charged_cumulative',
-              sql<string>`${charge.amount}::numeric`.as('amount'),
-              sql<string>`${max}::numeric`.as('signed_max_claimable'),
-              sql<string | null>`${charge.targetUrl ?? null}::text`.as('target_url'),
-            ]),
-        ),
-    )
-    .selectFrom('charged')
-    .selectAll()
-    .executeTakeFirst();
+  const max = charge.voucher.maxClaimableAmount.toString();
+  const amount = charge.amount.toString();
+  const given = givenBack(charge.giveBack, 'charged');
+  const { rows } = await runPrepared(
+    db,
+    sql<ChannelRow>`
+      with charged as (
+        update receiver_channels c set
+            charged_cumulative = c.charged_cumulative + ${amount}::numeric,
+            signed_max_claimable = ${max}::numeric,
+            signature = ${charge.voucher.signature},
+            pending_id = null,
+            pending_until = null,
+            last_request_at = ${now},
+            updated_at = ${now}
+          where c.channel_id = ${id} and c.pending_id = ${charge.pendingId}
+            and c.charged_cumulative + ${amount}::numeric <= ${max}::numeric
+          returning ${CHANNEL_COLUMNS}
+      ), recorded as (
+        insert into receiver_channel_charges (channel_id, cumulative, amount, signed_max_claimable, target_url)
+          select charged.channel_id, charged.charged_cumulative, ${amount}::numeric, ${max}::numeric,
+                 ${charge.targetUrl ?? null}::text
+            from charged
+      )${given.cte}
+      select charged.*${given.read} from charged`.compile(db),
+  );
+  const row = rows[0];
   return row ? channelOf(row) : undefined;
 }
 
-/** Ends the lease `pendingId` holds, if it still holds it. */
-export async function endLease(db: Db, channelId: Hex, pendingId: string): Promise<void> {
-  await db
-    .updateTable('receiver_channels')
-    .set({ pending_id: null, pending_until: null, updated_at: new Date() })
-    .where('channel_id', '=', channelId.toLowerCase())
-    .where('pending_id', '=', pendingId)
-    .execute();
+/**
+ * The lease holder's end of a request charged nothing (the resource answered, its price was
+ * nothing): the lease ends, the voucher pays the next request. The channel as it stands after, or
+ * undefined when the lease is no longer held (nothing moved). `giveBack` as chargeUnderLease's.
+ */
+export async function closeLeaseUncharged(
+  db: Db,
+  channelId: Hex,
+  pendingId: string,
+  giveBack?: SpendMove,
+): Promise<StoredChannel | undefined> {
+  const now = new Date();
+  const given = givenBack(giveBack, 'closed');
+  const { rows } = await runPrepared(
+    db,
+    sql<ChannelRow>`
+      with closed as (
+        update receiver_channels c set pending_id = null, pending_until = null, last_request_at = ${now}, updated_at = ${now}
+          where c.channel_id = ${channelId.toLowerCase()} and c.pending_id = ${pendingId}
+          returning ${CHANNEL_COLUMNS}
+      )${given.cte}
+      select closed.*${given.read} from closed`.compile(db),
+  );
+  const row = rows[0];
+  return row ? channelOf(row) : undefined;
+}
+
+/**
+ * Ends the lease `pendingId` holds, if it still holds it; `giveBack` is taken off its counters in
+ * the same statement whether or not it still held the lease (what the request added, it gives back).
+ */
+export async function endLease(db: Db, channelId: Hex, pendingId: string, giveBack?: SpendMove): Promise<void> {
+  const now = new Date();
+  const ending = sql`update receiver_channels c set pending_id = null, pending_until = null, updated_at = ${now}
+    from (select ${UNFLUSHED}) as unflushed where c.channel_id = ${channelId.toLowerCase()} and c.pending_id = ${pendingId}`;
+  if (giveBack === undefined || giveBack.amount <= 0n || giveBack.keys.length === 0) {
+    await runPrepared(db, ending.compile(db));
+    return;
+  }
+  await runPrepared(
+    db,
+    sql`with ended as (${ending}), given as (${giveBackQuery(giveBack)})
+      select count(*) as given from given`.compile(db),
+  );
+}
+
+/**
+ * The CTE giving `move` back after `after` (a CTE of one row or none) and the column that reads it
+ * (a SELECT in a WITH runs only when read); nothing when there is nothing to give back.
+ */
+function givenBack(
+  move: SpendMove | undefined,
+  after: string,
+): { cte: RawBuilder<unknown>; read: RawBuilder<unknown> } {
+  if (move === undefined || move.amount <= 0n || move.keys.length === 0) return { cte: sql``, read: sql`` };
+  return {
+    cte: sql`, given as (${giveBackQuery(move, sql.table(after))})`,
+    read: sql`, (select count(*) from given) as given`,
+  };
 }

@@ -14,8 +14,9 @@
  * hold. The worker claims and settles the committed charges (worker/tasks/channelClaims.ts).
  *
  * The daily relay limits count a channel payment as they count any other: the increment is added to
- * the payer's and the service's counters with the lease (a 429 when either would pass its limit,
- * the lease released, nothing charged), and what is not charged is taken back. Not recorded in
+ * the payer's and the service's counters with the lease, for the common voucher in the lease's own
+ * statement (a 429 when either would pass its limit: no lease, nothing charged), and what is not
+ * charged is taken back in the statement that commits the charge or ends the lease. Not recorded in
  * relay_transactions (no webhook records for channel payers): the charges are rows of
  * receiver_channel_charges.
  */
@@ -23,7 +24,7 @@ import { randomNonce } from '../../chains/evm';
 import { caip2Of, canonicalNetwork, NETWORK_TABLE } from '../../basics/networkTable';
 import { assetToMicro, microToAsset, usdToMicro } from '../../basics/money';
 import { utcDay } from '../../basics/clock';
-import { SYSTEM_SCOPE_ID, spentOn, subtractSpend, type SpendKey } from '../../accounts/limits';
+import { addSpendCall, giveBackSpend, SYSTEM_SCOPE_ID, spentOn, type SpendKey } from '../../accounts/limits';
 import type { RelayLimitRefusal } from './admit';
 import { sql } from 'kysely';
 import { getAddress } from 'viem';
@@ -41,13 +42,15 @@ import { isChannel, type PaymentChoice } from '../../x402/choose';
 import { encodePaymentResponseHeader } from '../../x402/headers';
 import type { PaymentRequirementsV2 } from '../../x402/v2';
 import {
-  acceptChannelPayment,
+  acceptCountedChannelPayment,
   channelOffer,
   channelStateOf,
   commitChannelCharge,
   releaseChannel,
   type ChannelRefusal,
   type ChannelReservation,
+  type ChannelSpend,
+  type ChargeCommit,
 } from '../../incoming/channels/receive';
 import { DEFAULT_RELAY_TIMEOUT_SECONDS } from '../../incoming/offer';
 import { sendNotedPaidCall } from '../discovery/resources';
@@ -81,48 +84,46 @@ export type ChannelRelayResult =
   | { kind: 'refused'; refusal: ChannelRefusal }
   | { kind: 'over_limit'; refusal: RelayLimitRefusal; payer: string };
 
-/** The daily relay counters a channel payment moves: the payer's and the service's, in micro-USDC. */
-function spendKeys(deps: Pick<PayingDeps, 'clock'>, reservation: ChannelReservation): [SpendKey, SpendKey] {
-  const day = utcDay(deps.clock.now());
-  const { networkClass } = NETWORK_TABLE[reservation.network];
-  return [
-    { scope: 'relay_wallet', scopeId: getAddress(reservation.payer), networkClass, day },
-    { scope: 'relay_system', scopeId: SYSTEM_SCOPE_ID, networkClass, day },
-  ];
-}
-
-/** Adds the request's increment to both counters, or to neither: the refusal of the first that would pass its limit. */
-async function countSpend(
-  deps: Pick<PayingDeps, 'db' | 'clock' | 'config'>,
-  reservation: ChannelReservation,
-  amountMicro: bigint,
-): Promise<RelayLimitRefusal | undefined> {
-  const [wallet, system] = spendKeys(deps, reservation);
-  const limits = [usdToMicro(deps.config.relayDailyPerWalletUsd), usdToMicro(deps.config.relayDailyTotalUsd)] as const;
-  const { rows } = await sql<{ refused: number | null }>`
-    select add_spend(
-      array['relay_wallet', 'relay_system']::text[], array[${wallet.scopeId}, ${system.scopeId}]::text[],
-      array[${wallet.networkClass}, ${system.networkClass}]::text[], array[${limits[0]}::bigint, ${limits[1]}::bigint],
-      ${wallet.day}::date, ${amountMicro}::bigint) as refused`.execute(deps.db);
-  const refused = rows[0]?.refused ?? null;
-  if (refused === null) return undefined;
-  const byWallet = refused !== 2;
-  return {
-    scope: byWallet ? 'wallet' : 'system',
-    spentMicro: await spentOn(deps.db, byWallet ? wallet : system),
-    limitMicro: byWallet ? limits[0] : limits[1],
-    requestedMicro: amountMicro,
+/**
+ * The daily relay counters a channel payment moves, the payer's and the service's (in this order,
+ * as every relay payment locks them), with their limits: the request's increment, in micro-USDC.
+ */
+function relaySpend(deps: Pick<PayingDeps, 'clock' | 'config'>): ChannelSpend {
+  return ({ payer, network, increment }) => {
+    const day = utcDay(deps.clock.now());
+    const { networkClass, decimals } = NETWORK_TABLE[network];
+    const wallet: SpendKey = { scope: 'relay_wallet', scopeId: getAddress(payer), networkClass, day };
+    const system: SpendKey = { scope: 'relay_system', scopeId: SYSTEM_SCOPE_ID, networkClass, day };
+    return {
+      move: { keys: [wallet, system], amount: assetToMicro(increment, decimals) },
+      limits: [usdToMicro(deps.config.relayDailyPerWalletUsd), usdToMicro(deps.config.relayDailyTotalUsd)],
+    };
   };
 }
 
-/** Takes back from both counters what a request added and was not charged. */
-async function uncountSpend(
-  deps: Pick<PayingDeps, 'db' | 'clock'>,
-  reservation: ChannelReservation,
-  amountMicro: bigint,
-): Promise<void> {
-  if (amountMicro <= 0n) return;
-  for (const key of spendKeys(deps, reservation)) await subtractSpend(deps.db, key, amountMicro);
+/** The refusal of the counter at add_spend's position `refusedBy` (the payer's, else the service's), with what it counts now. */
+async function limitRefusal(
+  db: PayingDeps['db'],
+  { move, limits }: ReturnType<ChannelSpend>,
+  refusedBy: number,
+): Promise<RelayLimitRefusal> {
+  const byWallet = refusedBy !== 2;
+  const [walletKey, systemKey] = move.keys;
+  const key = byWallet ? walletKey : systemKey;
+  if (key === undefined) throw new Error("the relay counters are the payer's and the service's");
+  return {
+    scope: byWallet ? 'wallet' : 'system',
+    spentMicro: await spentOn(db, key),
+    limitMicro: (byWallet ? limits[0] : limits[1]) ?? 0n,
+    requestedMicro: move.amount,
+  };
+}
+
+/** Adds the increment to both counters, or to neither: null, or the position of the first that refused (add_spend). */
+async function countSpend(db: PayingDeps['db'], counting: ReturnType<ChannelSpend>): Promise<number | null> {
+  const { rows } = await sql<{ refused: number | null }>`
+    select ${addSpendCall(counting.move, counting.limits)} as refused`.execute(db);
+  return rows[0]?.refused ?? null;
 }
 
 const NOT_CHARGED = 'nothing was charged on your channel';
@@ -138,8 +139,19 @@ export async function relayChannelClient(
   }: { choice: PaymentChoice; payload: unknown; offer: PaymentRequirementsV2; budget: CallBudget },
 ): Promise<ChannelRelayResult> {
   // The lease outlives the call's own bound, so that no second request is served while this one may still be.
-  const accepted = await acceptChannelPayment(deps, payload, offer, { leaseMs: input.timeoutMs + 30_000 });
+  // For the common voucher the counters move in the lease's own statement (refused there when over a limit).
+  const spend = relaySpend(deps);
+  const accepted = await acceptCountedChannelPayment(deps, payload, offer, {
+    leaseMs: input.timeoutMs + 30_000,
+    spend,
+  });
   if (accepted.kind === 'refused') return { kind: 'refused', refusal: accepted.refusal };
+  if (accepted.kind === 'over_limit')
+    return {
+      kind: 'over_limit',
+      refusal: await limitRefusal(deps.db, accepted, accepted.refusedBy),
+      payer: getAddress(accepted.payer),
+    };
   if (accepted.kind === 'refunded') {
     const { channel, txHash, amount, payer } = accepted;
     const body = Buffer.from(JSON.stringify({ message: 'Refund acknowledged', channelId: channel.channelId }));
@@ -162,57 +174,83 @@ export async function relayChannelClient(
     };
   }
   const { reservation } = accepted;
-  const decimals = NETWORK_TABLE[reservation.network].decimals;
-  const countedMicro = assetToMicro(reservation.increment, decimals);
-  const overLimit = await countSpend(deps, reservation, countedMicro).catch(async (error: unknown) => {
-    await releaseChannel(deps, reservation.channelId, reservation.pendingId);
-    throw error;
-  });
-  if (overLimit) {
-    await releaseChannel(deps, reservation.channelId, reservation.pendingId);
-    return { kind: 'over_limit', refusal: overLimit, payer: getAddress(reservation.payer) };
+  const { channelId, pendingId } = reservation;
+  let counted = reservation.counted;
+  if (counted === undefined) {
+    // A lease the slow path took (a deposit, a channel read again): the counters after it.
+    const counting = spend({
+      payer: reservation.payer,
+      network: reservation.network,
+      increment: reservation.increment,
+    });
+    const refusedBy = await countSpend(deps.db, counting).catch(async (error: unknown) => {
+      await releaseChannel(deps, channelId, pendingId);
+      throw error;
+    });
+    if (refusedBy !== null) {
+      await releaseChannel(deps, channelId, pendingId);
+      return {
+        kind: 'over_limit',
+        refusal: await limitRefusal(deps.db, counting, refusedBy),
+        payer: getAddress(reservation.payer),
+      };
+    }
+    counted = counting.move;
   }
-  const release = async () => {
-    await releaseChannel(deps, reservation.channelId, reservation.pendingId);
-    await uncountSpend(deps, reservation, countedMicro);
-  };
+  // A call that fails, or throws, ends the lease and gives the counters back, in one statement.
+  const move = counted;
+  const release = () => releaseChannel(deps, channelId, pendingId, move);
+  let served: Served;
   try {
-    const served = isChannel(choice)
+    served = isChannel(choice)
       ? await throughOurChannel(deps, input, { choice, budget, reservation })
       : await byExactPayment(deps, input, { choice, budget, reservation });
-    if (served.kind === 'failed') {
-      await release();
-      return { kind: 'outcome', outcome: { kind: 'bad_gateway', message: served.message, headers: {} } };
-    }
-    const { response, paymentResponse } = served;
-    const committed = await commitChannelCharge(deps, reservation, input.call.api_url, served.charge);
-    // What the counters hold beyond the charge (a smaller charge, or none) is taken back.
-    const chargedMicro = committed.ok ? assetToMicro(committed.charged, decimals) : 0n;
-    await uncountSpend(deps, reservation, countedMicro - chargedMicro);
-    if (!committed.ok) {
-      deps.log.error(
-        { channelId: reservation.channelId, code: committed.refusal.code, details: committed.refusal.details },
-        'channel charge not committed after the target answered',
-      );
-      return { kind: 'outcome', outcome: { kind: 'pass_through', response, headers: { paymentResponse } } };
-    }
-    const { deposit } = reservation;
-    return {
-      kind: 'outcome',
-      outcome: {
-        kind: 'pass_through',
-        response,
-        headers: {
-          paymentResponse,
-          clientSettlement: channelReceipt(reservation, committed),
-          ...(deposit ? { clientPayment: deposit.txHash } : {}),
-        },
-      },
-    };
   } catch (error) {
     await release().catch(() => undefined);
     throw error;
   }
+  if (served.kind === 'failed') {
+    await release();
+    return { kind: 'outcome', outcome: { kind: 'bad_gateway', message: served.message, headers: {} } };
+  }
+  const { response, paymentResponse } = served;
+  const charge = served.charge ?? reservation.increment;
+  // What the counters hold beyond the charge (a smaller charge, or none) is taken back with it.
+  const notCharged = move.amount - assetToMicro(charge, NETWORK_TABLE[reservation.network].decimals);
+  let committed: ChargeCommit;
+  try {
+    committed = await commitChannelCharge(deps, reservation, input.call.api_url, charge, {
+      keys: move.keys,
+      amount: notCharged,
+    });
+  } catch (error) {
+    await release().catch(() => undefined);
+    throw error;
+  }
+  if (!committed.ok) {
+    deps.log.error(
+      { channelId, code: committed.refusal.code, details: committed.refusal.details },
+      'channel charge not committed after the target answered',
+    );
+    // Nothing was charged: what the request counted goes back (the lease is no longer ours).
+    await giveBackSpend(deps.db, move).catch((error: unknown) =>
+      deps.log.error({ err: error, channelId }, 'daily counters not given back after a channel charge failed'),
+    );
+    return { kind: 'outcome', outcome: { kind: 'pass_through', response, headers: { paymentResponse } } };
+  }
+  const { deposit } = reservation;
+  return {
+    kind: 'outcome',
+    outcome: {
+      kind: 'pass_through',
+      response,
+      headers: {
+        paymentResponse,
+        clientSettlement: channelReceipt(reservation, committed),
+        ...(deposit ? { clientPayment: deposit.txHash } : {}),
+      },
+    },
+  };
 }
 
 /**
