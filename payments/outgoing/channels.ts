@@ -24,7 +24,7 @@
  *   chain's claimed total agrees), then the call is tried once more on the corrected base.
  */
 import { randomBytes } from 'node:crypto';
-import { sql, type Selectable } from 'kysely';
+import { sql, type RawBuilder, type Selectable } from 'kysely';
 import { toHex, type Hex } from 'viem';
 import type { Db } from '../../db/index';
 import type { PayerChannelsTable, PayerVouchersTable } from '../../db/schema';
@@ -74,13 +74,21 @@ export type ChannelDeps = Pick<
 /** How one call paid through a channel ended. Amounts in the token's atomic units. */
 export type ChannelCallOutcome =
   /** The target answered and the seller committed `chargedAtomic` (0 for a free answer). */
-  | { kind: 'charged'; response: TargetResponse; chargedAtomic: bigint; voucherId: bigint; channelId: string }
+  | {
+      kind: 'charged';
+      response: TargetResponse;
+      chargedAtomic: bigint;
+      voucherId: bigint;
+      channelId: string;
+      /** What the caller's `chargeAlong` returned, written with the charge. */
+      along?: unknown;
+    }
   /** The seller committed nothing: the target failed or refused the voucher; `response` when it answered. */
   | { kind: 'not_charged'; response?: TargetResponse; details: string; voucherId: bigint; channelId: string }
   /** No usable answer after the voucher left: whether it was committed is decided later. */
   | { kind: 'unknown'; details: string; voucherId: bigint; channelId: string; response?: TargetResponse }
   /** Nothing was signed: our policy or wallet cannot pay this channel (targetSide: the offer is at fault). */
-  | { kind: 'unsigned'; details: string; targetSide: boolean };
+  | { kind: 'unsigned'; details: string; targetSide: boolean; along?: Record<string, unknown> };
 
 /** In-process queue per channel: one call of this process at a time asks Postgres for the lock. */
 const queues = new Map<string, Promise<unknown>>();
@@ -385,22 +393,46 @@ function knownOf({ row_version: version, ...channel }: PayerChannel & { row_vers
 }
 
 /**
+ * What a caller writes in the statement that records the voucher, before it leaves (a hold of
+ * what the call costs): its common table expressions, whether they admit the voucher (an SQL
+ * boolean over them), and the columns it reads back of them. Not admitted, nothing is written.
+ */
+export interface VoucherAdmission {
+  ctes: RawBuilder<unknown>;
+  admits: RawBuilder<boolean>;
+  columns: RawBuilder<unknown>;
+  /** Whether the columns read back say the voucher was admitted. */
+  admitted(along: Record<string, unknown>): boolean;
+}
+
+type VoucherRecord =
+  | ({ kind: 'recorded'; voucherId: bigint; along: Record<string, unknown> } & KnownChannel)
+  /** The admission refused: nothing was written. */
+  | { kind: 'refused'; along: Record<string, unknown> }
+  /** The row is no longer the version this process last wrote (the admission's writes stand). */
+  | { kind: 'stale'; along: Record<string, unknown> };
+
+/**
  * Records a voucher before it is sent, with the channel's highest ceiling ever signed, in one
- * statement. With `version` (the row as this process last wrote it), it writes only while the row
- * is still that version, else nothing (undefined). Returns the voucher's id and the row after.
+ * statement (with the caller's admission, when given). With `version` (the row as this process
+ * last wrote it), it writes only while the row is still that version. Returns the voucher's id
+ * and the row after.
  */
 async function recordVoucher(
   db: Db,
   channel: PayerChannel,
   version: string | undefined,
   voucher: { callReference: string | null; base: bigint; ceiling: bigint; deposit: bigint | null; signature: string },
-): Promise<(KnownChannel & { voucherId: bigint }) | undefined> {
-  const { rows } = await sql<PayerChannel & { row_version: string; voucher_id: bigint }>`
-    with raised as (
+  admission?: VoucherAdmission,
+): Promise<VoucherRecord> {
+  const { rows } = await sql<Partial<PayerChannel> & { row_version: string | null; voucher_id: bigint | null }>`
+    with ${admission ? sql`${admission.ctes},` : sql``}
+    raised as (
       update payer_channels
       set signed_max_atomic = greatest(signed_max_atomic, ${voucher.ceiling}::numeric), last_used_at = ${new Date()}
       where channel_id = ${channel.channel_id}
         ${version === undefined ? sql`` : sql`and xmin = ${version}::xid and state = 'open'`}
+        ${admission ? sql`and ${admission.admits}` : sql``}
       returning *, xmin::text as row_version
     ),
     voucher as (
@@ -409,14 +441,25 @@ async function recordVoucher(
         ${voucher.deposit}::numeric, ${voucher.signature} from raised
       returning id
     )
-    select voucher.id as voucher_id, raised.* from voucher, raised`.execute(db);
+    select ${admission ? sql`${admission.columns},` : sql``} voucher.id as voucher_id, raised.*
+    from (select 1) as one left join raised on true left join voucher on true`.execute(db);
   const row = rows[0];
-  if (row === undefined) {
-    if (version === undefined) throw new Error(`payer channel ${channel.channel_id}: its row is gone`);
-    return undefined;
+  if (row === undefined)
+    throw new Error(`payer channel ${channel.channel_id}: the voucher's statement returned no row`);
+  const channelColumns = Object.keys(channel);
+  const along = Object.fromEntries(
+    Object.entries(row).filter(
+      ([name]) => name !== 'voucher_id' && name !== 'row_version' && !channelColumns.includes(name),
+    ),
+  );
+  const { voucher_id: voucherId, row_version: rowVersion } = row;
+  if (voucherId !== null && rowVersion !== null) {
+    const after = Object.fromEntries(channelColumns.map((name) => [name, row[name as keyof typeof row]]));
+    return { kind: 'recorded', voucherId, along, channel: after as PayerChannel, version: rowVersion };
   }
-  const { voucher_id: voucherId, ...rest } = row;
-  return { voucherId, ...knownOf(rest) };
+  if (admission !== undefined && !admission.admitted(along)) return { kind: 'refused', along };
+  if (version === undefined) throw new Error(`payer channel ${channel.channel_id}: its row is gone`);
+  return { kind: 'stale', along };
 }
 
 /**
@@ -426,7 +469,16 @@ async function recordVoucher(
  */
 export async function payThroughChannel(
   deps: ChannelDeps,
-  input: { call: CallRequest; choice: PaymentChoice; budget: CallBudget; callReference?: string },
+  input: {
+    call: CallRequest;
+    choice: PaymentChoice;
+    budget: CallBudget;
+    callReference?: string;
+    /** Written with the first voucher's record, before it leaves: the caller's hold of the call's cost. */
+    admission?: VoucherAdmission;
+    /** Written with a charged answer's record: the caller's charge for it (read back as `along`). */
+    chargeAlong?: (chargedAtomic: bigint) => RawBuilder<unknown>;
+  },
 ): Promise<ChannelCallOutcome> {
   const { choice } = input;
   const offerV2 = choice.offerV2;
@@ -467,6 +519,8 @@ export async function payThroughChannel(
     // Set while the row in hand is the one this process last wrote: the voucher's statement then
     // writes only if the row is still that version, else the channel is read again.
     let version = known?.version;
+    // Written once: with the first voucher's record (a correction's second voucher is the same call's).
+    let admission = input.admission;
 
     for (let attempt = 1; ; attempt++) {
       const charged = BigInt(channel.charged_atomic);
@@ -495,14 +549,28 @@ export async function payThroughChannel(
       });
       // Recorded before it leaves: the voucher, and the channel's highest ceiling ever signed.
       // One statement (both or neither), one round trip.
-      const recorded = await recordVoucher(deps.db, channel, version, {
-        callReference: input.callReference ?? null,
-        base: charged,
-        ceiling,
-        deposit: sized.deposit ?? null,
-        signature: payload.voucher.signature,
-      });
-      if (recorded === undefined) {
+      const recorded = await recordVoucher(
+        deps.db,
+        channel,
+        version,
+        {
+          callReference: input.callReference ?? null,
+          base: charged,
+          ceiling,
+          deposit: sized.deposit ?? null,
+          signature: payload.voucher.signature,
+        },
+        admission,
+      );
+      if (recorded.kind === 'refused')
+        return {
+          kind: 'unsigned',
+          details: 'the call was not admitted; no voucher was written',
+          targetSide: false,
+          along: recorded.along,
+        };
+      admission = undefined;
+      if (recorded.kind === 'stale') {
         // The row changed since this process last wrote it (another instance used the channel):
         // this voucher never leaves; the channel is read and the call signed again on what it holds.
         deps.log.info({ channelId: channel.channel_id }, 'channel changed elsewhere; read again before signing');
@@ -533,6 +601,7 @@ export async function payThroughChannel(
         voucher.id,
         { charged, ceiling, deposit: sized.deposit, unknownLeft },
         answer,
+        input.chargeAlong,
       );
       if (outcome.kind !== 'corrected') {
         if (outcome.after) lastKnown.set(key, outcome.after);
@@ -599,6 +668,7 @@ async function recordAnswer(
   voucherId: bigint,
   sent: { charged: bigint; ceiling: bigint; deposit: bigint | undefined; unknownLeft: boolean },
   answer: TargetAnswer,
+  chargeAlong?: (chargedAtomic: bigint) => RawBuilder<unknown>,
 ): Promise<Recorded> {
   const { db } = deps;
   const ids = { voucherId, channelId: channel.channel_id };
@@ -635,39 +705,42 @@ async function recordAnswer(
     const chargedAtomic = reported > increment ? increment : reported;
     // The seller accepted a voucher on our base: every earlier unknown voucher above it was never committed.
     if (sent.unknownLeft) await decideUnknown(db, channel.channel_id, sent.charged);
-    // The voucher and the channel in one statement (both or neither), one round trip.
-    const row = await db
-      .with('closed', (db) =>
-        db
-          .updateTable('payer_vouchers')
-          .set({
-            state: 'charged',
-            details: `the seller charged ${chargedAtomic} of ${increment}`,
-            charged_atomic: chargedAtomic,
-            ...(receipt.transaction ? { deposit_tx_hash: receipt.transaction } : {}),
-            resolved_at: new Date(),
-          })
-          .where('id', '=', voucherId),
+    // The voucher, the channel and the caller's charge in one statement (all or none), one round trip.
+    const along = chargeAlong?.(chargedAtomic);
+    const { rows } = await sql<PayerChannel & { row_version: string; along?: unknown }>`
+      with closed as (
+        update payer_vouchers
+        set state = 'charged', details = ${`the seller charged ${chargedAtomic} of ${increment}`},
+          charged_atomic = ${chargedAtomic}::numeric, resolved_at = ${new Date()}
+          ${receipt.transaction ? sql`, deposit_tx_hash = ${receipt.transaction}` : sql``}
+        where id = ${voucherId}
+      ),
+      updated as (
+        update payer_channels
+        set charged_atomic = greatest(charged_atomic, ${sent.charged + chargedAtomic}::numeric), last_used_at = ${new Date()}
+          ${
+            sent.deposit === undefined
+              ? sql``
+              : sql`, balance_atomic = balance_atomic + ${sent.deposit}::numeric,
+                   deposited_atomic = deposited_atomic + ${sent.deposit}::numeric`
+          }
+        where channel_id = ${channel.channel_id}
+        returning *, xmin::text as row_version
       )
-      .updateTable('payer_channels')
-      .set({
-        charged_atomic: sql`greatest(charged_atomic, ${sent.charged + chargedAtomic}::numeric)`,
-        ...(sent.deposit === undefined
-          ? {}
-          : {
-              balance_atomic: sql`balance_atomic + ${sent.deposit}::numeric`,
-              deposited_atomic: sql`deposited_atomic + ${sent.deposit}::numeric`,
-            }),
-        last_used_at: new Date(),
-      })
-      .where('channel_id', '=', channel.channel_id)
-      .returningAll()
-      .returning(ROW_VERSION)
-      .executeTakeFirstOrThrow();
+      select updated.* ${along === undefined ? sql`` : sql`, ${along} as along`} from updated`.execute(db);
+    const row = rows[0];
+    if (row === undefined) throw new Error(`payer channel ${channel.channel_id}: its row is gone`);
+    const { along: alongValue, ...written } = row;
     return {
       kind: 'done',
-      result: { kind: 'charged', response, chargedAtomic, ...ids },
-      ...(sent.deposit === undefined ? { after: knownOf(row) } : {}),
+      result: {
+        kind: 'charged',
+        response,
+        chargedAtomic,
+        ...ids,
+        ...(along === undefined ? {} : { along: alongValue }),
+      },
+      ...(sent.deposit === undefined ? { after: knownOf(written) } : {}),
     };
   }
   const required = paymentRequiredOf(response);

@@ -299,6 +299,37 @@ describe('/proxy to a batch-settlement target', () => {
     expect(await organisationBalance(db, organisationId)).toBe(1_000n - 3n * PER_CALL_CREDITS - doubled);
   });
 
+  it('holds the credits in the statement that records the voucher: too few credits write nothing; under an Idempotency-Key it pays once', async () => {
+    const channel = await theChannel();
+    const since = await lastVoucherId();
+    const short = await createTestAccount(db, { credits: PER_CALL_CREDITS - 1n });
+    const refused = await proxy(short.key, target.routes.paid.url);
+    expect(refused.status, refused.text).toBe(402);
+    expect(refused.body).toMatchObject({ code: 'insufficient_credits' });
+    // No voucher, no payment row, the channel as it was, nothing held.
+    expect(await db.selectFrom('payer_vouchers').select('id').where('id', '>', since).execute()).toEqual([]);
+    expect(
+      await db.selectFrom('proxy_payments').select('id').where('organisation_id', '=', short.organisationId).execute(),
+    ).toEqual([]);
+    expect(await theChannel()).toMatchObject({
+      charged_atomic: channel.charged_atomic,
+      signed_max_atomic: channel.signed_max_atomic,
+    });
+    expect(await organisationBalance(db, short.organisationId)).toBe(PER_CALL_CREDITS - 1n);
+
+    const { key, organisationId } = await createTestAccount(db, { credits: 1_000n });
+    const once = { headers: { 'x-api-key': key, 'idempotency-key': 'channel-once-1' } };
+    const body = { api_url: target.routes.paid.url, method: 'GET' };
+    const first = await t.client.post('/proxy', body, once);
+    expect(first.status, first.text).toBe(200);
+    const again = await t.client.post('/proxy', body, once);
+    expect(again.status, again.text).toBe(200);
+    expect(await db.selectFrom('payer_vouchers').select('state').where('id', '>', since).execute()).toEqual([
+      { state: 'charged' },
+    ]);
+    expect(await organisationBalance(db, organisationId)).toBe(1_000n - PER_CALL_CREDITS);
+  });
+
   it('a target that fails is not charged, and the next voucher is signed on the same base', async () => {
     const { key, organisationId } = await createTestAccount(db, { credits: 1_000n });
     const base = BigInt((await theChannel()).charged_atomic);

@@ -1,22 +1,27 @@
 /**
  * POST /proxy to a target paid through a batch-settlement channel (payments/outgoing/channels.ts):
  * the credits for the price plus the fee are held and the row written (scheme batch-settlement,
- * ruled as upto) before the voucher is signed; the seller's answer then charges what it reports
- * it charged (at most the price) plus the fee on it and releases the rest, or releases everything
- * when it committed nothing. A voucher left without an answer keeps its credits held, and the
- * watch job decides it (worker/tasks/proxyPaymentWatch.ts: the channel's next exchange or the chain).
+ * ruled as upto) in the statement that records the signed voucher, before it leaves (under an
+ * idempotency record, on their own just before); the seller's answer then charges what it reports
+ * it charged (at most the price) plus the fee on it and releases the rest, in the statement that
+ * records that answer, or releases everything when it committed nothing. A voucher left without
+ * an answer keeps its credits held, and the watch job decides it
+ * (worker/tasks/proxyPaymentWatch.ts: the channel's next exchange or the chain).
  */
 import { proxyCredits, uptoProxyCharge } from '../../accounts/fees';
 import { randomNonce } from '../../chains/evm';
 import type { NetworkName } from '../../basics/networkTable';
-import { chargedMicro, payThroughChannel, type PayerVoucher } from '../../outgoing/channels';
+import { chargedMicro, payThroughChannel, type PayerVoucher, type VoucherAdmission } from '../../outgoing/channels';
 import type { CallBudget, PayingDeps } from '../../outgoing/index';
 import { encodePaymentResponseHeader } from '../../x402/headers';
 import type { PaymentChoice } from '../../x402/choose';
 import type { Db } from '../../../db/index';
+import { chargeUsedCall, releaseCall } from './states';
 import {
   chargeProxyPayment,
+  heldOf,
   holdProxyPayment,
+  holdStatementParts,
   newProxyPayment,
   releaseProxyPayment,
   watchProxyPayment,
@@ -65,15 +70,34 @@ export async function proxyThroughChannel(
     };
   const { totalCredits } = proxyCredits(choice.amountMicroUsdc, config.proxyFeePercent);
   const reference = randomNonce();
-  // Held and written as signed before the voucher exists: from here on it may leave this process.
-  const reservation = await holdProxyPayment(
-    db,
-    newProxyPayment(config, clock.now(), input, { reference, choice, credits: totalCredits }),
-    // No authorization expires here; the window says when the sweep hands a row whose answer was
-    // never recorded (its process died) to the watch job, which decides it from its voucher.
-    { payer, validBefore: BigInt(Math.floor(clock.now().getTime() / 1000) + config.proxyPaymentWindowSeconds) },
-  );
-  if (!reservation.ok) return { kind: 'hold_refused', refused: reservation, credits: totalCredits };
+  const payment = newProxyPayment(config, clock.now(), input, { reference, choice, credits: totalCredits });
+  // No authorization expires here; the window says when the sweep hands a row whose answer was
+  // never recorded (its process died) to the watch job, which decides it from its voucher.
+  const signed = {
+    payer,
+    validBefore: BigInt(Math.floor(clock.now().getTime() / 1000) + config.proxyPaymentWindowSeconds),
+  };
+  // The credits are held and the row written as signed before the voucher may leave this process:
+  // in the very statement that records the voucher (one round trip); under an idempotency record,
+  // first and on their own (its claim is held in the same transaction).
+  let admission: VoucherAdmission | undefined;
+  if (input.idempotency) {
+    const reservation = await holdProxyPayment(db, payment, signed);
+    if (!reservation.ok) return { kind: 'hold_refused', refused: reservation, credits: totalCredits };
+  } else {
+    admission = { ...holdStatementParts(payment, signed), admitted: (along) => along.hold_reserved === true };
+  }
+  // A charged answer is charged in the statement that records it: what the seller committed, plus the fee.
+  const chargeAlong = (chargedAtomic: bigint) => {
+    const charge = voucherCharge(choice.network, chargedAtomic, totalCredits, config.proxyFeePercent);
+    return charge === undefined
+      ? releaseCall(reference, 'the seller charged nothing for this call')
+      : chargeUsedCall(reference, {
+          txHash: null,
+          outcome: `the seller charged ${chargedAtomic} atomic units through our channel`,
+          used: charge,
+        });
+  };
 
   const receipt = (success: boolean, extra: { errorReason?: string; amount?: bigint } = {}) =>
     encodePaymentResponseHeader({
@@ -87,7 +111,14 @@ export async function proxyThroughChannel(
 
   let outcome;
   try {
-    outcome = await payThroughChannel(deps, { call: input.call, choice, budget, callReference: reference });
+    outcome = await payThroughChannel(deps, {
+      call: input.call,
+      choice,
+      budget,
+      callReference: reference,
+      chargeAlong,
+      ...(admission ? { admission } : {}),
+    });
   } catch (error) {
     // Signed or not, the voucher's fate is decided from its record (or its absence) by the watch job.
     log.error({ err: error, reference }, 'the channel payment failed half-way; handed to the watch job');
@@ -110,7 +141,13 @@ export async function proxyThroughChannel(
   );
   switch (outcome.kind) {
     case 'unsigned':
-      await releaseProxyPayment(db, reference, { outcome: outcome.details });
+      if (admission !== undefined) {
+        // Refused by the hold in the voucher's statement: nothing was written.
+        if (outcome.along !== undefined) {
+          const held = heldOf(outcome.along, reference);
+          if (!held.ok) return { kind: 'hold_refused', refused: held, credits: totalCredits };
+        }
+      } else await releaseProxyPayment(db, reference, { outcome: outcome.details });
       return outcome.targetSide
         ? {
             kind: 'bad_gateway',
@@ -156,14 +193,14 @@ export async function proxyThroughChannel(
       };
     }
     case 'charged': {
-      const report = await chargeVoucher(
-        db,
-        reference,
-        choice.network,
-        outcome.chargedAtomic,
-        totalCredits,
-        config.proxyFeePercent,
-      );
+      const charge = voucherCharge(choice.network, outcome.chargedAtomic, totalCredits, config.proxyFeePercent);
+      // Charged (or released, for a charge under a micro-USDC) with the answer's record.
+      const report =
+        charge === undefined
+          ? { charged: false, chargedCredits: 0n }
+          : outcome.along === true
+            ? { charged: true, chargedCredits: charge.credits }
+            : { charged: false };
       return {
         kind: 'pass_through',
         response: outcome.response,
@@ -185,17 +222,29 @@ async function chargeVoucher(
   reservedCredits: bigint,
   proxyFeePercent: number,
 ): Promise<Omit<ChannelPaymentReport, 'paymentResponse'>> {
-  const usedMicro = chargedMicro(network, chargedAtomic);
-  if (usedMicro <= 0n) {
+  const charge = voucherCharge(network, chargedAtomic, reservedCredits, proxyFeePercent);
+  if (charge === undefined) {
     await releaseProxyPayment(db, reference, { outcome: 'the seller charged nothing for this call' });
     return { charged: false, chargedCredits: 0n };
   }
-  const { chargedCredits } = uptoProxyCharge(usedMicro, reservedCredits, proxyFeePercent);
   const charged = await chargeProxyPayment(db, reference, {
     outcome: `the seller charged ${chargedAtomic} atomic units through our channel`,
-    used: { amountMicroUsdc: usedMicro, credits: chargedCredits },
+    used: charge,
   });
-  return { charged, ...(charged ? { chargedCredits } : {}) };
+  return { charged, ...(charged ? { chargedCredits: charge.credits } : {}) };
+}
+
+/** What a seller's charge costs the organisation: its micro-USDC and the credits with the fee; none under a micro-USDC. */
+function voucherCharge(
+  network: NetworkName,
+  chargedAtomic: bigint,
+  reservedCredits: bigint,
+  proxyFeePercent: number,
+): { amountMicroUsdc: bigint; credits: bigint } | undefined {
+  const usedMicro = chargedMicro(network, chargedAtomic);
+  if (usedMicro <= 0n) return undefined;
+  const { chargedCredits } = uptoProxyCharge(usedMicro, reservedCredits, proxyFeePercent);
+  return { amountMicroUsdc: usedMicro, credits: chargedCredits };
 }
 
 /** What a decided voucher means for its proxy payment: charged or released; undefined while it is open. */

@@ -5,7 +5,7 @@
  * leaves is in the WHERE), taken together with the credits the row holds and the webhook record
  * in one transaction, so a step that runs twice does nothing.
  */
-import { sql, type Selectable } from 'kysely';
+import { sql, type RawBuilder, type Selectable } from 'kysely';
 import type { Db, Tx } from '../../../db/index';
 import { firstRow } from '../../../db/rows';
 import { runPrepared } from '../../../db/prepared';
@@ -91,6 +91,40 @@ export async function holdProxyPayment(
   payment: NewProxyPayment,
   signed?: SignedFacts,
 ): Promise<ProxyReservation> {
+  const hold = holdStatementParts(payment, signed);
+  const statement = sql<HeldColumns>`with ${hold.ctes} select ${hold.columns}`;
+  const { idempotency } = payment;
+  // Under an idempotency record the claim is held first: money is recorded only while it is the record's.
+  // Named: the statement is parsed and planned once per connection, not on every call.
+  const { rows } = idempotency
+    ? await db.transaction().execute(async (tx) => {
+        await holdIdempotencyClaim(tx, idempotency);
+        return runPrepared(tx, statement.compile(tx));
+      })
+    : await runPrepared(db, statement.compile(db));
+  return heldOf(firstRow(rows, `proxy payment ${payment.reference}: reserve_credits`), payment.reference);
+}
+
+/** The columns the hold's statement reads back: the reservation's, and the row's id when written. */
+interface HeldColumns {
+  hold_reserved: boolean;
+  hold_reason: ReservationRow['reason'];
+  hold_spent_credits: bigint | null;
+  hold_limit_credits: bigint | null;
+  hold_balance_credits: bigint | null;
+  hold_id: bigint | null;
+}
+
+/**
+ * The hold as parts of a statement: its common table expressions (held: reserve_credits; payment:
+ * the row, only when it reserved), whether it held (an SQL boolean) and the columns read back.
+ * holdProxyPayment runs them alone; a channel payment runs them in the statement that records its
+ * voucher (payments/outgoing/channels.ts), so that the voucher is written only with its hold.
+ */
+export function holdStatementParts(
+  payment: NewProxyPayment,
+  signed?: SignedFacts,
+): { ctes: RawBuilder<unknown>; admits: RawBuilder<boolean>; columns: RawBuilder<unknown> } {
   const { key, choice } = payment;
   const reservation = reserveCreditsCall({
     reference: payment.reference,
@@ -108,9 +142,10 @@ export async function holdProxyPayment(
   // upto and channels: the maximum and the credits held for it are kept beside what the charge will write.
   const scheme = proxySchemeOf(choice);
   const upto = scheme !== 'exact';
-  const statement = sql<ReservationRow & { id: bigint | null }>`
-    with r as (select * from ${reservation}),
-    p as (
+  return {
+    ctes: sql`
+    held as (select * from ${reservation}),
+    payment as (
       insert into proxy_payments
         (reference, organisation_id, account_id, api_key_id, request_id, target_url, network, chain_type, pay_to, amount_micro_usdc, credits,
          scheme, max_amount_micro_usdc, reserved_credits, network_class, spend_day,
@@ -125,23 +160,30 @@ export async function holdProxyPayment(
         ${signed ? 'signed' : 'reserved'}::text, ${signed?.payer ?? null}::text, ${signed?.payerSignature ?? null}::text,
         ${signed?.validBefore ?? null}::bigint, ${signed?.lastValidBlockHeight ?? null}::bigint,
         ${signed ? sql`now()` : sql`null`}, ${signed?.payload ? JSON.stringify(signed.payload) : null}::jsonb
-      from r where r.reserved
+      from held where held.reserved
       returning id
-    )
-    select r.*, (select p.id from p) as id from r`;
-  // Under an idempotency record the claim is held first: money is recorded only while it is the record's.
-  // Named: the statement is parsed and planned once per connection, not on every call.
-  const { rows } = idempotency
-    ? await db.transaction().execute(async (tx) => {
-        await holdIdempotencyClaim(tx, idempotency);
-        return runPrepared(tx, statement.compile(tx));
-      })
-    : await runPrepared(db, statement.compile(db));
-  const row = firstRow(rows, `proxy payment ${payment.reference}: reserve_credits`);
-  const result = reservationResultOf(row);
+    )`,
+    admits: sql<boolean>`exists (select 1 from payment)`,
+    columns: sql`
+      (select reserved from held) as hold_reserved, (select reason from held) as hold_reason,
+      (select spent_credits from held) as hold_spent_credits, (select limit_credits from held) as hold_limit_credits,
+      (select balance_credits from held) as hold_balance_credits, (select id from payment) as hold_id`,
+  };
+}
+
+/** The hold's outcome from the columns its statement read back. */
+export function heldOf(columns: Partial<HeldColumns>, reference: string): ProxyReservation {
+  const result = reservationResultOf({
+    reserved: columns.hold_reserved === true,
+    reason: columns.hold_reason ?? null,
+    spent_credits: columns.hold_spent_credits ?? null,
+    limit_credits: columns.hold_limit_credits ?? null,
+    balance_credits: columns.hold_balance_credits ?? null,
+  });
   if (!result.ok) return result;
-  if (row.id === null) throw new Error(`proxy payment ${payment.reference}: reserved, but no row was written`);
-  return ok({ id: row.id });
+  if (columns.hold_id === null || columns.hold_id === undefined)
+    throw new Error(`proxy payment ${reference}: reserved, but no row was written`);
+  return ok({ id: columns.hold_id });
 }
 
 /** The row's scheme for a choice: a channel payment is held and charged as upto is. */

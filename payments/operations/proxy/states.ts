@@ -18,7 +18,7 @@
  * (db/functions/) make those two moves, from the same states as this table (the test exercises
  * them from every state).
  */
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { Db, Tx } from '../../../db/index';
 import { firstRow } from '../../../db/rows';
 import { runPrepared } from '../../../db/prepared';
@@ -75,8 +75,7 @@ export async function moveProxyPayment(db: Db | Tx, reference: string, move: Pro
     case 'charged': {
       if (move.used !== undefined) {
         const { rows } = await sql<{ charged: boolean }>`
-          select charge_proxy_payment_used(${reference}::text, ${move.txHash}::text, ${move.outcome}::text,
-            ${move.used.amountMicroUsdc}::bigint, ${move.used.credits}::bigint) as charged`.execute(db);
+          select ${chargeUsedCall(reference, { ...move, used: move.used })} as charged`.execute(db);
         return firstRow(rows, 'charge_proxy_payment_used').charged;
       }
       const charge = sql<{ charged: boolean }>`
@@ -86,8 +85,25 @@ export async function moveProxyPayment(db: Db | Tx, reference: string, move: Pro
     }
     case 'released': {
       const { rows } = await sql<{ released: boolean }>`
-        select release_proxy_payment(${reference}::text, ${move.outcome}::text) as released`.execute(db);
+        select ${releaseCall(reference, move.outcome)} as released`.execute(db);
       return firstRow(rows, 'release_proxy_payment').released;
     }
   }
+}
+
+/**
+ * The call of charge_proxy_payment_used: charged for what was used, the rest of the hold released
+ * (true when it moved the row). To select, alone or in another statement.
+ */
+export function chargeUsedCall(
+  reference: string,
+  move: { txHash: string | null; outcome: string; used: { amountMicroUsdc: bigint; credits: bigint } },
+): RawBuilder<boolean> {
+  return sql<boolean>`charge_proxy_payment_used(${reference}::text, ${move.txHash}::text, ${move.outcome}::text,
+    ${move.used.amountMicroUsdc}::bigint, ${move.used.credits}::bigint)`;
+}
+
+/** The call of release_proxy_payment (true when it moved the row). To select, alone or in another statement. */
+export function releaseCall(reference: string, outcome: string): RawBuilder<boolean> {
+  return sql<boolean>`release_proxy_payment(${reference}::text, ${outcome}::text)`;
 }
