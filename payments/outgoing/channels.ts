@@ -27,6 +27,7 @@ import { randomBytes } from 'node:crypto';
 import { sql, type RawBuilder, type Selectable } from 'kysely';
 import { toHex, type Hex } from 'viem';
 import type { Db } from '../../db/index';
+import { runPrepared } from '../../db/prepared';
 import type { PayerChannelsTable, PayerVouchersTable } from '../../db/schema';
 import type { Deps } from '../deps';
 import { assetToMicro, microToAsset, parseUsdc } from '../basics/money';
@@ -388,6 +389,45 @@ function lastKnownOf(db: Db): Map<string, KnownChannel> {
 
 const ROW_VERSION = sql<string>`xmin::text`.as('row_version');
 
+/**
+ * Every column of payer_channels, named (the channel statements run prepared, which must not
+ * return a table's `*`); a column added to the table and not here fails the typecheck.
+ */
+const CHANNEL_COLUMN_SET: Record<keyof PayerChannelsTable, true> = {
+  channel_id: true,
+  network: true,
+  token: true,
+  payer: true,
+  payer_authorizer: true,
+  receiver: true,
+  receiver_authorizer: true,
+  withdraw_delay: true,
+  salt: true,
+  deposited_atomic: true,
+  charged_atomic: true,
+  signed_max_atomic: true,
+  balance_atomic: true,
+  total_claimed_atomic: true,
+  state: true,
+  last_used_at: true,
+  synced_at: true,
+  created_at: true,
+  refund_requested_at: true,
+  refund_url: true,
+  refund_tx_hash: true,
+  withdraw_amount_atomic: true,
+  withdraw_tx_hash: true,
+  withdraw_tx_state: true,
+  withdraw_finalize_after: true,
+  finalize_tx_hash: true,
+  finalize_tx_state: true,
+  closing_details: true,
+  closed_at: true,
+};
+const CHANNEL_COLUMNS = Object.keys(CHANNEL_COLUMN_SET);
+const channelColumns = (table?: string) =>
+  sql.join(CHANNEL_COLUMNS.map((name) => (table ? sql.ref(`${table}.${name}`) : sql.ref(name))));
+
 function knownOf({ row_version: version, ...channel }: PayerChannel & { row_version: string }): KnownChannel {
   return { channel, version };
 }
@@ -425,7 +465,7 @@ async function recordVoucher(
   voucher: { callReference: string | null; base: bigint; ceiling: bigint; deposit: bigint | null; signature: string },
   admission?: VoucherAdmission,
 ): Promise<VoucherRecord> {
-  const { rows } = await sql<Partial<PayerChannel> & { row_version: string | null; voucher_id: bigint | null }>`
+  const statement = sql<Partial<PayerChannel> & { row_version: string | null; voucher_id: bigint | null }>`
     with ${admission ? sql`${admission.ctes},` : sql``}
     raised as (
       update payer_channels
@@ -433,7 +473,7 @@ async function recordVoucher(
       where channel_id = ${channel.channel_id}
         ${version === undefined ? sql`` : sql`and xmin = ${version}::xid and state = 'open'`}
         ${admission ? sql`and ${admission.admits}` : sql``}
-      returning *, xmin::text as row_version
+      returning ${channelColumns()}, xmin::text as row_version
     ),
     voucher as (
       insert into payer_vouchers (channel_id, call_reference, base_atomic, ceiling_atomic, deposit_atomic, signature)
@@ -441,20 +481,21 @@ async function recordVoucher(
         ${voucher.deposit}::numeric, ${voucher.signature} from raised
       returning id
     )
-    select ${admission ? sql`${admission.columns},` : sql``} voucher.id as voucher_id, raised.*
-    from (select 1) as one left join raised on true left join voucher on true`.execute(db);
+    select ${admission ? sql`${admission.columns},` : sql``} voucher.id as voucher_id,
+      ${channelColumns('raised')}, raised.row_version
+    from (select 1) as one left join raised on true left join voucher on true`;
+  const { rows } = await runPrepared(db, statement.compile(db));
   const row = rows[0];
   if (row === undefined)
     throw new Error(`payer channel ${channel.channel_id}: the voucher's statement returned no row`);
-  const channelColumns = Object.keys(channel);
   const along = Object.fromEntries(
     Object.entries(row).filter(
-      ([name]) => name !== 'voucher_id' && name !== 'row_version' && !channelColumns.includes(name),
+      ([name]) => name !== 'voucher_id' && name !== 'row_version' && !(name in CHANNEL_COLUMN_SET),
     ),
   );
   const { voucher_id: voucherId, row_version: rowVersion } = row;
   if (voucherId !== null && rowVersion !== null) {
-    const after = Object.fromEntries(channelColumns.map((name) => [name, row[name as keyof typeof row]]));
+    const after = Object.fromEntries(CHANNEL_COLUMNS.map((name) => [name, row[name as keyof typeof row]]));
     return { kind: 'recorded', voucherId, along, channel: after as PayerChannel, version: rowVersion };
   }
   if (admission !== undefined && !admission.admitted(along)) return { kind: 'refused', along };
@@ -707,7 +748,11 @@ async function recordAnswer(
     if (sent.unknownLeft) await decideUnknown(db, channel.channel_id, sent.charged);
     // The voucher, the channel and the caller's charge in one statement (all or none), one round trip.
     const along = chargeAlong?.(chargedAtomic);
-    const { rows } = await sql<PayerChannel & { row_version: string; along?: unknown }>`
+    // Its commit does not wait for the WAL flush: should a crash of the database lose it, the
+    // voucher is left `sent` (its row and the caller's hold were flushed before it left), becomes
+    // unknown at the channel's next call and is decided by the seller's next word or the chain,
+    // the caller's hold with it, as after a crash of this process.
+    const statement = sql<PayerChannel & { row_version: string; along?: unknown }>`
       with closed as (
         update payer_vouchers
         set state = 'charged', details = ${`the seller charged ${chargedAtomic} of ${increment}`},
@@ -725,9 +770,11 @@ async function recordAnswer(
                    deposited_atomic = deposited_atomic + ${sent.deposit}::numeric`
           }
         where channel_id = ${channel.channel_id}
-        returning *, xmin::text as row_version
+        returning ${channelColumns()}, xmin::text as row_version
       )
-      select updated.* ${along === undefined ? sql`` : sql`, ${along} as along`} from updated`.execute(db);
+      select ${channelColumns('updated')}, updated.row_version ${along === undefined ? sql`` : sql`, ${along} as along`}
+      from updated where set_config('synchronous_commit', 'off', true) is not null`;
+    const { rows } = await runPrepared(db, statement.compile(db));
     const row = rows[0];
     if (row === undefined) throw new Error(`payer channel ${channel.channel_id}: its row is gone`);
     const { along: alongValue, ...written } = row;
