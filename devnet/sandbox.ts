@@ -12,19 +12,19 @@
  * DATA_DIR/sandbox.json; keys are kept in DATA_DIR so the printed commands survive a restart.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import type { Hex } from 'viem';
 import type { Db } from '../db/index';
 import { authenticateKey, createApiKey, createOrganisation } from '../payments/accounts/accounts';
 import { grantCredits } from '../payments/accounts/credits';
 import { DEFAULT_NETWORK_NAMES, NETWORK_TABLE } from '../payments/basics/networkTable';
-import { startPeers } from './index';
-import { startLocalLlm } from './llm';
 import { LOCAL_FINALITY_DEPTH, type NetworkName } from './networks';
 import { required } from './required';
+import type { SandboxPeers, SandboxPeersMessage, SandboxPeersRequest } from './sandboxPeers';
 import type { X402Version } from './targets/payment';
-import type { Sandbox, SandboxOptions } from '../server/sandbox';
+import { prepareDataDir, type Sandbox, type SandboxOptions } from '../server/sandbox';
 
 const SANDBOX_FILE = 'sandbox.json';
 const KEYS_FILE = 'sandbox-keys.json';
@@ -63,6 +63,14 @@ export interface SandboxState {
   channelNetworks: string[];
 }
 
+function previousApiKey(stateFile: string): string | undefined {
+  try {
+    return (JSON.parse(readFileSync(stateFile, 'utf8')) as SandboxState).apiKey;
+  } catch {
+    return undefined;
+  }
+}
+
 function readKeys(file: string): SandboxKeys | undefined {
   try {
     return JSON.parse(readFileSync(file, 'utf8')) as SandboxKeys;
@@ -71,33 +79,103 @@ function readKeys(file: string): SandboxKeys | undefined {
   }
 }
 
+/**
+ * The worker thread that runs the peers (devnet/sandboxPeers.ts). From the bundle (dist/) its
+ * entry is the bundle's sandbox-peers.js beside this chunk; from the TypeScript sources (tsx, the
+ * tests) the worker imports sandboxPeers.ts through tsx's API, since it may not inherit a
+ * TypeScript loader from this process.
+ */
+function peersWorker(request: SandboxPeersRequest): Worker {
+  if (!import.meta.url.endsWith('.ts'))
+    return new Worker(new URL('./sandbox-peers.js', import.meta.url), { workerData: request });
+  const tsx = import.meta.resolve('tsx/esm/api');
+  const entry = new URL('./sandboxPeers.ts', import.meta.url).href;
+  const code = `import(${JSON.stringify(tsx)}).then(({ tsImport }) => tsImport(${JSON.stringify(entry)}, ${JSON.stringify(entry)}))`;
+  return new Worker(code, { eval: true, workerData: request });
+}
+
+/** How long the peers get to stop before their worker is ended anyway. */
+const PEERS_STOP_MS = 10_000;
+
+/**
+ * Starts the peers' worker and resolves once they all listen. An error the worker throws later
+ * (its peers then stop answering, which the service's readiness reports) goes to `onError`.
+ */
+async function startPeersWorker(
+  request: SandboxPeersRequest,
+  onError: (error: unknown) => void,
+): Promise<{ peers: SandboxPeers; stop(): Promise<void> }> {
+  const worker = peersWorker(request);
+  let starting = true;
+  worker.on('error', (error) => {
+    if (!starting) onError(error);
+  });
+  const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+  const next = (kind: SandboxPeersMessage['kind']) =>
+    new Promise<SandboxPeersMessage>((resolve, reject) => {
+      const onMessage = (message: SandboxPeersMessage) => {
+        if (message.kind !== kind && message.kind !== 'failed') return;
+        worker.off('message', onMessage);
+        resolve(message);
+      };
+      worker.on('message', onMessage);
+      worker.once('error', reject);
+      void exited.then(() => reject(new Error("the sandbox peers' worker exited")));
+    });
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      const stopped = next('stopped').catch(() => undefined);
+      worker.postMessage('stop');
+      const bound = new Promise((resolve) => setTimeout(resolve, PEERS_STOP_MS).unref());
+      await Promise.race([stopped, bound]);
+      await worker.terminate();
+    })();
+    return stopping;
+  };
+  let started: SandboxPeersMessage;
+  try {
+    started = await next('started');
+  } catch (error) {
+    await worker.terminate();
+    throw error;
+  } finally {
+    starting = false;
+  }
+  if (started.kind !== 'started') {
+    await worker.terminate();
+    throw started.kind === 'failed' ? started.error : new Error('the sandbox peers did not start');
+  }
+  return { peers: started.peers, stop };
+}
+
 export interface LocalSandbox extends Sandbox {
   ready(baseUrl: string, db: Db): Promise<SandboxState>;
 }
 
 export async function startSandbox(options: SandboxOptions): Promise<LocalSandbox> {
   const dataDir = path.resolve(options.dataDir);
-  if (options.reset && existsSync(dataDir)) {
-    options.log.warn({ dataDir }, 'sandbox reset: removing the data directory');
-    rmSync(dataDir, { recursive: true, force: true });
-  }
-  mkdirSync(dataDir, { recursive: true });
+  prepareDataDir(options);
   const print = options.print ?? ((text: string) => process.stdout.write(text));
   const keysFile = path.join(dataDir, KEYS_FILE);
   const saved = readKeys(keysFile);
   // The networks enabled by default, and the opt-in ones the sandbox enables too: Polygon Amoy
   // and MegaETH, whose targets ask for Permit2 (exact) and upto.
   const networks: NetworkName[] = [...(DEFAULT_NETWORK_NAMES as readonly NetworkName[]), 'polygon-amoy', 'megaeth'];
-  const peers = await startPeers({
-    networks,
-    keys: saved && {
-      serviceEvmPrivateKey: saved.serviceEvmPrivateKey,
-      clientEvmPrivateKey: saved.clientEvmPrivateKey,
-      serviceSolanaSecretKey: Uint8Array.from(saved.serviceSolanaSecretKey),
-      clientSolanaSecretKey: Uint8Array.from(saved.clientSolanaSecretKey),
+  const running = await startPeersWorker(
+    {
+      networks,
+      keys: saved && {
+        serviceEvmPrivateKey: saved.serviceEvmPrivateKey,
+        clientEvmPrivateKey: saved.clientEvmPrivateKey,
+        serviceSolanaSecretKey: Uint8Array.from(saved.serviceSolanaSecretKey),
+        clientSolanaSecretKey: Uint8Array.from(saved.clientSolanaSecretKey),
+      },
     },
-  });
-  const { wallets } = peers;
+    (error) => options.log.error({ err: error }, 'the sandbox peers failed'),
+  );
+  const { peers } = running;
+  const { wallets, llm } = peers;
   if (!saved) {
     const keys: SandboxKeys = {
       serviceEvmPrivateKey: wallets.service.evm.privateKey,
@@ -109,11 +187,9 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
   }
   options.log.info({ startupMs: Math.round(peers.startupMs) }, 'sandbox peers started');
 
-  const llm = await startLocalLlm();
-
   // The sandbox's targets are on 127.0.0.1, which the SSRF guard refuses unless allow-listed. A
   // user's own SSRF_ALLOW_HOSTS (a local target of theirs) is kept beside them, not replaced.
-  const sandboxHosts = [...new Set(Object.values(peers.targets).map((target) => new URL(target.url).host))];
+  const sandboxHosts = [...new Set(peers.targets.map((target) => new URL(target.url).host))];
   const userHosts = (options.env.SSRF_ALLOW_HOSTS ?? '')
     .split(',')
     .map((entry) => entry.trim())
@@ -128,7 +204,7 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
     NETWORKS: networks.join(','),
     EVM_PRIVATE_KEY: wallets.service.evm.privateKey,
     SOLANA_PRIVATE_KEY: JSON.stringify([...wallets.service.solana.secretKey]),
-    FACILITATOR_URL: peers.facilitator.url,
+    FACILITATOR_URL: peers.facilitatorUrl,
     SSRF_ALLOW_HOSTS: ssrfAllowHosts,
     LLM_BASE_URL: llm.url,
     LLM_API_KEY: llm.apiKey,
@@ -151,38 +227,41 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
     return (await createApiKey(db, organisation.accountId, DEMO_KEY_DAILY_CAP)).key;
   }
 
+  const stateFile = path.join(dataDir, SANDBOX_FILE);
+  // The demo key of the last start, kept while it still authenticates.
+  let demoKey: Promise<string> | undefined;
+  const demoKeyIn = (db: Db) => {
+    demoKey ??= demoApiKey(db, previousApiKey(stateFile));
+    return demoKey;
+  };
   const runId = `0x${randomBytes(32).toString('hex')}` as const;
 
   return {
     env,
+    async prepare(db) {
+      await demoKeyIn(db);
+    },
     async ready(baseUrl, db) {
-      const stateFile = path.join(dataDir, SANDBOX_FILE);
-      let previousKey: string | undefined;
-      try {
-        previousKey = (JSON.parse(readFileSync(stateFile, 'utf8')) as SandboxState).apiKey;
-      } catch {
-        previousKey = undefined;
-      }
       const state: SandboxState = {
         baseUrl,
         runId,
-        apiKey: await demoApiKey(db, previousKey),
+        apiKey: await demoKeyIn(db),
         client: {
           evmPrivateKey: wallets.client.evm.privateKey,
           evmAddress: wallets.client.evm.address,
           solanaSecretKey: [...wallets.client.solana.secretKey],
           solanaAddress: wallets.client.solana.address,
         },
-        targets: Object.fromEntries(Object.values(peers.targets).map((target) => [target.name, target.url])),
+        targets: Object.fromEntries(peers.targets.map((target) => [target.name, target.url])),
         targetDetails: Object.fromEntries(
-          Object.values(peers.targets).map((target) => [
+          peers.targets.map((target) => [
             target.name,
             { url: target.url, network: target.network, x402Version: target.x402Version },
           ]),
         ),
         rpc: Object.fromEntries(Object.entries(peers.rpcUrls)),
-        facilitatorUrl: peers.facilitator.url,
-        facilitatorV2Url: peers.facilitatorV2.url,
+        facilitatorUrl: peers.facilitatorUrl,
+        facilitatorV2Url: peers.facilitatorV2Url,
         llmUrl: llm.url,
         ssrfAllowHosts: allowHosts,
         channelNetworks: channelReceiverNetworks
@@ -194,10 +273,7 @@ export async function startSandbox(options: SandboxOptions): Promise<LocalSandbo
       print(banner(state, stateFile, ssrfAllowHosts));
       return state;
     },
-    async stop() {
-      await llm.close();
-      await peers.stop();
-    },
+    stop: () => running.stop(),
   };
 }
 

@@ -5,15 +5,59 @@
 // dist/ sits one level below the root, as server/ does: paths our code resolves from its own
 // location (the OpenAPI document in openapi/dist/) resolve the same from the bundle; the database
 // functions' SQL files are copied next to it.
-import { build } from 'esbuild';
-import { copyFileSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+//
+// `node tools/build.mjs --if-stale` (what `npm start` runs first) builds only when dist/ is not a
+// build of the current files: dist/build-inputs.json names every file the last build read, with
+// its size and modification time, and a check costs a few tens of milliseconds. A build is
+// written beside dist/ and then renamed into its place, so a process starting from dist/ (another
+// `npm start`, `npm run serve`) never finds it half written.
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const outdir = path.join(root, 'dist');
-rmSync(outdir, { recursive: true, force: true });
-mkdirSync(outdir, { recursive: true });
+const INPUTS_FILE = 'build-inputs.json';
+/** Files a build depends on besides those esbuild reads: this script, esbuild itself and the copied SQL. */
+const sqlFiles = () => readdirSync(path.join(root, 'db/functions')).filter((file) => file.endsWith('.sql'));
+const extraInputs = () => [
+  'tools/build.mjs',
+  'node_modules/esbuild/package.json',
+  ...sqlFiles().map((file) => `db/functions/${file}`),
+];
+
+/** Whether dist/ was built from the files as they are now (same size and modification time each). */
+function upToDate() {
+  let recorded;
+  try {
+    recorded = JSON.parse(readFileSync(path.join(outdir, INPUTS_FILE), 'utf8')).inputs;
+  } catch {
+    return false;
+  }
+  return Object.entries(recorded).every(([file, [size, mtimeMs]]) => {
+    try {
+      const stats = statSync(path.join(root, file));
+      return stats.size === size && stats.mtimeMs === mtimeMs;
+    } catch {
+      return false;
+    }
+  });
+}
+
+if (process.argv.includes('--if-stale') && upToDate()) process.exit(0);
+
+// Loaded only to build: the check above needs none of it.
+const { build } = await import('esbuild');
 
 // Packages stay in node_modules, except a few pure-JavaScript ESM ones that the service imports at
 // start and uses little of: bundled, only the parts it uses are loaded (viem's root module alone
@@ -36,6 +80,7 @@ const packagesOutside = {
 };
 
 const started = performance.now();
+const startedAt = Date.now();
 const result = await build({
   absWorkingDir: root,
   entryPoints: {
@@ -43,8 +88,11 @@ const result = await build({
     admin: 'server/admin.ts',
     mcp: 'mcp/stdio.ts',
     'source-maps': 'server/sourceMaps.ts',
+    // The worker thread that runs the sandbox's peers (devnet/sandbox.ts starts it by this name).
+    'sandbox-peers': 'devnet/sandboxPeers.ts',
   },
   outdir,
+  write: false,
   bundle: true,
   splitting: true,
   format: 'esm',
@@ -56,8 +104,49 @@ const result = await build({
   metafile: true,
   logLevel: 'warning',
 });
-for (const file of readdirSync(path.join(root, 'db/functions'))) {
-  if (file.endsWith('.sql')) copyFileSync(path.join(root, 'db/functions', file), path.join(outdir, file));
+
+// Written in a directory of its own first (on the same file system, under the ignored .tmp/),
+// then renamed into dist/'s place.
+mkdirSync(path.join(root, '.tmp'), { recursive: true });
+const staging = mkdtempSync(path.join(root, '.tmp', 'build-'));
+try {
+  for (const file of result.outputFiles) {
+    const target = path.join(staging, path.relative(outdir, file.path));
+    mkdirSync(path.dirname(target), { recursive: true });
+    writeFileSync(target, file.contents);
+  }
+  for (const file of sqlFiles()) copyFileSync(path.join(root, 'db/functions', file), path.join(staging, file));
+  const inputs = {};
+  for (const file of [...Object.keys(result.metafile.inputs), ...extraInputs()]) {
+    const stats = statSync(path.join(root, file));
+    // A file changed while the build ran may not be in it: recorded so that it never matches.
+    inputs[file] = [stats.size, stats.mtimeMs >= startedAt ? -1 : stats.mtimeMs];
+  }
+  writeFileSync(path.join(staging, INPUTS_FILE), JSON.stringify({ inputs }) + '\n');
+  replaceOutdir(staging);
+} finally {
+  rmSync(staging, { recursive: true, force: true });
 }
-const outputs = Object.keys(result.metafile.outputs).filter((file) => file.endsWith('.js'));
+const outputs = result.outputFiles.filter((file) => file.path.endsWith('.js'));
 console.log(`built ${outputs.length} files in dist/ in ${Math.round(performance.now() - started)} ms`);
+
+/** Puts `staging` in dist/'s place; a build finishing at the same moment may put its own there first. */
+function replaceOutdir(staging) {
+  const previous = [];
+  for (let attempt = 0; ; attempt++) {
+    const aside = `${staging}-previous-${attempt}`;
+    try {
+      renameSync(outdir, aside);
+      previous.push(aside);
+    } catch (error) {
+      if (error.code !== 'ENOENT') throw error;
+    }
+    try {
+      renameSync(staging, outdir);
+      break;
+    } catch (error) {
+      if ((error.code !== 'ENOTEMPTY' && error.code !== 'EEXIST') || attempt >= 5) throw error;
+    }
+  }
+  for (const aside of previous) rmSync(aside, { recursive: true, force: true });
+}
