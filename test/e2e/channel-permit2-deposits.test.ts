@@ -266,4 +266,38 @@ describe('/relay is paid by a Permit2 deposit into a channel with us', () => {
     expect(await channelOnChain(peers, NETWORK, channelId)).toEqual({ balance: CLIENT_DEPOSIT, totalClaimed: 0n });
     expect(await channelRow()).toMatchObject({ charged_cumulative: (BigInt(CALLS) * RELAY_TOTAL).toString() });
   });
+
+  it('a credits purchase, with no exact entry on MegaETH, offers batch-settlement and is paid from the same channel', async () => {
+    const { key, organisationId } = await createTestAccount(db, { credits: 0n });
+    // 0.1 USDC: within what the channel still holds after the relay calls (a voucher, no deposit).
+    const credits = 100;
+    const purchaseInit = (): RequestInit => ({
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': key },
+      body: JSON.stringify({ credits }),
+    });
+    const offered = await contractFetch()(`${t.service.url}/v1/credits/purchase`, purchaseInit());
+    expect(offered.status).toBe(402);
+    const required = decodePaymentRequiredHeader(offered.headers.get('payment-required')!);
+    expect(required.accepts.map((entry) => [entry.scheme, entry.network])).toEqual([['batch-settlement', CAIP2]]);
+    const price = BigInt(required.accepts[0]!.amount);
+
+    const before = (await channelRow())!;
+    const payerBefore = await peers.usdcBalance(NETWORK, payer.address);
+    const paid = await payingFetch([])(`${t.service.url}/v1/credits/purchase`, purchaseInit());
+    expect(paid.status, `${await paid.clone().text()} ${paid.headers.get('payment-required')}`).toBe(200);
+    expect(await paid.json()).toMatchObject({ status: 'credited', credits });
+    expect(decodePaymentResponseHeader(paid.headers.get('payment-response')!)).toMatchObject({
+      success: true,
+      transaction: '',
+      extra: { chargedAmount: price.toString() },
+    });
+    // A voucher on the channel the relay calls opened: no tokens moved, the charge on it.
+    expect(await peers.usdcBalance(NETWORK, payer.address)).toBe(payerBefore);
+    expect(await channelRow()).toMatchObject({
+      channel_id: before.channel_id,
+      charged_cumulative: (BigInt(before.charged_cumulative) + price).toString(),
+    });
+    expect(await organisationBalance(db, organisationId)).toBe(BigInt(credits));
+  });
 });

@@ -10,7 +10,8 @@
  * A cooperative refund is taken by POST /relay (the channel is the same one): the answers of what
  * we sell here have no shape for it.
  */
-import { canonicalNetwork } from '../../basics/networkTable';
+import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../../basics/networkTable';
+import { DEFAULT_RELAY_TIMEOUT_SECONDS } from '../../incoming/offer';
 import type { Deps } from '../../deps';
 import {
   acceptChannelPayment,
@@ -28,17 +29,31 @@ import { acceptedChannelOffer, channelRefusalReason, correctedChannelOffers } fr
 
 export type SellingDeps = Pick<Deps, 'db' | 'chains' | 'config' | 'submissions' | 'log' | 'clock'>;
 
-/** Our 402's batch-settlement entries: one beside each exact entry on a network where we take channels, for the same amount. */
+/**
+ * Our 402's batch-settlement entries, for the same amount: one beside each exact entry on a network
+ * where we take channels, then one on each other network where we take channels of the class we
+ * are paid in (a network whose stablecoin moves by Permit2 alone, MegaETH, has no exact entry).
+ */
 export function sellingChannelOffers(
   deps: Pick<Deps, 'chains' | 'config'>,
   accepts: readonly PaymentRequirements[],
   amountMicroUsdc: bigint,
 ): PaymentRequirementsV2[] {
-  const offers: PaymentRequirementsV2[] = [];
+  const payable = deps.chains.networks.filter((network) => network.serviceAddress !== undefined);
+  const networkClass = payable.some((network) => network.networkClass === 'mainnet') ? 'mainnet' : 'testnet';
+  const networks = new Set<NetworkName>();
   for (const exact of accepts) {
     const network = canonicalNetwork(exact.network);
-    if (network === undefined) continue;
-    const offer = channelOffer(deps, network, { amountMicroUsdc, maxTimeoutSeconds: exact.maxTimeoutSeconds });
+    if (network !== undefined) networks.add(network);
+  }
+  for (const network of deps.config.receiverChannels.networks)
+    if (NETWORK_TABLE[network].networkClass === networkClass) networks.add(network);
+  const timeoutOf = (network: NetworkName) =>
+    (accepts.find((exact) => canonicalNetwork(exact.network) === network) ?? accepts[0])?.maxTimeoutSeconds ??
+    DEFAULT_RELAY_TIMEOUT_SECONDS;
+  const offers: PaymentRequirementsV2[] = [];
+  for (const network of networks) {
+    const offer = channelOffer(deps, network, { amountMicroUsdc, maxTimeoutSeconds: timeoutOf(network) });
     if (offer) offers.push(offer);
   }
   return offers;
