@@ -61,19 +61,24 @@ const { build } = await import('esbuild');
 
 // Packages stay in node_modules, except a few pure-JavaScript ESM ones that the service imports at
 // start and uses little of: bundled, only the parts it uses are loaded (viem's root module alone
-// loads hundreds of files, about 0.6 s of CPU at every start). The sandbox's code (devnet/) keeps
-// importing them from node_modules, as the x402 packages it drives do.
+// loads hundreds of files, about 0.6 s of CPU at every start).
 const BUNDLED =
   /^(viem|ox|abitype|kysely|@x402\/core|@noble\/[^/]+|@scure\/[^/]+|@solana\/[^/]+|@solana-program\/[^/]+)(\/|$)/;
+// The sandbox's code (devnet/) has the x402 packages it drives bundled with it too, and what they
+// import of the packages above: one copy of each (the x402 packages and the sandbox share viem's
+// and @solana/kit's objects), and x402 1.2.0 no longer loads every chain viem knows (viem/chains,
+// about a second of CPU at each start of the sandbox).
+const SANDBOX_BUNDLED = /^(x402|x402-express|x402-fetch|@x402\/[^/]+)(\/|$)/;
 const DEV_ONLY = `${path.sep}devnet${path.sep}`;
 const packagesOutside = {
   name: 'packages-outside',
   setup(builder) {
     builder.onResolve({ filter: /^[^./]/ }, (args) => {
       if (args.kind === 'entry-point') return undefined;
-      const fromSandbox =
-        args.importer.includes(DEV_ONLY) && !args.importer.includes(`${path.sep}node_modules${path.sep}`);
-      if (BUNDLED.test(args.path) && !fromSandbox) return undefined;
+      const fromPackage = args.importer.includes(`${path.sep}node_modules${path.sep}`);
+      const fromSandbox = args.importer.includes(DEV_ONLY) && !fromPackage;
+      if (BUNDLED.test(args.path)) return undefined;
+      if (SANDBOX_BUNDLED.test(args.path) && (fromSandbox || fromPackage)) return undefined;
       return { path: args.path, external: true };
     });
   },
