@@ -81,7 +81,13 @@ async function run(port: NonNullable<typeof parentPort>): Promise<void> {
       },
     });
   } catch (error) {
-    send({ kind: 'failed', error });
+    try {
+      send({ kind: 'failed', error });
+    } catch {
+      // Not cloneable (a property holding a socket or a function): its message and stack.
+      const { message, stack } = error instanceof Error ? error : new Error(String(error));
+      send({ kind: 'failed', error: Object.assign(new Error(message), { stack }) });
+    }
   }
 }
 
