@@ -81,8 +81,8 @@ export type ChannelCallOutcome =
       chargedAtomic: bigint;
       voucherId: bigint;
       channelId: string;
-      /** What the caller's `chargeAlong` returned, written with the charge. */
-      along?: unknown;
+      /** The columns the caller's `chargeAlong` read back, written with the answer's record. */
+      along?: Record<string, unknown>;
     }
   /** The seller committed nothing: the target failed or refused the voucher; `response` when it answered. */
   | { kind: 'not_charged'; response?: TargetResponse; details: string; voucherId: bigint; channelId: string }
@@ -433,6 +433,18 @@ function knownOf({ row_version: version, ...channel }: PayerChannel & { row_vers
 }
 
 /**
+ * What a caller writes in the statement that records a charged answer (its own charge for the
+ * call): common table expressions, when any, and the columns it reads back. `flushed`: the
+ * statement waits for its WAL flush (a charge nothing would decide again after a crash of the
+ * database); else it does not (the voucher's own record stays as it was before it left).
+ */
+export interface AnswerAlong {
+  ctes?: RawBuilder<unknown>;
+  columns: RawBuilder<unknown>;
+  flushed: boolean;
+}
+
+/**
  * What a caller writes in the statement that records the voucher, before it leaves (a hold of
  * what the call costs): its common table expressions, whether they admit the voucher (an SQL
  * boolean over them), and the columns it reads back of them. Not admitted, nothing is written.
@@ -518,7 +530,7 @@ export async function payThroughChannel(
     /** Written with the first voucher's record, before it leaves: the caller's hold of the call's cost. */
     admission?: VoucherAdmission;
     /** Written with a charged answer's record: the caller's charge for it (read back as `along`). */
-    chargeAlong?: (chargedAtomic: bigint) => RawBuilder<unknown>;
+    chargeAlong?: (chargedAtomic: bigint) => AnswerAlong | undefined;
   },
 ): Promise<ChannelCallOutcome> {
   const { choice } = input;
@@ -709,7 +721,7 @@ async function recordAnswer(
   voucherId: bigint,
   sent: { charged: bigint; ceiling: bigint; deposit: bigint | undefined; unknownLeft: boolean },
   answer: TargetAnswer,
-  chargeAlong?: (chargedAtomic: bigint) => RawBuilder<unknown>,
+  chargeAlong?: (chargedAtomic: bigint) => AnswerAlong | undefined,
 ): Promise<Recorded> {
   const { db } = deps;
   const ids = { voucherId, channelId: channel.channel_id };
@@ -748,11 +760,11 @@ async function recordAnswer(
     if (sent.unknownLeft) await decideUnknown(db, channel.channel_id, sent.charged);
     // The voucher, the channel and the caller's charge in one statement (all or none), one round trip.
     const along = chargeAlong?.(chargedAtomic);
-    // Its commit does not wait for the WAL flush: should a crash of the database lose it, the
-    // voucher is left `sent` (its row and the caller's hold were flushed before it left), becomes
-    // unknown at the channel's next call and is decided by the seller's next word or the chain,
-    // the caller's hold with it, as after a crash of this process.
-    const statement = sql<PayerChannel & { row_version: string; along?: unknown }>`
+    // Its commit waits for the WAL flush only when the caller's charge asks it: should a crash of
+    // the database lose it, the voucher is left `sent` (its row and a /proxy hold were flushed
+    // before it left), becomes unknown at the channel's next call and is decided by the seller's
+    // next word or the chain, the caller's hold with it, as after a crash of this process.
+    const statement = sql<PayerChannel & { row_version: string } & Record<string, unknown>>`
       with closed as (
         update payer_vouchers
         set state = 'charged', details = ${`the seller charged ${chargedAtomic} of ${increment}`},
@@ -771,13 +783,17 @@ async function recordAnswer(
           }
         where channel_id = ${channel.channel_id}
         returning ${channelColumns()}, xmin::text as row_version
-      )
-      select ${channelColumns('updated')}, updated.row_version ${along === undefined ? sql`` : sql`, ${along} as along`}
-      from updated where set_config('synchronous_commit', 'off', true) is not null`;
+      )${along?.ctes ? sql`, ${along.ctes}` : sql``}
+      select ${channelColumns('updated')}, updated.row_version ${along ? sql`, ${along.columns}` : sql``}
+      from updated
+      ${along?.flushed ? sql`` : sql`where set_config('synchronous_commit', 'off', true) is not null`}`;
     const { rows } = await runPrepared(db, statement.compile(db));
     const row = rows[0];
     if (row === undefined) throw new Error(`payer channel ${channel.channel_id}: its row is gone`);
-    const { along: alongValue, ...written } = row;
+    const written = Object.fromEntries(CHANNEL_COLUMNS.map((name) => [name, row[name]])) as PayerChannel;
+    const alongColumns = Object.fromEntries(
+      Object.entries(row).filter(([name]) => name !== 'row_version' && !(name in CHANNEL_COLUMN_SET)),
+    );
     return {
       kind: 'done',
       result: {
@@ -785,9 +801,9 @@ async function recordAnswer(
         response,
         chargedAtomic,
         ...ids,
-        ...(along === undefined ? {} : { along: alongValue }),
+        ...(along === undefined ? {} : { along: alongColumns }),
       },
-      ...(sent.deposit === undefined ? { after: knownOf(written) } : {}),
+      ...(sent.deposit === undefined ? { after: { channel: written, version: row.row_version } } : {}),
     };
   }
   const required = paymentRequiredOf(response);

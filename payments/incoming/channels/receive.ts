@@ -18,6 +18,7 @@
  * otherwise the lease is released and nothing was charged: the same voucher pays the next request.
  */
 import { randomUUID } from 'node:crypto';
+import type { RawBuilder } from 'kysely';
 import { getAddress, type Address, type Hex } from 'viem';
 import type { Deps } from '../../deps';
 import { caip2Of, canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../../basics/networkTable';
@@ -47,6 +48,8 @@ import { readChannelPayload, type ChannelPayload } from './payload';
 import { giveBackSpend, type SpendMove } from '../../accounts/limits';
 import {
   chargeUnderLease,
+  chargeUnderLeaseParts,
+  leaseChargedOf,
   closeLeaseUncharged,
   endLease,
   findChannel,
@@ -569,16 +572,53 @@ export async function commitChannelCharge(
   // with the counters' take-back.
   const charged =
     amount > 0n
-      ? await chargeUnderLease(deps.db, channelId, {
-          pendingId,
-          amount,
-          voucher: reservation.voucher,
-          ...(targetUrl ? { targetUrl } : {}),
-          ...(giveBack ? { giveBack } : {}),
-        })
+      ? await chargeUnderLease(deps.db, channelId, chargeUnderLeaseOf(reservation, amount, targetUrl, giveBack))
       : await closeLeaseUncharged(deps.db, channelId, pendingId, giveBack);
+  return finishChannelCharge(deps, reservation, { amount, targetUrl, giveBack }, charged);
+}
+
+/** What chargeUnderLease writes for a charge of `amount` under the reservation's lease. */
+function chargeUnderLeaseOf(reservation: ChannelReservation, amount: bigint, targetUrl?: string, giveBack?: SpendMove) {
+  return {
+    pendingId: reservation.pendingId,
+    amount,
+    voucher: reservation.voucher,
+    ...(targetUrl ? { targetUrl } : {}),
+    ...(giveBack ? { giveBack } : {}),
+  };
+}
+
+export { leaseChargedOf };
+
+/**
+ * commitChannelCharge's common case (a charge above nothing) as parts of a statement of another
+ * room, which then hands what they read back to finishChannelCharge (payments/outgoing/channels.ts
+ * records our own voucher's answer with it). The statement must wait for its WAL flush.
+ */
+export function channelChargeParts(
+  reservation: ChannelReservation,
+  amount: bigint,
+  targetUrl?: string,
+  giveBack?: SpendMove,
+): { ctes: RawBuilder<unknown>; columns: RawBuilder<unknown> } {
+  if (amount <= 0n || amount > reservation.increment)
+    throw new RangeError(`a charge of ${amount} is outside 1..${reservation.increment}`);
+  return chargeUnderLeaseParts(reservation.channelId, chargeUnderLeaseOf(reservation, amount, targetUrl, giveBack));
+}
+
+/**
+ * The end of a commit whose common case ran (`charged`: the channel it charged, or undefined when
+ * it moved nothing): else under the row lock, which says why it cannot be charged (nothing was
+ * given back yet).
+ */
+export async function finishChannelCharge(
+  deps: Pick<Deps, 'db' | 'log'>,
+  reservation: ChannelReservation,
+  { amount, targetUrl, giveBack }: { amount: bigint; targetUrl?: string | undefined; giveBack?: SpendMove | undefined },
+  charged: StoredChannel | undefined,
+): Promise<ChargeCommit> {
+  const { channelId } = reservation;
   if (charged) return { ok: true, channel: charged, charged: amount };
-  // Otherwise under the row lock, which says why it cannot be charged (nothing was given back yet).
   const committed = await commitLocked(deps, reservation, { amount, ...(targetUrl ? { reference: targetUrl } : {}) });
   if (committed.ok && giveBack)
     // The charge stands whatever happens to the counters (limits, not money): a take-back that

@@ -366,15 +366,37 @@ export async function chargeUnderLease(
     giveBack?: SpendMove;
   },
 ): Promise<StoredChannel | undefined> {
+  const parts = chargeUnderLeaseParts(channelId, charge);
+  const { rows } = await runPrepared(
+    db,
+    sql<Record<string, unknown>>`with ${parts.ctes} select ${parts.columns}`.compile(db),
+  );
+  return leaseChargedOf(rows[0] ?? {});
+}
+
+/**
+ * chargeUnderLease's writes as parts of a statement, its own or another room's (the record of our
+ * own voucher's answer, payments/outgoing/channels.ts, commits a relay client's charge with it):
+ * its common table expressions, and the columns it reads back, one row whatever happened
+ * (`lease_` and the channel's column names, all null when nothing was charged; leaseChargedOf).
+ */
+export function chargeUnderLeaseParts(
+  channelId: Hex,
+  charge: {
+    pendingId: string;
+    amount: bigint;
+    voucher: { maxClaimableAmount: bigint; signature: Hex };
+    targetUrl?: string;
+    giveBack?: SpendMove;
+  },
+): { ctes: RawBuilder<unknown>; columns: RawBuilder<unknown> } {
   const id = channelId.toLowerCase();
   const now = new Date();
   const max = charge.voucher.maxClaimableAmount.toString();
   const amount = charge.amount.toString();
   const given = givenBack(charge.giveBack, 'charged');
-  const { rows } = await runPrepared(
-    db,
-    sql<ChannelRow>`
-      with charged as (
+  return {
+    ctes: sql`charged as (
         update receiver_channels c set
             charged_cumulative = c.charged_cumulative + ${amount}::numeric,
             signed_max_claimable = ${max}::numeric,
@@ -391,11 +413,17 @@ export async function chargeUnderLease(
           select charged.channel_id, charged.charged_cumulative, ${amount}::numeric, ${max}::numeric,
                  ${charge.targetUrl ?? null}::text
             from charged
-      )${given.cte}
-      select charged.*${given.read} from charged`.compile(db),
-  );
-  const row = rows[0];
-  return row ? channelOf(row) : undefined;
+      )${given.cte}`,
+    columns: sql`${sql.join(
+      CHANNEL_COLUMN_NAMES.map((name) => sql`(select ${sql.ref(name)} from charged) as ${sql.ref(`lease_${name}`)}`),
+    )}${given.read}`,
+  };
+}
+
+/** The channel as chargeUnderLeaseParts' columns read it back, or undefined when nothing was charged. */
+export function leaseChargedOf(row: Record<string, unknown>): StoredChannel | undefined {
+  if (row.lease_channel_id === null || row.lease_channel_id === undefined) return undefined;
+  return channelOf(Object.fromEntries(CHANNEL_COLUMN_NAMES.map((name) => [name, row[`lease_${name}`]])) as ChannelRow);
 }
 
 /**

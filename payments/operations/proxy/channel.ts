@@ -8,10 +8,17 @@
  * an answer keeps its credits held, and the watch job decides it
  * (worker/tasks/proxyPaymentWatch.ts: the channel's next exchange or the chain).
  */
+import { sql } from 'kysely';
 import { proxyCredits, uptoProxyCharge } from '../../accounts/fees';
 import { randomNonce } from '../../chains/evm';
 import type { NetworkName } from '../../basics/networkTable';
-import { chargedMicro, payThroughChannel, type PayerVoucher, type VoucherAdmission } from '../../outgoing/channels';
+import {
+  chargedMicro,
+  payThroughChannel,
+  type AnswerAlong,
+  type PayerVoucher,
+  type VoucherAdmission,
+} from '../../outgoing/channels';
 import type { CallBudget, PayingDeps } from '../../outgoing/index';
 import { encodePaymentResponseHeader } from '../../x402/headers';
 import type { PaymentChoice } from '../../x402/choose';
@@ -88,15 +95,18 @@ export async function proxyThroughChannel(
     admission = { ...holdStatementParts(payment, signed), admitted: (along) => along.hold_reserved === true };
   }
   // A charged answer is charged in the statement that records it: what the seller committed, plus the fee.
-  const chargeAlong = (chargedAtomic: bigint) => {
+  const chargeAlong = (chargedAtomic: bigint): AnswerAlong => {
     const charge = voucherCharge(choice.network, chargedAtomic, totalCredits, config.proxyFeePercent);
-    return charge === undefined
-      ? releaseCall(reference, 'the seller charged nothing for this call')
-      : chargeUsedCall(reference, {
-          txHash: null,
-          outcome: `the seller charged ${chargedAtomic} atomic units through our channel`,
-          used: charge,
-        });
+    const moved =
+      charge === undefined
+        ? releaseCall(reference, 'the seller charged nothing for this call')
+        : chargeUsedCall(reference, {
+            txHash: null,
+            outcome: `the seller charged ${chargedAtomic} atomic units through our channel`,
+            used: charge,
+          });
+    // Unflushed: a charge lost with the database is made again by the watch job from the voucher.
+    return { columns: sql`${moved} as proxy_moved`, flushed: false };
   };
 
   const receipt = (success: boolean, extra: { errorReason?: string; amount?: bigint } = {}) =>
@@ -198,7 +208,7 @@ export async function proxyThroughChannel(
       const report =
         charge === undefined
           ? { charged: false, chargedCredits: 0n }
-          : outcome.along === true
+          : outcome.along?.proxy_moved === true
             ? { charged: true, chargedCredits: charge.credits }
             : { charged: false };
       return {

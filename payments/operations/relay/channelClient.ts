@@ -24,7 +24,14 @@ import { randomNonce } from '../../chains/evm';
 import { caip2Of, canonicalNetwork, NETWORK_TABLE } from '../../basics/networkTable';
 import { assetToMicro, microToAsset, usdToMicro } from '../../basics/money';
 import { utcDay } from '../../basics/clock';
-import { addSpendCall, giveBackSpend, SYSTEM_SCOPE_ID, spentOn, type SpendKey } from '../../accounts/limits';
+import {
+  addSpendCall,
+  giveBackSpend,
+  SYSTEM_SCOPE_ID,
+  spentOn,
+  type SpendKey,
+  type SpendMove,
+} from '../../accounts/limits';
 import type { RelayLimitRefusal } from './admit';
 import { sql } from 'kysely';
 import { getAddress } from 'viem';
@@ -44,8 +51,11 @@ import type { PaymentRequirementsV2 } from '../../x402/v2';
 import {
   acceptCountedChannelPayment,
   channelOffer,
+  channelChargeParts,
   channelStateOf,
   commitChannelCharge,
+  finishChannelCharge,
+  leaseChargedOf,
   releaseChannel,
   type ChannelRefusal,
   type ChannelReservation,
@@ -203,8 +213,8 @@ export async function relayChannelClient(
   let served: Served;
   try {
     served = isChannel(choice)
-      ? await throughOurChannel(deps, input, { choice, budget, reservation })
-      : await byExactPayment(deps, input, { choice, budget, reservation });
+      ? await throughOurChannel(deps, input, { choice, budget, reservation, counted: move })
+      : await byExactPayment(deps, input, { choice, budget, reservation, counted: move });
   } catch (error) {
     await release().catch(() => undefined);
     throw error;
@@ -216,13 +226,19 @@ export async function relayChannelClient(
   const { response, paymentResponse } = served;
   const charge = served.charge ?? reservation.increment;
   // What the counters hold beyond the charge (a smaller charge, or none) is taken back with it.
-  const notCharged = move.amount - assetToMicro(charge, NETWORK_TABLE[reservation.network].decimals);
+  const giveBack = givenBackOf(reservation, move, charge);
   let committed: ChargeCommit;
   try {
-    committed = await commitChannelCharge(deps, reservation, input.call.api_url, charge, {
-      keys: move.keys,
-      amount: notCharged,
-    });
+    // Its common case may have run already, with our own voucher's answer (served.leaseCharge).
+    committed =
+      served.leaseCharge === undefined
+        ? await commitChannelCharge(deps, reservation, input.call.api_url, charge, giveBack)
+        : await finishChannelCharge(
+            deps,
+            reservation,
+            { amount: charge, targetUrl: input.call.api_url, giveBack },
+            leaseChargedOf(served.leaseCharge),
+          );
   } catch (error) {
     await release().catch(() => undefined);
     throw error;
@@ -260,12 +276,26 @@ export async function relayChannelClient(
  */
 type Served =
   | { kind: 'failed'; message: string }
-  | { kind: 'answered'; response: TargetResponse; paymentResponse: string; charge?: bigint };
+  | {
+      kind: 'answered';
+      response: TargetResponse;
+      paymentResponse: string;
+      charge?: bigint;
+      /** The columns of the client's charge written with our own voucher's answer (channelChargeParts). */
+      leaseCharge?: Record<string, unknown>;
+    };
 
 interface Leased {
   choice: PaymentChoice;
   budget: CallBudget;
   reservation: ChannelReservation;
+  /** What the request added to the daily counters. */
+  counted: SpendMove;
+}
+
+/** What the counters give back once `charge` (atomic units) is charged of what the request counted. */
+function givenBackOf(reservation: ChannelReservation, counted: SpendMove, charge: bigint): SpendMove {
+  return { ...counted, amount: counted.amount - assetToMicro(charge, NETWORK_TABLE[reservation.network].decimals) };
 }
 
 /** A target priced by exact (or upto at its maximum): our wallet signs a payment to it and calls it. */
@@ -326,13 +356,33 @@ async function byExactPayment(
 async function throughOurChannel(
   deps: PayingDeps,
   input: RelayCall,
-  { choice, budget, reservation }: Leased,
+  { choice, budget, reservation, counted }: Leased,
 ): Promise<Served> {
+  const { decimals } = NETWORK_TABLE[reservation.network];
+  /** The client's charge for what the seller charged: that plus the fee, at most the increment; nothing for nothing. */
+  const chargeFor = (chargedAtomic: bigint): bigint => {
+    if (chargedAtomic === 0n) return 0n;
+    const { chargedMicro: due } = uptoRelaySettlement(
+      chargedMicro(choice.network, chargedAtomic),
+      assetToMicro(reservation.increment, decimals),
+      { percent: deps.config.relayFeePercent, minUsdc: deps.config.relayFeeMinUsdc },
+    );
+    const charge = microToAsset(due, decimals);
+    return charge < reservation.increment ? charge : reservation.increment;
+  };
   const outcome = await payThroughChannel(deps, {
     call: input.call,
     choice,
     budget,
     callReference: `relay-channel:${reservation.channelId}:${reservation.pendingId}`,
+    // The client's charge is committed with our voucher's answer, in one statement that waits
+    // for its flush (money nothing else would charge again); the rest of the commit follows it.
+    chargeAlong: (chargedAtomic) => {
+      const charge = chargeFor(chargedAtomic);
+      if (charge <= 0n) return undefined;
+      const giveBack = givenBackOf(reservation, counted, charge);
+      return { ...channelChargeParts(reservation, charge, input.call.api_url, giveBack), flushed: true };
+    },
   });
   const payer = deps.chains.evm.account?.address;
   deps.log.info(
@@ -348,26 +398,15 @@ async function throughOurChannel(
       ...(amount === undefined ? {} : { amount: amount.toString() }),
     });
   switch (outcome.kind) {
-    case 'charged': {
-      const { decimals } = NETWORK_TABLE[reservation.network];
-      const increment = assetToMicro(reservation.increment, decimals);
-      const { chargedMicro: due } = uptoRelaySettlement(
-        chargedMicro(choice.network, outcome.chargedAtomic),
-        increment,
-        {
-          percent: deps.config.relayFeePercent,
-          minUsdc: deps.config.relayFeeMinUsdc,
-        },
-      );
+    case 'charged':
       // A seller that charged nothing costs the client nothing (no fee on nothing).
-      const charge = outcome.chargedAtomic === 0n ? 0n : microToAsset(due, decimals);
       return {
         kind: 'answered',
         response: outcome.response,
         paymentResponse: receipt(true, outcome.chargedAtomic),
-        charge: charge < reservation.increment ? charge : reservation.increment,
+        charge: chargeFor(outcome.chargedAtomic),
+        ...(outcome.along === undefined ? {} : { leaseCharge: outcome.along }),
       };
-    }
     case 'not_charged':
       if (outcome.response && usable(outcome.response))
         return { kind: 'answered', response: outcome.response, paymentResponse: receipt(false), charge: 0n };
