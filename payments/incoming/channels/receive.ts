@@ -373,6 +373,24 @@ async function acceptChannel(
   const pendingId = randomUUID();
   const increment = payload.type === 'refund' ? 0n : price;
   const pending = { id: pendingId, until: new Date(now + leaseMs) };
+  /** The request admitted: the lease `pendingId` on `channel`, under a voucher for `ceiling`. */
+  const admitted = (
+    channel: StoredChannel,
+    ceiling: bigint,
+    more: Pick<ChannelReservation, 'deposit' | 'counted'>,
+  ): { kind: 'reserved'; reservation: ChannelReservation } => ({
+    kind: 'reserved',
+    reservation: {
+      network,
+      channelId,
+      pendingId,
+      payer: payload.config.payer,
+      increment,
+      voucher: { maxClaimableAmount: ceiling, signature: payload.voucher.signature },
+      channel,
+      ...more,
+    },
+  });
   if (payload.type === 'voucher') {
     // The common case, a voucher on a channel as we last read it (its chain state younger than the
     // TTL, the voucher at its charged total plus the price, within its balance): the lease, and the
@@ -389,19 +407,7 @@ async function acceptChannel(
     if (fast !== undefined && 'refusedBy' in fast && counting)
       return { kind: 'over_limit', refusedBy: fast.refusedBy, ...counting, payer: payload.config.payer };
     if (fast !== undefined && 'leased' in fast)
-      return {
-        kind: 'reserved',
-        reservation: {
-          network,
-          channelId,
-          pendingId,
-          payer: payload.config.payer,
-          increment,
-          voucher: { maxClaimableAmount: payload.voucher.maxClaimableAmount, signature: payload.voucher.signature },
-          channel: fast.leased,
-          ...(counting ? { counted: counting.move } : {}),
-        },
-      };
+      return admitted(fast.leased, payload.voucher.maxClaimableAmount, counting ? { counted: counting.move } : {});
   }
 
   // Our copy of the chain's state, read again when older than the TTL (outside the row lock).
@@ -519,19 +525,7 @@ async function acceptChannel(
     await release();
     return refused(failure);
   }
-  return {
-    kind: 'reserved',
-    reservation: {
-      network,
-      channelId,
-      pendingId,
-      payer: payload.config.payer,
-      increment,
-      voucher: { maxClaimableAmount: ceiling, signature: payload.voucher.signature },
-      ...(deposit ? { deposit } : {}),
-      channel,
-    },
-  };
+  return admitted(channel, ceiling, deposit ? { deposit } : {});
 }
 
 /**

@@ -355,16 +355,19 @@ export async function leaseUnchanged(
  * it (the slow path says which; nothing moved). A cumulative amount already committed fails, as
  * insertCharge does. `giveBack` is taken off its counters in the same statement, only when charged.
  */
+/** A charge under a lease: its amount, the voucher it stands on, what it paid for, the counters it gives back. */
+export interface LeaseCharge {
+  pendingId: string;
+  amount: bigint;
+  voucher: { maxClaimableAmount: bigint; signature: Hex };
+  targetUrl?: string;
+  giveBack?: SpendMove;
+}
+
 export async function chargeUnderLease(
   db: Db,
   channelId: Hex,
-  charge: {
-    pendingId: string;
-    amount: bigint;
-    voucher: { maxClaimableAmount: bigint; signature: Hex };
-    targetUrl?: string;
-    giveBack?: SpendMove;
-  },
+  charge: LeaseCharge,
 ): Promise<StoredChannel | undefined> {
   const parts = chargeUnderLeaseParts(channelId, charge);
   const { rows } = await runPrepared(
@@ -382,13 +385,7 @@ export async function chargeUnderLease(
  */
 export function chargeUnderLeaseParts(
   channelId: Hex,
-  charge: {
-    pendingId: string;
-    amount: bigint;
-    voucher: { maxClaimableAmount: bigint; signature: Hex };
-    targetUrl?: string;
-    giveBack?: SpendMove;
-  },
+  charge: LeaseCharge,
 ): { ctes: RawBuilder<unknown>; columns: RawBuilder<unknown> } {
   const id = channelId.toLowerCase();
   const now = new Date();
