@@ -107,20 +107,42 @@ async function inLine<T>(key: string, run: () => Promise<T>): Promise<T> {
 }
 
 /**
- * Runs `run` holding the advisory lock of a channel's terms on one connection of the pool. Its
+ * One channel call's connection of the pool: every statement of the call runs on it, and so does
+ * the advisory lock of the channel's terms, a session lock taken by `lock()` (waiting for it), or
+ * by the first statement that needs it (recordVoucher's `pg_try_advisory_lock`, no round trip of
+ * its own), and released after the call on the same connection.
+ */
+interface ChannelSession {
+  db: Db;
+  key: string;
+  held: boolean;
+  lock(): Promise<void>;
+}
+
+/**
+ * Runs `run` in a channel session (calls of this process on the same terms one after another). Its
  * result is handed back as soon as `run` ends; the unlock follows on the same connection, and the
  * next call of this process on these terms starts only after it.
  */
-async function underChannelLock<T>(db: Db, key: string, run: () => Promise<T>): Promise<T> {
+async function inChannelSession<T>(db: Db, key: string, run: (session: ChannelSession) => Promise<T>): Promise<T> {
   let hand!: { resolve: (value: T) => void; reject: (error: unknown) => void };
   const result = new Promise<T>((resolve, reject) => (hand = { resolve, reject }));
   const held = inLine(key, () =>
     db.connection().execute(async (connection) => {
-      await sql`select pg_advisory_lock(hashtextextended(${key}, 0))`.execute(connection);
+      const session: ChannelSession = {
+        db: connection,
+        key,
+        held: false,
+        async lock() {
+          if (session.held) return;
+          await sql`select pg_advisory_lock(hashtextextended(${key}, 0))`.execute(connection);
+          session.held = true;
+        },
+      };
       try {
-        hand.resolve(await run());
+        hand.resolve(await run(session));
       } finally {
-        await sql`select pg_advisory_unlock(hashtextextended(${key}, 0))`.execute(connection);
+        if (session.held) await sql`select pg_advisory_unlock(hashtextextended(${key}, 0))`.execute(connection);
       }
     }),
   );
@@ -128,6 +150,14 @@ async function underChannelLock<T>(db: Db, key: string, run: () => Promise<T>): 
   // end releases the lock anyway) comes after the result was handed back and changes nothing.
   held.catch((error: unknown) => hand.reject(error));
   return result;
+}
+
+/** Runs `run` holding the advisory lock of a channel's terms on one connection of the pool. */
+function underChannelLock<T>(db: Db, key: string, run: () => Promise<T>): Promise<T> {
+  return inChannelSession(db, key, async (session) => {
+    await session.lock();
+    return run();
+  });
 }
 
 /** The channel's terms as its lock key and its row's unique key. */
@@ -457,12 +487,17 @@ export interface VoucherAdmission {
   admitted(along: Record<string, unknown>): boolean;
 }
 
-type VoucherRecord =
+/** How the voucher's statement ended; `locked`: the session now holds the channel's lock. */
+type VoucherRecord = { locked: boolean } & (
   | ({ kind: 'recorded'; voucherId: bigint; along: Record<string, unknown> } & KnownChannel)
   /** The admission refused: nothing was written. */
   | { kind: 'refused'; along: Record<string, unknown> }
-  /** The row is no longer the version this process last wrote (the admission's writes stand). */
-  | { kind: 'stale'; along: Record<string, unknown> };
+  /**
+   * Not written: the row is no longer the version this process last wrote, or the channel's lock
+   * was not free (the admission's writes stand).
+   */
+  | { kind: 'stale'; along: Record<string, unknown> }
+);
 
 /**
  * Records a voucher before it is sent, with the channel's highest ceiling ever signed, in one
@@ -471,20 +506,27 @@ type VoucherRecord =
  * and the row after.
  */
 async function recordVoucher(
-  db: Db,
+  session: ChannelSession,
   channel: PayerChannel,
   version: string | undefined,
   voucher: { callReference: string | null; base: bigint; ceiling: bigint; deposit: bigint | null; signature: string },
   admission?: VoucherAdmission,
 ): Promise<VoucherRecord> {
-  const statement = sql<Partial<PayerChannel> & { row_version: string | null; voucher_id: bigint | null }>`
-    with ${admission ? sql`${admission.ctes},` : sql``}
+  // Without the lock yet (a version in hand), the statement takes it if it is free, and writes only then.
+  const tryLock = !session.held;
+  if (tryLock && version === undefined) throw new Error('a channel is read and written only under its lock');
+  const statement = sql<
+    Partial<PayerChannel> & { row_version: string | null; voucher_id: bigint | null; lock_got: boolean | null }
+  >`
+    with ${tryLock ? sql`channel_lock as (select pg_try_advisory_lock(hashtextextended(${session.key}, 0)) as got),` : sql``}
+    ${admission ? sql`${admission.ctes},` : sql``}
     raised as (
       update payer_channels
       set signed_max_atomic = greatest(signed_max_atomic, ${voucher.ceiling}::numeric), last_used_at = ${new Date()}
       where channel_id = ${channel.channel_id}
         ${version === undefined ? sql`` : sql`and xmin = ${version}::xid and state = 'open'`}
         ${admission ? sql`and ${admission.admits}` : sql``}
+        ${tryLock ? sql`and (select got from channel_lock)` : sql``}
       returning ${channelColumns()}, xmin::text as row_version
     ),
     voucher as (
@@ -495,24 +537,30 @@ async function recordVoucher(
     )
     select ${admission ? sql`${admission.columns},` : sql``} voucher.id as voucher_id,
       ${channelColumns('raised')}, raised.row_version
+      ${tryLock ? sql`, (select got from channel_lock) as lock_got` : sql``}
     from (select 1) as one left join raised on true left join voucher on true`;
+  const { db } = session;
   const { rows } = await runPrepared(db, statement.compile(db));
   const row = rows[0];
   if (row === undefined)
     throw new Error(`payer channel ${channel.channel_id}: the voucher's statement returned no row`);
   const along = Object.fromEntries(
     Object.entries(row).filter(
-      ([name]) => name !== 'voucher_id' && name !== 'row_version' && !(name in CHANNEL_COLUMN_SET),
+      ([name]) =>
+        name !== 'voucher_id' && name !== 'row_version' && name !== 'lock_got' && !(name in CHANNEL_COLUMN_SET),
     ),
   );
+  // Taken by this statement (its session lock outlives it), or held before.
+  const locked = tryLock ? row.lock_got === true : true;
+  if (locked) session.held = true;
   const { voucher_id: voucherId, row_version: rowVersion } = row;
   if (voucherId !== null && rowVersion !== null) {
     const after = Object.fromEntries(CHANNEL_COLUMNS.map((name) => [name, row[name as keyof typeof row]]));
-    return { kind: 'recorded', voucherId, along, channel: after as PayerChannel, version: rowVersion };
+    return { kind: 'recorded', locked, voucherId, along, channel: after as PayerChannel, version: rowVersion };
   }
-  if (admission !== undefined && !admission.admitted(along)) return { kind: 'refused', along };
+  if (admission !== undefined && !admission.admitted(along)) return { kind: 'refused', locked, along };
   if (version === undefined) throw new Error(`payer channel ${channel.channel_id}: its row is gone`);
-  return { kind: 'stale', along };
+  return { kind: 'stale', locked, along };
 }
 
 /**
@@ -550,19 +598,24 @@ export async function payThroughChannel(
   const cap = microToAsset(parseUsdc(deps.config.payerChannelMaxDepositUsdc), decimals);
   const method = depositMethodOf(offer, choice.network);
 
-  return underChannelLock(deps.db, key, async () => {
-    // The row as this process left it when its last call here ended with no voucher open: no read.
-    // It is taken once; a call that leaves it as it now is puts it back.
+  return inChannelSession(deps.db, key, async (session) => {
+    // The row as this process left it when its last call here ended with no voucher open: no read,
+    // and the lock is taken by the voucher's own statement. It is taken once; a call that leaves it
+    // as it now is puts it back.
     const lastKnown = lastKnownOf(deps.db);
     const known = lastKnown.get(key);
     lastKnown.delete(key);
+    // The channel's statements on the session's connection, the one holding the lock (anything
+    // else, our wallet's Permit2 approval, on the pool).
+    const onSession: ChannelDeps = { ...deps, db: session.db };
     const read = async () => {
-      const opened = await openChannel(deps.db, choice.network, account.address, terms);
-      const unresolved = await unknownVouchers(deps.db, opened.channel.channel_id, opened.open);
+      await session.lock();
+      const opened = await openChannel(session.db, choice.network, account.address, terms);
+      const unresolved = await unknownVouchers(session.db, opened.channel.channel_id, opened.open);
       // After an unanswered call the chain is read first: a deposit it carried may have landed.
       const synced =
         opened.channel.synced_at === null || unresolved.some((voucher) => voucher.deposit_atomic !== null)
-          ? await syncFromChain(deps, opened.channel)
+          ? await syncFromChain(onSession, opened.channel)
           : opened.channel;
       // Only a call under this lock makes a voucher unknown: none now, none to decide after the answer.
       return { channel: synced, unknownLeft: unresolved.length > 0 };
@@ -603,7 +656,7 @@ export async function payThroughChannel(
       // Recorded before it leaves: the voucher, and the channel's highest ceiling ever signed.
       // One statement (both or neither), one round trip.
       const recorded = await recordVoucher(
-        deps.db,
+        session,
         channel,
         version,
         {
@@ -649,7 +702,7 @@ export async function payThroughChannel(
       }) as Ok<TargetRequest>;
       const answer: TargetAnswer = await callTarget(built.value, input.budget, deps);
       const outcome = await recordAnswer(
-        deps,
+        onSession,
         channel,
         voucher.id,
         { charged, ceiling, deposit: sized.deposit, unknownLeft },

@@ -254,6 +254,28 @@ describe('/proxy to a batch-settlement target', () => {
       );
       expect((await theChannel()).charged_atomic).toBe(String(base + 5n * PRICE));
       expect(await organisationBalance(db, organisationId)).toBe(1_000n - 5n * PER_CALL_CREDITS);
+
+      // Both at once, three calls each: a call whose instance finds the channel's lock taken waits
+      // for it and signs on what the other charged.
+      const concurrentSince = await lastVoucherId();
+      target.reset();
+      const answers = await Promise.all(
+        [t.client, secondClient, t.client, secondClient, t.client, secondClient].map((client) =>
+          client.post('/proxy', { api_url: target.routes.paid.url, method: 'GET' }, { headers: { 'x-api-key': key } }),
+        ),
+      );
+      for (const res of answers) expect(res.status, res.text).toBe(200);
+      const concurrent = await db
+        .selectFrom('payer_vouchers')
+        .selectAll()
+        .where('id', '>', concurrentSince)
+        .orderBy('id')
+        .execute();
+      expect(concurrent.map((voucher) => [voucher.state, voucher.base_atomic])).toEqual(
+        [5n, 6n, 7n, 8n, 9n, 10n].map((index) => ['charged', String(base + index * PRICE)]),
+      );
+      expect(target.requests.filter((request) => request.payment !== null)).toHaveLength(6);
+      expect(await organisationBalance(db, organisationId)).toBe(1_000n - 11n * PER_CALL_CREDITS);
     } finally {
       await second.stop();
     }
