@@ -123,6 +123,11 @@ async function startForwarder(
   };
 }
 
+/** Our vouchers written after the one with id `id`, oldest first. */
+function vouchersSince(id: bigint) {
+  return db.selectFrom('payer_vouchers').selectAll().where('id', '>', id).orderBy('id').execute();
+}
+
 /** The id of the newest voucher so far (0 when none). */
 async function lastVoucherId(): Promise<bigint> {
   const row = await db.selectFrom('payer_vouchers').select('id').orderBy('id', 'desc').executeTakeFirst();
@@ -243,12 +248,7 @@ describe('/proxy to a batch-settlement target', () => {
       }
       // One voucher per call, each on the charge before it: no stale base, no corrective 402.
       expect(target.requests.filter((request) => request.payment !== null)).toHaveLength(5);
-      const vouchers = await db
-        .selectFrom('payer_vouchers')
-        .selectAll()
-        .where('id', '>', since)
-        .orderBy('id')
-        .execute();
+      const vouchers = await vouchersSince(since);
       expect(vouchers.map((voucher) => [voucher.state, voucher.base_atomic])).toEqual(
         [0n, 1n, 2n, 3n, 4n].map((index) => ['charged', String(base + index * PRICE)]),
       );
@@ -265,12 +265,7 @@ describe('/proxy to a batch-settlement target', () => {
         ),
       );
       for (const res of answers) expect(res.status, res.text).toBe(200);
-      const concurrent = await db
-        .selectFrom('payer_vouchers')
-        .selectAll()
-        .where('id', '>', concurrentSince)
-        .orderBy('id')
-        .execute();
+      const concurrent = await vouchersSince(concurrentSince);
       expect(concurrent.map((voucher) => [voucher.state, voucher.base_atomic])).toEqual(
         [5n, 6n, 7n, 8n, 9n, 10n].map((index) => ['charged', String(base + index * PRICE)]),
       );
@@ -310,7 +305,7 @@ describe('/proxy to a batch-settlement target', () => {
       ['paidEcho', false],
       ['paidEcho', true],
     ]);
-    const vouchers = await db.selectFrom('payer_vouchers').selectAll().where('id', '>', since).orderBy('id').execute();
+    const vouchers = await vouchersSince(since);
     expect(vouchers.map((voucher) => [voucher.state, voucher.base_atomic, voucher.ceiling_atomic])).toEqual([
       ['charged', String(base), String(base + PRICE)],
       ['charged', String(base + PRICE), String(base + 2n * PRICE)],
