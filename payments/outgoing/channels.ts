@@ -487,17 +487,34 @@ export interface VoucherAdmission {
   admitted(along: Record<string, unknown>): boolean;
 }
 
-/** How the voucher's statement ended; `locked`: the session now holds the channel's lock. */
-type VoucherRecord = { locked: boolean } & (
-  | ({ kind: 'recorded'; voucherId: bigint; along: Record<string, unknown> } & KnownChannel)
-  /** The admission refused: nothing was written. */
+/** How the voucher's statement ended (the session's `held` says whether it now holds the lock). */
+type VoucherRecord =
+  | ({ kind: 'recorded'; voucherId: bigint } & KnownChannel)
+  /** The admission refused: nothing was written; `along`, the admission's columns read back. */
   | { kind: 'refused'; along: Record<string, unknown> }
   /**
    * Not written: the row is no longer the version this process last wrote, or the channel's lock
    * was not free (the admission's writes stand).
    */
-  | { kind: 'stale'; along: Record<string, unknown> }
-);
+  | { kind: 'stale' };
+
+/**
+ * A row of a channel statement split: the channel's columns (the row as written), and the other
+ * columns but its version (what a caller's part of the statement read back), `own` columns left out.
+ */
+function splitChannelRow(
+  row: Record<string, unknown>,
+  own: readonly string[] = [],
+): { channel: PayerChannel; along: Record<string, unknown> } {
+  return {
+    channel: Object.fromEntries(CHANNEL_COLUMNS.map((name) => [name, row[name]])) as PayerChannel,
+    along: Object.fromEntries(
+      Object.entries(row).filter(
+        ([name]) => name !== 'row_version' && !own.includes(name) && !(name in CHANNEL_COLUMN_SET),
+      ),
+    ),
+  };
+}
 
 /**
  * Records a voucher before it is sent, with the channel's highest ceiling ever signed, in one
@@ -544,23 +561,15 @@ async function recordVoucher(
   const row = rows[0];
   if (row === undefined)
     throw new Error(`payer channel ${channel.channel_id}: the voucher's statement returned no row`);
-  const along = Object.fromEntries(
-    Object.entries(row).filter(
-      ([name]) =>
-        name !== 'voucher_id' && name !== 'row_version' && name !== 'lock_got' && !(name in CHANNEL_COLUMN_SET),
-    ),
-  );
-  // Taken by this statement (its session lock outlives it), or held before.
-  const locked = tryLock ? row.lock_got === true : true;
-  if (locked) session.held = true;
+  // Taken by this statement (its session lock outlives the statement).
+  if (tryLock && row.lock_got === true) session.held = true;
   const { voucher_id: voucherId, row_version: rowVersion } = row;
-  if (voucherId !== null && rowVersion !== null) {
-    const after = Object.fromEntries(CHANNEL_COLUMNS.map((name) => [name, row[name as keyof typeof row]]));
-    return { kind: 'recorded', locked, voucherId, along, channel: after as PayerChannel, version: rowVersion };
-  }
-  if (admission !== undefined && !admission.admitted(along)) return { kind: 'refused', locked, along };
+  const split = splitChannelRow(row, ['voucher_id', 'lock_got']);
+  if (voucherId !== null && rowVersion !== null)
+    return { kind: 'recorded', voucherId, channel: split.channel, version: rowVersion };
+  if (admission !== undefined && !admission.admitted(split.along)) return { kind: 'refused', along: split.along };
   if (version === undefined) throw new Error(`payer channel ${channel.channel_id}: its row is gone`);
-  return { kind: 'stale', locked, along };
+  return { kind: 'stale' };
 }
 
 /**
@@ -843,10 +852,7 @@ async function recordAnswer(
     const { rows } = await runPrepared(db, statement.compile(db));
     const row = rows[0];
     if (row === undefined) throw new Error(`payer channel ${channel.channel_id}: its row is gone`);
-    const written = Object.fromEntries(CHANNEL_COLUMNS.map((name) => [name, row[name]])) as PayerChannel;
-    const alongColumns = Object.fromEntries(
-      Object.entries(row).filter(([name]) => name !== 'row_version' && !(name in CHANNEL_COLUMN_SET)),
-    );
+    const { channel: written, along: alongColumns } = splitChannelRow(row);
     return {
       kind: 'done',
       result: {

@@ -30,7 +30,7 @@ import type { PaymentRequirementsV2 } from '../../x402/v2';
 import { receivedPayment } from '../../incoming/clientPayment';
 import { commitChannelCharge, releaseChannel } from '../../incoming/channels/receive';
 import { LLM_TIMEOUT_MS } from './llm';
-import { channelPaymentOf, sellingChannelOffers, takeChannelPayment } from './channel';
+import { channelPaymentOf, sellingChannelOffers, sellingNetworkClass, takeChannelPayment } from './channel';
 import { channelReceipt } from '../../incoming/channels/offers';
 
 export type PaidChatOutcome =
@@ -91,9 +91,8 @@ export async function receivingOffers(
   { resource, description, amountMicroUsdc }: { resource: string; description: string; amountMicroUsdc: bigint },
 ): Promise<PaymentRequirements[]> {
   const { chains, config } = deps;
-  const payable = chains.networks.filter((network) => network.serviceAddress !== undefined);
-  const networkClass = payable.some((network) => network.networkClass === 'mainnet') ? 'mainnet' : 'testnet';
-  if (payable.length === 0) return [];
+  if (!chains.networks.some((network) => network.serviceAddress !== undefined)) return [];
+  const networkClass = sellingNetworkClass(chains);
   const request = { networkClass, amountMicroUsdc, resource, description, mimeType: 'application/json' } as const;
   return settleableOffers(chains, request, config.facilitatorUrl, config.facilitatorAuth);
 }

@@ -10,7 +10,7 @@
  * A cooperative refund is taken by POST /relay (the channel is the same one): the answers of what
  * we sell here have no shape for it.
  */
-import { canonicalNetwork, NETWORK_TABLE, type NetworkName } from '../../basics/networkTable';
+import { canonicalNetwork, NETWORK_TABLE, type NetworkClass, type NetworkName } from '../../basics/networkTable';
 import { DEFAULT_RELAY_TIMEOUT_SECONDS } from '../../incoming/offer';
 import type { Deps } from '../../deps';
 import {
@@ -29,6 +29,13 @@ import { acceptedChannelOffer, channelRefusalReason, correctedChannelOffers } fr
 
 export type SellingDeps = Pick<Deps, 'db' | 'chains' | 'config' | 'submissions' | 'log' | 'clock'>;
 
+/** The class of the networks what the service sells is paid on: mainnet when it holds a wallet on one, else testnet. */
+export function sellingNetworkClass(chains: Deps['chains']): NetworkClass {
+  return chains.networks.some((network) => network.serviceAddress !== undefined && network.networkClass === 'mainnet')
+    ? 'mainnet'
+    : 'testnet';
+}
+
 /**
  * Our 402's batch-settlement entries, for the same amount: one beside each exact entry on a network
  * where we take channels, then one on each other network where we take channels of the class we
@@ -39,8 +46,7 @@ export function sellingChannelOffers(
   accepts: readonly PaymentRequirements[],
   amountMicroUsdc: bigint,
 ): PaymentRequirementsV2[] {
-  const payable = deps.chains.networks.filter((network) => network.serviceAddress !== undefined);
-  const networkClass = payable.some((network) => network.networkClass === 'mainnet') ? 'mainnet' : 'testnet';
+  const networkClass = sellingNetworkClass(deps.chains);
   const networks = new Set<NetworkName>();
   for (const exact of accepts) {
     const network = canonicalNetwork(exact.network);
