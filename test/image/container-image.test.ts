@@ -258,6 +258,19 @@ function caArgs(): string[] {
   return ['--volume', `${file}:/run/build-ca.crt:ro`, '--build-arg', 'NODE_EXTRA_CA_CERTS=/run/build-ca.crt'];
 }
 
+/**
+ * The open files of the build's RUN steps: under chroot isolation buildah gives them 1,024, too
+ * few for `npm ci` filling an empty npm cache (it fails with EMFILE), so they get this process's
+ * own hard limit (more would need a privilege these machines do not give).
+ */
+function openFilesArgs(): string[] {
+  const line = readFileSync('/proc/self/limits', 'utf8')
+    .split('\n')
+    .find((row) => row.startsWith('Max open files'));
+  const hard = line?.trim().split(/\s+/)[4];
+  return hard !== undefined && /^\d+$/.test(hard) ? ['--ulimit', `nofile=${hard}:${hard}`] : [];
+}
+
 /** Containers of this test left by a run that was killed (named with its process id). */
 async function removeLeftContainers(): Promise<void> {
   const names = (await run('buildah', ['containers', '--format', '{{.ContainerName}}'])).stdout.split('\n');
@@ -275,7 +288,11 @@ beforeAll(async () => {
   expect(base).toMatch(/^localhost\/payment-routing-base:bookworm-node22\./);
   const previous = await imageIds([BUILD_STAGE, IMAGE]);
   const started = performance.now();
-  const buildArgs = ['--isolation', 'chroot', '--format', 'docker', '--build-arg', `BASE=${base}`, ...caArgs()];
+  const buildArgs = [
+    ...['--isolation', 'chroot', '--format', 'docker', '--build-arg', `BASE=${base}`],
+    ...openFilesArgs(),
+    ...caArgs(),
+  ];
   await run('podman', ['build', ...buildArgs, '--target', 'build', '-t', BUILD_STAGE, '.'], BUILD_BOUND_MS);
   await run('podman', ['build', ...buildArgs, '-t', IMAGE, '.'], BUILD_BOUND_MS);
   buildMs = performance.now() - started;
