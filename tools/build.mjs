@@ -56,8 +56,21 @@ function upToDate() {
 
 if (process.argv.includes('--if-stale') && upToDate()) process.exit(0);
 
+// `--at-install` (npm's prepare, after `npm install` or `npm ci`): dist/ is built with the
+// install, so that the first `npm start` finds it ready. Never a failed install: without esbuild
+// (a production install) or with the build failing, it says so and leaves dist/ to `npm start`
+// (which builds it, or shows why it cannot) or `npm run build`.
+const atInstall = process.argv.includes('--at-install');
+
 // Loaded only to build: the check above needs none of it.
-const { build } = await import('esbuild');
+let build;
+try {
+  ({ build } = await import('esbuild'));
+} catch (error) {
+  if (!atInstall) throw error;
+  console.log('dist/ is not built at install without the development packages (npm run build builds it)');
+  process.exit(0);
+}
 
 // Packages stay in node_modules, except a few pure-JavaScript ESM ones that the service imports at
 // start and uses little of: bundled, only the parts it uses are loaded (viem's root module alone
@@ -84,56 +97,65 @@ const packagesOutside = {
   },
 };
 
-const started = performance.now();
-const startedAt = Date.now();
-const result = await build({
-  absWorkingDir: root,
-  entryPoints: {
-    main: 'server/main.ts',
-    admin: 'server/admin.ts',
-    mcp: 'mcp/stdio.ts',
-    'source-maps': 'server/sourceMaps.ts',
-    // The worker thread that runs the sandbox's peers (devnet/sandbox.ts starts it by this name).
-    'sandbox-peers': 'devnet/sandboxPeers.ts',
-  },
-  outdir,
-  write: false,
-  bundle: true,
-  splitting: true,
-  format: 'esm',
-  platform: 'node',
-  target: 'node20.18',
-  plugins: [packagesOutside],
-  sourcemap: 'linked',
-  chunkNames: '[name]-[hash]',
-  metafile: true,
-  logLevel: 'warning',
-});
-
-// Written in a directory of its own first (on the same file system, under the ignored .tmp/),
-// then renamed into dist/'s place.
-mkdirSync(path.join(root, '.tmp'), { recursive: true });
-const staging = mkdtempSync(path.join(root, '.tmp', 'build-'));
 try {
-  for (const file of result.outputFiles) {
-    const target = path.join(staging, path.relative(outdir, file.path));
-    mkdirSync(path.dirname(target), { recursive: true });
-    writeFileSync(target, file.contents);
-  }
-  for (const file of sqlFiles()) copyFileSync(path.join(root, 'db/functions', file), path.join(staging, file));
-  const inputs = {};
-  for (const file of [...Object.keys(result.metafile.inputs), ...extraInputs()]) {
-    const stats = statSync(path.join(root, file));
-    // A file changed while the build ran may not be in it: recorded so that it never matches.
-    inputs[file] = [stats.size, stats.mtimeMs >= startedAt ? -1 : stats.mtimeMs];
-  }
-  writeFileSync(path.join(staging, INPUTS_FILE), JSON.stringify({ inputs }) + '\n');
-  replaceOutdir(staging);
-} finally {
-  rmSync(staging, { recursive: true, force: true });
+  await buildDist();
+} catch (error) {
+  if (!atInstall) throw error;
+  console.error(`dist/ was not built at install (npm start builds it, or shows why it cannot): ${error.message}`);
 }
-const outputs = result.outputFiles.filter((file) => file.path.endsWith('.js'));
-console.log(`built ${outputs.length} files in dist/ in ${Math.round(performance.now() - started)} ms`);
+
+async function buildDist() {
+  const started = performance.now();
+  const startedAt = Date.now();
+  const result = await build({
+    absWorkingDir: root,
+    entryPoints: {
+      main: 'server/main.ts',
+      admin: 'server/admin.ts',
+      mcp: 'mcp/stdio.ts',
+      'source-maps': 'server/sourceMaps.ts',
+      // The worker thread that runs the sandbox's peers (devnet/sandbox.ts starts it by this name).
+      'sandbox-peers': 'devnet/sandboxPeers.ts',
+    },
+    outdir,
+    write: false,
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20.18',
+    plugins: [packagesOutside],
+    sourcemap: 'linked',
+    chunkNames: '[name]-[hash]',
+    metafile: true,
+    logLevel: 'warning',
+  });
+
+  // Written in a directory of its own first (on the same file system, under the ignored .tmp/),
+  // then renamed into dist/'s place.
+  mkdirSync(path.join(root, '.tmp'), { recursive: true });
+  const staging = mkdtempSync(path.join(root, '.tmp', 'build-'));
+  try {
+    for (const file of result.outputFiles) {
+      const target = path.join(staging, path.relative(outdir, file.path));
+      mkdirSync(path.dirname(target), { recursive: true });
+      writeFileSync(target, file.contents);
+    }
+    for (const file of sqlFiles()) copyFileSync(path.join(root, 'db/functions', file), path.join(staging, file));
+    const inputs = {};
+    for (const file of [...Object.keys(result.metafile.inputs), ...extraInputs()]) {
+      const stats = statSync(path.join(root, file));
+      // A file changed while the build ran may not be in it: recorded so that it never matches.
+      inputs[file] = [stats.size, stats.mtimeMs >= startedAt ? -1 : stats.mtimeMs];
+    }
+    writeFileSync(path.join(staging, INPUTS_FILE), JSON.stringify({ inputs }) + '\n');
+    replaceOutdir(staging);
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
+  const outputs = result.outputFiles.filter((file) => file.path.endsWith('.js'));
+  console.log(`built ${outputs.length} files in dist/ in ${Math.round(performance.now() - started)} ms`);
+}
 
 /** Puts `staging` in dist/'s place; a build finishing at the same moment may put its own there first. */
 function replaceOutdir(staging) {

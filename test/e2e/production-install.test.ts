@@ -1,5 +1,5 @@
 /**
- * The service as production runs it: built once (`npm run build`), then `npm run serve` (plain
+ * The service as production runs it: built once (at `npm install`, or `npm run build`), then `npm run serve` (plain
  * node on dist/main.js, no TypeScript loader) in a production install (`npm ci --omit=dev`):
  * every development package, tsx included, unresolvable (test/support/without-dev-packages.mjs).
  * A configured start serves; a zero-config start, which would be the sandbox, says in one line
@@ -25,8 +25,10 @@ let database: TestDatabase;
 let dataDir: string;
 
 beforeAll(async () => {
-  const built = spawnSync(process.execPath, ['tools/build.mjs'], { cwd: ROOT, encoding: 'utf8' });
-  if (built.status !== 0) throw new Error(`npm run build failed: ${built.stderr}`);
+  // What `npm install` and `npm ci` run last (package.json's prepare script): dist/ built, unless
+  // it already is a build of the current files.
+  const built = spawnSync('npm', ['run', 'prepare'], { cwd: ROOT, encoding: 'utf8' });
+  if (built.status !== 0) throw new Error(`npm run prepare failed: ${built.stderr}`);
   database = await createTestDatabase();
   dataDir = mkdtempSync(path.join(os.tmpdir(), 'production-install-'));
 });
@@ -72,6 +74,13 @@ function run(env: Record<string, string>, nodeFlags: string[] = []) {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
 }
+
+it("leaves dist/ as npm start wants it after npm install: the start script's check builds nothing", () => {
+  const check = spawnSync(process.execPath, ['tools/build.mjs', '--if-stale'], { cwd: ROOT, encoding: 'utf8' });
+  expect(check.status).toBe(0);
+  expect(check.stdout).toBe('');
+  expect(readFileSync(path.join(ROOT, 'dist/build-inputs.json'), 'utf8')).toContain('server/main.ts');
+});
 
 describe('a production install without the development packages', () => {
   it('a zero-config start explains in one line what to install, and exits', async () => {
