@@ -8,6 +8,10 @@ import { toClientEvmSigner } from '@x402/evm';
 import { getAddress, hashTypedData, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, it } from 'vitest';
+import { serviceAccount } from '../../payments/chains/evm/account';
+import { signChannelPayment } from '../../payments/chains/evm/batchSettlement/payer';
+import type { EvmNetworkClients } from '../../payments/chains/evm/clients';
+import type { PaymentRequirementsV2 } from '../../payments/x402/v2';
 import {
   batchSettlementDomain,
   channelIdOf,
@@ -70,5 +74,36 @@ describe('batch-settlement digests', () => {
     expect(isVoucherSignedBy(payer.address, CHAIN_ID, { ...voucher, channelId: randomBytes32() })).toBe(false);
     expect(isVoucherSignedBy(payer.address, CHAIN_ID + 1, voucher)).toBe(false);
     expect(isVoucherSignedBy(payer.address, CHAIN_ID, { ...voucher, signature: '0x1234' })).toBe(false);
+  });
+
+  it("signs our vouchers to the very bytes of @x402/evm's signVoucher, with our wallet", async () => {
+    const key = generatePrivateKey();
+    const account = serviceAccount(key);
+    const config = { ...randomConfig(), payer: account.address, payerAuthorizer: account.address };
+    const offer = {
+      scheme: 'batch-settlement',
+      network: `eip155:${CHAIN_ID}`,
+      asset: config.token,
+      amount: '1000',
+      payTo: config.receiver,
+      maxTimeoutSeconds: 60,
+      extra: { receiverAuthorizer: config.receiverAuthorizer, withdrawDelay: config.withdrawDelay },
+    } as PaymentRequirementsV2;
+    // A voucher alone reads nothing from the chain: no client is ever called.
+    const clients = { chainId: CHAIN_ID } as EvmNetworkClients;
+    for (const ceiling of [1n, 123_456n, 10n ** 30n]) {
+      const payload = await signChannelPayment(account, clients, offer, config, { ceiling });
+      const theirs = await signVoucher(
+        toClientEvmSigner(privateKeyToAccount(key)),
+        channelIdOf(config, CHAIN_ID),
+        ceiling.toString(),
+        offer.network,
+      );
+      expect(payload).toEqual({
+        type: 'voucher',
+        channelConfig: config,
+        voucher: { ...theirs, channelId: theirs.channelId.toLowerCase() },
+      });
+    }
   });
 });

@@ -3,8 +3,9 @@
  * our channel config for a target's offer, its id, the deposit payload (an ERC-3009
  * ReceiveWithAuthorization to the deposit collector, with the first voucher), a voucher payload
  * (an EIP-712 Voucher: the channel id and a cumulative ceiling), the channel as the contract holds
- * it, and the check of a corrective 402. The signing and the digests are @x402/evm's client code
- * (the same bytes as the unmodified client sends), with our wallet as its signer; what is signed,
+ * it, and the check of a corrective 402. The deposit payloads are @x402/evm's client code (the
+ * same bytes as the unmodified client sends), with our wallet as its signer; a voucher alone is
+ * signed over its digest computed directly (./voucher.ts), the same bytes again; what is signed,
  * when, and on which base is decided by payments/outgoing/channels.ts, which records every voucher
  * before it leaves.
  */
@@ -13,10 +14,9 @@ import {
   computeChannelId,
   createBatchSettlementEIP3009DepositPayload,
   processCorrectivePaymentRequired,
-  signVoucher,
   type ClientChannelStorage,
 } from '@x402/evm/batch-settlement/client';
-import { getAddress, isAddress, zeroAddress, type Address, type Hex } from 'viem';
+import { getAddress, isAddress, toHex, zeroAddress, type Address, type Hex } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import type { PaymentRequirementsV2 } from '../../../x402/v2';
 import type { EvmNetworkClients } from '../clients';
@@ -27,6 +27,7 @@ import {
   cachedChannelIdOf,
   MAX_WITHDRAW_DELAY_SECONDS,
   MIN_WITHDRAW_DELAY_SECONDS,
+  voucherDigest,
   type ChannelConfig,
 } from './voucher';
 
@@ -145,7 +146,6 @@ export async function signChannelPayment(
     nowSeconds,
   }: { ceiling: bigint; deposit?: bigint; method?: DepositMethod; nowSeconds?: number },
 ): Promise<ChannelPayload> {
-  const signer = signerOf(account, clients);
   if (deposit !== undefined && method === 'permit2') {
     const channelId = channelIdOf(config, offer.network);
     const permit2Authorization = await signPermit2Deposit(account, clients.chainId, {
@@ -156,7 +156,7 @@ export async function signChannelPayment(
       nowSeconds: nowSeconds ?? Math.floor(Date.now() / 1000),
       validSeconds: offer.maxTimeoutSeconds,
     });
-    const voucher = await signVoucher(signer, channelId, ceiling.toString(), offer.network);
+    const voucher = await signOurVoucher(account, clients.chainId, channelId, ceiling);
     return {
       type: 'deposit',
       channelConfig: config,
@@ -166,7 +166,7 @@ export async function signChannelPayment(
   }
   if (deposit !== undefined) {
     const signed = await createBatchSettlementEIP3009DepositPayload(
-      signer,
+      signerOf(account, clients),
       2,
       offer,
       config,
@@ -175,8 +175,23 @@ export async function signChannelPayment(
     );
     return signed.payload as unknown as ChannelPayload;
   }
-  const voucher = await signVoucher(signer, channelIdOf(config, offer.network), ceiling.toString(), offer.network);
+  const voucher = await signOurVoucher(account, clients.chainId, channelIdOf(config, offer.network), ceiling);
   return { type: 'voucher', channelConfig: config, voucher };
+}
+
+/**
+ * Our voucher: the EIP-712 Voucher digest computed over its ABI words (./voucher.ts) and signed by
+ * our wallet's secp256k1, the same bytes as @x402/evm's signVoucher makes through viem's generic
+ * typed-data hashing, without its cost on every call.
+ */
+async function signOurVoucher(
+  account: PrivateKeyAccount,
+  chainId: number,
+  channelId: Hex,
+  ceiling: bigint,
+): Promise<ChannelPayload['voucher']> {
+  const signature = await account.sign({ hash: toHex(voucherDigest(chainId, channelId, ceiling)) });
+  return { channelId, maxClaimableAmount: ceiling.toString(), signature };
 }
 
 /** The channel as the contract holds it: its balance and what its receiver has claimed. */
