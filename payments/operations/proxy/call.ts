@@ -43,6 +43,7 @@ import {
 } from '../../outgoing/index';
 import { encodePaymentResponseHeader } from '../../x402/headers';
 import { isChannel, type PaymentChoice } from '../../x402/choose';
+import type { TargetPaymentRequired } from '../../x402/parse';
 import { proxyThroughChannel } from './channel';
 import { forgetSellerQuote, keepSellerQuote, keptSellerQuote } from '../../outgoing/sellerQuotes';
 import type { ClaimRef } from '../../basics/idempotency';
@@ -125,57 +126,59 @@ export async function proxyCall(
   const refusedHost = hostRefusal(limits, input.call.api_url);
   if (refusedHost) return refusedHost;
 
-  // A batch-settlement seller's 402 to this very request, kept from a call moments ago: its voucher
-  // is sent at once (a voucher moves nothing until the seller commits it).
-  const kept = fresh ? undefined : keptSellerQuote(built.value);
-  const first = kept ? ({ ok: true, value: kept } as const) : await callTarget(built.value, budget, deps);
-  if (!first.ok) return unreachable(first);
-  const required = paymentRequiredOf(first.value);
-  if (!required) return answerOf(first.value);
-
-  const decision = decidePayment(required, {
-    chains: deps.chains,
-    maxAmountMicroUsdc: parseUsdc(deps.config.proxyMaxPaymentUsdc),
-    channels: true,
-  });
-  if (kept && !(decision.ok && isChannel(decision.value))) {
-    forgetSellerQuote(built.value);
-    return proxyCall(deps, input, { budget, fresh: true });
+  // A batch-settlement seller's 402 to this very request, kept from a call moments ago with the
+  // channel payment chosen of it: its voucher is sent at once (a voucher moves nothing until the
+  // seller commits it).
+  const kept = fresh ? undefined : keptSellerQuote('proxy', built.value);
+  let choice: PaymentChoice;
+  let required: TargetPaymentRequired | undefined;
+  if (kept) choice = kept.choice;
+  else {
+    const first = await callTarget(built.value, budget, deps);
+    if (!first.ok) return unreachable(first);
+    required = paymentRequiredOf(first.value);
+    if (!required) return answerOf(first.value);
+    const decision = decidePayment(required, {
+      chains: deps.chains,
+      maxAmountMicroUsdc: parseUsdc(deps.config.proxyMaxPaymentUsdc),
+      channels: true,
+    });
+    if (!decision.ok) {
+      if (decision.reason === 'transfer_method_unsupported')
+        return { kind: 'transfer_method_unsupported', details: decision.details };
+      if (decision.reason === 'asset_unsupported') return { kind: 'asset_unsupported', details: decision.details };
+      return decision.reason === 'configuration'
+        ? { kind: 'configuration_error', message: 'The service cannot pay this target', details: decision.details }
+        : {
+            kind: 'bad_gateway',
+            message: 'The target asks for a payment the service does not make',
+            details: decision.details,
+            upstreamStatus: 402,
+          };
+    }
+    choice = decision.value;
   }
-  if (!decision.ok) {
-    if (decision.reason === 'transfer_method_unsupported')
-      return { kind: 'transfer_method_unsupported', details: decision.details };
-    if (decision.reason === 'asset_unsupported') return { kind: 'asset_unsupported', details: decision.details };
-    return decision.reason === 'configuration'
-      ? { kind: 'configuration_error', message: 'The service cannot pay this target', details: decision.details }
-      : {
-          kind: 'bad_gateway',
-          message: 'The target asks for a payment the service does not make',
-          details: decision.details,
-          upstreamStatus: 402,
-        };
-  }
-  const refusedPrice = priceRefusal(limits, decision.value.amountMicroUsdc, decision.value.network);
+  const refusedPrice = priceRefusal(limits, choice.amountMicroUsdc, choice.network);
   if (refusedPrice) return refusedPrice;
   // Our wallet under a floor on the network we would pay on: 503, before any credits are held.
-  const belowFloor = await floorRefusal(deps, [decision.value.network]);
+  const belowFloor = await floorRefusal(deps, [choice.network]);
   if (belowFloor) return belowFloor;
   // Before anything is signed or held: a payTo that cannot receive the payment.
-  const refusedRecipient = await recipientRefusal(deps.chains, decision.value);
+  const refusedRecipient = await recipientRefusal(deps.chains, choice);
   if (refusedRecipient) return refusedRecipient;
-  if (isChannel(decision.value)) {
-    if (!kept) keepSellerQuote(built.value, first.value);
-    const paid = await proxyThroughChannel(deps, input, decision.value, budget);
+  if (isChannel(choice)) {
+    if (required) keepSellerQuote('proxy', built.value, { required, choice });
+    const paid = await proxyThroughChannel(deps, input, choice, budget);
     if (kept && !(paid.kind === 'pass_through' && paid.payment.charged)) {
-      forgetSellerQuote(built.value);
+      forgetSellerQuote('proxy', built.value);
       // The seller refused the voucher of its kept 402 and committed nothing: its price or terms
       // changed. Asked again, the call is paid on what it asks now.
       if (paid.kind === 'bad_gateway' && paid.upstreamStatus === 402 && paid.webhookId === undefined)
         return proxyCall(deps, input, { budget, fresh: true });
     }
-    return paid.kind === 'hold_refused' ? refusal(paid.refused, paid.credits, input.key, decision.value) : paid;
+    return paid.kind === 'hold_refused' ? refusal(paid.refused, paid.credits, input.key, choice) : paid;
   }
-  return payAndRetry(deps, input, decision.value, budget);
+  return payAndRetry(deps, input, choice, budget);
 }
 
 function unreachable(error: Failure<OutboundErrorCode>): ProxyOutcome {

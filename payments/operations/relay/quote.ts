@@ -28,6 +28,7 @@ import type { PaymentRequirements } from '../../x402/types';
 import { DEFAULT_RELAY_TIMEOUT_SECONDS, settleableOffers } from '../../incoming/offer';
 import { ceilingRefusal, type PriceAboveLimit } from '../../accounts/policy';
 import { withBazaar } from '../../x402/extensions';
+import type { TargetPaymentRequired } from '../../x402/parse';
 
 export type RelayQuote =
   /** The target did not ask for payment (any status below 500 but an x402 402): its answer, nothing to pay. */
@@ -68,37 +69,40 @@ export async function quoteRelay(
   const named = namedNetwork(deps.chains, call.network);
   if (named !== undefined && !named.ok) return { kind: 'bad_request', details: named.details };
 
-  const kept = keep ? keptSellerQuote(built.value) : undefined;
-  const answer = kept ? ({ ok: true, value: kept } as const) : await callTarget(built.value, budget, deps);
-  if (!answer.ok)
-    return isClientError(answer.reason)
-      ? { kind: 'bad_request', details: answer.details }
-      : { kind: 'bad_gateway', details: answer.details };
-  const { value: response } = answer;
-  if (response.status >= 500) return { kind: 'bad_gateway', details: `the target answered ${response.status}` };
-  const required = paymentRequiredOf(response);
-  if (!required) return { kind: 'free', response };
-
-  // No price above the service's whole daily relay volume could ever be admitted.
-  const decision = decidePayment(required, {
-    chains: deps.chains,
-    maxAmountMicroUsdc: usdToMicro(deps.config.relayDailyTotalUsd),
-    channels: true,
-  });
-  if (kept && !(decision.ok && isChannel(decision.value))) {
-    forgetSellerQuote(built.value);
-    return quoteRelay(deps, { call, budget, maxAmountMicroUsdc });
+  // A batch-settlement seller's 402 to this very request kept from moments ago, with the channel
+  // payment chosen of it: the seller is not asked again.
+  const kept = keep ? keptSellerQuote('relay', built.value) : undefined;
+  let required: TargetPaymentRequired;
+  let choice: PaymentChoice;
+  if (kept) ({ required, choice } = kept);
+  else {
+    const answer = await callTarget(built.value, budget, deps);
+    if (!answer.ok)
+      return isClientError(answer.reason)
+        ? { kind: 'bad_request', details: answer.details }
+        : { kind: 'bad_gateway', details: answer.details };
+    const { value: response } = answer;
+    if (response.status >= 500) return { kind: 'bad_gateway', details: `the target answered ${response.status}` };
+    const read = paymentRequiredOf(response);
+    if (!read) return { kind: 'free', response };
+    required = read;
+    // No price above the service's whole daily relay volume could ever be admitted.
+    const decision = decidePayment(required, {
+      chains: deps.chains,
+      maxAmountMicroUsdc: usdToMicro(deps.config.relayDailyTotalUsd),
+      channels: true,
+    });
+    if (!decision.ok) {
+      if (decision.reason === 'transfer_method_unsupported')
+        return { kind: 'transfer_method_unsupported', details: decision.details };
+      if (decision.reason === 'asset_unsupported') return { kind: 'asset_unsupported', details: decision.details };
+      return decision.reason === 'configuration'
+        ? { kind: 'configuration_error', details: decision.details }
+        : { kind: 'bad_gateway', details: decision.details };
+    }
+    choice = decision.value;
+    if (keep && isChannel(choice)) keepSellerQuote('relay', built.value, { required, choice });
   }
-  if (keep && !kept && decision.ok && isChannel(decision.value)) keepSellerQuote(built.value, response);
-  if (!decision.ok) {
-    if (decision.reason === 'transfer_method_unsupported')
-      return { kind: 'transfer_method_unsupported', details: decision.details };
-    if (decision.reason === 'asset_unsupported') return { kind: 'asset_unsupported', details: decision.details };
-    return decision.reason === 'configuration'
-      ? { kind: 'configuration_error', details: decision.details }
-      : { kind: 'bad_gateway', details: decision.details };
-  }
-  const { value: choice } = decision;
   const refusedPrice = ceilingRefusal(maxAmountMicroUsdc, choice.amountMicroUsdc, choice.network);
   if (refusedPrice) return refusedPrice;
   if (named !== undefined && NETWORK_TABLE[named.network].networkClass !== choice.networkClass) {
@@ -121,7 +125,7 @@ export async function quoteRelay(
 /** Forgets the seller's kept 402 to this call: the next relay of it asks the seller again. */
 export function forgetRelayQuote(call: CallRequest): void {
   const built = buildTargetRequest(call);
-  if (built.ok) forgetSellerQuote(built.value);
+  if (built.ok) forgetSellerQuote('relay', built.value);
 }
 
 function namedNetwork(
