@@ -142,7 +142,13 @@ async function inChannelSession<T>(db: Db, key: string, run: (session: ChannelSe
       try {
         hand.resolve(await run(session));
       } finally {
-        if (session.held) await sql`select pg_advisory_unlock(hashtextextended(${key}, 0))`.execute(connection);
+        if (session.held) {
+          // After the caller's answer went out: what follows the result is promises already
+          // settled (microtasks) up to the write of the reply, which run before this turn ends;
+          // the unlock's round trip (and Postgres's work for it) would otherwise come first.
+          await new Promise((resolve) => setImmediate(resolve));
+          await sql`select pg_advisory_unlock(hashtextextended(${key}, 0))`.execute(connection);
+        }
       }
     }),
   );
