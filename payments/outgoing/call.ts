@@ -121,6 +121,20 @@ const WITHOUT_CHANNELS: SchemeLookup = {
 };
 
 /**
+ * A decision that pays nothing and names what the target asks that we do not pay (a 422 each:
+ * its transfer method, its asset), as every caller reports it; undefined for the other reasons,
+ * which each caller words its own way.
+ */
+export function namedRefusal(
+  decision: Extract<PaymentDecision, { ok: false }>,
+): TransferMethodUnsupported | { kind: 'asset_unsupported'; details: string } | undefined {
+  if (decision.reason === 'transfer_method_unsupported')
+    return { kind: 'transfer_method_unsupported', details: decision.details };
+  if (decision.reason === 'asset_unsupported') return { kind: 'asset_unsupported', details: decision.details };
+  return undefined;
+}
+
+/**
  * The requirement we would pay: exact scheme (or upto in version 2), an enabled network where we hold a key, that
  * network's USDC, at most `maxAmountMicroUsdc` (the mode's ceiling). `network`, when named, is the
  * only one considered.

@@ -26,6 +26,7 @@ import {
   callBudget,
   callTarget,
   decidePayment,
+  namedRefusal,
   isClientError,
   MAX_PAID_ATTEMPTS,
   paymentRequiredOf,
@@ -144,9 +145,8 @@ export async function proxyCall(
       channels: true,
     });
     if (!decision.ok) {
-      if (decision.reason === 'transfer_method_unsupported')
-        return { kind: 'transfer_method_unsupported', details: decision.details };
-      if (decision.reason === 'asset_unsupported') return { kind: 'asset_unsupported', details: decision.details };
+      const named = namedRefusal(decision);
+      if (named) return named;
       return decision.reason === 'configuration'
         ? { kind: 'configuration_error', message: 'The service cannot pay this target', details: decision.details }
         : {

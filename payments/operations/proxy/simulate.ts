@@ -16,6 +16,7 @@ import {
   callBudget,
   callTarget,
   decidePayment,
+  namedRefusal,
   isClientError,
   paymentRequiredOf,
   recipientRefusal,
@@ -91,9 +92,8 @@ export async function simulateProxyCall(
   });
   if (!decision.ok) {
     if (decision.reason === 'network_not_offered') return { kind: 'bad_request', details: decision.details };
-    if (decision.reason === 'transfer_method_unsupported')
-      return { kind: 'transfer_method_unsupported', details: decision.details };
-    if (decision.reason === 'asset_unsupported') return { kind: 'asset_unsupported', details: decision.details };
+    const named = namedRefusal(decision);
+    if (named) return named;
     return decision.reason === 'configuration'
       ? { kind: 'configuration_error', details: decision.details }
       : { kind: 'bad_gateway', details: decision.details };

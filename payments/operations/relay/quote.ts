@@ -13,6 +13,7 @@ import { buildTargetRequest, type CallRequest, type TargetResponse } from '../..
 import {
   callTarget,
   decidePayment,
+  namedRefusal,
   isClientError,
   paymentRequiredOf,
   recipientRefusal,
@@ -93,9 +94,8 @@ export async function quoteRelay(
       channels: true,
     });
     if (!decision.ok) {
-      if (decision.reason === 'transfer_method_unsupported')
-        return { kind: 'transfer_method_unsupported', details: decision.details };
-      if (decision.reason === 'asset_unsupported') return { kind: 'asset_unsupported', details: decision.details };
+      const named = namedRefusal(decision);
+      if (named) return named;
       return decision.reason === 'configuration'
         ? { kind: 'configuration_error', details: decision.details }
         : { kind: 'bad_gateway', details: decision.details };
