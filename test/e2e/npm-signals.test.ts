@@ -1,7 +1,7 @@
 // `npm start` and `npm run worker` as an operator runs them, then stopped by a signal to the npm
 // process alone (what `kill <pid>` or a supervisor that knows only that process does): everything
-// the service started (tsx and its node child, the embedded Postgres and its backends, the
-// sandbox's peers) is gone, and npm exits 0.
+// the service started (node on the bundle, the embedded Postgres and its backends, the sandbox's
+// peers) is gone, and npm exits 0.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
@@ -107,7 +107,7 @@ async function stop(running: Running, signal: NodeJS.Signals) {
 }
 
 describe.each(['SIGTERM', 'SIGINT'] as const)('%s to the npm process', (signal) => {
-  it('of `npm start` (the sandbox) stops tsx, the service, its embedded Postgres and its peers, and npm exits 0', async () => {
+  it('of `npm start` (the sandbox) stops the service, its embedded Postgres and its peers, and npm exits 0', async () => {
     const port = await freePort();
     const running = npm(['start'], { PORT: String(port) });
     await until(running, '/health/ready answering 200', () =>
@@ -124,13 +124,14 @@ describe.each(['SIGTERM', 'SIGINT'] as const)('%s to the npm process', (signal) 
 });
 
 describe('SIGTERM to the npm process of `npm run worker`', () => {
-  it('stops tsx, the worker and its embedded Postgres, and npm exits 0', async () => {
+  it('stops the worker (node on the bundle, as npm start runs it) and its embedded Postgres, and npm exits 0', async () => {
     const running = npm(['run', 'worker'], {});
     await until(running, 'the worker running', () =>
       Promise.resolve(running.output.join('').includes('worker running')),
     );
     const { code, tree, left } = await stop(running, 'SIGTERM');
     expect(tree.map(({ command }) => command).join('\n')).toMatch(/postgres/);
+    expect(tree.map(({ command }) => command).join('\n')).toMatch(/node .*dist\/main\.js --worker-only/);
     expect(left).toEqual([]);
     expect(code).toBe(0);
   }, 240_000);
