@@ -14,7 +14,7 @@ import {
   type TargetRequest,
   type TargetResponse,
 } from '../basics/http/index';
-import { fail, ok, type Result } from '../basics/result';
+import { fail, ok, type Failure, type Result } from '../basics/result';
 import { chooseRequirement, isChannel, type PaymentChoice } from '../x402/choose';
 import type { SchemeLookup } from '../x402/schemes';
 import { readTargetPaymentRequired, type OfferV2, type TargetPaymentRequired } from '../x402/parse';
@@ -34,6 +34,11 @@ const REFUSED_BEFORE_SENDING = new Set<OutboundErrorCode>([
 
 export function isClientError(code: OutboundErrorCode): boolean {
   return REFUSED_BEFORE_SENDING.has(code);
+}
+
+/** A request to a target that got no answer, as a caller reports it: the request's fault (a 400) or the target's (a 502). */
+export function noAnswer(error: Failure<OutboundErrorCode>): { kind: 'bad_request' | 'bad_gateway'; details: string } {
+  return { kind: isClientError(error.reason) ? 'bad_request' : 'bad_gateway', details: error.details };
 }
 
 /**

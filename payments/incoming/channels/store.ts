@@ -349,12 +349,6 @@ export async function leaseUnchanged(
   return { leased: channelOf({ ...leased, channel_id: leasedId }) };
 }
 
-/**
- * The lease holder's charge of `amount` under the voucher it was given, with the charge's row: the
- * channel as charged, or undefined when the lease is no longer held or the voucher does not cover
- * it (the slow path says which; nothing moved). A cumulative amount already committed fails, as
- * insertCharge does. `giveBack` is taken off its counters in the same statement, only when charged.
- */
 /** A charge under a lease: its amount, the voucher it stands on, what it paid for, the counters it gives back. */
 export interface LeaseCharge {
   pendingId: string;
@@ -364,6 +358,12 @@ export interface LeaseCharge {
   giveBack?: SpendMove;
 }
 
+/**
+ * The lease holder's charge of `amount` under the voucher it was given, with the charge's row: the
+ * channel as charged, or undefined when the lease is no longer held or the voucher does not cover
+ * it (the slow path says which; nothing moved). A cumulative amount already committed fails, as
+ * insertCharge does. `giveBack` is taken off its counters in the same statement, only when charged.
+ */
 export async function chargeUnderLease(
   db: Db,
   channelId: Hex,

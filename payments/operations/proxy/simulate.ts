@@ -17,7 +17,7 @@ import {
   callTarget,
   decidePayment,
   namedRefusal,
-  isClientError,
+  noAnswer,
   paymentRequiredOf,
   recipientRefusal,
   type OfferRefused,
@@ -69,11 +69,7 @@ export async function simulateProxyCall(
   const refusedHost = hostRefusal(limits, call.api_url);
   if (refusedHost) return refusedHost;
   const answer = await callTarget(built.value, callBudget(timeoutMs), deps);
-  if (!answer.ok) {
-    return isClientError(answer.reason)
-      ? { kind: 'bad_request', details: answer.details }
-      : { kind: 'bad_gateway', details: answer.details };
-  }
+  if (!answer.ok) return noAnswer(answer);
   const { value: response } = answer;
   if (response.status >= 500) return { kind: 'bad_gateway', details: `the target answered ${response.status}` };
   const required = paymentRequiredOf(response);

@@ -14,7 +14,7 @@ import {
   callTarget,
   decidePayment,
   namedRefusal,
-  isClientError,
+  noAnswer,
   paymentRequiredOf,
   recipientRefusal,
   type CallBudget,
@@ -78,10 +78,7 @@ export async function quoteRelay(
   if (kept) ({ required, choice } = kept);
   else {
     const answer = await callTarget(built.value, budget, deps);
-    if (!answer.ok)
-      return isClientError(answer.reason)
-        ? { kind: 'bad_request', details: answer.details }
-        : { kind: 'bad_gateway', details: answer.details };
+    if (!answer.ok) return noAnswer(answer);
     const { value: response } = answer;
     if (response.status >= 500) return { kind: 'bad_gateway', details: `the target answered ${response.status}` };
     const read = paymentRequiredOf(response);
